@@ -1,0 +1,97 @@
+"""The measure contract: the Reading a judge produces and how a measure command's stdout becomes one."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+
+class Direction(enum.StrEnum):
+    LOWER = "lower"
+    HIGHER = "higher"
+
+
+@attrs.frozen
+class Reading:
+    """One measurement of one candidate. `score is None` means unscoreable."""
+
+    valid: bool
+    score: float | None = None
+    tiebreak: float | None = None
+    solved: bool = False
+    note: str = ""
+    detail: Mapping[str, Any] | None = None
+
+    @classmethod
+    def invalid(cls, note: str) -> Reading:
+        return cls(valid=False, note=note)
+
+    @property
+    def scoreable(self) -> bool:
+        return self.valid and self.score is not None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "score": self.score,
+            "tiebreak": self.tiebreak,
+            "solved": self.solved,
+            "note": self.note,
+            "detail": dict(self.detail) if self.detail is not None else None,
+        }
+
+
+def _number(value: Any) -> float | None:
+    # bool is an int subclass; a JSON `true` score is a domain bug, not the number 1.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def parse_measure_output(stdout: str, exit_code: int) -> Reading:
+    """Turn a measure command's stdout and exit code into a Reading, never raising.
+
+    The last line starting with `{` is the verdict; a nonzero exit forces valid=false.
+    Garbage, silence and wrong types become an invalid reading whose note says why.
+    """
+    verdict_line = None
+    for line in reversed(stdout.splitlines()):
+        if line.lstrip().startswith("{"):
+            verdict_line = line.strip()
+            break
+    if verdict_line is None:
+        note = "measure printed no JSON verdict line"
+        if exit_code != 0:
+            note += f" and exited {exit_code}"
+        return Reading.invalid(note)
+    try:
+        data = json.loads(verdict_line)
+    except json.JSONDecodeError as exc:
+        return Reading.invalid(f"measure verdict is not valid JSON: {exc.msg} at column {exc.colno}")
+    if not isinstance(data, dict):
+        return Reading.invalid("measure verdict is not a JSON object")
+    valid = data.get("valid")
+    if not isinstance(valid, bool):
+        return Reading.invalid('measure verdict lacks the required boolean "valid"')
+    raw_score = data.get("score")
+    score = _number(raw_score)
+    note = data.get("note")
+    note = note if isinstance(note, str) else ""
+    if raw_score is not None and score is None:
+        note = f"score {raw_score!r} is not a finite number; {note}".rstrip("; ")
+    solved = data.get("solved") is True
+    detail = data.get("detail")
+    detail = detail if isinstance(detail, dict) else None
+    tiebreak = _number(data.get("tiebreak"))
+    if exit_code != 0:
+        note = f"measure exited {exit_code}; {note}".rstrip("; ")
+        valid = False
+    if score is None:
+        valid = False
+    return Reading(valid=valid, score=score, tiebreak=tiebreak, solved=solved, note=note, detail=detail)

@@ -1,0 +1,64 @@
+"""The universal keep/discard rule (RFC-0001:C-DECIDE) as pure functions."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from crucible_core.contract import Direction, Reading
+
+
+class Verdict(enum.StrEnum):
+    KEEP = "keep"
+    DISCARD = "discard"
+    BASELINE = "baseline"  # the first valid reading: always kept, sets the best
+
+
+@attrs.frozen
+class Best:
+    """What a candidate is compared against: the best kept score and its tiebreak."""
+
+    score: float | None = None
+    tiebreak: float | None = None
+
+
+def better(candidate: float, incumbent: float, direction: Direction) -> bool:
+    return candidate < incumbent if direction is Direction.LOWER else candidate > incumbent
+
+
+def tiebreak_better(reading: Reading, best: Best, direction: Direction) -> bool:
+    """A reading without a tiebreak never wins a tie; a best without one counts as the worst."""
+    if reading.tiebreak is None:
+        return False
+    if best.tiebreak is None:
+        return True
+    return better(reading.tiebreak, best.tiebreak, direction)
+
+
+def decide(
+    reading: Reading,
+    best: Best,
+    direction: Direction,
+    tiebreak_direction: Direction | None = None,
+) -> Verdict:
+    """keep = valid and scored and (strictly better, or equal with a better tiebreak, or solved)."""
+    if not reading.scoreable:
+        return Verdict.DISCARD
+    assert reading.score is not None
+    if best.score is None:
+        return Verdict.BASELINE
+    if better(reading.score, best.score, direction):
+        return Verdict.KEEP
+    if reading.score == best.score and tiebreak_better(reading, best, tiebreak_direction or direction):
+        return Verdict.KEEP
+    if reading.solved:
+        return Verdict.KEEP
+    return Verdict.DISCARD
+
+
+def advance(best: Best, reading: Reading, verdict: Verdict) -> Best:
+    """The best after a decision: a kept reading becomes the new incumbent."""
+    if verdict is Verdict.DISCARD:
+        return best
+    return Best(score=reading.score, tiebreak=reading.tiebreak)

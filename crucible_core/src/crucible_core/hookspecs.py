@@ -1,0 +1,92 @@
+"""The whole extension surface of crucible: every hook a plugin may implement, in one file.
+
+A plugin is a module named in the `crucible` entry-point group that holds `@hookimpl`
+functions. Registration hooks receive a `register(name, factory)` callback; a name registered
+twice is an error naming both plugins.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import click
+
+    from crucible_core.protocols import (
+        BackendFactory,
+        HarnessFactory,
+        JudgeFactory,
+        ReporterFactory,
+        WorldFactory,
+    )
+    from crucible_core.registry import Register
+
+PROJECT = "crucible"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def crucible_register_worlds(register: Register[WorldFactory]) -> None:
+    """Register World kinds by name ("git", "command"): factories taking a WorldContext."""
+
+
+@hookspec
+def crucible_register_judges(register: Register[JudgeFactory]) -> None:
+    """Register Judge kinds by name ("command", "task"): factories taking a JudgeContext."""
+
+
+@hookspec
+def crucible_register_backends(register: Register[BackendFactory]) -> None:
+    """Register agent backends by name ("local", "command"), the `[agent].backend` values."""
+
+
+@hookspec
+def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
+    """Register harnesses by name ("claude", "anthropic"), the `[agent].harness` values."""
+
+
+@hookspec
+def crucible_register_output_kinds(register: Register[Any]) -> None:
+    """Register mediated output kinds by name (the closed `[outputs]` vocabulary)."""
+
+
+@hookspec
+def crucible_register_services(register: Register[Any]) -> None:
+    """Register run-service tools by name, as a run supervisor catalog offers them."""
+
+
+@hookspec
+def crucible_register_commands(register: Register[click.Command]) -> None:
+    """Register extra `crucible` CLI subcommands by name: each value is a click.Command."""
+
+
+@hookspec
+def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
+    """Register run reporters by name ("console", "headless", "jsonl"), chosen with `--ui`."""
+
+
+@hookspec
+def crucible_register_packs(register: Register[Path]) -> None:
+    """Register domain packs by name: each value is a directory holding a crucible.toml."""
+
+
+@hookspec(firstresult=True)
+def crucible_read_pristine(workspace: Path, relpath: str) -> bytes | None:
+    """Return a file's bytes as recorded in the workspace's pristine base commit.
+
+    firstresult: the first non-None answer wins. Return None when this plugin does not know
+    the workspace or no base commit exists yet; the manifest loader then trusts the working
+    tree for this run only, with a warning.
+    """
+
+
+@hookspec
+def crucible_session_event(event: Mapping[str, Any]) -> None:
+    """Observe one session-log event, called after the event is durably written."""

@@ -1,0 +1,168 @@
+"""Finding plugins (stevedore over the `crucible` entry-point group) and calling them (pluggy)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import types
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import pluggy
+
+from crucible_core import hookspecs
+from crucible_core.registry import Registry
+
+ENTRY_POINT_GROUP = "crucible"
+LOAD_ENV = "CRUCIBLE_LOAD_PLUGINS"
+CORE_PLUGIN = "core"
+
+# registry kind -> the registration hook that fills it
+REGISTRATION_HOOKS: dict[str, str] = {
+    "world": "crucible_register_worlds",
+    "judge": "crucible_register_judges",
+    "backend": "crucible_register_backends",
+    "harness": "crucible_register_harnesses",
+    "output kind": "crucible_register_output_kinds",
+    "service": "crucible_register_services",
+    "command": "crucible_register_commands",
+    "reporter": "crucible_register_reporters",
+    "pack": "crucible_register_packs",
+}
+
+
+@attrs.frozen
+class PluginInfo:
+    name: str  # the entry-point name
+    distribution: str
+    version: str
+    module: str
+    hooks: tuple[str, ...]
+
+
+@attrs.frozen
+class LoadFailure:
+    name: str
+    distribution: str
+    error: str
+
+
+@attrs.define
+class Plugins:
+    """One plugin manager with its loaded plugins; build a fresh one per test."""
+
+    pm: pluggy.PluginManager
+    infos: list[PluginInfo] = attrs.field(factory=list)
+    failures: list[LoadFailure] = attrs.field(factory=list)
+    _registries: dict[str, Registry[Any]] = attrs.field(factory=dict)
+
+    @property
+    def hook(self) -> Any:
+        return self.pm.hook
+
+    def distribution_of(self, plugin: object) -> str:
+        name = self.pm.get_name(plugin) or "?"
+        for info in self.infos:
+            if info.name == name:
+                return info.distribution
+        return name
+
+    def registry(self, kind: str) -> Registry[Any]:
+        """The named drivers of one kind, collected from every plugin on first use."""
+        cached = self._registries.get(kind)
+        if cached is not None:
+            return cached
+        registry: Registry[Any] = Registry(kind)
+        caller = getattr(self.pm.hook, REGISTRATION_HOOKS[kind])
+        # Call each implementation ourselves so every registration knows whose it is.
+        for impl in reversed(caller.get_hookimpls()):
+            owner = self.distribution_of(impl.plugin)
+            impl.function(register=functools.partial(_register_into, registry, owner))
+        self._registries[kind] = registry
+        return registry
+
+    def register_module(self, module: types.ModuleType, *, name: str, distribution: str, version: str) -> None:
+        self.pm.register(module, name=name)
+        hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
+        self.infos.append(PluginInfo(name, distribution, version, module.__name__, hooks))
+        self._registries.clear()
+
+
+def _register_into(registry: Registry[Any], owner: str, name: str, value: Any) -> None:
+    registry.add(name, value, owner)
+
+
+def new_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def requested_names(environ: dict[str, str] | None = None) -> list[str] | None:
+    """The entry-point names CRUCIBLE_LOAD_PLUGINS narrows to (core always loads), or None for all."""
+    raw = (environ if environ is not None else os.environ).get(LOAD_ENV)
+    if raw is None:
+        return None
+    names = [part.strip() for part in raw.split(",") if part.strip()]
+    return sorted(set(names) | {CORE_PLUGIN})
+
+
+@functools.cache
+def _distributions_by_entry_point() -> dict[str, tuple[str, str]]:
+    # stevedore's cache keeps no distribution; importlib's group lookup is cheap (~2 ms).
+    from importlib.metadata import entry_points
+
+    found: dict[str, tuple[str, str]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        if dist is not None:
+            found[ep.name] = (dist.metadata["Name"], dist.version)
+    return found
+
+
+def _distribution(entry_point: Any) -> tuple[str, str]:
+    dist = getattr(entry_point, "dist", None)
+    if dist is not None:
+        return dist.metadata["Name"], dist.version
+    return _distributions_by_entry_point().get(entry_point.name, (entry_point.name, "?"))
+
+
+def load_plugins(*, names: Iterable[str] | None = None, discover: bool = True) -> Plugins:
+    """Discover and register installed plugins; a plugin that fails to import is listed, not fatal."""
+    from stevedore import ExtensionManager, NamedExtensionManager  # deferred: keeps --version fast
+
+    plugins = Plugins(new_manager())
+    if not discover:
+        return plugins
+    wanted = list(names) if names is not None else requested_names()
+
+    def on_failure(_manager: Any, entry_point: Any, exc: BaseException) -> None:
+        dist, _ = _distribution(entry_point)
+        plugins.failures.append(LoadFailure(entry_point.name, dist, f"{type(exc).__name__}: {exc}"))
+
+    if wanted is None:
+        manager = ExtensionManager(
+            ENTRY_POINT_GROUP, invoke_on_load=False, on_load_failure_callback=on_failure
+        )
+    else:
+        manager = NamedExtensionManager(
+            ENTRY_POINT_GROUP,
+            names=wanted,
+            invoke_on_load=False,
+            on_load_failure_callback=on_failure,
+            name_order=True,
+        )
+    for extension in manager:
+        dist, version = _distribution(extension.entry_point)
+        module = extension.plugin
+        if not isinstance(module, types.ModuleType):
+            plugins.failures.append(
+                LoadFailure(extension.name, dist, "entry point must name a module of @hookimpl functions")
+            )
+            continue
+        try:
+            plugins.register_module(module, name=extension.name, distribution=dist, version=version)
+        except (ValueError, pluggy.PluginValidationError) as exc:
+            plugins.failures.append(LoadFailure(extension.name, dist, f"{type(exc).__name__}: {exc}"))
+    return plugins

@@ -1,0 +1,246 @@
+"""The one supervisor every child process goes through: own group, deadline, caps, reaped on every path.
+
+Each child gets its own session (so a group kill reaches its grandchildren), a deadline after
+which the whole group gets SIGTERM and then SIGKILL, and capped stdout/stderr capture. A small
+guard process, started once per engine, holds the read end of a pipe from the engine: when the
+engine dies for any reason (SIGKILL included) the pipe closes and the guard kills every group
+still registered, so no child outlives the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+DEFAULT_CAPTURE_BYTES = 1 << 20
+DEFAULT_GRACE_SECONDS = 2.0
+
+# The guard: reads "+pgid"/"-pgid" lines; at EOF (engine gone) SIGKILLs what is left.
+_GUARD_SOURCE = r"""
+import os, signal, sys
+groups = set()
+for line in sys.stdin:
+    line = line.strip()
+    if line[:1] == "+":
+        groups.add(int(line[1:]))
+    elif line[:1] == "-":
+        groups.discard(int(line[1:]))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+@attrs.frozen
+class Completed:
+    """What a supervised child did. `exit_code` is negative for a signal, as in subprocess."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration: float
+    spawn_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and self.spawn_error is None
+
+    def describe_failure(self) -> str:
+        if self.spawn_error:
+            return f"could not start: {self.spawn_error}"
+        if self.timed_out:
+            return f"killed at its deadline after {self.duration:.1f}s"
+        if self.exit_code < 0:
+            return f"killed by signal {-self.exit_code}"
+        return f"exited {self.exit_code}"
+
+
+class _TailBuffer:
+    """Keeps the last `cap` bytes written: a verdict line sits at the end of the output."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        while self.size > self.cap and len(self.chunks) > 1:
+            first = self.chunks.pop(0)
+            self.size -= len(first)
+            self.dropped += len(first)
+        if self.size > self.cap:
+            only = self.chunks[0]
+            cut = self.size - self.cap
+            self.chunks[0] = only[cut:]
+            self.size -= cut
+            self.dropped += cut
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+class _Guard:
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> subprocess.Popen[bytes] | None:
+        if self._proc is None or self._proc.poll() is not None:
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-S", "-c", _GUARD_SOURCE],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError:
+                self._proc = None
+        return self._proc
+
+    def tell(self, line: str) -> None:
+        with self._lock:
+            proc = self._ensure()
+            if proc is None or proc.stdin is None:
+                return
+            try:
+                proc.stdin.write(line.encode() + b"\n")
+                proc.stdin.flush()
+            except OSError:
+                self._proc = None
+
+
+_guard = _Guard()
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _pump(stream, sink: _TailBuffer, on_line: Callable[[str], None] | None) -> None:
+    pending = b""
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        sink.add(chunk)
+        if on_line is not None:
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                on_line(line.decode("utf-8", errors="replace"))
+    if on_line is not None and pending:
+        on_line(pending.decode("utf-8", errors="replace"))
+    stream.close()
+
+
+_PR_SET_PDEATHSIG = 1
+_prctl: Callable[..., int] | None = None
+
+
+def _death_signal_setter() -> Callable[[], None] | None:
+    """Resolve prctl in the parent, so the forked child only makes one plain call."""
+    global _prctl
+    if not sys.platform.startswith("linux"):
+        return None
+    if _prctl is None:
+        try:
+            import ctypes
+
+            _prctl = ctypes.CDLL(None).prctl
+        except (OSError, AttributeError):
+            return None
+    prctl = _prctl
+
+    def set_parent_death_signal() -> None:
+        # The direct child gets SIGKILL when the engine thread that forked it dies.
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    return set_parent_death_signal
+
+
+def run(
+    command: str | Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float | None = None,
+    stdin_data: bytes | None = None,
+    on_stdout_line: Callable[[str], None] | None = None,
+    capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+    grace: float = DEFAULT_GRACE_SECONDS,
+) -> Completed:
+    """Run a child under supervision. A string is a shell command (`sh -c`), a sequence an argv."""
+    argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            # PDEATHSIG follows the forking *thread*; only the main thread lives as long as the engine.
+            preexec_fn=_death_signal_setter() if threading.current_thread() is threading.main_thread() else None,
+        )
+    except OSError as exc:
+        return Completed(-1, "", "", False, time.monotonic() - started, spawn_error=str(exc))
+    pgid = proc.pid
+    _guard.tell(f"+{pgid}")
+    out, err = _TailBuffer(capture_bytes), _TailBuffer(capture_bytes)
+    pumps = [
+        threading.Thread(target=_pump, args=(proc.stdout, out, on_stdout_line), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, err, None), daemon=True),
+    ]
+    for pump in pumps:
+        pump.start()
+    timed_out = False
+    try:
+        if stdin_data is not None and proc.stdin is not None:
+            try:
+                proc.stdin.write(stdin_data)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(pgid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        # Whatever happened (deadline, KeyboardInterrupt, an exception in a callback), the
+        # whole group goes: the leader may have exited while grandchildren still run.
+        _kill_group(pgid, signal.SIGKILL)
+        proc.wait()
+        _guard.tell(f"-{pgid}")
+        for pump in pumps:
+            pump.join(timeout=5)
+    return Completed(
+        exit_code=proc.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+        duration=time.monotonic() - started,
+    )

@@ -1,0 +1,206 @@
+"""The small Protocols every driver obeys, and the context objects the engine hands their factories."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from crucible_core.contract import Reading
+
+if TYPE_CHECKING:
+    from crucible_core.manifest.models import AgentSection, JudgeSection, Manifest, WorldSection
+    from crucible_core.shell import Shell
+
+
+# ---------------------------------------------------------------------------------------------
+# World: reversibility. The token is opaque to the engine; it only hands it back to restore().
+
+
+@attrs.frozen
+class ApplyOutcome:
+    ok: bool
+    note: str = ""
+
+
+@attrs.frozen
+class WorldContext:
+    """What a World factory gets. `spared` are workspace-relative paths a restore never removes."""
+
+    workspace: Path
+    section: WorldSection
+    spared: tuple[str, ...]
+    shell: Shell
+
+
+@runtime_checkable
+class World(Protocol):
+    def prepare(self) -> str:
+        """Make the workspace a repository whose base commit holds everything now in it.
+
+        Commits the current tree as the baseline when there is no commit or the tree is dirty,
+        records the pristine base (readable later through `crucible_read_pristine`), writes the
+        spared paths to the repository's exclude file, and returns the base commit id.
+        """
+
+    def snapshot(self, label: str) -> str:
+        """Keep the current candidate; return the token that restores exactly this state."""
+
+    def restore(self, token: str) -> None:
+        """Roll the world back to a token snapshot() returned. Raises RunFailed on failure."""
+
+    def apply(self) -> ApplyOutcome:
+        """Make the candidate live before it is measured (a no-op for a plain tree)."""
+
+    def last_commit_sha(self) -> str | None:
+        """The git half of the latest kept state, for kept_shas and publishing."""
+
+    def changed_paths(self) -> list[str]:
+        """Workspace-relative paths that differ from the last kept state (spared paths excluded)."""
+
+
+WorldFactory = Callable[[WorldContext], World]
+
+
+# ---------------------------------------------------------------------------------------------
+# Judge: measures a candidate once. The agent never receives one.
+
+
+@attrs.frozen
+class MeasureContext:
+    """The engine's numbers a judge may show the measure command (absent on the baseline)."""
+
+    iteration: int
+    baseline_score: float | None = None
+    baseline_total: float | None = None
+    best_score: float | None = None
+
+
+@attrs.frozen
+class JudgeContext:
+    section: JudgeSection | None
+    workspace: Path
+    shell: Shell
+    measure_timeout: float | None = None
+
+
+@runtime_checkable
+class Judge(Protocol):
+    gate: str  # the objective label, written on the wire under the key "gate"
+    scored: bool  # False for the task lane: no baseline, every completed turn is kept
+
+    def measure(self, ctx: MeasureContext) -> Reading:
+        """Measure the workspace as it is now. Never raises for a bad measure command."""
+
+
+JudgeFactory = Callable[[JudgeContext], Judge]
+
+
+# ---------------------------------------------------------------------------------------------
+# Agent turns: a backend decides where a turn runs, a harness which agent program runs it.
+
+
+class FailureClass(enum.StrEnum):
+    AGENT = "agent"  # the agent ran and reported an error
+    PROVIDER = "provider"  # the model provider failed (auth, overload, API error)
+    COMMAND = "command"  # the agent command exited nonzero
+    TIMEOUT = "timeout"  # the turn outlived its deadline and was killed
+    SPAWN = "spawn"  # the agent program could not be started
+    STREAM = "stream"  # the agent's event stream broke off or could not be decoded
+
+
+# A transport failure says nothing about the candidate: the iteration is not spent.
+TRANSPORT_FAILURES = frozenset({FailureClass.SPAWN, FailureClass.STREAM})
+
+
+@attrs.frozen
+class TurnResult:
+    ok: bool
+    failure: FailureClass | None = None
+    cost_usd: float = 0.0
+    note: str = ""
+
+    @property
+    def transport_failure(self) -> bool:
+        return self.failure in TRANSPORT_FAILURES
+
+
+AgentEventSink = Callable[[str, Mapping[str, Any]], None]
+
+
+@attrs.frozen
+class Turn:
+    """One agent turn. `emit(kind, fields)` writes an agent event to the session log."""
+
+    iteration: int
+    prompt: str
+    workspace: Path
+    env: Mapping[str, str]
+    deadline_seconds: float | None
+    emit: AgentEventSink
+    model: str | None = None
+    effort: str | None = None
+    session: str | None = None
+    mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class BackendContext:
+    manifest: Manifest
+    agent: AgentSection
+    manifest_dir: Path
+    workspace: Path
+    private_dir: Path  # mode-0700 engine state: session cursors and the like, never published
+    shell: Shell
+    resolve_harness: Callable[[str], Harness]
+    harness_name: str
+
+
+@runtime_checkable
+class AgentBackend(Protocol):
+    def run_turn(self, turn: Turn) -> TurnResult:
+        """Let the agent edit turn.workspace; never raises for an agent failure."""
+
+
+BackendFactory = Callable[[BackendContext], AgentBackend]
+
+
+@attrs.frozen
+class HarnessContext:
+    agent: AgentSection
+    manifest_dir: Path
+    private_dir: Path
+
+
+@runtime_checkable
+class Harness(Protocol):
+    def run(self, turn: Turn) -> TurnResult:
+        """Run one turn of this agent program on the host, in turn.workspace."""
+
+
+HarnessFactory = Callable[[HarnessContext], Harness]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporters: views of the session log (console, jsonl, dashboards).
+
+
+@attrs.frozen
+class ReporterContext:
+    stream: Any  # a text stream, normally sys.stderr
+    iterations: int | None
+
+
+@runtime_checkable
+class Reporter(Protocol):
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        """Receive one session-log event after it was durably written."""
+
+    def close(self) -> None:
+        """The run is over; flush whatever is left."""
+
+
+ReporterFactory = Callable[[ReporterContext], Reporter]

@@ -1,0 +1,87 @@
+"""Named registries of drivers: duplicate names fail naming both plugins, unknown names suggest."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+import attrs
+
+from crucible_core.errors import PluginError
+
+T = TypeVar("T")
+
+Register = Callable[[str, T], None]
+
+# Where a name this installation lacks comes from, so an error can say what to install.
+KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
+    "world": {"git": "crucible-plugin-world-git", "command": "crucible-plugin-world-git"},
+    "judge": {"command": "crucible-plugin-judge-command", "task": "crucible-plugin-judge-command"},
+    "backend": {
+        "local": "crucible-plugin-backend-local",
+        "command": "crucible-plugin-backend-local",
+        "openshell": "crucible-plugin-backend-openshell",
+    },
+    "harness": {
+        "claude": "crucible-plugin-harness-claude",
+        "anthropic": "crucible-plugin-harness-claude",
+    },
+}
+
+
+@attrs.frozen
+class Entry(Generic[T]):
+    name: str
+    value: T
+    plugin: str  # the distribution (or plugin name) that registered it
+
+
+@attrs.define
+class Registry(Generic[T]):
+    """All drivers of one kind ("world", "judge", ...) keyed by name."""
+
+    kind: str
+    entries: dict[str, Entry[T]] = attrs.field(factory=dict)
+
+    def add(self, name: str, value: T, plugin: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"plugin {plugin} registered a {self.kind} with an empty or non-string name")
+        existing = self.entries.get(name)
+        if existing is not None:
+            raise PluginError(
+                f"{self.kind} {name!r} is registered by both {existing.plugin} and {plugin}",
+                hint="uninstall one of them, or narrow the set with CRUCIBLE_LOAD_PLUGINS",
+            )
+        self.entries[name] = Entry(name, value, plugin)
+
+    def names(self) -> list[str]:
+        return sorted(self.entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def __iter__(self) -> Iterator[Entry[T]]:
+        return iter(self.entries.values())
+
+    def get(self, name: str, *, where: str) -> T:
+        entry = self.entries.get(name)
+        if entry is not None:
+            return entry.value
+        raise PluginError(self.unknown_message(name, where))
+
+    def unknown_message(self, name: str, where: str) -> str:
+        installed = self.names()
+        known = KNOWN_PROVIDERS.get(self.kind, {})
+        candidates = sorted(set(installed) | set(known))
+        parts = [f"unknown {self.kind} {name!r} in {where}"]
+        parts.append(f"installed: {', '.join(installed) if installed else 'none'}")
+        if name in known:
+            parts.append(f"install {known[name]} to get it")
+        else:
+            close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+            if close:
+                suggestion = close[0]
+                extra = "" if suggestion in installed else f", from {known[suggestion]}"
+                parts.append(f"did you mean {suggestion!r}{extra}?")
+        return "; ".join(parts)

@@ -1,0 +1,1 @@
+"""crucible-plugin-world-git: GitWorld and CommandWorld on dulwich."""
