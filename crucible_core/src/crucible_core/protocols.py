@@ -38,6 +38,12 @@ class WorldContext:
 
 @runtime_checkable
 class World(Protocol):
+    def clone_from(self, source: str, ref: str | None) -> None:
+        """Fill the (absent or empty) workspace with a checkout of [repo] (a path or URL) at ref.
+
+        The default setup when the manifest has no setup_cmd. Raises RunFailed when it cannot.
+        """
+
     def prepare(self) -> str:
         """Make the workspace a repository whose base commit holds everything now in it.
 
