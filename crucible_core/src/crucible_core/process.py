@@ -149,6 +149,14 @@ def _pump(stream, sink: _TailBuffer, on_line: Callable[[str], None] | None) -> N
     stream.close()
 
 
+def _feed(stdin, data: bytes) -> None:
+    try:
+        stdin.write(data)
+        stdin.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+
+
 _PR_SET_PDEATHSIG = 1
 _prctl: Callable[..., int] | None = None
 
@@ -212,14 +220,12 @@ def run(
     ]
     for pump in pumps:
         pump.start()
+    if stdin_data is not None and proc.stdin is not None:
+        # A thread, so a child that never reads its stdin cannot block us past the deadline.
+        feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin_data), daemon=True)
+        feeder.start()
     timed_out = False
     try:
-        if stdin_data is not None and proc.stdin is not None:
-            try:
-                proc.stdin.write(stdin_data)
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

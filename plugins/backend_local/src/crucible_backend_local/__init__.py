@@ -1,1 +1,15 @@
-"""x"""
+"""crucible-plugin-backend-local: the `local` backend (a harness on the host) and the `command` backend."""
+
+from __future__ import annotations
+
+from crucible_core.hookspecs import hookimpl
+from crucible_core.protocols import BackendFactory
+from crucible_core.registry import Register
+
+
+@hookimpl
+def crucible_register_backends(register: Register[BackendFactory]) -> None:
+    from crucible_backend_local.backends import CommandBackend, LocalBackend
+
+    register("command", CommandBackend.from_context)
+    register("local", LocalBackend.from_context)

@@ -1,0 +1,99 @@
+"""The `crucible` entry point: the command group, error rendering and exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+import click
+
+from crucible_core import __version__
+from crucible_core.errors import CrucibleError, ExitCode
+
+# Built-in commands, imported only when invoked so `crucible --help` stays fast.
+BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("crucible_core.cli.run_cmd", "Run the keep/discard loop over a manifest."),
+    "check": ("crucible_core.cli.check_cmd", "Validate a manifest and its gate without an agent turn."),
+    "init": ("crucible_core.cli.init_cmd", "Scaffold a crucible.toml and a measure stub."),
+    "plugins": ("crucible_core.cli.plugins_cmd", "List installed plugins, their hooks and names."),
+}
+
+
+class CrucibleGroup(click.Group):
+    """Lazy built-ins plus commands plugins register through crucible_register_commands."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(BUILTIN_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in BUILTIN_COMMANDS:
+            module = __import__(BUILTIN_COMMANDS[cmd_name][0], fromlist=["command"])
+            return module.command
+        from crucible_core.plugins import load_plugins
+
+        registry = load_plugins().registry("command")
+        return registry.entries[cmd_name].value if cmd_name in registry else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, BUILTIN_COMMANDS[name][1]) for name in sorted(BUILTIN_COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+        formatter.write_paragraph()
+        formatter.write_text("Plugins may add commands; `crucible plugins` lists them.")
+
+
+@click.group(cls=CrucibleGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="crucible", message="%(prog)s %(version)s")
+def cli() -> None:
+    """crucible: let a coding agent improve a codebase against a frozen objective.
+
+    Each iteration the agent proposes one change, a judge it cannot touch measures it once,
+    and the change is kept (a git commit) only if it is strictly better.
+
+    `crucible --manifest X [flags]` is shorthand for `crucible run --manifest X [flags]`.
+    """
+
+
+def _normalize(argv: list[str]) -> list[str]:
+    # Users of the original tool type `crucible --manifest x.toml --iterations 6`.
+    if argv and argv[0].startswith("--") and argv[0] not in ("--help", "--version"):
+        return ["run", *argv]
+    return argv
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _normalize(list(sys.argv[1:] if argv is None else argv))
+    try:
+        code = cli.main(args=args, prog_name="crucible", standalone_mode=False)
+    except CrucibleError as exc:
+        click.echo(f"crucible: error: {exc.render()}", err=True)
+        sys.exit(int(exc.exit_code))
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(int(ExitCode.USAGE))
+    except click.UsageError as exc:
+        exc.show()
+        sys.exit(int(ExitCode.USAGE))
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(int(ExitCode.USAGE))
+    except click.exceptions.Abort:
+        click.echo("crucible: aborted", err=True)
+        sys.exit(int(ExitCode.STOPPED))
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        if os.environ.get("CRUCIBLE_DEBUG"):
+            raise
+        click.echo(
+            f"crucible: internal error: {type(exc).__name__}: {exc} "
+            "(set CRUCIBLE_DEBUG=1 for a traceback and report it)",
+            err=True,
+        )
+        sys.exit(int(ExitCode.INTERNAL))
+    sys.exit(int(code) if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""`crucible run`: run the loop over a manifest."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from crucible_core.budget import Budget, parse_duration
+from crucible_core.cli.options import manifest_option, state_dir_option
+from crucible_core.engine import RunOptions
+from crucible_core.errors import UsageError
+
+
+@click.command("run")
+@manifest_option
+@click.option("--iterations", "-n", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Agent turns to run (the baseline is not counted).")
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="Stop once this many USD are spent.")
+@click.option("--max-time", default=None, help="Stop after this much active wall-clock (90s, 15m, 2h).")
+@click.option("--no-early-stop", is_flag=True, help="Keep iterating after a solved reading.")
+@click.option("--harness", default=None, help="Override [agent].harness for this run.")
+@click.option("--model", default=None, help="Override [agent].model for this run.")
+@click.option("--turn-timeout", default=None, help="Deadline for one agent turn (default: [agent].turn_timeout or 1h).")
+@state_dir_option
+@click.option("--steer", "steer_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The STEER.md file channel (default: <manifest dir>/STEER.md).")
+@click.option("--ui", type=click.Choice(["console", "headless", "jsonl"]), default="console", show_default=True,
+              help="How progress is shown: lines for a person, quiet, or every event as JSON on stdout.")
+@click.option("--resume", is_flag=True, help="Continue the run recorded in the state directory.")
+@click.option("--pack", default=None, help="Run the domain pack an installed plugin registered under this name.")
+def command(
+    manifest: Path,
+    iterations: int,
+    max_cost: float | None,
+    max_time: str | None,
+    no_early_stop: bool,
+    harness: str | None,
+    model: str | None,
+    turn_timeout: str | None,
+    state_dir: Path | None,
+    steer_file: Path | None,
+    ui: str,
+    resume: bool,
+    pack: str | None,
+) -> None:
+    """Run the keep/discard loop over a manifest.
+
+    Exit codes: 0 the run completed (iterations or budget spent, or solved); 2 the agent
+    escalated; 3 stopped by an operator; 4 the run failed; 10 bad manifest; 11 workspace or
+    state conflict; 12 unknown or duplicate plugin. See docs/cli.md.
+    """
+    from crucible_core.plugins import load_plugins
+    from crucible_core.runner import RunRequest, execute
+
+    plugins = load_plugins()
+    for failure in plugins.failures:
+        click.echo(f"crucible: warning: plugin {failure.name} ({failure.distribution}) failed to load: "
+                   f"{failure.error}", err=True)
+    if pack is not None:
+        manifest = _pack_manifest(plugins, pack)
+    budget = Budget(
+        iterations=iterations,
+        max_cost=max_cost,
+        max_time=parse_duration(max_time) if max_time else None,
+    )
+    options = RunOptions(
+        no_early_stop=no_early_stop,
+        harness=harness,
+        model=model,
+        turn_timeout=parse_duration(turn_timeout) if turn_timeout else None,
+    )
+    result = execute(
+        plugins,
+        RunRequest(manifest=manifest, budget=budget, options=options, state_dir=state_dir,
+                   steer=steer_file, ui=ui, resume=resume),
+    )
+    sys.exit(int(result.exit_code))
+
+
+def _pack_manifest(plugins, name: str) -> Path:
+    directory = Path(plugins.registry("pack").get(name, where="--pack"))
+    manifest = directory / "crucible.toml"
+    if not manifest.is_file():
+        raise UsageError(f"pack {name!r} at {directory} has no crucible.toml", hint="reinstall the pack")
+    return manifest

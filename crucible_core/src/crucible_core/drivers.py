@@ -1,0 +1,109 @@
+"""Choosing and building the run's drivers (world, judge, backend, reporter) from the plugin registries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.paths import RunPaths
+from crucible_core.plugins import Plugins
+from crucible_core.protocols import (
+    AgentBackend,
+    BackendContext,
+    Harness,
+    HarnessContext,
+    Judge,
+    JudgeContext,
+    World,
+    WorldContext,
+)
+from crucible_core.shell import Shell
+
+
+@attrs.frozen
+class DriverChoice:
+    """The names a run resolves to; `crucible check` prints these."""
+
+    world: str
+    judge: str
+    backend: str
+    harness: str
+
+    @classmethod
+    def of(cls, loaded: LoadedManifest, *, harness: str | None = None) -> DriverChoice:
+        m = loaded.manifest
+        return cls(
+            world=m.world.resolved_kind(),
+            judge=m.judge_kind(),
+            backend=m.agent.backend,
+            harness=harness or m.agent.harness,
+        )
+
+    def verify(self, plugins: Plugins) -> None:
+        """Fail early, naming installed names, for any driver that is not installed."""
+        plugins.registry("world").get(self.world, where="[world]")
+        plugins.registry("judge").get(self.judge, where="[judge]")
+        plugins.registry("backend").get(self.backend, where="[agent].backend")
+        if self.backend == "local":
+            plugins.registry("harness").get(self.harness, where="[agent].harness")
+
+
+@attrs.frozen
+class Drivers:
+    world: World
+    judge: Judge
+    backend: AgentBackend
+    choice: DriverChoice
+
+
+def build_drivers(
+    plugins: Plugins,
+    loaded: LoadedManifest,
+    paths: RunPaths,
+    shell: Shell,
+    *,
+    harness: str | None = None,
+    model: str | None = None,
+) -> Drivers:
+    m = loaded.manifest
+    choice = DriverChoice.of(loaded, harness=harness)
+    choice.verify(plugins)
+    agent = attrs.evolve(m.agent, model=model) if model else m.agent
+    world = plugins.registry("world").get(choice.world, where="[world]")(
+        WorldContext(paths.workspace, m.world, tuple(_spared(loaded, paths)), shell)
+    )
+    judge = plugins.registry("judge").get(choice.judge, where="[judge]")(
+        JudgeContext(m.judge, paths.workspace, shell)
+    )
+
+    def resolve_harness(name: str) -> Harness:
+        factory: Any = plugins.registry("harness").get(name, where="[agent].harness")
+        return factory(HarnessContext(agent, paths.manifest_dir, paths.private_dir))
+
+    backend = plugins.registry("backend").get(choice.backend, where="[agent].backend")(
+        BackendContext(
+            manifest=m,
+            agent=agent,
+            manifest_dir=paths.manifest_dir,
+            workspace=paths.workspace,
+            private_dir=paths.private_dir,
+            shell=shell,
+            resolve_harness=resolve_harness,
+            harness_name=choice.harness,
+        )
+    )
+    return Drivers(world, judge, backend, choice)
+
+
+def _spared(loaded: LoadedManifest, paths: RunPaths) -> list[str]:
+    spared = list(paths.spared_in_workspace())
+    for entry in loaded.manifest.workspace.carry_forward:
+        spared.append(entry)
+    return spared
+
+
+def manifest_relative(loaded: LoadedManifest, value: str) -> Path:
+    return loaded.resolve(value)

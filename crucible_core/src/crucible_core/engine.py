@@ -1,0 +1,263 @@
+"""The engine: one run's drivers, log and budget, and the operations the loop calls (propose, measure, ...)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from crucible_core import prompt as prompts
+from crucible_core.budget import Budget
+from crucible_core.contract import Direction, Reading
+from crucible_core.drivers import Drivers
+from crucible_core.injects import refresh_frozen
+from crucible_core.loop import LoopExit, Run, measure_context
+from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.paths import RunPaths, write_atomic
+from crucible_core.protocols import AgentBackend, Judge, Turn, TurnResult, World
+from crucible_core.redact import Redactor
+from crucible_core.results_md import render_results
+from crucible_core.session_log import SessionLog
+
+DEFAULT_TURN_TIMEOUT = 3600.0
+
+
+@attrs.frozen
+class RunOptions:
+    no_early_stop: bool = False
+    harness: str | None = None
+    model: str | None = None
+    turn_timeout: float | None = None
+
+
+class Gates:
+    """What the loop asks between iterations: stop requests, steering, escalation.
+
+    This base version knows the STEER.md file channel and an in-process stop flag (set by a
+    signal). The control bridge extends it with the admission ledger.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.stop_reason: str | None = None
+        self.delivered_steer: list[str] = []
+
+    def request_stop(self, reason: str) -> None:
+        self.stop_reason = reason
+
+    def iteration_head(self, run: Run) -> LoopExit | None:
+        if self.stop_reason is not None:
+            self.engine.note(f"stopping: {self.stop_reason}")
+            return LoopExit.STOPPED
+        return None
+
+    def take_steer(self) -> str:
+        """Drain the STEER.md file channel; the text is delivered into the next prompt."""
+        path = self.engine.paths.steer_file
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, IsADirectoryError):
+            return ""
+        if not text.strip():
+            return ""
+        path.write_text("", encoding="utf-8")
+        return text.strip()
+
+    def after_turn(self, run: Run, iteration: int) -> LoopExit | None:
+        return None
+
+
+@attrs.define
+class Engine:
+    loaded: LoadedManifest
+    paths: RunPaths
+    drivers: Drivers
+    log: SessionLog
+    budget: Budget
+    options: RunOptions
+    redactor: Redactor
+    agent_env: dict[str, str]
+    goal: str
+    method_template: str
+    gates: Gates = attrs.field(default=None)
+    now: Callable[[], float] = time.monotonic
+
+    def __attrs_post_init__(self) -> None:
+        if self.gates is None:
+            self.gates = Gates(self)
+
+    # -- driver shortcuts -------------------------------------------------------------------
+    @property
+    def world(self) -> World:
+        return self.drivers.world
+
+    @property
+    def judge(self) -> Judge:
+        return self.drivers.judge
+
+    @property
+    def backend(self) -> AgentBackend:
+        return self.drivers.backend
+
+    @property
+    def direction(self) -> Direction:
+        judge = self.loaded.manifest.judge
+        return judge.direction if judge else Direction.HIGHER
+
+    @property
+    def tiebreak_direction(self) -> Direction | None:
+        judge = self.loaded.manifest.judge
+        return judge.tiebreak_direction if judge else None
+
+    # -- session log ------------------------------------------------------------------------
+    def phase(self, phase: str, iteration: int) -> None:
+        self.log.emit("phase", phase=phase, iter=iteration)
+
+    def step(self, step: str, iteration: int) -> None:
+        """Finer than a phase: which operation of an iteration is under way (resume classifies on it)."""
+        self.log.emit("step", step=step, iter=iteration)
+
+    def note(self, text: str, level: str = "info") -> None:
+        self.log.emit("note", level=level, text=text)
+
+    def row(
+        self,
+        run: Run,
+        *,
+        iteration: int,
+        verdict: str,
+        reading: Reading | None,
+        turn: TurnResult | None = None,
+        sha: str | None = None,
+        token: str | None = None,
+        note: str | None = None,
+    ) -> None:
+        seg = run.segment
+        fields: dict[str, Any] = {
+            "iter": iteration,
+            "gate": self.judge.gate,
+            "verdict": verdict,
+            "valid": reading.valid if reading else None,
+            "score": reading.score if reading else None,
+            "tiebreak": reading.tiebreak if reading else None,
+            "solved": reading.solved if reading else False,
+            "best": seg.best.score,
+            "best_tiebreak": seg.best.tiebreak,
+            "baseline": seg.baseline_score,
+            "baseline_total": seg.baseline_total,
+            "note": note if note is not None else (reading.note if reading else ""),
+            "detail": dict(reading.detail) if reading and reading.detail else None,
+            "cost": turn.cost_usd if turn else 0.0,
+            "sha": sha,
+            "snapshot": token,
+            "fingerprint": seg.fingerprint,
+        }
+        event = self.log.emit("row", **fields)
+        if iteration > 0:
+            run.iteration = iteration
+            if verdict == "keep":
+                run.kept += 1
+            else:
+                run.discarded += 1
+        if sha:
+            run.kept_shas.append(sha)
+        run.rows.append(event)
+        self.log.emit(
+            "budget",
+            iterations_done=run.iteration,
+            spent=round(run.spent, 6),
+            active_s=round(run.active_seconds(), 3),
+            parked_s=round(run.parked_total, 3),
+            **self.budget.to_wire(),
+        )
+        self.write_results(run)
+
+    def write_results(self, run: Run) -> None:
+        text = render_results(gate=self.judge.gate, goal=self.goal, rows=run.rows, best=run.segment.best.score)
+        try:
+            write_atomic(self.paths.results_md, self.redactor.text(text).encode("utf-8"))
+        except OSError as exc:
+            self.note(f"could not update RESULTS.md: {exc}", level="warn")
+
+    # -- operations the loop calls ----------------------------------------------------------
+    def iteration_head(self, run: Run) -> LoopExit | None:
+        return self.gates.iteration_head(run)
+
+    def after_turn(self, run: Run, iteration: int) -> LoopExit | None:
+        return self.gates.after_turn(run, iteration)
+
+    def status_text(self, run: Run, iteration: int) -> str:
+        seg = run.segment
+        total = self.budget.iterations
+        lines = [
+            f"This is iteration {iteration}{f' of {total}' if total else ''}.",
+            f"Objective: {self.judge.gate} ({self.direction.value} is better)."
+            if self.judge.scored
+            else "Task lane: every completed turn is kept.",
+        ]
+        if self.judge.scored:
+            lines.append(f"Baseline score: {seg.baseline_score}; best so far: {seg.best.score}.")
+        for row in run.rows[-5:]:
+            lines.append(f"- iteration {row['iter']}: {row['verdict']}, score {row['score']} ({row['note']})")
+        return "\n".join(lines)
+
+    def render_prompt(self, run: Run, iteration: int, steer: str) -> str:
+        return prompts.render(
+            self.method_template, goal=self.goal, status=self.status_text(run, iteration), steer=steer
+        )
+
+    def propose(self, run: Run, iteration: int) -> TurnResult:
+        steer = self.gates.take_steer()
+        text = self.render_prompt(run, iteration, steer)
+        if steer:
+            self.log.emit("steer", iter=iteration, text=steer, status="applied")
+        prompt_file = self.paths.private_dir / "prompt.md"
+        write_atomic(prompt_file, text.encode("utf-8"), mode=0o600)
+        env = dict(self.agent_env)
+        env["CRUCIBLE_PROMPT_FILE"] = str(prompt_file)
+        env["CRUCIBLE_ITERATION"] = str(iteration)
+        agent = self.loaded.manifest.agent
+        turn = Turn(
+            iteration=iteration,
+            prompt=text,
+            workspace=self.paths.workspace,
+            env=env,
+            deadline_seconds=self.options.turn_timeout or agent.turn_timeout or DEFAULT_TURN_TIMEOUT,
+            emit=lambda kind, fields: self.log.emit(kind, iter=iteration, **fields),
+            model=self.options.model or agent.model,
+            effort=agent.effort,
+            session=agent.session,
+        )
+        self.step("propose", iteration)
+        result = self.backend.run_turn(turn)
+        self.log.emit(
+            "turn",
+            iter=iteration,
+            ok=result.ok,
+            failure=result.failure.value if result.failure else None,
+            cost=result.cost_usd,
+            note=result.note,
+        )
+        return result
+
+    def measure(self, run: Run, iteration: int) -> Reading:
+        refreshed = refresh_frozen(self.loaded.injects, self.paths.workspace)
+        if refreshed and iteration > 0:
+            self.note(f"re-copied frozen injects the candidate had changed: {', '.join(refreshed)}", "warn")
+        self.step("measure", iteration)
+        return self.judge.measure(measure_context(run, iteration))
+
+
+def agent_environment(base: dict[str, str], loaded: LoadedManifest) -> dict[str, str]:
+    """The agent process env: the engine's env plus [agent].env (which reaches the agent only)."""
+    env = dict(base)
+    env.update(loaded.manifest.agent.env)
+    return env
+
+
+def engine_environment() -> dict[str, str]:
+    """The env contract commands get: the engine's own, minus crucible-internal variables."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("CRUCIBLE_TEST_")}

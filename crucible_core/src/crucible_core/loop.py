@@ -1,0 +1,235 @@
+"""The keep/discard loop: the Run context, its Segment, the ways a run ends, and one iteration.
+
+The loop body calls only world.snapshot/restore/apply, judge.measure and backend.run_turn;
+git, subprocesses and files are behind those drivers and the engine's helpers.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from crucible_core.contract import Reading
+from crucible_core.decide import Best, Verdict, advance, decide
+from crucible_core.errors import ExitCode
+from crucible_core.protocols import MeasureContext, TurnResult
+
+if TYPE_CHECKING:
+    from crucible_core.engine import Engine
+
+# Consecutive transport failures (the agent could not even be started or streamed) after which
+# the run stops as stalled instead of retrying forever without spending an iteration.
+MAX_TRANSPORT_RETRIES = 3
+
+
+class LoopExit(enum.Enum):
+    """Every way a run can end, and the shutdown outcome each is written as."""
+
+    FINISHED = "finished"
+    SOLVED = "solved"
+    BUDGET = "budget"
+    STOPPED = "stopped"
+    ESCALATED = "escalated"
+    STALLED = "stalled"
+    ERROR = "error"
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return _EXIT_CODES[self]
+
+
+_EXIT_CODES = {
+    LoopExit.FINISHED: ExitCode.OK,
+    LoopExit.SOLVED: ExitCode.OK,
+    LoopExit.BUDGET: ExitCode.OK,
+    LoopExit.STOPPED: ExitCode.STOPPED,
+    LoopExit.ESCALATED: ExitCode.ESCALATED,
+    LoopExit.STALLED: ExitCode.RUN_FAILED,
+    LoopExit.ERROR: ExitCode.RUN_FAILED,
+}
+
+
+def fingerprint(goal: str, objective: str, regime: str) -> str:
+    digest = hashlib.sha256(f"{goal}\0{objective}\0{regime}".encode()).hexdigest()
+    return f"fp:{digest[:16]}"
+
+
+@attrs.define
+class Segment:
+    """Everything a re-scope replaces at once: the goalpost and the best found against it."""
+
+    regime: str
+    fingerprint: str
+    best_token: str
+    baseline_score: float | None = None
+    baseline_total: float | None = None
+    best: Best = Best()
+
+
+@attrs.define
+class Run:
+    """The state threaded through iterations; a resume rebuilds it from the session log."""
+
+    segment: Segment
+    iteration: int = 0  # the last iteration that completed; 0 is the baseline
+    spent: float = 0.0
+    kept: int = 0
+    discarded: int = 0
+    kept_shas: list[str] = attrs.field(factory=list)
+    solved: bool = False
+    parked_total: float = 0.0
+    active_before: float = 0.0  # active seconds carried over from earlier processes
+    started: float = attrs.field(factory=time.monotonic)
+    rows: list[dict[str, Any]] = attrs.field(factory=list)
+    transport_failures: int = 0
+
+    def active_seconds(self) -> float:
+        return self.active_before + (time.monotonic() - self.started) - self.parked_total
+
+
+@attrs.frozen
+class Measured:
+    """An iteration whose candidate was applied and measured: only this can be decided."""
+
+    iteration: int
+    reading: Reading
+    turn: TurnResult | None
+
+
+def measure_context(run: Run, iteration: int) -> MeasureContext:
+    seg = run.segment
+    return MeasureContext(
+        iteration=iteration,
+        baseline_score=seg.baseline_score,
+        baseline_total=seg.baseline_total,
+        best_score=seg.best.score,
+    )
+
+
+def _baseline_total(reading: Reading) -> float | None:
+    total = (reading.detail or {}).get("total")
+    return float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None
+
+
+def run_baseline(engine: Engine, run: Run) -> LoopExit | None:
+    """Iteration 0: measure the untouched workspace (scored lanes) and record the first row."""
+    engine.phase("baseline", 0)
+    if not engine.judge.scored:
+        engine.row(run, iteration=0, verdict="baseline-skipped", reading=None, note="task lane: no baseline")
+        return None
+    reading = engine.measure(run, 0)
+    verdict = decide(reading, Best(), engine.direction, engine.tiebreak_direction)
+    if verdict is Verdict.BASELINE:
+        seg = run.segment
+        seg.baseline_score = reading.score
+        seg.baseline_total = _baseline_total(reading)
+        seg.best = advance(seg.best, reading, verdict)
+    engine.row(run, iteration=0, verdict="baseline" if reading.scoreable else "invalid", reading=reading)
+    if reading.scoreable and reading.solved and not engine.options.no_early_stop:
+        run.solved = True
+        return LoopExit.SOLVED
+    return None
+
+
+def run_iteration(engine: Engine, run: Run) -> LoopExit | None:
+    """One propose -> apply -> measure -> decide step; returns an exit when the run must end."""
+    iteration = run.iteration + 1
+    engine.phase("iteration", iteration)
+    turn = engine.propose(run, iteration)
+    run.spent += turn.cost_usd
+    if turn.transport_failure:
+        engine.world.restore(run.segment.best_token)
+        run.transport_failures += 1
+        engine.note(f"iteration {iteration}: agent transport failed ({turn.note}); not counted, retrying")
+        if run.transport_failures >= MAX_TRANSPORT_RETRIES:
+            engine.note(f"{run.transport_failures} transport failures in a row; giving up")
+            return LoopExit.STALLED
+        return None
+    run.transport_failures = 0
+    escalated = engine.after_turn(run, iteration)
+    if escalated is not None:
+        return escalated
+    if not turn.ok:
+        engine.world.restore(run.segment.best_token)
+        engine.row(
+            run,
+            iteration=iteration,
+            verdict="discard",
+            reading=Reading.invalid(f"agent turn failed ({turn.failure}): {turn.note}"),
+            turn=turn,
+        )
+        return None
+    engine.step("apply", iteration)
+    applied = engine.world.apply()
+    if not applied.ok:
+        engine.world.restore(run.segment.best_token)
+        engine.row(
+            run,
+            iteration=iteration,
+            verdict="discard",
+            reading=Reading.invalid(f"apply failed: {applied.note}"),
+            turn=turn,
+        )
+        return None
+    measured = Measured(iteration, engine.measure(run, iteration), turn)
+    return settle(engine, run, measured)
+
+
+def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
+    """Decide a measured candidate, then keep (snapshot) or discard (restore) and record the row."""
+    engine.step("decide", measured.iteration)
+    seg = run.segment
+    reading = measured.reading
+    if not engine.judge.scored:
+        verdict = Verdict.KEEP if reading.valid else Verdict.DISCARD
+    else:
+        verdict = decide(reading, seg.best, engine.direction, engine.tiebreak_direction)
+    sha = token = None
+    if verdict is Verdict.DISCARD:
+        engine.world.restore(seg.best_token)
+    else:
+        token = engine.world.snapshot(f"crucible: iteration {measured.iteration} ({reading.note or 'kept'})")
+        sha = engine.world.last_commit_sha()
+        seg.best_token = token
+        if engine.judge.scored:
+            if verdict is Verdict.BASELINE:
+                seg.baseline_score = reading.score
+                seg.baseline_total = _baseline_total(reading)
+            seg.best = advance(seg.best, reading, verdict)
+    wire_verdict = "discard" if verdict is Verdict.DISCARD else "keep"
+    engine.row(
+        run,
+        iteration=measured.iteration,
+        verdict=wire_verdict,
+        reading=reading,
+        turn=measured.turn,
+        sha=sha,
+        token=token,
+    )
+    if verdict is not Verdict.DISCARD and engine.judge.scored and reading.solved:
+        run.solved = True
+        if not engine.options.no_early_stop:
+            return LoopExit.SOLVED
+    return None
+
+
+def run_loop(engine: Engine, run: Run) -> LoopExit:
+    """The cyclic shell: gates at each iteration head, then one typed iteration."""
+    while True:
+        gate = engine.iteration_head(run)
+        if gate is not None:
+            return gate
+        why = engine.budget.exhausted(
+            iterations_done=run.iteration, spent=run.spent, active_seconds=run.active_seconds()
+        )
+        if why is not None:
+            engine.note(f"stopping: {why}")
+            iterations_only = why.startswith("iterations")
+            return LoopExit.FINISHED if iterations_only else LoopExit.BUDGET
+        ended = run_iteration(engine, run)
+        if ended is not None:
+            return ended

@@ -1,0 +1,88 @@
+"""Where a run keeps things (RFC-0001:C-PATHS): all anchored at the manifest directory or CLI flags."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+
+from crucible_core.manifest.loader import LoadedManifest
+
+PRIVATE_DIR_NAME = "private"
+
+
+@attrs.frozen
+class RunPaths:
+    manifest_dir: Path
+    workspace: Path
+    state_dir: Path
+    steer_file: Path
+
+    @classmethod
+    def resolve(
+        cls, loaded: LoadedManifest, *, state_dir: Path | None = None, steer: Path | None = None
+    ) -> RunPaths:
+        return cls(
+            manifest_dir=loaded.dir,
+            workspace=loaded.workspace,
+            state_dir=(state_dir or loaded.dir / "state").resolve(),
+            steer_file=(steer or loaded.dir / "STEER.md").resolve(),
+        )
+
+    @property
+    def session_log(self) -> Path:
+        return self.state_dir / "session.jsonl"
+
+    @property
+    def admissions(self) -> Path:
+        return self.state_dir / "admissions.jsonl"
+
+    @property
+    def control_file(self) -> Path:
+        return self.state_dir / "control.json"
+
+    @property
+    def private_dir(self) -> Path:
+        return self.state_dir / PRIVATE_DIR_NAME
+
+    @property
+    def results_md(self) -> Path:
+        return self.workspace / "RESULTS.md"
+
+    @property
+    def escalation_file(self) -> Path:
+        return self.workspace / "ESCALATION.json"
+
+    @property
+    def provisioning_file(self) -> Path:
+        return self.workspace / "PROVISIONING_PENDING.json"
+
+    def ensure_state_dirs(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.private_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.private_dir, 0o700)
+
+    def spared_in_workspace(self) -> tuple[str, ...]:
+        """Workspace-relative paths a restore must keep: engine files that live inside it."""
+        spared = [".claude/", "RESULTS.md", "ESCALATION.json", "PROVISIONING_PENDING.json"]
+        for path in (self.state_dir, self.steer_file):
+            try:
+                rel = path.relative_to(self.workspace).as_posix()
+            except ValueError:
+                continue
+            spared.append(rel + "/" if path == self.state_dir else rel)
+        return tuple(spared)
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace a file so a reader (or a crash) sees the old or the new content, never half."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)

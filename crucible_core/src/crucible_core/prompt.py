@@ -1,0 +1,29 @@
+"""Rendering the agent's prompt: the method template with {{GOAL}}, {{STATUS}} and {{STEER}} filled."""
+
+from __future__ import annotations
+
+DEFAULT_METHOD = """You are improving the code in this workspace against a frozen objective.
+
+Goal:
+{{GOAL}}
+
+Where the run stands:
+{{STATUS}}
+
+Operator steering (follow it when present):
+{{STEER}}
+
+Make one focused change per turn, toward the goal. A judge you cannot see measures the
+workspace after your turn; the change is kept only if it is strictly better. RESULTS.md
+holds the history of earlier turns. If the objective cannot be reached as specified,
+run `crucible escalate --category infeasible --reason ... --evidence ...` and end your turn.
+"""
+
+
+def render(template: str, *, goal: str, status: str, steer: str) -> str:
+    # Plain replacement, not str.format: prompts are full of braces (code, JSON).
+    return (
+        template.replace("{{GOAL}}", goal.strip())
+        .replace("{{STATUS}}", status.strip())
+        .replace("{{STEER}}", steer.strip() or "(none)")
+    )

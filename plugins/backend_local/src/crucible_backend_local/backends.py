@@ -1,0 +1,66 @@
+"""Where a turn runs on this host: a fixed shell command, or a harness (an agent program) in the workspace."""
+
+from __future__ import annotations
+
+import attrs
+from crucible_core import process
+from crucible_core.errors import ManifestError
+from crucible_core.protocols import BackendContext, FailureClass, Harness, Turn, TurnResult
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    return " | ".join(text.strip().splitlines()[-lines:])
+
+
+@attrs.frozen
+class CommandBackend:
+    """Runs [agent].agent_cmd via `sh -c` in the workspace: a deterministic, free proposer.
+
+    The rendered prompt is in the file named by CRUCIBLE_PROMPT_FILE (and on stdin), so a
+    scripted proposer can read its goal, status and steering like an agent would.
+    """
+
+    agent_cmd: str
+
+    @classmethod
+    def from_context(cls, ctx: BackendContext) -> CommandBackend:
+        if not ctx.agent.agent_cmd:
+            raise ManifestError('[agent].agent_cmd is required when backend = "command"')
+        return cls(ctx.agent.agent_cmd)
+
+    def run_turn(self, turn: Turn) -> TurnResult:
+        done = process.run(
+            self.agent_cmd,
+            cwd=turn.workspace,
+            env=turn.env,
+            timeout=turn.deadline_seconds,
+            stdin_data=turn.prompt.encode("utf-8"),
+            on_stdout_line=lambda line: turn.emit("agent_text", {"text": line}) if line.strip() else None,
+        )
+        if done.spawn_error:
+            return TurnResult(False, FailureClass.SPAWN, note=done.describe_failure())
+        if done.timed_out:
+            return TurnResult(False, FailureClass.TIMEOUT, note=done.describe_failure())
+        if done.exit_code != 0:
+            detail = _tail(done.stderr) or "no stderr"
+            return TurnResult(False, FailureClass.COMMAND, note=f"agent_cmd {done.describe_failure()}: {detail}")
+        return TurnResult(True, note="agent_cmd finished")
+
+
+@attrs.frozen
+class LocalBackend:
+    """Runs the selected harness directly on this host, in the workspace, with [agent].env.
+
+    Nothing is sandboxed: the agent has the engine user's file system and network. The
+    judge stays out of reach only because it is re-copied from outside the workspace
+    (frozen injects) before every measure.
+    """
+
+    harness: Harness
+
+    @classmethod
+    def from_context(cls, ctx: BackendContext) -> LocalBackend:
+        return cls(ctx.resolve_harness(ctx.harness_name))
+
+    def run_turn(self, turn: Turn) -> TurnResult:
+        return self.harness.run(turn)
