@@ -176,7 +176,9 @@ class Engine:
         self.write_results(run)
 
     def write_results(self, run: Run) -> None:
-        text = render_results(gate=self.judge.gate, goal=self.goal, rows=run.rows, best=run.segment.best.score)
+        text = render_results(
+            gate=self.judge.gate, goal=self.goal, rows=run.rows, best=run.segment.best.score
+        )
         try:
             write_atomic(self.paths.results_md, self.redactor.text(text).encode("utf-8"))
         except OSError as exc:

@@ -82,7 +82,9 @@ class Plugins:
         self._registries[kind] = registry
         return registry
 
-    def register_module(self, module: types.ModuleType, *, name: str, distribution: str, version: str) -> None:
+    def register_module(
+        self, module: types.ModuleType, *, name: str, distribution: str, version: str
+    ) -> None:
         self.pm.register(module, name=name)
         hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
         self.infos.append(PluginInfo(name, distribution, version, module.__name__, hooks))

@@ -9,6 +9,7 @@ still registered, so no child outlives the engine.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -129,10 +130,8 @@ _guard = _Guard()
 
 
 def _kill_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _pump(stream, sink: _TailBuffer, on_line: Callable[[str], None] | None) -> None:
@@ -207,7 +206,9 @@ def run(
             start_new_session=True,
             close_fds=True,
             # PDEATHSIG follows the forking *thread*; only the main thread lives as long as the engine.
-            preexec_fn=_death_signal_setter() if threading.current_thread() is threading.main_thread() else None,
+            preexec_fn=_death_signal_setter()
+            if threading.current_thread() is threading.main_thread()
+            else None,
         )
     except OSError as exc:
         return Completed(-1, "", "", False, time.monotonic() - started, spawn_error=str(exc))
@@ -231,10 +232,8 @@ def run(
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(pgid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
     finally:
         # Whatever happened (deadline, KeyboardInterrupt, an exception in a callback), the
         # whole group goes: the leader may have exited while grandchildren still run.

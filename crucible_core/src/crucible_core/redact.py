@@ -24,7 +24,9 @@ SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
     re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}"),
-    re.compile(r"(?i)(x-api-key|authorization|api[_-]?key|token|secret|password)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;]{8,}"),
+    re.compile(
+        r"(?i)(x-api-key|authorization|api[_-]?key|token|secret|password)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;]{8,}"
+    ),
 )
 
 

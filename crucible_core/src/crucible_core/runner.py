@@ -104,7 +104,11 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
     log.observers.append(lambda event: plugins.hook.crucible_session_event(event=event))
     goal = loaded.goal_text()
     m = loaded.manifest
-    method = loaded.resolve(m.agent.method_prompt).read_text(encoding="utf-8") if m.agent.method_prompt else DEFAULT_METHOD
+    method = (
+        loaded.resolve(m.agent.method_prompt).read_text(encoding="utf-8")
+        if m.agent.method_prompt
+        else DEFAULT_METHOD
+    )
     engine = Engine(
         loaded=loaded,
         paths=paths,
@@ -144,7 +148,9 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
             hashes = component_hashes(loaded, base)
             log.emit("identity", identity=run_identity(hashes), base_commit=base, components=hashes)
             token = drivers.world.snapshot("crucible: baseline")
-            segment = Segment(regime="", fingerprint=fingerprint(goal, drivers.judge.gate, ""), best_token=token)
+            segment = Segment(
+                regime="", fingerprint=fingerprint(goal, drivers.judge.gate, ""), best_token=token
+            )
             run = Run(segment=segment, started=started)
             exit_ = run_baseline(engine, run) or run_loop(engine, run)
             reason = _reason(exit_, run)

@@ -15,21 +15,43 @@ from crucible_core.errors import UsageError
 
 @click.command("run")
 @manifest_option
-@click.option("--iterations", "-n", type=click.IntRange(min=0), default=10, show_default=True,
-              help="Agent turns to run (the baseline is not counted).")
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="Stop once this many USD are spent.")
+@click.option(
+    "--iterations",
+    "-n",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Agent turns to run (the baseline is not counted).",
+)
+@click.option(
+    "--max-cost", type=click.FloatRange(min=0), default=None, help="Stop once this many USD are spent."
+)
 @click.option("--max-time", default=None, help="Stop after this much active wall-clock (90s, 15m, 2h).")
 @click.option("--no-early-stop", is_flag=True, help="Keep iterating after a solved reading.")
 @click.option("--harness", default=None, help="Override [agent].harness for this run.")
 @click.option("--model", default=None, help="Override [agent].model for this run.")
-@click.option("--turn-timeout", default=None, help="Deadline for one agent turn (default: [agent].turn_timeout or 1h).")
+@click.option(
+    "--turn-timeout", default=None, help="Deadline for one agent turn (default: [agent].turn_timeout or 1h)."
+)
 @state_dir_option
-@click.option("--steer", "steer_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="The STEER.md file channel (default: <manifest dir>/STEER.md).")
-@click.option("--ui", type=click.Choice(["console", "headless", "jsonl"]), default="console", show_default=True,
-              help="How progress is shown: lines for a person, quiet, or every event as JSON on stdout.")
+@click.option(
+    "--steer",
+    "steer_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The STEER.md file channel (default: <manifest dir>/STEER.md).",
+)
+@click.option(
+    "--ui",
+    type=click.Choice(["console", "headless", "jsonl"]),
+    default="console",
+    show_default=True,
+    help="How progress is shown: lines for a person, quiet, or every event as JSON on stdout.",
+)
 @click.option("--resume", is_flag=True, help="Continue the run recorded in the state directory.")
-@click.option("--pack", default=None, help="Run the domain pack an installed plugin registered under this name.")
+@click.option(
+    "--pack", default=None, help="Run the domain pack an installed plugin registered under this name."
+)
 def command(
     manifest: Path,
     iterations: int,
@@ -56,8 +78,11 @@ def command(
 
     plugins = load_plugins()
     for failure in plugins.failures:
-        click.echo(f"crucible: warning: plugin {failure.name} ({failure.distribution}) failed to load: "
-                   f"{failure.error}", err=True)
+        click.echo(
+            f"crucible: warning: plugin {failure.name} ({failure.distribution}) failed to load: "
+            f"{failure.error}",
+            err=True,
+        )
     if pack is not None:
         manifest = _pack_manifest(plugins, pack)
     budget = Budget(
@@ -73,8 +98,15 @@ def command(
     )
     result = execute(
         plugins,
-        RunRequest(manifest=manifest, budget=budget, options=options, state_dir=state_dir,
-                   steer=steer_file, ui=ui, resume=resume),
+        RunRequest(
+            manifest=manifest,
+            budget=budget,
+            options=options,
+            state_dir=state_dir,
+            steer=steer_file,
+            ui=ui,
+            resume=resume,
+        ),
     )
     sys.exit(int(result.exit_code))
 

@@ -8,6 +8,7 @@ from typing import Any
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
+from crucible_core.contract import Direction
 from crucible_core.manifest.models import InjectEntry
 
 converter = cattrs.Converter(forbid_extra_keys=True)
@@ -49,6 +50,14 @@ def _strict_int(value: Any, _type: Any) -> int:
     return value
 
 
+def _direction(value: Any, _type: Any) -> Direction:
+    if not isinstance(value, str) or value not in Direction.__members__.values():
+        raise ValueError(f"{value!r} is not one of lower, higher")
+    return Direction(value)
+
+
+# Registered before the str hook: Direction is a str subclass and would otherwise match it.
+converter.register_structure_hook(Direction, _direction)
 converter.register_structure_hook(str, _strict_str)
 converter.register_structure_hook(bool, _strict_bool)
 converter.register_structure_hook(float, _strict_float)
@@ -78,7 +87,9 @@ def describe_structure_error(exc: Exception) -> list[str]:
         if isinstance(error, ForbiddenExtraKeysError):
             keys = ", ".join(sorted(error.extra_fields))
             where = _key_path(path)
-            messages.append(f"unknown key(s) {keys} in {where if where != '(top level)' else 'the top level'}")
+            messages.append(
+                f"unknown key(s) {keys} in {where if where != '(top level)' else 'the top level'}"
+            )
             return
         if isinstance(error, ClassValidationError | cattrs.errors.IterableValidationError):
             for sub in error.exceptions:
@@ -97,8 +108,6 @@ def describe_structure_error(exc: Exception) -> list[str]:
             messages.append(f"{_key_path(path)} is required")
             return
         text = str(error)
-        if isinstance(error, ValueError) and "is not a valid Direction" in text:
-            text = f"{text.split(' is not')[0]} is not one of lower, higher"
         messages.append(f"{_key_path(path)}: {text}")
 
     walk(exc, "$")

@@ -193,7 +193,9 @@ def expand_injects(path: Path, m: Manifest) -> tuple[ResolvedInject, ...]:
             raise _fail(path, f"{where}: {entry!r} matches no file under {base}")
         for file in matches:
             if not _is_within(file, base):
-                raise _fail(path, f"{where}: {entry!r} escapes the manifest directory", hint="use the table form")
+                raise _fail(
+                    path, f"{where}: {entry!r} escapes the manifest directory", hint="use the table form"
+                )
             resolved.append(ResolvedInject(file, file.relative_to(base).as_posix(), True))
     return tuple(resolved)
 

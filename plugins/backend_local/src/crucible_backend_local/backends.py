@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import attrs
-from crucible_core import process
 from crucible_core.errors import ManifestError
 from crucible_core.protocols import BackendContext, FailureClass, Harness, Turn, TurnResult
+
+from crucible_core import process
 
 
 def _tail(text: str, lines: int = 3) -> str:
@@ -43,7 +44,9 @@ class CommandBackend:
             return TurnResult(False, FailureClass.TIMEOUT, note=done.describe_failure())
         if done.exit_code != 0:
             detail = _tail(done.stderr) or "no stderr"
-            return TurnResult(False, FailureClass.COMMAND, note=f"agent_cmd {done.describe_failure()}: {detail}")
+            return TurnResult(
+                False, FailureClass.COMMAND, note=f"agent_cmd {done.describe_failure()}: {detail}"
+            )
         return TurnResult(True, note="agent_cmd finished")
 
 

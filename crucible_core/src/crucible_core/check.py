@@ -1,0 +1,187 @@
+"""`crucible check` as a library: validate a manifest, prove the measure contract, run the gate self-test."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from crucible_core.contract import Direction, Reading, parse_measure_output
+from crucible_core.decide import better
+from crucible_core.drivers import DriverChoice, build_drivers
+from crucible_core.engine import engine_environment
+from crucible_core.errors import CrucibleError
+from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.paths import RunPaths
+from crucible_core.plugins import Plugins
+from crucible_core.protocols import MeasureContext, World
+from crucible_core.shell import Shell
+from crucible_core.workspace_setup import prepare_workspace, workspace_in_use
+
+TASK_NOTICE = (
+    "TASK MODE: this manifest has no [judge]. There is no score and no baseline; every "
+    "completed turn is kept, and the run exits 0 when its iterations are spent."
+)
+
+
+@attrs.define
+class Findings:
+    lines: list[tuple[str, str]] = attrs.field(factory=list)  # (level, text): ok | warn | fail | info
+
+    def add(self, level: str, text: str) -> None:
+        self.lines.append((level, text))
+
+    @property
+    def failed(self) -> bool:
+        return any(level == "fail" for level, _ in self.lines)
+
+
+def verdict_shape_problem(stdout: str) -> str | None:
+    """None when the last `{` line is a JSON object with a boolean "valid", else what is wrong."""
+    for line in reversed(stdout.splitlines()):
+        if line.lstrip().startswith("{"):
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                return f"the verdict line is not valid JSON ({exc.msg})"
+            if not isinstance(data, dict) or not isinstance(data.get("valid"), bool):
+                return 'the verdict line lacks the required boolean "valid"'
+            return None
+    return "measure_cmd printed no line starting with '{'"
+
+
+def unprotected_gate_paths(loaded: LoadedManifest) -> list[str]:
+    """measure_cmd tokens naming files inside the workspace that no frozen inject re-copies."""
+    judge = loaded.manifest.judge
+    if judge is None:
+        return []
+    frozen = {entry.destination for entry in loaded.injects if entry.frozen}
+    try:
+        tokens = shlex.split(judge.measure_cmd)
+    except ValueError:
+        tokens = judge.measure_cmd.split()
+    reachable = []
+    for token in tokens:
+        if "/" not in token or token.startswith("/") or token.startswith("-"):
+            continue
+        rel = Path(token).as_posix().removeprefix("./")
+        if ".." in Path(rel).parts:
+            continue
+        if rel not in frozen:
+            reachable.append(rel)
+    return reachable
+
+
+def _mean(readings: list[Reading]) -> float:
+    return statistics.fmean(r.score for r in readings if r.score is not None)
+
+
+def run_selftest(
+    loaded: LoadedManifest, world: World, shell: Shell, measure: Callable[[], Reading]
+) -> tuple[bool, str]:
+    """C-SELFTEST: the gate must score a known-good control strictly better than a known-bad one."""
+    judge = loaded.manifest.judge
+    assert judge is not None and judge.selftest is not None
+    selftest = judge.selftest
+    pristine = world.snapshot("crucible: self-test pristine")
+    results: dict[str, list[Reading]] = {}
+    try:
+        for label, cmd in (("good", selftest.good_cmd), ("bad", selftest.bad_cmd)):
+            world.restore(pristine)
+            staged = shell.run(cmd)
+            if not staged.ok:
+                return False, f"{label}_cmd {staged.describe_failure()}"
+            results[label] = [measure() for _ in range(selftest.runs)]
+            world.restore(pristine)
+    finally:
+        world.restore(pristine)
+    invalid = [f"{label}: {r.note}" for label, rs in results.items() for r in rs if not r.scoreable]
+    if invalid:
+        return False, "a control reading was invalid (" + "; ".join(invalid) + ")"
+    good, bad = _mean(results["good"]), _mean(results["bad"])
+    direction: Direction = judge.direction
+    if better(good, bad, direction):
+        return True, f"good {good:g} beats bad {bad:g} ({direction.value} is better)"
+    return (
+        False,
+        f"good {good:g} does not beat bad {bad:g} ({direction.value} is better): the gate cannot tell them apart",
+    )
+
+
+def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = None) -> Findings:
+    findings = Findings()
+    m = loaded.manifest
+    findings.add("ok", f"manifest {loaded.path} parsed")
+    for warning in loaded.warnings:
+        findings.add("warn", warning)
+    choice = DriverChoice.of(loaded, harness=harness)
+    findings.add(
+        "info",
+        f"plugins: world={choice.world} judge={choice.judge} backend={choice.backend}"
+        + (f" harness={choice.harness}" if choice.backend == "local" else ""),
+    )
+    try:
+        choice.verify(plugins)
+    except CrucibleError as exc:
+        findings.add("fail", exc.render())
+        return findings
+    if m.task_lane:
+        findings.add("warn", TASK_NOTICE)
+        if not (m.agent.goal or m.agent.goal_file) or not loaded.goal_text().strip():
+            findings.add("fail", "a task manifest needs a goal: set [agent].goal or goal_file")
+        else:
+            findings.add("ok", "goal present")
+        return findings
+    for rel in unprotected_gate_paths(loaded):
+        findings.add(
+            "warn",
+            f"measure_cmd names {rel!r} inside the workspace the agent edits, and no frozen inject "
+            "re-copies it: the agent could change its own gate (add it to [workspace].inject)",
+        )
+    _probe_gate(plugins, loaded, findings)
+    return findings
+
+
+def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings) -> None:
+    m = loaded.manifest
+    assert m.judge is not None
+    paths = RunPaths.resolve(loaded)
+    created = not workspace_in_use(paths.workspace)
+    shell = Shell(cwd=paths.workspace, env=engine_environment())
+    try:
+        drivers = build_drivers(plugins, loaded, paths, shell)
+        if created:
+            prepare_workspace(loaded, paths, drivers.world, shell)
+        from crucible_core.injects import refresh_frozen
+
+        refresh_frozen(loaded.injects, paths.workspace)
+        done = shell.run(m.judge.measure_cmd, timeout=m.judge.measure_timeout or 3600.0)
+        problem = verdict_shape_problem(done.stdout) if not done.timed_out else "measure_cmd timed out"
+        if problem:
+            findings.add("fail", f"measure contract: {problem}")
+        else:
+            reading = parse_measure_output(done.stdout, done.exit_code)
+            level = "ok" if reading.scoreable else "warn"
+            findings.add(
+                level, f"measure_cmd ran: valid={reading.valid} score={reading.score} {reading.note}".rstrip()
+            )
+
+        def measure() -> Reading:
+            refresh_frozen(loaded.injects, paths.workspace)
+            return drivers.judge.measure(MeasureContext(iteration=0))
+
+        if m.judge.selftest is None:
+            findings.add("warn", "no [judge.selftest]: the gate has not been shown to tell good from bad")
+        else:
+            passed, detail = run_selftest(loaded, drivers.world, shell, measure)
+            findings.add("ok" if passed else "fail", f"gate self-test: {detail}")
+    except CrucibleError as exc:
+        findings.add("fail", exc.render())
+    finally:
+        if created and paths.workspace.exists():
+            shutil.rmtree(paths.workspace, ignore_errors=True)

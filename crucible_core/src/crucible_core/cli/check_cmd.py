@@ -1,0 +1,42 @@
+"""`crucible check`: validate a manifest and prove its gate before any agent turn is spent."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from crucible_core.cli.options import manifest_option
+from crucible_core.errors import ExitCode
+
+MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
+
+
+@click.command("check")
+@manifest_option
+@click.option("--harness", default=None, help="Check with this harness instead of [agent].harness.")
+def command(manifest: Path, harness: str | None) -> None:
+    """Validate a manifest and its gate without an agent turn.
+
+    Parses the manifest (unknown keys fail), resolves every referenced file, runs measure_cmd
+    once to prove the contract shape, runs [judge.selftest] when declared, and warns when the
+    gate is reachable by the agent's edits. When the workspace does not exist yet it is set
+    up for the check and removed afterwards. Exit 0 when nothing failed (warnings never
+    fail), 13 when something did, 10 for a manifest that does not load.
+    """
+    from crucible_core.check import check
+    from crucible_core.plugins import load_plugins
+    from crucible_core.runner import load_for_run
+
+    plugins = load_plugins()
+    for failure in plugins.failures:
+        click.echo(f"WARN plugin {failure.name} ({failure.distribution}) failed to load: {failure.error}")
+    loaded = load_for_run(plugins, manifest)
+    findings = check(plugins, loaded, harness=harness)
+    for level, text in findings.lines:
+        click.echo(f"{MARKS[level]} {text}")
+    if findings.failed:
+        click.echo("check failed")
+        sys.exit(int(ExitCode.CHECK_FAILED))
+    click.echo("check passed")
