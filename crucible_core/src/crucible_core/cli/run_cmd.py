@@ -112,8 +112,18 @@ def command(
 
 
 def _pack_manifest(plugins, name: str) -> Path:
-    directory = Path(plugins.registry("pack").get(name, where="--pack"))
-    manifest = directory / "crucible.toml"
-    if not manifest.is_file():
-        raise UsageError(f"pack {name!r} at {directory} has no crucible.toml", hint="reinstall the pack")
-    return manifest
+    """Copy an installed pack into ./<name> (once) and run it there, never inside site-packages."""
+    import shutil
+
+    source = Path(plugins.registry("pack").get(name, where="--pack"))
+    if not (source / "crucible.toml").is_file():
+        raise UsageError(f"pack {name!r} at {source} has no crucible.toml", hint="reinstall the pack")
+    target = Path.cwd() / name
+    if not target.exists():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "__init__.py"))
+    elif not (target / "crucible.toml").is_file():
+        raise UsageError(
+            f"./{name} exists but holds no crucible.toml",
+            hint=f"move ./{name} away so the pack can be copied there",
+        )
+    return target / "crucible.toml"
