@@ -86,10 +86,8 @@ def describe_structure_error(exc: Exception) -> list[str]:
     def walk(error: BaseException, path: str) -> None:
         if isinstance(error, ForbiddenExtraKeysError):
             keys = ", ".join(sorted(error.extra_fields))
-            where = _key_path(path)
-            messages.append(
-                f"unknown key(s) {keys} in {where if where != '(top level)' else 'the top level'}"
-            )
+            table = path.removeprefix("$").lstrip(".")
+            messages.append(f"unknown key(s) {keys} in {f'[{table}]' if table else 'the top level'}")
             return
         if isinstance(error, ClassValidationError | cattrs.errors.IterableValidationError):
             for sub in error.exceptions:

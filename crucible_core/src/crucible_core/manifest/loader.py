@@ -132,8 +132,8 @@ def structure(path: Path, raw: dict[str, Any]) -> Manifest:
 def _plain_relative(value: str) -> bool:
     if not value or value.startswith("/"):
         return False
-    parts = Path(value).parts
-    return all(part not in (".", "..") for part in parts)
+    # Split the raw text: Path("./x") would silently normalise the "." away.
+    return all(part not in (".", "..") for part in value.split("/"))
 
 
 def _validate_rules(path: Path, m: Manifest) -> None:
