@@ -5,14 +5,15 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
 from crucible_core.contract import Direction, Reading
 from crucible_core.decide import Best, Verdict, advance, decide
 
 HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
 
 
-def r(score: float | None, *, valid: bool = True, tiebreak: float | None = None, solved: bool = False) -> Reading:
+def r(
+    score: float | None, *, valid: bool = True, tiebreak: float | None = None, solved: bool = False
+) -> Reading:
     return Reading(valid=valid, score=score, tiebreak=tiebreak, solved=solved)
 
 
@@ -57,7 +58,7 @@ def test_exhaustive_against_the_formula() -> None:
         reading = r(score, valid=valid, tiebreak=tb, solved=solved)
         incumbent = Best(best, btb)
 
-        def better(a: float, b: float) -> bool:
+        def better(a: float, b: float, direction: Direction = direction) -> bool:
             return a > b if direction is HIGHER else a < b
 
         tiebreak_better = tb is not None and (btb is None or better(tb, btb))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from crucible_core.errors import ManifestError, UnsupportedSectionError
 from crucible_core.manifest.loader import load_manifest
 
@@ -50,7 +49,9 @@ def test_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
 
 def test_unknown_key_names_the_key_path(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as err:
-        load_manifest(write(tmp_path, BASE.replace('direction = "higher"', 'direction = "higher"\ndirectoin = 1')))
+        load_manifest(
+            write(tmp_path, BASE.replace('direction = "higher"', 'direction = "higher"\ndirectoin = 1'))
+        )
     assert "directoin" in err.value.render() and "[judge]" in err.value.render()
 
 
@@ -104,9 +105,9 @@ def test_no_judge_is_the_task_lane(tmp_path: Path) -> None:
 
 
 def test_missing_referenced_files_are_named(tmp_path: Path) -> None:
-    with pytest.raises(ManifestError, match="method.md"):
+    with pytest.raises(ManifestError, match=r"method\.md"):
         load_manifest(write(tmp_path, BASE.replace('goal = "g"', 'goal = "g"\nmethod_prompt = "method.md"')))
-    with pytest.raises(ManifestError, match="goals/x.md"):
+    with pytest.raises(ManifestError, match=r"goals/x\.md"):
         load_manifest(write(tmp_path, BASE.replace('goal = "g"', 'goal_file = "goals/x.md"')))
 
 
@@ -118,7 +119,7 @@ def test_inject_forms_expand_sorted_and_frozen(tmp_path: Path) -> None:
     (tmp_path / "fixtures").mkdir()
     (tmp_path / "fixtures" / "seed.json").write_text("{}")
     text = BASE.replace(
-        '[agent]',
+        "[agent]",
         '[workspace]\ninject = ["measure.sh", "tools/*.py", '
         '{ src = "fixtures/seed.json", dst = "testdata/seed.json", frozen = false }]\n\n[agent]',
     )
@@ -134,7 +135,7 @@ def test_inject_forms_expand_sorted_and_frozen(tmp_path: Path) -> None:
 
 def test_inject_that_matches_nothing_is_named(tmp_path: Path) -> None:
     text = BASE.replace("[agent]", '[workspace]\ninject = ["gates/*.sh"]\n\n[agent]')
-    with pytest.raises(ManifestError, match="gates/\\*.sh"):
+    with pytest.raises(ManifestError, match=r"gates/\*\.sh"):
         load_manifest(write(tmp_path, text))
 
 

@@ -1,0 +1,150 @@
+"""Plugin discovery and registries: duplicates, unknown names, broken plugins, narrowing, hook docs."""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+from crucible_core.errors import PluginError
+from crucible_core.hookspecs import hookimpl
+from crucible_core.plugins import load_plugins, requested_names
+from crucible_core.registry import Registry
+
+from crucible_core import hookspecs
+from tests.cli_support import ROOT, crucible_env, run_crucible
+
+
+def make_plugin(name: str, **hooks: object) -> types.ModuleType:
+    module = types.ModuleType(name)
+    for hook_name, function in hooks.items():
+        setattr(module, hook_name, hookimpl(function))
+    return module
+
+
+def test_duplicate_names_fail_naming_both_plugins() -> None:
+    plugins = load_plugins(discover=False)
+    for dist in ("crucible-plugin-alpha", "crucible-plugin-beta"):
+        plugins.register_module(
+            make_plugin(dist, crucible_register_worlds=lambda register: register("git", object)),
+            name=dist,
+            distribution=dist,
+            version="1",
+        )
+    with pytest.raises(PluginError) as err:
+        plugins.registry("world")
+    assert "crucible-plugin-alpha" in err.value.render() and "crucible-plugin-beta" in err.value.render()
+
+
+def test_unknown_name_lists_installed_and_suggests() -> None:
+    registry: Registry[object] = Registry("backend")
+    registry.add("local", object(), "crucible-plugin-backend-local")
+    registry.add("command", object(), "crucible-plugin-backend-local")
+    message = registry.unknown_message("openshel", "[agent].backend")
+    assert "installed: command, local" in message
+    assert "did you mean 'openshell'" in message and "crucible-plugin-backend-openshell" in message
+    assert "did you mean 'local'" in registry.unknown_message("locl", "[agent].backend")
+
+
+def test_known_but_missing_name_says_what_to_install() -> None:
+    registry: Registry[object] = Registry("harness")
+    message = registry.unknown_message("claude", "[agent].harness")
+    assert "install crucible-plugin-harness-claude" in message
+
+
+def test_registrations_are_attributed_to_their_plugin() -> None:
+    plugins = load_plugins(discover=False)
+    plugins.register_module(
+        make_plugin("p", crucible_register_judges=lambda register: register("mine", object)),
+        name="p",
+        distribution="crucible-plugin-mine",
+        version="2.0",
+    )
+    entry = plugins.registry("judge").entries["mine"]
+    assert entry.plugin == "crucible-plugin-mine"
+
+
+def test_installed_standard_plugins_are_discovered() -> None:
+    plugins = load_plugins()
+    dists = {info.distribution for info in plugins.infos}
+    assert {"crucible-core", "crucible-plugin-world-git", "crucible-plugin-judge-command"} <= dists
+    assert {"git", "command"} <= set(plugins.registry("world").names())
+
+
+def test_load_env_narrows_but_always_keeps_core() -> None:
+    assert requested_names({"CRUCIBLE_LOAD_PLUGINS": "world_git, judge_command"}) == [
+        "core",
+        "judge_command",
+        "world_git",
+    ]
+    assert requested_names({}) is None
+    plugins = load_plugins(names=requested_names({"CRUCIBLE_LOAD_PLUGINS": "judge_command"}))
+    assert {info.name for info in plugins.infos} == {"core", "judge_command"}
+
+
+def _fake_distribution(site: Path, dist: str, module: str, source: str) -> None:
+    info = site / f"{dist}-0.3.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.3\n")
+    (info / "entry_points.txt").write_text(f"[crucible]\n{module} = {module}\n")
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+
+
+def test_a_plugin_that_fails_to_import_is_listed_and_the_cli_still_works(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _fake_distribution(
+        site, "crucible-plugin-broken", "broken_plugin", "raise ImportError('no such thing')\n"
+    )
+    env = crucible_env(PYTHONPATH=str(site))
+    listing = run_crucible("plugins", "--json", env=env)
+    assert listing.returncode == 0, listing.stderr
+    report = json.loads(listing.stdout)
+    failures = {f["name"]: f for f in report["failures"]}
+    assert "broken_plugin" in failures
+    assert failures["broken_plugin"]["distribution"] == "crucible-plugin-broken"
+    assert "no such thing" in failures["broken_plugin"]["error"]
+    assert any(p["distribution"] == "crucible-core" for p in report["plugins"])
+
+
+def test_duplicate_world_from_a_third_party_fails_the_run_naming_both(tmp_path: Path, example) -> None:
+    site = tmp_path / "site"
+    _fake_distribution(
+        site,
+        "crucible-plugin-rival",
+        "rival_plugin",
+        """
+        from crucible_core.hookspecs import hookimpl
+
+        @hookimpl
+        def crucible_register_worlds(register):
+            register("git", object)
+        """,
+    )
+    manifest = example("counter")
+    done = run_crucible("--manifest", manifest, "--iterations", "1", env=crucible_env(PYTHONPATH=str(site)))
+    assert done.returncode == 12
+    assert "crucible-plugin-rival" in done.stderr and "crucible-plugin-world-git" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_plugins_table_lists_hooks_and_names() -> None:
+    done = run_crucible("plugins")
+    assert done.returncode == 0
+    assert "crucible-plugin-judge-command" in done.stdout
+    assert "judge: command, task" in done.stdout
+    assert "crucible_register_judges" in done.stdout
+
+
+def test_every_hook_has_a_docstring_and_is_documented() -> None:
+    tree = ast.parse(Path(hookspecs.__file__).read_text())
+    hooks = [
+        node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("crucible_")
+    ]
+    assert len(hooks) >= 11
+    guide = (ROOT / "docs" / "plugins.md").read_text()
+    for hook in hooks:
+        assert ast.get_docstring(hook), f"{hook.name} has no docstring"
+        assert f"`{hook.name}`" in guide, f"{hook.name} is missing from docs/plugins.md"
