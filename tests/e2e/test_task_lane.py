@@ -1,0 +1,46 @@
+"""The task lane: no [judge], every completed turn kept with a null score, exit 0 when spent."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tests.cli_support import run_crucible
+from tests.e2e.session import assert_one_trailing_shutdown, events, rows
+
+
+def test_task_lane_keeps_every_turn(example) -> None:
+    manifest = example("task")
+    done = run_crucible("--manifest", manifest, "--iterations", "3")
+    assert done.returncode == 0, done.stderr
+    got = rows(manifest)
+    assert [r["verdict"] for r in got] == ["baseline-skipped", "keep", "keep", "keep"]
+    assert all(r["score"] is None and r["gate"] == "task" for r in got)
+    summary = next(e for e in events(manifest) if e["kind"] == "summary")
+    assert summary["best_score"] is None and summary["kept"] == 3
+    assert assert_one_trailing_shutdown(manifest)["outcome"] == "finished"
+    workspace = manifest.parent / "workspace"
+    notes = (workspace / "NOTES.md").read_text()
+    assert [line for line in notes.splitlines() if line.startswith("- turn")] == [
+        "- turn 1 was here",
+        "- turn 2 was here",
+        "- turn 3 was here",
+    ]
+    log = subprocess.run(["git", "-C", str(workspace), "log", "--format=%s"], capture_output=True, text=True)
+    assert len([s for s in log.stdout.splitlines() if s.startswith("crucible: iteration")]) == 3
+
+
+def test_check_prints_the_task_mode_notice(example) -> None:
+    manifest = example("task")
+    done = run_crucible("check", "--manifest", manifest)
+    assert done.returncode == 0, done.stdout
+    assert "TASK MODE" in done.stdout and "goal present" in done.stdout
+
+
+def test_check_requires_a_goal_in_task_mode(example) -> None:
+    manifest = example("task")
+    manifest.write_text(
+        "\n".join(line for line in manifest.read_text().splitlines() if not line.startswith("goal"))
+    )
+    done = run_crucible("check", "--manifest", manifest)
+    assert done.returncode == 13
+    assert "needs a goal" in done.stdout
