@@ -78,7 +78,10 @@ def test_alternating_proposer_keeps_good_and_discards_bad(example) -> None:
 
 CHEAT = """#!/bin/sh
 # edits the gate instead of the value
-printf '#!/bin/sh\\necho \\'{"valid": true, "score": 1000}\\'\\n' > measure.sh
+cat > measure.sh <<'GATE'
+#!/bin/sh
+echo '{"valid": true, "score": 1000}'
+GATE
 """
 
 
