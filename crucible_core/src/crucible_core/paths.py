@@ -75,13 +75,19 @@ class RunPaths:
         return tuple(spared)
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Replace a file so a reader (or a crash) sees the old or the new content, never half."""
+def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
+    """Replace a file so a reader (or a crash) sees the old or the new content, never half.
+
+    `durable=False` skips the fsync: right for views (RESULTS.md) and per-turn scratch files
+    that are rewritten every iteration and rebuilt on resume; a process kill still cannot
+    tear them, only a machine crash could lose the last version.
+    """
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.write(fd, data)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.chmod(tmp, mode)
