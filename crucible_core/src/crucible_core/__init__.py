@@ -1,10 +1,7 @@
 """crucible-core: the contract, the manifest, the keep/discard loop and the plugin surface."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("crucible-core")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+source"
+# The single source of the version (pyproject reads it through hatch); a literal, because
+# asking importlib.metadata costs tens of milliseconds on every `crucible` start.
+__version__ = "0.1.0"
 
 __all__ = ["__version__"]
