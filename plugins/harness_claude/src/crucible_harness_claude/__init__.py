@@ -1,0 +1,27 @@
+"""crucible-plugin-harness-claude: the `claude` (Claude Code CLI) and `anthropic` (SDK agent loop) harnesses."""
+
+from __future__ import annotations
+
+from crucible_core.hookspecs import hookimpl
+from crucible_core.protocols import Harness, HarnessContext, HarnessFactory
+from crucible_core.registry import Register
+
+
+# The factories import their modules on first use: loading the plugin (every `crucible`
+# command does) must not import the anthropic SDK.
+def _claude_cli(ctx: HarnessContext) -> Harness:
+    from crucible_harness_claude.cli_harness import ClaudeCodeHarness
+
+    return ClaudeCodeHarness.from_context(ctx)
+
+
+def _anthropic_sdk(ctx: HarnessContext) -> Harness:
+    from crucible_harness_claude.sdk_harness import AnthropicHarness
+
+    return AnthropicHarness.from_context(ctx)
+
+
+@hookimpl
+def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
+    register("claude", _claude_cli)
+    register("anthropic", _anthropic_sdk)

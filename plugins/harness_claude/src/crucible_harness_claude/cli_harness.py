@@ -1,0 +1,127 @@
+"""The `claude` harness: one turn of the Claude Code CLI in print mode, supervised, its stream decoded live."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from crucible_core.errors import ManifestError
+from crucible_core.protocols import FailureClass, HarnessContext, Turn, TurnResult
+
+from crucible_core import process
+from crucible_harness_claude import events, launch
+from crucible_harness_claude.cli_verdict import classify
+from crucible_harness_claude.sessions import Cursor, SessionStateError, SessionStore, hide_cursors
+from crucible_harness_claude.stream_json import StreamDecoder
+from crucible_harness_claude.toolbox import ToolboxError, install_toolbox, resolve_toolbox
+
+HARNESS_NAME = "claude"
+
+
+@contextlib.contextmanager
+def mcp_config_file(servers: Mapping[str, Any]) -> Iterator[Path | None]:
+    """The turn's MCP servers as a CLI config file that exists only while the turn runs.
+
+    A server entry may carry a token (a header, an env value), so the file is 0600 in a
+    private temporary directory outside the run's state and workspace, and removed after.
+    """
+    if not servers:
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="crucible-mcp-"))
+    try:
+        path = folder / "mcp.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"mcpServers": dict(servers)}, handle)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@attrs.frozen
+class ClaudeCodeHarness:
+    toolbox: Path | None
+    sessions: SessionStore
+
+    @classmethod
+    def from_context(cls, ctx: HarnessContext) -> ClaudeCodeHarness:
+        toolbox = resolve_toolbox(ctx.agent.toolbox_dir, ctx.manifest_dir)
+        if toolbox is not None and not toolbox.is_dir():
+            raise ManifestError(f"[agent].toolbox_dir {toolbox} is not a directory")
+        return cls(toolbox, SessionStore.under(ctx.private_dir, HARNESS_NAME))
+
+    def run(self, turn: Turn) -> TurnResult:
+        cli = launch.find_cli(turn.env)
+        if cli.path is None:
+            return TurnResult(False, FailureClass.SPAWN, note=cli.missing_note())
+        if self.toolbox is not None:
+            try:
+                install_toolbox(self.toolbox, turn.workspace)
+            except ToolboxError as exc:
+                return TurnResult(False, FailureClass.SPAWN, note=str(exc))
+
+        stored: Cursor | None = None
+        if turn.session:
+            try:
+                stored = self.sessions.load(turn.session)
+            except SessionStateError as exc:
+                # Starting afresh under the same name would pass a new conversation off as the old one.
+                return TurnResult(False, FailureClass.AGENT, note=str(exc))
+            ordinal = (stored.turns if stored else 0) + 1
+            turn.emit(
+                events.AGENT_SESSION,
+                {"session": turn.session, "action": "resumed" if stored else "started", "turn": ordinal},
+            )
+
+        cursors = {stored.cursor} if stored else set()
+
+        def emit(kind: str, fields: Mapping[str, Any]) -> None:
+            if decoder.session_id:
+                cursors.add(decoder.session_id)
+            turn.emit(kind, hide_cursors(fields, cursors))
+
+        decoder = StreamDecoder(emit, prior_cost=stored.cost_usd if stored else 0.0)
+        with mcp_config_file(turn.mcp_servers) as mcp_config:
+            argv = launch.build_argv(
+                cli.path,
+                model=turn.model,
+                effort=turn.effort,
+                mode=launch.unattended_mode(turn.env),
+                mcp_config=mcp_config,
+                mcp_server_names=sorted(turn.mcp_servers),
+                resume=stored.cursor if stored else None,
+            )
+            done = process.run(
+                argv,
+                cwd=turn.workspace,
+                env=launch.child_env(turn.env),
+                timeout=turn.deadline_seconds,
+                stdin_data=turn.prompt.encode("utf-8"),
+                on_stdout_line=decoder.feed,
+            )
+        result = classify(done, decoder)
+        if turn.session and decoder.started and decoder.session_id:
+            # Kept even after a failed turn: the conversation happened, and the session goes on
+            # from it (the checkout may roll back, the solver's memory does not).
+            total = decoder.conversation_cost
+            spent = total if total is not None else (stored.cost_usd if stored else 0.0) + result.cost_usd
+            self.sessions.save(
+                turn.session, Cursor(decoder.session_id, (stored.turns if stored else 0) + 1, spent)
+            )
+        elif stored is not None and not decoder.started:
+            result = attrs.evolve(
+                result,
+                note=f"{result.note}; session {turn.session!r} could not be resumed: delete "
+                f"{self.sessions.path_of(turn.session or '')} to start it afresh",
+            )
+        if decoder.session_id:
+            cursors.add(decoder.session_id)
+        return attrs.evolve(result, note=hide_cursors(result.note, cursors))
