@@ -1,0 +1,130 @@
+"""The supervisor: deadlines, whole-group kills, output caps, and no child outliving the engine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+from crucible_core import process
+
+
+def processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def sleeper(marker: str, seconds: int = 300) -> str:
+    """A shell command that sleeps with the marker in its command line (the `; :` stops exec)."""
+    return f"sh -c 'sleep {seconds}; :' {marker}"
+
+
+def wait_until_gone(marker: str, seconds: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = processes_with(marker)
+        if not alive:
+            return []
+        time.sleep(0.05)
+    return processes_with(marker)
+
+
+def test_output_and_exit_code(tmp_path: Path) -> None:
+    done = process.run("echo out; echo err >&2; exit 3", cwd=tmp_path, env=os.environ)
+    assert (done.exit_code, done.stdout, done.stderr.strip()) == (3, "out\n", "err")
+    assert not done.ok and done.describe_failure() == "exited 3"
+
+
+def test_env_is_exactly_what_was_given(tmp_path: Path) -> None:
+    done = process.run(
+        "echo ${ONLY_THIS:-unset} ${HOME:-nohome}",
+        cwd=tmp_path,
+        env={"ONLY_THIS": "yes", "PATH": os.environ["PATH"]},
+    )
+    assert done.stdout.strip() == "yes nohome"
+
+
+def test_deadline_kills_the_whole_group_grandchildren_included(tmp_path: Path) -> None:
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    started = time.monotonic()
+    done = process.run(
+        f"{sleeper(marker)} & {sleeper(marker, 301)}; wait",
+        cwd=tmp_path,
+        env=os.environ,
+        timeout=0.5,
+        grace=0.5,
+    )
+    assert done.timed_out and "deadline" in done.describe_failure()
+    assert time.monotonic() - started < 30
+    assert wait_until_gone(marker) == []
+
+
+def test_background_leftovers_are_killed_when_the_leader_exits(tmp_path: Path) -> None:
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    done = process.run(
+        f"({sleeper(marker)} &) ; sleep 0.3; ps -eo args | grep -c {marker}; echo leader done",
+        cwd=tmp_path,
+        env=os.environ,
+        timeout=30,
+    )
+    assert done.ok and "leader done" in done.stdout
+    assert int(done.stdout.split()[0]) >= 2  # the leftover was running (the grep counts itself)
+    assert wait_until_gone(marker) == []
+
+
+def test_spawn_failure_is_reported_not_raised(tmp_path: Path) -> None:
+    done = process.run(["/nonexistent/agent"], cwd=tmp_path, env=os.environ)
+    assert done.spawn_error and done.describe_failure().startswith("could not start")
+
+
+def test_capture_keeps_the_tail(tmp_path: Path) -> None:
+    done = process.run(
+        "i=0; while [ $i -lt 5000 ]; do echo line-$i; i=$((i+1)); done; echo '{\"valid\": true}'",
+        cwd=tmp_path,
+        env=os.environ,
+        capture_bytes=1000,
+    )
+    assert len(done.stdout) <= 1000
+    assert done.stdout.rstrip().endswith('{"valid": true}')
+
+
+def test_lines_are_streamed_as_they_arrive(tmp_path: Path) -> None:
+    seen: list[str] = []
+    process.run("echo one; echo two; printf three", cwd=tmp_path, env=os.environ, on_stdout_line=seen.append)
+    assert seen == ["one", "two", "three"]
+
+
+def test_a_child_never_outlives_an_engine_killed_with_sigkill(tmp_path: Path) -> None:
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    engine = textwrap.dedent(
+        f"""
+        import os, sys
+        from pathlib import Path
+        from crucible_core import process
+        print("ready", flush=True)
+        process.run("{sleeper(marker)} & {sleeper(marker, 301)}; wait", cwd=Path("."), env=dict(os.environ))
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", engine], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 10
+    while len(processes_with(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(processes_with(marker)) >= 2
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert wait_until_gone(marker) == []
