@@ -1,0 +1,101 @@
+"""Budgets end runs with the right outcome; the prompt carries goal, status and steering."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+from crucible_core.budget import Budget, parse_duration
+from crucible_core.errors import UsageError
+from crucible_core.hookspecs import hookimpl
+from crucible_core.plugins import load_plugins
+from crucible_core.protocols import Turn, TurnResult
+from crucible_core.runner import RunRequest, execute
+
+from tests.cli_support import run_crucible
+from tests.e2e.session import assert_one_trailing_shutdown, events, rows
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("90") == 90 and parse_duration("15m") == 900 and parse_duration("2h") == 7200
+    with pytest.raises(UsageError):
+        parse_duration("soon")
+
+
+def test_budget_reasons() -> None:
+    budget = Budget(iterations=3, max_cost=1.0, max_time=10)
+    assert budget.exhausted(iterations_done=2, spent=0.5, active_seconds=1) is None
+    assert "iterations" in budget.exhausted(iterations_done=3, spent=0, active_seconds=0)
+    assert "cost" in budget.exhausted(iterations_done=0, spent=1.0, active_seconds=0)
+    assert "time" in budget.exhausted(iterations_done=0, spent=0, active_seconds=10)
+
+
+def test_max_time_ends_the_run_as_budget(example) -> None:
+    manifest = example("counter")
+    manifest.write_text(
+        manifest.read_text().replace('agent_cmd = "./bump.sh"', 'agent_cmd = "sleep 0.4; ./bump.sh"')
+    )
+    done = run_crucible("--manifest", manifest, "--iterations", "50", "--max-time", "1s", "--no-early-stop")
+    assert done.returncode == 0, done.stderr
+    assert assert_one_trailing_shutdown(manifest)["outcome"] == "budget"
+    assert 1 <= len(rows(manifest)) - 1 < 50
+
+
+class PricedBackend:
+    """Stands in for a paid model turn (which cannot run here): bumps the counter at $0.40."""
+
+    def run_turn(self, turn: Turn) -> TurnResult:
+        value = turn.workspace / "value.txt"
+        value.write_text(str(int(value.read_text()) + 1) + "\n")
+        return TurnResult(True, cost_usd=0.4)
+
+
+def test_max_cost_ends_the_run_as_budget(example) -> None:
+    manifest = example("counter")
+    manifest.write_text(manifest.read_text().replace('backend = "command"', 'backend = "priced"'))
+    plugins = load_plugins()
+    module = types.ModuleType("priced")
+    module.crucible_register_backends = hookimpl(
+        lambda register: register("priced", lambda ctx: PricedBackend())
+    )
+    plugins.register_module(module, name="priced", distribution="test-priced", version="0")
+    result = execute(
+        plugins, RunRequest(manifest=manifest, budget=Budget(iterations=10, max_cost=1.0), ui="headless")
+    )
+    assert result.exit.value == "budget"
+    assert [r["cost"] for r in rows(manifest)] == [0.0, 0.4, 0.4, 0.4]
+    summary = next(e for e in events(manifest) if e["kind"] == "summary")
+    assert summary["spent"] == pytest.approx(1.2)
+
+
+RECORDER = """#!/bin/sh
+cp "$CRUCIBLE_PROMPT_FILE" "../prompt-$CRUCIBLE_ITERATION.md"
+./bump.sh
+"""
+
+
+def test_prompt_renders_goal_status_and_file_steering(example) -> None:
+    manifest = example("counter")
+    directory = manifest.parent
+    (directory / "method.md").write_text("GOAL<{{GOAL}}>\nSTATUS<{{STATUS}}>\nSTEER<{{STEER}}>\n")
+    (directory / "record.sh").write_text(RECORDER)
+    (directory / "record.sh").chmod(0o755)
+    text = manifest.read_text().replace("cp value.txt bump.sh", "cp value.txt bump.sh record.sh")
+    text = text.replace('agent_cmd = "./bump.sh"', 'agent_cmd = "./record.sh"\nmethod_prompt = "method.md"')
+    manifest.write_text(text)
+    (directory / "STEER.md").write_text("try odd numbers first\n")
+    done = run_crucible("--manifest", manifest, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    first = (directory / "prompt-1.md").read_text()
+    assert "GOAL<Raise the integer in value.txt" in first
+    assert "iteration 1 of 2" in first and "best so far: 0.0" in first
+    assert "STEER<try odd numbers first>" in first
+    second = (directory / "prompt-2.md").read_text()
+    assert "STEER<(none)>" in second  # delivered once, then drained
+    assert "iteration 1: keep" in second
+    steers = [e for e in events(manifest) if e["kind"] == "steer"]
+    assert len(steers) == 1 and steers[0]["iter"] == 1 and steers[0]["status"] == "applied"
+    assert (directory / "STEER.md").read_text() == ""
+    prompt_files = list(Path(directory / "state" / "private").glob("prompt*"))
+    assert prompt_files and all(p.stat().st_mode & 0o077 == 0 for p in prompt_files)
