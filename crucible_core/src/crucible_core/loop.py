@@ -16,6 +16,7 @@ import attrs
 from crucible_core.contract import Reading
 from crucible_core.decide import Best, Verdict, advance, decide
 from crucible_core.errors import ExitCode
+from crucible_core.parking import Pending
 from crucible_core.protocols import MeasureContext, TurnResult
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class Segment:
     baseline_score: float | None = None
     baseline_total: float | None = None
     best: Best = Best()
+    index: int = 0  # 0 for the run's first segment; each re-scope opens the next
 
 
 @attrs.define
@@ -86,6 +88,7 @@ class Run:
     started: float = attrs.field(factory=time.monotonic)
     rows: list[dict[str, Any]] = attrs.field(factory=list)
     transport_failures: int = 0
+    pending: Pending | None = None  # an outstanding approval (ADR 0003)
 
     def active_seconds(self) -> float:
         return self.active_before + (time.monotonic() - self.started) - self.parked_total
@@ -116,19 +119,38 @@ def _baseline_total(reading: Reading) -> float | None:
 
 
 def run_baseline(engine: Engine, run: Run) -> LoopExit | None:
-    """Iteration 0: measure the untouched workspace (scored lanes) and record the first row."""
-    engine.phase("baseline", 0)
+    """Measure the segment's starting state and record its first row.
+
+    Iteration 0 for the run's first segment; a re-scope re-baselines at the current
+    iteration, which does not spend one.
+    """
+    at = run.iteration
+    token = run.segment.best_token
+    engine.phase("baseline", at)
     if not engine.judge.scored:
-        engine.row(run, iteration=0, verdict="baseline-skipped", reading=None, note="task lane: no baseline")
+        engine.row(
+            run,
+            iteration=at,
+            verdict="baseline-skipped",
+            reading=None,
+            token=token,
+            note="task lane: no baseline",
+        )
         return None
-    reading = engine.measure(run, 0)
+    reading = engine.measure(run, at)
     verdict = decide(reading, Best(), engine.direction, engine.tiebreak_direction)
     if verdict is Verdict.BASELINE:
         seg = run.segment
         seg.baseline_score = reading.score
         seg.baseline_total = _baseline_total(reading)
         seg.best = advance(seg.best, reading, verdict)
-    engine.row(run, iteration=0, verdict="baseline" if reading.scoreable else "invalid", reading=reading)
+    engine.row(
+        run,
+        iteration=at,
+        verdict="baseline" if reading.scoreable else "invalid",
+        reading=reading,
+        token=token,
+    )
     if reading.scoreable and reading.solved and not engine.options.no_early_stop:
         run.solved = True
         return LoopExit.SOLVED

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import sys
 import time
@@ -13,16 +15,23 @@ import attrs
 
 from crucible_core import __version__
 from crucible_core.budget import Budget
+from crucible_core.control.bridge import ControlBridge
+from crucible_core.control.inbox import Order
+from crucible_core.decide import Best
 from crucible_core.drivers import build_drivers
-from crucible_core.engine import Engine, RunOptions, agent_environment, engine_environment
+from crucible_core.engine import Aborted, Engine, Gates, RunOptions, agent_environment, engine_environment
 from crucible_core.errors import CrucibleError, ExitCode, WorkspaceError
+from crucible_core.fold import Folded, fold_path
 from crucible_core.identity import component_hashes, run_identity
+from crucible_core.ledger import OVERRIDDEN_BY_RESUME, Ledger
 from crucible_core.loop import LoopExit, Run, Segment, fingerprint, run_baseline, run_loop
 from crucible_core.manifest.loader import LoadedManifest, load_manifest
+from crucible_core.parking import Pending
 from crucible_core.paths import RunPaths
 from crucible_core.plugins import Plugins
 from crucible_core.prompt import DEFAULT_METHOD
 from crucible_core.protocols import Reporter, ReporterContext
+from crucible_core.recovery import FINAL_OUTCOMES, classify
 from crucible_core.redact import Redactor
 from crucible_core.session_log import SessionLog
 from crucible_core.shell import Shell
@@ -38,6 +47,7 @@ class RunRequest:
     steer: Path | None = None
     ui: str = "console"
     resume: bool = False
+    max_park: float | None = None  # seconds an approval wait may park the run; None waits indefinitely
 
 
 @attrs.frozen
@@ -87,15 +97,29 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
     """Run a manifest; errors before the session log exists propagate as CrucibleError."""
     loaded = load_for_run(plugins, request.manifest)
     paths = RunPaths.resolve(loaded, state_dir=request.state_dir, steer=request.steer)
+    budget = request.budget
+    folded: Folded | None = None
     if request.resume:
-        raise WorkspaceError("--resume is not available in this build", hint="start a fresh run")
-    refuse_existing_workspace(loaded, paths)
+        folded = fold_path(paths.session_log)
+        if folded.events == 0:
+            raise WorkspaceError(
+                f"nothing to resume: {paths.session_log} holds no events",
+                hint="start the run without --resume",
+            )
+        budget = resumed_budget(request.budget, folded)
+        ended = already_ended(folded, budget)
+        if ended is not None:
+            sys.stderr.write(f"crucible: {ended}\n")
+            outcome = LoopExit((folded.trailing_shutdown or {}).get("outcome", "finished"))
+            return RunResult(outcome, ended, outcome.exit_code)
+    else:
+        refuse_existing_workspace(loaded, paths)
     paths.ensure_state_dirs()
     shell = Shell(cwd=paths.workspace, env=engine_environment())
     drivers = build_drivers(
         plugins, loaded, paths, shell, harness=request.options.harness, model=request.options.model
     )
-    reporter = make_reporter(plugins, request.ui, request.budget.iterations)
+    reporter = make_reporter(plugins, request.ui, budget.iterations)
     redactor = Redactor()
     agent_env = agent_environment(engine_environment(), loaded)
     redactor.add_env(loaded.manifest.agent.env)
@@ -114,20 +138,24 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
         paths=paths,
         drivers=drivers,
         log=log,
-        budget=request.budget,
+        budget=budget,
         options=request.options,
         redactor=redactor,
         agent_env=agent_env,
         goal=goal,
         method_template=method,
     )
+    gates = engine.gates
+    gates.max_park = request.max_park
+    gates.ledger = Ledger(paths.admissions)
+    bridge = ControlBridge(gates.ledger, gates.inbox)
     for warning in loaded.warnings:
         engine.note(warning, level="warn")
     started = time.monotonic()
     exit_, reason = LoopExit.ERROR, "engine error"
     run: Run | None = None
     try:
-        with _SignalStop(engine.gates.request_stop):
+        with _SignalStop(gates.request_stop), _AbortSignal(gates):
             log.emit(
                 "start",
                 version=__version__,
@@ -140,20 +168,26 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
                 backend=drivers.choice.backend,
                 harness=drivers.choice.harness,
                 model=request.options.model or m.agent.model,
-                budget=request.budget.to_wire(),
-                resumed=False,
+                budget=budget.to_wire(),
+                resumed=request.resume,
             )
-            engine.phase("starting", 0)
-            base = prepare_workspace(loaded, paths, drivers.world, shell)
-            hashes = component_hashes(loaded, base)
-            log.emit("identity", identity=run_identity(hashes), base_commit=base, components=hashes)
-            token = drivers.world.snapshot("crucible: baseline")
-            segment = Segment(
-                regime="", fingerprint=fingerprint(goal, drivers.judge.gate, ""), best_token=token
-            )
-            run = Run(segment=segment, started=started)
-            exit_ = run_baseline(engine, run) or run_loop(engine, run)
+            try:
+                bridge.start(paths.control_file)
+            except OSError as exc:
+                engine.note(
+                    f"the control bridge could not start ({exc}); STEER.md and signals still work", "warn"
+                )
+            if folded is not None:
+                run, exit_ = _resume(engine, shell, folded, started)
+            else:
+                run = _fresh(engine, shell, started)
+                exit_ = run_baseline(engine, run)
+            exit_ = exit_ or run_loop(engine, run)
             reason = _reason(exit_, run)
+    except Aborted:
+        exit_, reason = LoopExit.STOPPED, "aborted by the operator"
+        engine.note("aborted by the operator: the running child was killed", level="warn")
+        _restore_quietly(engine, run)
     except KeyboardInterrupt:
         exit_, reason = LoopExit.STOPPED, "interrupted twice: aborted"
         _restore_quietly(engine, run)
@@ -166,9 +200,186 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
         engine.note(reason, level="error")
         _restore_quietly(engine, run)
     finally:
+        bridge.close()
+        if exit_ is LoopExit.STOPPED:
+            gates.settle_aborts()
         _finish(engine, run, exit_, reason)
         reporter.close()
     return RunResult(exit_, reason, exit_.exit_code)
+
+
+def _fresh(engine: Engine, shell: Shell, started: float) -> Run:
+    """A new run: set up the workspace, record the identity, snapshot the baseline, open segment 0."""
+    drivers = engine.drivers
+    engine.phase("starting", 0)
+    base = prepare_workspace(engine.loaded, engine.paths, drivers.world, shell)
+    hashes = component_hashes(engine.loaded, base)
+    engine.log.emit("identity", identity=run_identity(hashes), base_commit=base, components=hashes)
+    token = drivers.world.snapshot("crucible: baseline")
+    segment = Segment(
+        regime="", fingerprint=fingerprint(engine.goal, drivers.judge.gate, ""), best_token=token
+    )
+    run = Run(segment=segment, started=started)
+    engine.emit_segment(run, reason="start")
+    engine.gates.publish(run)
+    return run
+
+
+def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tuple[Run, LoopExit | None]:
+    """Continue a recorded run: classify its end, roll back a half-made turn, re-arm what is owed."""
+    recovery = classify(folded)
+    engine.note(
+        f"resuming after {folded.events} events: iteration {folded.iteration}, best {folded.best_score}, "
+        f"${folded.spent:.4f} spent, {folded.active_s:.1f}s active"
+    )
+    engine.log.emit("recovery", **recovery.to_wire())
+    if folded.fingerprint is None:
+        # died in setup, before the baseline snapshot: nothing kept yet, so set up again
+        _discard_half_made_workspace(engine)
+        run = _fresh(engine, shell, started)
+        return run, run_baseline(engine, run)
+    engine.phase("starting", folded.iteration)
+    base = str((folded.identity or {}).get("base_commit") or "")
+    hashes = component_hashes(engine.loaded, base)
+    identity = run_identity(hashes)
+    engine.log.emit("identity", identity=identity, base_commit=base, components=hashes, resumed=True)
+    original = folded.identity or {}
+    if original.get("identity") and original.get("identity") != identity:
+        before = original.get("components") or {}
+        changed = sorted(k for k in hashes if before.get(k) != hashes[k])
+        engine.note(
+            "RUN IDENTITY CHANGED since the run started "
+            f"({', '.join(changed) or 'unknown components'} differ): scores before and after this resume "
+            "may not be comparable",
+            level="warn",
+        )
+    run = run_from_fold(folded, started)
+    engine.world.restore(run.segment.best_token)  # roll a half-finished turn back to the last kept state
+    if folded.open_wait is not None:
+        run.pending = Pending.from_wire(folded.open_wait)
+        engine.note(f"re-registered the outstanding approval {run.pending.handle or run.pending.trace_id}")
+    engine.budget = rearm(engine.gates, engine.budget)
+    if engine.gates.paused:
+        engine.note("the operator's pause is still in force: parked until `crucible unpause`")
+    engine.gates.publish(run)
+    if not folded.segment_baselined:
+        return run, run_baseline(engine, run)
+    engine.write_results(run)
+    return run, None
+
+
+def _discard_half_made_workspace(engine: Engine) -> None:
+    workspace = engine.paths.workspace
+    if engine.loaded.inside_workspace() or not workspace.exists():
+        return
+    # The log's start line proves the workspace did not exist before this run (a fresh run
+    # refuses an existing one), so what is there is our own unfinished setup.
+    engine.note(f"removing the workspace a setup interrupted at {workspace}", level="warn")
+    shutil.rmtree(workspace)
+
+
+def run_from_fold(f: Folded, started: float) -> Run:
+    segment = Segment(
+        regime=f.regime,
+        fingerprint=f.fingerprint or "",
+        best_token=f.best_token or "",
+        baseline_score=f.baseline_score,
+        baseline_total=f.baseline_total,
+        best=Best(f.best_score, f.best_tiebreak),
+        index=max(0, f.segment_index),
+    )
+    return Run(
+        segment=segment,
+        iteration=f.iteration,
+        spent=f.spent,
+        kept=f.kept,
+        discarded=f.discarded,
+        kept_shas=list(f.kept_shas),
+        solved=f.solved,
+        parked_total=f.parked_s,
+        active_before=f.active_s,
+        started=started,
+        rows=f.rows,
+    )
+
+
+def resumed_budget(given: Budget, f: Folded) -> Budget:
+    """Flags given to the resume win; the rest comes from the run's original start line."""
+    original = (f.start or {}).get("budget") or {}
+    return Budget(
+        iterations=given.iterations if given.iterations is not None else original.get("iterations"),
+        max_cost=given.max_cost if given.max_cost is not None else original.get("max_cost"),
+        max_time=given.max_time if given.max_time is not None else original.get("max_time"),
+    )
+
+
+def already_ended(f: Folded, budget: Budget) -> str | None:
+    """Why resuming has nothing to do: the run ended solved, or its (possibly raised) budget is spent."""
+    shutdown = f.trailing_shutdown
+    if shutdown is None or shutdown.get("outcome") not in FINAL_OUTCOMES:
+        return None
+    if shutdown.get("outcome") == "solved":
+        return f"the run already ended: solved at iteration {f.iteration} (best {f.best_score}); nothing to resume"
+    why = budget.exhausted(iterations_done=f.iteration, spent=f.spent, active_seconds=f.active_s)
+    if why is None:
+        return None
+    return f"the run already ended ({why}); raise the budget (e.g. --iterations) to continue it"
+
+
+def rearm(gates: Gates, budget: Budget) -> Budget:
+    """Re-arm what the ledger says is owed and close out what this resume overrides (C-LEDGER)."""
+    ledger = gates.ledger
+    if ledger is None:
+        return budget
+    level = ledger.latest(frozenset({"pause", "resume"}))
+    gates.paused = level is not None and level.input == "pause"
+    for entry in sorted(ledger.entries.values(), key=lambda e: e.seq):
+        if entry.input == "set-budget" and entry.outcome != "rejected":
+            budget = attrs.evolve(budget, **entry.payload)  # the live cap is every granted change in order
+    for entry in ledger.owed():
+        if entry.input in OVERRIDDEN_BY_RESUME:
+            ledger.settle(entry.key, "superseded", "a resume overrides it")
+        elif entry.input in ("steer", "rescope"):
+            gates.inbox.put(Order(entry.key, entry.input, entry.payload))
+        elif entry.input in ("pause", "resume"):
+            if entry is level:
+                ledger.settle(entry.key, "applied", "re-armed on resume")
+            else:
+                ledger.settle(entry.key, "superseded", "a later pause or resume overrides it")
+        elif entry.input == "set-budget":
+            ledger.settle(entry.key, "applied", "re-armed on resume")
+    return budget
+
+
+class _AbortSignal:
+    """An abort from the bridge thread interrupts the main thread's running child via SIGUSR1.
+
+    The handler raises only while a child runs (a turn or a measure); anywhere else the loop
+    notices the abort at its next step boundary, so no bookkeeping is cut in half.
+    """
+
+    def __init__(self, gates: Gates) -> None:
+        self.gates = gates
+        self.previous: Any = None
+        self.installed = False
+
+    def __enter__(self) -> _AbortSignal:
+        try:
+            self.previous = signal.signal(signal.SIGUSR1, self.handle)
+        except ValueError:  # not the main thread (an embedding caller): aborts wait for a step boundary
+            return self
+        self.installed = True
+        self.gates.inbox.on_abort = lambda: os.kill(os.getpid(), signal.SIGUSR1)
+        return self
+
+    def handle(self, _signum: int, _frame: Any) -> None:
+        if self.gates.interruptible and self.gates.inbox.abort_requested:
+            raise Aborted
+
+    def __exit__(self, *exc: object) -> None:
+        self.gates.inbox.on_abort = None
+        if self.installed:
+            signal.signal(signal.SIGUSR1, self.previous)
 
 
 def _reason(exit_: LoopExit, run: Run) -> str:

@@ -12,6 +12,8 @@ from crucible_core.cli.options import manifest_option, state_dir_option
 from crucible_core.engine import RunOptions
 from crucible_core.errors import UsageError
 
+DEFAULT_ITERATIONS = 10
+
 
 @click.command("run")
 @manifest_option
@@ -19,9 +21,9 @@ from crucible_core.errors import UsageError
     "--iterations",
     "-n",
     type=click.IntRange(min=0),
-    default=10,
-    show_default=True,
-    help="Agent turns to run (the baseline is not counted).",
+    default=None,
+    help=f"Agent turns to run, the baseline not counted (default {DEFAULT_ITERATIONS}; "
+    "on --resume, the original run's).",
 )
 @click.option(
     "--max-cost", type=click.FloatRange(min=0), default=None, help="Stop once this many USD are spent."
@@ -50,6 +52,12 @@ from crucible_core.errors import UsageError
 )
 @click.option("--resume", is_flag=True, help="Continue the run recorded in the state directory.")
 @click.option(
+    "--max-park",
+    default=None,
+    help="Longest an approval wait may park the run (90s, 15m, 2h); a timeout counts as a deny. "
+    "Default: wait indefinitely.",
+)
+@click.option(
     "--pack", default=None, help="Run the domain pack an installed plugin registered under this name."
 )
 def command(
@@ -65,6 +73,7 @@ def command(
     steer_file: Path | None,
     ui: str,
     resume: bool,
+    max_park: str | None,
     pack: str | None,
 ) -> None:
     """Run the keep/discard loop over a manifest.
@@ -85,6 +94,8 @@ def command(
         )
     if pack is not None:
         manifest = _pack_manifest(plugins, pack)
+    if iterations is None and not resume:
+        iterations = DEFAULT_ITERATIONS
     budget = Budget(
         iterations=iterations,
         max_cost=max_cost,
@@ -106,6 +117,7 @@ def command(
             steer=steer_file,
             ui=ui,
             resume=resume,
+            max_park=parse_duration(max_park) if max_park else None,
         ),
     )
     sys.exit(int(result.exit_code))

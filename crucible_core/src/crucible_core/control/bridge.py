@@ -1,0 +1,131 @@
+"""The control bridge: a loopback JSON-lines server that admits operator inputs into the ledger and the inbox.
+
+One request object per connection, one reply line back. Every request carries the run's
+token (written with the port to state/control.json, mode 0600); anything else is refused
+before it is read further. The server threads only validate, record and hand over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import os
+import secrets
+import socketserver
+import threading
+from pathlib import Path
+from typing import Any
+
+from crucible_core.control.commands import MUTATING, READ_ONLY, STOPPING, BadRequest, payload_of
+from crucible_core.control.inbox import Inbox, Order
+from crucible_core.ledger import IdempotencyConflict, Ledger, valid_id
+from crucible_core.paths import write_atomic
+
+MAX_REQUEST_BYTES = 256 * 1024
+LOOPBACK = "127.0.0.1"
+
+
+class ControlBridge:
+    def __init__(self, ledger: Ledger, inbox: Inbox, token: str | None = None) -> None:
+        self.ledger = ledger
+        self.inbox = inbox
+        self.token = token or secrets.token_urlsafe(32)
+        self._server: socketserver.ThreadingTCPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._control_file: Path | None = None
+
+    # -- the protocol, independent of sockets -------------------------------------------------
+    def handle(self, request: Any) -> dict[str, Any]:
+        if not isinstance(request, dict):
+            return {"ok": False, "error": "a request is one JSON object"}
+        token = request.get("token")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
+            return {"ok": False, "error": "missing or wrong token (read it from state/control.json)"}
+        cmd = request.get("cmd")
+        if cmd in READ_ONLY:
+            return {"ok": True, "cmd": cmd, "status": self.inbox.status()}
+        if not isinstance(cmd, str) or cmd not in MUTATING:
+            return {"ok": False, "cmd": cmd, "error": f"unknown command {cmd!r}"}
+        id_ = request.get("id")
+        if id_ is not None and not valid_id(id_):
+            return {"ok": False, "cmd": cmd, "error": "id must be a non-empty string of at most 256 bytes"}
+        try:
+            payload = payload_of(cmd, request)
+        except BadRequest as exc:
+            return {"ok": False, "cmd": cmd, "error": str(exc)}
+        if cmd in ("approve", "deny") and not self.inbox.status().get("approval"):
+            known = self.ledger.entries.get(id_) if id_ is not None else None
+            if known is None:  # a redelivery of a settled approve still converges below
+                return {"ok": False, "cmd": cmd, "error": "no approval is pending"}
+        try:
+            admission = self.ledger.admit(cmd, payload, id_)
+        except IdempotencyConflict as exc:
+            return {"ok": False, "cmd": cmd, "error": str(exc)}
+        except OSError as exc:
+            if cmd not in STOPPING:
+                return {
+                    "ok": False,
+                    "cmd": cmd,
+                    "error": f"could not record the input, so it was not taken: {exc}",
+                }
+            self.inbox.put(Order(f"unrecorded-{secrets.token_hex(6)}", cmd, payload, unrecorded=True))
+            return {"ok": True, "cmd": cmd, "unrecorded": True}
+        entry = admission.entry
+        reply: dict[str, Any] = {"ok": True, "cmd": cmd, "key": entry.key}
+        if admission.dup:
+            reply["dup"] = True
+            if entry.outcome is not None:
+                reply["outcome"] = entry.outcome
+            return reply
+        self.inbox.put(Order(entry.key, cmd, payload))
+        return reply
+
+    # -- the server ---------------------------------------------------------------------------
+    def start(self, control_file: Path) -> int:
+        bridge = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            timeout = 10
+
+            def handle(self) -> None:
+                try:
+                    line = self.rfile.readline(MAX_REQUEST_BYTES)
+                except OSError:
+                    return
+                try:
+                    request = json.loads(line)
+                except ValueError:
+                    reply: dict[str, Any] = {"ok": False, "error": "a request is one JSON object on one line"}
+                else:
+                    try:
+                        reply = bridge.handle(request)
+                    except Exception as exc:  # never take the server thread down with a bad request
+                        reply = {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
+                with contextlib.suppress(OSError):
+                    self.wfile.write((json.dumps(reply, default=str) + "\n").encode("utf-8"))
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = Server((LOOPBACK, 0), Handler)
+        port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="crucible-control", daemon=True
+        )
+        self._thread.start()
+        record = {"host": LOOPBACK, "port": port, "token": self.token, "pid": os.getpid()}
+        write_atomic(control_file, json.dumps(record).encode("utf-8"), mode=0o600)
+        self._control_file = control_file
+        return port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._control_file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self._control_file.unlink()
+            self._control_file = None

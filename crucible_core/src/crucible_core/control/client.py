@@ -1,0 +1,59 @@
+"""Talking to a live run's control bridge: find it from the state directory, send one request, read one reply."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from crucible_core.errors import ControlError
+
+CONNECT_TIMEOUT = 5.0
+REPLY_TIMEOUT = 30.0
+
+
+def state_dir_for(manifest: Path, state_dir: Path | None) -> Path:
+    """The run's state directory: --state-dir, else <manifest dir>/state (no manifest parse needed)."""
+    return (state_dir or manifest.resolve().parent / "state").resolve()
+
+
+def read_control(state_dir: Path) -> dict[str, Any]:
+    path = state_dir / "control.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ControlError(
+            f"no run is reachable: {path} does not exist",
+            hint="is the run started? pass --state-dir or --manifest to point at it",
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ControlError(f"cannot read {path}: {exc}", hint="is this a crucible state directory?") from None
+    if not isinstance(record, dict) or not isinstance(record.get("port"), int):
+        raise ControlError(f"{path} is not a control record", hint="is this a crucible state directory?")
+    return record
+
+
+def send(state_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """Send one request with the run's token; a refusal or an unreachable run is a ControlError."""
+    record = read_control(state_dir)
+    payload = {**request, "token": record.get("token")}
+    address = (record.get("host") or "127.0.0.1", record["port"])
+    try:
+        with socket.create_connection(address, timeout=CONNECT_TIMEOUT) as conn:
+            conn.settimeout(REPLY_TIMEOUT)
+            conn.sendall((json.dumps(payload) + "\n").encode("utf-8"))
+            reply_line = conn.makefile("rb").readline()
+    except OSError as exc:
+        raise ControlError(
+            f"no run is reachable at {address[0]}:{address[1]} ({exc})",
+            hint="the run may have ended; `crucible run --resume` continues it",
+        ) from None
+    try:
+        reply = json.loads(reply_line)
+    except ValueError:
+        raise ControlError("the control bridge sent no reply", hint="the run may be shutting down") from None
+    if not isinstance(reply, dict) or not reply.get("ok"):
+        error = reply.get("error") if isinstance(reply, dict) else reply
+        raise ControlError(f"the run refused {request.get('cmd')}: {error}")
+    return reply

@@ -1,0 +1,74 @@
+"""The control bridge's commands and their payloads, validated as pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from crucible_core.budget import parse_duration
+from crucible_core.errors import UsageError
+
+READ_ONLY = frozenset({"status"})
+MUTATING = frozenset(
+    {"steer", "approve", "deny", "rescope", "set-budget", "pause", "resume", "stop", "abort"}
+)
+# Commands that must take effect even when the ledger cannot record them.
+STOPPING = frozenset({"stop", "abort"})
+MAX_TEXT_BYTES = 64 * 1024
+
+
+class BadRequest(Exception):
+    """A request the bridge refuses before anything is recorded."""
+
+
+def _text(request: Mapping[str, Any], name: str, *, required: bool) -> str | None:
+    value = request.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"{name} must be a non-empty string")
+    if len(value.encode("utf-8")) > MAX_TEXT_BYTES:
+        raise BadRequest(f"{name} is longer than {MAX_TEXT_BYTES} bytes")
+    return value
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise BadRequest(f"{name} must be a number >= 0")
+    return float(value)
+
+
+def budget_payload(request: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if request.get("iterations") is not None:
+        iterations = request["iterations"]
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+            raise BadRequest("iterations must be a whole number >= 0")
+        out["iterations"] = iterations
+    if request.get("max_cost") is not None:
+        out["max_cost"] = _number(request["max_cost"], "max_cost")
+    if request.get("max_time") is not None:
+        raw = request["max_time"]
+        if isinstance(raw, str):
+            try:
+                raw = parse_duration(raw)
+            except UsageError as exc:
+                raise BadRequest(exc.render()) from exc
+        out["max_time"] = _number(raw, "max_time")
+    if not out:
+        raise BadRequest("set-budget needs at least one of iterations, max_cost, max_time")
+    return out
+
+
+def payload_of(cmd: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a mutating command that the ledger records and idempotency compares."""
+    if cmd == "steer":
+        return {"text": _text(request, "text", required=True)}
+    if cmd == "rescope":
+        return {"regime": _text(request, "regime", required=True)}
+    if cmd == "set-budget":
+        return budget_payload(request)
+    if cmd in MUTATING:
+        reason = _text(request, "reason", required=False)
+        return {"reason": reason} if reason is not None else {}
+    raise BadRequest(f"unknown command {cmd!r} (known: {', '.join(sorted(MUTATING | READ_ONLY))})")

@@ -1,0 +1,75 @@
+"""The escalate hatch (ADR 0001): the agent's ESCALATION.json marker, written by `crucible escalate` and taken by the loop."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from crucible_core.errors import UsageError
+from crucible_core.paths import write_atomic
+
+CATEGORIES = ("harness-limitation", "infeasible", "needs-info")
+MARKER_NAME = "ESCALATION.json"
+
+
+@attrs.frozen
+class Escalation:
+    category: str
+    reason: str
+    evidence: tuple[str, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"category": self.category, "reason": self.reason, "evidence": list(self.evidence)}
+
+
+def make(category: str, reason: str, evidence: tuple[str, ...]) -> Escalation:
+    """Validate what an agent asks to escalate; an empty reason is not an escalation."""
+    if category not in CATEGORIES:
+        raise UsageError(f"unknown category {category!r}", hint=f"use one of {', '.join(CATEGORIES)}")
+    if not reason.strip():
+        raise UsageError("an escalation needs a reason", hint="say why no change here can be judged fairly")
+    return Escalation(category, reason.strip(), tuple(e for e in evidence if e.strip()))
+
+
+def write_marker(workspace: Path, escalation: Escalation) -> Path:
+    path = workspace / MARKER_NAME
+    record = {**escalation.to_wire(), "ts": round(time.time(), 3)}
+    write_atomic(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
+    return path
+
+
+def parse_marker(data: bytes) -> Escalation:
+    """Read a marker; one that is malformed still escalates (the agent meant to stop), saying so."""
+    try:
+        record = json.loads(data)
+    except ValueError:
+        return Escalation(
+            "needs-info", "ESCALATION.json was not valid JSON", (data[:2000].decode("utf-8", "replace"),)
+        )
+    if not isinstance(record, dict):
+        return Escalation("needs-info", "ESCALATION.json was not a JSON object")
+    category = record.get("category")
+    reason = record.get("reason")
+    evidence = record.get("evidence") or []
+    if isinstance(evidence, str):
+        evidence = [evidence]
+    return Escalation(
+        category if category in CATEGORIES else "needs-info",
+        reason.strip() if isinstance(reason, str) and reason.strip() else "(no reason given)",
+        tuple(str(e) for e in evidence if isinstance(e, str | int | float)),
+    )
+
+
+def take_marker(path: Path, keep_copy: Path) -> Escalation | None:
+    """Consume the marker (moved to the state directory, so a resume cannot trip over it again)."""
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    write_atomic(keep_copy, data)
+    path.unlink(missing_ok=True)
+    return parse_marker(data)

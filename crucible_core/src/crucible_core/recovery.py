@@ -1,0 +1,74 @@
+"""How a resumed run classifies its predecessor's end, from the folded session log (pure)."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from crucible_core.fold import Folded
+
+
+class RecoveryClass(enum.StrEnum):
+    CLEAN_EXIT = "clean_exit"
+    DIED_IN_BASELINE = "died_in_baseline"
+    DIED_MID_TURN = "died_mid_turn"
+    DIED_DECIDING = "died_deciding"
+    DIED_AWAITING_APPROVAL = "died_awaiting_approval"
+    DIED_BETWEEN_ITERATIONS = "died_between_iterations"
+
+
+@attrs.frozen
+class Recovery:
+    """The `recovery` event's payload: the class, the iteration it touched, and the evidence."""
+
+    cls: RecoveryClass
+    iter: int
+    detail: str
+
+    def to_wire(self) -> dict[str, object]:
+        return {"class": self.cls.value, "iter": self.iter, "detail": self.detail}
+
+
+# Outcomes after which a resume has nothing left to do unless the budget was raised.
+FINAL_OUTCOMES = frozenset({"solved", "finished", "budget"})
+
+
+def classify(f: Folded) -> Recovery:
+    """Read the log tail; the first matching rule wins, from the most to the least specific."""
+    if f.trailing_shutdown is not None:
+        sd = f.trailing_shutdown
+        return Recovery(
+            RecoveryClass.CLEAN_EXIT,
+            0,
+            f"the last line is a shutdown: {sd.get('outcome')} ({sd.get('reason')})",
+        )
+    if f.fingerprint is None:
+        return Recovery(RecoveryClass.DIED_IN_BASELINE, 0, "died during setup, before the baseline snapshot")
+    if not f.segment_baselined:
+        where = "the baseline" if f.segment_index <= 0 else f"the re-baseline of segment {f.segment_index}"
+        return Recovery(RecoveryClass.DIED_IN_BASELINE, f.iteration, f"died during {where}")
+    if not f.row_after_step and f.last_step_iter > f.iteration:
+        it = f.last_step_iter
+        if f.last_step == "decide":
+            return Recovery(
+                RecoveryClass.DIED_DECIDING, it, f"iteration {it} was measured but its row was never written"
+            )
+        doing = {"propose": "the agent turn", "apply": "apply", "measure": "the measure"}.get(
+            f.last_step or "", str(f.last_step)
+        )
+        return Recovery(RecoveryClass.DIED_MID_TURN, it, f"iteration {it} died during {doing}")
+    if f.last_phase in ("parked", "paused") or (
+        f.open_wait is not None and f.open_wait.get("mode") == "block"
+    ):
+        wait = f.open_wait
+        what = f"approval {wait.get('handle')!r} ({wait.get('mode')})" if wait else "an operator pause"
+        return Recovery(RecoveryClass.DIED_AWAITING_APPROVAL, f.iteration, f"died parked on {what}")
+    if f.last_phase == "iteration" and f.last_phase_iter > f.iteration:
+        it = f.last_phase_iter
+        return Recovery(RecoveryClass.DIED_MID_TURN, it, f"iteration {it} began but its turn never started")
+    return Recovery(
+        RecoveryClass.DIED_BETWEEN_ITERATIONS,
+        f.iteration,
+        f"died after iteration {f.iteration} was recorded",
+    )

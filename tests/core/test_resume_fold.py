@@ -1,0 +1,131 @@
+"""Folding a session log for --resume, and classifying how the predecessor ended."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from crucible_core.fold import fold_events, fold_path
+from crucible_core.recovery import RecoveryClass, classify
+
+
+def ev(kind: str, ts: float = 0.0, **fields: Any) -> dict[str, Any]:
+    return {"v": 1, "kind": kind, "ts": ts, **fields}
+
+
+def row(it: int, verdict: str, score: float, best: float, **extra: Any) -> dict[str, Any]:
+    return ev("row", iter=it, verdict=verdict, score=score, best=best, baseline=0.0, **extra)
+
+
+def head() -> list[dict[str, Any]]:
+    return [
+        ev("start", 100.0, budget={"iterations": 6, "max_cost": None, "max_time": None}),
+        ev("identity", 100.1, identity="v1:abc", base_commit="b0", components={}),
+        ev("segment", 100.2, index=0, regime="", fingerprint="fp:0", snapshot="tok0"),
+        ev("phase", 100.2, phase="baseline", iter=0),
+        ev("step", 100.2, step="measure", iter=0),
+        row(0, "baseline", 0.0, 0.0, snapshot="tok0"),
+        ev("budget", 101.0, iterations_done=0, spent=0.0, active_s=1.0, parked_s=0.0),
+    ]
+
+
+def iteration(it: int, keep: bool, ts: float) -> list[dict[str, Any]]:
+    best = float(it) if keep else float(it - 1)
+    return [
+        ev("phase", ts, phase="iteration", iter=it),
+        ev("step", ts, step="propose", iter=it),
+        ev("turn", ts, iter=it, ok=True, cost=0.5),
+        ev("step", ts, step="apply", iter=it),
+        ev("step", ts, step="measure", iter=it),
+        ev("step", ts, step="decide", iter=it),
+        row(
+            it,
+            "keep" if keep else "discard",
+            float(it),
+            best,
+            sha=f"sha{it}" if keep else None,
+            snapshot=f"tok{it}" if keep else None,
+        ),
+        ev("budget", ts + 1, iterations_done=it, spent=0.5 * it, active_s=ts + 1 - 100.0, parked_s=0.0),
+    ]
+
+
+def test_fold_carries_rows_best_shas_and_spend() -> None:
+    log = head() + iteration(1, True, 102) + iteration(2, False, 104) + iteration(3, True, 106)
+    f = fold_events(log)
+    assert (f.iteration, f.kept, f.discarded) == (3, 2, 1)
+    assert f.kept_shas == ["sha1", "sha3"]
+    assert f.best_token == "tok3" and f.best_score == 3.0 and f.baseline_score == 0.0
+    assert f.spent == 1.5 and f.fingerprint == "fp:0"
+    assert len(f.rows) == 4
+    assert classify(f).cls is RecoveryClass.DIED_BETWEEN_ITERATIONS
+
+
+def test_a_dead_turn_keeps_its_cost_and_classifies_mid_turn() -> None:
+    log = head() + iteration(1, True, 102) + iteration(2, True, 104)[:3]
+    f = fold_events(log)
+    assert f.iteration == 1 and f.best_token == "tok1"
+    assert f.spent == 1.0  # the budget's 0.5 plus the dead turn's 0.5
+    rec = classify(f)
+    assert (rec.cls, rec.iter) == (RecoveryClass.DIED_MID_TURN, 2)
+
+
+def test_classes_of_each_tail() -> None:
+    assert classify(fold_events(head()[:3])).cls is RecoveryClass.DIED_IN_BASELINE
+    assert classify(fold_events(head()[:2])).cls is RecoveryClass.DIED_IN_BASELINE
+    deciding = head() + iteration(1, True, 102)[:6]
+    assert classify(fold_events(deciding)).cls is RecoveryClass.DIED_DECIDING
+    measuring = head() + iteration(1, True, 102)[:5]
+    assert "measure" in classify(fold_events(measuring)).detail
+    parked = [
+        *head(),
+        *iteration(1, True, 102),
+        ev("approval_wait", 103.5, handle="h", trace_id="t", mode="block"),
+        ev("phase", 104, phase="parked", iter=1),
+    ]
+    f = fold_events(parked)
+    assert classify(f).cls is RecoveryClass.DIED_AWAITING_APPROVAL
+    assert f.open_wait is not None and f.open_wait["handle"] == "h"
+    clean = [
+        *head(),
+        ev("summary", 102),
+        ev("finished", 102),
+        ev("shutdown", 102, outcome="solved", reason="x"),
+    ]
+    assert classify(fold_events(clean)).cls is RecoveryClass.CLEAN_EXIT
+    # a shutdown followed by more events belongs to an earlier process: not a clean exit
+    later = [*clean, ev("start", 200.0), ev("phase", 200.1, phase="iteration", iter=1)]
+    assert classify(fold_events(later)).cls is not RecoveryClass.CLEAN_EXIT
+
+
+def test_active_time_excludes_the_gap_between_processes_and_parks() -> None:
+    first = head() + iteration(1, True, 102)  # budget says 3.0s active at ts 103
+    gap = [ev("note", 110.0, text="last words")]  # died 7s later
+    second = [ev("start", 1000.0), ev("phase", 1002.0, phase="parked", iter=1), ev("note", 1050.0)]
+    f = fold_events(first + gap + second)
+    assert f.active_s == 3.0 + 7.0 + 2.0
+    assert f.parked_s == 48.0
+
+
+def test_a_rescope_opens_a_fresh_segment() -> None:
+    log = [
+        *head(),
+        *iteration(1, True, 102),
+        ev("segment", 104, index=1, regime="c=48", fingerprint="fp:1", snapshot="tok1"),
+    ]
+    f = fold_events(log)
+    assert (f.segment_index, f.regime, f.fingerprint, f.best_score) == (1, "c=48", "fp:1", None)
+    assert classify(f).cls is RecoveryClass.DIED_IN_BASELINE
+    f = fold_events([*log, row(1, "baseline", 7.0, 7.0, snapshot="tok1")])
+    assert f.baseline_score is not None and f.best_score == 7.0 and f.iteration == 1 and f.kept == 1
+
+
+def test_torn_and_blank_lines_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "session.jsonl"
+    lines = [json.dumps(e) for e in head() + iteration(1, True, 102)]
+    path.write_text("\n".join(lines) + "\n\n" + lines[-1][: len(lines[-1]) // 2], encoding="utf-8")
+    f = fold_path(path)
+    assert f.events == len(lines)
+    assert f.kept_shas == ["sha1"]
+    assert fold_path(tmp_path / "absent.jsonl").events == 0
