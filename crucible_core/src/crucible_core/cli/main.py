@@ -17,6 +17,21 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("crucible_core.cli.check_cmd", "Validate a manifest and its gate without an agent turn."),
     "init": ("crucible_core.cli.init_cmd", "Scaffold a crucible.toml and a measure stub."),
     "plugins": ("crucible_core.cli.plugins_cmd", "List installed plugins, their hooks and names."),
+    # operator control of a live run (module:attribute when one module holds several commands)
+    "status": ("crucible_core.cli.control_cmd:status", "Show where a live run stands."),
+    "steer": ("crucible_core.cli.control_cmd:steer", "Deliver steering into a live run's next prompt."),
+    "stop": ("crucible_core.cli.control_cmd:stop", "Stop a live run at its next iteration head."),
+    "abort": (
+        "crucible_core.cli.control_cmd:abort",
+        "Stop a live run now: kill the turn, restore the world.",
+    ),
+    "pause": ("crucible_core.cli.control_cmd:pause", "Park a live run at its next iteration head."),
+    "unpause": ("crucible_core.cli.control_cmd:unpause", "Let a paused run continue."),
+    "approve": ("crucible_core.cli.control_cmd:approve", "Grant a live run's pending approval (re-scope)."),
+    "deny": ("crucible_core.cli.control_cmd:deny", "Refuse a live run's pending approval."),
+    "rescope": ("crucible_core.cli.control_cmd:rescope", "Move a live run to a new regime (new segment)."),
+    "budget": ("crucible_core.cli.control_cmd:budget", "Change a live run's iteration, cost or time budget."),
+    "escalate": ("crucible_core.cli.escalate_cmd", "For agents: hand the run to a human (ESCALATION.json)."),
 }
 
 
@@ -28,8 +43,9 @@ class CrucibleGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in BUILTIN_COMMANDS:
-            module = __import__(BUILTIN_COMMANDS[cmd_name][0], fromlist=["command"])
-            return module.command
+            module_name, _, attr = BUILTIN_COMMANDS[cmd_name][0].partition(":")
+            module = __import__(module_name, fromlist=["command"])
+            return getattr(module, attr or "command")
         from crucible_core.plugins import load_plugins
 
         registry = load_plugins().registry("command")
