@@ -1,0 +1,113 @@
+"""Helpers for the Claude harness tests: turn environments, an event recorder, turns, an argv-recording shim."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from crucible_core.manifest.models import AgentSection
+from crucible_core.protocols import HarnessContext, Turn
+
+from tests.fakes.anthropic_api import FakeAnthropic
+
+ROOT = Path(__file__).resolve().parents[2]
+# Where `python3 tasks.py test` installs the pinned CLI; the env var is what it passes on.
+DEFAULT_CLI = ROOT / ".cache" / "claude-cli" / "node_modules" / ".bin" / "claude"
+TEST_KEY = "sk-ant-api03-crucible-test-key-not-a-real-one"
+
+
+def claude_cli_path() -> Path | None:
+    configured = os.environ.get("CRUCIBLE_TEST_CLAUDE_CLI")
+    candidate = Path(configured) if configured else DEFAULT_CLI
+    return candidate if candidate.exists() else None
+
+
+def model_env(fake: FakeAnthropic, home: Path, **extra: str) -> dict[str, str]:
+    """A turn environment pointing every Anthropic client at the fake, with its own home."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        # The CLI keeps its settings and transcripts here, never in the developer's ~/.claude.
+        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "ANTHROPIC_API_KEY": TEST_KEY,
+        # A scripted API error should fail the turn now, not after the CLI's backoff retries.
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+    }
+    env.update(extra)
+    return env
+
+
+@attrs.define
+class Recorder:
+    """A Turn's emit: keeps every agent event in order."""
+
+    events: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
+
+    def __call__(self, kind: str, fields: Mapping[str, Any]) -> None:
+        self.events.append((kind, dict(fields)))
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.events]
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [fields for k, fields in self.events if k == kind]
+
+
+def make_turn(
+    workspace: Path,
+    env: Mapping[str, str],
+    recorder: Recorder,
+    *,
+    prompt: str = "Raise the number in value.txt by one.",
+    deadline: float | None = 60,
+    session: str | None = None,
+    model: str = "claude-sonnet-4-5",
+    effort: str | None = None,
+    mcp_servers: Mapping[str, Any] | None = None,
+) -> Turn:
+    return Turn(
+        iteration=1,
+        prompt=prompt,
+        workspace=workspace,
+        env=dict(env),
+        deadline_seconds=deadline,
+        emit=recorder,
+        model=model,
+        effort=effort,
+        session=session,
+        mcp_servers=dict(mcp_servers or {}),
+    )
+
+
+def harness_context(manifest_dir: Path, private_dir: Path, **agent: Any) -> HarnessContext:
+    return HarnessContext(AgentSection(**agent), manifest_dir, private_dir)
+
+
+def argv_recording_shim(tmp_path: Path, real_cli: Path) -> tuple[Path, Path]:
+    """A stand-in `claude` that writes its argv (one per line) to a file, then execs the real CLI."""
+    log = tmp_path / "claude-argv.log"
+    shim = tmp_path / "claude-shim"
+    shim.write_text(
+        "#!/bin/sh\n"
+        f"printf '%s\\n' \"$@\" >> {shlex.quote(str(log))}\n"
+        f"printf -- '--end--\\n' >> {shlex.quote(str(log))}\n"
+        f'exec {shlex.quote(str(real_cli))} "$@"\n'
+    )
+    shim.chmod(0o755)
+    return shim, log
+
+
+def recorded_invocations(log: Path) -> list[list[str]]:
+    runs: list[list[str]] = [[]]
+    for line in log.read_text().splitlines():
+        if line == "--end--":
+            runs.append([])
+        else:
+            runs[-1].append(line)
+    return [run for run in runs if run]
