@@ -1,0 +1,55 @@
+"""The default workspace setup: clone [repo] (a path or URL) with dulwich and check out a ref."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+from crucible_core.errors import RunFailed, WorkspaceError
+
+from crucible_world_git.git_memory import GitMemory
+
+
+def clone_into(memory: GitMemory, source: str, ref: str | None) -> None:
+    workspace = memory.workspace
+    if workspace.exists() and any(workspace.iterdir()):
+        raise WorkspaceError(
+            f"cannot clone into {workspace}: the directory is not empty",
+            hint="remove it, or point [workspace].dir somewhere else",
+        )
+    workspace.mkdir(parents=True, exist_ok=True)
+    from dulwich import porcelain
+
+    location = source
+    if "://" not in source and not source.startswith("git@") and Path(source).exists():
+        location = os.path.abspath(source)
+    try:
+        repo = porcelain.clone(location, str(workspace), checkout=False, errstream=io.BytesIO())
+    except Exception as exc:  # dulwich raises many kinds (transport, protocol, OS): all mean "no clone"
+        raise RunFailed(
+            f"could not clone {source}: {exc}",
+            hint="check [repo].url or [repo].path and that it is reachable from here",
+        ) from exc
+    repo.close()
+    if ref:
+        _point_head_at(memory, ref)
+    head = memory.head()
+    if head is not None:
+        memory.restore(head.decode())
+
+
+def _point_head_at(memory: GitMemory, ref: str) -> None:
+    """Like `git checkout ref` after a clone: a branch gets a local branch, anything else detaches."""
+    refs = memory.repo.refs
+    name = ref.encode()
+    for branch in (b"refs/remotes/origin/" + name, b"refs/heads/" + name):
+        if branch in refs:
+            local = b"refs/heads/" + name
+            if local not in refs:
+                refs[local] = refs[branch]
+            refs.set_symbolic_ref(b"HEAD", local)
+            return
+    commit = memory.resolve_commit(ref)
+    del refs[b"HEAD"]
+    refs[b"HEAD"] = commit

@@ -1,0 +1,432 @@
+"""The git memory every world owns: snapshot = `git add -A && git commit`, restore = reset --hard + clean.
+
+The index is read once and then kept in memory as a StagedTree; each later operation checks the
+index file's identity and re-reads it only when something else (the agent, a human) wrote it.
+Each operation lstat-s the tracked files once, hashes only what changed, re-hashes only the
+directories above a change, and writes only the paths that differ.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from crucible_core.errors import RunFailed, WorkspaceError
+
+from crucible_world_git import checkout, excludes, head_ref
+from crucible_world_git.ignores import IgnoreRules
+from crucible_world_git.index_file import (
+    MODE_GITLINK,
+    MODE_LINK,
+    git_mode,
+    make_entry,
+    quick_key,
+    read_index,
+    stat_matches,
+    write_index,
+)
+from crucible_world_git.loose_objects import ObjectDatabase, commit_tree_id
+from crucible_world_git.staged_tree import StagedTree
+from crucible_world_git.worktree_scan import Scan, scan_worktree
+
+if TYPE_CHECKING:
+    from dulwich.repo import Repo
+
+IDENTITY = b"crucible <crucible@localhost>"
+BASE_REF = b"refs/crucible/base"
+BASELINE_LABEL = "crucible: baseline"
+
+
+class GitMemory:
+    """The repository in a workspace, with its index cached between operations."""
+
+    def __init__(self, workspace: Path, spared: tuple[str, ...] = ()) -> None:
+        self.workspace = Path(os.path.abspath(workspace))
+        self.root = os.fsencode(self.workspace)
+        self.spared = spared
+        self._repo: Repo | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._db: ObjectDatabase | None = None
+        self._index_path = b""
+        self._staged: StagedTree | None = None
+        self._index_key: tuple[int, int, int] | None = None
+        self._racy_ns = 0
+        self._stale_index = False  # the on-disk index holds something we dropped (conflicts)
+        self._commit_trees: dict[bytes, bytes] = {}
+        self.kept: str | None = None  # the commit of the latest kept (or restored) state
+
+    # ---------------------------------------------------------------------------- repository
+
+    @property
+    def repo(self) -> Repo:
+        if self._repo is None:
+            from dulwich.errors import NotGitRepository
+            from dulwich.repo import Repo
+
+            try:
+                repo = Repo(str(self.workspace))
+            except NotGitRepository:
+                raise WorkspaceError(
+                    f"{self.workspace} is not a git repository",
+                    hint="let crucible prepare the workspace, or run `git init` in it",
+                ) from None
+            self._attach(repo)
+        assert self._repo is not None
+        return self._repo
+
+    def _attach(self, repo: Repo) -> None:
+        from dulwich.object_store import DiskObjectStore
+
+        if getattr(repo.object_format, "name", "sha1") != "sha1":
+            raise WorkspaceError(
+                f"{self.workspace} uses {repo.object_format.name} object ids; crucible supports sha1",
+                hint="use a sha1 repository for the workspace",
+            )
+        store = repo.object_store
+        assert isinstance(store, DiskObjectStore)
+        self.close()
+        self._repo = repo
+        # Close pack files before interpreter teardown, where dulwich's finalizers cannot run.
+        self._finalizer = weakref.finalize(self, repo.close)
+        self._db = ObjectDatabase(store)
+        self._index_path = os.fsencode(repo.index_path())
+        self._staged = None
+
+    def close(self) -> None:
+        """Release the repository's open files; the next operation reopens it."""
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+        self._repo = None
+        self._db = None
+        self._staged = None
+
+    @property
+    def db(self) -> ObjectDatabase:
+        self.repo  # noqa: B018 - opens the repository on first use
+        assert self._db is not None
+        return self._db
+
+    def is_repository(self) -> bool:
+        return os.path.lexists(self.workspace / ".git")
+
+    def init(self) -> None:
+        from dulwich.repo import Repo
+
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self._attach(Repo.init(str(self.workspace)))
+
+    def exclude_file(self) -> Path:
+        return Path(self.repo.commondir()) / "info" / "exclude"
+
+    def write_spared(self) -> None:
+        excludes.write_spared(self.exclude_file(), self.spared)
+
+    def ignore_rules(self) -> IgnoreRules:
+        return IgnoreRules(self.repo, str(self.exclude_file()))
+
+    # --------------------------------------------------------------------------------- refs
+
+    def head(self) -> bytes | None:
+        """HEAD's commit id (hex), or None on an unborn branch."""
+        try:
+            return self.repo.refs[b"HEAD"]
+        except KeyError:
+            return None
+
+    def resolve_commit(self, rev: str) -> bytes:
+        """The commit id (hex) `rev` names: a full id, a ref, or an unambiguous abbreviation."""
+        from dulwich.objectspec import parse_commit
+
+        token = rev.strip()
+        if len(token) == 40 and all(ch in "0123456789abcdef" for ch in token):
+            return token.encode()  # the form snapshot() hands out; tree_of() checks it is a commit
+        try:
+            return parse_commit(self.repo, token.encode()).id
+        except (KeyError, ValueError) as exc:
+            raise RunFailed(
+                f"{rev!r} does not name a commit in {self.workspace}",
+                hint="pass a token snapshot() returned, or a branch, tag or commit id",
+            ) from exc
+
+    def tree_of(self, commit: bytes) -> bytes:
+        tree = self._commit_trees.get(commit)
+        if tree is None:
+            kind, body = self.db.read(bytes.fromhex(commit.decode()))
+            if kind != b"commit":
+                raise RunFailed(
+                    f"{commit.decode()} is a {kind.decode()}, not a commit", hint="pass a commit id"
+                )
+            tree = self._commit_trees[commit] = commit_tree_id(body)
+        return tree
+
+    def _move_head(self, old: bytes | None, new: bytes, message: str) -> None:
+        repo = self.repo
+        text = message.encode("utf-8", "surrogateescape")
+        try:
+            ok = head_ref.move_head(Path(repo.controldir()), Path(repo.commondir()), old, new, IDENTITY, text)
+        except head_ref.Unsupported:
+            ok = repo.refs.set_if_equals(
+                b"HEAD", old, new, committer=IDENTITY, timestamp=int(time.time()), timezone=0, message=text
+            )
+        if not ok:
+            raise RunFailed(
+                f"HEAD moved while crucible was updating it in {self.workspace}",
+                hint="make sure nothing else commits in the workspace during a run",
+            )
+
+    def base(self) -> bytes | None:
+        try:
+            return self.repo.refs[BASE_REF]
+        except KeyError:
+            return None
+
+    def set_base(self, commit: bytes) -> None:
+        self.repo.refs.add_if_new(BASE_REF, commit, committer=IDENTITY, message=b"crucible: pristine base")
+
+    # -------------------------------------------------------------------------------- index
+
+    def _sync(self) -> StagedTree:
+        """The staged tree, re-read from disk only if the index file is not the one we wrote."""
+        self.db.refresh()
+        try:
+            st = os.stat(self._index_path)
+        except FileNotFoundError:
+            key = None
+        else:
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if self._staged is None or key != self._index_key:
+            parsed = read_index(self._index_path)
+            self._staged = StagedTree.from_entries(parsed.entries)
+            self._stale_index = bool(parsed.conflicted)
+            self._index_key = key
+            self._racy_ns = 0 if key is None else key[0]
+        return self._staged
+
+    def _write_index(self) -> None:
+        assert self._staged is not None
+        st = write_index(self._index_path, self._staged.index_body(), self._staged.count)
+        self._index_key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        self._racy_ns = st.st_mtime_ns
+        self._stale_index = False
+
+    def _hash(self, path: bytes, st: os.stat_result, mode: int) -> bytes:
+        full = self.root + b"/" + path
+        if mode == MODE_LINK:
+            return self.db.write(b"blob", os.readlink(full))
+        return self.db.write_blob_file(full, st.st_size)
+
+    # ------------------------------------------------------------------------------ staging
+
+    def stage_all(self) -> bool:
+        """`git add -A`: bring the index up to date with the working tree; True if it changed."""
+        staged = self._sync()
+        scan = scan_worktree(self.root, staged, self._racy_ns)
+        changed = self._stale_index
+        for path in scan.missing:
+            changed = staged.remove(path) is not None or changed
+        for directory in scan.missing_dirs:
+            changed = staged.remove_dir(directory) > 0 or changed
+        changed = self._settle_suspects(staged, scan) or changed
+        changed = self._update_gitlinks(staged, scan) or changed
+        if scan.untracked:
+            rules = self.ignore_rules()
+            for path, is_dir in scan.untracked:
+                changed = self._add_untracked(staged, rules, path, is_dir) or changed
+        return changed
+
+    def _settle_suspects(self, staged: StagedTree, scan: Scan) -> bool:
+        changed = False
+        racy_ns = self._racy_ns
+        for node, name, path, st in scan.suspects:
+            entry = node.files[name]
+            racy = st.st_mtime_ns >= racy_ns
+            if entry.quick is None and not racy and stat_matches(entry, st):
+                # Read from disk and untouched since: remember the signature, nothing to hash.
+                node.files[name] = entry._replace(quick=quick_key(st))
+                continue
+            mode = git_mode(st.st_mode)
+            if mode is None or mode == MODE_GITLINK:
+                staged.remove(path)
+                changed = True
+                continue
+            fresh = make_entry(path, mode, self._hash(path, st, mode), st)
+            same_content = fresh.mode == entry.mode and fresh.sha == entry.sha
+            if fresh.packed != entry.packed:
+                staged.put(path, fresh, content=not same_content)
+                changed = True
+            else:
+                node.files[name] = fresh
+                # Verified only by reading it: rewriting the index later than its mtime ends that.
+                changed = changed or racy
+        return changed
+
+    def _update_gitlinks(self, staged: StagedTree, scan: Scan) -> bool:
+        changed = False
+        for path in scan.gitlinks:
+            head = _nested_head(self.root + b"/" + path)
+            entry = staged.get(path)
+            if head is not None and entry is not None and head != entry.sha:
+                st = os.lstat(self.root + b"/" + path)
+                staged.put(path, make_entry(path, MODE_GITLINK, head, st))
+                changed = True
+        return changed
+
+    def _add_untracked(self, staged: StagedTree, rules: IgnoreRules, path: bytes, is_dir: bool) -> bool:
+        full = self.root + b"/" + path
+        if is_dir:
+            if rules.prunes_dir(path):
+                return False
+            if checkout.is_nested_repository(full):
+                # `git add -A` records a nested repository as a gitlink to its HEAD.
+                head = _nested_head(full)
+                if head is None:
+                    return False
+                staged.put(path, make_entry(path, MODE_GITLINK, head, os.lstat(full)))
+                return True
+            changed = False
+            try:
+                listing = os.scandir(full)
+            except (FileNotFoundError, NotADirectoryError):
+                return False
+            with listing:
+                children = [(item.name, item.is_dir(follow_symlinks=False)) for item in listing]
+            for name, child_is_dir in children:
+                if name != b".git":
+                    changed = self._add_untracked(staged, rules, path + b"/" + name, child_is_dir) or changed
+            return changed
+        if rules.ignores_file(path):
+            return False
+        try:
+            st = os.lstat(full)
+        except FileNotFoundError:
+            return False
+        mode = git_mode(st.st_mode)
+        if mode is None or mode == MODE_GITLINK:
+            return False  # sockets, fifos and devices are never tracked
+        staged.put(path, make_entry(path, mode, self._hash(path, st, mode), st))
+        return True
+
+    # --------------------------------------------------------------------- world operations
+
+    def snapshot(self, label: str) -> str:
+        """Stage everything and commit it; with nothing to commit, HEAD is the snapshot."""
+        try:
+            changed = self.stage_all()
+            staged = self._staged
+            assert staged is not None
+            tree = staged.tree_id(self.db)
+            head = self.head()
+            if head is not None and self.tree_of(head) == tree:
+                if changed:
+                    self._write_index()
+                self.kept = head.decode()
+                return self.kept
+            commit = self._commit(tree, head, label)
+            self._write_index()
+            self._move_head(head, commit, f"commit: {label}")
+        except OSError as exc:
+            raise RunFailed(
+                f"snapshot failed in {self.workspace}: {exc}", hint="check the workspace"
+            ) from exc
+        self.kept = commit.decode()
+        return self.kept
+
+    def _commit(self, tree: bytes, parent: bytes | None, label: str) -> bytes:
+        when = b"%d +0000" % int(time.time())
+        lines = [b"tree " + tree.hex().encode()]
+        if parent is not None:
+            lines.append(b"parent " + parent)
+        lines.append(b"author " + IDENTITY + b" " + when)
+        lines.append(b"committer " + IDENTITY + b" " + when)
+        message = label.replace("\0", "").encode("utf-8", "surrogateescape").rstrip(b"\n") + b"\n"
+        body = b"\n".join(lines) + b"\n\n" + message
+        commit = self.db.write(b"commit", body).hex().encode()
+        self._commit_trees[commit] = tree
+        return commit
+
+    def restore(self, rev: str) -> None:
+        """`git reset --hard rev && git clean -fd`, touching only the paths that differ."""
+        commit = self.resolve_commit(rev)
+        try:
+            self._checkout(self.tree_of(commit))
+            head = self.head()
+            if head != commit:
+                self._move_head(head, commit, f"reset: moving to {commit.decode()}")
+        except OSError as exc:
+            raise RunFailed(f"restore failed in {self.workspace}: {exc}", hint="check the workspace") from exc
+        self.kept = commit.decode()
+
+    def _checkout(self, target_tree: bytes) -> None:
+        staged = self._sync()
+        db = self.db
+        scan = scan_worktree(self.root, staged, self._racy_ns)
+        plan = checkout.plan_against(db, staged, target_tree)
+        planned = {path for path, _, _ in plan.writes}
+        planned.update(plan.removes)
+        writes = list(plan.writes)
+        # Tracked files the agent touched go back to their content in the target; a suspect
+        # whose stat still matches git's rule (an index just read from disk) is left alone.
+        racy_ns = self._racy_ns
+        for node, name, path, st in scan.suspects:
+            entry = node.files[name]
+            if path in planned:
+                continue
+            if entry.quick is None and st.st_mtime_ns < racy_ns and stat_matches(entry, st):
+                node.files[name] = entry._replace(quick=quick_key(st))
+                continue
+            writes.append((path, entry.mode, entry.sha))
+        for path in scan.missing:
+            if path not in planned:
+                entry = staged.get(path)
+                if entry is not None:
+                    writes.append((path, entry.mode, entry.sha))
+        for directory in scan.missing_dirs:
+            writes.extend(
+                (path, entry.mode, entry.sha)
+                for path, entry in staged.files(directory)
+                if path not in planned
+            )
+        changed = bool(writes or plan.removes) or self._stale_index
+        for path in plan.removes:
+            checkout.remove_tracked(self.root, path)
+            staged.remove(path)
+        for path, mode, sha in writes:
+            data = b"" if mode == MODE_GITLINK else db.read(sha)[1]
+            st = checkout.write_tracked(self.root, path, mode, data)
+            # Rewriting a file the agent touched leaves its directory's tree id as it was.
+            staged.put(path, make_entry(path, mode, sha, st), content=path in planned)
+        if scan.untracked:
+            checkout.clean(self.root, scan.untracked, staged, self.ignore_rules())
+        if changed:
+            self._write_index()
+
+    def changed_paths(self) -> list[str]:
+        """Paths a snapshot now would change relative to the last kept state (git add -A; diff)."""
+        changed = self.stage_all()
+        if changed:
+            self._write_index()
+        base = self.kept.encode() if self.kept else self.head()
+        staged = self._staged
+        assert staged is not None
+        if base is None:
+            return [os.fsdecode(path) for path, _ in staged.files()]
+        plan = checkout.plan_against(self.db, staged, self.tree_of(base))
+        paths = {path for path, _, _ in plan.writes}
+        paths.update(plan.removes)
+        return sorted(os.fsdecode(path) for path in paths)
+
+
+def _nested_head(full: bytes) -> bytes | None:
+    """The raw commit id a nested repository has checked out, or None if it has none."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.repo import Repo
+
+    try:
+        with Repo(os.fsdecode(full)) as nested:
+            return bytes.fromhex(nested.head().decode())
+    except (NotGitRepository, KeyError, OSError):
+        return None

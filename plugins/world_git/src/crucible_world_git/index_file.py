@@ -1,0 +1,254 @@
+"""The git index file (.git/index): read versions 2 to 4, write version 2, and its stat cache rules."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import struct
+from typing import NamedTuple
+
+import attrs
+from crucible_core.errors import RunFailed
+
+NS_PER_S = 1_000_000_000
+U32 = 0xFFFFFFFF
+
+MODE_FILE = 0o100644
+MODE_EXEC = 0o100755
+MODE_LINK = 0o120000
+MODE_GITLINK = 0o160000
+MODE_TREE = 0o040000
+
+_HEADER = struct.Struct(">4sLL")
+_STAT_FIELDS = struct.Struct(">10L")  # ctime s/ns, mtime s/ns, dev, ino, mode, uid, gid, size
+_ENTRY_HEAD = struct.Struct(">10L20sH")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">L")
+
+_FLAG_EXTENDED = 0x4000
+_FLAG_STAGE = 0x3000
+_NAME_MASK = 0x0FFF
+_EXT_SKIP_WORKTREE = 0x4000
+_EXT_INTENT_TO_ADD = 0x2000
+
+QuickKey = tuple[int, int, int, int, int]
+
+
+class IndexEntry(NamedTuple):
+    """One stage-0 index entry.
+
+    `packed` is the entry exactly as a version-2 index file holds it (path and padding
+    included), so writing the index is a join. `quick` is the lstat signature this process
+    last saw for the file; None means "not checked yet", which falls back to git's rule.
+    """
+
+    mode: int
+    sha: bytes  # raw 20-byte object id
+    packed: bytes
+    quick: QuickKey | None
+
+
+def quick_key(st: os.stat_result) -> QuickKey:
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode)
+
+
+def git_mode(st_mode: int) -> int | None:
+    """The index mode git records for a file of this type, or None for what git never tracks."""
+    if stat.S_ISREG(st_mode):
+        return MODE_EXEC if st_mode & stat.S_IXUSR else MODE_FILE
+    if stat.S_ISLNK(st_mode):
+        return MODE_LINK
+    if stat.S_ISDIR(st_mode):
+        return MODE_GITLINK
+    return None
+
+
+def pack_entry(path: bytes, mode: int, sha: bytes, st: os.stat_result) -> bytes:
+    ctime_s, ctime_ns = divmod(st.st_ctime_ns, NS_PER_S)
+    mtime_s, mtime_ns = divmod(st.st_mtime_ns, NS_PER_S)
+    head = _ENTRY_HEAD.pack(
+        ctime_s & U32,
+        ctime_ns,
+        mtime_s & U32,
+        mtime_ns,
+        st.st_dev & U32,
+        st.st_ino & U32,
+        mode,
+        st.st_uid & U32,
+        st.st_gid & U32,
+        st.st_size & U32,
+        sha,
+        min(len(path), _NAME_MASK),
+    )
+    # Version 2 pads every entry with 1 to 8 NULs to a multiple of eight bytes.
+    return head + path + b"\0" * (8 - (62 + len(path)) % 8)
+
+
+def make_entry(path: bytes, mode: int, sha: bytes, st: os.stat_result) -> IndexEntry:
+    return IndexEntry(mode, sha, pack_entry(path, mode, sha, st), quick_key(st))
+
+
+def stat_matches(entry: IndexEntry, st: os.stat_result) -> bool:
+    """Git's own test (ce_match_stat_basic) of whether a file still looks like its entry.
+
+    Used for entries read from disk, whose lstat signature this process has not seen yet.
+    """
+    ctime_s, ctime_ns, mtime_s, mtime_ns, _dev, ino, _mode, uid, gid, size = _STAT_FIELDS.unpack_from(
+        entry.packed
+    )
+    return (
+        mtime_s == (st.st_mtime_ns // NS_PER_S) & U32
+        and mtime_ns == st.st_mtime_ns % NS_PER_S
+        and ctime_s == (st.st_ctime_ns // NS_PER_S) & U32
+        and ctime_ns == st.st_ctime_ns % NS_PER_S
+        and ino == st.st_ino & U32
+        and uid == st.st_uid & U32
+        and gid == st.st_gid & U32
+        and size == st.st_size & U32
+        and entry.mode == git_mode(st.st_mode)
+    )
+
+
+@attrs.frozen
+class ParsedIndex:
+    """What a read index holds: stage-0 entries in index order, and paths caught mid-merge."""
+
+    entries: list[tuple[bytes, IndexEntry]]
+    conflicted: list[bytes]
+
+
+def _decode_varint(data: bytes, pos: int) -> tuple[int, int]:
+    # The offset encoding of index version 4 (and of ofs-deltas): big-endian, +1 per continuation.
+    byte = data[pos]
+    pos += 1
+    value = byte & 0x7F
+    while byte & 0x80:
+        byte = data[pos]
+        pos += 1
+        value = ((value + 1) << 7) | (byte & 0x7F)
+    return value, pos
+
+
+def _repack(head: bytes, flags: int, path: bytes) -> bytes:
+    # Entries read from a version 3 or 4 file are stored in the version 2 layout we write.
+    flags = (flags & ~_FLAG_EXTENDED & ~_NAME_MASK) | min(len(path), _NAME_MASK)
+    return head[:60] + _U16.pack(flags) + path + b"\0" * (8 - (62 + len(path)) % 8)
+
+
+def read_index(path: str | bytes) -> ParsedIndex:
+    """Parse an index file; a missing file is an empty index."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return ParsedIndex([], [])
+    if len(data) < 32:
+        raise RunFailed(f"the git index {os.fsdecode(path)} is truncated", hint=_REBUILD_HINT)
+    signature, version, count = _HEADER.unpack_from(data)
+    if signature != b"DIRC" or version not in (2, 3, 4):
+        raise RunFailed(
+            f"the git index {os.fsdecode(path)} is not an index crucible can read (version {version})",
+            hint=_REBUILD_HINT,
+        )
+    trailer = data[-20:]
+    if trailer != b"\0" * 20 and hashlib.sha1(data[:-20]).digest() != trailer:
+        raise RunFailed(f"the git index {os.fsdecode(path)} fails its checksum", hint=_REBUILD_HINT)
+
+    entries: list[tuple[bytes, IndexEntry]] = []
+    conflicted: list[bytes] = []
+    pos = 12
+    previous = b""
+    for _ in range(count):
+        flags = _U16.unpack_from(data, pos + 60)[0]
+        name_start = pos + 62
+        extended = 0
+        if flags & _FLAG_EXTENDED and version >= 3:
+            extended = _U16.unpack_from(data, name_start)[0]
+            name_start += 2
+        if version == 4:
+            strip, name_start = _decode_varint(data, name_start)
+            end = data.index(b"\0", name_start)
+            name = previous[: len(previous) - strip] + data[name_start:end]
+            next_pos = end + 1
+        else:
+            length = flags & _NAME_MASK
+            end = data.index(b"\0", name_start) if length == _NAME_MASK else name_start + length
+            name = data[name_start:end]
+            next_pos = pos + ((name_start - pos + len(name) + 8) & ~7)
+        previous = name
+        if flags & _FLAG_STAGE:
+            conflicted.append(name)
+        elif extended & _EXT_SKIP_WORKTREE:
+            raise RunFailed(
+                "the workspace is a sparse checkout (skip-worktree entries), which crucible does not support",
+                hint="run `git sparse-checkout disable` in the workspace",
+            )
+        elif not extended & _EXT_INTENT_TO_ADD:
+            # An intent-to-add placeholder has no content yet: treating it as untracked
+            # gives what `git add -A` and `git reset --hard` make of it.
+            mode = _U32.unpack_from(data, pos + 24)[0]
+            sha = data[pos + 40 : pos + 60]
+            if version != 4 and not flags & _FLAG_EXTENDED:
+                packed = data[pos:next_pos]
+            else:
+                packed = _repack(data[pos : pos + 62], flags, name)
+            entries.append((name, IndexEntry(mode, sha, packed, None)))
+        pos = next_pos
+
+    _check_extensions(data, pos, path)
+    if conflicted:
+        conflicted = sorted(set(conflicted))
+    return ParsedIndex(entries, conflicted)
+
+
+_REBUILD_HINT = "rebuild it with `rm .git/index && git reset` in the workspace"
+
+
+def _check_extensions(data: bytes, pos: int, path: str | bytes) -> None:
+    # Optional extensions (capitalised: TREE, REUC, UNTR, ...) are caches we drop on write;
+    # a required one (lowercase: link, sdir) changes what the entries mean, so refuse.
+    end = len(data) - 20
+    while pos + 8 <= end:
+        signature = data[pos : pos + 4]
+        size = _U32.unpack_from(data, pos + 4)[0]
+        if not 0x41 <= signature[0] <= 0x5A:
+            raise RunFailed(
+                f"the git index {os.fsdecode(path)} uses the {signature.decode('latin-1')!r} extension "
+                "(split index or sparse index), which crucible does not support",
+                hint="run `git update-index --no-split-index` and `git sparse-checkout disable`",
+            )
+        pos += 8 + size
+
+
+def write_index(path: bytes, body: bytes, count: int) -> os.stat_result:
+    """Write a version-2 index holding `count` packed entries; returns the new file's stat.
+
+    Takes git's lock (index.lock, created exclusively) so a concurrent git command is refused
+    rather than silently overwritten.
+    """
+    lock = path + b".lock"
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        raise RunFailed(
+            f"{os.fsdecode(lock)} exists: another git command is running in the workspace, "
+            "or one crashed and left its lock behind",
+            hint="wait for it to finish, or delete the lock file if no git process is running",
+        ) from None
+    try:
+        header = _HEADER.pack(b"DIRC", 2, count)
+        digest = hashlib.sha1(header)
+        digest.update(body)
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(header)
+            f.write(body)
+            f.write(digest.digest())
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(lock)
+        raise
+    os.close(fd)
+    os.replace(lock, path)
+    return st

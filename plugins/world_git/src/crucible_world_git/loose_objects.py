@@ -1,0 +1,156 @@
+"""Hashing, writing and reading git objects: loose objects directly, packs through dulwich."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from crucible_core.errors import RunFailed
+
+if TYPE_CHECKING:
+    from dulwich.object_store import DiskObjectStore
+
+# git's core.looseCompression default: loose objects favour speed over size.
+LOOSE_COMPRESSION = 1
+# Files at least this big are hashed and compressed in chunks instead of read whole.
+STREAM_THRESHOLD = 32 << 20
+_CHUNK = 1 << 20
+
+_TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
+
+
+def object_id(kind: bytes, body: bytes) -> bytes:
+    digest = hashlib.sha1(b"%s %d\0" % (kind, len(body)))
+    digest.update(body)
+    return digest.digest()
+
+
+class ObjectDatabase:
+    """One repository's objects. Knows which ids it has confirmed present, so each is checked once."""
+
+    def __init__(self, store: DiskObjectStore) -> None:
+        self.store = store
+        self.root = os.fsencode(store.path)
+        self._present: set[bytes] = set()
+        self._made_dirs: set[bytes] = set()
+        self._packs: list | None = None
+        self._alternates = False
+
+    def refresh(self) -> None:
+        """Re-list the pack directory (once per world operation, not once per object lookup)."""
+        self._packs = list(self.store.packs)
+        self._alternates = bool(self.store.alternates)
+
+    def _loose_path(self, sha: bytes) -> tuple[bytes, bytes]:
+        hexsha = sha.hex().encode()
+        directory = self.root + b"/" + hexsha[:2]
+        return directory, directory + b"/" + hexsha[2:]
+
+    def has(self, sha: bytes) -> bool:
+        if sha in self._present:
+            return True
+        _, path = self._loose_path(sha)
+        if self._packs is None:
+            self.refresh()
+        assert self._packs is not None
+        if (
+            os.path.exists(path)
+            or any(sha in pack for pack in self._packs)
+            or (self._alternates and sha.hex().encode() in self.store)
+        ):
+            self._present.add(sha)
+            return True
+        return False
+
+    def write(self, kind: bytes, body: bytes) -> bytes:
+        """Store an object (unless present already) and return its raw id."""
+        sha = object_id(kind, body)
+        if not self.has(sha):
+            data = zlib.compress(b"%s %d\0" % (kind, len(body)) + body, LOOSE_COMPRESSION)
+            self._write_loose(sha, [data])
+        return sha
+
+    def write_blob_file(self, path: bytes, size: int) -> bytes:
+        """Hash a regular file as a blob, storing it if new; big files never sit in memory whole."""
+        if size < STREAM_THRESHOLD:
+            with open(path, "rb") as f:
+                return self.write(b"blob", f.read())
+        header = b"blob %d\0" % size
+        digest = hashlib.sha1(header)
+        total = 0
+        for chunk in _chunks(path):
+            digest.update(chunk)
+            total += len(chunk)
+        if total != size:
+            raise RunFailed(f"{os.fsdecode(path)} changed while crucible was reading it", hint="retry")
+        sha = digest.digest()
+        if not self.has(sha):
+            compressor = zlib.compressobj(LOOSE_COMPRESSION)
+            parts = [compressor.compress(header)]
+            parts.extend(compressor.compress(chunk) for chunk in _chunks(path))
+            parts.append(compressor.flush())
+            self._write_loose(sha, parts)
+        return sha
+
+    def _write_loose(self, sha: bytes, parts: list[bytes]) -> None:
+        directory, path = self._loose_path(sha)
+        if directory not in self._made_dirs:
+            os.makedirs(directory, exist_ok=True)
+            self._made_dirs.add(directory)
+        tmp = directory + b"/tmp_obj_%d_%s" % (os.getpid(), sha.hex()[:8].encode())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+        try:
+            with os.fdopen(fd, "wb", closefd=False) as f:
+                for part in parts:
+                    f.write(part)
+        finally:
+            os.close(fd)
+        # Objects are immutable and named by content: a concurrent writer produced the same bytes.
+        os.replace(tmp, path)
+        self._present.add(sha)
+
+    def read(self, sha: bytes) -> tuple[bytes, bytes]:
+        """(kind, body) of an object; loose ones are read here, packed ones through dulwich."""
+        _, path = self._loose_path(sha)
+        try:
+            with open(path, "rb") as f:
+                raw = zlib.decompress(f.read())
+        except FileNotFoundError:
+            try:
+                type_num, body = self.store.get_raw(sha.hex().encode())
+            except KeyError:
+                raise RunFailed(
+                    f"object {sha.hex()} is missing from the workspace repository",
+                    hint="the repository is damaged; re-create the workspace",
+                ) from None
+            return _TYPE_NAMES[type_num], body
+        nul = raw.index(b"\0")
+        kind = raw[: raw.index(b" ")]
+        return kind, raw[nul + 1 :]
+
+
+def _chunks(path: bytes) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            yield chunk
+
+
+def parse_tree(body: bytes) -> Iterator[tuple[bytes, int, bytes]]:
+    """(name, mode, raw id) for each entry of a tree object's body."""
+    pos = 0
+    end = len(body)
+    while pos < end:
+        space = body.index(b" ", pos)
+        nul = body.index(b"\0", space)
+        yield body[space + 1 : nul], int(body[pos:space], 8), body[nul + 1 : nul + 21]
+        pos = nul + 21
+
+
+def commit_tree_id(body: bytes) -> bytes:
+    """The root tree id of a commit object's body."""
+    if not body.startswith(b"tree "):
+        raise RunFailed("a commit object without a tree line", hint="the repository is damaged")
+    return bytes.fromhex(body[5:45].decode("ascii"))
