@@ -117,7 +117,7 @@ def _steps_since_prompt(messages: Sequence[Mapping[str, Any]]) -> int:
 class Recorded:
     method: str
     path: str
-    headers: Mapping[str, str]
+    headers: Mapping[str, str]  # names in lower case
     body: Any
 
 
@@ -247,6 +247,9 @@ class FakeAnthropic:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            def _headers(self) -> dict[str, str]:
+                return {k.lower(): v for k, v in self.headers.items()}
+
             def _body(self) -> Any:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
@@ -265,20 +268,20 @@ class FakeAnthropic:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                fake._record(Recorded("GET", self.path, dict(self.headers), None))
+                fake._record(Recorded("GET", self.path, self._headers(), None))
                 self._json(
                     404, {"type": "error", "error": {"type": "not_found_error", "message": "not here"}}
                 )
 
             def do_HEAD(self) -> None:
-                fake._record(Recorded("HEAD", self.path, dict(self.headers), None))
+                fake._record(Recorded("HEAD", self.path, self._headers(), None))
                 self.send_response(200)
                 self.send_header("content-length", "0")
                 self.end_headers()
 
             def do_POST(self) -> None:
                 body = self._body()
-                fake._record(Recorded("POST", self.path, dict(self.headers), body))
+                fake._record(Recorded("POST", self.path, self._headers(), body))
                 path = self.path.split("?", 1)[0]
                 if path == "/v1/messages/count_tokens":
                     self._json(200, {"input_tokens": len(json.dumps(body)) // 4})
@@ -287,7 +290,7 @@ class FakeAnthropic:
                     self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
                     return
                 reply = fake.script.pick(body)
-                model = str(body.get("model") or "claude-sonnet-4-5")
+                model = str(body.get("model") or "claude-sonnet-4-6")
                 if reply.stall:
                     self._stall()
                     return

@@ -67,7 +67,7 @@ def make_turn(
     prompt: str = "Raise the number in value.txt by one.",
     deadline: float | None = 60,
     session: str | None = None,
-    model: str = "claude-sonnet-4-5",
+    model: str = "claude-sonnet-4-6",
     effort: str | None = None,
     mcp_servers: Mapping[str, Any] | None = None,
 ) -> Turn:

@@ -35,7 +35,7 @@ from tests.harness_claude.support import (
 
 pytestmark = pytest.mark.claude_cli
 
-# Sonnet 4.5 list prices, USD per million tokens; the fake reports 1200 in / 80 out per call.
+# Sonnet 4.6 list prices, USD per million tokens; the fake reports 1200 in / 80 out per call.
 PER_CALL = (1200 * 3.0 + 80 * 15.0) / 1_000_000
 
 
@@ -97,13 +97,13 @@ def test_an_edit_turn_changes_the_file_and_streams_its_events(
     assert "1" in results[0]["content"]  # what Read returned
     assert events.of("agent_thinking") == [{"text": "The value is now 2."}]
     assert events.of("agent_text") == [{"text": "Raised value.txt from 1 to 2."}]
-    assert events.of("agent_start")[0]["model"] == "claude-sonnet-4-5"
+    assert events.of("agent_start")[0]["model"] == "claude-sonnet-4-6"
     assert events.of("agent_start")[0]["permission_mode"] == "acceptEdits"
     final = events.of("agent_result")[0]
     assert final["ok"] and final["turns"] == 3 and final["cost_usd"] == pytest.approx(3 * PER_CALL)
 
     steps = fake.message_requests()
-    assert len(steps) == 3 and {s.body["model"] for s in steps} == {"claude-sonnet-4-5"}
+    assert len(steps) == 3 and {s.body["model"] for s in steps} == {"claude-sonnet-4-6"}
     # The prompt travels on stdin and reaches the model.
     assert "zebra-42" in json.dumps(steps[0].body["messages"])
     # No logical session: no cursor is kept.

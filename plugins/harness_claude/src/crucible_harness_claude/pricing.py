@@ -12,29 +12,46 @@ import attrs
 
 @attrs.frozen
 class Price:
-    """USD per million tokens."""
+    """USD per million tokens. Prompt-cache writes cost 1.25x input and reads 0.1x, for every model."""
 
     input: float
     output: float
-    cache_write: float  # writing the 5-minute prompt cache
-    cache_read: float
+
+    @property
+    def cache_write(self) -> float:
+        return self.input * 1.25
+
+    @property
+    def cache_read(self) -> float:
+        return self.input * 0.1
 
 
 # Keyed by model-name prefix; the longest matching prefix wins, so "claude-opus-4-6" beats
-# "claude-opus-4". CLI aliases ("opus", "sonnet", "haiku") price as the current model.
+# "claude-opus-4". The figures agree with what the pinned Claude Code CLI charges for each model.
+# CLI aliases ("opus", "sonnet", ...) price as the dearest model they have stood for.
 PRICES: dict[str, Price] = {
-    "claude-opus-4-6": Price(5.0, 25.0, 6.25, 0.50),
-    "claude-opus-4-5": Price(5.0, 25.0, 6.25, 0.50),
-    "claude-opus-4": Price(15.0, 75.0, 18.75, 1.50),
-    "claude-sonnet-4": Price(3.0, 15.0, 3.75, 0.30),
-    "claude-3-7-sonnet": Price(3.0, 15.0, 3.75, 0.30),
-    "claude-3-5-sonnet": Price(3.0, 15.0, 3.75, 0.30),
-    "claude-haiku-4": Price(1.0, 5.0, 1.25, 0.10),
-    "claude-3-5-haiku": Price(0.80, 4.0, 1.0, 0.08),
-    "claude-3-haiku": Price(0.25, 1.25, 0.30, 0.03),
-    "opus": Price(5.0, 25.0, 6.25, 0.50),
-    "sonnet": Price(3.0, 15.0, 3.75, 0.30),
-    "haiku": Price(1.0, 5.0, 1.25, 0.10),
+    "claude-fable-5-2": Price(8.0, 40.0),
+    "claude-fable-5": Price(10.0, 50.0),
+    "claude-mythos-5-2": Price(8.0, 40.0),
+    "claude-mythos-5": Price(10.0, 50.0),
+    "claude-opus-5": Price(5.0, 25.0),
+    "claude-sonnet-5": Price(2.0, 10.0),
+    "claude-haiku-5": Price(0.5, 0.5),
+    "claude-opus-4-8": Price(5.0, 25.0),
+    "claude-opus-4-7": Price(5.0, 25.0),
+    "claude-opus-4-6": Price(5.0, 25.0),
+    "claude-opus-4-5": Price(5.0, 25.0),
+    "claude-opus-4": Price(15.0, 75.0),
+    "claude-sonnet-4": Price(3.0, 15.0),
+    "claude-haiku-4": Price(1.0, 5.0),
+    "claude-3-7-sonnet": Price(3.0, 15.0),
+    "claude-3-5-sonnet": Price(3.0, 15.0),
+    "claude-3-5-haiku": Price(0.80, 4.0),
+    "claude-3-haiku": Price(0.25, 1.25),
+    "fable": Price(10.0, 50.0),
+    "opus": Price(5.0, 25.0),
+    "sonnet": Price(3.0, 15.0),
+    "haiku": Price(1.0, 5.0),
 }
 
 # A model the table does not know is priced at the dearest rate: --max-cost then stops a run

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from crucible_core.errors import ManifestError
+from crucible_core.manifest.models import DEFAULT_MODEL
 from crucible_core.protocols import FailureClass, HarnessContext, Turn, TurnResult
 
 from crucible_harness_claude import events
@@ -98,7 +99,7 @@ class _Loop:
     steps: int = 0
 
     def __attrs_post_init__(self) -> None:
-        self.model = self.turn.model or "claude-sonnet-4-5"
+        self.model = self.turn.model or DEFAULT_MODEL
 
     @property
     def cost(self) -> float:
@@ -107,6 +108,7 @@ class _Loop:
     def run(self, max_steps: int) -> TurnResult:
         import anthropic
 
+        read_timeout, broken_transport = _transport_errors()
         _, priced = price_of(self.model)
         self.turn.emit(
             events.AGENT_START,
@@ -128,22 +130,25 @@ class _Loop:
             return self._finish(False, "max_steps", final_text)
         except _Deadline:
             return self._fail(FailureClass.TIMEOUT, "the turn outlived its deadline")
-        except anthropic.APITimeoutError:
-            if self._left() is not None and self._left() <= 0:
+        except (anthropic.APITimeoutError, read_timeout):
+            # Raised before the response (the SDK's error) or mid-stream (the HTTP client's).
+            left = self._left()
+            if left is not None and left <= 0.5:
                 return self._fail(
                     FailureClass.TIMEOUT, "the turn outlived its deadline waiting for the model"
                 )
             return self._fail(FailureClass.PROVIDER, "the model API timed out")
         except anthropic.APIStatusError as exc:
-            return self._fail(
-                FailureClass.PROVIDER, f"the model provider failed (HTTP {exc.status_code}): {exc.message}"
-            )
+            note = f"the model provider failed (HTTP {exc.status_code}): {exc.message}"
+            return self._fail(FailureClass.PROVIDER, note)
         except anthropic.APIConnectionError as exc:
             return self._fail(FailureClass.PROVIDER, f"could not reach the model API: {exc}")
         except anthropic.APIResponseValidationError as exc:
             return self._fail(
                 FailureClass.STREAM, f"the model API answered with something undecodable: {exc}"
             )
+        except broken_transport as exc:
+            return self._fail(FailureClass.STREAM, f"the model's event stream broke off: {exc!r}")
 
     def _left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
@@ -258,6 +263,15 @@ class _Loop:
             },
         )
         return TurnResult(False, failure, cost_usd=self.cost, note=events.clip(note, 600))
+
+
+def _transport_errors() -> tuple[type[Exception], type[Exception]]:
+    """The HTTP client's read-timeout and transport-error classes, which escape the SDK mid-stream."""
+    try:
+        import httpx2 as http_client  # what the SDK is built on in its newer releases
+    except ImportError:
+        import httpx as http_client
+    return http_client.TimeoutException, http_client.TransportError
 
 
 def _block_param(block: Any) -> dict[str, Any]:

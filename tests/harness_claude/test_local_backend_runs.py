@@ -1,0 +1,174 @@
+"""Whole `crucible run`s with backend "local" and the real Claude Code CLI against the scripted model server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from crucible_core.session_log import read_events
+
+from tests.cli_support import crucible_env, run_crucible
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, Script, Text, Thinking, call
+
+pytestmark = pytest.mark.claude_cli
+
+# Sonnet 4.6 list prices, USD per million tokens; the fake reports 1200 in / 80 out per call.
+PER_CALL = (1200 * 3.0 + 80 * 15.0) / 1_000_000
+
+MEASURE = """#!/bin/sh
+v=$(cat value.txt 2>/dev/null || true)
+case "$v" in ''|*[!0-9]*) printf '{"valid": false, "note": "not a number"}\\n'; exit 0 ;; esac
+printf '{"valid": true, "score": %s, "note": "value=%s"}\\n' "$v" "$v"
+"""
+
+
+def toml_table(values: dict[str, str]) -> str:
+    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in values.items()) + " }"
+
+
+def write_domain(root: Path, agent_env: dict[str, str], *, session: str | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "value.txt").write_text("1\n")
+    measure = root / "measure.sh"
+    measure.write_text(MEASURE)
+    measure.chmod(0o755)
+    session_line = f'session = "{session}"\n' if session else ""
+    manifest = root / "crucible.toml"
+    manifest.write_text(
+        f"""
+[repo]
+path = "."
+
+[workspace]
+dir = "workspace"
+setup_cmd = "mkdir -p workspace && cp value.txt workspace/"
+inject = ["measure.sh"]
+
+[agent]
+backend = "local"
+harness = "claude"
+model = "claude-sonnet-4-6"
+goal = "Raise the integer in value.txt."
+turn_timeout = 60
+{session_line}env = {toml_table(agent_env)}
+
+[judge]
+measure_cmd = "./measure.sh"
+direction = "higher"
+objective = "value"
+"""
+    )
+    return manifest
+
+
+def agent_env(fake: FakeAnthropic, home: Path, **extra: str) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+        **extra,
+    }
+
+
+def run(manifest: Path, claude_cli: Path, iterations: int) -> subprocess.CompletedProcess[str]:
+    env = crucible_env(CRUCIBLE_CLAUDE_BIN=str(claude_cli))
+    return run_crucible("--manifest", manifest, "--iterations", str(iterations), "--ui", "headless", env=env)
+
+
+def test_the_loop_measures_and_keeps_the_clis_edit_and_resumes_its_session(
+    fake: FakeAnthropic, claude_cli: Path, tmp_path: Path
+) -> None:
+    domain = tmp_path / "domain"
+    value = domain / "workspace" / "value.txt"
+    # Every turn reads value.txt and replaces a "1" with a "2": the first turn raises the score,
+    # the second finds no "1" left (its edit fails), so its candidate is no better and is discarded.
+    fake.script = Script(
+        [
+            call("Read", file_path=str(value)),
+            call("Edit", file_path=str(value), old_string="1", new_string="2"),
+            Reply([Thinking("Edited."), Text("Raised the value.")]),
+        ]
+    )
+    env = agent_env(fake, tmp_path / "home", ANTHROPIC_API_KEY="sk-ant-api03-e2e-test-key-0000")
+    manifest = write_domain(domain, env, session="solver")
+
+    done = run(manifest, claude_cli, iterations=2)
+    assert done.returncode == 0, done.stderr
+
+    events = list(read_events(domain / "state" / "session.jsonl"))
+    rows = [e for e in events if e["kind"] == "row"]
+    assert [r["verdict"] for r in rows] == ["baseline", "keep", "discard"]
+    assert [r["score"] for r in rows] == [1, 2, 2]
+    assert value.read_text() == "2\n"
+    log = subprocess.run(
+        ["git", "-C", str(value.parent), "log", "--format=%s"], capture_output=True, text=True
+    )
+    assert any(s.startswith("crucible: iteration 1") for s in log.stdout.splitlines()), log.stdout
+
+    sessions = [(e["iter"], e["action"], e["turn"]) for e in events if e["kind"] == "agent_session"]
+    assert sessions == [(1, "started", 1), (2, "resumed", 2)]
+    calls = [(e["iter"], e["name"]) for e in events if e["kind"] == "agent_tool_call"]
+    assert calls == [(1, "Read"), (1, "Edit"), (2, "Read"), (2, "Edit")]
+    second_edit = [e for e in events if e["kind"] == "agent_tool_result" and e["iter"] == 2][-1]
+    assert second_edit["is_error"]
+    turns = [e for e in events if e["kind"] == "turn"]
+    assert [t["ok"] for t in turns] == [True, True]
+    assert [t["cost"] for t in turns] == pytest.approx([3 * PER_CALL, 3 * PER_CALL])
+
+    cursor_file = domain / "state" / "private" / "sessions" / "claude" / "solver.json"
+    cursor = json.loads(cursor_file.read_text())["cursor"]
+    assert cursor not in (domain / "state" / "session.jsonl").read_text()
+    assert cursor not in (value.parent / "RESULTS.md").read_text()
+
+
+def test_secrets_in_the_agent_env_and_in_model_replies_reach_no_file_the_run_writes(
+    fake: FakeAnthropic, claude_cli: Path, tmp_path: Path
+) -> None:
+    api_key = "sk-ant-api03-canary-key-7f3a9c1e5b"
+    env_secret = "canary-env-value-Q9xZ7w2L"  # no secret shape: only its exact value can give it away
+    shaped = "sk-ant-api03-canary-reply-4d8e2b6a0c"  # never handed out: caught by its shape
+    domain = tmp_path / "domain"
+    value = domain / "workspace" / "value.txt"
+    fake.script = Script(
+        [
+            call("Bash", command='echo "token is $CANARY_TOKEN"', description="show the token"),
+            call("Read", file_path=str(value)),
+            call("Edit", file_path=str(value), old_string="1", new_string="2"),
+            Reply(
+                [
+                    Thinking(f"I saw {env_secret} and also {shaped}."),
+                    Text(f"Done. The token was {env_secret}; a key: {shaped}; the api key {api_key}."),
+                ]
+            ),
+        ]
+    )
+    env = agent_env(fake, tmp_path / "home", ANTHROPIC_API_KEY=api_key, CANARY_TOKEN=env_secret)
+    manifest = write_domain(domain, env, session="solver")
+
+    done = run(manifest, claude_cli, iterations=1)
+    assert done.returncode == 0, done.stderr
+    canaries = [api_key, env_secret, shaped]
+
+    written = [p for p in (domain / "state").rglob("*") if p.is_file()]
+    written += [p for p in (domain / "workspace").iterdir() if p.is_file() and p.name != "value.txt"]
+    assert domain / "state" / "session.jsonl" in written and domain / "workspace" / "RESULTS.md" in written
+    for path in written:
+        content = path.read_bytes().decode("utf-8", errors="replace")
+        for canary in canaries:
+            assert canary not in content, f"{canary} leaked into {path}"
+    for stream in (done.stdout, done.stderr):
+        assert not any(canary in stream for canary in canaries)
+
+    # The evidence itself was kept, masked: the tool output and the reply are in the log.
+    events = list(read_events(domain / "state" / "session.jsonl"))
+    tool_output = next(e for e in events if e["kind"] == "agent_tool_result")
+    assert "token is [REDACTED]" in tool_output["content"]
+    reply = next(e for e in events if e["kind"] == "agent_text")
+    assert reply["text"].count("[REDACTED]") == 3
+    # The model really received the secrets (so the test is not vacuous).
+    assert env_secret in json.dumps(fake.message_requests()[-1].body["messages"])
+    assert [e["verdict"] for e in events if e["kind"] == "row"] == ["baseline", "keep"]
