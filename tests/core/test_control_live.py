@@ -184,3 +184,20 @@ def test_pause_parks_until_unpause(tmp_path: Path) -> None:
     assert run_crucible("unpause", "--manifest", manifest).returncode == 0
     assert proc.wait(timeout=60) == 0
     assert [r["iter"] for r in events(manifest) if r["kind"] == "row"] == [0, 1, 2]
+
+
+def test_abort_kills_the_running_turn_and_restores_the_world(tmp_path: Path) -> None:
+    manifest = domain(tmp_path)
+    (tmp_path / "propose.sh").write_text(
+        PROPOSER.replace("slow) sleep 1", "slow) echo 50 > value.txt; sleep 120")
+    )
+    proc = start(manifest, "slow", 1, "--iterations", "3")
+    wait_for(manifest, proc, lambda e: e["kind"] == "step" and e["step"] == "propose" and e["iter"] == 1)
+    time.sleep(0.2)  # let the proposer make its edit before it is killed
+    assert run_crucible("abort", "--manifest", manifest, "--reason", "wrong direction").returncode == 0
+    assert proc.wait(timeout=60) == 3  # long before the 120 s turn would have ended
+    log = events(manifest)
+    assert log[-1]["outcome"] == "stopped" and "abort" in log[-1]["reason"]
+    assert (manifest.parent / "workspace" / "value.txt").read_text().strip() == "0"
+    ledger = list(read_events(manifest.parent / "state" / "admissions.jsonl"))
+    assert [(e["kind"], e.get("outcome")) for e in ledger] == [("admitted", None), ("settled", "applied")]
