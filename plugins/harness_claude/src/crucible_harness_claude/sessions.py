@@ -69,8 +69,8 @@ class SessionStore:
             ) from exc
 
     def save(self, session: str, cursor: Cursor) -> None:
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         for folder in (self.root.parent, self.root):
-            folder.mkdir(mode=0o700, exist_ok=True)
             os.chmod(folder, 0o700)
         path = self.path_of(session)
         data = json.dumps({"session": session, **attrs.asdict(cursor)}).encode()
