@@ -1,0 +1,95 @@
+"""Rules the git oracle cannot provoke on a fine-grained clock: racy entries and the index codec."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from crucible_core.errors import RunFailed
+from crucible_world_git.index_file import quick_key, read_index
+from crucible_world_git.worktree_scan import scan_worktree
+
+from tests.world_git.support import Twin, git, write
+
+
+def _forge_same_stat(twin: Twin, rel: str) -> None:
+    """Make the cached signature match the file on disk, as a coarse clock would after an edit."""
+    memory = twin.world.memory
+    staged = memory._sync()
+    path = rel.encode()
+    entry = staged.get(path)
+    assert entry is not None
+    st = os.lstat(twin.ours / rel)
+    staged.put(path, entry._replace(quick=quick_key(st)), content=False)
+    memory._racy_ns = st.st_mtime_ns  # the index was written in the same tick as the edit
+
+
+def test_a_racily_clean_file_is_hashed_even_when_its_stat_matches(tmp_path: Path) -> None:
+    twin = Twin.create(tmp_path)
+    write(twin.ours, "README.md", "HELLO\n")  # same size as "hello\n"
+    _forge_same_stat(twin, "README.md")
+    sha = twin.world.snapshot("racy")
+    assert git(twin.ours, "show", f"{sha}:README.md") == "HELLO\n"
+    # Verified by reading, so the index was rewritten after it: the next scan trusts the stat.
+    memory = twin.world.memory
+    scan = scan_worktree(memory.root, memory._sync(), memory._racy_ns)
+    assert scan.suspects == []
+
+
+def test_a_racily_clean_file_is_restored(tmp_path: Path) -> None:
+    twin = Twin.create(tmp_path)
+    head = git(twin.ours, "rev-parse", "HEAD").strip()
+    write(twin.ours, "README.md", "HELLO\n")
+    _forge_same_stat(twin, "README.md")
+    twin.world.restore(head)
+    assert (twin.ours / "README.md").read_text() == "hello\n"
+
+
+def test_index_written_by_us_reads_back_and_git_agrees(tmp_path: Path) -> None:
+    twin = Twin.create(tmp_path)
+    write(twin.ours, "src/x.py", "x\n")
+    twin.world.snapshot("x")
+    parsed = read_index(str(twin.ours / ".git" / "index"))
+    listed = git(twin.ours, "ls-files", "-s").splitlines()
+    assert [p.decode() for p, _ in parsed.entries] == [line.split("\t", 1)[1] for line in listed]
+    assert [f"{e.mode:o} {e.sha.hex()} 0" for _, e in parsed.entries] == [
+        line.split("\t")[0] for line in listed
+    ]
+    assert (twin.ours / ".git" / "index").read_bytes()[4:8] == b"\0\0\0\2"
+
+
+def test_a_split_index_is_refused_with_advice(tmp_path: Path) -> None:
+    twin = Twin.create(tmp_path)
+    git(twin.ours, "update-index", "--split-index")
+    with pytest.raises(RunFailed, match="split index") as caught:
+        read_index(str(twin.ours / ".git" / "index"))
+    assert "--no-split-index" in (caught.value.hint or "")
+
+
+def test_a_corrupt_index_is_refused(tmp_path: Path) -> None:
+    twin = Twin.create(tmp_path)
+    index = twin.ours / ".git" / "index"
+    data = bytearray(index.read_bytes())
+    data[40] ^= 0xFF
+    index.write_bytes(bytes(data))
+    with pytest.raises(RunFailed, match="checksum"):
+        read_index(str(index))
+
+
+def test_a_leftover_index_lock_stops_the_snapshot(tmp_path: Path) -> None:
+    twin = Twin.create(tmp_path)
+    (twin.ours / ".git" / "index.lock").write_text("")
+    write(twin.ours, "README.md", "changed\n")
+    with pytest.raises(RunFailed, match=r"index\.lock exists"):
+        twin.world.snapshot("blocked")
+
+
+def test_a_racy_file_found_unchanged_is_not_read_again_next_time(tmp_path: Path) -> None:
+    twin = Twin.create(tmp_path)
+    head = git(twin.ours, "rev-parse", "HEAD").strip()
+    _forge_same_stat(twin, "src/app.py")
+    assert twin.world.snapshot("nothing new") == head
+    memory = twin.world.memory
+    scan = scan_worktree(memory.root, memory._sync(), memory._racy_ns)
+    assert scan.suspects == []  # the index was rewritten later than the file's mtime
