@@ -169,7 +169,7 @@ def test_a_hung_turn_is_killed_at_its_deadline_with_nothing_left_running(
         )
     env = dict(cli_env, CRUCIBLE_TEST_MARKER=marker)
     events = Recorder()
-    result = harness(workspace, private_dir).run(make_turn(workspace, env, events, deadline=4))
+    result = harness(workspace, private_dir).run(make_turn(workspace, env, events, deadline=6))
 
     assert not result.ok and result.failure is FailureClass.TIMEOUT, result
     assert "deadline" in result.note

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MAX_TOKENS = 16_000
 MAX_STEPS = 80
+NO_DEADLINE_TIMEOUT = 600.0  # seconds one model call may take when the turn has no deadline
 # Overload and rate limits are worth a short wait while the turn has time left; two more tries.
 RETRIES = 2
 RETRY_BACKOFF_SECONDS = 2.0
@@ -169,14 +170,15 @@ class _Loop:
             ) as exc:
                 if isinstance(exc, anthropic.APITimeoutError) or attempt == RETRIES:
                     raise
-                status = getattr(exc, "status_code", None)
-                self.turn.emit(
-                    events.AGENT_RETRY, {"attempt": attempt + 1, "error_status": status, "delay_ms": 0}
-                )
                 wait = RETRY_BACKOFF_SECONDS * (attempt + 1)
                 left = self._left()
                 if left is not None and left <= wait:
                     raise
+                status = getattr(exc, "status_code", None)
+                self.turn.emit(
+                    events.AGENT_RETRY,
+                    {"attempt": attempt + 1, "error_status": status, "delay_ms": int(wait * 1000)},
+                )
                 time.sleep(wait)
         raise AssertionError("unreachable")
 
@@ -190,7 +192,8 @@ class _Loop:
             system=SYSTEM_PROMPT,
             tools=SCHEMAS,  # type: ignore[arg-type]
             messages=messages,  # type: ignore[arg-type]
-            timeout=left,
+            # Without a turn deadline a stalled server still must not hold the turn forever.
+            timeout=left if left is not None else NO_DEADLINE_TIMEOUT,
             **extra,
         ) as stream:
             for event in stream:

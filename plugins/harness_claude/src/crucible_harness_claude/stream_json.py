@@ -57,8 +57,16 @@ class StreamDecoder:
         if isinstance(sid, str) and sid:
             self.session_id = sid
         handler = _HANDLERS.get(str(message.get("type")))
-        if handler is not None:
+        if handler is None:
+            return
+        try:
             handler(self, message)
+        except Exception as exc:
+            # This runs on the supervisor's stdout pump: raising would stop the pipe being
+            # drained and stall the CLI until its deadline. A line we fail on is a bad line.
+            self.undecodable += 1
+            if len(self.bad_lines) < _KEPT_BAD_LINES:
+                self.bad_lines.append(events.clip(f"{line} ({exc!r})", 200))
 
     # -- one method per stream-json message type ------------------------------------------
 
