@@ -24,9 +24,16 @@ import attrs
 DEFAULT_CAPTURE_BYTES = 1 << 20
 DEFAULT_GRACE_SECONDS = 2.0
 
-# The guard: reads "+pgid"/"-pgid" lines; at EOF (engine gone) SIGKILLs what is left.
+# Every child carries this variable; its value names this engine process.
+SUPERVISOR_ENV = "CRUCIBLE_SUPERVISOR"
+
+# The guard: reads "+pgid"/"-pgid" lines; at EOF (engine gone) it SIGKILLs the groups still
+# registered, then every process whose environment carries this engine's supervisor mark.
+# The mark closes the window between a fork and its registration, and catches descendants
+# that left the group; only a process that scrubbed its environment and its group escapes.
 _GUARD_SOURCE = r"""
 import os, signal, sys
+mark = ("%s=" % sys.argv[1]).encode() + sys.argv[2].encode() + b"\0"
 groups = set()
 for line in sys.stdin:
     line = line.strip()
@@ -39,6 +46,25 @@ for pgid in groups:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+me = os.getpid()
+for _ in range(3):
+    found = False
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as handle:
+                environ = handle.read() + b"\0"
+        except OSError:
+            continue
+        if mark in environ:
+            found = True
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+    if not found:
+        break
 """
 
 
@@ -98,12 +124,20 @@ class _Guard:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
+        self._mark = ""
+
+    def mark(self) -> str:
+        """This engine's supervisor mark, starting the guard first so no child predates it."""
+        with self._lock:
+            self._ensure()
+            return self._mark
 
     def _ensure(self) -> subprocess.Popen[bytes] | None:
         if self._proc is None or self._proc.poll() is not None:
+            self._mark = f"{os.getpid()}-{os.urandom(6).hex()}"
             try:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-S", "-c", _GUARD_SOURCE],
+                    [sys.executable, "-S", "-c", _GUARD_SOURCE, SUPERVISOR_ENV, self._mark],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
@@ -199,7 +233,7 @@ def run(
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
-            env=dict(env),
+            env={**env, SUPERVISOR_ENV: _guard.mark()},
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
