@@ -86,7 +86,7 @@ class ControlBridge:
         bridge = self
 
         class Handler(socketserver.StreamRequestHandler):
-            timeout = 10
+            timeout = 10  # a client that connects and never sends does not hold a thread forever
 
             def handle(self) -> None:
                 try:
@@ -111,8 +111,12 @@ class ControlBridge:
 
         self._server = Server((LOOPBACK, 0), Handler)
         port = self._server.server_address[1]
+        # A short poll interval: shutdown() waits up to one interval, and it runs at every run's end.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="crucible-control", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="crucible-control",
+            daemon=True,
         )
         self._thread.start()
         record = {"host": LOOPBACK, "port": port, "token": self.token, "pid": os.getpid()}

@@ -1,0 +1,90 @@
+"""Engine overhead per iteration: the counter for 50 iterations against a bare shell loop doing the same work.
+
+The floor is a POSIX shell script that runs the same proposer and measure commands and the
+same git CLI commands (add, commit) with nothing else: the least any design of this loop can
+cost. crucible's side is the real CLI, start-up included, with the headless reporter.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import Options, Row, median, timed
+
+ITERATIONS = 50
+TARGET = 1.5
+COUNTER = Path(__file__).resolve().parent.parent / "examples" / "counter"
+CRUCIBLE = Path(sys.executable).parent / "crucible"
+
+# The same subprocesses the engine starts, and the git commands a keep costs, and no more.
+FLOOR = """#!/bin/sh
+set -eu
+mkdir -p workspace && cp value.txt bump.sh workspace/ && cp measure.sh workspace/
+cd workspace
+git init -q
+git add -A
+git -c user.name=bench -c user.email=bench@localhost commit -qm baseline
+sh -c ./measure.sh > /dev/null
+i=0
+while [ $i -lt {iterations} ]; do
+  sh -c ./bump.sh
+  sh -c ./measure.sh > /dev/null
+  git add -A
+  git -c user.name=bench -c user.email=bench@localhost commit -qm "iteration $i"
+  i=$((i + 1))
+done
+"""
+
+
+def _fresh_copy(workdir: Path) -> Path:
+    shutil.rmtree(workdir, ignore_errors=True)
+    shutil.copytree(COUNTER, workdir, ignore=shutil.ignore_patterns("workspace", "state", "STEER.md"))
+    return workdir
+
+
+def _crucible(workdir: Path) -> None:
+    copy = _fresh_copy(workdir)
+    subprocess.run(
+        [
+            str(CRUCIBLE),
+            "--manifest",
+            str(copy / "crucible.toml"),
+            "--iterations",
+            str(ITERATIONS),
+            "--no-early-stop",
+            "--ui",
+            "headless",
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _floor(workdir: Path) -> None:
+    copy = _fresh_copy(workdir)
+    script = copy / "floor.sh"
+    script.write_text(FLOOR.format(iterations=ITERATIONS))
+    subprocess.run(["sh", str(script)], cwd=copy, check=True, capture_output=True)
+
+
+def run(options: Options) -> list[Row]:
+    workdir = options.workdir / "engine_overhead"
+    ours, floor = [], []
+    for _ in range(options.reps):
+        # Interleaved, so drift on a noisy machine hits both sides alike.
+        ours.append(timed(lambda: _crucible(workdir / "crucible")))
+        floor.append(timed(lambda: _floor(workdir / "floor")))
+    if not options.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return [
+        Row(
+            f"engine: counter, per iteration ({ITERATIONS} its)",
+            median(ours) / ITERATIONS,
+            median(floor) / ITERATIONS,
+            target=TARGET,
+            note="start-up included",
+        )
+    ]
