@@ -19,9 +19,10 @@ from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.inbox import Order
 from crucible_core.decide import Best
 from crucible_core.drivers import build_drivers
-from crucible_core.engine import Aborted, Engine, Gates, RunOptions, agent_environment, engine_environment
+from crucible_core.engine import Engine, RunOptions, agent_environment, engine_environment
 from crucible_core.errors import CrucibleError, ExitCode, WorkspaceError
 from crucible_core.fold import Folded, fold_path
+from crucible_core.gates import Aborted, Gates
 from crucible_core.identity import component_hashes, run_identity
 from crucible_core.ledger import OVERRIDDEN_BY_RESUME, Ledger
 from crucible_core.loop import LoopExit, Run, Segment, fingerprint, run_baseline, run_loop

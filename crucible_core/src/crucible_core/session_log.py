@@ -68,11 +68,9 @@ class SessionLog:
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
     """Every decodable event of a session log; blank, torn and foreign lines are skipped."""
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
+    if not path.exists():
         return
-    with handle:
+    with open(path, "rb") as handle:
         for raw in handle:
             if not raw.strip():
                 continue
