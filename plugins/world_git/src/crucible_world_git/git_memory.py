@@ -244,8 +244,9 @@ class GitMemory:
         for node, name, path, st in scan.suspects:
             entry = node.files[name]
             racy = st.st_mtime_ns >= racy_ns
-            if entry.quick is None and not racy and stat_matches(entry, st):
-                # Read from disk and untouched since: remember the signature, nothing to hash.
+            if not racy and stat_matches(entry, st):
+                # Untouched by git's own rule (say, permissions other than the usual): remember
+                # this signature, nothing to hash.
                 node.files[name] = entry._replace(quick=quick_key(st))
                 continue
             mode = git_mode(st.st_mode)
@@ -375,7 +376,7 @@ class GitMemory:
             entry = node.files[name]
             if path in planned:
                 continue
-            if entry.quick is None and st.st_mtime_ns < racy_ns and stat_matches(entry, st):
+            if st.st_mtime_ns < racy_ns and stat_matches(entry, st):
                 node.files[name] = entry._replace(quick=quick_key(st))
                 continue
             writes.append((path, entry.mode, entry.sha))

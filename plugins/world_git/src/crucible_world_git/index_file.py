@@ -39,14 +39,15 @@ class IndexEntry(NamedTuple):
     """One stage-0 index entry.
 
     `packed` is the entry exactly as a version-2 index file holds it (path and padding
-    included), so writing the index is a join. `quick` is the lstat signature this process
-    last saw for the file; None means "not checked yet", which falls back to git's rule.
+    included), so writing the index is a join. `quick` is the lstat signature the file had
+    when the entry was made (or a guess at it, for entries read from disk): when lstat still
+    gives exactly this, the file is unchanged without asking git's longer rule.
     """
 
     mode: int
     sha: bytes  # raw 20-byte object id
     packed: bytes
-    quick: QuickKey | None
+    quick: QuickKey
 
 
 def quick_key(st: os.stat_result) -> QuickKey:
@@ -136,6 +137,26 @@ def _repack(head: bytes, flags: int, path: bytes) -> bytes:
     return head[:60] + _U16.pack(flags) + path + b"\0" * (8 - (62 + len(path)) % 8)
 
 
+_GUESSED_ST_MODE = {MODE_FILE: 0o100644, MODE_EXEC: 0o100755, MODE_LINK: 0o120777}
+
+
+def _odd_entry(data: bytes, pos: int, flags: int, version: int, previous: bytes) -> tuple[bytes, int, int]:
+    """(path, next offset, extended flags) of an entry in version 3/4 form or with a long path."""
+    name_start = pos + 62
+    extended = 0
+    if flags & _FLAG_EXTENDED and version >= 3:
+        extended = _U16.unpack_from(data, name_start)[0]
+        name_start += 2
+    if version == 4:
+        strip, name_start = _decode_varint(data, name_start)
+        end = data.index(b"\0", name_start)
+        return previous[: len(previous) - strip] + data[name_start:end], end + 1, extended
+    length = flags & _NAME_MASK
+    end = data.index(b"\0", name_start) if length == _NAME_MASK else name_start + length
+    name = data[name_start:end]
+    return name, pos + ((name_start - pos + len(name) + 8) & ~7), extended
+
+
 def read_index(path: str | bytes) -> ParsedIndex:
     """Parse an index file; a missing file is an empty index."""
     try:
@@ -157,43 +178,46 @@ def read_index(path: str | bytes) -> ParsedIndex:
 
     entries: list[tuple[bytes, IndexEntry]] = []
     conflicted: list[bytes] = []
+    append = entries.append
+    unpack_head = _ENTRY_HEAD.unpack_from
+    new_entry = tuple.__new__
+    guess = _GUESSED_ST_MODE
     pos = 12
     previous = b""
     for _ in range(count):
-        flags = _U16.unpack_from(data, pos + 60)[0]
-        name_start = pos + 62
-        extended = 0
-        if flags & _FLAG_EXTENDED and version >= 3:
-            extended = _U16.unpack_from(data, name_start)[0]
-            name_start += 2
-        if version == 4:
-            strip, name_start = _decode_varint(data, name_start)
-            end = data.index(b"\0", name_start)
-            name = previous[: len(previous) - strip] + data[name_start:end]
-            next_pos = end + 1
+        ctime_s, ctime_ns, mtime_s, mtime_ns, _dev, ino, mode, _uid, _gid, size, sha, flags = unpack_head(
+            data, pos
+        )
+        if version != 4 and not flags & (_FLAG_EXTENDED | _FLAG_STAGE) and (flags & _NAME_MASK) != _NAME_MASK:
+            # The common entry, in the layout we write: keep its bytes as they are.
+            end = pos + 62 + (flags & _NAME_MASK)
+            next_pos = pos + ((end - pos + 8) & ~7)
+            name = data[pos + 62 : end]
+            packed = data[pos:next_pos]
         else:
-            length = flags & _NAME_MASK
-            end = data.index(b"\0", name_start) if length == _NAME_MASK else name_start + length
-            name = data[name_start:end]
-            next_pos = pos + ((name_start - pos + len(name) + 8) & ~7)
+            name, next_pos, extended = _odd_entry(data, pos, flags, version, previous)
+            if flags & _FLAG_STAGE:
+                conflicted.append(name)
+                previous = name
+                pos = next_pos
+                continue
+            if extended & _EXT_SKIP_WORKTREE:
+                raise RunFailed(
+                    "the workspace is a sparse checkout (skip-worktree entries), which crucible does not support",
+                    hint="run `git sparse-checkout disable` in the workspace",
+                )
+            if extended & _EXT_INTENT_TO_ADD:
+                # An intent-to-add placeholder has no content yet: treating it as untracked
+                # gives what `git add -A` and `git reset --hard` make of it.
+                previous = name
+                pos = next_pos
+                continue
+            packed = _repack(data[pos : pos + 62], flags, name)
+        # The signature lstat would give if the file is untouched and has the usual permissions;
+        # any other file simply fails the quick comparison and gets git's full one.
+        quick = (mtime_s * NS_PER_S + mtime_ns, ctime_s * NS_PER_S + ctime_ns, size, ino, guess.get(mode, 0))
+        append((name, new_entry(IndexEntry, (mode, sha, packed, quick))))
         previous = name
-        if flags & _FLAG_STAGE:
-            conflicted.append(name)
-        elif extended & _EXT_SKIP_WORKTREE:
-            raise RunFailed(
-                "the workspace is a sparse checkout (skip-worktree entries), which crucible does not support",
-                hint="run `git sparse-checkout disable` in the workspace",
-            )
-        elif not extended & _EXT_INTENT_TO_ADD:
-            # An intent-to-add placeholder has no content yet: treating it as untracked
-            # gives what `git add -A` and `git reset --hard` make of it.
-            mode = _U32.unpack_from(data, pos + 24)[0]
-            sha = data[pos + 40 : pos + 60]
-            if version != 4 and not flags & _FLAG_EXTENDED:
-                packed = data[pos:next_pos]
-            else:
-                packed = _repack(data[pos : pos + 62], flags, name)
-            entries.append((name, IndexEntry(mode, sha, packed, None)))
         pos = next_pos
 
     _check_extensions(data, pos, path)
