@@ -306,3 +306,31 @@ def test_executable_bits_follow_the_umask_on_checkout(tmp_path: Path) -> None:
     twin.restore(*base)
     mode = os.lstat(twin.ours / "tools/run.sh").st_mode
     assert mode & 0o100 and mode & 0o777 == os.lstat(twin.oracle / "tools/run.sh").st_mode & 0o777
+
+
+def test_gitattributes_conversions_match_git(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    base.mkdir()
+    git(base, "init", "-q", "-b", "main")
+    write(base, ".gitattributes", "* text=auto\n*.bat text eol=crlf\n*.bin -text\n")
+    write(base, "plain.txt", "lf\n")
+    write(base, "run.bat", "echo one\n")
+    git(base, "add", "-A")
+    git(base, "commit", "-q", "-m", "attributes")
+    twin = Twin.create(tmp_path, base)
+    start = twin.snapshot("start")
+
+    def crlf(root: Path) -> None:
+        (root / "dos.txt").write_bytes(b"one\r\ntwo\r\n")  # text=auto stores it with LF
+        (root / "data.bin").write_bytes(b"raw\r\nbytes\r\n")  # -text: stored as is
+        (root / "new.bat").write_bytes(b"echo two\n")
+
+    twin.edit(crlf)
+    after = twin.snapshot("crlf")
+    twin.assert_same()
+    assert git(twin.ours, "cat-file", "-p", f"{after[1]}:dos.txt") == "one\ntwo\n"
+
+    twin.restore(*start)
+    twin.restore(*after)  # a checkout writes *.bat with CRLF, as git's does
+    twin.assert_same()
+    assert (twin.ours / "new.bat").read_bytes() == b"echo two\r\n"

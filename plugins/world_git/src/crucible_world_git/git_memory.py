@@ -12,11 +12,12 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from crucible_core.errors import RunFailed, WorkspaceError
 
 from crucible_world_git import checkout, excludes, head_ref
+from crucible_world_git.content_filters import ContentFilters
 from crucible_world_git.ignores import IgnoreRules
 from crucible_world_git.index_file import (
     MODE_GITLINK,
@@ -33,6 +34,7 @@ from crucible_world_git.staged_tree import StagedTree
 from crucible_world_git.worktree_scan import Scan, scan_worktree
 
 if TYPE_CHECKING:
+    from dulwich.config import Config
     from dulwich.repo import Repo
 
 IDENTITY = b"crucible <crucible@localhost>"
@@ -56,6 +58,8 @@ class GitMemory:
         self._racy_ns = 0
         self._stale_index = False  # the on-disk index holds something we dropped (conflicts)
         self._commit_trees: dict[bytes, bytes] = {}
+        self._content_filters: ContentFilters | Literal[False] | None = None
+        self._config: Config | None = None
         self.kept: str | None = None  # the commit of the latest kept (or restored) state
 
     # ---------------------------------------------------------------------------- repository
@@ -126,7 +130,13 @@ class GitMemory:
         excludes.write_spared(self.exclude_file(), self.spared)
 
     def ignore_rules(self) -> IgnoreRules:
-        return IgnoreRules(self.repo, str(self.exclude_file()))
+        return IgnoreRules(self.repo, self.config(), str(self.exclude_file()))
+
+    def config(self) -> Config:
+        """The repository's configuration stack, read once per operation."""
+        if self._config is None:
+            self._config = self.repo.get_config_stack()
+        return self._config
 
     # --------------------------------------------------------------------------------- refs
 
@@ -192,6 +202,8 @@ class GitMemory:
     def _sync(self) -> StagedTree:
         """The staged tree, re-read from disk only if the index file is not the one we wrote."""
         self.db.refresh()
+        self._content_filters = None  # .gitattributes may have changed since the last operation
+        self._config = None
         try:
             st = os.stat(self._index_path)
         except FileNotFoundError:
@@ -217,7 +229,17 @@ class GitMemory:
         full = self.root + b"/" + path
         if mode == MODE_LINK:
             return self.db.write(b"blob", os.readlink(full))
+        filters = self._filters()
+        if filters is not None:
+            with open(full, "rb") as f:
+                return self.db.write(b"blob", filters.to_blob(path, f.read()))
         return self.db.write_blob_file(full, st.st_size)
+
+    def _filters(self) -> ContentFilters | None:
+        """The .gitattributes conversions (eol, text, filter drivers), when this repository has any."""
+        if self._content_filters is None:
+            self._content_filters = ContentFilters.for_repo(self.repo, self.config(), self._staged)
+        return self._content_filters or None
 
     # ------------------------------------------------------------------------------ staging
 
@@ -395,8 +417,11 @@ class GitMemory:
         for path in plan.removes:
             checkout.remove_tracked(self.root, path)
             staged.remove(path)
+        filters = self._filters()
         for path, mode, sha in writes:
             data = b"" if mode == MODE_GITLINK else db.read(sha)[1]
+            if filters is not None and mode != MODE_LINK and mode != MODE_GITLINK:
+                data = filters.to_worktree(path, data)
             st = checkout.write_tracked(self.root, path, mode, data)
             # Rewriting a file the agent touched leaves its directory's tree id as it was.
             staged.put(path, make_entry(path, mode, sha, st), content=path in planned)

@@ -7,6 +7,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from dulwich.config import Config
     from dulwich.repo import Repo
 
 
@@ -17,10 +18,9 @@ class IgnoreRules:
     directory itself, as git decides; files inside a walked directory are asked one by one.
     """
 
-    def __init__(self, repo: Repo, exclude_file: str) -> None:
+    def __init__(self, repo: Repo, config: Config, exclude_file: str) -> None:
         from dulwich.ignore import IgnoreFilter, IgnoreFilterManager, default_user_ignore_filter_path
 
-        config = repo.get_config_stack()
         global_filters = []
         for path in (exclude_file, default_user_ignore_filter_path(config)):
             with suppress(OSError):
