@@ -93,3 +93,46 @@ def test_a_racy_file_found_unchanged_is_not_read_again_next_time(tmp_path: Path)
     memory = twin.world.memory
     scan = scan_worktree(memory.root, memory._sync(), memory._racy_ns)
     assert scan.suspects == []  # the index was rewritten later than the file's mtime
+
+
+def _extensions(index: Path) -> dict[bytes, bytes]:
+    """The extensions of a version-2 index, by signature."""
+    data = index.read_bytes()
+    count = int.from_bytes(data[8:12], "big")
+    pos = 12
+    for _ in range(count):
+        name_length = int.from_bytes(data[pos + 60 : pos + 62], "big") & 0xFFF
+        pos += (62 + name_length + 8) & ~7
+    found = {}
+    while pos < len(data) - 20:
+        size = int.from_bytes(data[pos + 4 : pos + 8], "big")
+        found[data[pos : pos + 4]] = data[pos + 8 : pos + 8 + size]
+        pos += 8 + size
+    return found
+
+
+def test_our_cache_tree_is_the_one_git_writes(tmp_path: Path) -> None:
+    twin = Twin.create(tmp_path)
+    write(twin.ours, "src/new/deeper/file.txt", "x\n")
+    write(twin.ours, "zz/file.txt", "x\n")
+    twin.world.snapshot("more directories")
+    ours = _extensions(twin.ours / ".git" / "index")[b"TREE"]
+    git(twin.ours, "read-tree", "HEAD")  # git primes a full cache-tree from the commit
+    assert _extensions(twin.ours / ".git" / "index")[b"TREE"] == ours
+
+
+def test_a_cold_start_adopts_the_cache_tree_only_where_counts_agree(tmp_path: Path) -> None:
+    from crucible_world_git.staged_tree import StagedTree
+
+    twin = Twin.create(tmp_path)
+    write(twin.ours, "README.md", "changed\n")
+    twin.world.snapshot("x")
+    parsed = read_index(str(twin.ours / ".git" / "index"))
+    staged = StagedTree.from_entries(parsed.entries, parsed.cache_tree)
+    head_tree = bytes.fromhex(git(twin.ours, "rev-parse", "HEAD^{tree}").strip())
+    assert staged.root.tree == head_tree  # no directory needs hashing again
+    lying = dict(parsed.cache_tree)
+    lying[b"src"] = (lying[b"src"][0] + 1, lying[b"src"][1])
+    staged = StagedTree.from_entries(parsed.entries, lying)
+    assert staged.root.dirs[b"src"].tree is None
+    assert staged.tree_id(twin.world.memory.db) == head_tree

@@ -27,6 +27,7 @@ from crucible_world_git.index_file import (
     quick_key,
     read_index,
     stat_matches,
+    tree_extension,
     write_index,
 )
 from crucible_world_git.loose_objects import ObjectDatabase, commit_tree_id
@@ -212,7 +213,7 @@ class GitMemory:
             key = (st.st_mtime_ns, st.st_size, st.st_ino)
         if self._staged is None or key != self._index_key:
             parsed = read_index(self._index_path)
-            self._staged = StagedTree.from_entries(parsed.entries)
+            self._staged = StagedTree.from_entries(parsed.entries, parsed.cache_tree)
             self._stale_index = bool(parsed.conflicted)
             self._index_key = key
             self._racy_ns = 0 if key is None else key[0]
@@ -220,7 +221,10 @@ class GitMemory:
 
     def _write_index(self) -> None:
         assert self._staged is not None
-        st = write_index(self._index_path, self._staged.index_body(), self._staged.count)
+        # With a cache-tree in the index, the next cold start (ours or git's commit) skips
+        # hashing every directory again.
+        extension = tree_extension(self._staged.cache_tree(self.db))
+        st = write_index(self._index_path, self._staged.index_body(), self._staged.count, extension)
         self._index_key = (st.st_mtime_ns, st.st_size, st.st_ino)
         self._racy_ns = st.st_mtime_ns
         self._stale_index = False

@@ -117,6 +117,8 @@ class ParsedIndex:
 
     entries: list[tuple[bytes, IndexEntry]]
     conflicted: list[bytes]
+    # The TREE extension's valid directories: path -> (entries below it, tree id).
+    cache_tree: dict[bytes, tuple[int, bytes]] = attrs.field(factory=dict)
 
 
 def _decode_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -220,19 +222,21 @@ def read_index(path: str | bytes) -> ParsedIndex:
         previous = name
         pos = next_pos
 
-    _check_extensions(data, pos, path)
+    cache_tree = _read_extensions(data, pos, path)
     if conflicted:
         conflicted = sorted(set(conflicted))
-    return ParsedIndex(entries, conflicted)
+    return ParsedIndex(entries, conflicted, cache_tree)
 
 
 _REBUILD_HINT = "rebuild it with `rm .git/index && git reset` in the workspace"
 
 
-def _check_extensions(data: bytes, pos: int, path: str | bytes) -> None:
-    # Optional extensions (capitalised: TREE, REUC, UNTR, ...) are caches we drop on write;
-    # a required one (lowercase: link, sdir) changes what the entries mean, so refuse.
+def _read_extensions(data: bytes, pos: int, path: str | bytes) -> dict[bytes, tuple[int, bytes]]:
+    """The cache-tree, if the index has one. Other optional extensions (capitalised: REUC,
+    UNTR, ...) are caches we drop on write; a required one (lowercase: link, sdir) changes
+    what the entries mean, so the index is refused."""
     end = len(data) - 20
+    cache_tree: dict[bytes, tuple[int, bytes]] = {}
     while pos + 8 <= end:
         signature = data[pos : pos + 4]
         size = _U32.unpack_from(data, pos + 4)[0]
@@ -242,10 +246,49 @@ def _check_extensions(data: bytes, pos: int, path: str | bytes) -> None:
                 "(split index or sparse index), which crucible does not support",
                 hint="run `git update-index --no-split-index` and `git sparse-checkout disable`",
             )
+        if signature == b"TREE":
+            try:
+                _parse_cache_tree(data[pos + 8 : pos + 8 + size], cache_tree)
+            except (ValueError, IndexError):
+                cache_tree.clear()  # only a cache: without it, trees are computed
         pos += 8 + size
+    return cache_tree
 
 
-def write_index(path: bytes, body: bytes, count: int) -> os.stat_result:
+def _parse_cache_tree(data: bytes, out: dict[bytes, tuple[int, bytes]]) -> None:
+    # Depth first: "<name>\0<entries> <subtrees>\n", then the tree id when entries >= 0.
+    stack: list[list] = []  # [directory path, subtrees still to read]
+    pos = 0
+    while pos < len(data):
+        nul = data.index(b"\0", pos)
+        newline = data.index(b"\n", nul)
+        entries_text, subtrees_text = data[nul + 1 : newline].split(b" ")
+        name = data[pos:nul]
+        if stack:
+            parent = stack[-1]
+            parent[1] -= 1
+            directory = parent[0] + b"/" + name if parent[0] else name
+        elif pos == 0:
+            directory = b""  # the root, whose name is empty
+        else:
+            raise ValueError("data after the root's last subtree")
+        pos = newline + 1
+        entries = int(entries_text)
+        if entries >= 0:
+            out[directory] = (entries, data[pos : pos + 20])
+            pos += 20
+        stack.append([directory, int(subtrees_text)])
+        while stack and stack[-1][1] <= 0:
+            stack.pop()
+
+
+def tree_extension(cache_tree: list[tuple[bytes, int, int, bytes]]) -> bytes:
+    """A TREE extension from (name, entries, subtrees, tree id) in depth-first order."""
+    body = b"".join(b"%s\0%d %d\n%s" % item for item in cache_tree)
+    return b"TREE" + _U32.pack(len(body)) + body
+
+
+def write_index(path: bytes, body: bytes, count: int, extensions: bytes = b"") -> os.stat_result:
     """Write a version-2 index holding `count` packed entries; returns the new file's stat.
 
     Takes git's lock (index.lock, created exclusively) so a concurrent git command is refused
@@ -264,9 +307,11 @@ def write_index(path: bytes, body: bytes, count: int) -> os.stat_result:
         header = _HEADER.pack(b"DIRC", 2, count)
         digest = hashlib.sha1(header)
         digest.update(body)
+        digest.update(extensions)
         with os.fdopen(fd, "wb", closefd=False) as f:
             f.write(header)
             f.write(body)
+            f.write(extensions)
             f.write(digest.digest())
         st = os.fstat(fd)
     except BaseException:

@@ -50,7 +50,12 @@ class StagedTree:
         self.count = 0
 
     @classmethod
-    def from_entries(cls, entries: Iterable[tuple[bytes, IndexEntry]]) -> StagedTree:
+    def from_entries(
+        cls,
+        entries: Iterable[tuple[bytes, IndexEntry]],
+        cache_tree: dict[bytes, tuple[int, bytes]] | None = None,
+    ) -> StagedTree:
+        """Build from entries in index order; `cache_tree` seeds the tree ids it vouches for."""
         staged = cls()
         last_dir: bytes | None = None
         node = staged.root
@@ -64,7 +69,16 @@ class StagedTree:
             node.files[path[slash + 1 :]] = entry
             count += 1
         staged.count = count
+        if cache_tree:
+            _seed(staged.root, b"", cache_tree)
         return staged
+
+    def cache_tree(self, db: ObjectDatabase) -> list[tuple[bytes, int, int, bytes]]:
+        """(name, entries, subtrees, tree id) per directory, depth first: the TREE extension."""
+        self.tree_id(db)
+        items: list[tuple[bytes, int, int, bytes]] = []
+        _cache_tree_items(self.root, b"", items)
+        return items
 
     def _dir(self, directory: bytes, *, create: bool, content: bool) -> DirNode:
         """The node for `directory`, invalidating the caches on the way (tree ids only if content)."""
@@ -208,3 +222,26 @@ def _tree(node: DirNode, db: ObjectDatabase) -> bytes:
                 parts.append(b"%o %s\0%s" % (child.mode, key, child.sha))  # type: ignore[union-attr]
         node.tree = db.write(b"tree", b"".join(parts))
     return node.tree
+
+
+def _seed(node: DirNode, path: bytes, cache_tree: dict[bytes, tuple[int, bytes]]) -> int:
+    """Adopt the cached tree ids whose entry counts agree with the entries; returns this count."""
+    count = len(node.files)
+    for name, child in node.dirs.items():
+        count += _seed(child, path + b"/" + name if path else name, cache_tree)
+    cached = cache_tree.get(path)
+    if cached is not None and cached[0] == count:
+        node.tree = cached[1]
+    return count
+
+
+def _cache_tree_items(node: DirNode, name: bytes, items: list[tuple[bytes, int, int, bytes]]) -> int:
+    assert node.tree is not None
+    at = len(items)
+    items.append((name, 0, len(node.dirs), node.tree))
+    count = len(node.files)
+    # git keeps subtrees ordered by name length, then name.
+    for child_name in sorted(node.dirs, key=lambda n: (len(n), n)):
+        count += _cache_tree_items(node.dirs[child_name], child_name, items)
+    items[at] = (name, count, len(node.dirs), node.tree)
+    return count
