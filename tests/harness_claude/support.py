@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,30 @@ def recorded_invocations(log: Path) -> list[list[str]]:
         else:
             runs[-1].append(line)
     return [run for run in runs if run]
+
+
+def live_processes_with(marker: str) -> list[int]:
+    """Pids whose environment carries the marker: the CLI and everything it started."""
+    needle = marker.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                status = (entry / "status").read_text()
+                if "\nState:\tZ" not in status:
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_for(condition: Callable[[], bool], *, seconds: float) -> bool:
+    """Poll a condition (bounded); True once it holds, False if it never did in time."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()

@@ -29,6 +29,7 @@ from tests.harness_claude.support import (
     Recorder,
     argv_recording_shim,
     harness_context,
+    live_processes_with,
     make_turn,
     recorded_invocations,
 )
@@ -56,23 +57,6 @@ def harness(workspace: Path, private_dir: Path, **agent) -> ClaudeCodeHarness:
 
 def mcp_temp_dirs() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith("crucible-mcp-")}
-
-
-def live_processes_with(marker: str) -> list[int]:
-    """Pids whose environment carries the marker: the CLI and everything it started."""
-    needle = marker.encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes():
-                status = (entry / "status").read_text()
-                if "\nState:\tZ" not in status:
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def test_an_edit_turn_changes_the_file_and_streams_its_events(

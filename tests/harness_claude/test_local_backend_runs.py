@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 from crucible_core.session_log import read_events
 
-from tests.cli_support import crucible_env, run_crucible
+from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, Script, Text, Thinking, call
+from tests.harness_claude.support import live_processes_with, wait_for
 
 pytestmark = pytest.mark.claude_cli
 
@@ -172,3 +177,42 @@ def test_secrets_in_the_agent_env_and_in_model_replies_reach_no_file_the_run_wri
     # The model really received the secrets (so the test is not vacuous).
     assert env_secret in json.dumps(fake.message_requests()[-1].body["messages"])
     assert [e["verdict"] for e in events if e["kind"] == "row"] == ["baseline", "keep"]
+
+
+def tool_processes(marker: str) -> list[int]:
+    """Agent processes still running that the CLI's Bash tool started (they carry the marker)."""
+    return [
+        pid for pid in live_processes_with(marker) if b"tail" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+
+
+def test_no_agent_process_outlives_a_killed_engine(
+    fake: FakeAnthropic, claude_cli: Path, tmp_path: Path
+) -> None:
+    marker = f"crucible-orphan-{uuid.uuid4().hex}"
+    # The model runs a command that never ends: the turn is then a CLI with grandchildren (the
+    # Bash tool's shell and its command, which the CLI starts in a session of their own).
+    fake.script = Script([call("Bash", command="tail -f /dev/null", description="wait")])
+    env = agent_env(
+        fake, tmp_path / "home", ANTHROPIC_API_KEY="sk-ant-api03-kill-test-0000", CRUCIBLE_TEST_MARKER=marker
+    )
+    manifest = write_domain(tmp_path / "domain", env)
+    engine = subprocess.Popen(
+        [str(CRUCIBLE), "--manifest", str(manifest), "--iterations", "1", "--ui", "headless"],
+        env=crucible_env(CRUCIBLE_CLAUDE_BIN=str(claude_cli)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_for(lambda: bool(tool_processes(marker)), seconds=60), "the turn never reached its tool"
+        engine.kill()
+        engine.wait()
+        assert wait_for(lambda: not live_processes_with(marker), seconds=15), live_processes_with(marker)
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait()
+        # Whatever this test's turn left behind is ended here, by pid, so no run leaks processes.
+        for pid in live_processes_with(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
