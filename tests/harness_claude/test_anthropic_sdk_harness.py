@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from crucible_core.errors import ManifestError
 from crucible_core.protocols import FailureClass
+from crucible_core.session_log import read_events
 from crucible_harness_claude.pricing import Usage, cost_usd
 from crucible_harness_claude.sdk_harness import AnthropicHarness
 
+from tests.cli_support import crucible_env, run_crucible
 from tests.fakes.anthropic_api import (
     STALL,
     FakeAnthropic,
@@ -22,7 +24,15 @@ from tests.fakes.anthropic_api import (
     call,
     say,
 )
-from tests.harness_claude.support import TEST_KEY, Recorder, harness_context, make_turn, model_env
+from tests.harness_claude.support import (
+    TEST_KEY,
+    Recorder,
+    agent_env,
+    harness_context,
+    make_turn,
+    model_env,
+    write_domain,
+)
 
 
 @pytest.fixture
@@ -142,3 +152,35 @@ def test_missing_credentials_are_named(workspace: Path, private_dir: Path, sdk_e
 def test_a_logical_session_is_refused_not_silently_dropped(workspace: Path, private_dir: Path) -> None:
     with pytest.raises(ManifestError, match="session"):
         AnthropicHarness.from_context(harness_context(workspace.parent, private_dir, session="solver"))
+
+
+def test_a_whole_run_keeps_the_sdk_harness_edit_and_masks_its_secrets(
+    fake: FakeAnthropic, tmp_path: Path
+) -> None:
+    secret = "canary-sdk-value-M4rT8q"
+    fake.script = Script(
+        [
+            call("read_file", path="value.txt"),
+            call("edit_file", path="value.txt", old_string="1", new_string="2"),
+            say(f"Raised it; by the way the token is {secret}."),
+        ]
+    )
+    env = agent_env(fake, tmp_path / "home", ANTHROPIC_API_KEY=TEST_KEY, CANARY_TOKEN=secret)
+    manifest = write_domain(tmp_path / "domain", env, harness="anthropic")
+    done = run_crucible("--manifest", manifest, "--iterations", "1", "--ui", "headless", env=crucible_env())
+    assert done.returncode == 0, done.stderr
+
+    state = tmp_path / "domain" / "state"
+    events = list(read_events(state / "session.jsonl"))
+    assert [e["verdict"] for e in events if e["kind"] == "row"] == ["baseline", "keep"]
+    (turn,) = [e for e in events if e["kind"] == "turn"]
+    assert turn["ok"] and turn["cost"] == pytest.approx(
+        cost_usd("claude-sonnet-4-6", Usage(3 * 1200, 3 * 80))
+    )
+    assert "token is [REDACTED]" in next(e for e in events if e["kind"] == "agent_text")["text"]
+    written = [p for p in state.rglob("*") if p.is_file()] + [
+        tmp_path / "domain" / "workspace" / "RESULTS.md"
+    ]
+    for path in written:
+        text = path.read_text(errors="replace")
+        assert secret not in text and TEST_KEY not in text, path

@@ -15,68 +15,12 @@ from crucible_core.session_log import read_events
 
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, Script, Text, Thinking, call
-from tests.harness_claude.support import live_processes_with, wait_for
+from tests.harness_claude.support import agent_env, live_processes_with, wait_for, write_domain
 
 pytestmark = pytest.mark.claude_cli
 
 # Sonnet 4.6 list prices, USD per million tokens; the fake reports 1200 in / 80 out per call.
 PER_CALL = (1200 * 3.0 + 80 * 15.0) / 1_000_000
-
-MEASURE = """#!/bin/sh
-v=$(cat value.txt 2>/dev/null || true)
-case "$v" in ''|*[!0-9]*) printf '{"valid": false, "note": "not a number"}\\n'; exit 0 ;; esac
-printf '{"valid": true, "score": %s, "note": "value=%s"}\\n' "$v" "$v"
-"""
-
-
-def toml_table(values: dict[str, str]) -> str:
-    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in values.items()) + " }"
-
-
-def write_domain(root: Path, agent_env: dict[str, str], *, session: str | None = None) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "value.txt").write_text("1\n")
-    measure = root / "measure.sh"
-    measure.write_text(MEASURE)
-    measure.chmod(0o755)
-    session_line = f'session = "{session}"\n' if session else ""
-    manifest = root / "crucible.toml"
-    manifest.write_text(
-        f"""
-[repo]
-path = "."
-
-[workspace]
-dir = "workspace"
-setup_cmd = "mkdir -p workspace && cp value.txt workspace/"
-inject = ["measure.sh"]
-
-[agent]
-backend = "local"
-harness = "claude"
-model = "claude-sonnet-4-6"
-goal = "Raise the integer in value.txt."
-turn_timeout = 60
-{session_line}env = {toml_table(agent_env)}
-
-[judge]
-measure_cmd = "./measure.sh"
-direction = "higher"
-objective = "value"
-"""
-    )
-    return manifest
-
-
-def agent_env(fake: FakeAnthropic, home: Path, **extra: str) -> dict[str, str]:
-    home.mkdir(parents=True, exist_ok=True)
-    return {
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "HOME": str(home),
-        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-        "CLAUDE_CODE_MAX_RETRIES": "0",
-        **extra,
-    }
 
 
 def run(manifest: Path, claude_cli: Path, iterations: int) -> subprocess.CompletedProcess[str]:
