@@ -165,3 +165,26 @@ def test_importing_the_plugin_does_not_import_dulwich() -> None:
     code = "import sys, crucible_world_git; print('dulwich' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_a_linked_worktree_keeps_its_own_head_and_index(tmp_path: Path) -> None:
+    from crucible_core.protocols import World
+
+    main = make_base(tmp_path / "main")
+    linked = tmp_path / "linked"
+    git(main, "worktree", "add", "-q", "-b", "wide-1", str(linked))
+    world = GitWorld.at(linked, ("RESULTS.md",))
+    assert isinstance(world, World)
+    base = world.prepare()
+    write(linked, "README.md", "candidate\n")
+    write(linked, "RESULTS.md", "spared\n")
+    sha = world.snapshot("candidate")
+    assert git(main, "rev-parse", "wide-1").strip() == sha  # the worktree's branch moved
+    assert git(main, "rev-parse", "main").strip() == base  # the main checkout's did not
+    assert git(linked, "status", "--porcelain") == ""
+    assert git(main, "status", "--porcelain") == ""
+    write(linked, "README.md", "discarded\n")
+    world.restore(sha)
+    assert (linked / "README.md").read_text() == "candidate\n"
+    assert (linked / "RESULTS.md").read_text() == "spared\n"
+    assert world.apply().ok
