@@ -68,18 +68,11 @@ class ClaudeCodeHarness:
             except ToolboxError as exc:
                 return TurnResult(False, FailureClass.SPAWN, note=str(exc))
 
-        stored: Cursor | None = None
-        if turn.session:
-            try:
-                stored = self.sessions.load(turn.session)
-            except SessionStateError as exc:
-                # Starting afresh under the same name would pass a new conversation off as the old one.
-                return TurnResult(False, FailureClass.AGENT, note=str(exc))
-            ordinal = (stored.turns if stored else 0) + 1
-            turn.emit(
-                events.AGENT_SESSION,
-                {"session": turn.session, "action": "resumed" if stored else "started", "turn": ordinal},
-            )
+        try:
+            stored = self._open_session(turn)
+        except SessionStateError as exc:
+            # Starting afresh under the same name would pass a new conversation off as the old one.
+            return TurnResult(False, FailureClass.AGENT, note=str(exc))
 
         cursors = {stored.cursor} if stored else set()
 
@@ -107,21 +100,39 @@ class ClaudeCodeHarness:
                 stdin_data=turn.prompt.encode("utf-8"),
                 on_stdout_line=decoder.feed,
             )
-        result = classify(done, decoder)
-        if turn.session and decoder.started and decoder.session_id:
-            # Kept even after a failed turn: the conversation happened, and the session goes on
-            # from it (the checkout may roll back, the solver's memory does not).
-            total = decoder.conversation_cost
-            spent = total if total is not None else (stored.cost_usd if stored else 0.0) + result.cost_usd
-            self.sessions.save(
-                turn.session, Cursor(decoder.session_id, (stored.turns if stored else 0) + 1, spent)
-            )
-        elif stored is not None and not decoder.started:
-            result = attrs.evolve(
-                result,
-                note=f"{result.note}; session {turn.session!r} could not be resumed: delete "
-                f"{self.sessions.path_of(turn.session or '')} to start it afresh",
-            )
+        result = self._close_session(turn, stored, decoder, classify(done, decoder))
         if decoder.session_id:
             cursors.add(decoder.session_id)
         return attrs.evolve(result, note=hide_cursors(result.note, cursors))
+
+    def _open_session(self, turn: Turn) -> Cursor | None:
+        """The stored cursor of the turn's logical session (None: a fresh one), announced in the log."""
+        if not turn.session:
+            return None
+        stored = self.sessions.load(turn.session)
+        ordinal = (stored.turns if stored else 0) + 1
+        turn.emit(
+            events.AGENT_SESSION,
+            {"session": turn.session, "action": "resumed" if stored else "started", "turn": ordinal},
+        )
+        return stored
+
+    def _close_session(
+        self, turn: Turn, stored: Cursor | None, decoder: StreamDecoder, result: TurnResult
+    ) -> TurnResult:
+        if not turn.session:
+            return result
+        if decoder.started and decoder.session_id:
+            # Kept even after a failed turn: the conversation happened, and the session goes on
+            # from it (the checkout may roll back, the solver's memory does not).
+            before = stored.cost_usd if stored else 0.0
+            total = decoder.conversation_cost
+            spent = total if total is not None else before + result.cost_usd
+            turns = (stored.turns if stored else 0) + 1
+            self.sessions.save(turn.session, Cursor(decoder.session_id, turns, spent))
+        elif stored is not None and decoder.result is not None:
+            # The CLI answered, but never opened the conversation: it cannot resume that cursor.
+            path = self.sessions.path_of(turn.session)
+            note = f"{result.note}; session {turn.session!r} could not be resumed: delete {path} to start it afresh"
+            result = attrs.evolve(result, note=note)
+        return result
