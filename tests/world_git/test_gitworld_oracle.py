@@ -334,3 +334,42 @@ def test_gitattributes_conversions_match_git(tmp_path: Path) -> None:
     twin.restore(*after)  # a checkout writes *.bat with CRLF, as git's does
     twin.assert_same()
     assert (twin.ours / "new.bat").read_bytes() == b"echo two\r\n"
+
+
+def test_a_directory_replaced_by_a_symlink_never_leads_outside(tmp_path: Path) -> None:
+    twin = Twin.create(tmp_path)
+    base = twin.snapshot("base")
+
+    def outside(root: Path) -> Path:
+        # Outside the working tree, at the same relative spot on both sides.
+        return root / ".git" / "outside"
+
+    def link_out(root: Path) -> None:
+        target = outside(root)
+        write(target, "util.py", "outside: must survive\n")
+        write(target, "deep/leaf.txt", "outside: must survive\n")
+        for path in sorted((root / "src/lib").rglob("*"), reverse=True):
+            path.unlink() if not path.is_dir() else path.rmdir()
+        (root / "src/lib").rmdir()
+        symlink(root, "src/lib", "../.git/outside")
+
+    def untouched(root: Path) -> bool:
+        target = outside(root)
+        return (
+            (target / "util.py").read_text()
+            == (target / "deep/leaf.txt").read_text()
+            == ("outside: must survive\n")
+        )
+
+    twin.edit(link_out)
+    twin.restore(*base)  # straight back: the link goes, the directory returns
+    twin.assert_same()
+    assert untouched(twin.ours) and (twin.ours / "src/lib/util.py").read_text() == "X = 1\n"
+
+    twin.edit(link_out)
+    linked = twin.snapshot("linked")  # the link is committed, the files below it are deleted
+    twin.assert_same()
+    assert git(twin.ours, "ls-tree", linked[1], "src/lib").startswith("120000")
+    twin.restore(*base)
+    twin.assert_same()
+    assert untouched(twin.ours)

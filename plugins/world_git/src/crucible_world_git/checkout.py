@@ -60,90 +60,113 @@ def _diff(db: ObjectDatabase, node: DirNode | None, tree: bytes | None, prefix: 
             _diff(db, sub, None, prefix + name + b"/", plan)
 
 
-def remove_tracked(root: bytes, path: bytes) -> None:
-    """Delete a file the target no longer tracks, and the directories it leaves empty."""
-    full = root + b"/" + path
-    try:
-        st = os.lstat(full)
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    if stat.S_ISDIR(st.st_mode):
-        # A gitlink, or a directory the agent put where a file was: only an empty one goes
-        # here; anything inside is the clean's to judge.
+class WorktreeWriter:
+    """Writes and removes tracked paths for one checkout, never through a symlink.
+
+    A directory the agent replaced by a symlink must not let a checkout write or delete
+    files wherever the link points: every leading directory is checked (once per checkout)
+    to be a real directory, and whatever else stands there is removed, as git does.
+    """
+
+    def __init__(self, root: bytes) -> None:
+        self.root = root
+        self._real_dirs: set[bytes] = {b""}
+
+    def _parents(self, path: bytes, *, make: bool) -> bool:
+        """Whether every directory leading to `path` is a real one; with `make`, make it so."""
+        slash = path.rfind(b"/")
+        parent = path[:slash] if slash >= 0 else b""
+        if parent in self._real_dirs:
+            return True
+        current = b""
+        for part in parent.split(b"/"):
+            current = current + b"/" + part if current else part
+            if current in self._real_dirs:
+                continue
+            full = self.root + b"/" + current
+            try:
+                st = os.lstat(full)
+            except FileNotFoundError:
+                if not make:
+                    return False
+                os.mkdir(full)
+            else:
+                if not stat.S_ISDIR(st.st_mode):
+                    if not make:
+                        return False
+                    os.unlink(full)
+                    os.mkdir(full)
+            self._real_dirs.add(current)
+        return True
+
+    def remove(self, path: bytes) -> None:
+        """Delete a file the target no longer tracks, and the directories it leaves empty."""
+        if not self._parents(path, make=False):
+            return  # its directory is gone or is not a directory any more: nothing of ours there
+        full = self.root + b"/" + path
         try:
-            os.rmdir(full)
-        except OSError:
+            st = os.lstat(full)
+        except FileNotFoundError:
             return
-    else:
-        os.unlink(full)
-    remove_empty_parents(root, path)
+        if stat.S_ISDIR(st.st_mode):
+            # A gitlink, or a directory the agent put where a file was: only an empty one goes
+            # here; anything inside is the clean's to judge.
+            try:
+                os.rmdir(full)
+            except OSError:
+                return
+        else:
+            os.unlink(full)
+        for removed in remove_empty_parents(self.root, path):
+            self._real_dirs.discard(removed)
+
+    def write(self, path: bytes, mode: int, data: bytes) -> os.stat_result:
+        """Put a tracked path in place (replacing whatever is there) and return its lstat."""
+        self._parents(path, make=True)
+        full = self.root + b"/" + path
+        try:
+            st = os.lstat(full)
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISDIR(st.st_mode):
+                os.unlink(full)
+            elif mode == MODE_GITLINK:
+                return st  # a submodule's checkout is its own business
+            else:
+                shutil.rmtree(full)
+        if mode == MODE_LINK:
+            os.symlink(data, full)
+        elif mode == MODE_GITLINK:
+            # git checks out a submodule's directory, never its contents.
+            os.mkdir(full)
+        else:
+            # A fresh file, so the mode comes from the umask as git's checkout does.
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o777 if mode == MODE_EXEC else 0o666)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+        return os.lstat(full)
 
 
-def remove_empty_parents(root: bytes, path: bytes, stop: StagedTree | None = None) -> None:
+def remove_empty_parents(root: bytes, path: bytes, stop: StagedTree | None = None) -> list[bytes]:
+    """Remove the directories above `path` that are now empty (up to `stop`'s tracked ones)."""
+    removed = []
     while True:
         slash = path.rfind(b"/")
         if slash < 0:
-            return
+            return removed
         path = path[:slash]
         if stop is not None and stop.is_dir(path):
-            return
+            return removed
         try:
             os.rmdir(root + b"/" + path)
         except OSError:
-            return
-
-
-def write_tracked(root: bytes, path: bytes, mode: int, data: bytes) -> os.stat_result:
-    """Put a tracked path in place (replacing whatever is there) and return its lstat."""
-    full = root + b"/" + path
-    if mode == MODE_GITLINK and os.path.isdir(full) and not os.path.islink(full):
-        return os.lstat(full)  # a submodule's checkout is its own business
-    _clear(root, path, full)
-    if mode == MODE_LINK:
-        os.symlink(data, full)
-    elif mode == MODE_GITLINK:
-        # git checks out a submodule's directory, never its contents.
-        os.mkdir(full)
-    else:
-        # A fresh file, so the mode comes from the umask as git's checkout does.
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o777 if mode == MODE_EXEC else 0o666)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-    return os.lstat(full)
-
-
-def _clear(root: bytes, path: bytes, full: bytes) -> None:
-    try:
-        os.unlink(full)
-        return
-    except FileNotFoundError:
-        pass
-    except IsADirectoryError:
-        shutil.rmtree(full)
-        return
-    except NotADirectoryError:
-        pass
-    # The parent is missing, or something that is not a directory stands on the way to it.
-    current = root
-    for part in path.split(b"/")[:-1]:
-        current = current + b"/" + part
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            os.mkdir(current)
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            os.unlink(current)
-            os.mkdir(current)
-    if os.path.lexists(full):
-        if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full)
-        else:
-            os.unlink(full)
+            return removed
+        removed.append(path)
 
 
 def is_nested_repository(full: bytes) -> bool:
@@ -174,7 +197,7 @@ def clean(root: bytes, candidates: list[tuple[bytes, bool]], staged: StagedTree,
         if staged.get(path) is not None:
             continue  # the checkout put a tracked file here
         node = staged.find_dir(path)
-        if node is not None:
+        if node is not None and os.path.isdir(root + b"/" + path) and not os.path.islink(root + b"/" + path):
             _clean_inside(root, path, node, rules)
         else:
             _clean_path(root, path, rules)

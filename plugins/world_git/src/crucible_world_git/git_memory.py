@@ -418,15 +418,16 @@ class GitMemory:
                 if path not in planned
             )
         changed = bool(writes or plan.removes) or self._stale_index
+        writer = checkout.WorktreeWriter(self.root)
         for path in plan.removes:
-            checkout.remove_tracked(self.root, path)
+            writer.remove(path)
             staged.remove(path)
         filters = self._filters()
         for path, mode, sha in writes:
             data = b"" if mode == MODE_GITLINK else db.read(sha)[1]
             if filters is not None and mode != MODE_LINK and mode != MODE_GITLINK:
                 data = filters.to_worktree(path, data)
-            st = checkout.write_tracked(self.root, path, mode, data)
+            st = writer.write(path, mode, data)
             # Rewriting a file the agent touched leaves its directory's tree id as it was.
             staged.put(path, make_entry(path, mode, sha, st), content=path in planned)
         if scan.untracked:

@@ -8,6 +8,7 @@ decided afterwards, for the few there are, by the caller that needs to know.
 
 from __future__ import annotations
 
+import errno
 import os
 from stat import S_ISDIR
 
@@ -33,6 +34,9 @@ class Scan:
     gitlinks: list[bytes] = attrs.field(factory=list)
 
 
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY
+
+
 def scan_worktree(root: bytes, staged: StagedTree, racy_ns: int) -> Scan:
     """Compare the working tree under `root` (absolute, bytes) with `staged`.
 
@@ -54,14 +58,22 @@ def _scan_dir(abs_prefix: bytes, prefix: bytes, node: DirNode, racy_ns: int, sca
     # Listing names and lstat-ing each tracked one relative to the directory's descriptor
     # costs measurably less than os.scandir's DirEntry objects for every file.
     try:
-        names = os.listdir(abs_prefix)
-        fd = os.open(abs_prefix, os.O_RDONLY | os.O_DIRECTORY)
-    except (FileNotFoundError, NotADirectoryError) as exc:
+        # O_NOFOLLOW on the directory itself (not the workspace root, which may be reached
+        # through a link): a symlink where a tracked directory was is not that directory.
+        fd = os.open(abs_prefix[:-1] if prefix else abs_prefix, _OPEN_DIR | (os.O_NOFOLLOW if prefix else 0))
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            raise
         directory = prefix[:-1]
         scan.missing_dirs.append(directory)
-        if isinstance(exc, NotADirectoryError):
+        if exc.errno != errno.ENOENT:
             scan.untracked.append((directory, False))
         return
+    try:
+        names = os.listdir(abs_prefix)
+    except OSError:
+        os.close(fd)
+        raise
     files = node.files
     dirs = node.dirs
     lstat = os.lstat
