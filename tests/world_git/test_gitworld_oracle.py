@@ -217,7 +217,12 @@ def test_a_fresh_world_on_a_git_written_index(tmp_path: Path) -> None:
     twin.edit(edit_contents)
     git(twin.ours, "status", "--porcelain")  # git refreshes and rewrites the index
     twin.world = GitWorld.at(twin.ours, twin.world.memory.spared)
-    twin.snapshot("cold")
+    kept = twin.snapshot("cold")
+    twin.assert_same()
+    twin.edit(make_noise)
+    git(twin.ours, "status", "--porcelain")
+    twin.world = GitWorld.at(twin.ours, twin.world.memory.spared)
+    twin.restore(*kept)
     twin.assert_same()
 
 
