@@ -128,3 +128,35 @@ def test_a_child_never_outlives_an_engine_killed_with_sigkill(tmp_path: Path) ->
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert wait_until_gone(marker) == []
+
+
+def test_a_descendant_that_left_the_group_is_still_killed(tmp_path: Path) -> None:
+    """An agent's tool shell may start a session of its own; the child's mark still finds it."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    done = process.run(
+        f"setsid {sleeper(marker)} & sleep 0.3; echo started", cwd=tmp_path, env=os.environ, timeout=30
+    )
+    assert done.ok and "started" in done.stdout
+    assert wait_until_gone(marker) == []
+
+
+def test_an_escaped_descendant_dies_with_the_engine(tmp_path: Path) -> None:
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    engine = textwrap.dedent(
+        f"""
+        import os
+        from pathlib import Path
+        from crucible_core import process
+        print("ready", flush=True)
+        process.run("setsid {sleeper(marker)} & wait", cwd=Path("."), env=dict(os.environ))
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", engine], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 10
+    while not processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with(marker)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert wait_until_gone(marker) == []

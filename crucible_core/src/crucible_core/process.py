@@ -29,12 +29,13 @@ DEFAULT_GRACE_SECONDS = 2.0
 SUPERVISOR_ENV = "CRUCIBLE_SUPERVISOR"
 
 # The guard: reads "+pgid"/"-pgid" lines; at EOF (engine gone) it SIGKILLs the groups still
-# registered, then every process whose environment carries this engine's supervisor mark.
+# registered, then every process whose environment carries this engine's supervisor mark
+# (each child gets "<engine mark>.<n>", so one prefix names all of them).
 # The mark closes the window between a fork and its registration, and catches descendants
 # that left the group; only a process that scrubbed its environment and its group escapes.
 _GUARD_SOURCE = r"""
 import os, signal, sys
-mark = ("%s=" % sys.argv[1]).encode() + sys.argv[2].encode() + b"\0"
+mark = b"\0" + ("%s=%s." % (sys.argv[1], sys.argv[2])).encode()
 groups = set()
 for line in sys.stdin:
     line = line.strip()
@@ -55,7 +56,7 @@ for _ in range(3):
             continue
         try:
             with open("/proc/%s/environ" % name, "rb") as handle:
-                environ = handle.read() + b"\0"
+                environ = b"\0" + handle.read()
         except OSError:
             continue
         if mark in environ:
@@ -126,12 +127,14 @@ class _Guard:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._mark = ""
+        self._children = 0
 
-    def mark(self) -> str:
-        """This engine's supervisor mark, starting the guard first so no child predates it."""
+    def child_mark(self) -> str:
+        """A fresh mark for one child, "<engine mark>.<n>"; the guard is started first."""
         with self._lock:
             self._ensure()
-            return self._mark
+            self._children += 1
+            return f"{self._mark}.{self._children}"
 
     def _ensure(self) -> subprocess.Popen[bytes] | None:
         if self._proc is None or self._proc.poll() is not None:
@@ -196,6 +199,33 @@ def _wait_for_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> bool
     except subprocess.TimeoutExpired:
         return False
     return True
+
+
+def kill_marked(mark: str) -> int:
+    """SIGKILL every process whose environment carries exactly this child mark; return how many."""
+    if not os.path.isdir("/proc"):
+        return 0
+    needle = f"\0{SUPERVISOR_ENV}={mark}\0".encode()
+    me = os.getpid()
+    killed = 0
+    for _ in range(2):  # a second pass catches what the first one's victims forked meanwhile
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    environ = b"\0" + handle.read() + b"\0"
+            except OSError:
+                continue
+            if needle in environ:
+                found = True
+                with contextlib.suppress(OSError):
+                    os.kill(int(name), signal.SIGKILL)
+                    killed += 1
+        if not found:
+            break
+    return killed
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -263,12 +293,13 @@ def run(
 ) -> Completed:
     """Run a child under supervision. A string is a shell command (`sh -c`), a sequence an argv."""
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
+    mark = _guard.child_mark()
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
-            env={**env, SUPERVISOR_ENV: _guard.mark()},
+            env={**env, SUPERVISOR_ENV: mark},
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -305,6 +336,9 @@ def run(
         # whole group goes: the leader may have exited while grandchildren still run.
         _kill_group(pgid, signal.SIGKILL)
         proc.wait()
+        # Descendants that started a session of their own (an agent's tool shell does) left
+        # the group; they still carry the child's mark.
+        kill_marked(mark)
         _guard.tell(f"-{pgid}")
         for pump in pumps:
             pump.join(timeout=5)
