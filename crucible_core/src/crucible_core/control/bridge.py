@@ -111,10 +111,11 @@ class ControlBridge:
 
         self._server = Server((LOOPBACK, 0), Handler)
         port = self._server.server_address[1]
-        # A short poll interval: shutdown() waits up to one interval, and it runs at every run's end.
+        # A short poll interval: shutdown() waits up to one interval (at every run end); waking
+        # 100 times a second costs the loop nothing measurable.
         self._thread = threading.Thread(
             target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
+            kwargs={"poll_interval": 0.01},
             name="crucible-control",
             daemon=True,
         )
