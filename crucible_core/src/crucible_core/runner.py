@@ -16,6 +16,7 @@ import attrs
 from crucible_core import __version__
 from crucible_core.budget import Budget
 from crucible_core.control.bridge import ControlBridge
+from crucible_core.control.client import live_run
 from crucible_core.control.inbox import Order
 from crucible_core.decide import Best
 from crucible_core.drivers import build_drivers
@@ -101,6 +102,12 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
     budget = request.budget
     folded: Folded | None = None
     if request.resume:
+        alive = live_run(paths.state_dir)
+        if alive is not None:
+            raise WorkspaceError(
+                f"the run recorded in {paths.state_dir} is still running (pid {alive.get('pid', '?')})",
+                hint="watch it with `crucible status`, or `crucible stop` it before resuming",
+            )
         folded = fold_path(paths.session_log)
         if folded.events == 0:
             raise WorkspaceError(

@@ -57,3 +57,17 @@ def send(state_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
         error = reply.get("error") if isinstance(reply, dict) else reply
         raise ControlError(f"the run refused {request.get('cmd')}: {error}")
     return reply
+
+
+def live_run(state_dir: Path) -> dict[str, Any] | None:
+    """The control record of a run still answering on this state directory's bridge, or None.
+
+    A SIGKILLed run leaves control.json behind; only a bridge that answers counts as alive.
+    """
+    if not (state_dir / "control.json").exists():
+        return None
+    try:
+        send(state_dir, {"cmd": "status"})
+        return read_control(state_dir)
+    except ControlError:
+        return None
