@@ -280,6 +280,8 @@ def test_restore_refuses_what_is_not_a_commit(tmp_path: Path) -> None:
         twin.world.restore(tree)
     with pytest.raises(RunFailed, match="does not name a commit"):
         twin.world.restore("no-such-branch")
+    with pytest.raises(RunFailed, match="does not name a commit"):
+        twin.world.restore("0123456789" * 4)
     assert git(twin.ours, "status", "--porcelain") == ""
 
 

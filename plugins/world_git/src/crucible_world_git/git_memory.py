@@ -166,7 +166,13 @@ class GitMemory:
     def tree_of(self, commit: bytes) -> bytes:
         tree = self._commit_trees.get(commit)
         if tree is None:
-            kind, body = self.db.read(bytes.fromhex(commit.decode()))
+            sha = bytes.fromhex(commit.decode())
+            if not self.db.has(sha):
+                raise RunFailed(
+                    f"{commit.decode()!r} does not name a commit in {self.workspace}",
+                    hint="pass a token snapshot() returned by this workspace",
+                )
+            kind, body = self.db.read(sha)
             if kind != b"commit":
                 raise RunFailed(
                     f"{commit.decode()} is a {kind.decode()}, not a commit", hint="pass a commit id"
