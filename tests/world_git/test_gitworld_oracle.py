@@ -84,7 +84,26 @@ def edit_nested_repository(root: Path) -> None:
     write(root, "not-a-repo/.git/placeholder", "an invalid .git directory is just files\n")
 
 
+def edit_tricky_ignores(root: Path) -> None:
+    write(root, ".gitignore", "*.log\nbuild/\n/cache/\nout/*\n!out/keep.txt\n**/tmp/\n/only-top.txt\n")
+    write(root, "src/lib/.gitignore", "*.o\n!important.o\n")
+    for rel in (
+        "out/drop.txt",
+        "out/keep.txt",
+        "src/tmp/x.txt",
+        "src/lib/tmp/y.txt",
+        "only-top.txt",
+        "src/only-top.txt",
+        "src/lib/a.o",
+        "src/lib/important.o",
+        "src/lib/deep/b.o",
+        "build/nested/keep.txt",
+    ):
+        write(root, rel, f"{rel}\n")
+
+
 EDITS: list[Callable[[Path], None]] = [
+    edit_tricky_ignores,
     edit_contents,
     edit_modes_and_links,
     edit_type_swaps,
