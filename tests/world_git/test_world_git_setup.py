@@ -188,3 +188,21 @@ def test_a_linked_worktree_keeps_its_own_head_and_index(tmp_path: Path) -> None:
     assert (linked / "README.md").read_text() == "candidate\n"
     assert (linked / "RESULTS.md").read_text() == "spared\n"
     assert world.apply().ok
+
+
+def test_recover_clears_locks_a_killed_snapshot_left(tmp_path: Path) -> None:
+    """A SIGKILL mid-snapshot leaves index.lock; a resumed run's recover() removes it."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("a\n")
+    world = GitWorld.at(workspace)
+    world.prepare()
+    (workspace / ".git" / "index.lock").write_bytes(b"")
+    (workspace / "a.txt").write_text("b\n")
+    fresh = GitWorld.at(workspace)
+    with pytest.raises(RunFailed, match=r"index\.lock"):
+        fresh.snapshot("blocked")
+    fresh.recover()
+    sha = fresh.snapshot("after recover")
+    assert not (workspace / ".git" / "index.lock").exists()
+    assert git(workspace, "show", f"{sha}:a.txt") == "b\n"

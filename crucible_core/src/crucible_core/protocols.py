@@ -52,6 +52,13 @@ class World(Protocol):
         spared paths to the repository's exclude file, and returns the base commit id.
         """
 
+    def recover(self) -> None:
+        """Clear what a killed predecessor left half-done in the world (a stale lock file, say).
+
+        Called once when a run resumes, before its first restore. The engine refuses to resume
+        while the previous process still answers, so whatever is found belongs to a dead run.
+        """
+
     def snapshot(self, label: str) -> str:
         """Keep the current candidate; return the token that restores exactly this state."""
 

@@ -262,6 +262,7 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
             level="warn",
         )
     run = run_from_fold(folded, started)
+    engine.world.recover()  # a SIGKILL mid-snapshot can leave a lock behind
     engine.world.restore(run.segment.best_token)  # roll a half-finished turn back to the last kept state
     if folded.open_wait is not None:
         run.pending = Pending.from_wire(folded.open_wait)

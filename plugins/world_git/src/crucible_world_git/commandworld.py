@@ -66,6 +66,9 @@ class CommandWorld:
     def prepare(self) -> str:
         return self.git.prepare()
 
+    def recover(self) -> None:
+        self.git.recover()
+
     def snapshot(self, label: str) -> str:
         sha = self.git.snapshot(label)
         command = self.section.snapshot_cmd

@@ -195,6 +195,26 @@ class GitMemory:
                 hint="make sure nothing else commits in the workspace during a run",
             )
 
+    def clear_stale_locks(self) -> list[str]:
+        """Remove the lock files a SIGKILLed snapshot or restore can leave (index, HEAD, branch).
+
+        Only for a workspace no other process uses: git itself treats these as "someone else
+        is writing", which after a crash of our own is never true.
+        """
+        repo = self.repo
+        candidates = [Path(repo.controldir()) / "index.lock", Path(repo.controldir()) / "HEAD.lock"]
+        heads = Path(repo.commondir()) / "refs" / "heads"
+        if heads.is_dir():
+            candidates += sorted(heads.rglob("*.lock"))
+        removed = []
+        for lock in candidates:
+            try:
+                lock.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(lock.name)
+        return removed
+
     def base(self) -> bytes | None:
         try:
             return self.repo.refs[BASE_REF]

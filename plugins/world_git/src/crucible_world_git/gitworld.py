@@ -41,6 +41,10 @@ class GitWorld:
             base = head
         return base.decode()
 
+    def recover(self) -> None:
+        if self.memory.is_repository():
+            self.memory.clear_stale_locks()
+
     def snapshot(self, label: str) -> str:
         return self.memory.snapshot(label)
 
