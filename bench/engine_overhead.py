@@ -45,7 +45,7 @@ def _fresh_copy(workdir: Path) -> Path:
     return workdir
 
 
-def _crucible(workdir: Path) -> None:
+def _crucible(workdir: Path, iterations: int = ITERATIONS) -> None:
     copy = _fresh_copy(workdir)
     subprocess.run(
         [
@@ -53,7 +53,7 @@ def _crucible(workdir: Path) -> None:
             "--manifest",
             str(copy / "crucible.toml"),
             "--iterations",
-            str(ITERATIONS),
+            str(iterations),
             "--no-early-stop",
             "--ui",
             "headless",
@@ -63,20 +63,22 @@ def _crucible(workdir: Path) -> None:
     )
 
 
-def _floor(workdir: Path) -> None:
+def _floor(workdir: Path, iterations: int = ITERATIONS) -> None:
     copy = _fresh_copy(workdir)
     script = copy / "floor.sh"
-    script.write_text(FLOOR.format(iterations=ITERATIONS))
+    script.write_text(FLOOR.format(iterations=iterations))
     subprocess.run(["sh", str(script)], cwd=copy, check=True, capture_output=True)
 
 
 def run(options: Options) -> list[Row]:
     workdir = options.workdir / "engine_overhead"
-    ours, floor = [], []
+    ours, floor, ours_empty, floor_empty = [], [], [], []
     for _ in range(options.reps):
         # Interleaved, so drift on a noisy machine hits both sides alike.
         ours.append(timed(lambda: _crucible(workdir / "crucible")))
         floor.append(timed(lambda: _floor(workdir / "floor")))
+        ours_empty.append(timed(lambda: _crucible(workdir / "crucible", 0)))
+        floor_empty.append(timed(lambda: _floor(workdir / "floor", 0)))
     if not options.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return [
@@ -86,5 +88,12 @@ def run(options: Options) -> list[Row]:
             median(floor) / ITERATIONS,
             target=TARGET,
             note="start-up included",
-        )
+        ),
+        Row(
+            "engine: counter, per iteration, start-up excluded",
+            (median(ours) - median(ours_empty)) / ITERATIONS,
+            (median(floor) - median(floor_empty)) / ITERATIONS,
+            note="(50 its - 0 its) / 50",
+        ),
+        Row("engine: start-up and baseline (0 its)", median(ours_empty), median(floor_empty)),
     ]
