@@ -108,26 +108,32 @@ def test_lines_are_streamed_as_they_arrive(tmp_path: Path) -> None:
     assert seen == ["one", "two", "three"]
 
 
-def test_a_child_never_outlives_an_engine_killed_with_sigkill(tmp_path: Path) -> None:
-    marker = f"crucible-test-{uuid.uuid4().hex}"
+def kill_engine_running(tmp_path: Path, command: str, marker: str, expected: int) -> None:
+    """Start an engine process that supervises `command`, SIGKILL it once `expected` marked
+    processes run, and assert that none of them survives it."""
     engine = textwrap.dedent(
         f"""
-        import os, sys
+        import os
         from pathlib import Path
         from crucible_core import process
         print("ready", flush=True)
-        process.run("{sleeper(marker)} & {sleeper(marker, 301)}; wait", cwd=Path("."), env=dict(os.environ))
+        process.run({command!r}, cwd=Path("."), env=dict(os.environ))
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", engine], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     deadline = time.monotonic() + 10
-    while len(processes_with(marker)) < 2 and time.monotonic() < deadline:
+    while len(processes_with(marker)) < expected and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(processes_with(marker)) >= 2
+    assert len(processes_with(marker)) >= expected
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert wait_until_gone(marker) == []
+
+
+def test_a_child_never_outlives_an_engine_killed_with_sigkill(tmp_path: Path) -> None:
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    kill_engine_running(tmp_path, f"{sleeper(marker)} & {sleeper(marker, 301)}; wait", marker, 2)
 
 
 def test_a_descendant_that_left_the_group_is_still_killed(tmp_path: Path) -> None:
@@ -142,21 +148,4 @@ def test_a_descendant_that_left_the_group_is_still_killed(tmp_path: Path) -> Non
 
 def test_an_escaped_descendant_dies_with_the_engine(tmp_path: Path) -> None:
     marker = f"crucible-test-{uuid.uuid4().hex}"
-    engine = textwrap.dedent(
-        f"""
-        import os
-        from pathlib import Path
-        from crucible_core import process
-        print("ready", flush=True)
-        process.run("setsid {sleeper(marker)} & wait", cwd=Path("."), env=dict(os.environ))
-        """
-    )
-    proc = subprocess.Popen([sys.executable, "-c", engine], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    deadline = time.monotonic() + 10
-    while not processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert processes_with(marker)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert wait_until_gone(marker) == []
+    kill_engine_running(tmp_path, f"setsid {sleeper(marker)} & wait", marker, 1)

@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING
 import attrs
 
 from crucible_core import escalation, parking
-from crucible_core.contract import Reading
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.ledger import Ledger
-from crucible_core.loop import LoopExit, Run, Segment, fingerprint, run_baseline
+from crucible_core.loop import LoopExit, Run, Segment, fingerprint, reject, run_baseline
 from crucible_core.parking import WaitMode
 
 if TYPE_CHECKING:
@@ -231,13 +230,7 @@ class Gates:
         escalated = escalation.take_marker(paths.escalation_file, paths.state_dir / escalation.MARKER_NAME)
         if escalated is not None:
             engine.log.emit("escalation", iter=iteration, **escalated.to_wire())
-            engine.world.restore(run.segment.best_token)
-            engine.row(
-                run,
-                iteration=iteration,
-                verdict="discard",
-                reading=Reading.invalid(f"escalated ({escalated.category}): {escalated.reason}"),
-            )
+            reject(engine, run, iteration, f"escalated ({escalated.category}): {escalated.reason}")
             return LoopExit.ESCALATED
         marker = parking.take_marker(paths.provisioning_file)
         if marker is not None:

@@ -157,6 +157,12 @@ def run_baseline(engine: Engine, run: Run) -> LoopExit | None:
     return None
 
 
+def reject(engine: Engine, run: Run, iteration: int, why: str, turn: TurnResult | None = None) -> None:
+    """Discard a candidate that never got a valid reading: roll back and record why."""
+    engine.world.restore(run.segment.best_token)
+    engine.row(run, iteration=iteration, verdict="discard", reading=Reading.invalid(why), turn=turn)
+
+
 def run_iteration(engine: Engine, run: Run) -> LoopExit | None:
     """One propose -> apply -> measure -> decide step; returns an exit when the run must end."""
     iteration = run.iteration + 1
@@ -176,26 +182,12 @@ def run_iteration(engine: Engine, run: Run) -> LoopExit | None:
     if escalated is not None:
         return escalated
     if not turn.ok:
-        engine.world.restore(run.segment.best_token)
-        engine.row(
-            run,
-            iteration=iteration,
-            verdict="discard",
-            reading=Reading.invalid(f"agent turn failed ({turn.failure}): {turn.note}"),
-            turn=turn,
-        )
+        reject(engine, run, iteration, f"agent turn failed ({turn.failure}): {turn.note}", turn)
         return None
     engine.step("apply", iteration)
     applied = engine.world.apply()
     if not applied.ok:
-        engine.world.restore(run.segment.best_token)
-        engine.row(
-            run,
-            iteration=iteration,
-            verdict="discard",
-            reading=Reading.invalid(f"apply failed: {applied.note}"),
-            turn=turn,
-        )
+        reject(engine, run, iteration, f"apply failed: {applied.note}", turn)
         return None
     measured = Measured(iteration, engine.measure(run, iteration), turn)
     return settle(engine, run, measured)
