@@ -9,6 +9,7 @@ import pluggy
 import pytest
 from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_core.hookspecs import PROJECT, crucible_read_pristine
+from crucible_core.manifest.models import WorldSection
 from crucible_world_git.excludes import exclude_pattern, render
 from crucible_world_git.gitworld import GitWorld
 
@@ -151,18 +152,27 @@ def test_read_pristine_reads_the_base_commit_not_the_tree(tmp_path: Path) -> Non
 
 
 def test_the_plugin_registers_both_worlds(tmp_path: Path) -> None:
+    from crucible_core.protocols import WorldContext
+    from crucible_core.shell import Shell
     from crucible_world_git.commandworld import CommandWorld
 
     registered: dict[str, object] = {}
     _plugin_manager().hook.crucible_register_worlds(register=registered.__setitem__)
-    assert registered == {"git": GitWorld.from_context, "command": CommandWorld.from_context}
+    assert set(registered) == {"git", "command"}
+    ctx = WorldContext(tmp_path, WorldSection(apply_cmd="true"), (), Shell(tmp_path, dict(os.environ)))
+    assert isinstance(registered["git"](ctx), GitWorld)
+    assert isinstance(registered["command"](ctx), CommandWorld)
 
 
-def test_importing_the_plugin_does_not_import_dulwich() -> None:
+def test_loading_and_registering_the_plugin_does_not_import_dulwich() -> None:
     import subprocess
     import sys
 
-    code = "import sys, crucible_world_git; print('dulwich' in sys.modules)"
+    code = (
+        "import sys, crucible_world_git\n"
+        "crucible_world_git.crucible_register_worlds(register=lambda name, value: None)\n"
+        "print('dulwich' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert done.stdout.strip() == "False", done.stderr
 

@@ -9,17 +9,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from crucible_core.hookspecs import hookimpl
-from crucible_core.protocols import WorldFactory
+from crucible_core.protocols import World, WorldContext, WorldFactory
 from crucible_core.registry import Register
+
+
+# The factories import their modules on first use: listing plugins (`crucible plugins`,
+# `crucible check`'s driver check) must not import dulwich.
+def _git_world(ctx: WorldContext) -> World:
+    from crucible_world_git.gitworld import GitWorld
+
+    return GitWorld.from_context(ctx)
+
+
+def _command_world(ctx: WorldContext) -> World:
+    from crucible_world_git.commandworld import CommandWorld
+
+    return CommandWorld.from_context(ctx)
 
 
 @hookimpl
 def crucible_register_worlds(register: Register[WorldFactory]) -> None:
-    from crucible_world_git.commandworld import CommandWorld
-    from crucible_world_git.gitworld import GitWorld
-
-    register("git", GitWorld.from_context)
-    register("command", CommandWorld.from_context)
+    register("git", _git_world)
+    register("command", _command_world)
 
 
 @hookimpl
