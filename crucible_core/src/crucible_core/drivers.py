@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -99,11 +98,4 @@ def build_drivers(
 
 
 def _spared(loaded: LoadedManifest, paths: RunPaths) -> list[str]:
-    spared = list(paths.spared_in_workspace())
-    for entry in loaded.manifest.workspace.carry_forward:
-        spared.append(entry)
-    return spared
-
-
-def manifest_relative(loaded: LoadedManifest, value: str) -> Path:
-    return loaded.resolve(value)
+    return [*paths.spared_in_workspace(), *loaded.manifest.workspace.carry_forward]

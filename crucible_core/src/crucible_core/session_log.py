@@ -54,9 +54,6 @@ class SessionLog:
             observer(event)
         return event
 
-    def sync(self) -> None:
-        os.fsync(self._fd)
-
     def close(self) -> None:
         if self._fd >= 0:
             try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import os
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -273,7 +272,3 @@ def load_manifest(path: Path, *, read_pristine: ReadPristine | None = None) -> L
     _check_references(path, manifest)
     injects = expand_injects(path, manifest)
     return LoadedManifest(path, manifest, text, injects, tuple(warnings), frozen)
-
-
-def default_manifest_path() -> Path:
-    return Path(os.getcwd()) / "crucible.toml"

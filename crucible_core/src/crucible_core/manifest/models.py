@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from crucible_core.contract import Direction
@@ -119,7 +117,3 @@ class Manifest:
 
     def judge_kind(self) -> str:
         return "task" if self.judge is None else "command"
-
-
-def raw_keys(data: Any) -> set[str]:
-    return set(data) if isinstance(data, dict) else set()
