@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 import textwrap
 import types
 from pathlib import Path
@@ -148,3 +150,18 @@ def test_every_hook_has_a_docstring_and_is_documented() -> None:
     for hook in hooks:
         assert ast.get_docstring(hook), f"{hook.name} has no docstring"
         assert f"`{hook.name}`" in guide, f"{hook.name} is missing from docs/plugins.md"
+
+
+def test_loading_every_registry_imports_no_heavy_sdk() -> None:
+    """Drivers keep SDK imports inside themselves, so `crucible plugins` and start-up stay light."""
+    code = (
+        "import sys\n"
+        "from crucible_core.plugins import REGISTRATION_HOOKS, load_plugins\n"
+        "p = load_plugins()\n"
+        "[p.registry(kind) for kind in REGISTRATION_HOOKS]\n"
+        "heavy = ('grpc', 'kubernetes', 'anthropic', 'mcp', 'openshell', 'dulwich')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=crucible_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
