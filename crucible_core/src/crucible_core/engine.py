@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from crucible_core import distress
 from crucible_core import prompt as prompts
 from crucible_core.budget import Budget
 from crucible_core.contract import Direction, Reading
@@ -147,6 +148,9 @@ class Engine:
             "snapshot": token,
             "fingerprint": seg.fingerprint,
         }
+        notes = self.gates.take_row_notes()
+        if notes:
+            fields["distress"] = notes  # additive: only rows that carry the agent's notes have it
         event = self.log.emit("row", **fields)
         if iteration > 0:
             run.iteration = max(run.iteration, iteration)
@@ -216,6 +220,7 @@ class Engine:
         env["CRUCIBLE_PROMPT_FILE"] = str(prompt_file)
         env["CRUCIBLE_ITERATION"] = str(iteration)
         env["CRUCIBLE_WORKSPACE"] = str(self.paths.workspace)
+        env[distress.ENV_DIR] = str(self.paths.distress_dir)
         if run.segment.regime:
             env["CRUCIBLE_REGIME"] = run.segment.regime
         agent = self.loaded.manifest.agent

@@ -14,6 +14,9 @@ from typing import Any
 
 import attrs
 
+# Phases in which the loop idles and the budget clock stops.
+PARKED_PHASES = frozenset({"parked", "paused", "distressed"})
+
 
 @attrs.define
 class Folded:
@@ -51,6 +54,7 @@ class Folded:
     last_step_iter: int = 0
     row_after_step: bool = True
     open_wait: dict[str, Any] | None = None  # an approval_wait with no approval_resolved after it
+    open_wait_parked_s: float = 0.0  # how long the run parked on that wait (what --max-park bounds)
     escalation: dict[str, Any] | None = None
 
 
@@ -76,6 +80,11 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
     spent_since = 0.0
     parked_s = 0.0
     park_since: float | None = None
+    # the open wait's parked seconds: park stretches from a parked phase to the next phase, or
+    # to the last line its process wrote (a killed process's park ends where its log does)
+    wait_parked = 0.0
+    wait_park_since: float | None = None
+    open_wait: dict[str, Any] | None = None
     last_shutdown: dict[str, Any] | None = None
     for ev in events:
         count += 1
@@ -120,6 +129,8 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
             mark_active = ev.get("active_s") or 0.0
             parked_s = ev.get("parked_s") or 0.0
             mark_ts = ts
+            # a park's closing budget event already counts it: the next phase must not again
+            park_since = None
         elif kind == "step":
             last_step = ev.get("step")
             last_step_iter = ev.get("iter") or 0
@@ -128,8 +139,13 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
             phase = ev.get("phase")
             f.last_phase = phase
             f.last_phase_iter = ev.get("iter") or 0
-            if phase in ("parked", "paused"):
+            if wait_park_since is not None and ts is not None:
+                wait_parked += ts - wait_park_since
+                wait_park_since = None
+            if phase in PARKED_PHASES:
                 park_since = ts
+                if open_wait is not None:
+                    wait_park_since = ts
             elif park_since is not None and ts is not None:
                 parked_s += ts - park_since
                 park_since = None
@@ -147,15 +163,23 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
                 f.start = ev
             if mark_ts is not None and last_ts is not None:
                 mark_active += max(0.0, (park_since if park_since is not None else last_ts) - mark_ts)
+            if park_since is not None and last_ts is not None:
+                parked_s += last_ts - park_since  # a process killed while parked: parked to its last line
             mark_ts = ts
             park_since = None
+            if wait_park_since is not None and last_ts is not None:
+                wait_parked += last_ts - wait_park_since
+                wait_park_since = None
         elif kind == "identity":
             if f.identity is None:
                 f.identity = ev
         elif kind == "approval_wait":
-            f.open_wait = ev
+            open_wait = ev
+            wait_parked = 0.0
+            wait_park_since = None
         elif kind == "approval_resolved":
-            f.open_wait = None
+            open_wait = None
+            wait_park_since = None
         elif kind == "escalation":
             f.escalation = ev
         elif kind == "shutdown":
@@ -179,6 +203,11 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
     if park_since is not None and last_ts is not None:
         parked_s += last_ts - park_since
     f.parked_s = parked_s
+    f.open_wait = open_wait
+    if open_wait is not None:
+        if wait_park_since is not None and last_ts is not None:
+            wait_parked += last_ts - wait_park_since
+        f.open_wait_parked_s = wait_parked
     return f
 
 

@@ -1,12 +1,12 @@
-"""Gates: what the loop asks between iterations and around a turn (operator orders, steering, escalation, parking)."""
+"""Gates: what the loop asks between iterations and around a turn (operator orders, steering, escalation, parking, distress)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core import escalation, parking
+from crucible_core import distress, escalation, parking
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.ledger import Ledger
 from crucible_core.loop import LoopExit, Run, Segment, fingerprint, reject, run_baseline
@@ -34,11 +34,14 @@ class Gates:
         self.stop_reason: str | None = None
         self.paused = False
         self.max_park: float | None = None
+        self.wait_spent = 0.0  # seconds the outstanding approval parked before the current park
+        self._parking_since: float | None = None
         self.interruptible = False  # a child (turn, measure) runs: an abort may interrupt it
         self.delivered_steer: list[str] = []
         self._steers: list[Order] = []
         self._delivering: list[Order] = []
         self._steer_file_text: str | None = None
+        self._row_notes: list[dict[str, Any]] = []
 
     # -- settling ---------------------------------------------------------------------------
     def settle(self, order: Order, outcome: str, note: str = "") -> None:
@@ -59,6 +62,8 @@ class Gates:
     # -- the iteration head -----------------------------------------------------------------
     def iteration_head(self, run: Run) -> LoopExit | None:
         ended = self._drain(run)
+        if ended is None:
+            self._check_distress(run)
         while ended is None and (self.paused or self._blocked(run)):
             ended = self._park(run)
         return ended
@@ -98,6 +103,9 @@ class Gates:
                 if run.pending is None:
                     self.settle(order, "rejected", "no approval is pending")
                     continue
+                if distress.is_distress(run.pending):
+                    self._approve_distress(run, order)
+                    continue
                 ended = self.rescope(run, run.pending.regime, order)
                 if ended is not None:
                     return ended
@@ -112,18 +120,27 @@ class Gates:
         return None
 
     def _park(self, run: Run) -> LoopExit | None:
-        """Idle until an order ends the park; parked time pauses the budget clock."""
+        """Idle until an order (or, for a distress, the marker's removal) ends the park.
+
+        Parked time pauses the budget clock. --max-park bounds an approval wait's whole
+        parked time, including what earlier processes of this run already spent on it.
+        """
         engine = self.engine
         on_approval = not self.paused
-        engine.phase("paused" if self.paused else "parked", run.iteration)
+        distressed = distress.is_distress(run.pending)
+        engine.phase(park_phase(paused=self.paused, distressed=distressed), run.iteration)
         self.publish(run)
-        started = engine.now()
-        deadline = started + self.max_park if on_approval and self.max_park is not None else None
+        started = self._parking_since = engine.now()
+        deadline = park_deadline(started, self.max_park, self.wait_spent) if on_approval else None
+        # the marker is a file an operator deletes: poll it more often than the inbox needs
+        poll = 0.1 if distressed else 1.0
         try:
             while True:
                 ended = self._drain(run)
                 if ended is not None:
                     return ended
+                if distress.is_distress(run.pending) and not self.distress_marker_present():
+                    self.resolve_granted(run, "the distress marker was removed")
                 if not (self.paused or self._blocked(run)):
                     return None
                 now = engine.now()
@@ -132,19 +149,53 @@ class Gates:
                         run, "timeout", f"no answer within --max-park ({self.max_park:.0f}s)"
                     )
                 # a short poll so a SIGTERM (which only sets stop_reason) is noticed promptly
-                self.inbox.wait(1.0 if deadline is None else max(0.01, min(1.0, deadline - now)))
+                self.inbox.wait(poll if deadline is None else max(0.01, min(poll, deadline - now)))
         finally:
-            run.parked_total += engine.now() - started
+            self._parking_since = None
+            parked = engine.now() - started
+            if run.pending is not None:
+                self.wait_spent += parked
+            run.parked_total += parked
             engine.budget_event(run)
             self.publish(run)
 
     # -- approvals and re-scopes --------------------------------------------------------------
+    def open_wait(self, run: Run, pending: parking.Pending, iteration: int, **extra: Any) -> None:
+        """Register an outstanding approval and open its approval_wait bracket."""
+        engine = self.engine
+        if run.pending is not None:
+            engine.note(f"a new approval request replaces {run.pending.handle or run.pending.trace_id}")
+        run.pending = pending
+        self.wait_spent = 0.0
+        engine.log.emit("approval_wait", iter=iteration, **pending.to_wire(), **extra)
+        self.publish(run)
+
+    def _emit_resolved(self, pending: parking.Pending, outcome: str, reason: str) -> None:
+        waited = self.wait_spent
+        if self._parking_since is not None:
+            waited += self.engine.now() - self._parking_since
+        self.engine.log.emit(
+            "approval_resolved",
+            outcome=outcome,
+            reason=reason,
+            handle=pending.handle,
+            waited_s=round(waited, 3),  # parked on this wait, summed over the run's processes
+        )
+
+    def resolve_granted(self, run: Run, reason: str) -> None:
+        """Close a wait that needs no re-scope (a distress answered): the run goes on as it was."""
+        assert run.pending is not None
+        self._emit_resolved(run.pending, "granted", reason)
+        run.pending = None
+        self.wait_spent = 0.0
+        self.publish(run)
+
     def resolve_denied(self, run: Run, outcome: str, reason: str) -> LoopExit | None:
         """A deny or a --max-park timeout: a block wait has no fallback and escalates; continue notes it."""
         engine = self.engine
         pending = run.pending
         assert pending is not None
-        engine.log.emit("approval_resolved", outcome=outcome, reason=reason, handle=pending.handle)
+        self._emit_resolved(pending, outcome, reason)
         run.pending = None
         self.publish(run)
         if pending.mode is WaitMode.BLOCK:
@@ -165,12 +216,7 @@ class Gates:
         """Open a new Segment at `regime`: re-baseline the kept state under a new fingerprint."""
         engine = self.engine
         if run.pending is not None:
-            engine.log.emit(
-                "approval_resolved",
-                outcome="granted",
-                reason=f"re-scoped to {regime}",
-                handle=run.pending.handle,
-            )
+            self._emit_resolved(run.pending, "granted", f"re-scoped to {regime}")
             run.pending = None
         old = run.segment
         engine.world.restore(old.best_token)  # measure the kept state, not a leftover candidate
@@ -227,6 +273,7 @@ class Gates:
         engine = self.engine
         paths = engine.paths
         self.check_abort()
+        self._take_distress_notes()
         escalated = escalation.take_marker(paths.escalation_file, paths.state_dir / escalation.MARKER_NAME)
         if escalated is not None:
             engine.log.emit("escalation", iter=iteration, **escalated.to_wire())
@@ -238,14 +285,54 @@ class Gates:
             if isinstance(parsed, str):
                 engine.note(f"ignored the agent's approval request: {parsed}", level="warn")
             else:
-                if run.pending is not None:
-                    engine.note(
-                        f"a new approval request replaces {run.pending.handle or run.pending.trace_id}"
-                    )
-                run.pending = parsed
-                engine.log.emit("approval_wait", iter=iteration, **parsed.to_wire())
-                self.publish(run)
+                self.open_wait(run, parsed, iteration)
         return None
+
+    # -- distress -------------------------------------------------------------------------------
+    def distress_marker_present(self) -> bool:
+        return distress.read_marker(self.engine.paths.distress_dir) is not None
+
+    def _check_distress(self, run: Run) -> None:
+        """At the iteration head, after the distressed turn's row: a marker suspends the run."""
+        if distress.is_distress(run.pending):
+            return  # already suspended (a resume re-registered it): the park polls the marker
+        record = distress.read_marker(self.engine.paths.distress_dir)
+        if record is None:
+            return
+        self.open_wait(
+            run,
+            distress.pending(run.segment.regime),
+            run.iteration,
+            reason=str(record.get("reason") or ""),
+            marker=str(distress.marker_path(self.engine.paths.distress_dir)),
+        )
+
+    def _approve_distress(self, run: Run, order: Order) -> None:
+        """An operator approve answers a distress like deleting the marker does."""
+        marker = distress.marker_path(self.engine.paths.distress_dir)
+        try:
+            marker.unlink(missing_ok=True)
+        except OSError as exc:
+            self.settle(order, "rejected", f"could not remove {marker}: {exc}")
+            self.engine.note(f"approve could not clear the distress marker {marker}: {exc}", "warn")
+            return
+        self.resolve_granted(run, "approved by the operator")
+        self.settle(order, "applied", "distress cleared")
+
+    def _take_distress_notes(self) -> None:
+        """The agent's warn/info notes: a note event each now, and onto the next row."""
+        try:
+            notes = distress.take_notes(self.engine.paths.distress_dir)
+        except OSError as exc:
+            self.engine.note(f"could not read the agent's distress notes: {exc}", level="warn")
+            return
+        for note in notes:
+            self.engine.note(f"the agent says ({note['severity']}): {note['reason']}", level=note["severity"])
+        self._row_notes.extend(notes)
+
+    def take_row_notes(self) -> list[dict[str, Any]]:
+        notes, self._row_notes = self._row_notes, []
+        return notes
 
     def publish(self, run: Run) -> None:
         self.inbox.publish(
@@ -255,3 +342,18 @@ class Gates:
             segment=run.segment.index,
             fingerprint=run.segment.fingerprint,
         )
+
+
+# -- pure decisions ---------------------------------------------------------------------------
+def park_phase(*, paused: bool, distressed: bool) -> str:
+    """The phase token a park is logged and reported under; an operator pause wins."""
+    if paused:
+        return "paused"
+    return "distressed" if distressed else "parked"
+
+
+def park_deadline(started: float, max_park: float | None, spent: float) -> float | None:
+    """When a wait that already parked `spent` seconds (in earlier processes) times out."""
+    if max_park is None:
+        return None
+    return started + max(0.0, max_park - spent)

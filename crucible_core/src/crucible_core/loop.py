@@ -83,15 +83,19 @@ class Run:
     discarded: int = 0
     kept_shas: list[str] = attrs.field(factory=list)
     solved: bool = False
-    parked_total: float = 0.0
-    active_before: float = 0.0  # active seconds carried over from earlier processes
+    parked_total: float = 0.0  # parked seconds over the whole run, earlier processes included
+    parked_before: float = 0.0  # the part of parked_total earlier processes spent
+    active_before: float = 0.0  # active seconds carried over from earlier processes (parks excluded)
     started: float = attrs.field(factory=time.monotonic)
     rows: list[dict[str, Any]] = attrs.field(factory=list)
     transport_failures: int = 0
     pending: Pending | None = None  # an outstanding approval (ADR 0003)
 
     def active_seconds(self) -> float:
-        return self.active_before + (time.monotonic() - self.started) - self.parked_total
+        # active_before is already net of earlier parks: subtract only this process's
+        return (
+            self.active_before + (time.monotonic() - self.started) - (self.parked_total - self.parked_before)
+        )
 
 
 @attrs.frozen

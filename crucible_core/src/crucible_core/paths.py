@@ -58,8 +58,14 @@ class RunPaths:
     def provisioning_file(self) -> Path:
         return self.workspace / "PROVISIONING_PENDING.json"
 
+    @property
+    def distress_dir(self) -> Path:
+        # in the state directory, not the workspace: a restore or a snapshot must never touch it
+        return self.state_dir / "distress"
+
     def ensure_state_dirs(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.distress_dir.mkdir(exist_ok=True)
         self.private_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.private_dir, 0o700)
 

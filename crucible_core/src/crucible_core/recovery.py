@@ -6,7 +6,7 @@ import enum
 
 import attrs
 
-from crucible_core.fold import Folded
+from crucible_core.fold import PARKED_PHASES, Folded
 
 
 class RecoveryClass(enum.StrEnum):
@@ -58,11 +58,15 @@ def classify(f: Folded) -> Recovery:
             f.last_step or "", str(f.last_step)
         )
         return Recovery(RecoveryClass.DIED_MID_TURN, it, f"iteration {it} died during {doing}")
-    if f.last_phase in ("parked", "paused") or (
-        f.open_wait is not None and f.open_wait.get("mode") == "block"
-    ):
+    if f.last_phase in PARKED_PHASES or (f.open_wait is not None and f.open_wait.get("mode") == "block"):
+        # a distress suspend is a block-mode approval wait, so it shares this class
         wait = f.open_wait
-        what = f"approval {wait.get('handle')!r} ({wait.get('mode')})" if wait else "an operator pause"
+        if wait is not None and wait.get("handle") == "distress":
+            what = "a distress suspend (the agent paged for help)"
+        elif wait is not None:
+            what = f"approval {wait.get('handle')!r} ({wait.get('mode')})"
+        else:
+            what = "an operator pause"
         return Recovery(RecoveryClass.DIED_AWAITING_APPROVAL, f.iteration, f"died parked on {what}")
     if f.last_phase == "iteration" and f.last_phase_iter > f.iteration:
         it = f.last_phase_iter

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core import __version__
+from crucible_core import __version__, distress
 from crucible_core.budget import Budget
 from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.client import live_run
@@ -264,9 +264,7 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
     run = run_from_fold(folded, started)
     engine.world.recover()  # a SIGKILL mid-snapshot can leave a lock behind
     engine.world.restore(run.segment.best_token)  # roll a half-finished turn back to the last kept state
-    if folded.open_wait is not None:
-        run.pending = Pending.from_wire(folded.open_wait)
-        engine.note(f"re-registered the outstanding approval {run.pending.handle or run.pending.trace_id}")
+    _rearm_wait(engine, run, folded)
     engine.budget = rearm(engine.gates, engine.budget)
     if engine.gates.paused:
         engine.note("the operator's pause is still in force: parked until `crucible unpause`")
@@ -275,6 +273,24 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
         return run, run_baseline(engine, run)
     engine.write_results(run)
     return run, None
+
+
+def _rearm_wait(engine: Engine, run: Run, folded: Folded) -> None:
+    """Re-register a dangling approval wait with the park time it already used, unless it was a
+    distress whose marker is gone (answered while the run was down: close the bracket instead)."""
+    wait = folded.open_wait
+    if wait is None:
+        return
+    gates = engine.gates
+    run.pending = pending = Pending.from_wire(wait)
+    gates.wait_spent = folded.open_wait_parked_s
+    if distress.resume_rearms(wait, gates.distress_marker_present()) is False:
+        gates.resolve_granted(run, "the distress marker was gone when the run resumed")
+        return
+    engine.note(
+        f"re-registered the outstanding approval {pending.handle or pending.trace_id} "
+        f"(already parked {folded.open_wait_parked_s:.1f}s)"
+    )
 
 
 def _discard_half_made_workspace(engine: Engine) -> None:
@@ -306,6 +322,7 @@ def run_from_fold(f: Folded, started: float) -> Run:
         kept_shas=list(f.kept_shas),
         solved=f.solved,
         parked_total=f.parked_s,
+        parked_before=f.parked_s,
         active_before=f.active_s,
         started=started,
         rows=f.rows,

@@ -32,6 +32,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "rescope": ("crucible_core.cli.control_cmd:rescope", "Move a live run to a new regime (new segment)."),
     "budget": ("crucible_core.cli.control_cmd:budget", "Change a live run's iteration, cost or time budget."),
     "escalate": ("crucible_core.cli.escalate_cmd", "For agents: hand the run to a human (ESCALATION.json)."),
+    "distress": ("crucible_core.cli.distress_cmd", "For agents: page a human; error suspends the run."),
 }
 
 

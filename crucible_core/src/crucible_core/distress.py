@@ -1,0 +1,174 @@
+"""The distress channel: the agent pages a human (error suspends the run; warn and info leave notes).
+
+`crucible distress` writes here on the agent's side; the loop reads here at its own safe
+points. Both meet in one directory the engine names in $CRUCIBLE_DISTRESS_DIR: the
+`distress` marker (present means "suspended until a human looks"; deleting it is the resume
+grant) and `distress-notes.jsonl` (warn/info notes, consumed onto the next row).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from crucible_core.errors import UsageError, WorkspaceError
+from crucible_core.parking import Pending, WaitMode
+from crucible_core.paths import write_atomic
+
+SEVERITIES = ("error", "warn", "info")
+MARKER_NAME = "distress"
+NOTES_NAME = "distress-notes.jsonl"
+ENV_DIR = "CRUCIBLE_DISTRESS_DIR"
+# The approval_wait handle of a distress suspend: how the park, the resume and `status` tell it apart.
+HANDLE = "distress"
+
+
+@attrs.frozen
+class Distress:
+    severity: str
+    reason: str
+    evidence: tuple[str, ...] = ()
+    iteration: int | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "reason": self.reason,
+            "evidence": list(self.evidence),
+            "iter": self.iteration,
+        }
+
+
+def make(severity: str, reason: str, evidence: tuple[str, ...], iteration: int | None) -> Distress:
+    """Validate what the agent raises; a page without a reason tells the human nothing."""
+    if severity not in SEVERITIES:
+        raise UsageError(f"unknown severity {severity!r}", hint=f"use one of {', '.join(SEVERITIES)}")
+    if not reason.strip():
+        raise UsageError("a distress call needs a reason", hint="say what is wrong and what you tried")
+    return Distress(severity, reason.strip(), tuple(e for e in evidence if e.strip()), iteration)
+
+
+def marker_path(directory: Path) -> Path:
+    return directory / MARKER_NAME
+
+
+def notes_path(directory: Path) -> Path:
+    return directory / NOTES_NAME
+
+
+# -- the agent's side -------------------------------------------------------------------------
+def raise_error(directory: Path, distress: Distress) -> bool:
+    """Write the marker; False when it was already there (a repeat while suspended is a no-op).
+
+    Raises WorkspaceError when the marker cannot be written: then nothing is suspended, and
+    the caller must not say otherwise.
+    """
+    marker = marker_path(directory)
+    if marker.exists():
+        return False
+    record = {**distress.to_wire(), "ts": round(time.time(), 3)}
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(marker, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise WorkspaceError(
+            f"could not write the distress marker {marker}: {exc}; the run is NOT suspended",
+            hint="say so in your turn's output, or use `crucible escalate` to end the run instead",
+        ) from None
+    return True
+
+
+def add_note(directory: Path, distress: Distress) -> Path:
+    """Append a warn/info note in one write (the loop takes the file whole after the turn)."""
+    path = notes_path(directory)
+    line = json.dumps({"v": 1, **distress.to_wire(), "ts": round(time.time(), 3)}) + "\n"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise WorkspaceError(
+            f"could not write the distress note to {path}: {exc}; nothing was recorded",
+            hint="mention it in your turn's output instead",
+        ) from None
+    return path
+
+
+# -- the loop's side --------------------------------------------------------------------------
+def read_marker(directory: Path) -> dict[str, Any] | None:
+    """The marker's record when it is present; a malformed one still suspends (the agent meant to)."""
+    try:
+        data = marker_path(directory).read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    try:
+        record = json.loads(data)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        return {"severity": "error", "reason": "(the distress marker is not a JSON object)"}
+    return record
+
+
+def take_notes(directory: Path) -> list[dict[str, Any]]:
+    """Consume the pending notes: renamed away first, so a late append starts a new file."""
+    path = notes_path(directory)
+    taken = path.with_name(f".{path.name}.taken")
+    try:
+        os.replace(path, taken)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    try:
+        return _decode_notes(taken.read_bytes())
+    finally:
+        taken.unlink(missing_ok=True)
+
+
+def _decode_notes(data: bytes) -> list[dict[str, Any]]:
+    notes = []
+    for raw in data.splitlines():
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue  # a torn line: the rest still reach the row
+        if isinstance(record, dict) and record.get("severity") in ("warn", "info"):
+            notes.append(
+                {
+                    "severity": record["severity"],
+                    "reason": str(record.get("reason") or ""),
+                    "evidence": [str(e) for e in record.get("evidence") or [] if isinstance(e, str)],
+                    "iter": record.get("iter"),
+                }
+            )
+    return notes
+
+
+def pending(regime: str) -> Pending:
+    """The block-mode wait a distress suspend opens; its regime is the current one (no re-scope)."""
+    return Pending(trace_id=HANDLE, regime=regime, handle=HANDLE, mode=WaitMode.BLOCK)
+
+
+def is_distress(wait: Pending | dict[str, Any] | None) -> bool:
+    if wait is None:
+        return False
+    handle = wait.get("handle") if isinstance(wait, dict) else wait.handle
+    return handle == HANDLE
+
+
+def resume_rearms(open_wait: dict[str, Any] | None, marker_present: bool) -> bool | None:
+    """What a resume does with a dangling distress wait: True re-parks, False closes it, None: not ours.
+
+    The marker is the truth: a dangling bracket whose marker is gone was answered while the
+    run was down (or the state was rebuilt clean), so the run goes on.
+    """
+    if not is_distress(open_wait):
+        return None
+    return marker_present

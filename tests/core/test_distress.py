@@ -1,0 +1,200 @@
+"""The distress channel over the real CLI: the agent pages, the run suspends at the next head, a human answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from crucible_core.fold import fold_events
+from crucible_core.gates import park_deadline, park_phase
+from crucible_core.recovery import RecoveryClass, classify
+
+from crucible_core import distress
+from tests.cli_support import crucible_env, run_crucible
+from tests.live_support import after_last_start, domain, events, start, wait_for
+
+# At iteration $AT the agent pages as $BEHAVIOUR says (then still makes its edit); every call's
+# reply is kept in ../replies so a test can read what the agent was told.
+PROPOSER = """#!/bin/sh
+set -eu
+page() { "$PYTHON" -m crucible_core.cli.main distress "$@" >> ../replies; }
+if [ "$CRUCIBLE_ITERATION" = "${AT:-0}" ]; then
+  case "${BEHAVIOUR:-}" in
+    error) page --severity error --reason "the toolchain is missing" --evidence "cc: not found"
+           page --severity error --reason "still missing" ;;
+    notes) page --severity warn --reason "flaky network" --evidence "timeout after 30s"
+           page --severity info --reason "trying the slow path" ;;
+  esac
+fi
+echo $(( $(cat value.txt) + 1 )) > value.txt
+"""
+
+
+def marker(manifest: Path) -> Path:
+    return manifest.parent / "state" / "distress" / "distress"
+
+
+def distressed(log: list[dict[str, Any]]) -> bool:
+    return any(e["kind"] == "phase" and e["phase"] == "distressed" for e in after_last_start(log))
+
+
+def redistressed(log: list[dict[str, Any]]) -> bool:
+    """Suspended again by a resumed process (its log part starts with a recovery)."""
+    return sum(e["kind"] == "recovery" for e in log) == 1 and distressed(log)
+
+
+def test_error_suspends_at_the_next_head_and_deleting_the_marker_resumes(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, PROPOSER)
+    proc = start(manifest, "--iterations", "3", BEHAVIOUR="error", AT="1")
+    log = wait_for(manifest, proc, distressed)
+    # the distressed turn's bookkeeping happened first: its row is written and counts
+    rows = [e for e in log if e["kind"] == "row"]
+    assert [r["iter"] for r in rows] == [0, 1] and rows[-1]["verdict"] == "keep"
+    [wait] = [e for e in log if e["kind"] == "approval_wait"]
+    assert (wait["handle"], wait["mode"], wait["iter"]) == ("distress", "block", 1)
+    assert wait["reason"] == "the toolchain is missing"
+    status = json.loads(run_crucible("status", "--json", "--manifest", manifest).stdout)
+    assert status["phase"] == "distressed" and status["approval"]["handle"] == "distress"
+    replies = [json.loads(line) for line in (tmp_path / "replies").read_text().splitlines()]
+    assert replies == [{"status": "suspending"}, {"status": "suspending", "already": True}]
+    assert json.loads(marker(manifest).read_text())["reason"] == "the toolchain is missing"
+
+    marker(manifest).unlink()  # the resume grant
+    assert proc.wait(timeout=60) == 0
+    log = events(manifest)
+    [resolved] = [e for e in log if e["kind"] == "approval_resolved"]
+    assert resolved["outcome"] == "granted" and resolved["handle"] == "distress"
+    assert [r["iter"] for r in log if r["kind"] == "row"] == [0, 1, 2, 3]
+    assert [e for e in log if e["kind"] == "budget"][-1]["parked_s"] > 0
+
+
+def test_warn_and_info_notes_reach_the_next_row(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, PROPOSER)
+    proc = start(manifest, "--iterations", "3", BEHAVIOUR="notes", AT="2")
+    assert proc.wait(timeout=60) == 0, proc.communicate()
+    log = events(manifest)
+    rows = {r["iter"]: r for r in log if r["kind"] == "row"}
+    assert [(n["severity"], n["reason"], n["evidence"]) for n in rows[2]["distress"]] == [
+        ("warn", "flaky network", ["timeout after 30s"]),
+        ("info", "trying the slow path", []),
+    ]
+    assert all("distress" not in rows[i] for i in (0, 1, 3))  # consumed once
+    assert "approval_wait" not in [e["kind"] for e in log]  # notes never suspend
+    notes = [e["text"] for e in log if e["kind"] == "note" and "the agent says" in e["text"]]
+    assert len(notes) == 2 and "flaky network" in notes[0]
+    assert (tmp_path / "replies").read_text().count('"noted"') == 2
+
+
+def test_max_park_timeout_escalates(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, PROPOSER)
+    proc = start(manifest, "--iterations", "3", "--max-park", "0.3s", BEHAVIOUR="error", AT="1")
+    assert proc.wait(timeout=60) == 2
+    log = events(manifest)
+    [resolved] = [e for e in log if e["kind"] == "approval_resolved"]
+    assert (resolved["outcome"], resolved["handle"]) == ("timeout", "distress")
+    [escalation] = [e for e in log if e["kind"] == "escalation"]
+    assert "timeout" in escalation["reason"]
+    assert log[-1]["kind"] == "shutdown" and log[-1]["outcome"] == "escalated"
+
+
+def test_stop_while_distressed_and_a_resume_reparks_until_approve(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, PROPOSER)
+    proc = start(manifest, "--iterations", "3", BEHAVIOUR="error", AT="1")
+    wait_for(manifest, proc, distressed)
+    assert run_crucible("stop", "--manifest", manifest).returncode == 0
+    assert proc.wait(timeout=60) == 3
+    assert "approval_resolved" not in [e["kind"] for e in events(manifest)]
+    assert marker(manifest).exists()
+
+    resumed = start(manifest, "--resume")
+    wait_for(manifest, resumed, redistressed)  # the marker is still there: suspended again
+    approve = run_crucible("approve", "--manifest", manifest)
+    assert approve.returncode == 0, approve.stderr
+    assert resumed.wait(timeout=60) == 0, resumed.communicate()
+    assert not marker(manifest).exists()  # an approve clears the marker
+    log = events(manifest)
+    assert [(e["outcome"], e["reason"]) for e in log if e["kind"] == "approval_resolved"] == [
+        ("granted", "approved by the operator")
+    ]
+    assert [e["index"] for e in log if e["kind"] == "segment"] == [0]  # no re-scope
+    assert [r["iter"] for r in log if r["kind"] == "row"] == [0, 1, 2, 3]
+
+
+def test_a_resume_that_finds_the_marker_gone_does_not_repark(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, PROPOSER)
+    proc = start(manifest, "--iterations", "2", BEHAVIOUR="error", AT="1")
+    wait_for(manifest, proc, distressed)
+    assert run_crucible("stop", "--manifest", manifest).returncode == 0
+    assert proc.wait(timeout=60) == 3
+    marker(manifest).unlink()  # answered while the run was down
+
+    resumed = start(manifest, "--resume")
+    assert resumed.wait(timeout=60) == 0, resumed.communicate()
+    log = events(manifest)
+    assert not distressed(log)
+    [resolved] = [e for e in log if e["kind"] == "approval_resolved"]
+    assert resolved["outcome"] == "granted" and "gone" in resolved["reason"]
+    assert [r["iter"] for r in log if r["kind"] == "row"] == [0, 1, 2]
+
+
+def test_an_unwritable_marker_fails_and_claims_nothing(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    result = run_crucible("distress", "--severity", "error", "--reason", "stuck", "--dir", blocker / "d")
+    assert result.returncode == 11
+    assert result.stdout == "" and "NOT suspended" in result.stderr
+    empty = run_crucible("distress", "--severity", "warn", "--reason", " ", "--dir", tmp_path)
+    assert empty.returncode == 64 and not (tmp_path / distress.NOTES_NAME).exists()
+
+
+def test_the_engine_names_the_distress_directory_and_the_default_is_the_state_dir(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    result = run_crucible("distress", "--severity", "error", "--reason", "r", "--state-dir", state)
+    assert result.returncode == 0 and (state / "distress" / "distress").exists()
+    named = tmp_path / "named"
+    env_result = run_crucible(
+        "distress",
+        "--severity",
+        "info",
+        "--reason",
+        "r",
+        env=crucible_env(**{distress.ENV_DIR: str(named)}),
+    )
+    assert env_result.returncode == 0 and (named / distress.NOTES_NAME).exists()
+
+
+# -- pure pieces ------------------------------------------------------------------------------
+def ev(kind: str, ts: float, **fields: Any) -> dict[str, Any]:
+    return {"v": 1, "kind": kind, "ts": ts, **fields}
+
+
+def test_a_distress_wait_folds_as_an_approval_wait_with_its_parked_time() -> None:
+    log = [
+        ev("start", 100.0),
+        ev("segment", 100.1, index=0, regime="", fingerprint="fp", snapshot="t0"),
+        ev("row", 100.2, iter=0, verdict="baseline", snapshot="t0"),
+        ev("approval_wait", 101.0, iter=0, handle="distress", trace_id="distress", mode="block"),
+        ev("phase", 101.0, phase="distressed", iter=0),
+        ev("note", 104.0, text="last words before a SIGKILL"),
+        ev("start", 200.0),
+        ev("phase", 201.0, phase="distressed", iter=0),
+        ev("phase", 203.0, phase="finished", iter=0),
+    ]
+    f = fold_events(log)
+    assert distress.is_distress(f.open_wait)
+    assert f.open_wait_parked_s == 3.0 + 2.0  # each process's stretch; the gap between is not parked
+    assert f.parked_s == 5.0
+    recovery = classify(fold_events(log[:6]))
+    assert recovery.cls is RecoveryClass.DIED_AWAITING_APPROVAL and "distress" in recovery.detail
+    assert distress.resume_rearms(f.open_wait, marker_present=True) is True
+    assert distress.resume_rearms(f.open_wait, marker_present=False) is False
+    assert distress.resume_rearms({"handle": "ask-1"}, marker_present=True) is None
+
+
+def test_park_decisions() -> None:
+    assert park_phase(paused=False, distressed=True) == "distressed"
+    assert park_phase(paused=True, distressed=True) == "paused"
+    assert park_deadline(10.0, None, 5.0) is None
+    assert park_deadline(10.0, 30.0, 12.0) == 28.0
+    assert park_deadline(10.0, 30.0, 45.0) == 10.0  # already over: times out at once
