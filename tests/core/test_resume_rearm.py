@@ -71,4 +71,4 @@ def test_max_park_counts_the_park_time_spent_before_a_resume(tmp_path: Path) -> 
     assert resumed.wait(timeout=60) == 2, resumed.communicate()
     [resolved] = [e for e in events(manifest) if e["kind"] == "approval_resolved"]
     assert resolved["outcome"] == "timeout" and resolved["handle"] == "ask-9"
-    assert resolved["waited_s"] >= first_park
+    assert resolved["waited_s"] >= first_park - 0.01  # both are rounded to the millisecond
