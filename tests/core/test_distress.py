@@ -56,6 +56,7 @@ def test_error_suspends_at_the_next_head_and_deleting_the_marker_resumes(tmp_pat
     assert wait["reason"] == "the toolchain is missing"
     status = json.loads(run_crucible("status", "--json", "--manifest", manifest).stdout)
     assert status["phase"] == "distressed" and status["approval"]["handle"] == "distress"
+    assert str(marker(manifest)) in run_crucible("status", "--manifest", manifest).stdout
     replies = [json.loads(line) for line in (tmp_path / "replies").read_text().splitlines()]
     assert replies == [{"status": "suspending"}, {"status": "suspending", "already": True}]
     assert json.loads(marker(manifest).read_text())["reason"] == "the toolchain is missing"

@@ -17,6 +17,9 @@ Make one focused change per turn, toward the goal. A judge you cannot see measur
 workspace after your turn; the change is kept only if it is strictly better. RESULTS.md
 holds the history of earlier turns. If the objective cannot be reached as specified,
 run `crucible escalate --category infeasible --reason ... --evidence ...` and end your turn.
+If the run cannot go on without a human (the same environment failure every turn, a missing
+tool or permission), run `crucible distress --severity error --reason ... --evidence ...`
+and end your turn: the run waits for a human. `--severity warn` or `info` only leaves a note.
 """
 
 

@@ -135,4 +135,11 @@ def status(manifest: Path, state_dir: Path | None, as_json: bool) -> None:
         click.echo("paused by the operator (`crucible unpause` continues)")
     if st.get("approval"):
         a = st["approval"]
-        click.echo(f"approval pending ({a.get('mode')}): {a.get('trace_id')} {a.get('handle')}")
+        if a.get("handle") == "distress":
+            from crucible_core.control.client import state_dir_for
+
+            marker = state_dir_for(manifest, state_dir) / "distress" / "distress"
+            click.echo(f"suspended by the agent's distress call: read {marker}, then delete it")
+            click.echo("  (or `crucible approve`) to resume, or `crucible stop`")
+        else:
+            click.echo(f"approval pending ({a.get('mode')}): {a.get('trace_id')} {a.get('handle')}")
