@@ -129,3 +129,17 @@ def test_torn_and_blank_lines_are_skipped(tmp_path: Path) -> None:
     assert f.events == len(lines)
     assert f.kept_shas == ["sha1"]
     assert fold_path(tmp_path / "absent.jsonl").events == 0
+
+
+def test_a_park_closed_by_its_budget_event_is_counted_once() -> None:
+    log = [
+        *head(),
+        ev("phase", 102.0, phase="parked", iter=0),
+        # the park's own closing budget event already holds its 5 s
+        ev("budget", 107.0, iterations_done=0, spent=0.0, active_s=2.0, parked_s=5.0),
+        ev("phase", 107.0, phase="iteration", iter=1),
+        ev("note", 108.0),
+    ]
+    f = fold_events(log)
+    assert f.parked_s == 5.0
+    assert f.active_s == 3.0
