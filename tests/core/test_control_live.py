@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from crucible_core.session_log import read_events
 
-from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
+from tests import live_support as live
+from tests.cli_support import run_crucible
+from tests.live_support import events
 
 # The proposer records every prompt it is given, then behaves as $BEHAVIOUR says at iteration $AT.
 PROPOSER = """#!/bin/sh
@@ -31,62 +33,20 @@ fi
 echo $(( $(cat value.txt) + 1 )) > value.txt
 """
 
-MEASURE = """#!/bin/sh
-v=$(cat value.txt)
-printf '{"valid": true, "score": %s, "solved": false, "note": "value=%s"}\\n' "$v" "$v"
-"""
-
-MANIFEST = """
-[repo]
-path = "."
-
-[workspace]
-dir = "workspace"
-setup_cmd = "mkdir -p workspace && cp value.txt propose.sh workspace/"
-inject = ["measure.sh"]
-
-[agent]
-backend = "command"
-agent_cmd = "./propose.sh"
-goal = "Raise the integer."
-
-[judge]
-measure_cmd = "./measure.sh"
-direction = "higher"
-"""
-
 
 def domain(tmp_path: Path) -> Path:
-    (tmp_path / "value.txt").write_text("0\n")
-    (tmp_path / "propose.sh").write_text(PROPOSER)
-    (tmp_path / "measure.sh").write_text(MEASURE)
-    os.chmod(tmp_path / "propose.sh", 0o755)
-    os.chmod(tmp_path / "measure.sh", 0o755)
-    (tmp_path / "crucible.toml").write_text(MANIFEST)
-    return tmp_path / "crucible.toml"
+    return live.domain(tmp_path, PROPOSER)
 
 
 def start(manifest: Path, behaviour: str, at: int, *extra: str) -> subprocess.Popen[str]:
-    env = crucible_env(BEHAVIOUR=behaviour, AT=str(at), PYTHON=sys.executable)
-    return subprocess.Popen(
-        [str(CRUCIBLE), "run", "--manifest", str(manifest), "--ui", "headless", *extra],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return live.start(manifest, *extra, BEHAVIOUR=behaviour, AT=str(at))
 
 
-def events(manifest: Path) -> list[dict]:
-    return list(read_events(manifest.parent / "state" / "session.jsonl"))
-
-
-def wait_for(manifest: Path, proc: subprocess.Popen[str], predicate) -> None:
-    deadline = time.monotonic() + 60
-    while not any(predicate(e) for e in events(manifest)):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the expected state"
-        time.sleep(0.02)
+def wait_for(
+    manifest: Path, proc: subprocess.Popen[str], predicate: Callable[[dict[str, Any]], bool]
+) -> None:
+    """Wait until some event satisfies `predicate`."""
+    live.wait_for(manifest, proc, lambda log: any(predicate(e) for e in log))
 
 
 def test_a_steer_sent_mid_turn_lands_in_the_next_prompt(tmp_path: Path) -> None:
