@@ -71,6 +71,7 @@ def test_max_cost_ends_the_run_as_budget(example) -> None:
 
 RECORDER = """#!/bin/sh
 cp "$CRUCIBLE_PROMPT_FILE" "../prompt-$CRUCIBLE_ITERATION.md"
+stat -c %a "$CRUCIBLE_PROMPT_FILE" > ../prompt-mode.txt
 ./bump.sh
 """
 
@@ -97,5 +98,5 @@ def test_prompt_renders_goal_status_and_file_steering(example) -> None:
     steers = [e for e in events(manifest) if e["kind"] == "steer"]
     assert len(steers) == 1 and steers[0]["iter"] == 1 and steers[0]["status"] == "applied"
     assert (directory / "STEER.md").read_text() == ""
-    prompt_files = list(Path(directory / "state" / "private").glob("prompt*"))
-    assert prompt_files and all(p.stat().st_mode & 0o077 == 0 for p in prompt_files)
+    assert (directory / "prompt-mode.txt").read_text().strip() == "600"  # private while the turn runs
+    assert not list(Path(directory / "state" / "private").glob("prompt*"))  # and gone after it

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,19 @@ def read_marker(directory: Path) -> dict[str, Any] | None:
     if not isinstance(record, dict):
         return {"severity": "error", "reason": "(the distress marker is not a JSON object)"}
     return record
+
+
+def redact_marker(directory: Path, redact: Callable[[str], str]) -> None:
+    """Rewrite the agent's marker through the run's redaction: it stays in the state directory
+    until a human answers, and that directory holds no secret the engine handed out."""
+    marker = marker_path(directory)
+    try:
+        text = marker.read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return
+    clean = redact(text)
+    if clean != text:
+        write_atomic(marker, clean.encode("utf-8"))
 
 
 def take_notes(directory: Path) -> list[dict[str, Any]]:

@@ -214,8 +214,10 @@ class Engine:
     def propose(self, run: Run, iteration: int) -> TurnResult:
         steer = self.gates.take_steer()
         text = self.render_prompt(run, iteration, steer)
+        # A redacted copy for scripted proposers, gone after the turn: files the run writes hold
+        # no secret (the agent itself gets the prompt whole, on stdin or through its harness).
         prompt_file = self.paths.private_dir / "prompt.md"
-        write_atomic(prompt_file, text.encode("utf-8"), mode=0o600, durable=False)
+        write_atomic(prompt_file, self.redactor.text(text).encode("utf-8"), mode=0o600, durable=False)
         env = dict(self.agent_env)
         env["CRUCIBLE_PROMPT_FILE"] = str(prompt_file)
         env["CRUCIBLE_ITERATION"] = str(iteration)
@@ -240,8 +242,11 @@ class Engine:
             # "applied" means delivered: the prompt carrying it is handed to the agent now
             self.log.emit("steer", iter=iteration, text=steer, status="applied")
             self.gates.steer_delivered(iteration)
-        with self._interruptible():
-            result = self.backend.run_turn(turn)
+        try:
+            with self._interruptible():
+                result = self.backend.run_turn(turn)
+        finally:
+            prompt_file.unlink(missing_ok=True)
         self.log.emit(
             "turn",
             iter=iteration,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +65,15 @@ def parse_marker(data: bytes) -> Escalation:
     )
 
 
-def take_marker(path: Path, keep_copy: Path) -> Escalation | None:
-    """Consume the marker (moved to the state directory, so a resume cannot trip over it again)."""
+def take_marker(path: Path, keep_copy: Path, redact: Callable[[str], str] = str) -> Escalation | None:
+    """Consume the marker (moved to the state directory, so a resume cannot trip over it again).
+
+    The kept copy is evidence the run writes, so it goes through `redact` like the session log.
+    """
     try:
         data = path.read_bytes()
     except (FileNotFoundError, IsADirectoryError):
         return None
-    write_atomic(keep_copy, data)
+    write_atomic(keep_copy, redact(data.decode("utf-8", "replace")).encode("utf-8"))
     path.unlink(missing_ok=True)
     return parse_marker(data)

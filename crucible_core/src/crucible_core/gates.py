@@ -274,7 +274,9 @@ class Gates:
         paths = engine.paths
         self.check_abort()
         self._take_distress_notes()
-        escalated = escalation.take_marker(paths.escalation_file, paths.state_dir / escalation.MARKER_NAME)
+        escalated = escalation.take_marker(
+            paths.escalation_file, paths.state_dir / escalation.MARKER_NAME, engine.redactor.text
+        )
         if escalated is not None:
             engine.log.emit("escalation", iter=iteration, **escalated.to_wire())
             reject(engine, run, iteration, f"escalated ({escalated.category}): {escalated.reason}")
@@ -299,6 +301,7 @@ class Gates:
         record = distress.read_marker(self.engine.paths.distress_dir)
         if record is None:
             return
+        distress.redact_marker(self.engine.paths.distress_dir, self.engine.redactor.text)
         self.open_wait(
             run,
             distress.pending(run.segment.regime),

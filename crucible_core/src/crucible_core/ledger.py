@@ -12,7 +12,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,14 @@ class Entry:
     key: str
     seq: int
     input: str
-    payload: dict[str, Any]
+    payload: dict[str, Any]  # as the operator sent it (this process) or as recorded (read back)
     outcome: str | None = None
     note: str = ""
+    recorded: dict[str, Any] | None = None  # the redacted payload on disk; None: same as payload
+
+    @property
+    def on_disk(self) -> dict[str, Any]:
+        return self.payload if self.recorded is None else self.recorded
 
 
 @attrs.frozen
@@ -71,9 +76,18 @@ def fold_ledger(events: Iterable[Mapping[str, Any]]) -> dict[str, Entry]:
     return entries
 
 
+def _unredacted(value: Any) -> Any:
+    return value
+
+
 class Ledger:
-    def __init__(self, path: Path) -> None:
+    """The admissions file and its index. `redact` is applied to everything written to disk:
+    an operator may paste a secret into a steer, and the file is evidence like the session log.
+    """
+
+    def __init__(self, path: Path, redact: Callable[[Any], Any] = _unredacted) -> None:
         self.path = path
+        self.redact = redact
         self._lock = threading.Lock()
         try:
             with open(path, "rb") as handle:
@@ -85,11 +99,13 @@ class Ledger:
     def admit(self, input_: str, payload: Mapping[str, Any], id_: str | None = None) -> Admission:
         """Record an input before it takes effect. Raises IdempotencyConflict, or OSError if unwritable."""
         payload = dict(payload)
+        recorded = self.redact(payload)
         with self._lock:
             if id_ is not None:
                 known = self.entries.get(id_)
                 if known is not None:
-                    if known.input != input_ or known.payload != payload:
+                    # Compared as recorded: after a resume only the redacted form is known.
+                    if known.input != input_ or known.on_disk != recorded:
                         raise IdempotencyConflict(
                             f"idempotency conflict: id {id_!r} was admitted as {known.input} "
                             "with a different payload"
@@ -105,11 +121,11 @@ class Ledger:
                     "seq": seq,
                     "ts": round(time.time(), 3),
                     "input": input_,
-                    **payload,
+                    **recorded,
                 },
             )
             self._seq = seq
-            entry = Entry(key, seq, input_, payload)
+            entry = Entry(key, seq, input_, payload, recorded=recorded)
             self.entries[key] = entry
             return Admission(entry)
 
@@ -128,7 +144,7 @@ class Ledger:
                         "key": key,
                         "outcome": outcome,
                         "ts": round(time.time(), 3),
-                        "note": note,
+                        "note": self.redact(note),
                     },
                 )
             except OSError:

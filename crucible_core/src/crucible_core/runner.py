@@ -155,7 +155,7 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
     )
     gates = engine.gates
     gates.max_park = request.max_park
-    gates.ledger = Ledger(paths.admissions)
+    gates.ledger = Ledger(paths.admissions, redact=redactor.obj)
     bridge = ControlBridge(gates.ledger, gates.inbox)
     for warning in loaded.warnings:
         engine.note(warning, level="warn")
