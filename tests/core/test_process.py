@@ -15,6 +15,8 @@ from crucible_core import process
 
 
 def processes_with(marker: str) -> list[int]:
+    """Processes with `marker` as a whole argument: the sleepers, not the shells or engines that
+    merely mention it inside a longer command line."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -23,7 +25,7 @@ def processes_with(marker: str) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if marker.encode() in cmdline:
+        if marker.encode() in cmdline.split(b"\0"):
             found.append(int(entry.name))
     return found
 
