@@ -16,6 +16,7 @@ from crucible_core.decide import better
 from crucible_core.drivers import DriverChoice, build_drivers
 from crucible_core.engine import engine_environment
 from crucible_core.errors import CrucibleError
+from crucible_core.injects import refresh_frozen
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.paths import RunPaths
 from crucible_core.plugins import Plugins
@@ -157,8 +158,6 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings) ->
         drivers = build_drivers(plugins, loaded, paths, shell)
         if created:
             prepare_workspace(loaded, paths, drivers.world, shell)
-        from crucible_core.injects import refresh_frozen
-
         refresh_frozen(loaded.injects, paths.workspace)
         done = shell.run(m.judge.measure_cmd, timeout=m.judge.measure_timeout or 3600.0)
         problem = verdict_shape_problem(done.stdout) if not done.timed_out else "measure_cmd timed out"

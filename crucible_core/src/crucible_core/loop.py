@@ -71,6 +71,13 @@ class Segment:
     best: Best = Best()
     index: int = 0  # 0 for the run's first segment; each re-scope opens the next
 
+    def adopt(self, reading: Reading, verdict: Verdict) -> None:
+        """Move the goalposts for a kept reading; the first valid one also sets the baseline."""
+        if verdict is Verdict.BASELINE:
+            self.baseline_score = reading.score
+            self.baseline_total = _baseline_total(reading)
+        self.best = advance(self.best, reading, verdict)
+
 
 @attrs.define
 class Run:
@@ -144,10 +151,7 @@ def run_baseline(engine: Engine, run: Run) -> LoopExit | None:
     reading = engine.measure(run, at)
     verdict = decide(reading, Best(), engine.direction, engine.tiebreak_direction)
     if verdict is Verdict.BASELINE:
-        seg = run.segment
-        seg.baseline_score = reading.score
-        seg.baseline_total = _baseline_total(reading)
-        seg.best = advance(seg.best, reading, verdict)
+        run.segment.adopt(reading, verdict)
     engine.row(
         run,
         iteration=at,
@@ -214,10 +218,7 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
         sha = engine.world.last_commit_sha()
         seg.best_token = token
         if engine.judge.scored:
-            if verdict is Verdict.BASELINE:
-                seg.baseline_score = reading.score
-                seg.baseline_total = _baseline_total(reading)
-            seg.best = advance(seg.best, reading, verdict)
+            seg.adopt(reading, verdict)
     wire_verdict = "discard" if verdict is Verdict.DISCARD else "keep"
     engine.row(
         run,

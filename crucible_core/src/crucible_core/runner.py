@@ -123,13 +123,14 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
     else:
         refuse_existing_workspace(loaded, paths)
     paths.ensure_state_dirs()
-    shell = Shell(cwd=paths.workspace, env=engine_environment())
+    base_env = engine_environment()
+    shell = Shell(cwd=paths.workspace, env=base_env)
     drivers = build_drivers(
         plugins, loaded, paths, shell, harness=request.options.harness, model=request.options.model
     )
     reporter = make_reporter(plugins, request.ui, budget.iterations)
     redactor = Redactor()
-    agent_env = agent_environment(engine_environment(), loaded)
+    agent_env = agent_environment(base_env, loaded)
     redactor.add_env(loaded.manifest.agent.env)
     log = SessionLog(paths.session_log, redactor)
     log.observers.append(reporter.on_event)
