@@ -102,13 +102,14 @@ def test_a_plugin_that_fails_to_import_is_listed_and_the_cli_still_works(tmp_pat
     )
     env = crucible_env(PYTHONPATH=str(site))
     listing = run_crucible("plugins", "--json", env=env)
-    assert listing.returncode == 0, listing.stderr
+    assert listing.returncode == 12, listing.stderr  # listed in full, then a non-zero exit
     report = json.loads(listing.stdout)
     failures = {f["name"]: f for f in report["failures"]}
     assert "broken_plugin" in failures
     assert failures["broken_plugin"]["distribution"] == "crucible-plugin-broken"
     assert "no such thing" in failures["broken_plugin"]["error"]
     assert any(p["distribution"] == "crucible-core" for p in report["plugins"])
+    assert run_crucible("help", env=env).returncode == 0
 
 
 def test_duplicate_world_from_a_third_party_fails_the_run_naming_both(tmp_path: Path, example) -> None:

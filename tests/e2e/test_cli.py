@@ -45,7 +45,7 @@ def test_check_passes_on_the_counter_and_leaves_no_workspace(example) -> None:
     done = run_crucible("check", "--manifest", manifest)
     assert done.returncode == 0, done.stdout
     assert "plugins: world=git judge=command backend=command" in done.stdout
-    assert "measure_cmd ran: valid=True score=0.0" in done.stdout
+    assert "judge command measured the workspace: valid=True score=0.0" in done.stdout
     assert "no [judge.selftest]" in done.stdout
     assert not (manifest.parent / "workspace").exists()
     run = run_crucible("--manifest", manifest, "--iterations", "1")

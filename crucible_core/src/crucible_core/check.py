@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import statistics
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core.contract import Direction, Reading, parse_measure_output
+from crucible_core.contract import Direction, Reading
 from crucible_core.decide import better
 from crucible_core.drivers import DriverChoice, build_drivers
 from crucible_core.engine import engine_environment
@@ -42,24 +41,10 @@ class Findings:
         return any(level == "fail" for level, _ in self.lines)
 
 
-def verdict_shape_problem(stdout: str) -> str | None:
-    """None when the last `{` line is a JSON object with a boolean "valid", else what is wrong."""
-    for line in reversed(stdout.splitlines()):
-        if line.lstrip().startswith("{"):
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                return f"the verdict line is not valid JSON ({exc.msg})"
-            if not isinstance(data, dict) or not isinstance(data.get("valid"), bool):
-                return 'the verdict line lacks the required boolean "valid"'
-            return None
-    return "measure_cmd printed no line starting with '{'"
-
-
 def unprotected_gate_paths(loaded: LoadedManifest) -> list[str]:
     """measure_cmd tokens naming files inside the workspace that no frozen inject re-copies."""
     judge = loaded.manifest.judge
-    if judge is None:
+    if judge is None or judge.measure_cmd is None:
         return []
     frozen = {entry.destination for entry in loaded.injects if entry.frozen}
     try:
@@ -158,22 +143,22 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings) ->
         drivers = build_drivers(plugins, loaded, paths, shell)
         if created:
             prepare_workspace(loaded, paths, drivers.world, shell)
-        refresh_frozen(loaded.injects, paths.workspace)
-        done = shell.run(m.judge.measure_cmd, timeout=m.judge.measure_timeout or 3600.0)
-        problem = verdict_shape_problem(done.stdout) if not done.timed_out else "measure_cmd timed out"
-        if problem:
-            findings.add("fail", f"measure contract: {problem}")
-        else:
-            reading = parse_measure_output(done.stdout, done.exit_code)
-            level = "ok" if reading.scoreable else "warn"
-            findings.add(
-                level, f"measure_cmd ran: valid={reading.valid} score={reading.score} {reading.note}".rstrip()
-            )
 
         def measure() -> Reading:
             refresh_frozen(loaded.injects, paths.workspace)
             return drivers.judge.measure(MeasureContext(iteration=0))
 
+        # Through the chosen judge, exactly as the run's baseline will measure.
+        reading = measure()
+        if reading.broken:
+            findings.add("fail", f"measure contract ({drivers.choice.judge} judge): {reading.note}")
+        else:
+            level = "ok" if reading.scoreable else "warn"
+            findings.add(
+                level,
+                f"judge {drivers.choice.judge} measured the workspace: valid={reading.valid} "
+                f"score={reading.score} {reading.note}".rstrip(),
+            )
         if m.judge.selftest is None:
             findings.add("warn", "no [judge.selftest]: the gate has not been shown to tell good from bad")
         else:

@@ -26,10 +26,13 @@ class Reading:
     solved: bool = False
     note: str = ""
     detail: Mapping[str, Any] | None = None
+    # The measurement itself failed (it hung, could not start, or broke the output contract),
+    # as opposed to a candidate the measure judged invalid. Not on the wire; `check` fails on it.
+    broken: bool = False
 
     @classmethod
-    def invalid(cls, note: str) -> Reading:
-        return cls(valid=False, note=note)
+    def invalid(cls, note: str, *, broken: bool = False) -> Reading:
+        return cls(valid=False, note=note, broken=broken)
 
     @property
     def scoreable(self) -> bool:
@@ -69,16 +72,18 @@ def parse_measure_output(stdout: str, exit_code: int) -> Reading:
         note = "measure printed no JSON verdict line"
         if exit_code != 0:
             note += f" and exited {exit_code}"
-        return Reading.invalid(note)
+        return Reading.invalid(note, broken=True)
     try:
         data = json.loads(verdict_line)
     except json.JSONDecodeError as exc:
-        return Reading.invalid(f"measure verdict is not valid JSON: {exc.msg} at column {exc.colno}")
+        return Reading.invalid(
+            f"measure verdict is not valid JSON: {exc.msg} at column {exc.colno}", broken=True
+        )
     if not isinstance(data, dict):
-        return Reading.invalid("measure verdict is not a JSON object")
+        return Reading.invalid("measure verdict is not a JSON object", broken=True)
     valid = data.get("valid")
     if not isinstance(valid, bool):
-        return Reading.invalid('measure verdict lacks the required boolean "valid"')
+        return Reading.invalid('measure verdict lacks the required boolean "valid"', broken=True)
     raw_score = data.get("score")
     score = _number(raw_score)
     note = data.get("note")

@@ -17,6 +17,7 @@ from crucible_core.contract import Direction, Reading
 from crucible_core.drivers import Drivers
 from crucible_core.gates import Gates
 from crucible_core.injects import refresh_frozen
+from crucible_core.lifecycle import Lifecycle
 from crucible_core.loop import LoopExit, Run, measure_context
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.paths import RunPaths, write_atomic
@@ -50,6 +51,7 @@ class Engine:
     method_template: str
     gates: Gates = attrs.field(default=None)
     now: Callable[[], float] = time.monotonic
+    lifecycle: Lifecycle | None = None  # plugins' turn hooks; None in tests that build an engine bare
 
     def __attrs_post_init__(self) -> None:
         if self.gates is None:
@@ -242,11 +244,16 @@ class Engine:
             # "applied" means delivered: the prompt carrying it is handed to the agent now
             self.log.emit("steer", iter=iteration, text=steer, status="applied")
             self.gates.steer_delivered(iteration)
+        if self.lifecycle is not None:
+            turn = self.lifecycle.before_turn(turn)
+        result: TurnResult | None = None
         try:
             with self._interruptible():
                 result = self.backend.run_turn(turn)
         finally:
             prompt_file.unlink(missing_ok=True)
+            if self.lifecycle is not None:
+                self.lifecycle.after_turn(turn, result)
         self.log.emit(
             "turn",
             iter=iteration,

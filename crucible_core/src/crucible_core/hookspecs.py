@@ -17,11 +17,13 @@ if TYPE_CHECKING:
 
     import click
 
+    from crucible_core.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
     from crucible_core.protocols import (
         BackendFactory,
         HarnessFactory,
         JudgeFactory,
         ReporterFactory,
+        TurnResult,
         WorldFactory,
     )
     from crucible_core.registry import Register
@@ -90,3 +92,40 @@ def crucible_read_pristine(workspace: Path, relpath: str) -> bytes | None:
 @hookspec
 def crucible_session_event(event: Mapping[str, Any]) -> None:
     """Observe one session-log event, called after the event is durably written."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Run lifecycle (see crucible_core.lifecycle for the order). Each is called once per plugin, in
+# pluggy's order; run start and before turn may refuse by raising, the other two only observe.
+
+
+@hookspec
+def crucible_run_start(context: RunContext) -> None:
+    """The run's workspace is set up (or a resume recovered it) and nothing is measured yet.
+
+    Start what the run needs (a tool server, a broker). Raising ends the run as an error.
+    """
+
+
+@hookspec
+def crucible_before_turn(context: TurnContext) -> TurnAdditions | None:
+    """An agent turn is about to start: return TurnAdditions to give it MCP servers or env.
+
+    Raising ends the run as an error; return None to add nothing.
+    """
+
+
+@hookspec
+def crucible_after_turn(context: TurnContext, result: TurnResult | None) -> None:
+    """The agent turn is over (result is None when an abort cut it short); before it is measured.
+
+    An exception is noted in the session log and otherwise ignored.
+    """
+
+
+@hookspec
+def crucible_run_end(end: RunEnd) -> None:
+    """The run is ending, on every path once run start was reached: stop what run start started.
+
+    Called before the summary and shutdown events; an exception is noted and ignored.
+    """

@@ -25,7 +25,7 @@ def component_hashes(loaded: LoadedManifest, base_commit: str) -> dict[str, str]
         "base_commit": _h(base_commit),
         "manifest": loaded.text_hash,
         "inject": inject.hexdigest(),
-        "measure_cmd": _h(m.judge.measure_cmd if m.judge else ""),
+        "measure_cmd": _h((m.judge.measure_cmd or "") if m.judge else ""),
         "direction": _h(m.judge.direction.value if m.judge else "task"),
     }
 

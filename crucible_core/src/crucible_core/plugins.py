@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 import pluggy
 
 from crucible_core import hookspecs
+from crucible_core.errors import CrucibleError, PluginError
 from crucible_core.registry import Registry
 
 ENTRY_POINT_GROUP = "crucible"
@@ -68,27 +70,83 @@ class Plugins:
                 return info.distribution
         return name
 
-    def registry(self, kind: str) -> Registry[Any]:
-        """The named drivers of one kind, collected from every plugin on first use."""
-        cached = self._registries.get(kind)
-        if cached is not None:
-            return cached
-        registry: Registry[Any] = Registry(kind)
-        caller = getattr(self.pm.hook, REGISTRATION_HOOKS[kind])
-        # Call each implementation ourselves so every registration knows whose it is.
-        for impl in reversed(caller.get_hookimpls()):
-            owner = self.distribution_of(impl.plugin)
-            impl.function(register=functools.partial(_register_into, registry, owner))
-        self._registries[kind] = registry
+    def registry(self, kind: str, *, strict: bool = True) -> Registry[Any]:
+        """The named drivers of one kind, collected from every plugin on first use.
+
+        strict (what a run wants) raises when two plugins registered one name; a listing asks
+        for strict=False and shows the conflicts instead.
+        """
+        registry = self._registries.get(kind)
+        if registry is None:
+            registry = Registry(kind)
+            caller = getattr(self.pm.hook, REGISTRATION_HOOKS[kind])
+            # Call each implementation ourselves so every registration knows whose it is.
+            for impl in reversed(caller.get_hookimpls()):
+                owner = self.distribution_of(impl.plugin)
+                try:
+                    impl.function(register=functools.partial(_register_into, registry, owner))
+                except CrucibleError:
+                    raise
+                except Exception as exc:
+                    raise PluginError(
+                        f"plugin {owner}: {caller.name} raised {type(exc).__name__}: {exc}",
+                        hint="fix or uninstall the plugin, or leave it out with CRUCIBLE_LOAD_PLUGINS",
+                    ) from exc
+            self._registries[kind] = registry
+        if strict:
+            registry.check()
         return registry
 
     def register_module(
         self, module: types.ModuleType, *, name: str, distribution: str, version: str
     ) -> None:
+        """Register one plugin module; raise PluginValidationError when it is not a valid plugin.
+
+        A function marked @hookimpl whose name is no crucible hook (a misspelling such as
+        `crucible_register_world`) and a hook-named function missing its @hookimpl mark would
+        otherwise be silent no-ops, so both refuse the whole module.
+        """
+        _refuse_unmarked_hooks(module)
         self.pm.register(module, name=name)
+        unknown = [caller.name for caller in self.pm.get_hookcallers(module) or () if not caller.has_spec()]
+        if unknown:
+            self.pm.unregister(module)
+            raise pluggy.PluginValidationError(module, "; ".join(_unknown_hook_message(n) for n in unknown))
+        self.pm.check_pending()
         hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
         self.infos.append(PluginInfo(name, distribution, version, module.__name__, hooks))
         self._registries.clear()
+
+    def implementations(self, hook: str) -> list[tuple[str, Callable[..., Any]]]:
+        """One hook's implementations in pluggy's call order, each named by its distribution.
+
+        Callers that must survive a faulty plugin call these one by one instead of through
+        `self.hook`, which stops at the first exception and cannot say whose it was.
+        """
+        caller = getattr(self.pm.hook, hook)
+        return [
+            (self.distribution_of(impl.plugin), impl.function) for impl in reversed(caller.get_hookimpls())
+        ]
+
+
+def _hook_names() -> list[str]:
+    return sorted(name for name in vars(hookspecs) if name.startswith("crucible_"))
+
+
+def _unknown_hook_message(name: str) -> str:
+    message = f"{name} is marked @hookimpl but crucible has no such hook"
+    close = difflib.get_close_matches(name, _hook_names(), n=1, cutoff=0.8)
+    return message + (f" (did you mean {close[0]}?)" if close else "")
+
+
+def _refuse_unmarked_hooks(module: types.ModuleType) -> None:
+    marker = f"{hookspecs.PROJECT}_impl"
+    for name in _hook_names():
+        function = getattr(module, name, None)
+        if callable(function) and not hasattr(function, marker):
+            raise pluggy.PluginValidationError(
+                module, f"{name} is not marked with @hookimpl (crucible_core.hookspecs.hookimpl)"
+            )
 
 
 def _register_into(registry: Registry[Any], owner: str, name: str, value: Any) -> None:

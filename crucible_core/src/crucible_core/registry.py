@@ -37,23 +37,48 @@ class Entry(Generic[T]):
     plugin: str  # the distribution (or plugin name) that registered it
 
 
+@attrs.frozen
+class Conflict:
+    """One name claimed by more than one plugin: which plugins, in registration order."""
+
+    kind: str
+    name: str
+    plugins: tuple[str, ...]
+
+    def error(self) -> PluginError:
+        return PluginError(
+            f"{self.kind} {self.name!r} is registered by both {' and '.join(self.plugins)}",
+            hint="uninstall one of them, or narrow the set with CRUCIBLE_LOAD_PLUGINS",
+        )
+
+
 @attrs.define
 class Registry(Generic[T]):
-    """All drivers of one kind ("world", "judge", ...) keyed by name."""
+    """All drivers of one kind ("world", "judge", ...) keyed by name.
+
+    A name two plugins register is kept as a conflict rather than raised at once, so a listing
+    can still show everything; `check()` (what a run calls) turns the first conflict into an error.
+    """
 
     kind: str
     entries: dict[str, Entry[T]] = attrs.field(factory=dict)
+    conflicts: dict[str, Conflict] = attrs.field(factory=dict)
 
     def add(self, name: str, value: T, plugin: str) -> None:
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {plugin} registered a {self.kind} with an empty or non-string name")
         existing = self.entries.get(name)
         if existing is not None:
-            raise PluginError(
-                f"{self.kind} {name!r} is registered by both {existing.plugin} and {plugin}",
-                hint="uninstall one of them, or narrow the set with CRUCIBLE_LOAD_PLUGINS",
-            )
+            earlier = self.conflicts.get(name)
+            owners = earlier.plugins if earlier else (existing.plugin,)
+            self.conflicts[name] = Conflict(self.kind, name, (*owners, plugin))
+            return
         self.entries[name] = Entry(name, value, plugin)
+
+    def check(self) -> None:
+        """Raise for the first name more than one plugin registered."""
+        for conflict in self.conflicts.values():
+            raise conflict.error()
 
     def names(self) -> list[str]:
         return sorted(self.entries)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,15 +21,17 @@ from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.client import live_run
 from crucible_core.control.inbox import Order
 from crucible_core.decide import Best
-from crucible_core.drivers import build_drivers
+from crucible_core.drivers import DriverChoice, build_drivers
 from crucible_core.engine import Engine, RunOptions, agent_environment, engine_environment
 from crucible_core.errors import CrucibleError, ExitCode, WorkspaceError
 from crucible_core.fold import Folded, fold_path
 from crucible_core.gates import Aborted, Gates
 from crucible_core.identity import component_hashes, run_identity
 from crucible_core.ledger import OVERRIDDEN_BY_RESUME, Ledger
+from crucible_core.lifecycle import Lifecycle, RunContext
 from crucible_core.loop import LoopExit, Run, Segment, fingerprint, run_baseline, run_loop
 from crucible_core.manifest.loader import LoadedManifest, load_manifest
+from crucible_core.observers import ObserverFanout
 from crucible_core.parking import Pending
 from crucible_core.paths import RunPaths
 from crucible_core.plugins import Plugins
@@ -122,6 +126,9 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
             return RunResult(outcome, ended, outcome.exit_code)
     else:
         refuse_existing_workspace(loaded, paths)
+    # Every name resolves (unknown or duplicate plugins fail) before anything is created on disk.
+    DriverChoice.of(loaded, harness=request.options.harness).verify(plugins)
+    plugins.registry("reporter").get(request.ui, where="--ui")
     paths.ensure_state_dirs()
     base_env = engine_environment()
     shell = Shell(cwd=paths.workspace, env=base_env)
@@ -133,8 +140,11 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
     agent_env = agent_environment(base_env, loaded)
     redactor.add_env(loaded.manifest.agent.env)
     log = SessionLog(paths.session_log, redactor)
-    log.observers.append(reporter.on_event)
-    log.observers.append(lambda event: plugins.hook.crucible_session_event(event=event))
+    fanout = ObserverFanout(note=lambda text: log.emit("note", level="warn", text=text))
+    fanout.add(f"reporter {request.ui!r}", reporter.on_event)
+    for owner, observe in plugins.implementations("crucible_session_event"):
+        fanout.add(f"plugin {owner} (crucible_session_event)", functools.partial(_observe, observe))
+    log.observers.append(fanout)
     goal = loaded.goal_text()
     m = loaded.manifest
     method = (
@@ -154,6 +164,12 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
         goal=goal,
         method_template=method,
     )
+    run_id = str(((folded.start or {}) if folded else {}).get("run_id") or uuid.uuid4().hex[:16])
+    engine.lifecycle = Lifecycle(
+        plugins,
+        RunContext(loaded, paths.workspace, paths.state_dir, paths.private_dir, run_id, request.resume),
+        note=lambda text: engine.note(text, level="warn"),
+    )
     gates = engine.gates
     gates.max_park = request.max_park
     gates.ledger = Ledger(paths.admissions, redact=redactor.obj)
@@ -168,6 +184,7 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
             log.emit(
                 "start",
                 version=__version__,
+                run_id=run_id,
                 manifest=str(loaded.path),
                 workspace=str(paths.workspace),
                 gate=drivers.judge.gate,
@@ -212,9 +229,26 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
         bridge.close()
         if exit_ is LoopExit.STOPPED:
             gates.settle_aborts()
+        engine.lifecycle.run_end(exit_.value, reason, run.iteration if run else 0)
         _finish(engine, run, exit_, reason)
-        reporter.close()
+        _close_reporter(reporter, request.ui, fanout)
     return RunResult(exit_, reason, exit_.exit_code)
+
+
+def _observe(function: Callable[..., Any], event: Any) -> None:
+    function(event=event)
+
+
+def _close_reporter(reporter: Reporter, name: str, fanout: ObserverFanout) -> None:
+    """A reporter that already failed, or fails now, costs only its own output."""
+    if f"reporter {name!r}" in fanout.disabled():
+        return
+    try:
+        reporter.close()
+    except Exception as exc:
+        sys.stderr.write(
+            f"crucible: warning: reporter {name!r} failed to close: {type(exc).__name__}: {exc}\n"
+        )
 
 
 def _fresh(engine: Engine, shell: Shell, started: float) -> Run:
@@ -231,6 +265,7 @@ def _fresh(engine: Engine, shell: Shell, started: float) -> Run:
     run = Run(segment=segment, started=started)
     engine.emit_segment(run, reason="start")
     engine.gates.publish(run)
+    engine.lifecycle.run_start()
     return run
 
 
@@ -270,6 +305,7 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
     if engine.gates.paused:
         engine.note("the operator's pause is still in force: parked until `crucible unpause`")
     engine.gates.publish(run)
+    engine.lifecycle.run_start()
     if not folded.segment_baselined:
         return run, run_baseline(engine, run)
     engine.write_results(run)

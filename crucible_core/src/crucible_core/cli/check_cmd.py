@@ -19,8 +19,9 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
 def command(manifest: Path, harness: str | None) -> None:
     """Validate a manifest and its gate without an agent turn.
 
-    Parses the manifest (unknown keys fail), resolves every referenced file, runs measure_cmd
-    once to prove the contract shape, runs [judge.selftest] when declared, and warns when the
+    Parses the manifest (unknown keys fail), resolves every referenced file and plugin name,
+    measures once through the chosen judge (for the command judge: runs measure_cmd and proves
+    the contract shape), runs [judge.selftest] when declared, and warns when the
     gate is reachable by the agent's edits. When the workspace does not exist yet it is set
     up for the check and removed afterwards. Exit 0 when nothing failed (warnings never
     fail), 13 when something did, 10 for a manifest that does not load.

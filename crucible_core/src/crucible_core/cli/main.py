@@ -17,6 +17,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("crucible_core.cli.check_cmd", "Validate a manifest and its gate without an agent turn."),
     "init": ("crucible_core.cli.init_cmd", "Scaffold a crucible.toml and a measure stub."),
     "plugins": ("crucible_core.cli.plugins_cmd", "List installed plugins, their hooks and names."),
+    "help": ("crucible_core.cli.help_cmd", "Show a user guide (manifest, cli, plugins, ...)."),
     # operator control of a live run (module:attribute when one module holds several commands)
     "status": ("crucible_core.cli.control_cmd:status", "Show where a live run stands."),
     "steer": ("crucible_core.cli.control_cmd:steer", "Deliver steering into a live run's next prompt."),

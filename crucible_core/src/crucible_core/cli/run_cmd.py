@@ -45,10 +45,10 @@ DEFAULT_ITERATIONS = 10
 )
 @click.option(
     "--ui",
-    type=click.Choice(["console", "headless", "jsonl"]),
     default="console",
     show_default=True,
-    help="How progress is shown: lines for a person, quiet, or every event as JSON on stdout.",
+    help="How progress is shown: any registered reporter (`crucible plugins` lists them); built in: "
+    "console (lines for a person), headless (quiet), jsonl (every event as JSON).",
 )
 @click.option("--resume", is_flag=True, help="Continue the run recorded in the state directory.")
 @click.option(
@@ -80,7 +80,7 @@ def command(
 
     Exit codes: 0 the run completed (iterations or budget spent, or solved); 2 the agent
     escalated; 3 stopped by an operator; 4 the run failed; 10 bad manifest; 11 workspace or
-    state conflict; 12 unknown or duplicate plugin. See docs/cli.md.
+    state conflict; 12 unknown or duplicate plugin. See `crucible help cli`.
     """
     from crucible_core.plugins import load_plugins
     from crucible_core.runner import RunRequest, execute

@@ -123,7 +123,7 @@ def structure(path: Path, raw: dict[str, Any]) -> Manifest:
         manifest = converter.structure(raw, Manifest)
     except Exception as exc:  # cattrs raises several error types; all are manifest errors here
         problems = describe_structure_error(exc)
-        raise _fail(path, "; ".join(problems), hint="see docs/manifest.md for every key") from None
+        raise _fail(path, "; ".join(problems), hint="see `crucible help manifest` for every key") from None
     _validate_rules(path, manifest)
     return manifest
 
@@ -145,8 +145,8 @@ def _validate_rules(path: Path, m: Manifest) -> None:
             raise _fail(path, "[judge.selftest].runs must be at least 1")
         if m.judge.measure_timeout is not None and m.judge.measure_timeout <= 0:
             raise _fail(path, "[judge].measure_timeout must be positive")
-        if not m.judge.measure_cmd.strip():
-            raise _fail(path, "[judge].measure_cmd is empty")
+        if m.judge_kind() == "command" and not (m.judge.measure_cmd or "").strip():
+            raise _fail(path, "[judge].measure_cmd is required (and not empty) for the command judge")
     world = m.world
     if (world.snapshot_cmd is None) != (world.restore_cmd is None):
         raise _fail(path, "[world].snapshot_cmd and [world].restore_cmd must come as a pair")

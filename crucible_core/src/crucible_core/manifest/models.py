@@ -78,8 +78,9 @@ class SelftestSection:
 
 @attrs.frozen
 class JudgeSection:
-    measure_cmd: str
     direction: Direction
+    measure_cmd: str | None = None  # required by the default "command" judge
+    kind: str | None = None  # a registered judge by name; default "command"
     tiebreak_direction: Direction | None = None
     objective: str = "score"
     selftest: SelftestSection | None = None
@@ -116,4 +117,6 @@ class Manifest:
         return self.judge is None
 
     def judge_kind(self) -> str:
-        return "task" if self.judge is None else "command"
+        if self.judge is None:
+            return "task"
+        return self.judge.kind or "command"

@@ -43,15 +43,17 @@ class CommandJudge:
 
     @classmethod
     def from_context(cls, ctx: JudgeContext) -> CommandJudge:
-        if ctx.section is None:
+        if ctx.section is None or not ctx.section.measure_cmd:
             raise ManifestError('the "command" judge needs a [judge] section with measure_cmd')
         timeout = ctx.section.measure_timeout or ctx.measure_timeout or DEFAULT_MEASURE_TIMEOUT
         return cls(ctx.section, ctx.shell, timeout)
 
     def measure(self, ctx: MeasureContext) -> Reading:
-        done = self.shell.run(self.section.measure_cmd, extra_env=measure_env(ctx), timeout=self.timeout)
+        done = self.shell.run(
+            self.section.measure_cmd or "", extra_env=measure_env(ctx), timeout=self.timeout
+        )
         if done.spawn_error or done.timed_out:
-            return Reading.invalid(f"measure_cmd {done.describe_failure()}")
+            return Reading.invalid(f"measure_cmd {done.describe_failure()}", broken=True)
         return parse_measure_output(done.stdout, done.exit_code)
 
 

@@ -1,0 +1,138 @@
+"""Run lifecycle hooks: what plugins hear at run start, around each agent turn, and at run end.
+
+Order for one process (a resume is a new process and starts again at run start):
+
+    setup (workspace, identity, baseline snapshot) or resume recovery
+    crucible_run_start
+    baseline measure (when owed)
+    per iteration: crucible_before_turn -> agent turn -> crucible_after_turn -> measure -> keep/discard
+    crucible_run_end (always, once, when run start was reached)
+
+Run start and before turn may refuse: an exception there ends the run as an error naming the
+plugin (a plugin that provides something the run relies on, such as a tool server, must not
+be skipped silently). After turn and run end only observe: an exception there is noted and the
+remaining plugins are still called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from crucible_core.errors import RunFailed
+
+if TYPE_CHECKING:
+    from crucible_core.manifest.loader import LoadedManifest
+    from crucible_core.plugins import Plugins
+    from crucible_core.protocols import Turn, TurnResult
+
+# Environment variables the engine sets for every turn; a plugin's additions never replace them.
+_ENGINE_ENV_PREFIX = "CRUCIBLE_"
+
+
+@attrs.frozen
+class RunContext:
+    """What every lifecycle hook is told about the run."""
+
+    manifest: LoadedManifest
+    workspace: Path
+    state_dir: Path
+    private_dir: Path  # mode-0700 engine state; a plugin may keep its own files in a subdirectory
+    run_id: str  # stable across resumes of one recorded run
+    resumed: bool  # this process continues a recorded run
+
+
+@attrs.frozen
+class TurnContext:
+    run: RunContext
+    iteration: int
+
+
+@attrs.frozen
+class TurnAdditions:
+    """What a crucible_before_turn implementation may add to the coming turn."""
+
+    mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)  # name -> server config (Turn.mcp_servers)
+    env: Mapping[str, str] = attrs.field(factory=dict)  # extra agent environment for this turn
+
+
+@attrs.frozen
+class RunEnd:
+    run: RunContext
+    outcome: str  # the shutdown outcome: finished, solved, budget, stopped, escalated, stalled, error
+    reason: str
+    iterations: int  # the last completed iteration
+
+
+@attrs.define
+class Lifecycle:
+    """Calls the lifecycle hooks of every plugin for one run, one implementation at a time."""
+
+    plugins: Plugins
+    context: RunContext
+    note: Callable[[str], None]  # a warning note in the session log
+    started: bool = False
+    ended: bool = False
+
+    def run_start(self) -> None:
+        self.started = True
+        for owner, function in self.plugins.implementations("crucible_run_start"):
+            try:
+                function(context=self.context)
+            except Exception as exc:
+                raise _refusal(owner, "crucible_run_start", exc) from exc
+
+    def before_turn(self, turn: Turn) -> Turn:
+        """The turn with every plugin's additions; a server name two plugins add keeps the first."""
+        context = TurnContext(self.context, turn.iteration)
+        servers = dict(turn.mcp_servers)
+        env = dict(turn.env)
+        for owner, function in self.plugins.implementations("crucible_before_turn"):
+            try:
+                added = function(context=context)
+            except Exception as exc:
+                raise _refusal(owner, "crucible_before_turn", exc) from exc
+            if added is None:
+                continue
+            if not isinstance(added, TurnAdditions):
+                raise RunFailed(
+                    f"plugin {owner}: crucible_before_turn returned {type(added).__name__}, not TurnAdditions"
+                )
+            for name, config in added.mcp_servers.items():
+                if name in servers:
+                    self.note(
+                        f"plugin {owner} added MCP server {name!r}, which the turn already has; kept the first"
+                    )
+                    continue
+                servers[name] = config
+            for key, value in added.env.items():
+                if key.startswith(_ENGINE_ENV_PREFIX):
+                    self.note(f"plugin {owner} may not set {key} (the engine owns CRUCIBLE_*); ignored")
+                    continue
+                env[key] = value
+        return attrs.evolve(turn, mcp_servers=servers, env=env)
+
+    def after_turn(self, turn: Turn, result: TurnResult | None) -> None:
+        """result is None when the turn was interrupted (an abort) before it returned."""
+        context = TurnContext(self.context, turn.iteration)
+        self._observe("crucible_after_turn", context=context, result=result)
+
+    def run_end(self, outcome: str, reason: str, iterations: int) -> None:
+        if not self.started or self.ended:
+            return
+        self.ended = True
+        self._observe("crucible_run_end", end=RunEnd(self.context, outcome, reason, iterations))
+
+    def _observe(self, hook: str, **kwargs: Any) -> None:
+        for owner, function in self.plugins.implementations(hook):
+            try:
+                function(**kwargs)
+            except Exception as exc:
+                self.note(f"plugin {owner}: {hook} raised {type(exc).__name__}: {exc} (ignored)")
+
+
+def _refusal(owner: str, hook: str, exc: Exception) -> RunFailed:
+    return RunFailed(f"plugin {owner} refused the run in {hook}: {type(exc).__name__}: {exc}")

@@ -1,0 +1,10 @@
+"""crucible-plugin-judge-pytest: a judge whose score is the number of passing tests."""
+
+from crucible_core.hookspecs import hookimpl
+
+
+@hookimpl
+def crucible_register_judges(register):
+    from crucible_judge_pytest.judge import PytestJudge  # deferred: keeps `crucible` start-up cheap
+
+    register("pytest", PytestJudge.from_context)
