@@ -131,6 +131,92 @@ def test_duplicate_world_from_a_third_party_fails_the_run_naming_both(tmp_path: 
     assert done.returncode == 12
     assert "crucible-plugin-rival" in done.stderr and "crucible-plugin-world-git" in done.stderr
     assert "Traceback" not in done.stderr
+    # names resolve before anything is created
+    assert not (manifest.parent / "state").exists() and not (manifest.parent / "workspace").exists()
+
+
+def test_a_duplicate_judge_is_listed_marked_and_fails_the_listing(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _fake_distribution(
+        site,
+        "crucible-plugin-rival",
+        "rival_plugin",
+        """
+        from crucible_core.hookspecs import hookimpl
+
+        @hookimpl
+        def crucible_register_judges(register):
+            register("command", object)
+            register("rival", object)
+        """,
+    )
+    listing = run_crucible("plugins", env=crucible_env(PYTHONPATH=str(site)))
+    assert listing.returncode == 12
+    lines = listing.stdout.splitlines()
+    # every judge plugin keeps its lines; the clashing name is marked on both
+    assert "  judge: command (CONFLICT), task" in lines
+    assert "  judge: command (CONFLICT), rival" in lines
+    assert any(
+        line.startswith("PROBLEM judge 'command' is registered by both")
+        and "crucible-plugin-judge-command" in line
+        and "crucible-plugin-rival" in line
+        for line in lines
+    )
+    report = json.loads(run_crucible("plugins", "--json", env=crucible_env(PYTHONPATH=str(site))).stdout)
+    assert report["conflicts"] == [
+        {
+            "kind": "judge",
+            "name": "command",
+            "plugins": ["crucible-plugin-judge-command", "crucible-plugin-rival"],
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "@hookimpl\ndef crucible_register_world(register):\n    register('mine', object)\n",
+            "crucible_register_world is marked @hookimpl but crucible has no such hook "
+            "(did you mean crucible_register_worlds?)",
+        ),
+        (
+            "def crucible_register_worlds(register):\n    register('mine', object)\n",
+            "crucible_register_worlds is not marked with @hookimpl",
+        ),
+    ],
+    ids=["misspelled", "unmarked"],
+)
+def test_a_hook_that_would_silently_do_nothing_is_a_load_failure(
+    tmp_path: Path, source: str, expected: str
+) -> None:
+    site = tmp_path / "site"
+    _fake_distribution(
+        site,
+        "crucible-plugin-typo",
+        "typo_plugin",
+        "from crucible_core.hookspecs import hookimpl\n\n" + source,
+    )
+    env = crucible_env(PYTHONPATH=str(site))
+    listing = run_crucible("plugins", "--json", env=env)
+    assert listing.returncode == 12
+    report = json.loads(listing.stdout)
+    assert [(f["name"], f["distribution"]) for f in report["failures"]] == [
+        ("typo_plugin", "crucible-plugin-typo")
+    ]
+    assert expected in report["failures"][0]["error"]
+    assert "typo_plugin" not in {p["name"] for p in report["plugins"]}
+
+
+def test_a_misspelled_hook_on_a_fresh_manager_is_refused_and_leaves_no_trace() -> None:
+    import pluggy
+
+    plugins = load_plugins(discover=False)
+    module = make_plugin("typo", crucible_register_judge=lambda register: register("x", object))
+    with pytest.raises(pluggy.PluginValidationError, match="did you mean crucible_register_judges"):
+        plugins.register_module(module, name="typo", distribution="crucible-plugin-typo", version="0")
+    assert plugins.infos == [] and not plugins.pm.is_registered(module)
+    plugins.pm.check_pending()  # nothing unverified is left behind
 
 
 def test_plugins_table_lists_hooks_and_names() -> None:

@@ -1,0 +1,275 @@
+"""Lifecycle hooks fire in the documented order on every way a run ends, and a faulty plugin
+(observer, reporter, after-turn or run-end hook) cannot end or corrupt a run.
+
+Each test registers a recording plugin on a fresh plugin manager next to the real standard
+plugins, and runs the real engine in-process over a copy of examples/counter.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crucible_core.budget import Budget
+from crucible_core.hookspecs import hookimpl
+from crucible_core.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+from crucible_core.plugins import Plugins, load_plugins
+from crucible_core.runner import RunRequest, execute
+from crucible_core.session_log import read_events
+
+STANDARD = ["core", "world_git", "judge_command", "backend_local"]
+
+
+class Recorder:
+    """A plugin module's hooks, appending what they hear to `calls` in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.contexts: list[RunContext] = []
+        self.on_before_turn: Callable[[int], TurnAdditions | None] = lambda _i: None
+
+    def module(self) -> types.ModuleType:
+        module = types.ModuleType("recording_plugin")
+
+        def crucible_run_start(context: RunContext) -> None:
+            self.contexts.append(context)
+            self.calls.append(("run_start", context.resumed))
+
+        def crucible_before_turn(context: TurnContext) -> TurnAdditions | None:
+            self.calls.append(("before_turn", context.iteration))
+            return self.on_before_turn(context.iteration)
+
+        def crucible_after_turn(context: TurnContext, result: Any) -> None:
+            self.calls.append(("after_turn", context.iteration, result is not None and result.ok))
+
+        def crucible_run_end(end: RunEnd) -> None:
+            self.contexts.append(end.run)
+            self.calls.append(("run_end", end.outcome, end.iterations))
+
+        def crucible_session_event(event: Any) -> None:
+            if event["kind"] == "row":
+                self.calls.append(("row", event["iter"]))
+
+        for function in (
+            crucible_run_start,
+            crucible_before_turn,
+            crucible_after_turn,
+            crucible_run_end,
+            crucible_session_event,
+        ):
+            setattr(module, function.__name__, hookimpl(function))
+        return module
+
+
+def fresh_plugins(*modules: types.ModuleType) -> Plugins:
+    plugins = load_plugins(names=STANDARD)
+    for index, module in enumerate(modules):
+        name = f"test_plugin_{index}"
+        plugins.register_module(module, name=name, distribution=f"crucible-plugin-{name}", version="0")
+    return plugins
+
+
+def run(plugins: Plugins, manifest: Path, iterations: int, *, resume: bool = False, ui: str = "headless"):
+    return execute(
+        plugins, RunRequest(manifest=manifest, budget=Budget(iterations=iterations), ui=ui, resume=resume)
+    )
+
+
+def log(manifest: Path) -> list[dict[str, Any]]:
+    return list(read_events(manifest.parent / "state" / "session.jsonl"))
+
+
+def turns(*iterations: int) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for i in iterations:
+        out += [("before_turn", i), ("after_turn", i, True), ("row", i)]
+    return out
+
+
+def test_normal_end_order_and_context(example) -> None:
+    manifest = example("counter")
+    recorder = Recorder()
+    result = run(fresh_plugins(recorder.module()), manifest, 2)
+    assert result.exit.value == "finished"
+    assert recorder.calls == [
+        ("run_start", False),
+        ("row", 0),  # the baseline comes after run start
+        *turns(1, 2),
+        ("run_end", "finished", 2),
+    ]
+    start, end = recorder.contexts
+    assert start == end and start.workspace == manifest.parent / "workspace"
+    assert start.state_dir == manifest.parent / "state" and start.private_dir.is_dir()
+    assert start.manifest.path == manifest and start.run_id
+    kinds = [e["kind"] for e in log(manifest)]
+    assert kinds[-1] == "shutdown" and kinds.count("summary") == 1
+
+
+def test_sigterm_then_resume_pair_start_and_end_each_time(example) -> None:
+    manifest = example("counter")
+    recorder = Recorder()
+
+    def terminate_on_second(iteration: int) -> None:
+        if iteration == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # a real signal, handled by the run's handler
+
+    recorder.on_before_turn = terminate_on_second
+    first = run(fresh_plugins(recorder.module()), manifest, 4)
+    assert first.exit.value == "stopped"
+    # the signal stops the run at the next iteration head: the running turn finishes and is judged
+    assert recorder.calls == [("run_start", False), ("row", 0), *turns(1, 2), ("run_end", "stopped", 2)]
+
+    again = Recorder()
+    resumed = run(fresh_plugins(again.module()), manifest, 4, resume=True)
+    assert resumed.exit.value == "finished"
+    assert again.calls == [("run_start", True), *turns(3, 4), ("run_end", "finished", 4)]
+    assert again.contexts[0].run_id == recorder.contexts[0].run_id  # one recorded run, one id
+    summary = [e for e in log(manifest) if e["kind"] == "summary"][-1]
+    assert summary["iterations"] == 4 and summary["kept"] == 4
+
+
+def test_operator_stop_ends_with_run_end(example) -> None:
+    manifest = example("counter")
+    crucible = Path(sys.executable).parent / "crucible"
+    manifest.write_text(
+        manifest.read_text().replace(
+            'agent_cmd = "./bump.sh"', f'agent_cmd = "./bump.sh && {crucible} stop -m ../crucible.toml"'
+        )
+    )
+    recorder = Recorder()
+    result = run(fresh_plugins(recorder.module()), manifest, 5)
+    assert result.exit.value == "stopped"
+    assert recorder.calls == [("run_start", False), ("row", 0), *turns(1), ("run_end", "stopped", 1)]
+
+
+def test_an_error_ends_with_run_end(example) -> None:
+    manifest = example("counter")
+    # the proposer destroys the world's history: the roll-back after a rejected turn cannot work
+    manifest.write_text(
+        manifest.read_text().replace('agent_cmd = "./bump.sh"', 'agent_cmd = "rm -rf .git; exit 1"')
+    )
+    recorder = Recorder()
+    result = run(fresh_plugins(recorder.module()), manifest, 3)
+    assert result.exit.value == "error"
+    assert recorder.calls[:3] == [("run_start", False), ("row", 0), ("before_turn", 1)]
+    assert recorder.calls[-1][:2] == ("run_end", "error")
+    assert [c[0] for c in recorder.calls].count("run_end") == 1
+    assert log(manifest)[-1]["kind"] == "shutdown"
+
+
+def test_before_turn_adds_env_and_mcp_servers(example, tmp_path: Path) -> None:
+    manifest = example("counter")
+    seen = tmp_path / "seen.txt"
+    manifest.write_text(
+        manifest.read_text().replace(
+            'agent_cmd = "./bump.sh"', f'agent_cmd = "./bump.sh && echo $FROM_PLUGIN >> {seen}"'
+        )
+    )
+    recorder = Recorder()
+    recorder.on_before_turn = lambda i: TurnAdditions(
+        env={"FROM_PLUGIN": f"turn-{i}", "CRUCIBLE_ITERATION": "spoofed"},
+        mcp_servers={"broker": {"url": "http://127.0.0.1:1/mcp"}},
+    )
+    result = run(fresh_plugins(recorder.module()), manifest, 2)
+    assert result.exit.value == "finished"
+    assert seen.read_text().split() == ["turn-1", "turn-2"]
+    notes = [e["text"] for e in log(manifest) if e["kind"] == "note"]
+    assert sum("may not set CRUCIBLE_ITERATION" in n for n in notes) == 2
+
+
+def test_a_before_turn_hook_that_raises_ends_the_run_naming_the_plugin(example) -> None:
+    manifest = example("counter")
+    recorder = Recorder()
+
+    def refuse(_iteration: int) -> None:
+        raise ConnectionError("broker unreachable")
+
+    recorder.on_before_turn = refuse
+    result = run(fresh_plugins(recorder.module()), manifest, 2)
+    assert result.exit.value == "error"
+    assert "crucible-plugin-test_plugin_0" in result.reason and "broker unreachable" in result.reason
+    assert recorder.calls[-1] == ("run_end", "error", 0)
+
+
+def raising_module(**hooks: Callable[..., Any]) -> types.ModuleType:
+    module = types.ModuleType("faulty_plugin")
+    for name, function in hooks.items():
+        setattr(module, name, hookimpl(function))
+    return module
+
+
+def test_a_raising_observer_is_disabled_and_the_run_stays_correct(example) -> None:
+    manifest = example("counter")
+    seen: list[str] = []
+
+    def observe(event: Any) -> None:
+        seen.append(event["kind"])
+        if event["kind"] == "row" and event["iter"] == 1:
+            raise RuntimeError("dashboard down")
+
+    recorder = Recorder()
+    plugins = fresh_plugins(raising_module(crucible_session_event=observe), recorder.module())
+    result = run(plugins, manifest, 3)
+    assert result.exit.value == "finished" and result.exit_code == 0
+    events = log(manifest)
+    summary = next(e for e in events if e["kind"] == "summary")
+    assert (summary["iterations"], summary["kept"]) == (3, 3)
+    faults = [e["text"] for e in events if e["kind"] == "note" and "dashboard down" in e["text"]]
+    assert len(faults) == 1 and "crucible-plugin-test_plugin_0" in faults[0]
+    assert seen.count("row") == 2  # baseline and iteration 1; nothing after it raised
+    assert [c for c in recorder.calls if c[0] == "row"] == [("row", i) for i in range(4)]  # others unaffected
+
+
+def test_a_raising_reporter_is_disabled_and_the_run_completes(example) -> None:
+    manifest = example("counter")
+
+    class Boom:
+        def on_event(self, event: Any) -> None:
+            if event["kind"] == "row":
+                raise ValueError("cannot draw")
+
+        def close(self) -> None:
+            raise AssertionError("a disabled reporter is not closed")
+
+    plugins = fresh_plugins(
+        raising_module(crucible_register_reporters=lambda register: register("boom", lambda ctx: Boom()))
+    )
+    result = run(plugins, manifest, 2, ui="boom")
+    assert result.exit_code == 0
+    events = log(manifest)
+    assert next(e for e in events if e["kind"] == "summary")["iterations"] == 2
+    faults = [e["text"] for e in events if e["kind"] == "note" and "cannot draw" in e["text"]]
+    assert len(faults) == 1 and "reporter 'boom'" in faults[0]
+
+
+def test_after_turn_and_run_end_faults_are_noted_not_fatal(example) -> None:
+    manifest = example("counter")
+
+    def after(context: Any, result: Any) -> None:
+        raise KeyError("after")
+
+    def end(end: Any) -> None:
+        raise KeyError("end")
+
+    result = run(fresh_plugins(raising_module(crucible_after_turn=after, crucible_run_end=end)), manifest, 2)
+    assert result.exit.value == "finished"
+    notes = [e["text"] for e in log(manifest) if e["kind"] == "note"]
+    assert sum("crucible_after_turn raised KeyError" in n for n in notes) == 2
+    assert sum("crucible_run_end raised KeyError" in n for n in notes) == 1
+
+
+@pytest.mark.parametrize("ui", ["nope"])
+def test_an_unknown_reporter_fails_before_anything_is_created(example, ui: str) -> None:
+    manifest = example("counter")
+    from crucible_core.errors import PluginError
+
+    with pytest.raises(PluginError) as err:
+        run(fresh_plugins(), manifest, 1, ui=ui)
+    assert "unknown reporter 'nope' in --ui" in err.value.render() and "console" in err.value.render()
+    assert not (manifest.parent / "state").exists() and not (manifest.parent / "workspace").exists()
