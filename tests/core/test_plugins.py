@@ -252,3 +252,41 @@ def test_loading_every_registry_imports_no_heavy_sdk() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=crucible_env())
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_every_driver_kind_is_chosen_by_any_registered_name(tmp_path: Path) -> None:
+    from crucible_core.drivers import DriverChoice
+    from crucible_core.manifest.loader import load_manifest
+
+    manifest = tmp_path / "crucible.toml"
+    manifest.write_text(
+        '[repo]\npath = "."\n[world]\nkind = "w3"\n[judge]\nkind = "j3"\ndirection = "higher"\n'
+        '[agent]\nbackend = "local"\nharness = "h3"\n'
+    )
+    choice = DriverChoice.of(load_manifest(manifest))
+    assert (choice.world, choice.judge, choice.backend, choice.harness) == ("w3", "j3", "local", "h3")
+    plugins = load_plugins(discover=False)
+
+    def register_all(kind: str, name: str):
+        return lambda register: register(name, object)
+
+    plugins.register_module(
+        make_plugin(
+            "third",
+            crucible_register_worlds=register_all("world", "w3"),
+            crucible_register_judges=register_all("judge", "j3"),
+            crucible_register_backends=register_all("backend", "local"),
+        ),
+        name="third",
+        distribution="crucible-plugin-third",
+        version="0",
+    )
+    with pytest.raises(PluginError, match=r"unknown harness 'h3' in \[agent\].harness; installed: none"):
+        choice.verify(plugins)
+    plugins.register_module(
+        make_plugin("harness", crucible_register_harnesses=register_all("harness", "h3")),
+        name="harness",
+        distribution="crucible-plugin-h3",
+        version="0",
+    )
+    choice.verify(plugins)  # every name resolves to the third-party drivers
