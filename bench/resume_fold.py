@@ -7,8 +7,9 @@ import random
 import shutil
 from pathlib import Path
 
-from crucible_core.fold import fold_path
 from harness import Options, Row, median, timed
+
+from crucible_core.fold import fold_path
 
 ROWS = 100_000
 TARGET = 2.0

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from crucible_core.session_log import read_events
-
 from tests.cli_support import CRUCIBLE, crucible_env
 
 MEASURE = """#!/bin/sh

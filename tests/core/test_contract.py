@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from crucible_core.contract import parse_measure_output
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from crucible_core.ledger import IdempotencyConflict, Ledger
 from crucible_core.session_log import read_events
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from crucible_core.session_log import read_events
-
 from tests import live_support as live
 from tests.cli_support import run_crucible
 from tests.live_support import events

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from crucible_core.contract import Direction, Reading
 from crucible_core.decide import Best, Verdict, advance, decide
 

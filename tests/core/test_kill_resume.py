@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crucible_core.session_log import read_events
 
+from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, EXAMPLES, crucible_env, run_crucible
 
 SLEEP = "python3 -c 'import sys, time; time.sleep(float(sys.argv[1]))' 0.08 \"$1\""

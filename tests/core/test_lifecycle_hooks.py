@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from crucible_core.budget import Budget
 from crucible_core.hookspecs import hookimpl
 from crucible_core.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext

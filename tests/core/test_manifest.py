@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from crucible_core.errors import ManifestError, UnsupportedSectionError
 from crucible_core.manifest.loader import load_manifest
 

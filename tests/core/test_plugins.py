@@ -11,12 +11,12 @@ import types
 from pathlib import Path
 
 import pytest
+
+from crucible_core import hookspecs
 from crucible_core.errors import PluginError
 from crucible_core.hookspecs import hookimpl
 from crucible_core.plugins import load_plugins, requested_names
 from crucible_core.registry import Registry
-
-from crucible_core import hookspecs
 from tests.cli_support import ROOT, crucible_env, run_crucible
 
 

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 from crucible_core.session_log import read_events
-
 from tests.cli_support import run_crucible
 from tests.live_support import domain, events, start, wait_for
 

@@ -9,7 +9,6 @@ from crucible_core.hookspecs import hookimpl
 from crucible_core.plugins import load_plugins
 from crucible_core.protocols import FailureClass, Turn, TurnResult
 from crucible_core.runner import RunRequest, execute
-
 from tests.cli_support import run_crucible
 from tests.e2e.session import assert_one_trailing_shutdown, events, rows
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from crucible_core.manifest.models import AgentSection
 from crucible_core.protocols import HarnessContext, Turn
-
 from tests.fakes.anthropic_api import FakeAnthropic
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+
 from crucible_core.errors import ManifestError
 from crucible_core.protocols import FailureClass
 from crucible_core.session_log import read_events
 from crucible_harness_claude.pricing import Usage, cost_usd
 from crucible_harness_claude.sdk_harness import AnthropicHarness
-
 from tests.cli_support import crucible_env, run_crucible
 from tests.fakes.anthropic_api import (
     STALL,

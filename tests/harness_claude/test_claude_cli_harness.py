@@ -10,9 +10,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from crucible_core.protocols import FailureClass
 from crucible_harness_claude.cli_harness import ClaudeCodeHarness
-
 from tests.fakes import mcp_stdio
 from tests.fakes.anthropic_api import (
     STALL,

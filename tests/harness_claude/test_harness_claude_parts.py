@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from crucible_core.protocols import FailureClass
 from crucible_harness_claude import launch
 from crucible_harness_claude.cli_harness import ClaudeCodeHarness
 from crucible_harness_claude.pricing import FALLBACK, PRICES, Usage, cost_usd, price_of
 from crucible_harness_claude.sessions import Cursor, SessionStateError, SessionStore, hide_cursors
 from crucible_harness_claude.toolbox import install_toolbox
-
 from tests.harness_claude.support import Recorder, harness_context, make_turn
 
 

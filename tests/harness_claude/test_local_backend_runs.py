@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from crucible_core.session_log import read_events
 
+from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, Script, Text, Thinking, call
 from tests.harness_claude.support import agent_env, live_processes_with, wait_for, write_domain

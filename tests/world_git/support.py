@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import attrs
+
 from crucible_world_git.gitworld import GitWorld
 
 GIT_ENV = {

@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+
 from crucible_core.errors import RunFailed
 from crucible_core.manifest.models import WorldSection
 from crucible_core.protocols import World, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.commandworld import CommandWorld
-
 from tests.world_git.support import git, make_base, write
 
 # The "live system" is a file beside the workspace; the domain token names its content.

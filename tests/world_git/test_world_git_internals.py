@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+
 from crucible_core.errors import RunFailed
 from crucible_world_git.index_file import quick_key, read_index
 from crucible_world_git.worktree_scan import scan_worktree
-
 from tests.world_git.support import Twin, git, write
 
 

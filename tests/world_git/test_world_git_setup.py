@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pluggy
 import pytest
+
 from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_core.hookspecs import PROJECT, crucible_read_pristine
 from crucible_core.manifest.models import WorldSection
 from crucible_world_git.excludes import exclude_pattern, render
 from crucible_world_git.gitworld import GitWorld
-
 from tests.world_git.support import git, make_base, worktree, write
 
 

@@ -5,6 +5,7 @@ import shlex
 import sys
 
 import attrs
+
 from crucible_core.contract import Reading
 from crucible_core.protocols import JudgeContext, MeasureContext
 from crucible_core.shell import Shell

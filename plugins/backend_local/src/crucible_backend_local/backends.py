@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import attrs
-from crucible_core.errors import ManifestError
-from crucible_core.protocols import BackendContext, FailureClass, Harness, Turn, TurnResult
 
 from crucible_core import process
+from crucible_core.errors import ManifestError
+from crucible_core.protocols import BackendContext, FailureClass, Harness, Turn, TurnResult
 
 
 def _tail(text: str, lines: int = 3) -> str:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from crucible_core.errors import ManifestError
-from crucible_core.protocols import FailureClass, HarnessContext, Turn, TurnResult
 
 from crucible_core import process
+from crucible_core.errors import ManifestError
+from crucible_core.protocols import FailureClass, HarnessContext, Turn, TurnResult
 from crucible_harness_claude import events, launch
 from crucible_harness_claude.cli_verdict import classify
 from crucible_harness_claude.sessions import Cursor, SessionStateError, SessionStore, hide_cursors

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from crucible_core.process import Completed
 from crucible_core.protocols import FailureClass, TurnResult
-
 from crucible_harness_claude import events
 from crucible_harness_claude.stream_json import StreamDecoder
 

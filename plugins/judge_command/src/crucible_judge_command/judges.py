@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+
 from crucible_core.contract import Reading, parse_measure_output
 from crucible_core.errors import ManifestError
 from crucible_core.manifest.models import JudgeSection

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 from crucible_core.errors import RunFailed, WorkspaceError
-
 from crucible_world_git.git_memory import GitMemory
 
 

@@ -6,12 +6,12 @@ Its token joins the two halves as "<commit id>\\t<domain token>"; only this modu
 from __future__ import annotations
 
 import attrs
+
 from crucible_core.errors import RunFailed
 from crucible_core.manifest.models import WorldSection
 from crucible_core.process import Completed
 from crucible_core.protocols import ApplyOutcome, WorldContext
 from crucible_core.shell import Shell
-
 from crucible_world_git.gitworld import GitWorld
 
 SEPARATOR = "\t"

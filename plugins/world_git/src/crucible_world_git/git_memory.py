@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from crucible_core.errors import RunFailed, WorkspaceError
-
 from crucible_world_git import checkout, excludes, head_ref
 from crucible_world_git.content_filters import ContentFilters
 from crucible_world_git.ignores import IgnoreRules

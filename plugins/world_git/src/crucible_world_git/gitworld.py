@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import attrs
-from crucible_core.protocols import ApplyOutcome, WorldContext
 
+from crucible_core.protocols import ApplyOutcome, WorldContext
 from crucible_world_git.clone import clone_into
 from crucible_world_git.git_memory import BASELINE_LABEL, GitMemory
 

@@ -9,6 +9,7 @@ import struct
 from typing import NamedTuple
 
 import attrs
+
 from crucible_core.errors import RunFailed
 
 NS_PER_S = 1_000_000_000
