@@ -274,3 +274,31 @@ def test_an_unknown_reporter_fails_before_anything_is_created(example, ui: str) 
         run(fresh_plugins(), manifest, 1, ui=ui)
     assert "unknown reporter 'nope' in --ui" in err.value.render() and "console" in err.value.render()
     assert not (manifest.parent / "state").exists() and not (manifest.parent / "workspace").exists()
+
+
+def test_before_turn_additions_reach_the_turn_first_server_name_wins(tmp_path: Path) -> None:
+    from crucible_core.lifecycle import Lifecycle
+    from crucible_core.protocols import Turn
+
+    first = raising_module(
+        crucible_before_turn=lambda context: TurnAdditions(
+            mcp_servers={"broker": {"url": "one"}}, env={"A": "1"}
+        )
+    )
+    second = raising_module(
+        crucible_before_turn=lambda context: TurnAdditions(
+            mcp_servers={"broker": {"url": "two"}, "tools": {"command": "t"}}, env={"B": "2"}
+        )
+    )
+    plugins = fresh_plugins(first, second)
+    notes: list[str] = []
+    context = RunContext(None, tmp_path, tmp_path, tmp_path, "run", False)  # type: ignore[arg-type]
+    lifecycle = Lifecycle(plugins, context, note=notes.append)
+    turn = Turn(
+        iteration=3, prompt="p", workspace=tmp_path, env={"PATH": "/bin"}, deadline_seconds=None, emit=print
+    )
+    given = lifecycle.before_turn(turn)
+    # pluggy calls the later-registered plugin first, so "two" is the first to claim "broker"
+    assert given.mcp_servers == {"broker": {"url": "two"}, "tools": {"command": "t"}}
+    assert given.env == {"PATH": "/bin", "A": "1", "B": "2"}
+    assert len(notes) == 1 and "crucible-plugin-test_plugin_0" in notes[0] and "'broker'" in notes[0]
