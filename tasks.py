@@ -27,6 +27,7 @@ MEMBERS = [
     "plugins/judge_command",
     "plugins/backend_local",
     "plugins/harness_claude",
+    "plugins/deploy_kubernetes",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The Claude Code CLI the harness tests drive, pinned; installed under .cache/ when npm exists.

@@ -18,6 +18,7 @@ class ExitCode(enum.IntEnum):
     PLUGIN = 12  # an unknown or duplicate plugin name
     CHECK_FAILED = 13  # `crucible check` found problems
     CONTROL = 14  # no run is reachable over its control bridge, or the bridge refused
+    CLUSTER = 15  # a Kubernetes API server or an image registry is unreachable or refused a request
     USAGE = 64  # bad command-line usage
 
 

@@ -1,0 +1,173 @@
+"""The deploy profile: the per-cluster facts a manifest cannot know, validated as strictly as a manifest.
+
+One small TOML file per cluster: namespaces, the service account, secret *names* (never their
+contents), resources, the loop image tag and generic environment maps. Everything else the
+renderer derives from the manifest.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import attrs
+from crucible_core.errors import ManifestError
+
+# RFC 1123 label (namespaces, secret and service-account names are DNS subdomains; a label is
+# the safe common subset) and a C-identifier-ish env name, the shapes the API server accepts.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+@attrs.frozen
+class ClusterSection:
+    namespace: str  # where the loop pod runs
+    service_account: str  # the identity the loop pod runs as
+    # namespaces the run may change (a RoleBinding grants the service account `edit` in each)
+    target_namespaces: tuple[str, ...] = ()
+    create_service_account: bool = True  # render the ServiceAccount too (off: it is provisioned elsewhere)
+
+
+@attrs.frozen
+class StateSection:
+    """Where the run keeps its state: an existing claim, or a claim the render creates."""
+
+    claim: str | None = None  # an existing PersistentVolumeClaim
+    size: str = "1Gi"  # used when the render creates `<run>-state`
+    storage_class: str | None = None
+    access_mode: str = "ReadWriteOnce"
+
+
+@attrs.frozen
+class ImageSection:
+    loop: str  # the crucible image (a tag; the render pins it to a digest)
+    pull_secret: str | None = None  # imagePullSecrets entry for a private registry
+    domains_root: str = "/opt/crucible/domains"  # where the image carries domain directories
+
+
+@attrs.frozen
+class ResourcesSection:
+    cpu_request: str = "1"
+    memory_request: str = "2Gi"
+    cpu_limit: str = "4"
+    memory_limit: str = "8Gi"
+    gpu: int = 0  # nvidia.com/gpu limit for the loop pod
+
+
+@attrs.frozen
+class SecretEnv:
+    """One environment variable the pod reads from a Secret (referenced by name, never held)."""
+
+    name: str
+    secret: str
+    key: str
+
+
+@attrs.frozen
+class DeployProfile:
+    cluster: ClusterSection
+    image: ImageSection
+    state: StateSection = StateSection()
+    resources: ResourcesSection = ResourcesSection()
+    env: dict[str, str] = attrs.field(factory=dict)
+    secret_env: tuple[SecretEnv, ...] = ()
+    labels: dict[str, str] = attrs.field(factory=dict)  # extra labels on everything rendered
+    node_selector: dict[str, str] = attrs.field(factory=dict)
+
+
+def _problems(profile: DeployProfile) -> list[str]:
+    out: list[str] = []
+
+    def name(value: str | None, where: str, pattern: re.Pattern[str] = DNS_LABEL) -> None:
+        if value is None:
+            return
+        if not value:
+            out.append(f"{where} is empty (name the Kubernetes object)")
+        elif len(value) > 253 or not pattern.match(value):
+            out.append(f"{where} = {value!r} is not a valid Kubernetes name (lowercase, digits, '-')")
+
+    c = profile.cluster
+    name(c.namespace, "[cluster].namespace")
+    name(c.service_account, "[cluster].service_account", DNS_SUBDOMAIN)
+    for i, ns in enumerate(c.target_namespaces):
+        name(ns, f"[cluster].target_namespaces[{i}]")
+    name(profile.state.claim, "[state].claim", DNS_SUBDOMAIN)
+    if profile.state.access_mode not in ("ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"):
+        out.append(
+            f"[state].access_mode = {profile.state.access_mode!r}: use ReadWriteOnce, "
+            "ReadWriteOncePod or ReadWriteMany (the run writes its state)"
+        )
+    for key in ("size",):
+        value = getattr(profile.state, key)
+        if not QUANTITY.match(value):
+            out.append(f"[state].{key} = {value!r} is not a Kubernetes quantity (1Gi, 500Mi)")
+    if not profile.image.loop.strip():
+        out.append("[image].loop is empty (name the crucible image, e.g. ghcr.io/org/crucible:0.1)")
+    name(profile.image.pull_secret, "[image].pull_secret", DNS_SUBDOMAIN)
+    if not profile.image.domains_root.startswith("/"):
+        out.append("[image].domains_root must be an absolute path inside the image")
+    r = profile.resources
+    for key in ("cpu_request", "memory_request", "cpu_limit", "memory_limit"):
+        value = getattr(r, key)
+        if not QUANTITY.match(value):
+            out.append(f"[resources].{key} = {value!r} is not a Kubernetes quantity (2, 500m, 4Gi)")
+    if r.gpu < 0:
+        out.append("[resources].gpu must be >= 0")
+    for key in profile.env:
+        if not ENV_NAME.match(key):
+            out.append(f"[env].{key} is not a valid environment variable name")
+    seen: set[str] = set()
+    for i, entry in enumerate(profile.secret_env):
+        where = f"[[secret_env]][{i}]"
+        if not ENV_NAME.match(entry.name):
+            out.append(f"{where}.name = {entry.name!r} is not a valid environment variable name")
+        name(entry.secret, f"{where}.secret", DNS_SUBDOMAIN)
+        if not entry.key:
+            out.append(f"{where}.key is empty (name the key inside Secret {entry.secret!r})")
+        elif not SECRET_KEY.match(entry.key):
+            out.append(f"{where}.key = {entry.key!r} is not a valid Secret key")
+        if entry.name in seen or entry.name in profile.env:
+            out.append(f"{where}.name = {entry.name!r} is set twice (in [env] or another [[secret_env]])")
+        seen.add(entry.name)
+    return out
+
+
+def parse_profile(path: Path, raw: dict[str, Any]) -> DeployProfile:
+    """Structure a parsed profile; every problem is reported at once, each with its key path."""
+    from crucible_core.manifest.converter import converter, describe_structure_error
+
+    try:
+        profile = converter.structure(raw, DeployProfile)
+    except Exception as exc:  # cattrs raises several error types; all are profile errors here
+        problems = describe_structure_error(exc)
+        raise ManifestError(
+            f"deploy profile {path}: {'; '.join(problems)}", hint="see docs/kubernetes.md for every key"
+        ) from None
+    problems = _problems(profile)
+    if problems:
+        raise ManifestError(
+            f"deploy profile {path}: {'; '.join(problems)}", hint="see docs/kubernetes.md for every key"
+        )
+    return profile
+
+
+def load_profile(path: Path) -> DeployProfile:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ManifestError(
+            f"deploy profile {path}: no such file", hint="pass --profile PATH (see examples/kubernetes/)"
+        ) from None
+    except OSError as exc:
+        raise ManifestError(f"deploy profile {path}: cannot read it ({exc})") from None
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ManifestError(f"deploy profile {path}: not valid TOML ({exc})", hint="fix the syntax") from None
+    return parse_profile(path, raw)
