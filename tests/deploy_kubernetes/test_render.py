@@ -1,0 +1,217 @@
+"""`crucible deploy render`: stable, valid against the Kubernetes OpenAPI schemas, strict about its inputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from crucible_core.errors import ManifestError, UsageError
+from crucible_core.manifest.loader import load_manifest
+from crucible_deploy_kubernetes import jobs
+from crucible_deploy_kubernetes.errors import ClusterError
+from crucible_deploy_kubernetes.images import resolve_digest
+from crucible_deploy_kubernetes.profile import load_profile
+from crucible_deploy_kubernetes.render import RenderOptions, render, to_wire, to_yaml
+
+from tests.cli_support import run_crucible
+from tests.deploy_kubernetes.conftest import EXAMPLE, write_profile
+
+GOLDEN = Path(__file__).parent / "golden" / "example-loop.yaml"
+K8S_VERSION = "1.37.0"
+
+
+def _validate(doc: dict) -> None:
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def _render(options: RenderOptions, profile: Path | None = None, manifest: Path | None = None):
+    return render(
+        load_manifest(manifest or EXAMPLE / "crucible.toml"),
+        load_profile(profile or EXAMPLE / "profile.toml"),
+        options,
+    )
+
+
+def test_the_example_renders_as_written_matches_the_golden_file_and_validates() -> None:
+    done = run_crucible(
+        "deploy",
+        "render",
+        "--manifest",
+        EXAMPLE / "crucible.toml",
+        "--profile",
+        EXAMPLE / "profile.toml",
+        "--no-pin",
+        "--iterations",
+        "6",
+    )
+    assert done.returncode == 0, done.stderr
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(done.stdout)
+    assert done.stdout == GOLDEN.read_text()
+    docs = list(yaml.safe_load_all(done.stdout))
+    assert [d["kind"] for d in docs] == [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "RoleBinding",
+        "PersistentVolumeClaim",
+        "Pod",
+    ]
+    for doc in docs:
+        _validate(doc)
+    pod = docs[-1]
+    assert pod["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "crucible"
+    assert pod["spec"]["restartPolicy"] == "OnFailure"
+    assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "kubernetes-state"
+    container = pod["spec"]["containers"][0]
+    assert container["args"] == ["--iterations", "6"]
+    assert "--resume" in container["command"][2] and "=== SESSION (rc=" in container["command"][2]
+    secret_env = [e for e in container["env"] if "valueFrom" in e and "secretKeyRef" in e["valueFrom"]]
+    assert secret_env == [
+        {
+            "name": "ANTHROPIC_API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "crucible-anthropic", "key": "api-key"}},
+        }
+    ]
+    edit = docs[3]
+    assert edit["metadata"]["namespace"] == "counter-rig" and edit["roleRef"]["name"] == "edit"
+
+
+def test_pack_and_playbook_renders_validate() -> None:
+    packed = _render(RenderOptions(pack=True, pack_configmap_name="counter-files"))
+    playbook = _render(RenderOptions(playbook=True, max_cost=20, max_time="2h", params=(("issue", "42"),)))
+    for obj in (*packed.objects, *playbook.objects):
+        _validate(to_wire(obj))
+    configmap = next(o for o in packed.objects if o.kind == "ConfigMap")
+    assert configmap.metadata.name == "counter-files"
+    files = {item.path for item in packed.objects[-1].spec.volumes[1].config_map.items}
+    assert {"crucible.toml", "measure.sh", "bump.sh", "value.txt"} <= files
+    assert "workspace" not in {f.split("/")[0] for f in files}
+    pod = playbook.objects[-1]
+    assert pod.spec.restart_policy == "Never"
+    assert pod.spec.volumes[0].empty_dir is not None  # a playbook pod keeps no state
+    assert pod.spec.containers[0].args == ["--max-cost", "20", "--max-time", "2h", "--param", "issue=42"]
+    assert "crucible plan run" in pod.spec.containers[0].command[2]
+    assert not any(o.kind == "PersistentVolumeClaim" for o in playbook.objects)
+
+
+def test_a_task_job_renders_valid() -> None:
+    job = jobs.render_job(
+        jobs.TaskSpec(
+            name="bench-1",
+            namespace="crucible",
+            run="counter",
+            image="ghcr.io/x/bench:1",
+            command=("./bench.sh",),
+            env={"N": "3"},
+            deadline_seconds=600,
+            gpu=1,
+            memory="8Gi",
+        )
+    )
+    wire = to_wire(job)
+    _validate(wire)
+    assert wire["spec"]["backoffLimit"] == 0
+    assert wire["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_render_is_stable() -> None:
+    options = RenderOptions(iterations=3, pack=True)
+    assert to_yaml(_render(options).objects) == to_yaml(_render(options).objects)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            RenderOptions(playbook=True, max_time="1h"),
+            "--playbook needs a positive --max-cost and a --max-time",
+        ),
+        (RenderOptions(playbook=True, max_cost=5, max_time="1h", harness="claude"), "--harness"),
+        (RenderOptions(params=(("a", "b"),)), "--param applies to --playbook only"),
+    ],
+)
+def test_mode_rules(options: RenderOptions, message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("-", r"\-")):
+        _render(options)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--pr-repo", "o/r"), ("--clusters", "c.toml"), ("--controller", None)]
+)
+def test_flags_this_version_lacks_are_refused_by_name(flag: str, value: str | None) -> None:
+    extra = [flag] if value is None else [flag, value]
+    done = run_crucible(
+        "deploy",
+        "render",
+        "-m",
+        EXAMPLE / "crucible.toml",
+        "-p",
+        EXAMPLE / "profile.toml",
+        "--no-pin",
+        *extra,
+    )
+    assert done.returncode == 64
+    assert f"{flag} is not supported by this version" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_profile_is_strict_and_names_every_key_path(tmp_path: Path) -> None:
+    text = (EXAMPLE / "profile.toml").read_text()
+    text = text.replace("[state]\n", '[state]\ncolour = "blue"\n').replace(
+        'cpu_limit = "2"', 'cpu_limit = "two"'
+    )
+    profile = write_profile(tmp_path, text)
+    with pytest.raises(ManifestError) as raised:
+        load_profile(profile)
+    assert "unknown key(s) colour in [state]" in raised.value.message
+    text = (EXAMPLE / "profile.toml").read_text().replace('cpu_limit = "2"', 'cpu_limit = "two"')
+    text = text.replace('secret = "crucible-anthropic"', 'secret = ""')
+    with pytest.raises(ManifestError) as raised:
+        load_profile(write_profile(tmp_path, text))
+    assert "[resources].cpu_limit = 'two'" in raised.value.message
+    assert "[[secret_env]][0].secret is empty" in raised.value.message
+
+
+def test_a_missing_credential_secret_is_one_line_at_render_time(tmp_path: Path) -> None:
+    manifest_dir = tmp_path / "claude-run"
+    manifest_dir.mkdir()
+    (manifest_dir / "measure.sh").write_text('#!/bin/sh\necho \'{"valid": true, "score": 1}\'\n')
+    (manifest_dir / "crucible.toml").write_text(
+        '[repo]\npath = "."\n[agent]\nharness = "claude"\ngoal = "g"\n[judge]\nmeasure_cmd = "./measure.sh"\ndirection = "higher"\n'
+    )
+    text = (EXAMPLE / "profile.toml").read_text().split("[[secret_env]]")[0]
+    profile = write_profile(tmp_path, text)
+    done = run_crucible("deploy", "render", "-m", manifest_dir / "crucible.toml", "-p", profile, "--no-pin")
+    assert done.returncode == 10, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs one of ANTHROPIC_API_KEY" in lines[0] and "[[secret_env]]" in lines[0]
+
+
+def test_image_tags_pin_to_the_registry_digest(registry, tmp_path: Path) -> None:
+    digest = registry.push("team/crucible", "0.1")
+    pinned = resolve_digest(f"{registry.host}/team/crucible:0.1")
+    assert pinned == f"{registry.host}/team/crucible:0.1@{digest}"
+    assert any(auth == "Bearer anon" for _, _, auth in registry.requests)  # the token dance happened
+    profile = write_profile(tmp_path, image=f"{registry.host}/team/crucible:0.1")
+    done = run_crucible("deploy", "render", "-m", EXAMPLE / "crucible.toml", "-p", profile)
+    assert done.returncode == 0, done.stderr
+    pod = list(yaml.safe_load_all(done.stdout))[-1]
+    assert pod["spec"]["containers"][0]["image"] == pinned
+    assert pod["metadata"]["annotations"]["crucible.dev/image-tag"] == f"{registry.host}/team/crucible:0.1"
+
+
+def test_an_unknown_tag_or_unreachable_registry_is_one_line_with_the_way_out(
+    registry, tmp_path: Path
+) -> None:
+    with pytest.raises(ClusterError, match="answered 404"):
+        resolve_digest(f"{registry.host}/team/crucible:nope")
+    profile = write_profile(tmp_path, image="127.0.0.1:9/team/crucible:0.1")  # discard port: refused
+    done = run_crucible("deploy", "render", "-m", EXAMPLE / "crucible.toml", "-p", profile)
+    assert done.returncode == 15
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "registry unreachable" in lines[0] and "--no-pin" in lines[0]
