@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.cli_support import EXAMPLES
@@ -42,3 +43,28 @@ def write_profile(
         else (EXAMPLE / "profile.toml").read_text().replace("ghcr.io/example/crucible:0.1", image)
     )
     return path
+
+
+@attrs.frozen
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]):
+    """The real `crucible` entry point, run in this process (the kubernetes import is paid once)."""
+    from crucible_core.cli.main import main
+
+    def run(*args: str | Path) -> CliResult:
+        capsys.readouterr()
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run

@@ -38,7 +38,7 @@ GROUPED = {
     ("rbac.authorization.k8s.io", "rolebindings"): "RoleBinding",
 }
 WATCH_TICK = 0.02
-WS_MAGIC = "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
+WS_MAGIC = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
