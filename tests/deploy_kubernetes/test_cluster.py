@@ -174,7 +174,7 @@ def test_remote_steer_and_stop_run_the_control_command_inside_the_pod(
 
     fake_api.exec_replies[(NS, POD)] = ("crucible: error: no run is reachable\n", 14)
     stopped = cli("remote", "stop", "--pod", POD, "--kubeconfig", kubeconfig, "--reason", "done")
-    assert stopped.returncode == 15
+    assert stopped.returncode == 14
     assert "exit 14" in stopped.stderr and "no run is reachable" in stopped.stderr
     assert fake_api.calls_to("GET", "/exec")[-1]["command"][-2:] == ["--reason", "done"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from crucible_core.errors import UsageError
+from crucible_core.errors import ControlError, UsageError
 
 DEFAULT_ITERATIONS = 10
 START_TIMEOUT = 300.0
@@ -284,7 +284,13 @@ def _remote(
 
     ns = _namespace(namespace, kubeconfig, context)
     api = cluster.connect(kubeconfig, context)
-    out = cluster.exec_in_pod(api, ns, pod, control_argv(cmd, fields))
+    code, out, err = cluster.exec_in_pod(api, ns, pod, control_argv(cmd, fields))
+    if code:
+        detail = (err or out).strip().splitlines()
+        raise ControlError(
+            f"`crucible {cmd}` in pod {ns}/{pod} failed (exit {code}): {detail[-1] if detail else 'no output'}",
+            hint="is the run still alive? `crucible ps` shows its phase",
+        )
     if as_json:
         click.echo(out.strip())
         return

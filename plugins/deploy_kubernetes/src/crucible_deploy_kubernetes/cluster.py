@@ -241,12 +241,11 @@ def follow_log(api: client.ApiClient, namespace: str, name: str, *, follow: bool
 
 def exec_in_pod(
     api: client.ApiClient, namespace: str, name: str, argv: list[str], timeout: float = 60
-) -> str:
-    """Run argv in the loop container over the API's exec stream; its stdout. Nonzero exit is an error."""
+) -> tuple[int, str, str]:
+    """Run argv in the loop container over the API's exec stream: (exit code, stdout, stderr)."""
     from kubernetes.stream import stream
 
     core = client.CoreV1Api(api)
-    what = f"exec in {namespace}/{name}"
 
     def run() -> Any:
         return stream(
@@ -262,7 +261,7 @@ def exec_in_pod(
             _preload_content=False,
         )
 
-    ws = call(what, run)
+    ws = call(f"exec in {namespace}/{name}", run)
     try:
         ws.run_forever(timeout=timeout)
         out = ws.read_stdout() or ""
@@ -271,11 +270,4 @@ def exec_in_pod(
     finally:
         with contextlib.suppress(Exception):
             ws.close()
-    if code:
-        detail = (err or out).strip().splitlines()
-        raise ClusterError(
-            f"{' '.join(argv[:2])} in pod {namespace}/{name} failed (exit {code}): "
-            f"{detail[-1] if detail else 'no output'}",
-            hint="is the run still alive? `crucible ps` shows its phase",
-        )
-    return out
+    return int(code or 0), out, err
