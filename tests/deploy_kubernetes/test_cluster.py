@@ -133,9 +133,10 @@ def test_view_renders_the_session_with_the_console_reporter(
         "pods",
         {
             "metadata": {"name": POD, "namespace": NS, "annotations": {"crucible.dev/iterations": "4"}},
-            "status": {"phase": "Succeeded"},
+            "status": {"phase": "Pending"},
         },
     )
+    fake_api.phase_script[(NS, POD)] = ["Running"]  # view waits for the container first
     ended = SESSION + _events(
         {"kind": "summary", "best_score": 2, "baseline_score": 1, "kept": 1, "discarded": 1, "spent": 0},
         {"kind": "shutdown", "outcome": "finished", "reason": "iterations spent"},
@@ -143,6 +144,7 @@ def test_view_renders_the_session_with_the_console_reporter(
     fake_api.logs[(NS, POD)] = "staging\n" + ended + "=== SESSION (rc=0) ===\n" + ended
     done = cli("view", "--pod", POD, "--kubeconfig", kubeconfig)  # namespace from the context
     assert done.returncode == 0, done.stderr
+    assert "pod crucible/kubernetes-loop: Running" in done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("crucible 0.1.0: value (higher), backend command, world git")
     assert "iter 1/4 kept" in lines[2] and "best 2" in lines[2]

@@ -12,7 +12,7 @@ from crucible_core.errors import ManifestError, UsageError
 from crucible_core.manifest.loader import load_manifest
 from crucible_deploy_kubernetes import jobs
 from crucible_deploy_kubernetes.errors import ClusterError
-from crucible_deploy_kubernetes.images import resolve_digest
+from crucible_deploy_kubernetes.images import ImageRef, resolve_digest
 from crucible_deploy_kubernetes.profile import load_profile
 from crucible_deploy_kubernetes.render import RenderOptions, render, to_wire, to_yaml
 
@@ -190,6 +190,25 @@ def test_a_missing_credential_secret_is_one_line_at_render_time(tmp_path: Path) 
     assert done.returncode == 10, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs one of ANTHROPIC_API_KEY" in lines[0] and "[[secret_env]]" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("reference", "registry", "repository", "tag", "api_base"),
+    [
+        ("ubuntu:24.04", "docker.io", "library/ubuntu", "24.04", "https://registry-1.docker.io"),
+        ("ghcr.io/org/crucible", "ghcr.io", "org/crucible", None, "https://ghcr.io"),
+        ("localhost:5000/team/img:1", "localhost:5000", "team/img", "1", "http://localhost:5000"),
+        ("127.0.0.1:5000/img:v2", "127.0.0.1:5000", "img", "v2", "http://127.0.0.1:5000"),
+    ],
+)
+def test_image_references_parse_to_their_registry(
+    reference: str, registry: str, repository: str, tag: str | None, api_base: str
+) -> None:
+    ref = ImageRef.parse(reference)
+    assert (ref.registry, ref.repository, ref.tag, ref.api_base) == (registry, repository, tag, api_base)
+    digest = "sha256:" + "a" * 64
+    assert ImageRef.parse(ref.pinned(digest)).digest == digest
+    assert resolve_digest(ref.pinned(digest)) == ref.pinned(digest)  # already pinned: no lookup
 
 
 def test_image_tags_pin_to_the_registry_digest(registry, tmp_path: Path) -> None:

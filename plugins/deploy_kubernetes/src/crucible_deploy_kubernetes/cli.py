@@ -254,6 +254,15 @@ def view_command(
     ns = _namespace(namespace, kubeconfig, context)
     api = cluster.connect(kubeconfig, context)
     target = cluster.read_pod(api, ns, pod)
+    if ((target.status.phase if target.status else None) or "Pending") == "Pending":
+        # A pending pod has no log yet: wait for its container, reporting phases on stderr.
+        cluster.wait_for_start(
+            api,
+            ns,
+            pod,
+            timeout=START_TIMEOUT,
+            on_phase=lambda p: click.echo(f"pod {ns}/{pod}: {p}", err=True),
+        )
     shown = render_events(
         cluster.follow_log(api, ns, pod, follow=not no_follow), sys.stdout, iterations_of(target)
     )
