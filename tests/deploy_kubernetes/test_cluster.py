@@ -77,7 +77,7 @@ def test_apply_then_ps_lists_the_running_pod_with_its_progress(
     assert again.returncode == 0, again.stderr
 
     fake_api.logs[(NS, POD)] = SESSION
-    listed = run_crucible("ps", "--kubeconfig", kubeconfig, "--json")
+    listed = cli("ps", "--kubeconfig", kubeconfig, "--json")
     assert listed.returncode == 0, listed.stderr
     [row] = json.loads(listed.stdout)
     assert row["name"] == POD and row["namespace"] == NS and row["phase"] == "Running"

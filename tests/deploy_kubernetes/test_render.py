@@ -143,9 +143,9 @@ def test_mode_rules(options: RenderOptions, message: str) -> None:
 @pytest.mark.parametrize(
     ("flag", "value"), [("--pr-repo", "o/r"), ("--clusters", "c.toml"), ("--controller", None)]
 )
-def test_flags_this_version_lacks_are_refused_by_name(flag: str, value: str | None) -> None:
+def test_flags_this_version_lacks_are_refused_by_name(flag: str, value: str | None, cli) -> None:
     extra = [flag] if value is None else [flag, value]
-    done = run_crucible(
+    done = cli(
         "deploy",
         "render",
         "-m",
@@ -177,7 +177,7 @@ def test_the_profile_is_strict_and_names_every_key_path(tmp_path: Path) -> None:
     assert "[[secret_env]][0].secret is empty" in raised.value.message
 
 
-def test_a_missing_credential_secret_is_one_line_at_render_time(tmp_path: Path) -> None:
+def test_a_missing_credential_secret_is_one_line_at_render_time(tmp_path: Path, cli) -> None:
     manifest_dir = tmp_path / "claude-run"
     manifest_dir.mkdir()
     (manifest_dir / "measure.sh").write_text('#!/bin/sh\necho \'{"valid": true, "score": 1}\'\n')
@@ -186,7 +186,7 @@ def test_a_missing_credential_secret_is_one_line_at_render_time(tmp_path: Path) 
     )
     text = (EXAMPLE / "profile.toml").read_text().split("[[secret_env]]")[0]
     profile = write_profile(tmp_path, text)
-    done = run_crucible("deploy", "render", "-m", manifest_dir / "crucible.toml", "-p", profile, "--no-pin")
+    done = cli("deploy", "render", "-m", manifest_dir / "crucible.toml", "-p", profile, "--no-pin")
     assert done.returncode == 10, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs one of ANTHROPIC_API_KEY" in lines[0] and "[[secret_env]]" in lines[0]
@@ -211,13 +211,13 @@ def test_image_references_parse_to_their_registry(
     assert resolve_digest(ref.pinned(digest)) == ref.pinned(digest)  # already pinned: no lookup
 
 
-def test_image_tags_pin_to_the_registry_digest(registry, tmp_path: Path) -> None:
+def test_image_tags_pin_to_the_registry_digest(registry, tmp_path: Path, cli) -> None:
     digest = registry.push("team/crucible", "0.1")
     pinned = resolve_digest(f"{registry.host}/team/crucible:0.1")
     assert pinned == f"{registry.host}/team/crucible:0.1@{digest}"
     assert any(auth == "Bearer anon" for _, _, auth in registry.requests)  # the token dance happened
     profile = write_profile(tmp_path, image=f"{registry.host}/team/crucible:0.1")
-    done = run_crucible("deploy", "render", "-m", EXAMPLE / "crucible.toml", "-p", profile)
+    done = cli("deploy", "render", "-m", EXAMPLE / "crucible.toml", "-p", profile)
     assert done.returncode == 0, done.stderr
     pod = list(yaml.safe_load_all(done.stdout))[-1]
     assert pod["spec"]["containers"][0]["image"] == pinned
@@ -225,12 +225,12 @@ def test_image_tags_pin_to_the_registry_digest(registry, tmp_path: Path) -> None
 
 
 def test_an_unknown_tag_or_unreachable_registry_is_one_line_with_the_way_out(
-    registry, tmp_path: Path
+    registry, tmp_path: Path, cli
 ) -> None:
     with pytest.raises(ClusterError, match="answered 404"):
         resolve_digest(f"{registry.host}/team/crucible:nope")
     profile = write_profile(tmp_path, image="127.0.0.1:9/team/crucible:0.1")  # discard port: refused
-    done = run_crucible("deploy", "render", "-m", EXAMPLE / "crucible.toml", "-p", profile)
+    done = cli("deploy", "render", "-m", EXAMPLE / "crucible.toml", "-p", profile)
     assert done.returncode == 15
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "registry unreachable" in lines[0] and "--no-pin" in lines[0]
