@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from crucible_deploy_kubernetes import cluster, jobs
 from crucible_deploy_kubernetes.errors import ClusterError
-
 from tests.cli_support import crucible_env, run_crucible
 from tests.deploy_kubernetes.conftest import EXAMPLE
 from tests.deploy_kubernetes.fake_apiserver import FakeApiServer

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 from crucible_deploy_kubernetes.render import LOOP_SCRIPT
-
 from tests.cli_support import crucible_env
 from tests.deploy_kubernetes.conftest import EXAMPLE
 

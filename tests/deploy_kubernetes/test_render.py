@@ -8,6 +8,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
+
 from crucible_core.errors import ManifestError, UsageError
 from crucible_core.manifest.loader import load_manifest
 from crucible_deploy_kubernetes import jobs
@@ -15,7 +16,6 @@ from crucible_deploy_kubernetes.errors import ClusterError
 from crucible_deploy_kubernetes.images import ImageRef, resolve_digest
 from crucible_deploy_kubernetes.profile import load_profile
 from crucible_deploy_kubernetes.render import RenderOptions, render, to_wire, to_yaml
-
 from tests.cli_support import run_crucible
 from tests.deploy_kubernetes.conftest import EXAMPLE, write_profile
 

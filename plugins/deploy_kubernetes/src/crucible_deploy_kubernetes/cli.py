@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+
 from crucible_core.errors import ControlError, UsageError
 
 DEFAULT_ITERATIONS = 10
@@ -111,7 +112,6 @@ def _prepare(
 ) -> Any:
     from crucible_core.budget import parse_duration
     from crucible_core.manifest.loader import load_manifest
-
     from crucible_deploy_kubernetes.images import resolve_digest
     from crucible_deploy_kubernetes.profile import load_profile
     from crucible_deploy_kubernetes.render import RenderOptions, render

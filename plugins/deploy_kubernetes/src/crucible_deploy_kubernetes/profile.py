@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from crucible_core.errors import ManifestError
 
 # RFC 1123 label (namespaces, secret and service-account names are DNS subdomains; a label is

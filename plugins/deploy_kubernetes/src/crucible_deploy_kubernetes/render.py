@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from crucible_core.errors import ManifestError, UsageError
-from crucible_core.manifest.loader import LoadedManifest
 from kubernetes import client
 
+from crucible_core.errors import ManifestError, UsageError
+from crucible_core.manifest.loader import LoadedManifest
 from crucible_deploy_kubernetes import labels as L
 from crucible_deploy_kubernetes.profile import DeployProfile
 
