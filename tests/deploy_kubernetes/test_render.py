@@ -15,7 +15,7 @@ from crucible_deploy_kubernetes import jobs
 from crucible_deploy_kubernetes.errors import ClusterError
 from crucible_deploy_kubernetes.images import ImageRef, resolve_digest
 from crucible_deploy_kubernetes.profile import load_profile
-from crucible_deploy_kubernetes.render import RenderOptions, render, to_wire, to_yaml
+from crucible_deploy_kubernetes.render import RenderOptions, pack_files, render, to_wire, to_yaml
 from tests.cli_support import run_crucible
 from tests.deploy_kubernetes.conftest import EXAMPLE, write_profile
 
@@ -234,3 +234,17 @@ def test_an_unknown_tag_or_unreachable_registry_is_one_line_with_the_way_out(
     assert done.returncode == 15
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "registry unreachable" in lines[0] and "--no-pin" in lines[0]
+
+
+def test_a_pack_carries_plain_domain_files_only(tmp_path: Path) -> None:
+    for rel in ("crucible.toml", "tools/measure.sh", "state/session.jsonl", "workspace/a.py", ".git/HEAD"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    (tmp_path / "outside").symlink_to("/etc/hostname")
+    assert [rel for rel, _ in pack_files(tmp_path, "workspace")] == ["crucible.toml", "tools/measure.sh"]
+    # A manifest whose workspace is its own directory: nothing to leave out but state and VCS data.
+    assert [rel for rel, _ in pack_files(tmp_path, ".")] == [
+        "crucible.toml",
+        "tools/measure.sh",
+        "workspace/a.py",
+    ]

@@ -183,7 +183,8 @@ def _number(value: float | None) -> str:
 
 def pack_files(directory: Path, workspace_dir: str) -> list[tuple[str, bytes]]:
     """The domain directory's files (relative posix path, bytes): no state, workspace or VCS data."""
-    skip_top = PACK_SKIP | {Path(workspace_dir).parts[0]} if workspace_dir else PACK_SKIP
+    workspace_top = Path(workspace_dir).parts[:1]  # () when the workspace is the directory itself
+    skip_top = PACK_SKIP | set(workspace_top)
     found: list[tuple[str, bytes]] = []
     for root, dirs, files in os.walk(directory, followlinks=False):
         rel_root = Path(root).relative_to(directory)
