@@ -49,12 +49,59 @@ class Reading:
         }
 
 
+# A verdict is one short JSON line; anything beyond these bounds is refused before (or while)
+# it is parsed, so hostile output cannot exhaust the parser, the stack or int conversion.
+MAX_VERDICT_CHARS = 64 * 1024
+MAX_VERDICT_DEPTH = 32
+MAX_INT_DIGITS = 300
+
+
+class _VerdictTooLarge(ValueError):
+    """An integer literal too long to be a measurement."""
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _VerdictTooLarge(f"an integer of {len(text.lstrip('-'))} digits")
+    return int(text)
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of a JSON text, strings skipped (no recursion, one pass)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def _number(value: Any) -> float | None:
     # bool is an int subclass; a JSON `true` score is a domain bug, not the number 1.
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond the float range
+        return None
     return number if math.isfinite(number) else None
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def parse_measure_output(stdout: str, exit_code: int) -> Reading:
@@ -73,12 +120,22 @@ def parse_measure_output(stdout: str, exit_code: int) -> Reading:
         if exit_code != 0:
             note += f" and exited {exit_code}"
         return Reading.invalid(note, broken=True)
+    if len(verdict_line) > MAX_VERDICT_CHARS:
+        return Reading.invalid(
+            f"measure verdict line is {len(verdict_line)} characters long (at most {MAX_VERDICT_CHARS})", broken=True
+        )
+    if _nesting_depth(verdict_line) > MAX_VERDICT_DEPTH:
+        return Reading.invalid(f"measure verdict nests deeper than {MAX_VERDICT_DEPTH} levels", broken=True)
     try:
-        data = json.loads(verdict_line)
+        data = json.loads(verdict_line, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
         return Reading.invalid(
             f"measure verdict is not valid JSON: {exc.msg} at column {exc.colno}", broken=True
         )
+    except _VerdictTooLarge as exc:
+        return Reading.invalid(f"measure verdict holds {exc} (at most {MAX_INT_DIGITS})", broken=True)
+    except (ValueError, RecursionError) as exc:  # belt and braces: never raise out of the parser
+        return Reading.invalid(f"measure verdict could not be parsed: {type(exc).__name__}", broken=True)
     if not isinstance(data, dict):
         return Reading.invalid("measure verdict is not a JSON object", broken=True)
     valid = data.get("valid")
@@ -89,11 +146,15 @@ def parse_measure_output(stdout: str, exit_code: int) -> Reading:
     note = data.get("note")
     note = note if isinstance(note, str) else ""
     if raw_score is not None and score is None:
-        note = f"score {raw_score!r} is not a finite number; {note}".rstrip("; ")
+        note = f"score {_describe(raw_score)} is not a finite number; {note}".rstrip("; ")
     solved = data.get("solved") is True
     detail = data.get("detail")
     detail = detail if isinstance(detail, dict) else None
-    tiebreak = _number(data.get("tiebreak"))
+    raw_tiebreak = data.get("tiebreak")
+    tiebreak = _number(raw_tiebreak)
+    if raw_tiebreak is not None and tiebreak is None:
+        note = f"tiebreak {_describe(raw_tiebreak)} is not a finite number; {note}".rstrip("; ")
+        valid = False
     if exit_code != 0:
         note = f"measure exited {exit_code}; {note}".rstrip("; ")
         valid = False
