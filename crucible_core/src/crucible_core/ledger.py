@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from crucible_core.control.commands import MUTATING, BadRequest, payload_of
 from crucible_core.fold import decode_lines
 
 MAX_ID_BYTES = 256
@@ -60,18 +61,51 @@ def _write_line(path: Path, record: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
-def fold_ledger(events: Iterable[Mapping[str, Any]]) -> dict[str, Entry]:
-    """Entries by key, in admission order; settled lines after the first are ignored."""
+def _admitted(ev: Mapping[str, Any]) -> Entry:
+    """An admitted line read back, validated as the bridge validated it; ValueError says what is wrong."""
+    key, seq, input_ = ev.get("key"), ev.get("seq"), ev.get("input")
+    if not valid_id(key):
+        raise ValueError("its key is not a non-empty string")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise ValueError(f"its seq {str(seq)[:40]!r} is not a whole number >= 0")
+    if not isinstance(input_, str) or input_ not in MUTATING:
+        raise ValueError(f"its input {str(input_)[:40]!r} is not a known command")
+    recorded = {k: v for k, v in ev.items() if k not in ("v", "kind", "key", "seq", "ts", "input")}
+    try:
+        checked = payload_of(str(input_), recorded)
+    except BadRequest as exc:
+        raise ValueError(str(exc)) from None
+    unknown = sorted(set(recorded) - set(checked))
+    if unknown:
+        raise ValueError(f"it carries unknown fields ({', '.join(unknown)[:80]})")
+    return Entry(str(key), seq, str(input_), checked)
+
+
+def fold_ledger(events: Iterable[Mapping[str, Any]], problems: list[str] | None = None) -> dict[str, Entry]:
+    """Entries by key, in admission order; settled lines after the first are ignored.
+
+    A damaged record (hand-edited, or written by something else) is skipped, never trusted:
+    what it would have done is not re-armed, and `problems` gets one line saying why.
+    """
     entries: dict[str, Entry] = {}
+    skipped = problems if problems is not None else []
     for ev in events:
         kind, key = ev.get("kind"), ev.get("key")
-        if not isinstance(key, str):
-            continue
-        if kind == "admitted" and key not in entries:
-            payload = {k: v for k, v in ev.items() if k not in ("v", "kind", "key", "seq", "ts", "input")}
-            entries[key] = Entry(key, int(ev.get("seq") or 0), str(ev.get("input")), payload)
-        elif kind == "settled" and key in entries and entries[key].outcome is None:
-            entries[key].outcome = str(ev.get("outcome"))
+        if kind == "admitted":
+            if isinstance(key, str) and key in entries:
+                continue
+            try:
+                entry = _admitted(ev)
+            except ValueError as exc:
+                skipped.append(f"skipped a damaged admission record ({str(key)[:40]!r}): {exc}")
+                continue
+            entries[entry.key] = entry
+        elif kind == "settled" and isinstance(key, str) and key in entries and entries[key].outcome is None:
+            outcome = ev.get("outcome")
+            if not isinstance(outcome, str) or outcome not in OUTCOMES:
+                skipped.append(f"skipped a damaged settled record for {key[:40]!r}: unknown outcome")
+                continue
+            entries[key].outcome = str(outcome)
             entries[key].note = str(ev.get("note") or "")
     return entries
 
@@ -89,11 +123,18 @@ class Ledger:
         self.path = path
         self.redact = redact
         self._lock = threading.Lock()
+        self.problems: list[str] = []  # what reading the file back skipped; the run notes them
         try:
             with open(path, "rb") as handle:
-                self.entries = fold_ledger(decode_lines(handle))
+                self.entries = fold_ledger(decode_lines(handle), self.problems)
         except FileNotFoundError:
             self.entries = {}
+        except OSError as exc:  # a directory in its place, unreadable: go on without what it held
+            self.entries = {}
+            self.problems.append(
+                f"the admission ledger {path} could not be read ({exc.strerror or exc}); "
+                "operator inputs recorded there are not re-armed, and new ones cannot be recorded until it is fixed"
+            )
         self._seq = max((e.seq for e in self.entries.values()), default=0)
 
     def admit(self, input_: str, payload: Mapping[str, Any], id_: str | None = None) -> Admission:

@@ -174,7 +174,7 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
     gates.max_park = request.max_park
     gates.ledger = Ledger(paths.admissions, redact=redactor.obj)
     bridge = ControlBridge(gates.ledger, gates.inbox)
-    for warning in loaded.warnings:
+    for warning in [*loaded.warnings, *gates.ledger.problems]:
         engine.note(warning, level="warn")
     started = time.monotonic()
     exit_, reason = LoopExit.ERROR, "engine error"

@@ -1,0 +1,76 @@
+"""Damaged state files: a bad admission ledger is skipped record by record with a note, and the run goes on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from crucible_core.ledger import Ledger
+
+from tests.live_support import domain, events, start
+
+PROPOSER = """#!/bin/sh
+mkdir -p ../prompts
+cp "$CRUCIBLE_PROMPT_FILE" "../prompts/$CRUCIBLE_ITERATION.md"
+echo $(( $(cat value.txt) + 1 )) > value.txt
+"""
+
+GOOD_STEER = {"v": 1, "kind": "admitted", "key": "good", "seq": 9, "ts": 1.0, "input": "steer", "text": "keep me"}
+DAMAGED = [
+    {"v": 1, "kind": "admitted", "key": "a", "seq": "abc", "ts": 1.0, "input": "steer", "text": "x"},
+    {"v": 1, "kind": "admitted", "key": "b", "seq": 2, "ts": 1.0, "input": "set-budget", "iterations": 3, "bogus": 3},
+    {"v": 1, "kind": "admitted", "key": "c", "seq": 3, "ts": 1.0, "input": "set-budget", "iterations": "many"},
+    {"v": 1, "kind": "admitted", "key": "d", "seq": 4, "ts": 1.0, "input": "set-budget", "iterations": -5},
+    {"v": 1, "kind": "admitted", "key": "e", "seq": 5, "ts": 1.0, "input": "launch-missiles"},
+    {"v": 1, "kind": "admitted", "key": 7, "seq": 6, "ts": 1.0, "input": "pause"},
+    {"v": 1, "kind": "admitted", "key": "f", "seq": 7, "ts": 1.0, "input": "steer", "text": ["not", "text"]},
+    {"v": 1, "kind": "settled", "key": "good", "outcome": {"odd": True}},  # after GOOD_STEER, see write_ledger
+]
+
+
+def write_ledger(path: Path, records: list[dict]) -> None:
+    records = [r for r in records if r["kind"] == "admitted"] + [r for r in records if r["kind"] != "admitted"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + "not json at all\n")
+
+
+def test_damaged_records_are_skipped_with_a_reason_each(tmp_path: Path) -> None:
+    path = tmp_path / "admissions.jsonl"
+    write_ledger(path, [*DAMAGED, GOOD_STEER])
+    ledger = Ledger(path)
+    assert list(ledger.entries) == ["good"]
+    assert ledger.entries["good"].outcome is None  # the damaged settled line did not close it
+    assert len(ledger.problems) == len(DAMAGED)
+    assert any("seq" in p for p in ledger.problems)
+    assert any("bogus" in p for p in ledger.problems)
+
+
+def test_a_directory_in_place_of_the_ledger_is_a_note_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "admissions.jsonl").mkdir()
+    ledger = Ledger(tmp_path / "admissions.jsonl")
+    assert ledger.entries == {} and "could not be read" in ledger.problems[0]
+
+
+@pytest.mark.parametrize("damage", ["records", "directory"])
+def test_a_resume_over_a_damaged_ledger_goes_on(tmp_path: Path, damage: str) -> None:
+    manifest = domain(tmp_path, PROPOSER)
+    first = start(manifest, "--iterations", "1")
+    assert first.wait(timeout=60) == 0, first.communicate()
+    admissions = manifest.parent / "state" / "admissions.jsonl"
+    if damage == "records":
+        write_ledger(admissions, [*DAMAGED, GOOD_STEER])
+    else:
+        admissions.mkdir()
+    resumed = start(manifest, "--resume", "--iterations", "2")
+    _out, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 0, err
+    assert "Traceback" not in err
+    log = events(manifest)
+    warnings = [e["text"] for e in log if e["kind"] == "note" and e["level"] == "warn"]
+    assert [e["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2]
+    if damage == "records":
+        assert sum("damaged" in w for w in warnings) == len(DAMAGED)
+        # the one sound record is re-armed and delivered
+        assert "keep me" in (tmp_path / "prompts" / "2.md").read_text()
+    else:
+        assert any("could not be read" in w for w in warnings)
