@@ -41,6 +41,7 @@ from crucible_core.recovery import FINAL_OUTCOMES, classify
 from crucible_core.redact import Redactor
 from crucible_core.session_log import SessionLog
 from crucible_core.shell import Shell
+from crucible_core.state_lock import StateLock
 from crucible_core.workspace_setup import prepare_workspace, refuse_existing_workspace
 
 
@@ -100,9 +101,26 @@ class _SignalStop:
 
 
 def execute(plugins: Plugins, request: RunRequest) -> RunResult:
-    """Run a manifest; errors before the session log exists propagate as CrucibleError."""
+    """Run a manifest; errors before the session log exists propagate as CrucibleError.
+
+    The state directory's lock is taken before anything is read or written there and held
+    until the log is closed: a second engine on the same directory is refused (StateLocked).
+    """
     loaded = load_for_run(plugins, request.manifest)
     paths = RunPaths.resolve(loaded, state_dir=request.state_dir, steer=request.steer)
+    # Every name resolves (unknown or duplicate plugins fail) before anything is created on disk.
+    DriverChoice.of(loaded, harness=request.options.harness).verify(plugins)
+    plugins.registry("reporter").get(request.ui, where="--ui")
+    lock = StateLock.acquire(paths.state_dir)
+    try:
+        return _execute_locked(plugins, request, loaded, paths, lock)
+    finally:
+        lock.release()
+
+
+def _execute_locked(
+    plugins: Plugins, request: RunRequest, loaded: LoadedManifest, paths: RunPaths, lock: StateLock
+) -> RunResult:
     budget = request.budget
     folded: Folded | None = None
     if request.resume:
@@ -126,9 +144,6 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
             return RunResult(outcome, ended, outcome.exit_code)
     else:
         refuse_existing_workspace(loaded, paths)
-    # Every name resolves (unknown or duplicate plugins fail) before anything is created on disk.
-    DriverChoice.of(loaded, harness=request.options.harness).verify(plugins)
-    plugins.registry("reporter").get(request.ui, where="--ui")
     paths.ensure_state_dirs()
     base_env = engine_environment()
     shell = Shell(cwd=paths.workspace, env=base_env)

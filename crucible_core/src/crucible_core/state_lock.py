@@ -1,0 +1,93 @@
+"""The state directory's lock: one engine per state directory, held by the OS for the run's whole life.
+
+A file's presence cannot say whether its writer still runs (control.json outlives a SIGKILL,
+and an agent can delete it); an flock on state/engine.lock is released by the kernel the
+moment its holder dies, so it answers exactly "is an engine using this directory now".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+from crucible_core.errors import WorkspaceError
+
+LOCK_NAME = "engine.lock"
+
+
+class StateLocked(WorkspaceError):
+    """Another engine holds the state directory (exit 11)."""
+
+
+class StateLock:
+    """An exclusive, non-blocking flock on <state dir>/engine.lock; the file records the holder's pid."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / LOCK_NAME
+        self._fd = -1
+
+    @classmethod
+    def acquire(cls, state_dir: Path) -> StateLock:
+        """Take the lock or raise StateLocked naming the live holder's pid."""
+        lock = cls(state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        lock._fd = lock._take()
+        return lock
+
+    def _take(self) -> int:
+        # O_CLOEXEC (Python's default): a child the run starts must never inherit the lock.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise StateLocked(
+                f"another crucible engine (pid {holder}) is running on the state directory {self.path.parent}",
+                hint="watch it with `crucible status`, `crucible stop` it, or wait for it to end",
+            ) from None
+        except OSError:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return fd
+
+    def held_in_place(self) -> bool:
+        """True while the lock file at its path is the one this engine holds."""
+        try:
+            on_disk = os.stat(self.path)
+        except OSError:
+            return False
+        own = os.fstat(self._fd)
+        return (on_disk.st_dev, on_disk.st_ino) == (own.st_dev, own.st_ino)
+
+    def reassert(self) -> bool:
+        """Re-take the lock on a fresh file when its file was deleted or replaced; True if it had to.
+
+        Raises StateLocked when another engine took the directory meanwhile.
+        """
+        if self._fd < 0 or self.held_in_place():
+            return False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = self._take()
+        os.close(self._fd)
+        self._fd = fresh
+        return True
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _read_pid(fd: int) -> str:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return "?"
+    return text if text.isdigit() else "?"
