@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
+from crucible_core.json_bounds import JsonRefused, loads_bounded
 
 
 class Direction(enum.StrEnum):
@@ -53,39 +54,6 @@ class Reading:
 # it is parsed, so hostile output cannot exhaust the parser, the stack or int conversion.
 MAX_VERDICT_CHARS = 64 * 1024
 MAX_VERDICT_DEPTH = 32
-MAX_INT_DIGITS = 300
-
-
-class _VerdictTooLarge(ValueError):
-    """An integer literal too long to be a measurement."""
-
-
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _VerdictTooLarge(f"an integer of {len(text.lstrip('-'))} digits")
-    return int(text)
-
-
-def _nesting_depth(text: str) -> int:
-    """The deepest bracket nesting of a JSON text, strings skipped (no recursion, one pass)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 def _number(value: Any) -> float | None:
@@ -120,22 +88,10 @@ def parse_measure_output(stdout: str, exit_code: int) -> Reading:
         if exit_code != 0:
             note += f" and exited {exit_code}"
         return Reading.invalid(note, broken=True)
-    if len(verdict_line) > MAX_VERDICT_CHARS:
-        return Reading.invalid(
-            f"measure verdict line is {len(verdict_line)} characters long (at most {MAX_VERDICT_CHARS})", broken=True
-        )
-    if _nesting_depth(verdict_line) > MAX_VERDICT_DEPTH:
-        return Reading.invalid(f"measure verdict nests deeper than {MAX_VERDICT_DEPTH} levels", broken=True)
     try:
-        data = json.loads(verdict_line, parse_int=_bounded_int)
-    except json.JSONDecodeError as exc:
-        return Reading.invalid(
-            f"measure verdict is not valid JSON: {exc.msg} at column {exc.colno}", broken=True
-        )
-    except _VerdictTooLarge as exc:
-        return Reading.invalid(f"measure verdict holds {exc} (at most {MAX_INT_DIGITS})", broken=True)
-    except (ValueError, RecursionError) as exc:  # belt and braces: never raise out of the parser
-        return Reading.invalid(f"measure verdict could not be parsed: {type(exc).__name__}", broken=True)
+        data = loads_bounded(verdict_line, max_chars=MAX_VERDICT_CHARS, max_depth=MAX_VERDICT_DEPTH)
+    except JsonRefused as exc:
+        return Reading.invalid(f"measure verdict refused: {exc}", broken=True)
     if not isinstance(data, dict):
         return Reading.invalid("measure verdict is not a JSON object", broken=True)
     valid = data.get("valid")

@@ -3,6 +3,11 @@
 One request object per connection, one reply line back. Every request carries the run's
 token (written with the port to state/control.json, mode 0600); anything else is refused
 before it is read further. The server threads only validate, record and hand over.
+
+Any local process can connect, so every connection is bounded: at most MAX_CONNECTIONS at
+once (more get an immediate error reply), one request line of at most MAX_REQUEST_BYTES
+read within READ_SECONDS in total (a client trickling bytes is cut off at that deadline), and
+JSON nesting at most MAX_REQUEST_DEPTH. Every request that is read gets exactly one reply line.
 """
 
 from __future__ import annotations
@@ -12,24 +17,72 @@ import hmac
 import json
 import os
 import secrets
+import socket
 import socketserver
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from crucible_core.control.commands import MUTATING, READ_ONLY, STOPPING, BadRequest, payload_of
 from crucible_core.control.inbox import Inbox, Order
+from crucible_core.json_bounds import JsonRefused, loads_bounded
 from crucible_core.ledger import IdempotencyConflict, Ledger, valid_id
 from crucible_core.paths import write_atomic
 
 MAX_REQUEST_BYTES = 256 * 1024
+MAX_REQUEST_DEPTH = 16
+MAX_CONNECTIONS = 16
+READ_SECONDS = 5.0
+REPLY_SECONDS = 2.0
 LOOPBACK = "127.0.0.1"
 
 
+class _RequestRefused(Exception):
+    """A request line that cannot be read within the bounds; the message is the error reply."""
+
+
+def read_request_line(conn: socket.socket, seconds: float) -> bytes:
+    """One request line, read against a total deadline (not a per-recv timeout) and a size cap."""
+    deadline = time.monotonic() + seconds
+    buffer = bytearray()
+    while b"\n" not in buffer:
+        if len(buffer) > MAX_REQUEST_BYTES:
+            raise _RequestRefused(f"the request is longer than {MAX_REQUEST_BYTES} bytes")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _RequestRefused(f"the request was not complete within {seconds:g}s")
+        conn.settimeout(remaining)
+        try:
+            chunk = conn.recv(65536)
+        except TimeoutError:
+            continue  # the loop head turns the spent deadline into the refusal
+        if not chunk:
+            break  # the client closed its side: what arrived is the whole request
+        buffer += chunk
+    return bytes(buffer.split(b"\n", 1)[0])
+
+
+def _send_reply(conn: socket.socket, reply: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        conn.settimeout(REPLY_SECONDS)  # a client that never reads cannot hold the thread either
+        conn.sendall((json.dumps(reply, default=str) + "\n").encode("utf-8"))
+
+
 class ControlBridge:
-    def __init__(self, ledger: Ledger, inbox: Inbox, token: str | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        inbox: Inbox,
+        token: str | None = None,
+        *,
+        read_seconds: float = READ_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         self.ledger = ledger
         self.inbox = inbox
+        self.read_seconds = read_seconds
+        self.max_connections = max_connections
         self.token = token or secrets.token_urlsafe(32)
         self._server: socketserver.ThreadingTCPServer | None = None
         self._thread: threading.Thread | None = None
@@ -82,32 +135,55 @@ class ControlBridge:
         return reply
 
     # -- the server ---------------------------------------------------------------------------
+    def answer(self, line: bytes) -> dict[str, Any]:
+        """The reply to one raw request line; never raises."""
+        try:
+            request = loads_bounded(line, max_chars=MAX_REQUEST_BYTES, max_depth=MAX_REQUEST_DEPTH)
+        except JsonRefused as exc:
+            return {"ok": False, "error": f"a request is one JSON object on one line ({exc})"}
+        try:
+            return self.handle(request)
+        except Exception as exc:  # never take the server thread down with a bad request
+            return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
+
     def start(self, control_file: Path) -> int:
         bridge = self
+        slots = threading.BoundedSemaphore(self.max_connections)
 
-        class Handler(socketserver.StreamRequestHandler):
-            timeout = 10  # a client that connects and never sends does not hold a thread forever
-
+        class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
                 try:
-                    line = self.rfile.readline(MAX_REQUEST_BYTES)
+                    line = read_request_line(self.request, bridge.read_seconds)
+                except _RequestRefused as exc:
+                    _send_reply(self.request, {"ok": False, "error": str(exc)})
+                    return
                 except OSError:
                     return
-                try:
-                    request = json.loads(line)
-                except ValueError:
-                    reply: dict[str, Any] = {"ok": False, "error": "a request is one JSON object on one line"}
-                else:
-                    try:
-                        reply = bridge.handle(request)
-                    except Exception as exc:  # never take the server thread down with a bad request
-                        reply = {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
-                with contextlib.suppress(OSError):
-                    self.wfile.write((json.dumps(reply, default=str) + "\n").encode("utf-8"))
+                _send_reply(self.request, bridge.answer(line))
 
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
             allow_reuse_address = True
+
+            def process_request(self, request: Any, client_address: Any) -> None:
+                # Refused before a thread exists: a flood of idle clients costs no threads.
+                if not slots.acquire(blocking=False):
+                    _send_reply(
+                        request, {"ok": False, "error": "too many control connections; retry shortly"}
+                    )
+                    self.shutdown_request(request)
+                    return
+                try:
+                    super().process_request(request, client_address)
+                except BaseException:
+                    slots.release()
+                    raise
+
+            def process_request_thread(self, request: Any, client_address: Any) -> None:
+                try:
+                    super().process_request_thread(request, client_address)
+                finally:
+                    slots.release()
 
         self._server = Server((LOOPBACK, 0), Handler)
         port = self._server.server_address[1]

@@ -1,0 +1,65 @@
+"""Parsing JSON text that a hostile party wrote: bounded in length, nesting and integer size, never raising past ValueError."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_INT_DIGITS = 300  # beyond the float range already; int("9" * 5000) would raise anyway
+
+
+class JsonRefused(ValueError):
+    """The text is not JSON we are willing to parse; the message says why, in a few words."""
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of a JSON text, strings skipped (one pass, no recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise JsonRefused(f"an integer of {digits} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def loads_bounded(text: str | bytes, *, max_chars: int, max_depth: int) -> Any:
+    """json.loads with bounds checked first; every failure is a JsonRefused with a short reason."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise JsonRefused("the text is not UTF-8") from None
+    if len(text) > max_chars:
+        raise JsonRefused(f"{len(text)} characters long (at most {max_chars})")
+    if nesting_depth(text) > max_depth:
+        raise JsonRefused(f"nests deeper than {max_depth} levels")
+    try:
+        return json.loads(text, parse_int=_bounded_int)
+    except JsonRefused:
+        raise
+    except json.JSONDecodeError as exc:
+        raise JsonRefused(f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except (
+        ValueError,
+        RecursionError,
+    ) as exc:  # belt and braces: the checks above should make these unreachable
+        raise JsonRefused(f"could not be parsed ({type(exc).__name__})") from None
