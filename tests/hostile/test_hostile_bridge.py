@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -72,10 +73,8 @@ def test_trickling_clients_are_cut_off_and_a_flood_is_refused(bridge: ControlBri
         for index, conn in enumerate(held):
             if index in replies:
                 continue
-            try:
+            with contextlib.suppress(OSError):
                 conn.sendall(b" ")
-            except OSError:
-                pass
             conn.settimeout(0.01)
             try:
                 line = conn.makefile("rb").readline()

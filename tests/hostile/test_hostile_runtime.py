@@ -47,3 +47,49 @@ def test_resume_beside_a_live_run_is_refused_even_without_control_json(tmp_path:
     # the lock dies with its holder: a resume afterwards is let in (nothing left to do)
     after = start(manifest, "--resume")
     assert after.wait(timeout=60) == 0, after.communicate()
+
+
+def test_a_closed_stdout_ends_the_view_not_the_run(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, SLOW_PROPOSER)
+    first = start(manifest, "--iterations", "1", NAP="0")
+    assert first.wait(timeout=60) == 0, first.communicate()
+    # `crucible run --resume --ui jsonl | head -n 1`: the reader goes away after one line
+    proc = subprocess.Popen(
+        [str(CRUCIBLE), "run", "--manifest", str(manifest), "--resume", "--iterations", "3", "--ui", "jsonl"],
+        env=crucible_env(PYTHON=sys.executable, NAP="0.2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert proc.wait(timeout=60) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    log = events(manifest)
+    assert log[-1]["kind"] == "shutdown" and log[-1]["outcome"] == "finished"
+    assert [e["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2, 3]
+
+
+# A measure note that tries to retitle the terminal and clear the screen, and a proposer that
+# leaves a warning-level trail: the console shows the text, never the escapes.
+ESCAPING_MEASURE = r"""#!/bin/sh
+v=$(cat value.txt)
+printf '{"valid": true, "score": %s, "note": "v\u001b]0;PWNED\u0007\u001b[2J\u009b31m\u202eok"}\n' "$v"
+"""
+
+
+def test_the_console_prints_no_terminal_escapes_from_measure_text(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, SLOW_PROPOSER)
+    (tmp_path / "measure.sh").write_text(ESCAPING_MEASURE)
+    proc = subprocess.run(
+        [str(CRUCIBLE), "run", "--manifest", str(manifest), "--iterations", "1"],
+        env=crucible_env(PYTHON=sys.executable, NAP="0"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "iter 1/1" in proc.stderr and "ok" in proc.stderr
+    controls = [c for c in proc.stderr if (ord(c) < 32 and c != "\n") or 0x7F <= ord(c) <= 0x9F]
+    assert controls == [] and "\u202e" not in proc.stderr
+    assert "PWNED" not in proc.stderr  # the title payload went with its escape sequence

@@ -16,21 +16,53 @@ cp "$CRUCIBLE_PROMPT_FILE" "../prompts/$CRUCIBLE_ITERATION.md"
 echo $(( $(cat value.txt) + 1 )) > value.txt
 """
 
-GOOD_STEER = {"v": 1, "kind": "admitted", "key": "good", "seq": 9, "ts": 1.0, "input": "steer", "text": "keep me"}
+GOOD_STEER = {
+    "v": 1,
+    "kind": "admitted",
+    "key": "good",
+    "seq": 9,
+    "ts": 1.0,
+    "input": "steer",
+    "text": "keep me",
+}
 DAMAGED = [
     {"v": 1, "kind": "admitted", "key": "a", "seq": "abc", "ts": 1.0, "input": "steer", "text": "x"},
-    {"v": 1, "kind": "admitted", "key": "b", "seq": 2, "ts": 1.0, "input": "set-budget", "iterations": 3, "bogus": 3},
-    {"v": 1, "kind": "admitted", "key": "c", "seq": 3, "ts": 1.0, "input": "set-budget", "iterations": "many"},
+    {
+        "v": 1,
+        "kind": "admitted",
+        "key": "b",
+        "seq": 2,
+        "ts": 1.0,
+        "input": "set-budget",
+        "iterations": 3,
+        "bogus": 3,
+    },
+    {
+        "v": 1,
+        "kind": "admitted",
+        "key": "c",
+        "seq": 3,
+        "ts": 1.0,
+        "input": "set-budget",
+        "iterations": "many",
+    },
     {"v": 1, "kind": "admitted", "key": "d", "seq": 4, "ts": 1.0, "input": "set-budget", "iterations": -5},
     {"v": 1, "kind": "admitted", "key": "e", "seq": 5, "ts": 1.0, "input": "launch-missiles"},
     {"v": 1, "kind": "admitted", "key": 7, "seq": 6, "ts": 1.0, "input": "pause"},
     {"v": 1, "kind": "admitted", "key": "f", "seq": 7, "ts": 1.0, "input": "steer", "text": ["not", "text"]},
-    {"v": 1, "kind": "settled", "key": "good", "outcome": {"odd": True}},  # after GOOD_STEER, see write_ledger
+    {
+        "v": 1,
+        "kind": "settled",
+        "key": "good",
+        "outcome": {"odd": True},
+    },  # after GOOD_STEER, see write_ledger
 ]
 
 
 def write_ledger(path: Path, records: list[dict]) -> None:
-    records = [r for r in records if r["kind"] == "admitted"] + [r for r in records if r["kind"] != "admitted"]
+    records = [r for r in records if r["kind"] == "admitted"] + [
+        r for r in records if r["kind"] != "admitted"
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records) + "not json at all\n")
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from crucible_core.protocols import ReporterContext
+from crucible_core.reporters.output import QuietOnClose, plain
 
 
 def _num(value: Any) -> str:
@@ -22,6 +23,7 @@ class ConsoleReporter:
 
     def __init__(self, stream: TextIO, iterations: int | None) -> None:
         self.stream = stream
+        self.output = QuietOnClose(stream)
         self.iterations = iterations
         self.started = time.monotonic()
 
@@ -30,8 +32,8 @@ class ConsoleReporter:
         return cls(ctx.stream, ctx.iterations)
 
     def _out(self, text: str) -> None:
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        # Notes, reasons and verdict notes carry agent and measure text: plain text only.
+        self.output.line(plain(text))
 
     def on_event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("kind")
@@ -45,7 +47,7 @@ class ConsoleReporter:
         elif kind == "row":
             it = event.get("iter")
             total = f"/{self.iterations}" if self.iterations else ""
-            note = str(event.get("note") or "")[:80]
+            note = plain(event.get("note") or "")[:80]
             self._out(
                 f"[{elapsed}] iter {it}{total} {event.get('verdict'):<16} "
                 f"score {_num(event.get('score'))}  best {_num(event.get('best'))}"
@@ -64,7 +66,7 @@ class ConsoleReporter:
             self._out(f"run ended: {event.get('outcome')} ({event.get('reason')})")
 
     def close(self) -> None:
-        self.stream.flush()
+        self.output.flush()
 
 
 class HeadlessReporter(ConsoleReporter):

@@ -8,11 +8,13 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from crucible_core.protocols import ReporterContext
+from crucible_core.reporters.output import QuietOnClose
 
 
 class JsonlReporter:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        self.output = QuietOnClose(stream)  # `| head` ends the view, never the run
 
     @classmethod
     def from_context(cls, ctx: ReporterContext) -> JsonlReporter:
@@ -20,8 +22,7 @@ class JsonlReporter:
         return cls(sys.stdout)
 
     def on_event(self, event: Mapping[str, Any]) -> None:
-        self.stream.write(json.dumps(event, separators=(",", ":"), default=str) + "\n")
-        self.stream.flush()
+        self.output.line(json.dumps(event, separators=(",", ":"), default=str))
 
     def close(self) -> None:
-        self.stream.flush()
+        self.output.flush()
