@@ -187,6 +187,11 @@ class Engine:
             self.note(f"could not update RESULTS.md: {exc}", level="warn")
 
     # -- operations the loop calls ----------------------------------------------------------
+    def snapshot(self, label: str) -> str:
+        """Keep the world's current state; the label (a commit message) is redacted like the log,
+        because the world stores it where the agent and every later reader can see it."""
+        return self.world.snapshot(self.redactor.text(label))
+
     def iteration_head(self, run: Run) -> LoopExit | None:
         return self.gates.iteration_head(run)
 

@@ -214,7 +214,7 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
     if verdict is Verdict.DISCARD:
         engine.world.restore(seg.best_token)
     else:
-        token = engine.world.snapshot(f"crucible: iteration {measured.iteration} ({reading.note or 'kept'})")
+        token = engine.snapshot(f"crucible: iteration {measured.iteration} ({reading.note or 'kept'})")
         sha = engine.world.last_commit_sha()
         seg.best_token = token
         if engine.judge.scored:

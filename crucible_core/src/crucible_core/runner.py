@@ -154,6 +154,7 @@ def _execute_locked(
     redactor = Redactor()
     agent_env = agent_environment(base_env, loaded)
     redactor.add_env(loaded.manifest.agent.env)
+    redactor.add_engine_env(base_env)
     log = SessionLog(paths.session_log, redactor)
     fanout = ObserverFanout(note=lambda text: log.emit("note", level="warn", text=text))
     fanout.add(f"reporter {request.ui!r}", reporter.on_event)

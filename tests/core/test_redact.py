@@ -1,0 +1,53 @@
+"""Redaction of handed-out values and secret shapes: glued prefixes, base64 at any alignment, line splits."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from crucible_core.redact import MASK, Redactor
+
+SECRET = "handed-out-value-91f2"
+
+
+@pytest.fixture
+def redactor() -> Redactor:
+    r = Redactor()
+    r.add([SECRET])
+    return r
+
+
+def test_letters_glued_in_front_of_a_key_shape_do_not_hide_it() -> None:
+    text = Redactor().text("key=XXsk-ant-api03-abcdefghijklmnop0123 and 1ghp_" + "a" * 30)
+    assert "sk-ant" not in text and "ghp_" not in text
+
+
+@pytest.mark.parametrize("prefix", [b"", b"a", b"ab", b"some longer prefix "])
+@pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode])
+def test_base64_forms_are_masked_at_every_alignment(redactor: Redactor, prefix: bytes, encode: Any) -> None:
+    blob = encode(prefix + SECRET.encode() + b" and what follows").decode()
+    masked = redactor.text(f"payload {blob} end")
+    assert MASK in masked
+    # at most the two partial groups at the value's ends stay: 4 characters, not 3 bytes of it
+    left, _right = masked.split(" ")[1].split(MASK)
+    encoded_prefix = encode(prefix).decode().rstrip("=")
+    assert len(left) - len(encoded_prefix) <= 3
+
+
+def test_a_value_split_over_lines_is_masked(redactor: Redactor) -> None:
+    text = f"first {SECRET[:7]}\n{SECRET[7:15]}\r\n{SECRET[15:]} last"
+    masked = redactor.text(text)
+    assert masked == f"first {MASK} last"
+    wrapped = base64.encodebytes(b"x" * 70 + SECRET.encode()).decode()  # MIME: 76 columns
+    assert MASK in redactor.text(wrapped)
+
+
+def test_engine_variables_named_or_shaped_like_secrets_are_values_to_mask() -> None:
+    r = Redactor()
+    r.add_engine_env(
+        {"SERVICE_TOKEN": "plain-looking-value", "ODD": "XXsk-ant-api03-zzzzzzzzzzzz", "HOME": "/home/me"}
+    )
+    assert r.text("plain-looking-value /home/me") == f"{MASK} /home/me"
+    blob = base64.b64encode(b"XXsk-ant-api03-zzzzzzzzzzzz").decode()
+    assert MASK in r.text(blob)
