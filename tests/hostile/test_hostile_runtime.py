@@ -93,3 +93,33 @@ def test_the_console_prints_no_terminal_escapes_from_measure_text(tmp_path: Path
     controls = [c for c in proc.stderr if (ord(c) < 32 and c != "\n") or 0x7F <= ord(c) <= 0x9F]
     assert controls == [] and "\u202e" not in proc.stderr
     assert "PWNED" not in proc.stderr  # the title payload went with its escape sequence
+
+
+# 100 MB of output in one turn: lines, then one line with no newline at all.
+FLOODING_PROPOSER = """#!/bin/sh
+"$PYTHON" - <<'PY'
+import sys
+line = b"flood " + b"x" * 94 + b"\\n"
+for _ in range(900_000):
+    sys.stdout.buffer.write(line)
+sys.stdout.buffer.write(b"y" * 10_000_000)
+sys.stdout.buffer.write(b"\\nthe last words\\n")
+PY
+echo $(( $(cat value.txt) + 1 )) > value.txt
+"""
+
+
+def test_a_flood_of_agent_output_leaves_a_small_log(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, FLOODING_PROPOSER)
+    proc = start(manifest, "--iterations", "1")
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    log_path = tmp_path / "state" / "session.jsonl"
+    assert log_path.stat().st_size < 2_000_000  # 100 MB printed; the log holds the allowance and a tail
+    log = events(manifest)
+    truncated = [e for e in log if e["kind"] == "agent_text" and e.get("truncated")]
+    assert len(truncated) == 1
+    assert truncated[0]["text"].endswith("the last words")
+    assert truncated[0]["truncated"]["dropped_chars"] > 50_000_000
+    assert any(e["kind"] == "note" and "not logged" in e["text"] for e in log)
+    assert [r["verdict"] for r in log if r["kind"] == "row"] == ["baseline", "keep"]

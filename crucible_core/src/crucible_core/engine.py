@@ -12,6 +12,7 @@ import attrs
 
 from crucible_core import distress
 from crucible_core import prompt as prompts
+from crucible_core.agent_output import TurnOutputCap
 from crucible_core.budget import Budget
 from crucible_core.contract import Direction, Reading
 from crucible_core.drivers import Drivers
@@ -233,13 +234,14 @@ class Engine:
         if run.segment.regime:
             env["CRUCIBLE_REGIME"] = run.segment.regime
         agent = self.loaded.manifest.agent
+        capped = TurnOutputCap(lambda kind, fields: self.log.emit(kind, iter=iteration, **fields))
         turn = Turn(
             iteration=iteration,
             prompt=text,
             workspace=self.paths.workspace,
             env=env,
             deadline_seconds=self.options.turn_timeout or agent.turn_timeout or DEFAULT_TURN_TIMEOUT,
-            emit=lambda kind, fields: self.log.emit(kind, iter=iteration, **fields),
+            emit=capped,
             model=self.options.model or agent.model,
             effort=agent.effort,
             session=agent.session,
@@ -257,6 +259,7 @@ class Engine:
                 result = self.backend.run_turn(turn)
         finally:
             prompt_file.unlink(missing_ok=True)
+            capped.finish()
             if self.lifecycle is not None:
                 self.lifecycle.after_turn(turn, result)
         self.log.emit(

@@ -25,6 +25,9 @@ from pathlib import Path
 import attrs
 
 DEFAULT_CAPTURE_BYTES = 1 << 20
+# The longest stdout line handed to a line callback; a stream-json line carrying a large tool
+# result fits, a child printing megabytes without a newline is cut here.
+DEFAULT_MAX_LINE_BYTES = 8 << 20
 DEFAULT_GRACE_SECONDS = 2.0
 
 # Every child carries this variable; its value names this engine process.
@@ -235,16 +238,32 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _pump(stream, sink: _TailBuffer, on_line: Callable[[str], None] | None) -> None:
+def _pump(
+    stream, sink: _TailBuffer, on_line: Callable[[str], None] | None, max_line: int = DEFAULT_MAX_LINE_BYTES
+) -> None:
+    """Drain a child's pipe into `sink`, handing complete lines to `on_line`.
+
+    A line longer than `max_line` is handed over cut at that length and the rest of it is
+    skipped, so a child printing without a newline cannot grow the engine's memory.
+    """
     pending = b""
+    skipping = False  # inside the unreported rest of an over-long line
     for chunk in iter(lambda: stream.read1(65536), b""):
         sink.add(chunk)
-        if on_line is not None:
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
+        if on_line is None:
+            continue
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if not skipping:
                 on_line(line.decode("utf-8", errors="replace"))
-    if on_line is not None and pending:
+            skipping = False
+        if len(pending) > max_line:
+            if not skipping:
+                on_line(pending[:max_line].decode("utf-8", errors="replace"))
+            skipping = True
+            pending = b""
+    if on_line is not None and pending and not skipping:
         on_line(pending.decode("utf-8", errors="replace"))
     stream.close()
 

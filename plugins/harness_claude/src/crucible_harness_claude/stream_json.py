@@ -46,7 +46,7 @@ class StreamDecoder:
         self.lines += 1
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a deeply nested line is a bad line too
             message = None
         if not isinstance(message, dict):
             self.undecodable += 1
