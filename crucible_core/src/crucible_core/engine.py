@@ -16,6 +16,7 @@ from crucible_core.agent_output import TurnOutputCap
 from crucible_core.budget import Budget
 from crucible_core.contract import Direction, Reading
 from crucible_core.drivers import Drivers
+from crucible_core.errors import RunFailed
 from crucible_core.gates import Gates
 from crucible_core.injects import refresh_frozen
 from crucible_core.lifecycle import Lifecycle
@@ -53,6 +54,8 @@ class Engine:
     gates: Gates = attrs.field(default=None)
     now: Callable[[], float] = time.monotonic
     lifecycle: Lifecycle | None = None  # plugins' turn hooks; None in tests that build an engine bare
+    # Each puts back one engine file in the state directory and says what it did (None: intact).
+    state_guards: list[Callable[[], str | None]] = attrs.field(factory=list)
 
     def __attrs_post_init__(self) -> None:
         if self.gates is None:
@@ -187,6 +190,27 @@ class Engine:
         except OSError as exc:
             self.note(f"could not update RESULTS.md: {exc}", level="warn")
 
+    def guard_state(self, after: str) -> None:
+        """After a child the agent or the measure controls: put back what it removed from the
+        state directory (log first, so the notes land in it); RunFailed when that is impossible."""
+        damaged = self.log.restore_if_damaged()
+        try:
+            self.paths.ensure_state_dirs()
+            repaired = [done for guard in self.state_guards if (done := guard())]
+        except OSError as exc:
+            raise RunFailed(
+                f"the state directory {self.paths.state_dir} was damaged during the {after} and "
+                f"could not be repaired: {exc}",
+                hint="keep the agent out of the state directory (docs/operating.md); resume once it is fixed",
+            ) from exc
+        if damaged:
+            repaired.insert(0, f"the session log ({damaged}) from the engine's own copy")
+        if repaired:
+            self.note(
+                f"the state directory was tampered with during the {after}; put back: {'; '.join(repaired)}",
+                level="warn",
+            )
+
     # -- operations the loop calls ----------------------------------------------------------
     def snapshot(self, label: str) -> str:
         """Keep the world's current state; the label (a commit message) is redacted like the log,
@@ -258,10 +282,12 @@ class Engine:
             with self._interruptible():
                 result = self.backend.run_turn(turn)
         finally:
-            prompt_file.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the agent may have taken the directory with it
+                prompt_file.unlink(missing_ok=True)
             capped.finish()
             if self.lifecycle is not None:
                 self.lifecycle.after_turn(turn, result)
+        self.guard_state("agent turn")
         self.log.emit(
             "turn",
             iter=iteration,
@@ -278,7 +304,9 @@ class Engine:
             self.note(f"re-copied frozen injects the candidate had changed: {', '.join(refreshed)}", "warn")
         self.step("measure", iteration)
         with self._interruptible():
-            return self.judge.measure(measure_context(run, iteration))
+            reading = self.judge.measure(measure_context(run, iteration))
+        self.guard_state("measure")
+        return reading
 
     @contextlib.contextmanager
     def _interruptible(self) -> Iterator[None]:

@@ -20,6 +20,7 @@ import attrs
 
 from crucible_core.control.commands import MUTATING, BadRequest, payload_of
 from crucible_core.fold import decode_lines
+from crucible_core.paths import write_atomic
 
 MAX_ID_BYTES = 256
 OUTCOMES = frozenset({"applied", "superseded", "rejected"})
@@ -52,13 +53,14 @@ class Admission:
     dup: bool = False
 
 
-def _write_line(path: Path, record: Mapping[str, Any]) -> None:
-    line = json.dumps({"v": 1, **record}, separators=(",", ":"), default=str) + "\n"
+def _write_line(path: Path, record: Mapping[str, Any]) -> bytes:
+    line = (json.dumps({"v": 1, **record}, separators=(",", ":"), default=str) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, line.encode("utf-8"))
+        os.write(fd, line)
     finally:
         os.close(fd)
+    return line
 
 
 def _admitted(ev: Mapping[str, Any]) -> Entry:
@@ -124,13 +126,18 @@ class Ledger:
         self.redact = redact
         self._lock = threading.Lock()
         self.problems: list[str] = []  # what reading the file back skipped; the run notes them
+        # Everything the file holds, as read and written by this process: what a restore puts
+        # back if the file is deleted or cut short (None: the file could not be read).
+        self._content: bytearray | None = bytearray()
         try:
             with open(path, "rb") as handle:
-                self.entries = fold_ledger(decode_lines(handle), self.problems)
+                self._content = bytearray(handle.read())
+            self.entries = fold_ledger(decode_lines(bytes(self._content).splitlines()), self.problems)
         except FileNotFoundError:
             self.entries = {}
         except OSError as exc:  # a directory in its place, unreadable: go on without what it held
             self.entries = {}
+            self._content = None
             self.problems.append(
                 f"the admission ledger {path} could not be read ({exc.strerror or exc}); "
                 "operator inputs recorded there are not re-armed, and new ones cannot be recorded until it is fixed"
@@ -154,7 +161,7 @@ class Ledger:
                     return Admission(known, dup=True)
             key = id_ if id_ is not None else f"auto-{uuid.uuid4().hex[:16]}"
             seq = self._seq + 1
-            _write_line(
+            self._wrote(
                 self.path,
                 {
                     "kind": "admitted",
@@ -178,7 +185,7 @@ class Ledger:
             if entry is None or entry.outcome is not None:
                 return False
             try:
-                _write_line(
+                self._wrote(
                     self.path,
                     {
                         "kind": "settled",
@@ -193,6 +200,25 @@ class Ledger:
             entry.outcome = outcome
             entry.note = note
             return True
+
+    def _wrote(self, path: Path, record: Mapping[str, Any]) -> None:
+        line = _write_line(path, record)
+        if self._content is not None:
+            self._content += line
+
+    def restore_if_damaged(self) -> str | None:
+        """Rewrite the file from what this process knows it holds when it was deleted or cut short."""
+        with self._lock:
+            if self._content is None:
+                return None
+            try:
+                size: int | None = os.stat(self.path).st_size
+            except FileNotFoundError:
+                size = None
+            if size == len(self._content) or (size is None and not self._content):
+                return None
+            write_atomic(self.path, bytes(self._content), mode=0o600)
+            return f"the admission ledger ({'deleted' if size is None else 'changed'})"
 
     def owed(self) -> list[Entry]:
         """Admitted inputs with no settled line, in admission order."""

@@ -190,6 +190,11 @@ def _execute_locked(
     gates.max_park = request.max_park
     gates.ledger = Ledger(paths.admissions, redact=redactor.obj)
     bridge = ControlBridge(gates.ledger, gates.inbox)
+    engine.state_guards += [
+        lambda: "the state lock" if lock.reassert() else None,
+        gates.ledger.restore_if_damaged,
+        bridge.restore_record,
+    ]
     for warning in [*loaded.warnings, *gates.ledger.problems]:
         engine.note(warning, level="warn")
     started = time.monotonic()

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from crucible_core.errors import RunFailed
 from crucible_core.redact import Redactor
 
 WIRE_VERSION = 1
@@ -25,6 +28,11 @@ class SessionLog:
 
     Each line is written with one write() and flushed, so a SIGKILL leaves at most one torn
     line at the tail, which readers skip.
+
+    The state directory sits where a local agent can reach it, so the log keeps a twin: an
+    unlinked file no other process can name, written alongside every line. When the log is
+    deleted, replaced or cut short (`rm -rf ../state`, `> session.jsonl`),
+    `restore_if_damaged()` puts the whole log back from the twin.
     """
 
     def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
@@ -34,6 +42,11 @@ class SessionLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._repair_torn_tail()
+        self._twin = tempfile.TemporaryFile(dir=path.parent, buffering=0)  # noqa: SIM115 (closed in close())
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                self._twin.write(chunk)
+        self._size = os.fstat(self._twin.fileno()).st_size
 
     def _repair_torn_tail(self) -> None:
         # A predecessor killed mid-write may have left a line without its newline; terminate it
@@ -48,19 +61,86 @@ class SessionLog:
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
         event = self.redactor.obj(encode_event(kind, fields))
-        line = json.dumps(event, separators=(",", ":"), default=str) + "\n"
-        os.write(self._fd, line.encode("utf-8"))
+        data = (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+        os.write(self._fd, data)
+        self._twin.write(data)
+        self._size += len(data)
         for observer in list(self.observers):
             observer(event)
         return event
 
+    def damage(self) -> str | None:
+        """How the file at the log's path differs from what this log wrote, or None."""
+        try:
+            on_disk = os.stat(self.path)
+        except FileNotFoundError:
+            return "deleted"
+        except OSError as exc:
+            return f"unreachable ({exc.strerror or exc})"
+        own = os.fstat(self._fd)
+        if (on_disk.st_dev, on_disk.st_ino) != (own.st_dev, own.st_ino):
+            return "replaced"
+        if on_disk.st_size != self._size:
+            return "truncated" if on_disk.st_size < self._size else "appended to"
+        return None
+
+    def restore_if_damaged(self) -> str | None:
+        """Put the log back from its twin when its file was damaged; return what was wrong.
+
+        Raises RunFailed when the path cannot be written (e.g. a file now stands where the
+        state directory was); `close()` then saves the log beside the state directory.
+        """
+        damage = self.damage()
+        if damage is None:
+            return None
+        try:
+            self._rewrite_from_twin(self.path)
+            fresh = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            raise RunFailed(
+                f"the session log {self.path} was {damage} and could not be put back: {exc}",
+                hint="something outside the engine (the agent?) removed or blocked the state directory; "
+                f"the log is saved to {self.rescue_path} when the run ends",
+            ) from exc
+        os.close(self._fd)
+        self._fd = fresh
+        return damage
+
+    @property
+    def rescue_path(self) -> Path:
+        return self.path.parent.parent / f"{self.path.parent.name}-rescued-{self.path.name}"
+
+    def _rewrite_from_twin(self, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.restore{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            offset = 0
+            while offset < self._size:
+                chunk = os.pread(self._twin.fileno(), min(1 << 20, self._size - offset), offset)
+                if not chunk:
+                    break
+                os.write(fd, chunk)
+                offset += len(chunk)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+
     def close(self) -> None:
-        if self._fd >= 0:
-            try:
-                os.fsync(self._fd)
-            finally:
-                os.close(self._fd)
-                self._fd = -1
+        if self._fd < 0:
+            return
+        try:
+            self.restore_if_damaged()
+        except RunFailed:
+            with contextlib.suppress(OSError):  # last resort: the log beside the state directory
+                self._rewrite_from_twin(self.rescue_path)
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+            self._twin.close()
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:

@@ -45,7 +45,8 @@ class StateLock:
             holder = _read_pid(fd)
             os.close(fd)
             raise StateLocked(
-                f"another crucible engine (pid {holder}) is running on the state directory {self.path.parent}",
+                f"a run on the state directory {self.path.parent} is still running "
+                f"(pid {holder} holds {LOCK_NAME})",
                 hint="watch it with `crucible status`, `crucible stop` it, or wait for it to end",
             ) from None
         except OSError:

@@ -196,10 +196,31 @@ class ControlBridge:
             daemon=True,
         )
         self._thread.start()
-        record = {"host": LOOPBACK, "port": port, "token": self.token, "pid": os.getpid()}
-        write_atomic(control_file, json.dumps(record).encode("utf-8"), mode=0o600)
+        write_atomic(control_file, json.dumps(self._record()).encode("utf-8"), mode=0o600)
         self._control_file = control_file
         return port
+
+    def restore_record(self) -> str | None:
+        """Rewrite control.json if it was deleted or changed while the bridge runs."""
+        if self._server is None or self._control_file is None:
+            return None
+        record = json.dumps(self._record()).encode("utf-8")
+        try:
+            if self._control_file.read_bytes() == record:
+                return None
+        except OSError:
+            pass
+        write_atomic(self._control_file, record, mode=0o600)
+        return "the control record"
+
+    def _record(self) -> dict[str, Any]:
+        assert self._server is not None
+        return {
+            "host": LOOPBACK,
+            "port": self._server.server_address[1],
+            "token": self.token,
+            "pid": os.getpid(),
+        }
 
     def close(self) -> None:
         if self._server is not None:
@@ -207,6 +228,6 @@ class ControlBridge:
             self._server.server_close()
             self._server = None
         if self._control_file is not None:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 self._control_file.unlink()
             self._control_file = None
