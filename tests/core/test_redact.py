@@ -6,6 +6,7 @@ import base64
 from typing import Any
 
 import pytest
+
 from crucible_core.redact import MASK, Redactor
 
 SECRET = "handed-out-value-91f2"

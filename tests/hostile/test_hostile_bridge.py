@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from crucible_core.control.bridge import MAX_REQUEST_BYTES, ControlBridge
 from crucible_core.control.client import send
 from crucible_core.control.inbox import Inbox
