@@ -1,8 +1,9 @@
-"""Behaviour crucible-core ships as its own default plugin: the run reporters."""
+"""Behaviour crucible-core ships as its own default plugin: the run reporters and plan task kinds."""
 
 from __future__ import annotations
 
 from crucible_core.hookspecs import hookimpl
+from crucible_core.plan.kinds import TaskKindSpec
 from crucible_core.protocols import ReporterFactory
 from crucible_core.registry import Register
 
@@ -14,3 +15,10 @@ def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
     register("console", console.ConsoleReporter.from_context)
     register("headless", console.HeadlessReporter.from_context)
     register("jsonl", jsonl.JsonlReporter.from_context)
+
+
+@hookimpl
+def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
+    from crucible_core.plan.builtin_kinds import register_core_kinds
+
+    register_core_kinds(register)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import click
 
     from crucible_core.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+    from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.protocols import (
         BackendFactory,
         HarnessFactory,
@@ -92,6 +93,11 @@ def crucible_read_pristine(workspace: Path, relpath: str) -> bytes | None:
 @hookspec
 def crucible_session_event(event: Mapping[str, Any]) -> None:
     """Observe one session-log event, called after the event is durably written."""
+
+
+@hookspec
+def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
+    """Register plan task kinds by name ("command", "top_k", "engine_propose"): TaskKindSpec values."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "command": "crucible_register_commands",
     "reporter": "crucible_register_reporters",
     "pack": "crucible_register_packs",
+    "task kind": "crucible_register_task_kinds",
 }
 
 

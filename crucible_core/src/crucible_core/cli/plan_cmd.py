@@ -1,0 +1,159 @@
+"""`crucible plan`: run a standalone work graph, print an admitted graph, print the state machines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from crucible_core.errors import ExitCode, UsageError, WorkspaceError
+
+FORMATS = ("json", "toml", "dot", "mmd")
+
+
+@click.group("plan")
+def command() -> None:
+    """Work graphs: validate, show and run a plan file ([[task]])."""
+
+
+def _kinds():
+    from crucible_core.plugins import load_plugins
+
+    return load_plugins().registry("task kind")
+
+
+@command.command("run")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--cap", "caps", multiple=True, help="A capability this substrate provides (repeatable).")
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where the session log and captured files go (default: <plan dir>/state).",
+)
+@click.option(
+    "--workspace",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="The directory tasks run in (default: the current directory).",
+)
+@click.option("--resume", is_flag=True, help="Continue a plan whose process was killed.")
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Tasks in flight at once (default: the number of CPUs).",
+)
+@click.option("--agent-cmd", default=None, help="A stand-in command that runs agent tasks.")
+def run(
+    file: Path,
+    caps: tuple[str, ...],
+    state_dir: Path | None,
+    workspace: Path | None,
+    resume: bool,
+    jobs: int | None,
+    agent_cmd: str | None,
+) -> None:
+    """Run a standalone plan: no World and no Judge, so engine tasks are refused.
+
+    Exit 0 when every required task passed (or skipped), 4 when the plan did not reach a
+    passing verdict, 10 when the plan file was refused, 11 when the state dir already holds
+    a run and --resume was not given.
+    """
+    from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
+    from crucible_core.plan.load import load_plan
+    from crucible_core.plan.validate import validate
+    from crucible_core.session_log import SessionLog
+
+    kinds = _kinds()
+    plan = validate(load_plan(file, kinds), kinds, source=str(file))
+    state = (state_dir or file.resolve().parent / "state").resolve()
+    log_path = state / "session.jsonl"
+    prior = None
+    if log_path.exists() and log_path.stat().st_size > 0:
+        if not resume:
+            raise WorkspaceError(
+                f"{state} already holds a plan run",
+                hint="pass --resume to continue it, or choose another --state-dir",
+            )
+        prior = PriorRun.read(log_path)
+    elif resume:
+        raise UsageError(f"nothing to resume: {log_path} does not exist")
+    config = ExecutorConfig(
+        workspace=(workspace or Path.cwd()).resolve(),
+        state_dir=state,
+        caps=frozenset(caps),
+        agent_cmd=agent_cmd,
+    )
+    if jobs is not None:
+        config.jobs = jobs
+    log = SessionLog(log_path)
+    try:
+        report = PlanExecutor(plan, kinds, log, config, prior).run()
+    finally:
+        log.close()
+    width = max(len(name) for name in report.results) if report.results else 4
+    for name in plan.order:
+        result = report.results.get(name)
+        if result is not None:
+            note = f"  {result.note}" if result.note else ""
+            click.echo(f"{name.ljust(width)}  {result.status:<9}{note}")
+    click.echo(f"plan {report.verdict}: {report.reason} (spent ${report.spent_usd:.4f})")
+    if report.verdict != "pass":
+        raise SystemExit(int(ExitCode.RUN_FAILED))
+
+
+@command.command("show")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=False)
+@click.option(
+    "--manifest",
+    "-m",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="Show the iteration graph a run of this manifest executes.",
+)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True)
+@click.option("--cap", "caps", multiple=True, help="A capability to assume when judging truncation.")
+def show(file: Path | None, manifest: Path | None, fmt: str, caps: tuple[str, ...]) -> None:
+    """Validate a plan without running it and print the admitted graph."""
+    from crucible_core.plan import render
+    from crucible_core.plan.load import load_plan
+    from crucible_core.plan.validate import validate
+
+    if (file is None) == (manifest is None):
+        raise UsageError("give a plan FILE or --manifest, not both and not neither")
+    kinds = _kinds()
+    if manifest is not None:
+        from crucible_core.manifest.loader import load_manifest
+
+        load_manifest(manifest)  # a broken manifest is reported as such, not as a graph
+        plan = validate(
+            render.default_iteration_plan(), kinds, owns_world_and_judge=True, source=str(manifest)
+        )
+    else:
+        assert file is not None
+        plan = validate(load_plan(file, kinds), kinds, source=str(file))
+    verdict = _truncation_verdict(plan, frozenset(caps))
+    if fmt == "json":
+        click.echo(render.to_json(plan, verdict))
+    elif fmt == "toml":
+        click.echo(render.to_toml(plan), nl=False)
+    elif fmt == "dot":
+        click.echo(render.to_dot(plan), nl=False)
+    else:
+        click.echo(render.to_mermaid(plan), nl=False)
+
+
+def _truncation_verdict(plan, caps: frozenset[str]) -> str:
+    available = caps | {"any"}
+    missing = [t.name for t in plan.tasks if t.required and t.needs not in available]
+    return f"truncated: {', '.join(missing)} cannot run here" if missing else "runnable"
+
+
+@command.command("states")
+@click.option("--format", "fmt", type=click.Choice(("dot", "mmd", "text")), default="text", show_default=True)
+def states(fmt: str) -> None:
+    """Print the executor's task and plan state machines, from the tables it walks."""
+    from crucible_core.plan.states import render
+
+    click.echo(render(fmt), nl=False)

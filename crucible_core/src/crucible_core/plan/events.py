@@ -1,0 +1,117 @@
+"""The plan's session-log records, with the contract's field names (RFC-0001:C-WIRE).
+
+`plan_admitted` is written once before any dispatch; `task_result` once per settled task.
+These records are shaped so the shared wire module can replace them field for field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from crucible_core.plan import ir
+
+PLAN_ADMITTED = "plan_admitted"
+TASK_RESULT = "task_result"
+RECOVERY = "recovery"
+SHUTDOWN = "shutdown"
+DIED_IN_PLAN_TASK = "died_in_plan_task"
+CLEAN_EXIT = "clean_exit"
+
+
+@attrs.frozen
+class PlanTaskWire:
+    name: str
+    kind: str
+    depends_on: list[str]
+    session: str
+    needs: str
+    required: bool
+    join: str
+    stage: str
+
+    @classmethod
+    def of(cls, task: ir.Task) -> PlanTaskWire:
+        return cls(
+            name=task.name,
+            kind=task.kind,
+            depends_on=list(task.depends_on),
+            session=task.session or "",
+            needs=task.needs,
+            required=task.required,
+            join=task.join.value,
+            stage=task.stage.value,
+        )
+
+
+@attrs.frozen
+class PlanAdmitted:
+    plan_version: int
+    reason: str
+    budget_usd: float
+    tasks: list[PlanTaskWire]
+
+    @classmethod
+    def of(cls, plan: ir.ValidPlan) -> PlanAdmitted:
+        return cls(
+            plan_version=plan.plan.version,
+            reason=plan.plan.reason,
+            budget_usd=plan.plan.budget.usd,
+            tasks=[PlanTaskWire.of(task) for task in plan.tasks],
+        )
+
+    def fields(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class BlockedWire:
+    reason: str
+    task: str | None = None
+
+
+@attrs.frozen
+class TaskResult:
+    task: str
+    status: str
+    plan_version: int = ir.PLAN_VERSION
+    task_kind: str = ""
+    iter: int = 0
+    attempts: int = 0
+    cost_usd: float = 0.0
+    metric: float | None = None
+    output: dict[str, Any] | None = None
+    note: str = ""
+    secs: float = 0.0
+    blocked: BlockedWire | None = None
+    transport: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        # Optional fields stay off the wire when absent, as the contract's writers do.
+        data = attrs.asdict(self)
+        for key in ("metric", "output", "blocked", "transport"):
+            if data[key] is None:
+                del data[key]
+        return data
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> TaskResult:
+        blocked = event.get("blocked")
+        return cls(
+            task=str(event.get("task", "")),
+            status=str(event.get("status", "")),
+            plan_version=int(event.get("plan_version", ir.PLAN_VERSION) or 0),
+            task_kind=str(event.get("task_kind", "")),
+            iter=int(event.get("iter", 0) or 0),
+            attempts=int(event.get("attempts", 0) or 0),
+            cost_usd=float(event.get("cost_usd", 0.0) or 0.0),
+            metric=event.get("metric"),
+            output=event.get("output") if isinstance(event.get("output"), dict) else None,
+            note=str(event.get("note", "")),
+            secs=float(event.get("secs", 0.0) or 0.0),
+            blocked=BlockedWire(str(blocked.get("reason", "")), blocked.get("task"))
+            if isinstance(blocked, dict)
+            else None,
+            transport=event.get("transport"),
+        )

@@ -1,0 +1,654 @@
+"""The plan executor: walks an admitted graph, dispatching ready tasks in dependency order.
+
+One thread (the caller's) makes every decision and writes every event; attempts run on a
+bounded pool of worker threads, each child through the supervisor. Decisions follow the
+tables in `states.py`. The session log carries `plan_admitted` once, before any dispatch, and
+one `task_result` per settled task, so a killed run resumes from the log without re-running
+anything that settled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from crucible_core.plan import ir
+from crucible_core.plan.errors import PlanError
+from crucible_core.plan.events import (
+    CLEAN_EXIT,
+    DIED_IN_PLAN_TASK,
+    PLAN_ADMITTED,
+    RECOVERY,
+    SHUTDOWN,
+    TASK_RESULT,
+    BlockedWire,
+    PlanAdmitted,
+    TaskResult,
+)
+from crucible_core.plan.files import (
+    INPUTS_DIR,
+    CaptureRefused,
+    FileStore,
+    fingerprint,
+    max_total_bytes,
+    unstage,
+)
+from crucible_core.plan.kinds import Attempt, EngineOperations, Outcome, TaskContext, TaskKindSpec
+from crucible_core.plan.output import declared_status
+from crucible_core.plan.states import (
+    BLOCK_NOTES,
+    PLAN_MACHINE,
+    TASK_MACHINE,
+    BlockReason,
+    PlanState,
+    TaskStatus,
+)
+from crucible_core.plan.workspace import DisposableCopies, DisposableCopy, TempDirCopies
+from crucible_core.registry import Registry
+from crucible_core.session_log import SessionLog, read_events
+
+INPUTS_ENV = "CRUCIBLE_INPUTS"
+TASK_ENV = "CRUCIBLE_TASK"
+INPUT_FILES_ENV = "CRUCIBLE_INPUT_FILES"
+MAX_INPUTS_BYTES = 1 << 20
+
+NOT_PASSED = frozenset({TaskStatus.FAIL, TaskStatus.TRANSPORT, TaskStatus.BLOCKED, TaskStatus.TRUNCATED})
+
+
+@attrs.define
+class ExecutorConfig:
+    workspace: Path
+    state_dir: Path
+    caps: frozenset[str] = frozenset()
+    jobs: int = attrs.field(factory=lambda: max(1, os.cpu_count() or 1))
+    agent_cmd: str | None = None
+    engine: EngineOperations | None = None
+    copies: DisposableCopies | None = None  # None: temp-dir copies of the workspace
+    env: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
+    iteration: int = 0
+
+
+@attrs.frozen
+class PlanReport:
+    state: PlanState
+    verdict: str  # "pass" or "fail"
+    spent_usd: float
+    results: dict[str, TaskResult]
+    reason: str
+
+
+@attrs.frozen
+class PriorRun:
+    """What a session log says an earlier process of this plan did."""
+
+    admitted: dict[str, Any] | None
+    results: dict[str, TaskResult]
+    shutdown: dict[str, Any] | None
+
+    @classmethod
+    def read(cls, path: Path) -> PriorRun:
+        admitted = None
+        results: dict[str, TaskResult] = {}
+        shutdown = None
+        for event in read_events(path):
+            kind = event["kind"]
+            if kind == PLAN_ADMITTED and admitted is None:
+                admitted = event
+            elif kind == TASK_RESULT and admitted is not None:
+                result = TaskResult.from_event(event)
+                results.setdefault(result.task, result)
+            elif kind == SHUTDOWN:
+                shutdown = event
+            elif shutdown is not None:
+                shutdown = None  # a shutdown followed by more events belongs to an earlier process
+        return cls(admitted, results, shutdown)
+
+
+@attrs.define
+class _Running:
+    task: ir.Task
+    future: Future[_Settled]
+
+
+@attrs.frozen
+class _Settled:
+    status: TaskStatus
+    attempts: int
+    cost_usd: float
+    secs: float
+    output: dict[str, Any] | None = None
+    note: str = ""
+    metric: float | None = None
+    transport: str | None = None
+    blocked: BlockedWire | None = None
+
+
+class PlanExecutor:
+    def __init__(
+        self,
+        plan: ir.ValidPlan,
+        kinds: Registry[TaskKindSpec],
+        log: SessionLog,
+        config: ExecutorConfig,
+        prior: PriorRun | None = None,
+    ) -> None:
+        self.plan = plan
+        self.kinds = kinds
+        self.log = log
+        self.config = config
+        self.prior = prior
+        self.tasks = plan.by_name()
+        self.status: dict[str, TaskStatus] = {}
+        self.results: dict[str, TaskResult] = {}
+        self.spent = 0.0
+        self.halt: BlockedWire | None = None
+        self.plan_state = PlanState.ADMITTED.value
+        self._lock = threading.Lock()
+        self._shared_exclusive = False
+        self._shared_running = 0
+        self._outcome_input: dict[str, Any] = {}
+        self.copies = config.copies or TempDirCopies(config.workspace, exclude=[config.state_dir])
+        self.files = FileStore(config.state_dir / "files", max_total_bytes(dict(config.env)))
+
+    # -- the plan ------------------------------------------------------------------------
+
+    def run(self) -> PlanReport:
+        admitted = PlanAdmitted.of(self.plan)
+        if self.prior is not None and self.prior.admitted is not None:
+            self._check_same_plan(admitted)
+            self._fold(self.prior)
+            if self.prior.shutdown is not None:
+                return self._report(self._final_state_from_log(), "already finished")
+            self._emit(
+                RECOVERY,
+                **{
+                    "class": DIED_IN_PLAN_TASK,
+                    "iter": self.config.iteration,
+                    "detail": f"{len(self.results)} of {len(self.tasks)} tasks had settled",
+                },
+            )
+        else:
+            if self.prior is not None:
+                self._emit(
+                    RECOVERY,
+                    **{
+                        "class": CLEAN_EXIT,
+                        "iter": self.config.iteration,
+                        "detail": "no plan was admitted before; starting fresh",
+                    },
+                )
+            truncated = self._truncation()
+            if truncated is not None:
+                return self._truncate(admitted, truncated)
+            self._emit(PLAN_ADMITTED, **admitted.fields())
+        self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.RUNNING.value)
+        if self.halt is not None:  # folded from the log: the predecessor had already halted
+            self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
+        self._skip_unrunnable_advisory()
+        with ThreadPoolExecutor(max_workers=max(1, self.config.jobs), thread_name_prefix="plan-task") as pool:
+            self._drive(pool, self.plan.stage(ir.Stage.MAIN))
+            main_state = self._main_state()
+            epilogue = [t for t in self.plan.stage(ir.Stage.EPILOGUE) if t.name not in self.status]
+            if epilogue and main_state is not PlanState.BUDGET:
+                self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.EPILOGUE.value)
+                self._outcome_input = self._outcome(main_state)
+                if self.halt is not None and self.halt.reason == BlockReason.REQUIRED_TASK_FAILED.value:
+                    self.halt = None  # a required failure does not block the epilogue
+                self._drive(pool, epilogue)
+            for task in epilogue:
+                if task.name not in self.status:
+                    self._block(task, BlockReason.BUDGET_CEILING.value, None)
+        self.plan_state = PLAN_MACHINE.step(self.plan_state, main_state.value)
+        reason = self._reason(main_state)
+        outcome = "budget" if main_state is PlanState.BUDGET else "finished"
+        self._emit(SHUTDOWN, outcome=outcome, reason=reason)
+        return self._report(main_state, reason)
+
+    def _check_same_plan(self, admitted: PlanAdmitted) -> None:
+        assert self.prior is not None and self.prior.admitted is not None
+        before = self.prior.admitted.get("tasks")
+        now = admitted.fields()["tasks"]
+        if before != now or self.prior.admitted.get("budget_usd") != admitted.budget_usd:
+            raise PlanError(
+                ["the plan differs from the one this state dir admitted; a resume must run the same plan"],
+                source="resume",
+            )
+
+    def _fold(self, prior: PriorRun) -> None:
+        for name, result in prior.results.items():
+            if name not in self.tasks:
+                continue
+            self.status[name] = TaskStatus(result.status)
+            self.results[name] = result
+            self.spent += result.cost_usd
+        if self.spent > self.plan.plan.budget.usd:
+            self.halt = BlockedWire(BlockReason.BUDGET_CEILING.value)
+        for name, status in self.status.items():
+            task = self.tasks[name]
+            if task.stage is ir.Stage.MAIN and task.required and status in NOT_PASSED and self.halt is None:
+                self.halt = BlockedWire(BlockReason.REQUIRED_TASK_FAILED.value, name)
+
+    def _final_state_from_log(self) -> PlanState:
+        return self._main_state()
+
+    # -- static verdicts before any dispatch ---------------------------------------------
+
+    def _unrunnable(self) -> set[str]:
+        caps = self.config.caps | {"any"}
+        bad: set[str] = set()
+        for name in self.plan.order:
+            task = self.tasks[name]
+            if task.needs not in caps or (
+                task.join is not ir.Join.SETTLED and any(dep in bad for dep in task.depends_on)
+            ):
+                bad.add(name)
+        return bad
+
+    def _truncation(self) -> str | None:
+        unrunnable = self._unrunnable()
+        for name in self.plan.order:
+            if name in unrunnable and self.tasks[name].required:
+                task = self.tasks[name]
+                if task.needs not in self.config.caps | {"any"}:
+                    return f"required task {name!r} needs {task.needs!r}, which this run does not declare (--cap)"
+                return f"required task {name!r} depends on work that cannot run here"
+        return None
+
+    def _truncate(self, admitted: PlanAdmitted, why: str) -> PlanReport:
+        # Nothing is dispatched; every task settles truncated with the verdict's reason.
+        self._emit(PLAN_ADMITTED, **admitted.fields())
+        self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.TRUNCATED.value)
+        for name in self.plan.order:
+            self._settle(self.tasks[name], _Settled(TaskStatus.TRUNCATED, 0, 0.0, 0.0, note=why))
+        self._emit(SHUTDOWN, outcome="finished", reason=f"truncated: {why}")
+        return self._report(PlanState.TRUNCATED, f"truncated: {why}")
+
+    def _skip_unrunnable_advisory(self) -> None:
+        caps = self.config.caps | {"any"}
+        unrunnable = self._unrunnable()
+        for name in self.plan.order:
+            if name in unrunnable and name not in self.status:
+                task = self.tasks[name]
+                why = (
+                    f"needs {task.needs!r}, which this run does not declare"
+                    if task.needs not in caps
+                    else "a dependency cannot run here"
+                )
+                self._settle(task, _Settled(TaskStatus.SKIPPED, 0, 0.0, 0.0, note=why))
+
+    # -- the dispatch loop ---------------------------------------------------------------
+
+    def _drive(self, pool: ThreadPoolExecutor, tasks: list[ir.Task]) -> None:
+        names = (
+            [name for name in self.plan.order if self.tasks[name].stage is tasks[0].stage] if tasks else []
+        )
+        running: dict[Future[_Settled], ir.Task] = {}
+        while True:
+            self._dispatch_ready(pool, names, running)
+            if not running:
+                break
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in done:
+                task = running.pop(future)
+                self._release(task)
+                try:
+                    settled = future.result()
+                except Exception as exc:  # a kind's bug settles its task, never the whole plan
+                    settled = _Settled(
+                        TaskStatus.FAIL, 1, 0.0, 0.0, note=f"internal error: {type(exc).__name__}: {exc}"
+                    )
+                self._settle(task, settled)
+                self._after_settle(task, settled)
+
+    def _dispatch_ready(
+        self, pool: ThreadPoolExecutor, names: list[str], running: dict[Future[_Settled], ir.Task]
+    ) -> None:
+        in_flight = {task.name for task in running.values()}
+        changed = True
+        while changed:
+            changed = False
+            for name in names:
+                if name in self.status or name in in_flight:
+                    continue
+                task = self.tasks[name]
+                if self.halt is not None:
+                    self._block(task, self.halt.reason, self.halt.task)
+                    changed = True
+                    continue
+                decision = self._readiness(task)
+                if decision is None:
+                    continue
+                if isinstance(decision, _Settled):
+                    self._settle(task, decision)
+                    self._after_settle(task, decision)
+                    changed = True
+                    continue
+                if len(running) >= self.config.jobs or not self._claim(task):
+                    return  # dispatch stays declaration-ordered: no task overtakes a waiting one
+                TASK_MACHINE.step("pending", "running")
+                running[pool.submit(self._execute, task, decision)] = task
+                in_flight.add(name)
+
+    def _readiness(self, task: ir.Task) -> dict[str, Any] | _Settled | None:
+        """The task's inputs if it can dispatch now, a settlement if it never will, None to wait."""
+        statuses = {dep: self.status.get(dep) for dep in task.depends_on}
+        if task.join is ir.Join.ALL:
+            for dep, status in statuses.items():
+                if status in NOT_PASSED:
+                    return self._blocked(BlockReason.DEPENDENCY_DID_NOT_PASS.value, dep)
+            for dep, status in statuses.items():
+                if status is TaskStatus.SKIPPED:
+                    return _Settled(TaskStatus.SKIPPED, 0, 0.0, 0.0, note=f"dependency {dep!r} skipped")
+            if any(status is None for status in statuses.values()):
+                return None
+            inputs = {dep: self._output(dep) for dep in task.depends_on}
+        else:
+            if any(status is None for status in statuses.values()):
+                return None
+            if task.join is ir.Join.PASSED:
+                passing = [dep for dep, status in statuses.items() if status is TaskStatus.PASS]
+                if not passing:
+                    return self._blocked(BlockReason.DEPENDENCY_DID_NOT_PASS.value, task.depends_on[0])
+                inputs = {dep: self._output(dep) for dep in passing}
+            else:
+                inputs = {dep: self._envelope(dep, task) for dep in task.depends_on}
+        if task.stage is ir.Stage.EPILOGUE:
+            inputs["outcome"] = self._outcome_input
+        return inputs
+
+    def _blocked(self, reason: str, task: str | None) -> _Settled:
+        note = BLOCK_NOTES[BlockReason(reason)].format(task=task)
+        return _Settled(TaskStatus.BLOCKED, 0, 0.0, 0.0, note=note, blocked=BlockedWire(reason, task))
+
+    def _block(self, task: ir.Task, reason: str, culprit: str | None) -> None:
+        shown = culprit if reason != BlockReason.BUDGET_CEILING.value else None
+        settled = self._blocked(reason, shown)
+        self._settle(task, settled)
+
+    def _output(self, name: str) -> Any:
+        result = self.results.get(name)
+        return result.output if result is not None else None
+
+    def _envelope(self, dep: str, consumer: ir.Task) -> dict[str, Any]:
+        result = self.results[dep]
+        return {
+            "status": result.status,
+            "note": result.note or None,
+            "output": result.output,
+            "files_staged": self.files.has(dep),
+        }
+
+    def _outcome(self, main_state: PlanState) -> dict[str, Any]:
+        exit_token = "budget" if main_state is PlanState.BUDGET else "finished"
+        tasks = {
+            name: {"status": self.results[name].status, "note": self.results[name].note or None}
+            for name in self.plan.order
+            if self.tasks[name].stage is ir.Stage.MAIN and name in self.results
+        }
+        return {
+            "exit": exit_token,
+            "verdict": "pass" if main_state is PlanState.FINISHED else "fail",
+            "tasks": tasks,
+        }
+
+    # -- shared-workspace exclusivity ----------------------------------------------------
+
+    def _claim(self, task: ir.Task) -> bool:
+        if task.isolation is ir.Isolation.WORKTREE:
+            return True
+        exclusive = self.kinds.entries[task.kind].value.exclusive
+        if self._shared_exclusive or (exclusive and self._shared_running):
+            return False
+        self._shared_running += 1
+        self._shared_exclusive = exclusive
+        return True
+
+    def _release(self, task: ir.Task) -> None:
+        if task.isolation is ir.Isolation.WORKTREE:
+            return
+        self._shared_running -= 1
+        if self._shared_running == 0:
+            self._shared_exclusive = False
+
+    # -- settling ------------------------------------------------------------------------
+
+    def _settle(self, task: ir.Task, settled: _Settled) -> None:
+        state = "running" if settled.attempts else "pending"
+        TASK_MACHINE.step(state, settled.status.value)
+        if settled.status in (
+            TaskStatus.SKIPPED,
+            TaskStatus.TRANSPORT,
+            TaskStatus.BLOCKED,
+            TaskStatus.TRUNCATED,
+        ):
+            self.files.remove(task.name)
+        result = TaskResult(
+            task=task.name,
+            status=settled.status.value,
+            plan_version=self.plan.plan.version,
+            task_kind=task.kind,
+            iter=self.config.iteration,
+            attempts=settled.attempts,
+            cost_usd=round(settled.cost_usd, 6),
+            metric=settled.metric,
+            output=settled.output,
+            note=settled.note,
+            secs=round(settled.secs, 3),
+            blocked=settled.blocked,
+            transport=settled.transport,
+        )
+        self.status[task.name] = settled.status
+        self.results[task.name] = result
+        self._emit(TASK_RESULT, **result.fields())
+
+    def _after_settle(self, task: ir.Task, settled: _Settled) -> None:
+        if self.plan_state == PlanState.RUNNING.value:
+            self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.RUNNING.value)
+        if self.spent > self.plan.plan.budget.usd and (
+            self.halt is None or self.halt.reason != BlockReason.BUDGET_CEILING.value
+        ):
+            self.halt = BlockedWire(BlockReason.BUDGET_CEILING.value)
+            if self.plan_state == PlanState.RUNNING.value:
+                self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
+            return
+        if (
+            self.halt is None
+            and task.stage is ir.Stage.MAIN
+            and task.required
+            and settled.status in NOT_PASSED
+        ):
+            self.halt = BlockedWire(BlockReason.REQUIRED_TASK_FAILED.value, task.name)
+            self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
+
+    def _main_state(self) -> PlanState:
+        if self.spent > self.plan.plan.budget.usd:
+            return PlanState.BUDGET
+        for task in self.plan.stage(ir.Stage.MAIN):
+            status = self.status.get(task.name)
+            if status is TaskStatus.TRUNCATED:
+                return PlanState.TRUNCATED
+            if task.required and status not in (TaskStatus.PASS, TaskStatus.SKIPPED):
+                return PlanState.FAILED
+        return PlanState.FINISHED
+
+    def _reason(self, state: PlanState) -> str:
+        if state is PlanState.BUDGET:
+            return f"budget: spent ${self.spent:.4f} of ${self.plan.plan.budget.usd:.4f}"
+        if state is PlanState.FAILED:
+            failed = [
+                t.name
+                for t in self.plan.stage(ir.Stage.MAIN)
+                if t.required and self.status.get(t.name) not in (TaskStatus.PASS, TaskStatus.SKIPPED)
+            ]
+            return f"failed: required task(s) did not pass: {', '.join(failed)}"
+        return "passed: every required task passed"
+
+    def _report(self, state: PlanState, reason: str) -> PlanReport:
+        verdict = "pass" if state is PlanState.FINISHED else "fail"
+        return PlanReport(state, verdict, self.spent, dict(self.results), reason)
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        self.log.emit(kind, **fields)
+
+    # -- one task, on a worker thread ----------------------------------------------------
+
+    def _execute(self, task: ir.Task, inputs: dict[str, Any]) -> _Settled:
+        started = time.monotonic()
+        spec: TaskKindSpec = self.kinds.entries[task.kind].value
+        copy: DisposableCopy | None = None
+        root = self.config.workspace
+        if task.isolation is ir.Isolation.WORKTREE:
+            try:
+                copy = self.copies.make_copy(task.name)
+            except OSError as exc:
+                return _Settled(
+                    TaskStatus.TRANSPORT,
+                    1,
+                    0.0,
+                    time.monotonic() - started,
+                    note=f"could not make a disposable copy: {exc}",
+                    transport="workspace",
+                )
+            root = copy.path
+        staged_dir = root / INPUTS_DIR / task.name
+        try:
+            return self._attempts(task, spec, inputs, root, staged_dir, started)
+        finally:
+            unstage(staged_dir)
+            if copy is not None:
+                copy.discard()
+
+    def _attempts(
+        self,
+        task: ir.Task,
+        spec: TaskKindSpec,
+        inputs: dict[str, Any],
+        root: Path,
+        staged_dir: Path,
+        started: float,
+    ) -> _Settled:
+        try:
+            producers = self._file_producers(task)
+            staged_dir, staged = self.files.stage(producers, root, task.name)
+        except (OSError, CaptureRefused) as exc:
+            return self._blocked(BlockReason.STAGING_REFUSED.value, str(exc))
+        encoded = json.dumps(inputs, separators=(",", ":"), default=str)
+        if len(encoded) > MAX_INPUTS_BYTES:
+            return self._blocked(BlockReason.STAGING_REFUSED.value, f"inputs over {MAX_INPUTS_BYTES} bytes")
+        env = {**self.config.env, INPUTS_ENV: encoded, TASK_ENV: task.name}
+        if staged:
+            env[INPUT_FILES_ENV] = str(staged_dir)
+        context = TaskContext(
+            task, root, env, inputs, task.timeout, self.config.agent_cmd, self.config.engine
+        )
+        before = fingerprint(root, task.emits_files) if task.emits_files else {}
+        attempts, cost = 0, 0.0
+        notes: list[str] = []
+        while True:
+            attempts += 1
+            try:
+                attempt = spec.run(context)
+            except Exception as exc:  # a kind's bug fails its task, not the plan
+                attempt = Attempt(
+                    Outcome.FAIL, note=f"internal error in {task.kind}: {type(exc).__name__}: {exc}"
+                )
+            cost += attempt.cost_usd
+            with self._lock:
+                self.spent += attempt.cost_usd
+                over = self.spent > self.plan.plan.budget.usd
+                halted = self.halt is not None
+            if attempt.outcome is not Outcome.TRANSPORT:
+                break
+            notes.append(f"attempt {attempts}: {attempt.note}")
+            if over:
+                settled = self._blocked(BlockReason.BUDGET_CEILING.value, None)
+                return attrs.evolve(
+                    settled, attempts=attempts, cost_usd=cost, secs=time.monotonic() - started
+                )
+            if attempts > task.retries or halted:
+                return _Settled(
+                    TaskStatus.TRANSPORT,
+                    attempts,
+                    cost,
+                    time.monotonic() - started,
+                    note="; ".join(notes),
+                    transport=attempt.transport or "other",
+                )
+        return self._conclude(task, attempt, attempts, cost, root, before, started)
+
+    def _conclude(
+        self,
+        task: ir.Task,
+        attempt: Attempt,
+        attempts: int,
+        cost: float,
+        root: Path,
+        before: dict[str, str | None],
+        started: float,
+    ) -> _Settled:
+        status = {
+            Outcome.PASS: TaskStatus.PASS,
+            Outcome.FAIL: TaskStatus.FAIL,
+            Outcome.SKIPPED: TaskStatus.SKIPPED,
+        }[attempt.outcome]
+        note = attempt.note
+        declared = declared_status(attempt.output)
+        if status is TaskStatus.PASS and declared == "skipped":
+            status, note = TaskStatus.SKIPPED, note or "the task declared a skip"
+        elif status is TaskStatus.PASS and declared == "fail":
+            status, note = TaskStatus.FAIL, note or "the task declared itself failed"
+        if status is TaskStatus.PASS and task.emits:
+            missing = [
+                f for f in task.emits if not isinstance(attempt.output, dict) or f not in attempt.output
+            ]
+            if missing:
+                status, note = TaskStatus.FAIL, f"declared output field(s) missing: {', '.join(missing)}"
+        if task.emits_files and status in (TaskStatus.PASS, TaskStatus.FAIL):
+            try:
+                self.files.publish(
+                    task.name, root, task.emits_files, before if status is TaskStatus.FAIL else None
+                )
+            except (CaptureRefused, OSError) as exc:
+                self.files.remove(task.name)
+                if status is TaskStatus.PASS:
+                    status, note = TaskStatus.FAIL, f"declared file not captured: {exc}"
+                else:
+                    note = f"{note}; files not captured: {exc}" if note else f"files not captured: {exc}"
+        elif status is not TaskStatus.PASS:
+            self.files.remove(task.name)
+        return _Settled(
+            status,
+            attempts,
+            cost,
+            time.monotonic() - started,
+            output=attempt.output,
+            note=note,
+            metric=attempt.metric,
+        )
+
+    def _file_producers(self, task: ir.Task) -> list[str]:
+        """Passing ancestors on every dependency path, plus failing direct deps of a settled join."""
+        found: list[str] = []
+        seen: set[str] = set()
+        stack = list(task.depends_on)
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            status = self.status.get(name)
+            if self.tasks[name].emits_files and (
+                status is TaskStatus.PASS
+                or (task.join is ir.Join.SETTLED and name in task.depends_on and status is TaskStatus.FAIL)
+            ):
+                found.append(name)
+            stack.extend(self.tasks[name].depends_on)
+        return sorted(found)

@@ -1,0 +1,153 @@
+"""Declared file outputs (RFC-0002:C-TASK-FILES): confined capture, atomic publication, staging.
+
+A task's `emits_files` are captured from the root it ran in into the state dir (one directory
+per producing task, published by rename), and staged read-only into each consumer's root
+under `.crucible/inputs/<consumer>/<producer>/` before the consumer is dispatched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+MAX_BYTES_ENV = "CRUCIBLE_PLAN_FILES_MAX_BYTES"
+INPUTS_DIR = Path(".crucible") / "inputs"
+
+
+def max_total_bytes(environ: dict[str, str] | None = None) -> int:
+    raw = (environ if environ is not None else os.environ).get(MAX_BYTES_ENV, "")
+    return int(raw) if raw.isdigit() else DEFAULT_MAX_BYTES
+
+
+class CaptureRefused(Exception):
+    """A declared path could not be captured; the message says which and why."""
+
+
+def read_confined(root: Path, rel: str) -> bytes:
+    """A declared file's bytes, refusing links of any kind and anything that is not a regular file.
+
+    Each component is checked with lstat (no symbolic link anywhere on the path), and the file
+    is opened without following links and checked to have a single link: a hard link to a
+    file outside the workspace cannot be told apart by resolving names.
+    """
+    current = root
+    parts = rel.split("/")
+    for part in parts[:-1]:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            raise CaptureRefused(f"{rel}: absent") from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise CaptureRefused(f"{rel}: {part} is a link or not a directory")
+    target = current / parts[-1]
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise CaptureRefused(f"{rel}: absent") from None
+    except OSError as exc:
+        raise CaptureRefused(f"{rel}: cannot open without following links ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CaptureRefused(f"{rel}: not a regular file")
+        if info.st_nlink != 1:
+            raise CaptureRefused(f"{rel}: has {info.st_nlink} hard links")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def fingerprint(root: Path, paths: Iterable[str]) -> dict[str, str | None]:
+    """What each declared path held before an attempt: the failing-capture provenance check."""
+    prints: dict[str, str | None] = {}
+    for rel in paths:
+        try:
+            prints[rel] = hashlib.sha256(read_confined(root, rel)).hexdigest()
+        except CaptureRefused:
+            prints[rel] = None
+    return prints
+
+
+class FileStore:
+    """Published file sets, one directory per producing task, under the plan's state dir."""
+
+    def __init__(self, directory: Path, max_bytes: int) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def set_dir(self, task: str) -> Path:
+        return self.directory / task
+
+    def has(self, task: str) -> bool:
+        return (self.set_dir(task) / ".complete").exists()
+
+    def used_bytes(self) -> int:
+        total = 0
+        for path in self.directory.rglob("*"):
+            if path.is_file() and path.name != ".complete":
+                total += path.stat().st_size
+        return total
+
+    def remove(self, task: str) -> None:
+        shutil.rmtree(self.set_dir(task), ignore_errors=True)
+
+    def publish(
+        self, task: str, root: Path, paths: Iterable[str], before: dict[str, str | None] | None
+    ) -> None:
+        """Capture every path or none. `before` (failing attempts) keeps only what this attempt wrote."""
+        self.remove(task)
+        contents: dict[str, bytes] = {}
+        for rel in paths:
+            data = read_confined(root, rel)
+            if before is not None and before.get(rel) == hashlib.sha256(data).hexdigest():
+                raise CaptureRefused(f"{rel}: not written by this attempt")
+            contents[rel] = data
+        size = sum(len(data) for data in contents.values())
+        if self.used_bytes() + size > self.max_bytes:
+            raise CaptureRefused(
+                f"the run's captured files would exceed {self.max_bytes} bytes ({MAX_BYTES_ENV})"
+            )
+        staging = self.directory / f".tmp-{uuid.uuid4().hex}"
+        for rel, data in contents.items():
+            out = staging / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+        staging.mkdir(parents=True, exist_ok=True)
+        (staging / ".complete").write_text("ok\n")
+        os.replace(staging, self.set_dir(task))
+
+    def stage(self, producers: Iterable[str], root: Path, consumer: str) -> tuple[Path, list[str]]:
+        """Copy each producer's complete set read-only into the consumer's root; return what was staged."""
+        target = root / INPUTS_DIR / consumer
+        unstage(target)
+        staged: list[str] = []
+        for producer in producers:
+            if not self.has(producer):
+                continue
+            source = self.set_dir(producer)
+            shutil.copytree(source, target / producer, ignore=shutil.ignore_patterns(".complete"))
+            staged.append(producer)
+        for path in sorted(target.rglob("*"), reverse=True) if target.exists() else ():
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        return target, staged
+
+
+def unstage(target: Path) -> None:
+    if not target.exists():
+        return
+    for path in target.rglob("*"):
+        if path.is_dir():
+            path.chmod(0o755)
+    target.chmod(0o755)
+    shutil.rmtree(target, ignore_errors=True)

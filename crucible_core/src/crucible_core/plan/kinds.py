@@ -1,0 +1,86 @@
+"""What a task kind is: its own fields, its rules, and the function that runs one attempt.
+
+Kinds live in a registry filled by the `crucible_register_task_kinds` hook, so a plugin can add
+one. A kind's `run` is a plain Python callable: a subprocess kind calls the supervisor, an
+in-process kind (a reducer, an engine operation) computes its result directly.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from crucible_core.plan.ir import Task
+
+
+class Outcome(enum.StrEnum):
+    """How one attempt ended, before the executor settles the task."""
+
+    PASS = "pass"
+    FAIL = "fail"  # a measured failure: never retried
+    TRANSPORT = "transport"  # could not be carried out (spawn, sandbox, ...): retried, bounded
+    SKIPPED = "skipped"  # the task declared it had nothing to do
+
+
+@attrs.frozen
+class Attempt:
+    outcome: Outcome
+    output: dict[str, Any] | None = None
+    note: str = ""
+    cost_usd: float = 0.0
+    transport: str = ""  # gateway/sandbox/agent/provider/workspace/command/other
+    metric: float | None = None
+
+
+class EngineOperations(Protocol):
+    """What a run that owns a World and a frozen Judge lends to engine tasks."""
+
+    def run_operation(self, op: str, context: TaskContext) -> Attempt: ...
+
+
+@attrs.frozen
+class TaskContext:
+    """Everything one attempt may read; built by the executor for every attempt."""
+
+    task: Task
+    workdir: Path  # the shared workspace or the task's disposable copy
+    env: Mapping[str, str]  # base environment, already carrying CRUCIBLE_INPUTS / CRUCIBLE_TASK
+    inputs: Mapping[str, Any]
+    timeout: float
+    agent_cmd: str | None = None
+    engine: EngineOperations | None = None
+
+
+RunFunction = Callable[[TaskContext], Attempt]
+
+
+@attrs.frozen
+class TaskKindSpec:
+    """One registered kind.
+
+    fields: the attrs class the kind's own TOML keys structure into (strict: unknown keys fail).
+    exclusive: the task holds the shared workspace alone while it runs (agent turns, engine
+      operations); other kinds share it and run concurrently up to the executor's limit.
+    may_emit: whether `emits` may be declared (reducers and engine tasks define their output).
+    reads_score: each dependency's output must carry a numeric `score` (validated via emits).
+    engine: admitted only when the run owns a World and a frozen Judge.
+    """
+
+    name: str
+    fields: type
+    run: RunFunction
+    exclusive: bool = False
+    may_emit: bool = True
+    reads_score: bool = False
+    engine: bool = False
+    allows_session: bool = False
+    allows_settled_join: bool = True
+    needs_dependencies: bool = False
+    describe: str = ""
+
+
+Register = Callable[[str, TaskKindSpec], None]

@@ -1,0 +1,137 @@
+"""Printing an admitted plan: canonical JSON or TOML, and Graphviz or Mermaid flowcharts."""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any
+
+import attrs
+
+from crucible_core.plan import ir
+from crucible_core.plan.events import PlanAdmitted
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if attrs.has(type(value)):
+        return {k: _plain(v) for k, v in attrs.asdict(value, recurse=False).items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def task_table(task: ir.Task) -> dict[str, Any]:
+    """The task as its author would write it, defaults left out."""
+    table: dict[str, Any] = {"name": task.name}
+    fields = _plain(task.fields)
+    if task.kind.startswith("engine_"):
+        table["kind"] = "engine"
+    else:
+        table["kind"] = task.kind
+    table.update(fields)
+    defaults = ir.Task(name="", kind="", fields=None)
+    for key in (
+        "depends_on",
+        "join",
+        "required",
+        "needs",
+        "isolation",
+        "session",
+        "emits",
+        "emits_files",
+        "stage",
+        "retries",
+        "timeout",
+    ):
+        value = getattr(task, key)
+        if value != getattr(defaults, key):
+            table[key] = _plain(value)
+    return table
+
+
+def to_json(plan: ir.ValidPlan, verdict: str) -> str:
+    admitted = PlanAdmitted.of(plan).fields()
+    document = {
+        **admitted,
+        "order": list(plan.order),
+        "verdict": verdict,
+        "task_tables": [task_table(t) for t in plan.tasks],
+    }
+    return json.dumps(document, indent=2, sort_keys=True)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def to_toml(plan: ir.ValidPlan) -> str:
+    lines = [f"version = {plan.plan.version}"]
+    if plan.plan.reason:
+        lines.append(f"reason = {_toml_value(plan.plan.reason)}")
+    lines += ["", "[budget]", f"usd = {plan.plan.budget.usd!r}"]
+    for task in plan.tasks:
+        lines += ["", "[[task]]"]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in task_table(task).items()]
+    return "\n".join(lines) + "\n"
+
+
+def _label(task: ir.Task) -> str:
+    extras = [task.kind]
+    if not task.required:
+        extras.append("advisory")
+    if task.isolation is ir.Isolation.WORKTREE:
+        extras.append("isolated")
+    if task.join is not ir.Join.ALL:
+        extras.append(f"join {task.join.value}")
+    return f"{task.name}\\n({', '.join(extras)})"
+
+
+def to_dot(plan: ir.ValidPlan) -> str:
+    lines = ["digraph plan {", "  rankdir=LR;", '  node [shape=box, style=rounded, fontname="sans"];']
+    for task in plan.tasks:
+        style = ', style="rounded,dashed"' if not task.required or task.stage is ir.Stage.EPILOGUE else ""
+        lines.append(f'  "{task.name}" [label="{_label(task)}"{style}];')
+    for task in plan.tasks:
+        for dep in task.depends_on:
+            lines.append(f'  "{dep}" -> "{task.name}";')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def to_mermaid(plan: ir.ValidPlan) -> str:
+    ids = {task.name: f"t{i}" for i, task in enumerate(plan.tasks)}
+    lines = ["flowchart LR"]
+    for task in plan.tasks:
+        label = _label(task).replace("\\n", "<br/>").replace('"', "'")
+        lines.append(f'    {ids[task.name]}["{label}"]')
+    for task in plan.tasks:
+        for dep in task.depends_on:
+            lines.append(f"    {ids[dep]} --> {ids[task.name]}")
+    return "\n".join(lines) + "\n"
+
+
+def default_iteration_plan(budget_usd: float = 1.0) -> ir.Plan:
+    """The graph one autoresearch iteration runs today: propose -> apply -> measure -> decide."""
+    from crucible_core.plan.builtin_kinds import EngineFields
+
+    chain = ("propose", "apply", "measure", "decide")
+    tasks = []
+    for i, op in enumerate(chain):
+        source = "measure" if op == "decide" else None
+        tasks.append(
+            ir.Task(
+                name=op,
+                kind=f"engine_{op}",
+                fields=EngineFields(op=op, source=source),
+                depends_on=(chain[i - 1],) if i else (),
+            )
+        )
+    return ir.Plan(version=ir.PLAN_VERSION, budget=ir.Budget(budget_usd), tasks=tuple(tasks))
