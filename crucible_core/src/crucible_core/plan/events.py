@@ -93,6 +93,8 @@ class TaskResult:
         for key in ("metric", "output", "blocked", "transport"):
             if data[key] is None:
                 del data[key]
+        if "blocked" in data and data["blocked"]["task"] is None:
+            del data["blocked"]["task"]  # present only when a required task's failure is the reason
         return data
 
     @classmethod
