@@ -113,7 +113,7 @@ def test_transport_failures_retry_measured_failures_do_not(tmp_path: Path) -> No
         # the agent task spawns a command that does not exist: transport, retried twice
         '[[task]]\nname = "turn"\nkind = "agent"\nprompt = "p"\nrequired = false\nretries = 2\n',
     )
-    report, events = run_plan(tmp_path, text, agent_cmd=f"echo x >> {count}-t; exec /nonexistent/agent")
+    _, events = run_plan(tmp_path, text, agent_cmd=f"echo x >> {count}-t; exec /nonexistent/agent")
     by_task = results(events)
     assert by_task["measured"]["attempts"] == 1 and len((tmp_path / "count-m").read_text().split()) == 1
     # `exec` of a missing binary exits 127: the stand-in ran, so this is measured, not transport
@@ -219,15 +219,10 @@ def test_unrunnable_needs_truncate_required_and_skip_advisory(tmp_path: Path) ->
     assert report.state.value == "truncated"
     assert {r["status"] for r in results(events).values()} == {"truncated"}
     assert not (tmp_path / "ran").exists()
-    text = plan(
-        task("gpu", "touch ../gpu-ran", 'needs = "gpu"', "required = false"), task("cpu", "echo '{}'")
-    )
-    report, events = run_plan(tmp_path / "two", text) if (tmp_path / "two").mkdir() is None else (None, [])
-    assert report is not None and report.verdict == "pass"
-    assert results(events)["gpu"]["status"] == "skipped"
-    report, events = (
-        run_plan(tmp_path / "three", text, caps=frozenset({"gpu"}))
-        if (tmp_path / "three").mkdir() is None
-        else (None, [])
-    )
-    assert results(events)["gpu"]["status"] == "pass"
+
+    advisory = plan(task("gpu", "echo '{}'", 'needs = "gpu"', "required = false"), task("cpu", "echo '{}'"))
+    for name, caps, expected in (("two", frozenset(), "skipped"), ("three", frozenset({"gpu"}), "pass")):
+        (tmp_path / name).mkdir()
+        report, events = run_plan(tmp_path / name, advisory, caps=caps)
+        assert report.verdict == "pass"
+        assert results(events)["gpu"]["status"] == expected

@@ -78,7 +78,7 @@ def run(
             )
         prior = PriorRun.read(log_path)
     elif resume:
-        raise UsageError(f"nothing to resume: {log_path} does not exist")
+        prior = PriorRun.read(log_path)  # killed before anything was written: start from the top
     config = ExecutorConfig(
         workspace=(workspace or Path.cwd()).resolve(),
         state_dir=state,

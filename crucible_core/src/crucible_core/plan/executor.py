@@ -23,7 +23,6 @@ import attrs
 from crucible_core.plan import ir
 from crucible_core.plan.errors import PlanError
 from crucible_core.plan.events import (
-    CLEAN_EXIT,
     DIED_IN_PLAN_TASK,
     PLAN_ADMITTED,
     RECOVERY,
@@ -176,15 +175,7 @@ class PlanExecutor:
                 },
             )
         else:
-            if self.prior is not None:
-                self._emit(
-                    RECOVERY,
-                    **{
-                        "class": CLEAN_EXIT,
-                        "iter": self.config.iteration,
-                        "detail": "no plan was admitted before; starting fresh",
-                    },
-                )
+            # Killed before admission (or never run): nothing settled, so start from the top.
             truncated = self._truncation()
             if truncated is not None:
                 return self._truncate(admitted, truncated)
