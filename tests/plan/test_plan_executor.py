@@ -207,7 +207,7 @@ def test_settled_join_sees_every_dependency_status(tmp_path: Path) -> None:
             'join = "settled"',
         ),
     )
-    _, events = run_plan(tmp_path, text)
+    _, _events = run_plan(tmp_path, text)
     seen = json.loads((tmp_path / "review.json").read_text())
     assert seen["ok"]["status"] == "pass" and seen["ok"]["output"] == {"v": 1}
     assert seen["bad"]["status"] == "fail" and seen["bad"]["output"] == {"why": "broken"}
