@@ -9,12 +9,14 @@ anything that settled.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
+import queue
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -111,12 +113,6 @@ class PriorRun:
         return cls(admitted, results, shutdown)
 
 
-@attrs.define
-class _Running:
-    task: ir.Task
-    future: Future[_Settled]
-
-
 @attrs.frozen
 class _Settled:
     status: TaskStatus
@@ -154,6 +150,11 @@ class PlanExecutor:
         self._shared_exclusive = False
         self._shared_running = 0
         self._outcome_input: dict[str, Any] = {}
+        self._index: dict[str, int] = {}
+        self._remaining: dict[str, int] = {}
+        self._candidates: list[int] = []
+        self._stage_pending: set[str] = set()
+        self._file_emitters = {task.name for task in plan.tasks if task.emits_files}
         self.copies = config.copies or TempDirCopies(config.workspace, exclude=[config.state_dir])
         self.files = FileStore(config.state_dir / "files", max_total_bytes(dict(config.env)))
 
@@ -278,55 +279,83 @@ class PlanExecutor:
     # -- the dispatch loop ---------------------------------------------------------------
 
     def _drive(self, pool: ThreadPoolExecutor, tasks: list[ir.Task]) -> None:
-        names = (
-            [name for name in self.plan.order if self.tasks[name].stage is tasks[0].stage] if tasks else []
-        )
-        running: dict[Future[_Settled], ir.Task] = {}
+        """Run one stage's tasks to completion; candidates are tracked, never rescanned.
+
+        A task becomes a candidate when its last dependency settles (or, joining "all", as
+        soon as one dependency fails); candidates dispatch in the plan's dependency order.
+        """
+        stage = {task.name for task in tasks}
+        self._index = {name: i for i, name in enumerate(self.plan.order)}
+        self._remaining = {
+            name: sum(1 for dep in self.tasks[name].depends_on if dep not in self.status) for name in stage
+        }
+        self._candidates = [self._index[n] for n in stage if self._remaining[n] == 0 and n not in self.status]
+        heapq.heapify(self._candidates)
+        self._stage_pending = {n for n in stage if n not in self.status}
+        done: queue.SimpleQueue[tuple[ir.Task, _Settled]] = queue.SimpleQueue()
+        in_flight: set[str] = set()
         while True:
-            self._dispatch_ready(pool, names, running)
-            if not running:
+            self._dispatch_ready(pool, in_flight, done)
+            if not in_flight:
                 break
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for future in done:
-                task = running.pop(future)
-                self._release(task)
-                try:
-                    settled = future.result()
-                except Exception as exc:  # a kind's bug settles its task, never the whole plan
-                    settled = _Settled(
-                        TaskStatus.FAIL, 1, 0.0, 0.0, note=f"internal error: {type(exc).__name__}: {exc}"
-                    )
-                self._settle(task, settled)
-                self._after_settle(task, settled)
+            task, settled = done.get()
+            in_flight.discard(task.name)
+            self._release(task)
+            self._settle(task, settled)
+            self._after_settle(task, settled)
+
+    def _run_task(self, task: ir.Task, inputs: dict[str, Any], done: queue.SimpleQueue[Any]) -> None:
+        try:
+            settled = self._execute(task, inputs)
+        except Exception as exc:  # a kind's bug settles its task, never the whole plan
+            settled = _Settled(
+                TaskStatus.FAIL, 1, 0.0, 0.0, note=f"internal error: {type(exc).__name__}: {exc}"
+            )
+        done.put((task, settled))
+
+    def _notice_settled(self, task: ir.Task, status: TaskStatus) -> None:
+        self._stage_pending.discard(task.name)
+        for child in self.plan.dependents.get(task.name, ()):
+            if child not in self._remaining:
+                continue
+            self._remaining[child] -= 1
+            joins_all = self.tasks[child].join is ir.Join.ALL
+            if self._remaining[child] == 0 or (joins_all and status in NOT_PASSED | {TaskStatus.SKIPPED}):
+                heapq.heappush(self._candidates, self._index[child])
 
     def _dispatch_ready(
-        self, pool: ThreadPoolExecutor, names: list[str], running: dict[Future[_Settled], ir.Task]
+        self, pool: ThreadPoolExecutor, in_flight: set[str], done: queue.SimpleQueue[Any]
     ) -> None:
-        in_flight = {task.name for task in running.values()}
-        changed = True
-        while changed:
-            changed = False
-            for name in names:
-                if name in self.status or name in in_flight:
-                    continue
-                task = self.tasks[name]
+        if self.halt is not None:
+            for name in sorted(self._stage_pending - in_flight, key=self._index.__getitem__):
+                if name not in self.status:
+                    self._block(self.tasks[name], self.halt.reason, self.halt.task)
+            return
+        while self._candidates:
+            index = self._candidates[0]
+            name = self.plan.order[index]
+            if name in self.status or name in in_flight:
+                heapq.heappop(self._candidates)
+                continue
+            task = self.tasks[name]
+            decision = self._readiness(task)
+            if decision is None:
+                heapq.heappop(self._candidates)  # pushed again when its last dependency settles
+                continue
+            if isinstance(decision, _Settled):
+                heapq.heappop(self._candidates)
+                self._settle(task, decision)
+                self._after_settle(task, decision)
                 if self.halt is not None:
-                    self._block(task, self.halt.reason, self.halt.task)
-                    changed = True
-                    continue
-                decision = self._readiness(task)
-                if decision is None:
-                    continue
-                if isinstance(decision, _Settled):
-                    self._settle(task, decision)
-                    self._after_settle(task, decision)
-                    changed = True
-                    continue
-                if len(running) >= self.config.jobs or not self._claim(task):
-                    return  # dispatch stays declaration-ordered: no task overtakes a waiting one
-                TASK_MACHINE.step("pending", "running")
-                running[pool.submit(self._execute, task, decision)] = task
-                in_flight.add(name)
+                    self._dispatch_ready(pool, in_flight, done)
+                    return
+                continue
+            if len(in_flight) >= self.config.jobs or not self._claim(task):
+                return  # dispatch stays in dependency order: no task overtakes a waiting one
+            heapq.heappop(self._candidates)
+            TASK_MACHINE.step("pending", "running")
+            in_flight.add(name)
+            pool.submit(self._run_task, task, decision, done)
 
     def _readiness(self, task: ir.Task) -> dict[str, Any] | _Settled | None:
         """The task's inputs if it can dispatch now, a settlement if it never will, None to wait."""
@@ -439,6 +468,7 @@ class PlanExecutor:
         self.status[task.name] = settled.status
         self.results[task.name] = result
         self._emit(TASK_RESULT, **result.fields())
+        self._notice_settled(task, settled.status)
 
     def _after_settle(self, task: ir.Task, settled: _Settled) -> None:
         if self.plan_state == PlanState.RUNNING.value:
@@ -627,6 +657,8 @@ class PlanExecutor:
 
     def _file_producers(self, task: ir.Task) -> list[str]:
         """Passing ancestors on every dependency path, plus failing direct deps of a settled join."""
+        if not self._file_emitters:
+            return []
         found: list[str] = []
         seen: set[str] = set()
         stack = list(task.depends_on)
