@@ -31,6 +31,11 @@ class Row:
     baseline_s: float
     target: float | None = None  # the highest acceptable ratio, if the benchmark has a target
     note: str = ""
+    failed: bool = False  # the benchmark could not run; `note` carries what went wrong
+
+    @classmethod
+    def failure(cls, name: str, detail: str) -> Row:
+        return cls(name, 0.0, 0.0, None, f"FAILED: {detail}", failed=True)
 
     @property
     def ratio(self) -> float:
@@ -38,6 +43,8 @@ class Row:
 
     @property
     def verdict(self) -> str:
+        if self.failed:
+            return "FAILED"
         if self.target is None:
             return ""
         return "ok" if self.ratio <= self.target else "OVER"
@@ -57,6 +64,9 @@ def render(rows: list[Row]) -> str:
     header = ("benchmark", "crucible", "baseline", "ratio", "target", "")
     lines = [header]
     for row in rows:
+        if row.failed:
+            lines.append((row.name, "-", "-", "-", "-", row.note))
+            continue
         lines.append(
             (
                 row.name,

@@ -14,6 +14,7 @@ import argparse
 import importlib.util
 import os
 import platform
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -24,7 +25,7 @@ sys.path.insert(0, str(HERE))
 from harness import DEFAULT_FILES, Options, Row, render  # noqa: E402
 
 # Benchmark modules in bench/, in the order their rows are printed.
-BENCHMARKS = ["world", "engine_overhead", "startup", "resume_fold"]
+BENCHMARKS = ["world", "engine_overhead", "startup", "resume_fold", "plan_dag"]
 
 
 def load(name: str) -> ModuleType:
@@ -45,6 +46,24 @@ def machine() -> str:
     except OSError:
         pass
     return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, {platform.system()}"
+
+
+def failure_detail(exc: BaseException) -> str:
+    """One line saying what failed: a command's exit status and the tail of its stderr."""
+    if isinstance(exc, subprocess.CalledProcessError):
+        command = " ".join(str(part) for part in exc.cmd) if isinstance(exc.cmd, list) else str(exc.cmd)
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        tail = " | ".join(line.strip() for line in stderr.strip().splitlines()[-3:])
+        return f"`{command[:120]}` exited {exc.returncode}" + (f": {tail[:300]}" if tail else "")
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+def run_one(name: str, options: Options) -> list[Row]:
+    """A benchmark's rows, or one FAILED row naming what broke: a failed step is never a traceback."""
+    try:
+        return load(name).run(options)
+    except Exception as exc:
+        return [Row.failure(name, failure_detail(exc))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     for name in args.only or BENCHMARKS:
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        rows += load(name).run(options)
+        rows += run_one(name, options)
     print(f"machine: {machine()}")
     print(f"median of {options.reps} repetitions per row\n")
     print(render(rows))
-    failed = [row for row in rows if row.verdict == "OVER" or row.note.startswith("MISMATCH")]
+    failed = [row for row in rows if row.verdict in ("OVER", "FAILED") or row.note.startswith("MISMATCH")]
     return 1 if failed else 0
 
 

@@ -61,6 +61,10 @@ def pristine(workdir: Path, files: int) -> Path:
     shutil.rmtree(repo, ignore_errors=True)
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
+    # The big commit below would start a detached auto-gc that repacks while the clones read
+    # the repository, and `git clone` then exits 128 on a fresh machine: no housekeeping here.
+    git(repo, "config", "gc.auto", "0")
+    git(repo, "config", "maintenance.auto", "false")
     dirs = max(1, files // FILES_PER_DIR)
     for n in range(files):
         directory = repo / f"d{n % dirs:04d}"
