@@ -226,3 +226,24 @@ def test_unrunnable_needs_truncate_required_and_skip_advisory(tmp_path: Path) ->
         report, events = run_plan(tmp_path / name, advisory, caps=caps)
         assert report.verdict == "pass"
         assert results(events)["gpu"]["status"] == expected
+
+
+def test_agent_turns_hold_the_shared_workspace_alone_and_isolated_ones_overlap(tmp_path: Path) -> None:
+    agent = '[[task]]\nname = "{n}"\nkind = "agent"\nprompt = "p"\n{extra}\n'
+    text = plan(
+        agent.format(n="a1", extra=""),
+        agent.format(n="a2", extra=""),
+        task("cmd", "echo '{}'"),
+        agent.format(n="i1", extra='isolation = "worktree"'),
+        agent.format(n="i2", extra='isolation = "worktree"'),
+    )
+    # Each turn notes any other turn already inside the shared workspace, then waits for a peer.
+    stand_in = (
+        'if [ "$(ls ../inside 2>/dev/null)" ]; then echo "$CRUCIBLE_TASK" >> ../overlaps; fi; '
+        'mkdir -p ../inside; touch "../inside/$CRUCIBLE_TASK"; sleep 0.3; rm "../inside/$CRUCIBLE_TASK"; '
+        "echo '{}'"
+    )
+    shared_only = f'case "$CRUCIBLE_TASK" in i*) echo "{{}}" ;; *) {stand_in} ;; esac'
+    report, _ = run_plan(tmp_path, text, agent_cmd=shared_only, jobs=4)
+    assert report.verdict == "pass"
+    assert not (tmp_path / "overlaps").exists()
