@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from crucible_core.plan.states import PLAN_MACHINE, TASK_MACHINE, BlockReason
-
 from tests.cli_support import run_crucible
 
 PLAN = """\

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from crucible_core.session_log import read_events
 
+from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 
 SEED = 20261130

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from crucible_core.plan.errors import PlanError
 
+from crucible_core.plan.errors import PlanError
 from tests.plan.plan_support import core_kinds, parse
 
 HEAD = "version = 1\n[budget]\nusd = 1.0\n"
@@ -119,6 +119,7 @@ def test_emitted_file_paths_must_stay_inside() -> None:
 
 def test_a_plugin_can_add_a_kind() -> None:
     import attrs
+
     from crucible_core.plan.kinds import Attempt, Outcome, TaskKindSpec
 
     @attrs.frozen
