@@ -85,7 +85,20 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     assert listing.returncode == 0, listing.stdout + listing.stderr
     report = json.loads(listing.stdout)
     assert [p["distribution"] for p in report["plugins"]] == ["crucible-core"]
-    assert report["plugins"][0]["registered"] == {"reporter": ["console", "headless", "jsonl"]}
+    assert report["plugins"][0]["registered"] == {
+        "reporter": ["console", "headless", "jsonl"],
+        "task kind": [
+            "command",
+            "evaluate",
+            "agent",
+            "top_k",
+            "engine_propose",
+            "engine_apply",
+            "engine_measure",
+            "engine_grade",
+            "engine_decide",
+        ],
+    }
     assert report["failures"] == [] and report["conflicts"] == []
 
 

@@ -175,6 +175,9 @@ class PlanExecutor:
                     "detail": f"{len(self.results)} of {len(self.tasks)} tasks had settled",
                 },
             )
+            truncated = self._truncation()
+            if truncated is not None:  # died while settling a truncated plan: finish that
+                return self._truncate(None, truncated)
         else:
             # Killed before admission (or never run): nothing settled, so start from the top.
             truncated = self._truncation()
@@ -254,11 +257,14 @@ class PlanExecutor:
                 return f"required task {name!r} depends on work that cannot run here"
         return None
 
-    def _truncate(self, admitted: PlanAdmitted, why: str) -> PlanReport:
+    def _truncate(self, admitted: PlanAdmitted | None, why: str) -> PlanReport:
         # Nothing is dispatched; every task settles truncated with the verdict's reason.
-        self._emit(PLAN_ADMITTED, **admitted.fields())
+        if admitted is not None:
+            self._emit(PLAN_ADMITTED, **admitted.fields())
         self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.TRUNCATED.value)
         for name in self.plan.order:
+            if name in self.status:
+                continue
             self._settle(self.tasks[name], _Settled(TaskStatus.TRUNCATED, 0, 0.0, 0.0, note=why))
         self._emit(SHUTDOWN, outcome="finished", reason=f"truncated: {why}")
         return self._report(PlanState.TRUNCATED, f"truncated: {why}")
