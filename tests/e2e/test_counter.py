@@ -93,7 +93,9 @@ def test_a_proposer_that_edits_the_frozen_measure_cannot_raise_its_score(example
     manifest.write_text(text.replace('agent_cmd = "./bump.sh"', 'agent_cmd = "./cheat.sh"'))
     done = run_crucible("--manifest", manifest, "--iterations", "2")
     assert done.returncode == 0, done.stderr
-    assert [r["score"] for r in rows(manifest)] == [0, 0, 0]
+    # with the gate put back the candidate is the kept state again: nothing to measure
+    assert [r["score"] for r in rows(manifest)] == [0, None, None]
+    assert [r["note"] for r in rows(manifest)][1:] == ["no change", "no change"]
     assert verdicts(manifest) == ["baseline", "discard", "discard"]
     notes = [e["text"] for e in events(manifest) if e["kind"] == "note"]
     assert any("re-copied frozen injects" in n and "measure.sh" in n for n in notes)

@@ -140,7 +140,7 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings) ->
     created = not workspace_in_use(paths.workspace)
     shell = Shell(cwd=paths.workspace, env=engine_environment())
     try:
-        drivers = build_drivers(plugins, loaded, paths, shell)
+        drivers = build_drivers(plugins, loaded, paths, shell, world_record=False)
         if created:
             prepare_workspace(loaded, paths, drivers.world, shell)
 

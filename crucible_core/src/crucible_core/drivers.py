@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -50,12 +51,33 @@ class DriverChoice:
             plugins.registry("harness").get(self.harness, where="[agent].harness")
 
 
+@attrs.define
+class NoteRelay:
+    """Carries the world's notes to the session log, which is opened after the drivers are built."""
+
+    sink: Callable[[str], None] | None = None
+    held: list[str] = attrs.field(factory=list)
+
+    def __call__(self, text: str) -> None:
+        if self.sink is None:
+            self.held.append(text)
+        else:
+            self.sink(text)
+
+    def connect(self, sink: Callable[[str], None]) -> None:
+        self.sink = sink
+        held, self.held = self.held, []
+        for text in held:
+            sink(text)
+
+
 @attrs.frozen
 class Drivers:
     world: World
     judge: Judge
     backend: AgentBackend
     choice: DriverChoice
+    world_notes: NoteRelay = attrs.field(factory=NoteRelay)
 
 
 def build_drivers(
@@ -66,13 +88,23 @@ def build_drivers(
     *,
     harness: str | None = None,
     model: str | None = None,
+    world_record: bool = True,
 ) -> Drivers:
+    """`world_record=False` (a `crucible check` probe) gives the world no private directory."""
     m = loaded.manifest
     choice = DriverChoice.of(loaded, harness=harness)
     choice.verify(plugins)
     agent = attrs.evolve(m.agent, model=model) if model else m.agent
+    notes = NoteRelay()
     world = plugins.registry("world").get(choice.world, where="[world]")(
-        WorldContext(paths.workspace, m.world, tuple(_spared(loaded, paths)), shell)
+        WorldContext(
+            paths.workspace,
+            m.world,
+            tuple(_spared(loaded, paths)),
+            shell,
+            private_dir=paths.private_dir / "world" if world_record else None,
+            note=notes,
+        )
     )
     judge = plugins.registry("judge").get(choice.judge, where="[judge]")(
         JudgeContext(m.judge, paths.workspace, shell)
@@ -94,7 +126,7 @@ def build_drivers(
             harness_name=choice.harness,
         )
     )
-    return Drivers(world, judge, backend, choice)
+    return Drivers(world, judge, backend, choice, notes)
 
 
 def _spared(loaded: LoadedManifest, paths: RunPaths) -> list[str]:

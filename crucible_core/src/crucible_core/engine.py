@@ -60,6 +60,7 @@ class Engine:
     def __attrs_post_init__(self) -> None:
         if self.gates is None:
             self.gates = Gates(self)
+        self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))
 
     # -- driver shortcuts -------------------------------------------------------------------
     @property
@@ -298,10 +299,14 @@ class Engine:
         )
         return result
 
-    def measure(self, run: Run, iteration: int) -> Reading:
+    def refresh_injects(self, iteration: int) -> None:
+        """Put the frozen injects back as the manifest has them, before a measure."""
         refreshed = refresh_frozen(self.loaded.injects, self.paths.workspace)
         if refreshed and iteration > 0:
             self.note(f"re-copied frozen injects the candidate had changed: {', '.join(refreshed)}", "warn")
+
+    def measure(self, run: Run, iteration: int) -> Reading:
+        """Judge the workspace as it stands (the loop refreshes the injects and stages first)."""
         self.step("measure", iteration)
         with self._interruptible():
             reading = self.judge.measure(measure_context(run, iteration))

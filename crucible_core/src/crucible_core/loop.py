@@ -1,6 +1,6 @@
 """The keep/discard loop: the Run context, its Segment, the ways a run ends, and one iteration.
 
-The loop body calls only world.snapshot/restore/apply, judge.measure and backend.run_turn;
+The loop body calls only world.snapshot/restore/apply/stage, judge.measure and backend.run_turn;
 git, subprocesses and files are behind those drivers and the engine's helpers.
 """
 
@@ -17,7 +17,7 @@ from crucible_core.contract import Reading
 from crucible_core.decide import Best, Verdict, advance, decide
 from crucible_core.errors import ExitCode
 from crucible_core.parking import Pending
-from crucible_core.protocols import MeasureContext, TurnResult
+from crucible_core.protocols import MeasureContext, Staged, TurnResult
 
 if TYPE_CHECKING:
     from crucible_core.engine import Engine
@@ -129,6 +129,33 @@ def _baseline_total(reading: Reading) -> float | None:
     return float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None
 
 
+NO_CHANGE = "no change"
+
+
+def stage_for_measure(engine: Engine, iteration: int) -> Staged:
+    """Put the frozen injects back, then name the candidate that is about to be measured."""
+    engine.refresh_injects(iteration)
+    return engine.world.stage()
+
+
+def measure_staged(engine: Engine, run: Run, iteration: int, staged: Staged) -> Reading:
+    """Measure, then make sure the measure left the candidate as it found it.
+
+    What is kept must be what was measured: a measure that edits the candidate (or damages the
+    world) gives no reading, and the loop rolls the candidate back.
+    """
+    reading = engine.measure(run, iteration)
+    after = engine.world.stage()
+    if after.refused:
+        return Reading.invalid(f"the measure damaged the workspace: {after.refused}")
+    if after.token != staged.token:
+        return Reading.invalid(
+            "the measure changed the workspace: a measure must leave the candidate as it found it "
+            "(write its outputs outside the workspace or to an ignored path)"
+        )
+    return reading
+
+
 def run_baseline(engine: Engine, run: Run) -> LoopExit | None:
     """Measure the segment's starting state and record its first row.
 
@@ -148,7 +175,10 @@ def run_baseline(engine: Engine, run: Run) -> LoopExit | None:
             note="task lane: no baseline",
         )
         return None
-    reading = engine.measure(run, at)
+    staged = stage_for_measure(engine, at)
+    reading = Reading.invalid(staged.refused) if staged.refused else measure_staged(engine, run, at, staged)
+    if not reading.valid:
+        engine.world.restore(token)  # whatever the measure left behind is not the kept state
     verdict = decide(reading, Best(), engine.direction, engine.tiebreak_direction)
     if verdict is Verdict.BASELINE:
         run.segment.adopt(reading, verdict)
@@ -197,7 +227,15 @@ def run_iteration(engine: Engine, run: Run) -> LoopExit | None:
     if not applied.ok:
         reject(engine, run, iteration, f"apply failed: {applied.note}", turn)
         return None
-    measured = Measured(iteration, engine.measure(run, iteration), turn)
+    staged = stage_for_measure(engine, iteration)
+    if staged.refused:
+        reject(engine, run, iteration, staged.refused, turn)
+        return None
+    if staged.unchanged:
+        # Nothing to judge: measuring the kept state again could only "win" on noise.
+        reject(engine, run, iteration, NO_CHANGE, turn)
+        return None
+    measured = Measured(iteration, measure_staged(engine, run, iteration, staged), turn)
     return settle(engine, run, measured)
 
 
@@ -214,8 +252,11 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
     if verdict is Verdict.DISCARD:
         engine.world.restore(seg.best_token)
     else:
+        before = engine.world.last_commit_sha()
         token = engine.snapshot(f"crucible: iteration {measured.iteration} ({reading.note or 'kept'})")
         sha = engine.world.last_commit_sha()
+        if sha == before:
+            sha = None  # no new commit (a world whose change lies outside its files): nothing to list
         seg.best_token = token
         if engine.judge.scored:
             seg.adopt(reading, verdict)

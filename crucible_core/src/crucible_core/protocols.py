@@ -26,14 +26,35 @@ class ApplyOutcome:
     note: str = ""
 
 
+def _no_note(text: str) -> None:
+    return None
+
+
 @attrs.frozen
 class WorldContext:
-    """What a World factory gets. `spared` are workspace-relative paths a restore never removes."""
+    """What a World factory gets. `spared` are workspace-relative paths a restore never removes.
+
+    `private_dir`, when given, is a directory under the run's state directory that belongs to
+    the world alone: the place for its own record of kept states, out of the agent's
+    workspace, so a candidate that wrecks the workspace's repository cannot take kept history
+    with it. `note(text)` puts a warning in the run's session log (a repair the world made).
+    """
 
     workspace: Path
     section: WorldSection
     spared: tuple[str, ...]
     shell: Shell
+    private_dir: Path | None = None
+    note: Callable[[str], None] = _no_note
+
+
+@attrs.frozen
+class Staged:
+    """What stage() found: the candidate's content, named, and whether there is anything to judge."""
+
+    token: str  # names the candidate's content: equal tokens mean a snapshot would keep the same
+    unchanged: bool  # the content equals the last kept (or restored) state
+    refused: str = ""  # non-empty: the candidate cannot be kept, and why (it damaged the world)
 
 
 @runtime_checkable
@@ -67,6 +88,15 @@ class World(Protocol):
 
     def apply(self) -> ApplyOutcome:
         """Make the candidate live before it is measured (a no-op for a plain tree)."""
+
+    def stage(self) -> Staged:
+        """Name the candidate as it stands, cheaply and without keeping it.
+
+        Called before a measure (an unchanged candidate is discarded unmeasured) and after it
+        (a different token means the measure changed what would be kept). A world that finds
+        its own records damaged repairs them, says so through the context's `note`, and
+        returns `refused`.
+        """
 
     def last_commit_sha(self) -> str | None:
         """The git half of the latest kept state, for kept_shas and publishing."""

@@ -10,7 +10,7 @@ import attrs
 from crucible_core.errors import RunFailed
 from crucible_core.manifest.models import WorldSection
 from crucible_core.process import Completed
-from crucible_core.protocols import ApplyOutcome, WorldContext
+from crucible_core.protocols import ApplyOutcome, Staged, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.gitworld import GitWorld
 
@@ -55,7 +55,7 @@ class CommandWorld:
 
     @classmethod
     def from_context(cls, ctx: WorldContext) -> CommandWorld:
-        return cls(GitWorld.at(ctx.workspace, ctx.spared), ctx.section, ctx.shell)
+        return cls(GitWorld.from_context(ctx), ctx.section, ctx.shell)
 
     def _run(self, command: str, extra_env: dict[str, str] | None = None) -> Completed:
         return self.shell.run(command, cwd=self.git.memory.workspace, extra_env=extra_env)
@@ -114,6 +114,13 @@ class CommandWorld:
         if not done.ok:
             return ApplyOutcome(ok=False, note=_failure("apply_cmd", done))
         return ApplyOutcome(ok=True, note=last_line(done.stdout))
+
+    def stage(self) -> Staged:
+        staged = self.git.stage()
+        if self.section.snapshot_cmd and staged.unchanged:
+            # The domain keeps state outside the files: unchanged files do not mean nothing changed.
+            return Staged(token=staged.token, unchanged=False, refused=staged.refused)
+        return staged
 
     def last_commit_sha(self) -> str | None:
         return self.git.last_commit_sha()

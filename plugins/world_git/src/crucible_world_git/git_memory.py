@@ -9,8 +9,10 @@ directories above a change, and writes only the paths that differ.
 from __future__ import annotations
 
 import os
+import stat
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -29,6 +31,7 @@ from crucible_world_git.index_file import (
     tree_extension,
     write_index,
 )
+from crucible_world_git.kept_record import KeptRecord
 from crucible_world_git.loose_objects import ObjectDatabase, commit_tree_id
 from crucible_world_git.staged_tree import StagedTree
 from crucible_world_git.worktree_scan import Scan, scan_worktree
@@ -45,8 +48,17 @@ BASELINE_LABEL = "crucible: baseline"
 class GitMemory:
     """The repository in a workspace, with its index cached between operations."""
 
-    def __init__(self, workspace: Path, spared: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        spared: tuple[str, ...] = (),
+        record_dir: Path | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> None:
         self.workspace = Path(os.path.abspath(workspace))
+        # The copy of kept history out of the agent's reach; None keeps no copy (a check probe).
+        self.record = KeptRecord(record_dir) if record_dir is not None else None
+        self.note = note or (lambda text: None)
         self.root = os.fsencode(self.workspace)
         self.spared = spared
         self._repo: Repo | None = None
@@ -96,6 +108,8 @@ class GitMemory:
         # Close pack files before interpreter teardown, where dulwich's finalizers cannot run.
         self._finalizer = weakref.finalize(self, repo.close)
         self._db = ObjectDatabase(store)
+        if self.record is not None and self.record.exists():
+            self._db.tee = self.record.db
         self._index_path = os.fsencode(repo.index_path())
         self._staged = None
 
@@ -107,6 +121,9 @@ class GitMemory:
         self._repo = None
         self._db = None
         self._staged = None
+        self._index_key = None
+        if self.record is not None:
+            self.record.close()
 
     @property
     def db(self) -> ObjectDatabase:
@@ -364,8 +381,127 @@ class GitMemory:
 
     # --------------------------------------------------------------------- world operations
 
+    # ------------------------------------------------------------------ the kept record
+
+    def forget_record(self) -> None:
+        """Drop a record left from an earlier setup in this state directory: a fresh run starts its own."""
+        if self.record is not None:
+            self.record.forget()
+        if self._db is not None:
+            self._db.tee = None
+
+    def start_record(self) -> None:
+        """Seed the private record from this (just prepared) repository and record HEAD as kept."""
+        if self.record is None:
+            return
+        repo = self.repo
+        self.record.seed(Path(self.db.store.path), Path(repo.controldir()), Path(repo.commondir()))
+        self.db.tee = self.record.db
+        head = self.head()
+        base = self.base()
+        if head is not None:
+            self.record.record(self.db, head.decode(), base.decode() if base else None)
+
+    def damage(self) -> str | None:
+        """Why the workspace repository cannot be trusted (only judged once a record exists), or None."""
+        if self.record is None or not self.record.exists():
+            return None
+        dotgit = self.workspace / ".git"
+        try:
+            st = os.lstat(dotgit)
+        except FileNotFoundError:
+            return ".git is missing"
+        if stat.S_ISLNK(st.st_mode):
+            return ".git is a symbolic link"
+        if not stat.S_ISDIR(st.st_mode):
+            return ".git is not a directory"
+        try:
+            head = self.head()
+            if head is None:
+                return "HEAD names no commit"
+            text = head.decode("ascii", "replace")
+            if len(text) != 40 or any(ch not in "0123456789abcdef" for ch in text):
+                return "HEAD does not hold a commit id"
+            if not self.db.has(bytes.fromhex(text)):
+                return f"HEAD names {text}, which is not in the repository"
+        except Exception as exc:  # dulwich raises all sorts for a mangled repository
+            return f"the repository cannot be read ({type(exc).__name__})"
+        return None
+
+    def rebuild(self, why: str, commit: str) -> None:
+        """Replace a damaged workspace repository by one made from the record, at `commit`."""
+        assert self.record is not None
+        self.close()
+        where = self.record.rebuild(self.workspace, commit)
+        self._commit_trees.clear()
+        self.kept = commit
+        self.note(
+            f"the workspace repository was damaged ({why}); rebuilt it from the engine's record "
+            f"of kept commits at {commit[:12]} ({where})"
+        )
+
+    def _heal(self, why: str, commit: str | None) -> bool:
+        """Rebuild at `commit` if the record can; False when there is nothing to rebuild from."""
+        if self.record is None or commit is None or not self.record.has_commit(commit):
+            return False
+        self.rebuild(why, commit)
+        return True
+
+    def stage(self) -> tuple[str, bool, str]:
+        """`git add -A` without a commit: (tree id, equal to the kept state, why refused)."""
+        why = self.damage()
+        if why is None:
+            try:
+                if self.stage_all():
+                    self._write_index()
+                staged = self._staged
+                assert staged is not None
+                tree = staged.tree_id(self.db)
+                base = self.kept.encode() if self.kept else self.head()
+                unchanged = base is not None and self.tree_of(base) == tree
+                return tree.hex(), unchanged, ""
+            except Exception as exc:
+                if self.record is None or not self.record.exists():
+                    if isinstance(exc, RunFailed | WorkspaceError):
+                        raise
+                    raise RunFailed(
+                        f"staging failed in {self.workspace}: {exc}", hint="check the workspace"
+                    ) from exc
+                why = self.damage()
+                if why is None:
+                    if isinstance(
+                        exc, OSError
+                    ):  # an unreadable file, say: the candidate's, not the repository's
+                        return "", False, f"the candidate could not be staged: {exc}"
+                    why = f"{type(exc).__name__}: {exc}"
+        kept = self.kept or (self.record.kept() if self.record else None)
+        if not self._heal(why, kept):
+            raise RunFailed(
+                f"the workspace repository is damaged ({why}) and there is no record to rebuild it from",
+                hint="restore the workspace's .git from a backup",
+            )
+        return "", False, f"the candidate damaged the workspace repository ({why}); it was rebuilt"
+
     def snapshot(self, label: str) -> str:
         """Stage everything and commit it; with nothing to commit, HEAD is the snapshot."""
+        why = self.damage()
+        if why is not None:
+            raise RunFailed(
+                f"the workspace repository is damaged ({why}); the candidate was not kept",
+                hint="resume the run: the repository is rebuilt from the engine's record",
+            )
+        kept = self._snapshot(label)
+        if self.record is not None and self.record.exists():
+            try:
+                self.record.record(self.db, kept)
+            except OSError as exc:
+                raise RunFailed(
+                    f"could not record the kept commit outside the workspace: {exc}",
+                    hint="check the state directory's disk",
+                ) from exc
+        return kept
+
+    def _snapshot(self, label: str) -> str:
         try:
             changed = self.stage_all()
             staged = self._staged
@@ -401,7 +537,25 @@ class GitMemory:
         return commit
 
     def restore(self, rev: str) -> None:
-        """`git reset --hard rev && git clean -fd`, touching only the paths that differ."""
+        """`git reset --hard rev && git clean -fd`, touching only the paths that differ.
+
+        A damaged repository (see damage()) is rebuilt from the record first; a restore that
+        fails on the way (a missing or mangled object) is retried once on a rebuilt one.
+        """
+        why = self.damage()
+        if why is not None and not self._heal(why, rev.strip()):
+            raise RunFailed(
+                f"the workspace repository is damaged ({why}) and the record does not hold {rev!r}",
+                hint="restore the workspace's .git from a backup",
+            )
+        try:
+            self._restore(rev)
+        except Exception as exc:
+            if not self._heal(f"restore failed: {type(exc).__name__}: {exc}", rev.strip()):
+                raise
+            self._restore(rev)
+
+    def _restore(self, rev: str) -> None:
         commit = self.resolve_commit(rev)
         try:
             self._checkout(self.tree_of(commit))

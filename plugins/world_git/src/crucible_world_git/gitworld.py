@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
-from crucible_core.protocols import ApplyOutcome, WorldContext
+from crucible_core.protocols import ApplyOutcome, Staged, WorldContext
 from crucible_world_git.clone import clone_into
 from crucible_world_git.git_memory import BASELINE_LABEL, GitMemory
 
@@ -19,17 +20,27 @@ class GitWorld:
 
     @classmethod
     def from_context(cls, ctx: WorldContext) -> GitWorld:
-        return cls.at(ctx.workspace, ctx.spared)
+        record = ctx.private_dir / "kept-record" if ctx.private_dir is not None else None
+        return cls.at(ctx.workspace, ctx.spared, record=record, note=ctx.note)
 
     @classmethod
-    def at(cls, workspace: Path, spared: tuple[str, ...] = ()) -> GitWorld:
-        return cls(GitMemory(workspace, spared))
+    def at(
+        cls,
+        workspace: Path,
+        spared: tuple[str, ...] = (),
+        *,
+        record: Path | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> GitWorld:
+        """A world on `workspace`; `record` is where its private copy of kept history lives."""
+        return cls(GitMemory(workspace, spared, record, note))
 
     def clone_from(self, source: str, ref: str | None) -> None:
         clone_into(self.memory, source, ref)
 
     def prepare(self) -> str:
         memory = self.memory
+        memory.forget_record()
         if not memory.is_repository():
             memory.init()
         memory.write_spared()
@@ -39,11 +50,22 @@ class GitWorld:
         if base is None:
             memory.set_base(head)
             base = head
+        memory.start_record()
         return base.decode()
 
     def recover(self) -> None:
-        if self.memory.is_repository():
-            self.memory.clear_stale_locks()
+        memory = self.memory
+        record = memory.record
+        if record is not None and record.exists():
+            why = memory.damage()
+            kept = record.kept()
+            if why is not None and kept is not None:
+                memory.rebuild(why, kept)
+                return
+        if memory.is_repository():
+            memory.clear_stale_locks()
+            if record is not None and not record.exists() and memory.damage() is None:
+                memory.start_record()  # a run set up before the world kept a record
 
     def snapshot(self, label: str) -> str:
         return self.memory.snapshot(label)
@@ -53,6 +75,10 @@ class GitWorld:
 
     def apply(self) -> ApplyOutcome:
         return ApplyOutcome(ok=True)
+
+    def stage(self) -> Staged:
+        token, unchanged, refused = self.memory.stage()
+        return Staged(token=token, unchanged=unchanged, refused=refused)
 
     def last_commit_sha(self) -> str | None:
         if self.memory.kept is not None:

@@ -38,6 +38,9 @@ class ObjectDatabase:
         self._made_dirs: set[bytes] = set()
         self._packs: list | None = None
         self._alternates = False
+        # A second store that gets a copy of every blob written here (the world's kept record):
+        # blobs only, since a tree or commit there promises that everything below it is there too.
+        self.tee: ObjectDatabase | None = None
 
     def refresh(self) -> None:
         """Re-list the pack directory (once per world operation, not once per object lookup)."""
@@ -70,7 +73,7 @@ class ObjectDatabase:
         sha = object_id(kind, body)
         if not self.has(sha):
             data = zlib.compress(b"%s %d\0" % (kind, len(body)) + body, LOOSE_COMPRESSION)
-            self._write_loose(sha, [data])
+            self._write_loose(sha, [data], tee=kind == b"blob")
         return sha
 
     def write_blob_file(self, path: bytes, size: int) -> bytes:
@@ -92,10 +95,10 @@ class ObjectDatabase:
             parts = [compressor.compress(header)]
             parts.extend(compressor.compress(chunk) for chunk in _chunks(path))
             parts.append(compressor.flush())
-            self._write_loose(sha, parts)
+            self._write_loose(sha, parts, tee=True)
         return sha
 
-    def _write_loose(self, sha: bytes, parts: list[bytes]) -> None:
+    def _write_loose(self, sha: bytes, parts: list[bytes], *, tee: bool = False) -> None:
         directory, path = self._loose_path(sha)
         if directory not in self._made_dirs:
             os.makedirs(directory, exist_ok=True)
@@ -111,6 +114,8 @@ class ObjectDatabase:
         # Objects are immutable and named by content: a concurrent writer produced the same bytes.
         os.replace(tmp, path)
         self._present.add(sha)
+        if tee and self.tee is not None and not self.tee.has(sha):
+            self.tee._write_loose(sha, parts)
 
     def read(self, sha: bytes) -> tuple[bytes, bytes]:
         """(kind, body) of an object; loose ones are read here, packed ones through dulwich."""

@@ -1,0 +1,241 @@
+"""The world's own record of kept history, outside the workspace, and rebuilding a wrecked repository from it.
+
+The agent can do anything to the workspace, `.git` included: delete it, write garbage into
+HEAD, a ref or an object. So every kept commit is also copied (with everything it reaches)
+into an object store under the run's private state directory, together with the few things a
+rebuild needs (which branch HEAD named, the pristine base, the repository's config and
+exclude file). When the workspace repository turns out damaged, it is moved aside (or, where
+it cannot be moved, removed) and a fresh one is made from the record.
+
+Layout of the record directory:
+  objects/   a git object directory: the workspace's objects at setup, then every kept one
+  kept       the latest kept commit id        base   the pristine base commit id
+  head       the ref HEAD named at setup ("" when detached)
+  config, exclude   copies of the workspace repository's files at setup
+  damaged-N  damaged repositories moved aside by a rebuild
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import time
+from pathlib import Path
+
+from crucible_core.errors import RunFailed
+
+from crucible_world_git.index_file import MODE_GITLINK, MODE_TREE
+from crucible_world_git.loose_objects import ObjectDatabase, parse_tree
+
+_SEEDED = "seeded"
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _commit_links(body: bytes) -> tuple[bytes, list[bytes]]:
+    """(root tree, parents) of a commit body, as raw ids."""
+    tree = b""
+    parents = []
+    for line in body.split(b"\n"):
+        if not line:
+            break
+        if line.startswith(b"tree "):
+            tree = bytes.fromhex(line[5:45].decode("ascii"))
+        elif line.startswith(b"parent "):
+            parents.append(bytes.fromhex(line[7:47].decode("ascii")))
+    return tree, parents
+
+
+class KeptRecord:
+    """A private object store holding every kept commit and what it reaches."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.objects = directory / "objects"
+        self._db: ObjectDatabase | None = None
+
+    # ---------------------------------------------------------------------------- the store
+
+    def exists(self) -> bool:
+        return (self.directory / _SEEDED).is_file()
+
+    @property
+    def db(self) -> ObjectDatabase:
+        if self._db is None:
+            from dulwich.object_store import DiskObjectStore
+
+            self._db = ObjectDatabase(DiskObjectStore(str(self.objects)))
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.store.close()
+            self._db = None
+
+    def kept(self) -> str | None:
+        return _read_text(self.directory / "kept") or None
+
+    def base(self) -> str | None:
+        return _read_text(self.directory / "base") or None
+
+    def has_commit(self, commit: str) -> bool:
+        try:
+            raw = bytes.fromhex(commit)
+        except ValueError:
+            return False
+        return len(raw) == 20 and self.exists() and self.db.has(raw)
+
+    def forget(self) -> None:
+        self.close()
+        if self.directory.exists():
+            shutil.rmtree(self.directory)
+
+    def seed(self, objects_dir: Path, controldir: Path, commondir: Path) -> None:
+        """Start the record afresh from a healthy workspace repository (all of its objects)."""
+        self.forget()
+        self.directory.mkdir(parents=True, mode=0o700)
+        _copy_objects(objects_dir, self.objects)
+        for name in ("config", "info/exclude"):
+            source = commondir / name
+            if source.is_file():
+                shutil.copyfile(source, self.directory / os.path.basename(name))
+        head = (controldir / "HEAD").read_bytes().strip()
+        symref = head[5:].strip().decode("utf-8", "surrogateescape") if head.startswith(b"ref: ") else ""
+        _write_text(self.directory / "head", symref)
+        (self.directory / _SEEDED).write_text("")
+
+    def record(self, source: ObjectDatabase, commit: str, base: str | None = None) -> None:
+        """Copy `commit` and whatever it reaches that the record lacks, then mark it as kept.
+
+        Children are written before their parents, so an object present in the record always
+        has everything below it (an interrupted copy leaves only complete subtrees behind).
+        """
+        db = self.db
+        pending = [bytes.fromhex(commit)]
+        while pending:
+            sha = pending[-1]
+            if db.has(sha):
+                pending.pop()
+                continue
+            kind, body = source.read(sha)
+            if kind != b"commit":
+                raise RunFailed(
+                    f"{sha.hex()} is a {kind.decode()}, not a commit", hint="the repository is damaged"
+                )
+            tree, parents = _commit_links(body)
+            missing = [parent for parent in parents if not db.has(parent)]
+            if missing:
+                pending.extend(missing)  # older commits first (the agent's own, say)
+                continue
+            self._copy_tree(source, tree)
+            self._store(sha, kind, body)
+            pending.pop()
+        _write_text(self.directory / "kept", commit)
+        if base is not None:
+            _write_text(self.directory / "base", base)
+
+    def _copy_tree(self, source: ObjectDatabase, tree: bytes) -> None:
+        db = self.db
+        if db.has(tree):
+            return
+        _, body = source.read(tree)
+        for _, mode, sha in parse_tree(body):
+            if mode == MODE_TREE:
+                self._copy_tree(source, sha)
+            elif mode != MODE_GITLINK and not db.has(sha):
+                kind, data = source.read(sha)
+                self._store(sha, kind, data)
+        self._store(tree, b"tree", body)
+
+    def _store(self, sha: bytes, kind: bytes, body: bytes) -> None:
+        if self.db.write(kind, body) != sha:
+            raise RunFailed(
+                f"object {sha.hex()} in the workspace repository does not match its id",
+                hint="the repository is damaged; the object was not recorded",
+            )
+
+    # ----------------------------------------------------------------------------- rebuild
+
+    def rebuild(self, workspace: Path, commit: str) -> str:
+        """Replace the workspace's repository by one made from the record, HEAD at `commit`.
+
+        Returns where the damaged repository went (or that it was removed).
+        """
+        from dulwich.repo import Repo
+
+        self.close()
+        dotgit = workspace / ".git"
+        aside = self._move_aside(dotgit)
+        Repo.init(str(workspace)).close()
+        _copy_objects(self.objects, dotgit / "objects")
+        for name, target in (("config", dotgit / "config"), ("exclude", dotgit / "info" / "exclude")):
+            saved = self.directory / name
+            if saved.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(saved, target)
+        symref = _read_text(self.directory / "head") or ""
+        if symref.startswith("refs/") and ".." not in symref:
+            (dotgit / "HEAD").write_text(f"ref: {symref}\n")
+            ref = dotgit / symref
+        else:
+            ref = dotgit / "HEAD"
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text(commit + "\n")
+        base = self.base()
+        if base:
+            (dotgit / "refs" / "crucible").mkdir(parents=True, exist_ok=True)
+            (dotgit / "refs" / "crucible" / "base").write_text(base + "\n")
+        return aside
+
+    def _move_aside(self, dotgit: Path) -> str:
+        try:
+            st = os.lstat(dotgit)
+        except FileNotFoundError:
+            return "it was gone"
+        if not stat.S_ISDIR(st.st_mode):
+            os.unlink(dotgit)  # a link or a file in its place: never followed
+            return "the entry standing in its place was removed"
+        target = self.directory / f"damaged-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        n = 0
+        while target.exists():
+            n += 1
+            target = target.with_name(f"{target.name.rsplit('.', 1)[0]}.{n}")
+        try:
+            os.rename(dotgit, target)
+        except OSError:
+            shutil.rmtree(dotgit)  # another file system: the record holds everything kept
+            return "the damaged one was removed"
+        return f"the damaged one is at {target}"
+
+
+def _copy_objects(source: Path, target: Path) -> None:
+    """Copy an object directory's loose objects and packs (not its info/alternates)."""
+    target.mkdir(parents=True, exist_ok=True)
+    if not source.is_dir():
+        return
+    for entry in os.scandir(source):
+        if not entry.is_dir(follow_symlinks=False) or entry.name == "info":
+            continue
+        if entry.name != "pack" and (len(entry.name) != 2 or not _is_hex(entry.name)):
+            continue
+        destination = target / entry.name
+        destination.mkdir(exist_ok=True)
+        for item in os.scandir(entry.path):
+            if item.is_file(follow_symlinks=False) and not item.name.startswith("tmp"):
+                shutil.copyfile(item.path, destination / item.name)
+
+
+def _is_hex(text: str) -> bool:
+    return all(ch in "0123456789abcdef" for ch in text)
