@@ -422,7 +422,7 @@ class GitMemory:
             text = head.decode("ascii", "replace")
             if len(text) != 40 or any(ch not in "0123456789abcdef" for ch in text):
                 return "HEAD does not hold a commit id"
-            if not self.db.has(bytes.fromhex(text)):
+            if not self.db.on_disk(bytes.fromhex(text)):
                 return f"HEAD names {text}, which is not in the repository"
         except Exception as exc:  # dulwich raises all sorts for a mangled repository
             return f"the repository cannot be read ({type(exc).__name__})"

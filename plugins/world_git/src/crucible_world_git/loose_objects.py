@@ -68,6 +68,17 @@ class ObjectDatabase:
             return True
         return False
 
+    def on_disk(self, sha: bytes) -> bool:
+        """has(), asking the disk instead of the memory of earlier answers (someone may have deleted it)."""
+        _, path = self._loose_path(sha)
+        if os.path.exists(path):
+            return True
+        self.refresh()
+        assert self._packs is not None
+        return any(sha in pack for pack in self._packs) or (
+            self._alternates and sha.hex().encode() in self.store
+        )
+
     def write(self, kind: bytes, body: bytes) -> bytes:
         """Store an object (unless present already) and return its raw id."""
         sha = object_id(kind, body)

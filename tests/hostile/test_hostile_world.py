@@ -1,0 +1,218 @@
+"""Hostile proposers and measures against the world: links, a wrecked .git, a measure that edits the tree.
+
+Each test drives a real `crucible run` of the counter example with a shell proposer that
+attacks the world, then checks that the run ended normally, that nothing outside the
+workspace changed, that the session log is whole, and that every kept commit survived.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli_support import run_crucible
+from tests.e2e.session import events, rows, verdicts
+
+# Bumps value.txt like the counter's proposer, after running the attack meant for this iteration.
+PROPOSER = """#!/bin/sh
+set -u
+case "$CRUCIBLE_ITERATION" in
+{cases}
+esac
+v=$(cat value.txt)
+echo $((v + 1)) > value.txt
+"""
+
+
+def proposer(attacks: dict[int, str]) -> str:
+    cases = "\n".join(f"  {n}) {command} ;;" for n, command in sorted(attacks.items()))
+    return PROPOSER.format(cases=cases or "  0) ;;")
+
+
+def hostile_domain(example: Callable[[str], Path], attacks: dict[int, str]) -> Path:
+    """The counter example whose proposer runs `attacks[iteration]` (in the workspace) before bumping."""
+    manifest = example("counter")
+    script = manifest.parent / "bump.sh"
+    script.write_text(proposer(attacks))
+    script.chmod(0o755)
+    (manifest.parent / "outside").mkdir()
+    (manifest.parent / "outside" / "precious.txt").write_text("the user's file\n")
+    return manifest
+
+
+def tree_outside_workspace(root: Path) -> dict[str, tuple[int, str]]:
+    """Every file under root except the workspace and the state dir: (link count, content hash)."""
+    found: dict[str, tuple[int, str]] = {}
+    for current, dirnames, filenames in os.walk(root):
+        if Path(current) == root:
+            dirnames[:] = [d for d in dirnames if d not in ("workspace", "state")]
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(current, d))]:
+            full = os.path.join(current, name)
+            st = os.lstat(full)
+            data = os.readlink(full).encode() if os.path.islink(full) else Path(full).read_bytes()
+            found[os.path.relpath(full, root)] = (st.st_nlink, hashlib.sha256(data).hexdigest())
+    return found
+
+
+def git(workspace: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=workspace, capture_output=True, text=True)
+    assert done.returncode == 0, (args, done.stderr)
+    return done.stdout
+
+
+def run_and_check(manifest: Path, iterations: int) -> dict[str, Any]:
+    """Run, then assert the run ended normally, the log is whole and kept history is intact."""
+    root = manifest.parent
+    before = tree_outside_workspace(root)
+    done = run_crucible("--manifest", manifest, "--iterations", str(iterations), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert tree_outside_workspace(root) == before  # nothing outside the workspace changed
+
+    log_path = root / "state" / "session.jsonl"
+    assert os.lstat(log_path).st_nlink == 1
+    lines = log_path.read_bytes().splitlines()
+    parsed = [json.loads(line) for line in lines]  # every line is an event: nothing wrote over the log
+    assert parsed[0]["kind"] == "start"
+    assert [e["kind"] for e in parsed].count("shutdown") == 1 and parsed[-1]["kind"] == "shutdown"
+    assert parsed[-1]["outcome"] == "finished"
+
+    summary = next(e for e in parsed if e["kind"] == "summary")
+    base = next(e for e in parsed if e["kind"] == "identity")["base_commit"]
+    workspace = root / "workspace"
+    kept = summary["kept_shas"]
+    assert len(kept) == len(set(kept)) and base not in kept
+    git(workspace, "fsck", "--no-dangling")
+    history = git(workspace, "rev-list", "HEAD").split()
+    assert base in history and all(sha in history for sha in kept)
+    assert git(workspace, "rev-parse", "refs/crucible/base").strip() == base
+    return summary
+
+
+def notes(manifest: Path) -> list[str]:
+    return [e["text"] for e in events(manifest) if e["kind"] == "note"]
+
+
+def test_a_hardlinked_gate_is_replaced_not_written_through(example) -> None:
+    manifest = hostile_domain(
+        example,
+        {
+            1: "rm -f measure.sh; ln ../state/session.jsonl measure.sh",
+            2: "rm -f measure.sh; ln ../outside/precious.txt measure.sh",
+        },
+    )
+    run_and_check(manifest, 3)
+    assert verdicts(manifest) == ["baseline", "keep", "keep", "keep"]
+    gate = manifest.parent / "workspace" / "measure.sh"
+    assert gate.read_bytes() == (manifest.parent / "measure.sh").read_bytes()
+    assert os.lstat(gate).st_nlink == 1 and os.access(gate, os.X_OK)
+    assert (manifest.parent / "outside" / "precious.txt").read_text() == "the user's file\n"
+    assert sum("re-copied frozen injects" in n for n in notes(manifest)) == 2
+
+
+def test_a_symlinked_inject_directory_is_replaced_by_a_real_one(example) -> None:
+    manifest = hostile_domain(
+        example, {1: 'rm -rf judge; ln -s "$PWD/../outside" judge', 2: "rm -rf judge; echo x > judge"}
+    )
+    text = manifest.read_text().replace(
+        'inject = ["measure.sh"]', 'inject = [{src = "measure.sh", dst = "judge/measure.sh"}]'
+    )
+    manifest.write_text(text.replace('measure_cmd = "./measure.sh"', 'measure_cmd = "./judge/measure.sh"'))
+    run_and_check(manifest, 2)
+    assert verdicts(manifest) == ["baseline", "keep", "keep"]
+    assert sorted(os.listdir(manifest.parent / "outside")) == ["precious.txt"]
+    workspace = manifest.parent / "workspace"
+    assert not (workspace / "judge").is_symlink() and (workspace / "judge" / "measure.sh").is_file()
+    for sha in rows(manifest)[1]["sha"], rows(manifest)[2]["sha"]:
+        listing = git(workspace, "ls-tree", "-r", sha)
+        assert "100755 blob" in listing and "\tjudge/measure.sh" in listing
+        assert "120000" not in listing  # no kept commit stores judge as a link
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "rm -rf .git",
+        "echo garbage > .git/HEAD",
+        'echo zzz > ".git/$(sed -n "s/^ref: //p" .git/HEAD)"',
+        "chmod -R u+w .git/objects && rm -rf .git/objects/*",
+        'rm -rf .git && ln -s "$PWD/../outside" .git',
+    ],
+    ids=["rm-git", "garbage-head", "garbage-branch", "no-objects", "git-symlink"],
+)
+def test_a_wrecked_repository_is_rebuilt_from_the_engines_record(example, attack: str) -> None:
+    manifest = hostile_domain(example, {2: attack})
+    summary = run_and_check(manifest, 3)
+    got = rows(manifest)
+    assert [r["verdict"] for r in got] == ["baseline", "keep", "discard", "keep"]
+    assert "damaged the workspace repository" in got[2]["note"]
+    assert any("was damaged" in n and "rebuilt it" in n for n in notes(manifest))
+    workspace = manifest.parent / "workspace"
+    # the wrecking candidate was rolled back: iteration 3 bumped the value kept at iteration 1
+    assert (workspace / "value.txt").read_text().strip() == "2"
+    assert summary["kept_shas"] == [got[1]["sha"], got[3]["sha"]]
+    assert git(workspace, "rev-parse", "HEAD").strip() == got[3]["sha"]
+    assert sorted(os.listdir(manifest.parent / "outside")) == ["precious.txt"]
+
+
+def test_a_resume_after_the_repository_was_wrecked_rebuilds_it(example) -> None:
+    manifest = hostile_domain(example, {})
+    run_and_check(manifest, 2)
+    workspace = manifest.parent / "workspace"
+    kept = rows(manifest)[-1]["sha"]
+    (workspace / ".git" / "HEAD").write_text("garbage\n")
+    (workspace / "value.txt").write_text("77\n")
+    done = run_crucible("--manifest", manifest, "--resume", "--iterations", "3")
+    assert done.returncode == 0, done.stderr
+    assert any("was damaged" in n for n in notes(manifest))
+    assert verdicts(manifest)[-1] == "keep"
+    assert (workspace / "value.txt").read_text().strip() == "3"
+    assert kept in git(workspace, "rev-list", "HEAD").split()
+
+
+MEASURE_THAT_EDITS = """#!/bin/sh
+v=$(cat value.txt)
+printf '{"valid": true, "score": %s, "note": "value=%s"}\\n' "$v" "$v"
+# from 2 on, the measure "improves" the candidate after scoring it
+[ "$v" -ge 2 ] && echo 100 > value.txt
+exit 0
+"""
+
+
+def test_a_measure_that_edits_the_candidate_gives_no_reading(example) -> None:
+    manifest = hostile_domain(example, {})
+    (manifest.parent / "measure.sh").write_text(MEASURE_THAT_EDITS)
+    run_and_check(manifest, 3)
+    got = rows(manifest)
+    assert [r["verdict"] for r in got] == ["baseline", "keep", "discard", "discard"]
+    assert all("the measure changed the workspace" in r["note"] for r in got[2:])
+    assert [r["valid"] for r in got] == [True, True, False, False]
+    workspace = manifest.parent / "workspace"
+    assert (workspace / "value.txt").read_text().strip() == "1"
+    for sha in git(workspace, "rev-list", "--all").split():
+        assert git(workspace, "show", f"{sha}:value.txt").strip() != "100"
+
+
+def test_a_candidate_that_changes_nothing_is_discarded_unmeasured(example) -> None:
+    manifest = hostile_domain(example, {})
+    # the proposer bumps on odd iterations and does nothing on even ones
+    (manifest.parent / "bump.sh").write_text(
+        "#!/bin/sh\n[ $((CRUCIBLE_ITERATION % 2)) -eq 0 ] && exit 0\nv=$(cat value.txt)\necho $((v + 1)) > value.txt\n"
+    )
+    measured = manifest.parent.parent / "measured.txt"  # outside the tree run_and_check compares
+    gate = manifest.parent / "measure.sh"
+    gate.write_text(gate.read_text().replace("solved=false", f"echo x >> {measured}\nsolved=false"))
+    summary = run_and_check(manifest, 4)
+    got = rows(manifest)
+    assert [r["verdict"] for r in got] == ["baseline", "keep", "discard", "keep", "discard"]
+    assert [r["note"] for r in got[2::2]] == ["no change", "no change"]
+    assert [r["score"] for r in got[2::2]] == [None, None]
+    assert len(summary["kept_shas"]) == 2
+    assert measured.read_text().count("x") == 3  # the baseline and the two changed candidates
