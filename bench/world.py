@@ -157,7 +157,8 @@ def _run_size(options: Options, base: Path, files: int) -> list[Row]:
         files,
         clone(source, base / f"git-{files}"),
         clone(source, base / f"crucible-{files}"),
-        GitWorld.at(base / f"crucible-{files}", SPARED),
+        # With its private record of kept commits, as the engine runs it.
+        GitWorld.at(base / f"crucible-{files}", SPARED, record=base / f"record-{files}"),
     )
     git(twin.git_side, "status", "--porcelain")  # git refreshes its index once, as prepare() does ours
     twin.world.prepare()
@@ -186,7 +187,7 @@ def _run_size(options: Options, base: Path, files: int) -> list[Row]:
         # A world that has never seen this workspace, as after an engine restart.
         edit(twin.git_side, files, rep, "cold")
         edit(twin.ours, files, rep, "cold")
-        fresh = GitWorld.at(twin.ours, SPARED)
+        fresh = GitWorld.at(twin.ours, SPARED, record=base / f"record-{files}")
         race(rep, (cold[0], partial(fresh.snapshot, label)), (cold[1], partial(twin.git_snapshot, label)))
         fresh.memory.close()
         twin.world.restore(fresh.last_commit_sha() or "")  # the warm world catches up with that commit
