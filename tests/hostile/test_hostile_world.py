@@ -216,3 +216,37 @@ def test_a_candidate_that_changes_nothing_is_discarded_unmeasured(example) -> No
     assert [r["score"] for r in got[2::2]] == [None, None]
     assert len(summary["kept_shas"]) == 2
     assert measured.read_text().count("x") == 3  # the baseline and the two changed candidates
+
+
+def test_refresh_frozen_never_writes_through_a_link(tmp_path: Path) -> None:
+    from crucible_core.injects import refresh_frozen
+    from crucible_core.manifest.loader import ResolvedInject
+
+    source = tmp_path / "gate.sh"
+    source.write_text("#!/bin/sh\necho gate\n")
+    source.chmod(0o755)
+    workspace, outside = tmp_path / "ws", tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("keep me\n")
+    entries = [
+        ResolvedInject(source, "gate.sh", frozen=True),
+        ResolvedInject(source, "judge/gate.sh", frozen=True),
+        ResolvedInject(source, "deep/er/gate.sh", frozen=True),
+        ResolvedInject(source, "was_a_dir.sh", frozen=True),
+    ]
+    os.link(victim, workspace / "gate.sh")  # a hardlink to a file outside
+    os.symlink(outside, workspace / "judge")  # a directory link out of the workspace
+    (workspace / "deep").write_text("a file where a directory belongs\n")
+    (workspace / "was_a_dir.sh").mkdir()
+    os.symlink(victim, workspace / "was_a_dir.sh" / "inner")
+    assert refresh_frozen(entries, workspace) == [e.destination for e in entries]
+    assert victim.read_text() == "keep me\n" and os.lstat(victim).st_nlink == 1
+    assert sorted(os.listdir(outside)) == ["victim.txt"]
+    for entry in entries:
+        target = workspace / entry.destination
+        assert not target.is_symlink() and target.read_bytes() == source.read_bytes()
+        assert os.access(target, os.X_OK) and os.lstat(target).st_nlink == 1
+    assert not (workspace / "judge").is_symlink() and (workspace / "deep").is_dir()
+    assert refresh_frozen(entries, workspace) == []  # intact copies are left alone

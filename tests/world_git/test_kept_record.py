@@ -1,0 +1,132 @@
+"""GitWorld's private record of kept commits, the rebuild of a wrecked repository from it, and stage()."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from crucible_core.errors import CrucibleError
+from crucible_core.manifest.models import WorldSection
+from crucible_core.protocols import World, WorldContext
+from crucible_core.shell import Shell
+from crucible_world_git.commandworld import CommandWorld
+from crucible_world_git.gitworld import GitWorld
+
+from tests.world_git.support import git, make_base, worktree, write
+
+
+def recorded_world(tmp_path: Path) -> tuple[GitWorld, list[str]]:
+    notes: list[str] = []
+    workspace = make_base(tmp_path / "ws")
+    world = GitWorld.at(workspace, (".claude/",), record=tmp_path / "state" / "record", note=notes.append)
+    assert isinstance(world, World)
+    world.prepare()
+    return world, notes
+
+
+def test_stage_names_the_candidate_and_says_when_nothing_changed(tmp_path: Path) -> None:
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    kept = world.stage()
+    assert kept.unchanged and not kept.refused
+    write(ws, "build.log", "ignored output\n")  # ignored: not part of what a snapshot keeps
+    write(ws, ".claude/settings.json", "{}\n")  # spared
+    assert world.stage() == kept
+    write(ws, "src/app.py", "print('changed')\n")
+    changed = world.stage()
+    assert not changed.unchanged and changed.token != kept.token
+    assert world.stage() == changed  # stable while nothing moves
+    write(ws, "new.txt", "untracked\n")
+    assert world.stage().token != changed.token
+    world.snapshot("kept")
+    assert world.stage().unchanged
+
+
+def test_rm_rf_git_is_rebuilt_from_the_record_with_every_kept_commit(tmp_path: Path) -> None:
+    world, notes = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    base = git(ws, "rev-parse", "refs/crucible/base").strip()
+    write(ws, "src/app.py", "print('one')\n")
+    first = world.snapshot("one")
+    write(ws, "docs/guide.md", "two\n")
+    second = world.snapshot("two")
+    expected = worktree(ws)
+    shutil.rmtree(ws / ".git")
+    write(ws, "src/app.py", "print('wrecked')\n")
+    world.restore(second)
+    assert worktree(ws) == expected
+    assert git(ws, "rev-parse", "HEAD").strip() == second
+    assert git(ws, "rev-list", "HEAD").split()[:3] == [second, first, base]
+    assert git(ws, "rev-parse", "refs/crucible/base").strip() == base
+    assert git(ws, "status", "--porcelain") == ""
+    git(ws, "fsck", "--no-dangling")
+    assert len(notes) == 1 and ".git is missing" in notes[0]
+    world.restore(first)  # the rebuilt repository works as before
+    assert (ws / "src" / "app.py").read_text() == "print('one')\n"
+
+
+def test_garbage_head_is_refused_by_stage_and_rebuilt_keeping_the_damaged_copy(tmp_path: Path) -> None:
+    world, notes = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    write(ws, "src/app.py", "print('one')\n")
+    kept = world.snapshot("one")
+    (ws / ".git" / "HEAD").write_text("garbage\n")
+    staged = world.stage()
+    assert "damaged the workspace repository" in staged.refused and not staged.unchanged
+    assert git(ws, "rev-parse", "HEAD").strip() == kept
+    damaged = [p for p in (tmp_path / "state" / "record").iterdir() if p.name.startswith("damaged-")]
+    assert len(damaged) == 1 and (damaged[0] / "HEAD").read_text() == "garbage\n"
+    assert "damaged one is at" in notes[0]
+
+
+def test_a_missing_object_mid_restore_is_healed(tmp_path: Path) -> None:
+    world, notes = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    write(ws, "docs/guide.md", "kept guide\n")
+    kept = world.snapshot("one")
+    blob = git(ws, "rev-parse", f"{kept}:docs/guide.md").strip()
+    (ws / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    write(ws, "docs/guide.md", "candidate\n")
+    world.restore(kept)
+    assert (ws / "docs" / "guide.md").read_text() == "kept guide\n"
+    assert notes and "restore failed" in notes[0]
+
+
+def test_a_git_symlink_is_never_followed(tmp_path: Path) -> None:
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    kept = world.snapshot("kept")
+    elsewhere = make_base(tmp_path / "elsewhere")
+    before = git(elsewhere, "rev-parse", "HEAD")
+    shutil.rmtree(ws / ".git")
+    os.symlink(elsewhere / ".git", ws / ".git")
+    world.restore(kept)
+    assert not (ws / ".git").is_symlink()
+    assert git(elsewhere, "rev-parse", "HEAD") == before
+    assert git(ws, "rev-parse", "HEAD").strip() == kept
+
+
+def test_without_a_record_a_deleted_repository_fails_with_a_typed_error(tmp_path: Path) -> None:
+    workspace = make_base(tmp_path / "ws")
+    world = GitWorld.at(workspace)
+    kept = world.prepare()
+    shutil.rmtree(workspace / ".git")
+    world.memory.close()
+    with pytest.raises(CrucibleError):
+        world.restore(kept)
+
+
+def test_command_world_with_a_domain_snapshot_is_never_unchanged(tmp_path: Path) -> None:
+    workspace = make_base(tmp_path / "ws")
+    shell = Shell(cwd=tmp_path, env=dict(os.environ), timeout=30)
+
+    def staged(**commands: str) -> bool:
+        ctx = WorldContext(workspace, WorldSection(**commands), (), shell, private_dir=tmp_path / "p")
+        world = CommandWorld.from_context(ctx)
+        world.prepare()
+        return world.stage().unchanged
+
+    assert staged(apply_cmd="true")
+    assert not staged(snapshot_cmd="echo live")
