@@ -144,8 +144,9 @@ def test_a_symlinked_inject_directory_is_replaced_by_a_real_one(example) -> None
         'echo zzz > ".git/$(sed -n "s/^ref: //p" .git/HEAD)"',
         "chmod -R u+w .git/objects && rm -rf .git/objects/*",
         'rm -rf .git && ln -s "$PWD/../outside" .git',
+        'ln -sf "$PWD/../outside/precious.txt" .git/logs/HEAD',
     ],
-    ids=["rm-git", "garbage-head", "garbage-branch", "no-objects", "git-symlink"],
+    ids=["rm-git", "garbage-head", "garbage-branch", "no-objects", "git-symlink", "reflog-symlink"],
 )
 def test_a_wrecked_repository_is_rebuilt_from_the_engines_record(example, attack: str) -> None:
     manifest = hostile_domain(example, {2: attack})

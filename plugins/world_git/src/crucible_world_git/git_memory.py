@@ -43,6 +43,20 @@ if TYPE_CHECKING:
 IDENTITY = b"crucible <crucible@localhost>"
 BASE_REF = b"refs/crucible/base"
 BASELINE_LABEL = "crucible: baseline"
+# Paths in .git the world writes into: a symlink at any of them would carry a write elsewhere.
+_NO_LINKS = (
+    "HEAD",
+    "objects",
+    "refs",
+    "refs/heads",
+    "refs/crucible",
+    "logs",
+    "logs/HEAD",
+    "logs/refs",
+    "logs/refs/heads",
+    "info",
+    "index",
+)
 
 
 class GitMemory:
@@ -395,7 +409,9 @@ class GitMemory:
         if self.record is None:
             return
         repo = self.repo
-        self.record.seed(Path(self.db.store.path), Path(repo.controldir()), Path(repo.commondir()))
+        self.record.seed(
+            Path(self.db.store.path), Path(repo.controldir()), Path(repo.commondir()), self.workspace / ".git"
+        )
         self.db.tee = self.record.db
         head = self.head()
         base = self.base()
@@ -414,7 +430,12 @@ class GitMemory:
         if stat.S_ISLNK(st.st_mode):
             return ".git is a symbolic link"
         if not stat.S_ISDIR(st.st_mode):
-            return ".git is not a directory"
+            if not stat.S_ISREG(st.st_mode) or not self.record.same_dotgit_file(dotgit):
+                return ".git is not a directory"
+        else:
+            for name in _NO_LINKS:
+                if os.path.islink(dotgit / name):
+                    return f".git/{name} is a symbolic link"
         try:
             head = self.head()
             if head is None:

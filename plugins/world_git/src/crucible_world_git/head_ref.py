@@ -8,6 +8,7 @@ detached HEAD) and reports anything else so the caller can fall back to dulwich.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -52,8 +53,19 @@ def _log(path: Path, old: bytes | None, new: bytes, identity: bytes, message: by
         int(time.time()),
         message.replace(b"\n", b" "),
     )
-    with open(path, "ab") as f:
-        f.write(line)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        # A symlink where the log belongs (the agent's): appending would write wherever it points.
+        os.unlink(path)
+        fd = os.open(path, flags, 0o666)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
 
 
 def move_head(

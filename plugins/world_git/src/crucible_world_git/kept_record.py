@@ -90,6 +90,13 @@ class KeptRecord:
     def base(self) -> str | None:
         return _read_text(self.directory / "base") or None
 
+    def same_dotgit_file(self, dotgit: Path) -> bool:
+        """Whether a `.git` file is the one the workspace had at setup (a linked worktree)."""
+        try:
+            return dotgit.read_bytes() == (self.directory / "dotgit-file").read_bytes()
+        except OSError:
+            return False
+
     def has_commit(self, commit: str) -> bool:
         try:
             raw = bytes.fromhex(commit)
@@ -102,10 +109,12 @@ class KeptRecord:
         if self.directory.exists():
             shutil.rmtree(self.directory)
 
-    def seed(self, objects_dir: Path, controldir: Path, commondir: Path) -> None:
+    def seed(self, objects_dir: Path, controldir: Path, commondir: Path, dotgit: Path) -> None:
         """Start the record afresh from a healthy workspace repository (all of its objects)."""
         self.forget()
         self.directory.mkdir(parents=True, mode=0o700)
+        if dotgit.is_file() and not dotgit.is_symlink():  # a linked worktree's "gitdir:" file
+            shutil.copyfile(dotgit, self.directory / "dotgit-file")
         _copy_objects(objects_dir, self.objects)
         for name in ("config", "info/exclude"):
             source = commondir / name

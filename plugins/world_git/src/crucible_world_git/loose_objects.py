@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -44,6 +45,7 @@ class ObjectDatabase:
 
     def refresh(self) -> None:
         """Re-list the pack directory (once per world operation, not once per object lookup)."""
+        self._made_dirs.clear()  # checked again each operation: the agent may have replaced one
         self._packs = list(self.store.packs)
         self._alternates = bool(self.store.alternates)
 
@@ -112,7 +114,7 @@ class ObjectDatabase:
     def _write_loose(self, sha: bytes, parts: list[bytes], *, tee: bool = False) -> None:
         directory, path = self._loose_path(sha)
         if directory not in self._made_dirs:
-            os.makedirs(directory, exist_ok=True)
+            _real_directory(directory)
             self._made_dirs.add(directory)
         tmp = directory + b"/tmp_obj_%d_%s" % (os.getpid(), sha.hex()[:8].encode())
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
@@ -146,6 +148,18 @@ class ObjectDatabase:
         nul = raw.index(b"\0")
         kind = raw[: raw.index(b" ")]
         return kind, raw[nul + 1 :]
+
+
+def _real_directory(directory: bytes) -> None:
+    """Make `directory` exist as a real directory: a symlink or file in its place is removed, never followed."""
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(directory)
+        os.mkdir(directory)
 
 
 def _chunks(path: bytes) -> Iterator[bytes]:
