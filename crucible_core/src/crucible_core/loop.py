@@ -255,8 +255,10 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
         before = engine.world.last_commit_sha()
         token = engine.snapshot(f"crucible: iteration {measured.iteration} ({reading.note or 'kept'})")
         sha = engine.world.last_commit_sha()
-        if sha == before:
-            sha = None  # no new commit (a world whose change lies outside its files): nothing to list
+        if sha == before or sha in run.kept_shas:
+            # No new commit (a world whose change lies outside its files, or an agent that moved
+            # HEAD back to an earlier kept commit): kept_shas lists each kept commit once.
+            sha = None
         seg.best_token = token
         if engine.judge.scored:
             seg.adopt(reading, verdict)
