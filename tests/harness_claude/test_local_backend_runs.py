@@ -34,7 +34,7 @@ def test_the_loop_measures_and_keeps_the_clis_edit_and_resumes_its_session(
     domain = tmp_path / "domain"
     value = domain / "workspace" / "value.txt"
     # Every turn reads value.txt and replaces a "1" with a "2": the first turn raises the score,
-    # the second finds no "1" left (its edit fails), so its candidate is no better and is discarded.
+    # the second finds no "1" left (its edit fails), so its candidate is unchanged: discarded unmeasured.
     fake.script = Script(
         [
             call("Read", file_path=str(value)),
@@ -51,7 +51,8 @@ def test_the_loop_measures_and_keeps_the_clis_edit_and_resumes_its_session(
     events = list(read_events(domain / "state" / "session.jsonl"))
     rows = [e for e in events if e["kind"] == "row"]
     assert [r["verdict"] for r in rows] == ["baseline", "keep", "discard"]
-    assert [r["score"] for r in rows] == [1, 2, 2]
+    assert [r["score"] for r in rows] == [1, 2, None]
+    assert rows[2]["note"] == "no change"
     assert value.read_text() == "2\n"
     log = subprocess.run(
         ["git", "-C", str(value.parent), "log", "--format=%s"], capture_output=True, text=True
