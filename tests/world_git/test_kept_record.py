@@ -7,13 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from crucible_core.errors import CrucibleError
 from crucible_core.manifest.models import WorldSection
 from crucible_core.protocols import World, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.commandworld import CommandWorld
 from crucible_world_git.gitworld import GitWorld
-
 from tests.world_git.support import git, make_base, worktree, write
 
 

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from crucible_core.errors import RunFailed
-
 from crucible_world_git.index_file import MODE_GITLINK, MODE_TREE
 from crucible_world_git.loose_objects import ObjectDatabase, parse_tree
 
