@@ -151,9 +151,11 @@ def test_operator_stop_ends_with_run_end(example) -> None:
 
 def test_an_error_ends_with_run_end(example) -> None:
     manifest = example("counter")
-    # the proposer destroys the world's history: the roll-back after a rejected turn cannot work
+    # the world cannot roll back (its restore_cmd fails) after the rejected turn: the run errors
+    # (a proposer wrecking .git no longer does: the world rebuilds it from its private record)
     manifest.write_text(
-        manifest.read_text().replace('agent_cmd = "./bump.sh"', 'agent_cmd = "rm -rf .git; exit 1"')
+        manifest.read_text().replace('agent_cmd = "./bump.sh"', 'agent_cmd = "exit 1"')
+        + '\n[world]\nsnapshot_cmd = "echo live"\nrestore_cmd = "exit 3"\n'
     )
     recorder = Recorder()
     result = run(fresh_plugins(recorder.module()), manifest, 3)
