@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness import Options, Row, median, timed
 
+from crucible_core import wire
 from crucible_core.fold import fold_path
 
 ROWS = 100_000
@@ -19,57 +20,46 @@ def write_log(path: Path, rows: int) -> None:
     """A plausible long run: start, identity, then per iteration the events the engine writes."""
     rng = random.Random(7)
     best = 0.0
+    identity = wire.RunIdentity.build(
+        components=[wire.ComponentIdentity(name="", repo=".", base_sha="0" * 40)],
+        manifest_hash="m",
+        inject_hash="i",
+        measure_cmd="./measure.sh",
+        direction="higher",
+    )
     with path.open("w") as out:
-        out.write(
-            json.dumps({"v": 1, "kind": "start", "ts": 0, "gate": "score", "budget": {"iterations": rows}})
-            + "\n"
+        start = wire.Start(
+            goal="g", gate="score", model="", namespace="", iters_total=rows, max_cost=0.0, max_secs=0
         )
-        out.write(json.dumps({"v": 1, "kind": "identity", "ts": 0, "identity": "v1:" + "0" * 64}) + "\n")
+        out.write(wire.encode(start, 0.0) + "\n")
+        out.write(wire.encode(wire.Identity(identity=identity), 0.0) + "\n")
         for it in range(rows):
-            out.write(
-                json.dumps({"v": 1, "kind": "phase", "ts": it, "phase": "iteration", "iter": it}) + "\n"
-            )
-            out.write(json.dumps({"v": 1, "kind": "step", "ts": it, "step": "measure", "iter": it}) + "\n")
+            ts = float(it)
+            out.write(wire.encode(wire.Phase(phase="iteration", iter=it), ts) + "\n")
+            out.write(wire.encode(wire.Step(step="measure", iter=it), ts) + "\n")
             score = rng.random() * 100
             keep = score > best
             best = max(best, score)
             sha = f"{it:040x}" if keep else None
-            row = {
-                "v": 1,
-                "kind": "row",
-                "ts": it,
-                "iter": it,
-                "gate": "score",
-                "verdict": "keep" if keep else "discard",
-                "valid": True,
-                "score": score,
-                "tiebreak": None,
-                "solved": False,
-                "best": best,
-                "baseline": 0.0,
-                "baseline_total": None,
-                "note": f"score {score:.2f}",
-                "detail": None,
-                "cost": 0.01,
-                "sha": sha,
-                "snapshot": sha,
-                "fingerprint": "fp:0",
-            }
-            out.write(json.dumps(row) + "\n")
-            out.write(
-                json.dumps(
-                    {
-                        "v": 1,
-                        "kind": "budget",
-                        "ts": it,
-                        "iterations_done": it,
-                        "spent": it * 0.01,
-                        "active_s": float(it),
-                        "parked_s": 0.0,
-                    }
-                )
-                + "\n"
+            row = wire.RowWire(
+                iter=it,
+                decision="keep" if keep else "discard",
+                note=f"score {score:.2f}",
+                detail="",
+                score=score,
+                kept_snap=sha,
+                valid=True,
+                best=best,
+                baseline=0.0,
+                sha=sha,
+                fingerprint="fp:0",
+                cost=0.01,
             )
+            out.write(wire.encode(wire.Row(row=row, solved=False), ts) + "\n")
+            budget = wire.Budget(
+                spent=it * 0.01, elapsed_secs=it, active_s=ts, parked_s=0.0, iterations_done=it
+            )
+            out.write(wire.encode(budget, ts) + "\n")
 
 
 def bare_parse(path: Path) -> int:

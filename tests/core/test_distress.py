@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible_core import distress
-from crucible_core.fold import fold_events
+from crucible_core.fold import fold_objects as fold_events
 from crucible_core.gates import park_deadline, park_phase
 from crucible_core.recovery import RecoveryClass, classify
 from tests.cli_support import crucible_env, run_crucible
@@ -48,8 +48,8 @@ def test_error_suspends_at_the_next_head_and_deleting_the_marker_resumes(tmp_pat
     proc = start(manifest, "--iterations", "3", BEHAVIOUR="error", AT="1")
     log = wait_for(manifest, proc, distressed)
     # the distressed turn's bookkeeping happened first: its row is written and counts
-    rows = [e for e in log if e["kind"] == "row"]
-    assert [r["iter"] for r in rows] == [0, 1] and rows[-1]["verdict"] == "keep"
+    rows = [e["row"] for e in log if e["kind"] == "row"]
+    assert [r["iter"] for r in rows] == [0, 1] and rows[-1]["decision"] == "keep"
     [wait] = [e for e in log if e["kind"] == "approval_wait"]
     assert (wait["handle"], wait["mode"], wait["iter"]) == ("distress", "block", 1)
     assert wait["reason"] == "the toolchain is missing"
@@ -65,7 +65,7 @@ def test_error_suspends_at_the_next_head_and_deleting_the_marker_resumes(tmp_pat
     log = events(manifest)
     [resolved] = [e for e in log if e["kind"] == "approval_resolved"]
     assert resolved["outcome"] == "granted" and resolved["handle"] == "distress"
-    assert [r["iter"] for r in log if r["kind"] == "row"] == [0, 1, 2, 3]
+    assert [r["row"]["iter"] for r in log if r["kind"] == "row"] == [0, 1, 2, 3]
     assert [e for e in log if e["kind"] == "budget"][-1]["parked_s"] > 0
 
 
@@ -74,14 +74,14 @@ def test_warn_and_info_notes_reach_the_next_row(tmp_path: Path) -> None:
     proc = start(manifest, "--iterations", "3", BEHAVIOUR="notes", AT="2")
     assert proc.wait(timeout=60) == 0, proc.communicate()
     log = events(manifest)
-    rows = {r["iter"]: r for r in log if r["kind"] == "row"}
+    rows = {r["row"]["iter"]: r["row"] for r in log if r["kind"] == "row"}
     assert [(n["severity"], n["reason"], n["evidence"]) for n in rows[2]["distress"]] == [
         ("warn", "flaky network", ["timeout after 30s"]),
         ("info", "trying the slow path", []),
     ]
     assert all("distress" not in rows[i] for i in (0, 1, 3))  # consumed once
     assert "approval_wait" not in [e["kind"] for e in log]  # notes never suspend
-    notes = [e["text"] for e in log if e["kind"] == "note" and "the agent says" in e["text"]]
+    notes = [e["msg"] for e in log if e["kind"] == "note" and "the agent says" in e["msg"]]
     assert len(notes) == 2 and "flaky network" in notes[0]
     assert (tmp_path / "replies").read_text().count('"noted"') == 2
 
@@ -118,7 +118,7 @@ def test_stop_while_distressed_and_a_resume_reparks_until_approve(tmp_path: Path
         ("granted", "approved by the operator")
     ]
     assert [e["index"] for e in log if e["kind"] == "segment"] == [0]  # no re-scope
-    assert [r["iter"] for r in log if r["kind"] == "row"] == [0, 1, 2, 3]
+    assert [r["row"]["iter"] for r in log if r["kind"] == "row"] == [0, 1, 2, 3]
 
 
 def test_a_resume_that_finds_the_marker_gone_does_not_repark(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_a_resume_that_finds_the_marker_gone_does_not_repark(tmp_path: Path) -> 
     assert not distressed(log)
     [resolved] = [e for e in log if e["kind"] == "approval_resolved"]
     assert resolved["outcome"] == "granted" and "gone" in resolved["reason"]
-    assert [r["iter"] for r in log if r["kind"] == "row"] == [0, 1, 2]
+    assert [r["row"]["iter"] for r in log if r["kind"] == "row"] == [0, 1, 2]
 
 
 def test_an_unwritable_marker_fails_and_claims_nothing(tmp_path: Path) -> None:
@@ -165,7 +165,20 @@ def test_the_engine_names_the_distress_directory_and_the_default_is_the_state_di
 
 
 # -- pure pieces ------------------------------------------------------------------------------
+START = {
+    "goal": "g",
+    "gate": "score",
+    "model": "",
+    "namespace": "",
+    "iters_total": 0,
+    "max_cost": 0.0,
+    "max_secs": 0,
+}
+
+
 def ev(kind: str, ts: float, **fields: Any) -> dict[str, Any]:
+    if kind == "start":
+        fields = {**START, **fields}
     return {"v": 1, "kind": kind, "ts": ts, **fields}
 
 
@@ -173,10 +186,15 @@ def test_a_distress_wait_folds_as_an_approval_wait_with_its_parked_time() -> Non
     log = [
         ev("start", 100.0),
         ev("segment", 100.1, index=0, regime="", fingerprint="fp", snapshot="t0"),
-        ev("row", 100.2, iter=0, verdict="baseline", snapshot="t0"),
+        ev(
+            "row",
+            100.2,
+            row={"iter": 0, "decision": "baseline", "note": "", "detail": "", "kept_snap": "t0"},
+            solved=False,
+        ),
         ev("approval_wait", 101.0, iter=0, handle="distress", trace_id="distress", mode="block"),
         ev("phase", 101.0, phase="distressed", iter=0),
-        ev("note", 104.0, text="last words before a SIGKILL"),
+        ev("note", 104.0, msg="last words before a SIGKILL"),
         ev("start", 200.0),
         ev("phase", 201.0, phase="distressed", iter=0),
         ev("phase", 203.0, phase="finished", iter=0),

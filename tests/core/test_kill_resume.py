@@ -209,7 +209,7 @@ def trial(base: Path, index: int, seed: int) -> dict[str, Any]:
     assert shutdowns == [len(events) - 1], "exactly one shutdown, and it is the last line"
     summary = [e for e in events if e["kind"] == "summary"][-1]
     workspace = manifest.parent / "workspace"
-    kept = [r["sha"] for r in events if r["kind"] == "row" and r.get("sha")]
+    kept = [r["row"]["sha"] for r in events if r["kind"] == "row" and r["row"].get("sha")]
     assert kept == summary["kept_shas"]
     for sha in kept:
         assert git(workspace, "merge-base", "--is-ancestor", sha, "HEAD").returncode == 0, sha
@@ -263,4 +263,4 @@ def test_a_torn_last_line_is_skipped_on_resume(tmp_path: Path, torn: bytes) -> N
     events = list(read_events(log))
     assert events[-1]["kind"] == "shutdown" and events[-1]["outcome"] == "solved"
     assert [e["class"] for e in events if e["kind"] == "recovery"] == ["clean_exit"]
-    assert [r["iter"] for r in events if r["kind"] == "row"] == [0, 1, 2, 3, 4, 5]
+    assert [r["row"]["iter"] for r in events if r["kind"] == "row"] == [0, 1, 2, 3, 4, 5]

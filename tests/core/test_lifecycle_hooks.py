@@ -55,7 +55,7 @@ class Recorder:
 
         def crucible_session_event(event: Any) -> None:
             if event["kind"] == "row":
-                self.calls.append(("row", event["iter"]))
+                self.calls.append(("row", event["row"]["iter"]))
 
         for function in (
             crucible_run_start,
@@ -182,7 +182,7 @@ def test_before_turn_adds_env_and_mcp_servers(example, tmp_path: Path) -> None:
     result = run(fresh_plugins(recorder.module()), manifest, 2)
     assert result.exit.value == "finished"
     assert seen.read_text().split() == ["turn-1", "turn-2"]
-    notes = [e["text"] for e in log(manifest) if e["kind"] == "note"]
+    notes = [e["msg"] for e in log(manifest) if e["kind"] == "note"]
     assert sum("may not set CRUCIBLE_ITERATION" in n for n in notes) == 2
 
 
@@ -213,7 +213,7 @@ def test_a_raising_observer_is_disabled_and_the_run_stays_correct(example) -> No
 
     def observe(event: Any) -> None:
         seen.append(event["kind"])
-        if event["kind"] == "row" and event["iter"] == 1:
+        if event["kind"] == "row" and event["row"]["iter"] == 1:
             raise RuntimeError("dashboard down")
 
     recorder = Recorder()
@@ -223,7 +223,7 @@ def test_a_raising_observer_is_disabled_and_the_run_stays_correct(example) -> No
     events = log(manifest)
     summary = next(e for e in events if e["kind"] == "summary")
     assert (summary["iterations"], summary["kept"]) == (3, 3)
-    faults = [e["text"] for e in events if e["kind"] == "note" and "dashboard down" in e["text"]]
+    faults = [e["msg"] for e in events if e["kind"] == "note" and "dashboard down" in e["msg"]]
     assert len(faults) == 1 and "crucible-plugin-test_plugin_0" in faults[0]
     assert seen.count("row") == 2  # baseline and iteration 1; nothing after it raised
     assert [c for c in recorder.calls if c[0] == "row"] == [("row", i) for i in range(4)]  # others unaffected
@@ -247,7 +247,7 @@ def test_a_raising_reporter_is_disabled_and_the_run_completes(example) -> None:
     assert result.exit_code == 0
     events = log(manifest)
     assert next(e for e in events if e["kind"] == "summary")["iterations"] == 2
-    faults = [e["text"] for e in events if e["kind"] == "note" and "cannot draw" in e["text"]]
+    faults = [e["msg"] for e in events if e["kind"] == "note" and "cannot draw" in e["msg"]]
     assert len(faults) == 1 and "reporter 'boom'" in faults[0]
 
 
@@ -262,7 +262,7 @@ def test_after_turn_and_run_end_faults_are_noted_not_fatal(example) -> None:
 
     result = run(fresh_plugins(raising_module(crucible_after_turn=after, crucible_run_end=end)), manifest, 2)
     assert result.exit.value == "finished"
-    notes = [e["text"] for e in log(manifest) if e["kind"] == "note"]
+    notes = [e["msg"] for e in log(manifest) if e["kind"] == "note"]
     assert sum("crucible_after_turn raised KeyError" in n for n in notes) == 2
     assert sum("crucible_run_end raised KeyError" in n for n in notes) == 1
 

@@ -6,22 +6,62 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crucible_core.fold import fold_events, fold_path
+from crucible_core.fold import fold_objects as fold_events
+from crucible_core.fold import fold_path
 from crucible_core.recovery import RecoveryClass, classify
+
+START = {
+    "goal": "g",
+    "gate": "score",
+    "model": "",
+    "namespace": "",
+    "iters_total": 6,
+    "max_cost": 0.0,
+    "max_secs": 0,
+}
+IDENTITY = {
+    "components": [{"name": "", "repo": ".", "base_sha": "b0"}],
+    "manifest_hash": "m",
+    "inject_hash": "i",
+    "seed_hash": "",
+    "measure_cmd": "./measure.sh",
+    "direction": "higher",
+    "rig": {"def_ref": "", "backend_name": "", "backend_version": ""},
+    "digest": "v2:0000000000000000",
+}
 
 
 def ev(kind: str, ts: float = 0.0, **fields: Any) -> dict[str, Any]:
+    if kind == "start":
+        fields = {**START, **fields}
+    if kind == "note":
+        fields = {"msg": "", **fields}
+    if kind == "budget":
+        fields = {"elapsed_secs": int(fields.get("active_s", 0)), **fields}
     return {"v": 1, "kind": kind, "ts": ts, **fields}
 
 
 def row(it: int, verdict: str, score: float, best: float, **extra: Any) -> dict[str, Any]:
-    return ev("row", iter=it, verdict=verdict, score=score, best=best, baseline=0.0, **extra)
+    snapshot = extra.pop("snapshot", None)
+    body = {
+        "iter": it,
+        "decision": verdict,
+        "note": "",
+        "detail": "",
+        "score": score,
+        "best": best,
+        "baseline": 0.0,
+    }
+    body.update({k: v for k, v in extra.items() if v is not None})
+    if snapshot:
+        body["kept_snap"] = snapshot
+    return ev("row", row=body, solved=False)
 
 
 def head() -> list[dict[str, Any]]:
     return [
         ev("start", 100.0, budget={"iterations": 6, "max_cost": None, "max_time": None}),
-        ev("identity", 100.1, identity="v1:abc", base_commit="b0", components={}),
+        ev("identity", 100.1, identity=IDENTITY, base_commit="b0"),
         ev("segment", 100.2, index=0, regime="", fingerprint="fp:0", snapshot="tok0"),
         ev("phase", 100.2, phase="baseline", iter=0),
         ev("step", 100.2, step="measure", iter=0),
@@ -89,7 +129,7 @@ def test_classes_of_each_tail() -> None:
     assert f.open_wait is not None and f.open_wait["handle"] == "h"
     clean = [
         *head(),
-        ev("summary", 102),
+        ev("summary", 102, rows=[], gate="score", best_score=0.0),
         ev("finished", 102),
         ev("shutdown", 102, outcome="solved", reason="x"),
     ]
@@ -101,7 +141,7 @@ def test_classes_of_each_tail() -> None:
 
 def test_active_time_excludes_the_gap_between_processes_and_parks() -> None:
     first = head() + iteration(1, True, 102)  # budget says 3.0s active at ts 103
-    gap = [ev("note", 110.0, text="last words")]  # died 7s later
+    gap = [ev("note", 110.0, msg="last words")]  # died 7s later
     second = [ev("start", 1000.0), ev("phase", 1002.0, phase="parked", iter=1), ev("note", 1050.0)]
     f = fold_events(first + gap + second)
     assert f.active_s == 3.0 + 7.0 + 2.0

@@ -13,11 +13,12 @@ def events(manifest: Path) -> list[dict[str, Any]]:
 
 
 def rows(manifest: Path) -> list[dict[str, Any]]:
-    return [e for e in events(manifest) if e["kind"] == "row"]
+    """The rows' nested `row` objects, as the wire writes them."""
+    return [e["row"] for e in events(manifest) if e["kind"] == "row"]
 
 
 def verdicts(manifest: Path) -> list[str]:
-    return [r["verdict"] for r in rows(manifest)]
+    return [r["decision"] for r in rows(manifest)]
 
 
 def assert_one_trailing_shutdown(manifest: Path) -> dict[str, Any]:

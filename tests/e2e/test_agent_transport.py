@@ -39,13 +39,13 @@ def test_a_transport_failure_is_retried_without_spending_the_iteration(example) 
     result = execute(plugins, RunRequest(manifest=manifest, budget=Budget(iterations=3), ui="headless"))
     assert result.exit.value == "finished"
     assert backend.attempts == 6
-    assert [(r["iter"], r["verdict"]) for r in rows(manifest)] == [
+    assert [(r["iter"], r["decision"]) for r in rows(manifest)] == [
         (0, "baseline"),
         (1, "keep"),
         (2, "keep"),
         (3, "keep"),
     ]
-    notes = [e["text"] for e in events(manifest) if e["kind"] == "note"]
+    notes = [e["msg"] for e in events(manifest) if e["kind"] == "note"]
     assert sum("transport failed" in n and "not counted" in n for n in notes) == 3
 
 

@@ -95,7 +95,7 @@ def test_an_agent_command_that_fails_is_a_discarded_iteration(example) -> None:
     done = run_crucible("--manifest", manifest, "--iterations", "2")
     assert done.returncode == 0, done.stderr
     got = rows(manifest)
-    assert [r["verdict"] for r in got] == ["baseline", "discard", "discard"]
+    assert [r["decision"] for r in got] == ["baseline", "discard", "discard"]
     assert "exited 7" in got[1]["note"] and "nope" in got[1]["note"]
 
 

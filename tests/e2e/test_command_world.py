@@ -42,9 +42,9 @@ def test_composite_tokens_and_restore_on_discard(example) -> None:
     # iteration 3 writes value 3, which apply refuses: an invalid candidate, discarded
     assert verdicts(manifest) == ["baseline", "keep", "keep", "discard", "discard"]
     assert "apply failed" in got[3]["note"]
-    kept = [r for r in got[1:] if r["verdict"] == "keep"]
+    kept = [r for r in got[1:] if r["decision"] == "keep"]
     for row in kept:
-        sha, token = row["snapshot"].split("\t")
+        sha, token = row["kept_snap"].split("\t")
         assert sha == row["sha"] and len(sha) == 40
         assert token == f"live-{int(row['score'])}"
     # each discard restored the world to the last kept token (live-2)

@@ -33,7 +33,9 @@ def test_counter_keeps_every_bump_and_stops_when_solved(example) -> None:
     assert kinds[0] == "start" and "identity" in kinds
     assert kinds.index("summary") < kinds.index("finished") < kinds.index("shutdown")
     identity = next(e for e in events(manifest) if e["kind"] == "identity")
-    assert identity["identity"].startswith("v1:") and len(identity["identity"]) == 3 + 64
+    digest = identity["identity"]["digest"]
+    assert digest.startswith("v2:") and len(digest) == 3 + 16
+    assert identity["identity"]["components"][0]["base_sha"] == identity["base_commit"]
     results = (workspace / "RESULTS.md").read_text()
     assert "| 5 | keep | 5 | 5 |" in results
     # RESULTS.md and the engine's files never enter the kept commits
@@ -97,7 +99,7 @@ def test_a_proposer_that_edits_the_frozen_measure_cannot_raise_its_score(example
     assert [r["score"] for r in rows(manifest)] == [0, None, None]
     assert [r["note"] for r in rows(manifest)][1:] == ["no change", "no change"]
     assert verdicts(manifest) == ["baseline", "discard", "discard"]
-    notes = [e["text"] for e in events(manifest) if e["kind"] == "note"]
+    notes = [e["msg"] for e in events(manifest) if e["kind"] == "note"]
     assert any("re-copied frozen injects" in n and "measure.sh" in n for n in notes)
 
 

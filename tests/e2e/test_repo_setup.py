@@ -69,7 +69,7 @@ def test_a_manifest_inside_its_workspace_is_frozen_from_the_base_commit(tmp_path
     (repo / ".gitignore").write_text("state/\n")
     first = run_crucible("--manifest", manifest, "--iterations", "1")
     assert first.returncode == 0, first.stderr
-    warnings = [e["text"] for e in events(manifest) if e["kind"] == "note" and e.get("level") == "warn"]
+    warnings = [e["msg"] for e in events(manifest) if e["kind"] == "note" and e.get("level") == "warn"]
     assert any("no pristine base commit exists yet" in w for w in warnings)
     # An edit to the manifest in the working tree must not retarget a later run's gate.
     manifest.write_text(BYO.replace('direction = "higher"', 'direction = "lower"'))

@@ -13,8 +13,9 @@ def test_task_lane_keeps_every_turn(example) -> None:
     done = run_crucible("--manifest", manifest, "--iterations", "3")
     assert done.returncode == 0, done.stderr
     got = rows(manifest)
-    assert [r["verdict"] for r in got] == ["baseline-skipped", "keep", "keep", "keep"]
-    assert all(r["score"] is None and r["gate"] == "task" for r in got)
+    assert [r["decision"] for r in got] == ["baseline-skipped", "keep", "keep", "keep"]
+    assert all(r["score"] is None for r in got)
+    assert next(e for e in events(manifest) if e["kind"] == "start")["gate"] == "task"
     summary = next(e for e in events(manifest) if e["kind"] == "summary")
     assert summary["best_score"] is None and summary["kept"] == 3
     assert assert_one_trailing_shutdown(manifest)["outcome"] == "finished"

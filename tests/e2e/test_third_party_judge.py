@@ -53,7 +53,7 @@ def test_check_and_run_measure_through_the_chosen_judge(site: Path, demo: Path) 
 
     run = run_crucible("run", "--manifest", demo, "-n", "2", "--ui", "headless", env=env)
     assert run.returncode == 0, run.stderr
-    assert [(r["verdict"], r["score"], r["note"]) for r in rows(demo)] == [
+    assert [(r["decision"], r["score"], r["note"]) for r in rows(demo)] == [
         ("baseline", 1, "1 passed"),
         ("keep", 2, "2 passed"),
         ("keep", 3, "3 passed"),

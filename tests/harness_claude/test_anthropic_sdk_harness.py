@@ -172,12 +172,13 @@ def test_a_whole_run_keeps_the_sdk_harness_edit_and_masks_its_secrets(
 
     state = tmp_path / "domain" / "state"
     events = list(read_events(state / "session.jsonl"))
-    assert [e["verdict"] for e in events if e["kind"] == "row"] == ["baseline", "keep"]
+    assert [e["row"]["decision"] for e in events if e["kind"] == "row"] == ["baseline", "keep"]
     (turn,) = [e for e in events if e["kind"] == "turn"]
     assert turn["ok"] and turn["cost"] == pytest.approx(
         cost_usd("claude-sonnet-4-6", Usage(3 * 1200, 3 * 80))
     )
-    assert "token is [REDACTED]" in next(e for e in events if e["kind"] == "agent_text")["text"]
+    texts = [e["event"]["delta"] for e in events if e["kind"] == "agent" and e["event"]["kind"] == "text"]
+    assert any("token is [REDACTED]" in text for text in texts)
     written = [p for p in state.rglob("*") if p.is_file()] + [
         tmp_path / "domain" / "workspace" / "RESULTS.md"
     ]

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,20 @@ PER_CALL = (1200 * 3.0 + 80 * 15.0) / 1_000_000
 def run(manifest: Path, claude_cli: Path, iterations: int) -> subprocess.CompletedProcess[str]:
     env = crucible_env(CRUCIBLE_CLAUDE_BIN=str(claude_cli))
     return run_crucible("--manifest", manifest, "--iterations", str(iterations), "--ui", "headless", env=env)
+
+
+def bracketed(events: list[dict[str, Any]]) -> list[tuple[int | None, dict[str, Any]]]:
+    """Agent events with the iteration of the agent_start bracket they sit in (nested ones unwrapped)."""
+    out: list[tuple[int | None, dict[str, Any]]] = []
+    iteration = None
+    for e in events:
+        if e["kind"] == "agent_start":
+            iteration = e["iter"]
+        elif e["kind"] == "agent_session":
+            out.append((iteration, e))
+        elif e["kind"] == "agent":
+            out.append((iteration, e["event"]))
+    return out
 
 
 def test_the_loop_measures_and_keeps_the_clis_edit_and_resumes_its_session(
@@ -49,8 +64,8 @@ def test_the_loop_measures_and_keeps_the_clis_edit_and_resumes_its_session(
     assert done.returncode == 0, done.stderr
 
     events = list(read_events(domain / "state" / "session.jsonl"))
-    rows = [e for e in events if e["kind"] == "row"]
-    assert [r["verdict"] for r in rows] == ["baseline", "keep", "discard"]
+    rows = [e["row"] for e in events if e["kind"] == "row"]
+    assert [r["decision"] for r in rows] == ["baseline", "keep", "discard"]
     assert [r["score"] for r in rows] == [1, 2, None]
     assert rows[2]["note"] == "no change"
     assert value.read_text() == "2\n"
@@ -59,11 +74,12 @@ def test_the_loop_measures_and_keeps_the_clis_edit_and_resumes_its_session(
     )
     assert any(s.startswith("crucible: iteration 1") for s in log.stdout.splitlines()), log.stdout
 
-    sessions = [(e["iter"], e["action"], e["turn"]) for e in events if e["kind"] == "agent_session"]
+    agent = bracketed(events)
+    sessions = [(it, e["action"], e["turn"]) for it, e in agent if e["kind"] == "agent_session"]
     assert sessions == [(1, "started", 1), (2, "resumed", 2)]
-    calls = [(e["iter"], e["name"]) for e in events if e["kind"] == "agent_tool_call"]
+    calls = [(it, e["name"]) for it, e in agent if e["kind"] == "tool" and "input" in e]
     assert calls == [(1, "Read"), (1, "Edit"), (2, "Read"), (2, "Edit")]
-    second_edit = [e for e in events if e["kind"] == "agent_tool_result" and e["iter"] == 2][-1]
+    second_edit = [e for it, e in agent if e["kind"] == "tool" and "result" in e and it == 2][-1]
     assert second_edit["is_error"]
     turns = [e for e in events if e["kind"] == "turn"]
     assert [t["ok"] for t in turns] == [True, True]
@@ -115,13 +131,14 @@ def test_secrets_in_the_agent_env_and_in_model_replies_reach_no_file_the_run_wri
 
     # The evidence itself was kept, masked: the tool output and the reply are in the log.
     events = list(read_events(domain / "state" / "session.jsonl"))
-    tool_output = next(e for e in events if e["kind"] == "agent_tool_result")
-    assert "token is [REDACTED]" in tool_output["content"]
-    reply = next(e for e in events if e["kind"] == "agent_text")
-    assert reply["text"].count("[REDACTED]") == 3
+    agent = [e for _, e in bracketed(events)]
+    tool_output = next(e for e in agent if e["kind"] == "tool" and "result" in e)
+    assert "token is [REDACTED]" in tool_output["result"]
+    reply = next(e for e in agent if e["kind"] == "text")
+    assert reply["delta"].count("[REDACTED]") == 3
     # The model really received the secrets (so the test is not vacuous).
     assert env_secret in json.dumps(fake.message_requests()[-1].body["messages"])
-    assert [e["verdict"] for e in events if e["kind"] == "row"] == ["baseline", "keep"]
+    assert [e["row"]["decision"] for e in events if e["kind"] == "row"] == ["baseline", "keep"]
 
 
 def tool_processes(marker: str) -> list[int]:

@@ -64,6 +64,6 @@ def test_a_run_whose_measure_turns_hostile_finishes_with_invalid_readings(tmp_pa
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
-    rows = [e for e in events(manifest) if e["kind"] == "row"]
-    assert [r["verdict"] for r in rows] == ["baseline", "discard", "discard", "discard", "discard"]
+    rows = [e["row"] for e in events(manifest) if e["kind"] == "row"]
+    assert [r["decision"] for r in rows] == ["baseline", "discard", "discard", "discard", "discard"]
     assert all(r["valid"] is False and r["note"] for r in rows[1:])

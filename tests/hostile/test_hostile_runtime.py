@@ -43,7 +43,7 @@ def test_resume_beside_a_live_run_is_refused_even_without_control_json(tmp_path:
     assert live.wait(timeout=60) == 0, live.communicate()
     log = events(manifest)
     assert [e["kind"] for e in log].count("start") == 1
-    assert [e["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2, 3]
+    assert [e["row"]["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2, 3]
     # the lock dies with its holder: a resume afterwards is let in (nothing left to do)
     after = start(manifest, "--resume")
     assert after.wait(timeout=60) == 0, after.communicate()
@@ -67,7 +67,7 @@ def test_a_closed_stdout_ends_the_view_not_the_run(tmp_path: Path) -> None:
     assert "Traceback" not in err and "BrokenPipe" not in err
     log = events(manifest)
     assert log[-1]["kind"] == "shutdown" and log[-1]["outcome"] == "finished"
-    assert [e["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2, 3]
+    assert [e["row"]["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2, 3]
 
 
 # A measure note that tries to retitle the terminal and clear the screen, and a proposer that
@@ -117,9 +117,10 @@ def test_a_flood_of_agent_output_leaves_a_small_log(tmp_path: Path) -> None:
     log_path = tmp_path / "state" / "session.jsonl"
     assert log_path.stat().st_size < 2_000_000  # 100 MB printed; the log holds the allowance and a tail
     log = events(manifest)
-    truncated = [e for e in log if e["kind"] == "agent_text" and e.get("truncated")]
+    texts = [e["event"] for e in log if e["kind"] == "agent" and e["event"]["kind"] == "text"]
+    truncated = [e for e in texts if e.get("truncated")]
     assert len(truncated) == 1
-    assert truncated[0]["text"].endswith("the last words")
+    assert truncated[0]["delta"].endswith("the last words")
     assert truncated[0]["truncated"]["dropped_chars"] > 50_000_000
-    assert any(e["kind"] == "note" and "not logged" in e["text"] for e in log)
-    assert [r["verdict"] for r in log if r["kind"] == "row"] == ["baseline", "keep"]
+    assert any(e["kind"] == "note" and "not logged" in e["msg"] for e in log)
+    assert [r["row"]["decision"] for r in log if r["kind"] == "row"] == ["baseline", "keep"]

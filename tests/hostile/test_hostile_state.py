@@ -98,8 +98,8 @@ def test_a_resume_over_a_damaged_ledger_goes_on(tmp_path: Path, damage: str) -> 
     assert resumed.returncode == 0, err
     assert "Traceback" not in err
     log = events(manifest)
-    warnings = [e["text"] for e in log if e["kind"] == "note" and e["level"] == "warn"]
-    assert [e["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2]
+    warnings = [e["msg"] for e in log if e["kind"] == "note" and e["level"] == "warn"]
+    assert [e["row"]["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2]
     if damage == "records":
         assert sum("damaged" in w for w in warnings) == len(DAMAGED)
         # the one sound record is re-armed and delivered
@@ -141,8 +141,8 @@ def test_an_agent_wrecking_the_state_directory_loses_no_log(tmp_path: Path) -> N
     kinds = [e["kind"] for e in log]
     assert kinds[0] == "start" and kinds.count("start") == 1
     assert kinds[-1] == "shutdown" and kinds.count("shutdown") == 1 and log[-1]["outcome"] == "finished"
-    assert [e["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2, 3]
-    repairs = [e["text"] for e in log if e["kind"] == "note" and "tampered" in e["text"]]
+    assert [e["row"]["iter"] for e in log if e["kind"] == "row"] == [0, 1, 2, 3]
+    repairs = [e["msg"] for e in log if e["kind"] == "note" and "tampered" in e["msg"]]
     assert len(repairs) == 3, repairs
     assert "deleted" in repairs[0] and "truncated" in repairs[1] and "replaced" in repairs[2]
     assert "the admission ledger (deleted)" in repairs[2]
@@ -152,7 +152,7 @@ def test_an_agent_wrecking_the_state_directory_loses_no_log(tmp_path: Path) -> N
     # the restored log is whole enough to resume from
     more = start(manifest, "--resume", "--iterations", "4")
     assert more.wait(timeout=60) == 0, more.communicate()
-    assert [e["iter"] for e in events(manifest) if e["kind"] == "row"] == [0, 1, 2, 3, 4]
+    assert [e["row"]["iter"] for e in events(manifest) if e["kind"] == "row"] == [0, 1, 2, 3, 4]
 
 
 BLOCKER = """#!/bin/sh

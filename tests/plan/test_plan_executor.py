@@ -73,6 +73,8 @@ def test_fan_out_top_k_isolation_advisory_and_epilogue(tmp_path: Path) -> None:
         "required": True,
         "join": "all",
         "stage": "epilogue",
+        "over": "",  # the contract writes the mapping fields on every task
+        "max_fanout": 0,
     }
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
 
-from crucible_core import distress
+from crucible_core import agent_wire, distress, wire
 from crucible_core import prompt as prompts
 from crucible_core.agent_output import TurnOutputCap
 from crucible_core.budget import Budget
@@ -87,7 +88,7 @@ class Engine:
 
     # -- session log ------------------------------------------------------------------------
     def phase(self, phase: str, iteration: int) -> None:
-        self.log.emit("phase", phase=phase, iter=iteration)
+        self.log.emit(wire.Phase(phase=phase, iter=iteration))
         self.gates.inbox.publish(phase=phase, iter=iteration)
 
     def step(self, step: str, iteration: int) -> None:
@@ -96,32 +97,37 @@ class Engine:
         Step boundaries are also where an abort that arrived between children takes effect.
         """
         self.gates.check_abort()
-        self.log.emit("step", step=step, iter=iteration)
+        self.log.emit(wire.Step(step=step, iter=iteration))
         self.gates.inbox.publish(step=step)
 
     def emit_segment(self, run: Run, *, reason: str) -> None:
         seg = run.segment
         self.log.emit(
-            "segment",
-            index=seg.index,
-            regime=seg.regime,
-            fingerprint=seg.fingerprint,
-            snapshot=seg.best_token,
-            reason=reason,
+            wire.Segment(
+                fingerprint=seg.fingerprint,
+                baseline_score=seg.baseline_score,
+                regime=seg.regime,
+                index=seg.index,
+                snapshot=seg.best_token,
+                reason=reason,
+            )
         )
 
     def budget_event(self, run: Run) -> None:
+        active = run.active_seconds()
         self.log.emit(
-            "budget",
-            iterations_done=run.iteration,
-            spent=round(run.spent, 6),
-            active_s=round(run.active_seconds(), 3),
-            parked_s=round(run.parked_total, 3),
-            **self.budget.to_wire(),
+            wire.Budget(
+                spent=round(run.spent, 6),
+                elapsed_secs=int(active),
+                active_s=round(active, 3),
+                parked_s=round(run.parked_total, 3),
+                iterations_done=run.iteration,
+                caps=self.budget.to_wire(),
+            )
         )
 
     def note(self, text: str, level: str = "info") -> None:
-        self.log.emit("note", level=level, text=text)
+        self.log.emit(wire.Note(msg=text, level=level))
 
     def row(
         self,
@@ -136,29 +142,33 @@ class Engine:
         note: str | None = None,
     ) -> None:
         seg = run.segment
-        fields: dict[str, Any] = {
-            "iter": iteration,
-            "gate": self.judge.gate,
-            "verdict": verdict,
-            "valid": reading.valid if reading else None,
-            "score": reading.score if reading else None,
-            "tiebreak": reading.tiebreak if reading else None,
-            "solved": reading.solved if reading else False,
-            "best": seg.best.score,
-            "best_tiebreak": seg.best.tiebreak,
-            "baseline": seg.baseline_score,
-            "baseline_total": seg.baseline_total,
-            "note": note if note is not None else (reading.note if reading else ""),
-            "detail": dict(reading.detail) if reading and reading.detail else None,
-            "cost": turn.cost_usd if turn else 0.0,
-            "sha": sha,
-            "snapshot": token,
-            "fingerprint": seg.fingerprint,
-        }
-        notes = self.gates.take_row_notes()
-        if notes:
-            fields["distress"] = notes  # additive: only rows that carry the agent's notes have it
-        event = self.log.emit("row", **fields)
+        detail = (
+            json.dumps(dict(reading.detail), sort_keys=True, default=str)
+            if reading and reading.detail
+            else ""
+        )
+        row = wire.RowWire(
+            iter=iteration,
+            decision=verdict,
+            note=note if note is not None else (reading.note if reading else ""),
+            detail=detail,
+            score=reading.score if reading else None,
+            tiebreak=reading.tiebreak if reading else None,
+            kept_snap=token,
+            valid=reading.valid if reading else None,
+            best=seg.best.score,
+            best_tiebreak=seg.best.tiebreak,
+            baseline=seg.baseline_score,
+            baseline_total=seg.baseline_total,
+            sha=sha,
+            fingerprint=seg.fingerprint,
+            cost=turn.cost_usd if turn else 0.0,
+            distress=list(self.gates.take_row_notes() or []),  # only rows that carry the agent's notes
+        )
+        written = self.log.emit(wire.Row(row=row, solved=bool(reading.solved) if reading else False))
+        decoded = wire.from_object(written)  # the redacted row, as a reader of the log sees it
+        if decoded is not None and isinstance(decoded.event, wire.Row):
+            row = decoded.event.row
         if iteration > 0:
             run.iteration = max(run.iteration, iteration)
             # a re-baseline row sits at the current iteration and spends none
@@ -168,7 +178,7 @@ class Engine:
                 run.discarded += 1
         if sha:
             run.kept_shas.append(sha)
-        run.rows.append(event)
+        run.rows.append(row)
         self.budget_event(run)
         self.gates.inbox.publish(
             iter=run.iteration,
@@ -236,7 +246,7 @@ class Engine:
         if self.judge.scored:
             lines.append(f"Baseline score: {seg.baseline_score}; best so far: {seg.best.score}.")
         for row in run.rows[-5:]:
-            lines.append(f"- iteration {row['iter']}: {row['verdict']}, score {row['score']} ({row['note']})")
+            lines.append(f"- iteration {row.iter}: {row.decision}, score {row.score} ({row.note})")
         return "\n".join(lines)
 
     def render_prompt(self, run: Run, iteration: int, steer: str) -> str:
@@ -259,7 +269,7 @@ class Engine:
         if run.segment.regime:
             env["CRUCIBLE_REGIME"] = run.segment.regime
         agent = self.loaded.manifest.agent
-        capped = TurnOutputCap(lambda kind, fields: self.log.emit(kind, iter=iteration, **fields))
+        capped = TurnOutputCap(lambda kind, fields: self._agent_event(iteration, kind, fields))
         turn = Turn(
             iteration=iteration,
             prompt=text,
@@ -274,11 +284,12 @@ class Engine:
         self.step("propose", iteration)
         if steer:
             # "applied" means delivered: the prompt carrying it is handed to the agent now
-            self.log.emit("steer", iter=iteration, text=steer, status="applied")
+            self.log.emit(wire.Steer(iter=iteration, text=steer, status="applied"))
             self.gates.steer_delivered(iteration)
         if self.lifecycle is not None:
             turn = self.lifecycle.before_turn(turn)
         result: TurnResult | None = None
+        self.log.emit(wire.AgentStart(iter=iteration))
         try:
             with self._interruptible():
                 result = self.backend.run_turn(turn)
@@ -289,15 +300,21 @@ class Engine:
             if self.lifecycle is not None:
                 self.lifecycle.after_turn(turn, result)
         self.guard_state("agent turn")
+        self.log.emit(wire.AgentDone())
         self.log.emit(
-            "turn",
-            iter=iteration,
-            ok=result.ok,
-            failure=result.failure.value if result.failure else None,
-            cost=result.cost_usd,
-            note=result.note,
+            wire.Turn(
+                iter=iteration,
+                ok=result.ok,
+                failure=result.failure.value if result.failure else None,
+                cost=result.cost_usd,
+                note=result.note,
+            )
         )
         return result
+
+    def _agent_event(self, iteration: int, kind: str, fields: Mapping[str, Any]) -> None:
+        """A harness's agent event, written in the wire's agent vocabulary (see agent_wire.py)."""
+        self.log.emit(agent_wire.to_wire(kind, fields))
 
     def refresh_injects(self, iteration: int) -> None:
         """Put the frozen injects back as the manifest has them, before a measure."""

@@ -48,6 +48,10 @@ class WorkspaceError(CrucibleError):
     exit_code = ExitCode.WORKSPACE
 
 
+class ResumeConflict(WorkspaceError):
+    """`--resume` found a session log and a world that disagree; both are left as they are."""
+
+
 class PluginError(CrucibleError):
     exit_code = ExitCode.PLUGIN
 

@@ -1,21 +1,29 @@
 """Folding a session log into the state a resumed run continues from: pure functions, one pass.
 
-The fold is on the hot path of `--resume` for long runs, so it is one loop with local
-variables and a kind dispatch ordered by frequency; it keeps references to the row events it
-already decoded instead of copying them.
+Every line is decoded through the wire (`wire.py`), so a log written by crucible itself folds
+the same way as ours: rows nested under `row` with their `decision`, budget `spent`, the
+segment and identity records. The fold is on the hot path of `--resume` for long runs, so it
+is one loop with a type dispatch ordered by frequency; it keeps references to the decoded rows.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from crucible_core import wire
+
 # Phases in which the loop idles and the budget clock stops.
 PARKED_PHASES = frozenset({"parked", "paused", "distressed"})
+
+
+# Decisions that open a segment: its first measurement (ours writes "invalid" for an unscoreable one).
+BASELINE_DECISIONS = frozenset({"baseline", "baseline-skipped", "invalid"})
+DISCARD_DECISIONS = frozenset({"discard", "discarded"})
 
 
 @attrs.define
@@ -23,9 +31,9 @@ class Folded:
     """What the session log says about a run, as of its last decodable line."""
 
     events: int = 0
-    start: dict[str, Any] | None = None  # the first start event: the run's original budget
-    identity: dict[str, Any] | None = None  # the first identity event: what scores compare against
-    trailing_shutdown: dict[str, Any] | None = None  # only when it is the last event
+    start: wire.Start | None = None  # the first start event: the run's original budget
+    identity: wire.Identity | None = None  # the first identity event: what scores compare against
+    trailing_shutdown: wire.Shutdown | None = None  # only when it is the last event
     last_kind: str | None = None
     # the open segment (a rescope replaces all of these together)
     segment_index: int = -1
@@ -43,23 +51,43 @@ class Folded:
     discarded: int = 0
     solved: bool = False
     kept_shas: list[str] = attrs.field(factory=list)
-    rows: list[dict[str, Any]] = attrs.field(factory=list)
+    rows: list[wire.RowWire] = attrs.field(factory=list)
     spent: float = 0.0
     active_s: float = 0.0
     parked_s: float = 0.0
+    summary_best: float | None = None  # the last summary's best, when the run got that far
     # where the predecessor was when its log ended
     last_phase: str | None = None
     last_phase_iter: int = 0
     last_step: str | None = None
     last_step_iter: int = 0
     row_after_step: bool = True
+    open_turn_iter: int | None = None  # an agent_start with no agent_done after it
+    open_plan: wire.PlanAdmitted | None = None  # a plan_admitted with no row after it
     open_wait: dict[str, Any] | None = None  # an approval_wait with no approval_resolved after it
     open_wait_parked_s: float = 0.0  # how long the run parked on that wait (what --max-park bounds)
-    escalation: dict[str, Any] | None = None
+    escalation: wire.Escalation | None = None
+    # what the log carries beyond the loop's counters
+    recoveries: list[wire.Recovery] = attrs.field(factory=list)
+    plan: wire.PlanAdmitted | None = None
+    plan_results: dict[str, wire.TaskResult] = attrs.field(factory=dict)
+    unknown: int = 0  # lines of a kind this reader does not know
+
+    @property
+    def resumes(self) -> int:
+        return len(self.recoveries)
+
+    @property
+    def has_rows(self) -> bool:
+        return any(row.deep for row in self.rows)
+
+    @property
+    def outcome(self) -> str | None:
+        return self.trailing_shutdown.outcome if self.trailing_shutdown is not None else None
 
 
-def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
-    """One pass over decoded events; the caller decides how lines are read and skipped."""
+def fold_events(lines: Iterable[wire.Line]) -> Folded:
+    """One pass over decoded wire lines; the caller decides how lines are read and skipped."""
     f = Folded()
     rows = f.rows
     kept_shas = f.kept_shas
@@ -85,60 +113,65 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
     wait_parked = 0.0
     wait_park_since: float | None = None
     open_wait: dict[str, Any] | None = None
-    last_shutdown: dict[str, Any] | None = None
-    for ev in events:
+    last_shutdown: wire.Shutdown | None = None
+    for line in lines:
         count += 1
-        kind = ev.get("kind")
-        ts = ev.get("ts")
-        if kind == "row":
-            rows.append(ev)
-            it = ev.get("iter") or 0
-            verdict = ev.get("verdict")
-            snap = ev.get("snapshot")
-            if verdict == "keep":
-                if it > 0:
-                    kept += 1
-                if snap:
-                    best_token = snap
-                sha = ev.get("sha")
-                if sha:
-                    kept_shas.append(sha)
-                if ev.get("solved"):
-                    solved = True
-                f.best_score = ev.get("best")
-                f.best_tiebreak = ev.get("best_tiebreak")
-            elif verdict == "discard":
-                if it > 0:
+        ev = line.event
+        ts = line.ts
+        kind = ev.KIND
+        if type(ev) is wire.Row:
+            row = ev.row
+            rows.append(row)
+            f.open_plan = None
+            if row.deep:
+                it = row.iter
+                decision = row.decision
+                best = row.best if row.best is not None else row.score
+                if decision == "keep":
+                    if it > 0:
+                        kept += 1
+                    if row.kept_snap:
+                        best_token = row.kept_snap
+                    sha = row.sha or row.kept_snap
+                    if sha:
+                        kept_shas.append(sha)
+                    if ev.solved:
+                        solved = True
+                    f.best_score = best
+                    f.best_tiebreak = row.best_tiebreak if row.best is not None else row.tiebreak
+                elif decision in BASELINE_DECISIONS:
+                    f.segment_baselined = True
+                    if row.kept_snap:
+                        best_token = row.kept_snap
+                    f.baseline_score = row.baseline if row.baseline is not None else row.score
+                    f.baseline_total = row.baseline_total if row.baseline_total is not None else row.total
+                    f.best_score = best
+                    f.best_tiebreak = row.best_tiebreak if row.best is not None else row.tiebreak
+                    if ev.solved and decision == "baseline":
+                        solved = True
+                elif decision in DISCARD_DECISIONS and it > 0:
                     discarded += 1
-            else:  # baseline, baseline-skipped, invalid: the segment's first measurement
-                f.segment_baselined = True
-                if snap:
-                    best_token = snap
-                f.baseline_score = ev.get("baseline")
-                f.baseline_total = ev.get("baseline_total")
-                f.best_score = ev.get("best")
-                f.best_tiebreak = ev.get("best_tiebreak")
-                if ev.get("solved") and verdict == "baseline":
-                    solved = True
-            if it > iteration:
-                iteration = it
+                if it > iteration:
+                    iteration = it
             row_after_step = True
-        elif kind == "budget":
-            spent_mark = ev.get("spent") or 0.0
+        elif type(ev) is wire.Agent:
+            pass  # the most frequent kind: nothing of the loop's state hangs on it
+        elif type(ev) is wire.Budget:
+            spent_mark = ev.spent
             spent_since = 0.0
-            mark_active = ev.get("active_s") or 0.0
-            parked_s = ev.get("parked_s") or 0.0
+            mark_active = ev.active_s if ev.active_s is not None else float(ev.elapsed_secs)
+            parked_s = ev.parked_s or 0.0
             mark_ts = ts
             # a park's closing budget event already counts it: the next phase must not again
             park_since = None
-        elif kind == "step":
-            last_step = ev.get("step")
-            last_step_iter = ev.get("iter") or 0
+        elif type(ev) is wire.Step:
+            last_step = ev.step
+            last_step_iter = ev.iter
             row_after_step = False
-        elif kind == "phase":
-            phase = ev.get("phase")
+        elif type(ev) is wire.Phase:
+            phase = ev.phase
             f.last_phase = phase
-            f.last_phase_iter = ev.get("iter") or 0
+            f.last_phase_iter = ev.iter
             if wait_park_since is not None and ts is not None:
                 wait_parked += ts - wait_park_since
                 wait_park_since = None
@@ -149,16 +182,20 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
             elif park_since is not None and ts is not None:
                 parked_s += ts - park_since
                 park_since = None
-        elif kind == "turn":
-            spent_since += ev.get("cost") or 0.0
-        elif kind == "segment":
-            f.segment_index = ev.get("index", f.segment_index + 1)
-            f.regime = ev.get("regime") or ""
-            f.fingerprint = ev.get("fingerprint")
-            best_token = ev.get("snapshot")
+        elif type(ev) is wire.Turn:
+            spent_since += ev.cost
+        elif type(ev) is wire.AgentStart:
+            f.open_turn_iter = ev.iter
+        elif type(ev) is wire.AgentDone:
+            f.open_turn_iter = None
+        elif type(ev) is wire.Segment:
+            f.segment_index = ev.index if ev.index is not None else f.segment_index + 1
+            f.regime = ev.regime
+            f.fingerprint = ev.fingerprint
+            best_token = ev.snapshot
             f.baseline_score = f.baseline_total = f.best_score = f.best_tiebreak = None
             f.segment_baselined = False
-        elif kind == "start":
+        elif type(ev) is wire.Start:
             if f.start is None:
                 f.start = ev
             if mark_ts is not None and last_ts is not None:
@@ -170,20 +207,33 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
             if wait_park_since is not None and last_ts is not None:
                 wait_parked += last_ts - wait_park_since
                 wait_park_since = None
-        elif kind == "identity":
+        elif type(ev) is wire.Identity:
             if f.identity is None:
                 f.identity = ev
-        elif kind == "approval_wait":
-            open_wait = ev
+        elif type(ev) is wire.ApprovalWait:
+            open_wait = wire.to_fields(ev)
             wait_parked = 0.0
             wait_park_since = None
-        elif kind == "approval_resolved":
+        elif type(ev) is wire.ApprovalResolved:
             open_wait = None
             wait_park_since = None
-        elif kind == "escalation":
+        elif type(ev) is wire.Escalation:
             f.escalation = ev
-        elif kind == "shutdown":
+        elif type(ev) is wire.Shutdown:
             last_shutdown = ev
+        elif type(ev) is wire.Summary:
+            f.summary_best = ev.best_score
+        elif type(ev) is wire.Recovery:
+            f.recoveries.append(ev)
+        elif type(ev) is wire.PlanAdmitted:
+            if f.plan is None or f.plan.plan_version != ev.plan_version:
+                f.plan_results.clear()
+            f.plan = f.open_plan = ev
+        elif type(ev) is wire.TaskResult:
+            f.plan_results[ev.task] = ev
+        elif type(ev) is wire.Unknown:
+            f.unknown += 1
+            kind = ev.kind
         if ts is not None:
             last_ts = ts
     f.events = count
@@ -198,6 +248,8 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
     f.last_step_iter = last_step_iter
     f.row_after_step = row_after_step
     f.spent = spent_mark + spent_since
+    if f.spent == 0.0 and f.plan_results:  # no budget line: the settled plan tasks' costs
+        f.spent = sum(r.cost_usd for r in f.plan_results.values())
     end = park_since if park_since is not None else last_ts
     f.active_s = mark_active + (max(0.0, end - mark_ts) if mark_ts is not None and end is not None else 0.0)
     if park_since is not None and last_ts is not None:
@@ -212,21 +264,35 @@ def fold_events(events: Iterable[dict[str, Any]]) -> Folded:
 
 
 def decode_lines(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
-    """Decodable events of NDJSON lines; blank, torn and foreign lines are skipped."""
+    """JSON object lines of an NDJSON file that is not the session log (the admission ledger)."""
     loads = json.loads
     for raw in lines:
         try:
             event = loads(raw)
-        except ValueError:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
+        except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             continue
         if type(event) is dict and "kind" in event:
             yield event
+
+
+def decode_wire_lines(lines: Iterable[bytes | str]) -> Iterator[wire.Line]:
+    """Decodable wire lines of the session log; blank, torn and mistyped lines are skipped."""
+    decode = wire.decode_line
+    for raw in lines:
+        line = decode(raw)
+        if line is not None:
+            yield line
+
+
+def fold_objects(objects: Iterable[Any]) -> Folded:
+    """Fold already-parsed JSON line objects (each decoded through the wire; the rest skipped)."""
+    return fold_events(line for line in map(wire.from_object, objects) if line is not None)
 
 
 def fold_path(path: Path) -> Folded:
     """Fold the session log at `path` (an absent file folds to an empty run)."""
     try:
         with open(path, "rb") as handle:
-            return fold_events(decode_lines(handle))
+            return fold_events(decode_wire_lines(handle))
     except FileNotFoundError:
         return Folded()

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core import distress, escalation, parking
+from crucible_core import distress, escalation, parking, wire
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.ledger import Ledger
 from crucible_core.loop import LoopExit, Run, Segment, fingerprint, reject, run_baseline
@@ -167,7 +167,7 @@ class Gates:
             engine.note(f"a new approval request replaces {run.pending.handle or run.pending.trace_id}")
         run.pending = pending
         self.wait_spent = 0.0
-        engine.log.emit("approval_wait", iter=iteration, **pending.to_wire(), **extra)
+        engine.log.emit(wire.ApprovalWait(iter=iteration, **pending.to_wire(), **extra))
         self.publish(run)
 
     def _emit_resolved(self, pending: parking.Pending, outcome: str, reason: str) -> None:
@@ -175,11 +175,12 @@ class Gates:
         if self._parking_since is not None:
             waited += self.engine.now() - self._parking_since
         self.engine.log.emit(
-            "approval_resolved",
-            outcome=outcome,
-            reason=reason,
-            handle=pending.handle,
-            waited_s=round(waited, 3),  # parked on this wait, summed over the run's processes
+            wire.ApprovalResolved(
+                outcome=outcome,
+                reason=reason,
+                handle=pending.handle,
+                waited_s=round(waited, 3),  # parked on this wait, summed over the run's processes
+            )
         )
 
     def resolve_granted(self, run: Run, reason: str) -> None:
@@ -200,11 +201,12 @@ class Gates:
         self.publish(run)
         if pending.mode is WaitMode.BLOCK:
             engine.log.emit(
-                "escalation",
-                iter=run.iteration,
-                category="needs-info",
-                reason=f"a block-mode approval was {outcome}: {reason}",
-                evidence=[pending.handle, pending.trace_id],
+                wire.Escalation(
+                    iter=run.iteration,
+                    category="needs-info",
+                    reason=f"a block-mode approval was {outcome}: {reason}",
+                    evidence="\n".join(e for e in (pending.handle, pending.trace_id) if e),
+                )
             )
             return LoopExit.ESCALATED
         engine.note(
@@ -278,7 +280,14 @@ class Gates:
             paths.escalation_file, paths.state_dir / escalation.MARKER_NAME, engine.redactor.text
         )
         if escalated is not None:
-            engine.log.emit("escalation", iter=iteration, **escalated.to_wire())
+            engine.log.emit(
+                wire.Escalation(
+                    iter=iteration,
+                    category=escalated.category,
+                    reason=escalated.reason,
+                    evidence="\n".join(escalated.evidence),  # the contract carries one text
+                )
+            )
             reject(engine, run, iteration, f"escalated ({escalated.category}): {escalated.reason}")
             return LoopExit.ESCALATED
         marker = parking.take_marker(paths.provisioning_file)

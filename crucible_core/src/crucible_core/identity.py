@@ -1,37 +1,38 @@
-"""RunIdentity: the hash-of-hashes that says whether two runs' scores are comparable."""
+"""RunIdentity from a loaded manifest: the comparability key of a run, as the contract computes it.
+
+The record and its digest live in `wire.py`; this module gathers the inputs (the repository,
+the pristine base commit, the frozen manifest text hash, the inject hash, measure_cmd and
+direction) from a manifest and a workspace's base commit.
+"""
 
 from __future__ import annotations
 
 import hashlib
 
+from crucible_core import wire
 from crucible_core.manifest.loader import LoadedManifest
-
-IDENTITY_VERSION = "v1"
 
 
 def _h(data: bytes | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
-def component_hashes(loaded: LoadedManifest, base_commit: str) -> dict[str, str]:
-    m = loaded.manifest
-    repo = m.repo.url or m.repo.path or "" if m.repo else ""
+def inject_hash(loaded: LoadedManifest) -> str:
+    """One hash over every inject's destination and source content, in destination order."""
     inject = hashlib.sha256()
     for entry in sorted(loaded.injects, key=lambda e: e.destination):
         inject.update(entry.destination.encode() + b"\0")
         inject.update(_h(entry.source.read_bytes()).encode() + b"\n")
-    return {
-        "repo": _h(repo),
-        "base_commit": _h(base_commit),
-        "manifest": loaded.text_hash,
-        "inject": inject.hexdigest(),
-        "measure_cmd": _h((m.judge.measure_cmd or "") if m.judge else ""),
-        "direction": _h(m.judge.direction.value if m.judge else "task"),
-    }
+    return inject.hexdigest()
 
 
-def run_identity(hashes: dict[str, str]) -> str:
-    outer = hashlib.sha256()
-    for key in sorted(hashes):
-        outer.update(f"{key}={hashes[key]}\n".encode())
-    return f"{IDENTITY_VERSION}:{outer.hexdigest()}"
+def run_identity(loaded: LoadedManifest, base_commit: str) -> wire.RunIdentity:
+    m = loaded.manifest
+    repo = (m.repo.url or m.repo.path or "") if m.repo else ""
+    return wire.RunIdentity.build(
+        components=[wire.ComponentIdentity(name="", repo=str(repo), base_sha=base_commit)],
+        manifest_hash=loaded.text_hash,
+        inject_hash=inject_hash(loaded),
+        measure_cmd=(m.judge.measure_cmd or "") if m.judge else "",
+        direction=m.judge.direction.value if m.judge else "",
+    )

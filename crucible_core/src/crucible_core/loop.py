@@ -9,10 +9,11 @@ from __future__ import annotations
 import enum
 import hashlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
+from crucible_core import wire
 from crucible_core.contract import Reading
 from crucible_core.decide import Best, Verdict, advance, decide
 from crucible_core.errors import ExitCode
@@ -94,7 +95,7 @@ class Run:
     parked_before: float = 0.0  # the part of parked_total earlier processes spent
     active_before: float = 0.0  # active seconds carried over from earlier processes (parks excluded)
     started: float = attrs.field(factory=time.monotonic)
-    rows: list[dict[str, Any]] = attrs.field(factory=list)
+    rows: list[wire.RowWire] = attrs.field(factory=list)
     transport_failures: int = 0
     pending: Pending | None = None  # an outstanding approval (ADR 0003)
 

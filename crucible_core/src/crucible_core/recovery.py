@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import enum
-
 import attrs
 
+from crucible_core import wire
 from crucible_core.fold import PARKED_PHASES, Folded
-
-
-class RecoveryClass(enum.StrEnum):
-    CLEAN_EXIT = "clean_exit"
-    DIED_IN_BASELINE = "died_in_baseline"
-    DIED_MID_TURN = "died_mid_turn"
-    DIED_DECIDING = "died_deciding"
-    DIED_AWAITING_APPROVAL = "died_awaiting_approval"
-    DIED_BETWEEN_ITERATIONS = "died_between_iterations"
+from crucible_core.wire import RecoveryClass
 
 
 @attrs.frozen
@@ -26,8 +17,8 @@ class Recovery:
     iter: int
     detail: str
 
-    def to_wire(self) -> dict[str, object]:
-        return {"class": self.cls.value, "iter": self.iter, "detail": self.detail}
+    def to_event(self) -> wire.Recovery:
+        return wire.Recovery(cls=self.cls, iter=self.iter, detail=self.detail)
 
 
 # Outcomes after which a resume has nothing left to do unless the budget was raised.
@@ -41,7 +32,7 @@ def classify(f: Folded) -> Recovery:
         return Recovery(
             RecoveryClass.CLEAN_EXIT,
             0,
-            f"the last line is a shutdown: {sd.get('outcome')} ({sd.get('reason')})",
+            f"the last line is a shutdown: {sd.outcome} ({sd.reason})",
         )
     if f.fingerprint is None:
         return Recovery(RecoveryClass.DIED_IN_BASELINE, 0, "died during setup, before the baseline snapshot")
@@ -58,6 +49,17 @@ def classify(f: Folded) -> Recovery:
             f.last_step or "", str(f.last_step)
         )
         return Recovery(RecoveryClass.DIED_MID_TURN, it, f"iteration {it} died during {doing}")
+    if f.open_turn_iter is not None and f.open_turn_iter > f.iteration:
+        it = f.open_turn_iter  # a log without steps (crucible's own): the agent bracket is open
+        return Recovery(RecoveryClass.DIED_MID_TURN, it, f"iteration {it} died during the agent turn")
+    if f.open_plan is not None:
+        plan = f.open_plan
+        done = sum(1 for t in plan.tasks if t.name in f.plan_results)
+        return Recovery(
+            RecoveryClass.DIED_IN_PLAN_TASK,
+            f.last_phase_iter,
+            f"plan v{plan.plan_version} was never accounted ({done}/{len(plan.tasks)} tasks resulted)",
+        )
     if f.last_phase in PARKED_PHASES or (f.open_wait is not None and f.open_wait.get("mode") == "block"):
         # a distress suspend is a block-mode approval wait, so it shares this class
         wait = f.open_wait

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
+
+from crucible_core import wire
 
 
 def _score(value: Any) -> str:
@@ -14,7 +16,7 @@ def _score(value: Any) -> str:
     return str(value)
 
 
-def render_results(*, gate: str, goal: str, rows: Iterable[Mapping[str, Any]], best: Any) -> str:
+def render_results(*, gate: str, goal: str, rows: Iterable[wire.RowWire], best: Any) -> str:
     lines = [
         "# crucible results",
         "",
@@ -24,13 +26,12 @@ def render_results(*, gate: str, goal: str, rows: Iterable[Mapping[str, Any]], b
         "",
         *(f"> {line}" if line else ">" for line in goal.strip().splitlines()),
         "",
-        "| iter | verdict | score | best | note |",
+        "| iter | decision | score | best | note |",
         "| ---: | --- | ---: | ---: | --- |",
     ]
     for row in rows:
-        note = str(row.get("note") or "").replace("|", "\\|").replace("\n", " ")
+        note = row.note.replace("|", "\\|").replace("\n", " ")
         lines.append(
-            f"| {row.get('iter')} | {row.get('verdict')} | {_score(row.get('score'))} "
-            f"| {_score(row.get('best'))} | {note[:160]} |"
+            f"| {row.iter} | {row.decision} | {_score(row.score)} | {_score(row.best)} | {note[:160]} |"
         )
     return "\n".join(lines) + "\n"

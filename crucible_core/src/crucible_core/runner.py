@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core import __version__, distress
+from crucible_core import __version__, distress, wire
 from crucible_core.budget import Budget
 from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.client import live_run
@@ -23,10 +23,10 @@ from crucible_core.control.inbox import Order
 from crucible_core.decide import Best
 from crucible_core.drivers import DriverChoice, build_drivers
 from crucible_core.engine import Engine, RunOptions, agent_environment, engine_environment
-from crucible_core.errors import CrucibleError, ExitCode, WorkspaceError
+from crucible_core.errors import CrucibleError, ExitCode, ResumeConflict, WorkspaceError
 from crucible_core.fold import Folded, fold_path
 from crucible_core.gates import Aborted, Gates
-from crucible_core.identity import component_hashes, run_identity
+from crucible_core.identity import run_identity
 from crucible_core.ledger import OVERRIDDEN_BY_RESUME, Ledger
 from crucible_core.lifecycle import Lifecycle, RunContext
 from crucible_core.loop import LoopExit, Run, Segment, fingerprint, run_baseline, run_loop
@@ -136,11 +136,12 @@ def _execute_locked(
                 f"nothing to resume: {paths.session_log} holds no events",
                 hint="start the run without --resume",
             )
+        refuse_disagreeing_log(folded, paths)
         budget = resumed_budget(request.budget, folded)
         ended = already_ended(folded, budget)
         if ended is not None:
             sys.stderr.write(f"crucible: {ended}\n")
-            outcome = LoopExit((folded.trailing_shutdown or {}).get("outcome", "finished"))
+            outcome = _loop_exit(folded.outcome or "finished")
             return RunResult(outcome, ended, outcome.exit_code)
     else:
         refuse_existing_workspace(loaded, paths)
@@ -156,7 +157,7 @@ def _execute_locked(
     redactor.add_env(loaded.manifest.agent.env)
     redactor.add_engine_env(base_env)
     log = SessionLog(paths.session_log, redactor)
-    fanout = ObserverFanout(note=lambda text: log.emit("note", level="warn", text=text))
+    fanout = ObserverFanout(note=lambda text: log.emit(wire.Note(msg=text, level="warn")))
     fanout.add(f"reporter {request.ui!r}", reporter.on_event)
     for owner, observe in plugins.implementations("crucible_session_event"):
         fanout.add(f"plugin {owner} (crucible_session_event)", functools.partial(_observe, observe))
@@ -180,7 +181,8 @@ def _execute_locked(
         goal=goal,
         method_template=method,
     )
-    run_id = str(((folded.start or {}) if folded else {}).get("run_id") or uuid.uuid4().hex[:16])
+    recorded = folded.start.run_id if folded is not None and folded.start is not None else None
+    run_id = str(recorded or uuid.uuid4().hex[:16])
     engine.lifecycle = Lifecycle(
         plugins,
         RunContext(loaded, paths.workspace, paths.state_dir, paths.private_dir, run_id, request.resume),
@@ -203,20 +205,27 @@ def _execute_locked(
     try:
         with _SignalStop(gates.request_stop), _AbortSignal(gates):
             log.emit(
-                "start",
-                version=__version__,
-                run_id=run_id,
-                manifest=str(loaded.path),
-                workspace=str(paths.workspace),
-                gate=drivers.judge.gate,
-                direction=engine.direction.value if drivers.judge.scored else None,
-                world=drivers.choice.world,
-                judge=drivers.choice.judge,
-                backend=drivers.choice.backend,
-                harness=drivers.choice.harness,
-                model=request.options.model or m.agent.model,
-                budget=budget.to_wire(),
-                resumed=request.resume,
+                wire.Start(
+                    goal=goal,
+                    gate=drivers.judge.gate,
+                    model=request.options.model or m.agent.model or "",
+                    namespace="",
+                    # the contract writes 0 for "no cap"; `budget` keeps our nulls exactly
+                    iters_total=budget.iterations or 0,
+                    max_cost=float(budget.max_cost or 0.0),
+                    max_secs=int(budget.max_time or 0),
+                    version=__version__,
+                    run_id=run_id,
+                    manifest=str(loaded.path),
+                    workspace=str(paths.workspace),
+                    direction=engine.direction.value if drivers.judge.scored else None,
+                    world=drivers.choice.world,
+                    judge=drivers.choice.judge,
+                    backend=drivers.choice.backend,
+                    harness=drivers.choice.harness,
+                    budget=budget.to_wire(),
+                    resumed=request.resume or None,
+                )
             )
             try:
                 bridge.start(paths.control_file)
@@ -277,8 +286,7 @@ def _fresh(engine: Engine, shell: Shell, started: float) -> Run:
     drivers = engine.drivers
     engine.phase("starting", 0)
     base = prepare_workspace(engine.loaded, engine.paths, drivers.world, shell)
-    hashes = component_hashes(engine.loaded, base)
-    engine.log.emit("identity", identity=run_identity(hashes), base_commit=base, components=hashes)
+    engine.log.emit(wire.Identity(identity=run_identity(engine.loaded, base), base_commit=base))
     token = drivers.world.snapshot("crucible: baseline")
     segment = Segment(
         regime="", fingerprint=fingerprint(engine.goal, drivers.judge.gate, ""), best_token=token
@@ -297,30 +305,33 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
         f"resuming after {folded.events} events: iteration {folded.iteration}, best {folded.best_score}, "
         f"${folded.spent:.4f} spent, {folded.active_s:.1f}s active"
     )
-    engine.log.emit("recovery", **recovery.to_wire())
+    engine.log.emit(recovery.to_event())
     if folded.fingerprint is None:
-        # died in setup, before the baseline snapshot: nothing kept yet, so set up again
+        # died in setup, before the baseline snapshot (refuse_disagreeing_log proved the log
+        # holds no identity and no row): nothing kept yet, so set up again
         _discard_half_made_workspace(engine)
         run = _fresh(engine, shell, started)
         return run, run_baseline(engine, run)
     engine.phase("starting", folded.iteration)
-    base = str((folded.identity or {}).get("base_commit") or "")
-    hashes = component_hashes(engine.loaded, base)
-    identity = run_identity(hashes)
-    engine.log.emit("identity", identity=identity, base_commit=base, components=hashes, resumed=True)
-    original = folded.identity or {}
-    if original.get("identity") and original.get("identity") != identity:
-        before = original.get("components") or {}
-        changed = sorted(k for k in hashes if before.get(k) != hashes[k])
+    original = folded.identity
+    base = _base_commit(original)
+    identity = run_identity(engine.loaded, base)
+    engine.log.emit(wire.Identity(identity=identity, base_commit=base, resumed=True))
+    if original is not None and original.identity.digest != identity.digest:
+        changed = identity.differing(original.identity)
         engine.note(
             "RUN IDENTITY CHANGED since the run started "
-            f"({', '.join(changed) or 'unknown components'} differ): scores before and after this resume "
+            f"({', '.join(changed) or 'the digest format'} differ): scores before and after this resume "
             "may not be comparable",
             level="warn",
         )
     run = run_from_fold(folded, started)
     engine.world.recover()  # a SIGKILL mid-snapshot can leave a lock behind
-    engine.world.restore(run.segment.best_token)  # roll a half-finished turn back to the last kept state
+    if run.segment.best_token:
+        engine.world.restore(run.segment.best_token)  # roll a half-finished turn back to the last kept state
+    else:
+        # a log that names no snapshot (crucible's own, before its first keep): leave the world as it is
+        engine.note("the log names no kept snapshot to restore; the workspace is used as it stands", "warn")
     _rearm_wait(engine, run, folded)
     engine.budget = rearm(engine.gates, engine.budget)
     if engine.gates.paused:
@@ -349,6 +360,48 @@ def _rearm_wait(engine: Engine, run: Run, folded: Folded) -> None:
         f"re-registered the outstanding approval {pending.handle or pending.trace_id} "
         f"(already parked {folded.open_wait_parked_s:.1f}s)"
     )
+
+
+def _base_commit(identity: wire.Identity | None) -> str:
+    if identity is None:
+        return ""
+    if identity.base_commit:
+        return identity.base_commit
+    components = identity.identity.components
+    return components[0].base_sha if components else ""
+
+
+def refuse_disagreeing_log(folded: Folded, paths: RunPaths) -> None:
+    """Stop a resume whose log and world disagree, before anything is written or removed.
+
+    A log without a readable segment normally means setup was interrupted (nothing kept yet,
+    so the half-made workspace may be set up again). But when the same log also holds an
+    identity or a decided row, setup did finish: the segment line was damaged or the log was
+    truncated under a live run, and the workspace may hold kept commits. Refuse and leave both.
+    """
+    if folded.fingerprint is not None:
+        return
+    evidence = []
+    if folded.identity is not None:
+        evidence.append("an identity line")
+    if folded.rows:
+        evidence.append(f"{len(folded.rows)} row(s)")
+    if folded.start is None:
+        evidence.append("no start line (its beginning is missing)")
+    if not evidence:
+        return
+    raise ResumeConflict(
+        f"{paths.session_log} has no readable segment line but {', '.join(evidence)}: the log is damaged "
+        f"or was truncated, and the workspace {paths.workspace} may hold kept history, so nothing was changed",
+        hint="restore the session log from a copy, or move the workspace and state directory aside and start afresh",
+    )
+
+
+def _loop_exit(outcome: str) -> LoopExit:
+    try:
+        return LoopExit(outcome)
+    except ValueError:  # an outcome of crucible's vocabulary this engine has no exit for
+        return LoopExit.FINISHED
 
 
 def _discard_half_made_workspace(engine: Engine) -> None:
@@ -383,13 +436,23 @@ def run_from_fold(f: Folded, started: float) -> Run:
         parked_before=f.parked_s,
         active_before=f.active_s,
         started=started,
-        rows=f.rows,
+        rows=list(f.rows),
     )
 
 
 def resumed_budget(given: Budget, f: Folded) -> Budget:
     """Flags given to the resume win; the rest comes from the run's original start line."""
-    original = (f.start or {}).get("budget") or {}
+    start = f.start
+    if start is None:
+        original: dict[str, Any] = {}
+    elif start.budget is not None:
+        original = start.budget
+    else:  # a crucible-written start: 0 means no cap
+        original = {
+            "iterations": start.iters_total or None,
+            "max_cost": start.max_cost or None,
+            "max_time": float(start.max_secs) if start.max_secs else None,
+        }
     return Budget(
         iterations=given.iterations if given.iterations is not None else original.get("iterations"),
         max_cost=given.max_cost if given.max_cost is not None else original.get("max_cost"),
@@ -400,9 +463,9 @@ def resumed_budget(given: Budget, f: Folded) -> Budget:
 def already_ended(f: Folded, budget: Budget) -> str | None:
     """Why resuming has nothing to do: the run ended solved, or its (possibly raised) budget is spent."""
     shutdown = f.trailing_shutdown
-    if shutdown is None or shutdown.get("outcome") not in FINAL_OUTCOMES:
+    if shutdown is None or shutdown.outcome not in FINAL_OUTCOMES:
         return None
-    if shutdown.get("outcome") == "solved":
+    if shutdown.outcome == "solved":
         return f"the run already ended: solved at iteration {f.iteration} (best {f.best_score}); nothing to resume"
     why = budget.exhausted(iterations_done=f.iteration, spent=f.spent, active_seconds=f.active_s)
     if why is None:
@@ -492,19 +555,21 @@ def _finish(engine: Engine, run: Run | None, exit_: LoopExit, reason: str) -> No
     if run is not None:
         seg = run.segment
         log.emit(
-            "summary",
-            gate=engine.judge.gate,
-            best_score=seg.best.score,
-            baseline_score=seg.baseline_score,
-            iterations=run.iteration,
-            kept=run.kept,
-            discarded=run.discarded,
-            kept_shas=run.kept_shas,
-            spent=round(run.spent, 6),
-            active_s=round(run.active_seconds(), 3),
-            solved=run.solved,
+            wire.Summary(
+                rows=list(run.rows),
+                gate=engine.judge.gate,
+                best_score=seg.best.score,
+                baseline_score=seg.baseline_score,
+                iterations=run.iteration,
+                kept=run.kept,
+                discarded=run.discarded,
+                kept_shas=run.kept_shas,
+                spent=round(run.spent, 6),
+                active_s=round(run.active_seconds(), 3),
+                solved=run.solved,
+            )
         )
     engine.phase("finished", run.iteration if run else 0)
-    log.emit("finished", outcome=exit_.value, iterations=run.iteration if run else 0)
-    log.emit("shutdown", outcome=exit_.value, reason=reason)
+    log.emit(wire.Finished(outcome=exit_.value, iterations=run.iteration if run else 0))
+    log.emit(wire.Shutdown(outcome=exit_.value, reason=reason))
     log.close()

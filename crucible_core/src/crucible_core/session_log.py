@@ -11,16 +11,13 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from crucible_core import wire
 from crucible_core.errors import RunFailed
 from crucible_core.redact import Redactor
 
-WIRE_VERSION = 1
+WIRE_VERSION = wire.WIRE_VERSION
 
 Observer = Callable[[Mapping[str, Any]], None]
-
-
-def encode_event(kind: str, fields: Mapping[str, Any]) -> dict[str, Any]:
-    return {"v": WIRE_VERSION, "kind": kind, "ts": round(time.time(), 3), **fields}
 
 
 class SessionLog:
@@ -59,15 +56,16 @@ class SessionLog:
             if handle.read(1) != b"\n":
                 os.write(self._fd, b"\n")
 
-    def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
-        event = self.redactor.obj(encode_event(kind, fields))
-        data = (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+    def emit(self, event: wire.Event) -> dict[str, Any]:
+        """Write one wire event (stamped with the time) and return the line's object as written."""
+        obj = self.redactor.obj(wire.envelope(event, round(time.time(), 3)))
+        data = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode("utf-8")
         os.write(self._fd, data)
         self._twin.write(data)
         self._size += len(data)
         for observer in list(self.observers):
-            observer(event)
-        return event
+            observer(obj)
+        return obj
 
     def damage(self) -> str | None:
         """How the file at the log's path differs from what this log wrote, or None."""
@@ -143,8 +141,19 @@ class SessionLog:
             self._twin.close()
 
 
+def read_lines(path: Path) -> Iterator[wire.Line]:
+    """Every decodable line of a session log, through the wire; blank, torn and mistyped lines are skipped."""
+    if not path.exists():
+        return
+    with open(path, "rb") as handle:
+        for raw in handle:
+            line = wire.decode_line(raw)
+            if line is not None:
+                yield line
+
+
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
-    """Every decodable event of a session log; blank, torn and foreign lines are skipped."""
+    """Every JSON object line of a session log as written (tests and tools that want raw shapes)."""
     if not path.exists():
         return
     with open(path, "rb") as handle:

@@ -114,8 +114,21 @@ budget = _control_command(
 @state_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(manifest: Path, state_dir: Path | None, as_json: bool) -> None:
-    """Show where the live run stands: phase, iteration, scores, spend, pause and approvals."""
-    reply = _send(manifest, state_dir, {"cmd": "status"})
+    """Show where the live run stands; with no live run, what its session log says (`crucible show`)."""
+    from crucible_core.errors import ControlError
+
+    try:
+        reply = _send(manifest, state_dir, {"cmd": "status"})
+    except ControlError as exc:
+        from crucible_core.cli.show_cmd import session_path, show_log
+
+        log = session_path(manifest, state_dir, None)
+        if not log.is_file():
+            raise
+        if not as_json:
+            click.echo(f"no live run answers ({exc.message}); from the session log {log}:")
+        show_log(log, as_json)
+        return
     st = reply.get("status") or {}
     if as_json:
         click.echo(json.dumps(st))

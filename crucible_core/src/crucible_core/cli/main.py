@@ -19,6 +19,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "plugins": ("crucible_core.cli.plugins_cmd", "List installed plugins, their hooks and names."),
     "help": ("crucible_core.cli.help_cmd", "Show a user guide (manifest, cli, plugins, ...)."),
     "plan": ("crucible_core.cli.plan_cmd", "Run, show or chart a work graph (a plan file of [[task]])."),
+    "show": ("crucible_core.cli.show_cmd", "Show any run from its session log (offline, live or finished)."),
     # operator control of a live run (module:attribute when one module holds several commands)
     "status": ("crucible_core.cli.control_cmd:status", "Show where a live run stands."),
     "steer": ("crucible_core.cli.control_cmd:steer", "Deliver steering into a live run's next prompt."),

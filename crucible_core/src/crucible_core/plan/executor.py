@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from crucible_core import wire
 from crucible_core.plan import ir
 from crucible_core.plan.errors import PlanError
 from crucible_core.plan.events import (
@@ -209,8 +210,14 @@ class PlanExecutor:
 
     def _check_same_plan(self, admitted: PlanAdmitted) -> None:
         assert self.prior is not None and self.prior.admitted is not None
-        before = self.prior.admitted.get("tasks")
-        now = admitted.fields()["tasks"]
+        # compared as the wire reads them: the log carries the contract's full task records
+        try:
+            before = [
+                wire.converter.structure(t, wire.PlanTaskWire) for t in self.prior.admitted.get("tasks") or []
+            ]
+        except Exception:  # a damaged admitted line is not the same plan
+            before = None
+        now = [wire.converter.structure(t, wire.PlanTaskWire) for t in admitted.fields()["tasks"]]
         if before != now or self.prior.admitted.get("budget_usd") != admitted.budget_usd:
             raise PlanError(
                 ["the plan differs from the one this state dir admitted; a resume must run the same plan"],
@@ -523,7 +530,11 @@ class PlanExecutor:
         return PlanReport(state, verdict, self.spent, dict(self.results), reason)
 
     def _emit(self, kind: str, **fields: Any) -> None:
-        self.log.emit(kind, **fields)
+        # Through the shared wire: the fields become its record (a shape it refuses is a bug here).
+        line = wire.from_object({"kind": kind, **fields})
+        if line is None or isinstance(line.event, wire.Unknown):
+            raise ValueError(f"not a session wire event: {kind} {sorted(fields)}")
+        self.log.emit(line.event)
 
     # -- one task, on a worker thread ----------------------------------------------------
 

@@ -6,6 +6,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from crucible_core import wire
 from crucible_core.protocols import ReporterContext
 from crucible_core.reporters.output import QuietOnClose, plain
 
@@ -36,34 +37,35 @@ class ConsoleReporter:
         self.output.line(plain(text))
 
     def on_event(self, event: Mapping[str, Any]) -> None:
-        kind = event.get("kind")
+        line = wire.from_object(dict(event))  # reporters read the log's objects through the wire
+        if line is None:
+            return
+        ev = line.event
         elapsed = f"{time.monotonic() - self.started:6.1f}s"
-        if kind == "start":
+        if isinstance(ev, wire.Start):
             self._out(
-                f"crucible {event.get('version')}: {event.get('gate')} "
-                f"({event.get('direction') or 'task lane'}), backend {event.get('backend')}, "
-                f"world {event.get('world')}"
+                f"crucible {ev.version or ''}: {ev.gate} "
+                f"({ev.direction or 'task lane'}), backend {ev.backend}, world {ev.world}"
             )
-        elif kind == "row":
-            it = event.get("iter")
+        elif isinstance(ev, wire.Row):
+            row = ev.row
             total = f"/{self.iterations}" if self.iterations else ""
-            note = plain(event.get("note") or "")[:80]
+            note = plain(row.note)[:80]
             self._out(
-                f"[{elapsed}] iter {it}{total} {event.get('verdict'):<16} "
-                f"score {_num(event.get('score'))}  best {_num(event.get('best'))}"
-                + (f"  {note}" if note else "")
+                f"[{elapsed}] iter {row.iter}{total} {row.decision:<16} "
+                f"score {_num(row.score)}  best {_num(row.best)}" + (f"  {note}" if note else "")
             )
-        elif kind == "note" and event.get("level") in ("warn", "error"):
-            self._out(f"[{elapsed}] {event.get('level')}: {event.get('text')}")
-        elif kind == "steer":
-            self._out(f"[{elapsed}] steer delivered to iteration {event.get('iter')}")
-        elif kind == "summary":
+        elif isinstance(ev, wire.Note) and ev.level in ("warn", "error"):
+            self._out(f"[{elapsed}] {ev.level}: {ev.msg}")
+        elif isinstance(ev, wire.Steer):
+            self._out(f"[{elapsed}] steer delivered to iteration {ev.iter}")
+        elif isinstance(ev, wire.Summary):
             self._out(
-                f"best {_num(event.get('best_score'))} (baseline {_num(event.get('baseline_score'))}); "
-                f"{event.get('kept')} kept, {event.get('discarded')} discarded, ${event.get('spent')}"
+                f"best {_num(ev.best_score)} (baseline {_num(ev.baseline_score)}); "
+                f"{ev.kept} kept, {ev.discarded} discarded, ${ev.spent}"
             )
-        elif kind == "shutdown":
-            self._out(f"run ended: {event.get('outcome')} ({event.get('reason')})")
+        elif isinstance(ev, wire.Shutdown):
+            self._out(f"run ended: {ev.outcome} ({ev.reason})")
 
     def close(self) -> None:
         self.output.flush()

@@ -1,4 +1,4 @@
-"""The jsonl reporter: every session-log event, as written, on standard output."""
+"""The jsonl reporter: every session-log event, as written (the wire's line objects), on standard output."""
 
 from __future__ import annotations
 

@@ -1,0 +1,921 @@
+"""The session wire: one attrs record per session-log event kind, one cattrs converter, encode and decode.
+
+The shapes follow crucible's contract crate (`crucible-contract/src/session.rs`, `event.rs`,
+`identity.rs` in neuralmagic/crucible), so a log written by either engine folds in the other:
+the `{"v":1,"ts":...,"kind":...}` envelope, the nested `row` object, agent events nested under
+`agent`, the RunIdentity object. Rules kept from there:
+
+- a field the contract always writes is always written (`score: null` included); a field the
+  contract omits when empty (`tiebreak`, `phase`, `kept_snap`, `evidence`, ...) is omitted here too;
+- decoding is tolerant: unknown fields are ignored, an unknown event kind becomes `Unknown`,
+  a blank, torn or mistyped line decodes to None, and a missing optional field takes its default.
+
+Our own additions are optional fields (marked `ours()`, omitted when empty) or additive kinds
+(`step`, `turn`, `steer`); nothing of the contract is renamed. Pure: no I/O, no project imports.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeAlias
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+WIRE_VERSION = 1
+IDENTITY_FORMAT = "v2"  # the contract's digest format: v2 added seed_hash to the digest inputs
+
+_OMIT = "wire_omit_empty"
+_NAME = "wire_name"
+
+
+def ours(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
+    """An additive field of ours: optional on decode, left out of the line when empty."""
+    if factory is not None:
+        return attrs.field(factory=factory, metadata={_OMIT: True})
+    return attrs.field(default=default, metadata={_OMIT: True})
+
+
+def omitted(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
+    """A contract field written only when non-empty (serde `skip_serializing_if`)."""
+    return ours(default, factory=factory)
+
+
+def renamed(name: str, **kwargs: Any) -> Any:
+    return attrs.field(metadata={_NAME: name}, **kwargs)
+
+
+# -- nested records ---------------------------------------------------------------------------
+
+
+class EvidenceDisposition(enum.StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@attrs.frozen
+class EvidenceEntry:
+    task: str
+    disposition: EvidenceDisposition
+    note: str = omitted("")
+
+
+@attrs.frozen(kw_only=True)
+class RowWire:
+    """One decided row: the contract's RowWire plus our optional additions (best, sha, cost...)."""
+
+    iter: int
+    decision: str
+    note: str
+    detail: str
+    diff: str = ""
+    diffstat: str = ""
+    score: float | None = None
+    tiebreak: float | None = omitted()
+    total: int | None = None
+    phase: str | None = omitted()
+    kept_snap: str | None = omitted()
+    evidence: list[EvidenceEntry] = omitted(factory=list)
+    candidate_md: str = omitted("")
+    # ours: the segment's standing after this row, so a resume restores it without re-deciding
+    valid: bool | None = ours()
+    best: float | None = ours()
+    best_tiebreak: float | None = ours()
+    baseline: float | None = ours()
+    baseline_total: float | None = ours()
+    sha: str | None = ours()
+    fingerprint: str | None = ours()
+    cost: float | None = ours()
+    distress: list[Any] = ours(factory=list)
+
+    @property
+    def deep(self) -> bool:
+        """A deep-loop row: not a `wide` tournament row or an `infra` never-started-turn record."""
+        return self.phase not in ("wide", "infra")
+
+
+@attrs.frozen(kw_only=True)
+class PrLinkWire:
+    url: str
+    repo: str
+    name: str = ""
+    branch: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class PlanTaskWire:
+    """One admitted plan task (what a viewer draws; `stage = "epilogue"` is never part of a verdict)."""
+
+    name: str
+    kind: str
+    depends_on: list[str] = attrs.field(factory=list)
+    session: str = ""
+    needs: str = ""
+    required: bool = False
+    join: str = ""
+    stage: str = ""
+    over: str = ""
+    max_fanout: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ComponentIdentity:
+    name: str
+    repo: str
+    base_sha: str
+
+
+@attrs.frozen(kw_only=True)
+class RigIdentity:
+    def_ref: str = ""
+    backend_name: str = ""
+    backend_version: str = ""
+
+
+def fnv1a_hex(parts: list[bytes]) -> str:
+    """FNV-1a 64 over parts, each followed by a 0x01 separator (so ["ab","c"] != ["a","bc"])."""
+    h = 0xCBF29CE484222325
+    prime = 0x100000001B3
+    mask = 0xFFFFFFFFFFFFFFFF
+    for part in parts:
+        for b in part:
+            h = ((h ^ b) * prime) & mask
+        h = ((h ^ 0x01) * prime) & mask
+    return f"{h:016x}"
+
+
+@attrs.frozen(kw_only=True)
+class RunIdentity:
+    """The comparability key; `digest` is the hash of every other field in a fixed order."""
+
+    components: list[ComponentIdentity]
+    manifest_hash: str
+    inject_hash: str
+    seed_hash: str = ""
+    measure_cmd: str
+    direction: str
+    rig: RigIdentity = attrs.field(factory=RigIdentity)
+    digest: str
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        components: list[ComponentIdentity],
+        manifest_hash: str,
+        inject_hash: str,
+        measure_cmd: str,
+        direction: str,
+        seed_hash: str = "",
+        rig: RigIdentity | None = None,
+    ) -> RunIdentity:
+        rig = rig or RigIdentity()
+        parts: list[str] = []
+        for c in components:
+            parts += [c.name, c.repo, c.base_sha]
+        parts += [manifest_hash, inject_hash, seed_hash, measure_cmd, direction]
+        parts += [rig.def_ref, rig.backend_name, rig.backend_version]
+        digest = f"{IDENTITY_FORMAT}:{fnv1a_hex([p.encode('utf-8') for p in parts])}"
+        return cls(
+            components=components,
+            manifest_hash=manifest_hash,
+            inject_hash=inject_hash,
+            seed_hash=seed_hash,
+            measure_cmd=measure_cmd,
+            direction=direction,
+            rig=rig,
+            digest=digest,
+        )
+
+    def differing(self, other: RunIdentity) -> list[str]:
+        """Names of the fields (other than the digest) that differ: why two runs are not comparable."""
+        return [
+            f.name
+            for f in attrs.fields(RunIdentity)
+            if f.name != "digest" and getattr(self, f.name) != getattr(other, f.name)
+        ]
+
+
+# -- agent events (nested under {"kind":"agent","event":{...}}) -------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class AgentMeta:
+    KIND: ClassVar[str] = "meta"
+    model: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class AgentLog:
+    KIND: ClassVar[str] = "log"
+    level: str = ""
+    label: str = ""
+    value: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AgentGate:
+    KIND: ClassVar[str] = "gate"
+    phase: str = ""
+    name: str = ""
+    status: str = ""
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AgentInit:
+    KIND: ClassVar[str] = "init"
+    model: str = ""
+    tools: int = 0
+    agents: int = 0
+    # ours: what our harnesses report at session start
+    harness: str | None = ours()
+    version: str | None = ours()
+    permission_mode: str | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class AgentThinking:
+    KIND: ClassVar[str] = "thinking"
+    delta: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class AgentText:
+    KIND: ClassVar[str] = "text"
+    delta: str = ""
+    truncated: dict[str, Any] | None = ours()  # ours: what the per-turn output cap left out
+
+
+@attrs.frozen(kw_only=True)
+class AgentTool:
+    KIND: ClassVar[str] = "tool"
+    name: str = ""
+    summary: str = ""
+    subagent: bool = False
+    input: Any = omitted()
+    result: str | None = omitted()
+    id: str | None = ours()  # ours: pairs a call with its result
+    is_error: bool | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class AgentTokens:
+    KIND: ClassVar[str] = "tokens"
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total: int = 0
+    rate: float | None = None
+    cost_usd: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ModelUsage:
+    model: str = ""
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost_usd: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class AgentOtelSummary:
+    KIND: ClassVar[str] = "otel_summary"
+    cost_usd: float = 0.0
+    total: int = 0
+    models: list[ModelUsage] = attrs.field(factory=list)
+    api_requests: int = 0
+    api_ms: float = 0.0
+    active_seconds: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class AgentRetry:
+    KIND: ClassVar[str] = "retry"
+    attempt: int = 0
+    max: int = 0
+    error: str = ""
+    delay_ms: float | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class AgentError:
+    KIND: ClassVar[str] = "error"
+    error_type: str = ""
+    message: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class AgentResult:
+    KIND: ClassVar[str] = "result"
+    subtype: str = ""
+    is_error: bool = False
+    turns: int = 0
+    cost_usd: float = 0.0
+    error: str | None = None
+    duration_ms: float | None = ours()
+    text: str | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class AgentExit:
+    KIND: ClassVar[str] = "exit"
+    code: int = 0
+
+
+class RawStream(enum.StrEnum):
+    STDOUT = "stdout"
+    STDERR = "stderr"
+
+
+@attrs.frozen(kw_only=True)
+class AgentRaw:
+    KIND: ClassVar[str] = "raw"
+    text: str
+    stream: RawStream
+
+
+AgentEvent: TypeAlias = (
+    AgentMeta
+    | AgentLog
+    | AgentGate
+    | AgentInit
+    | AgentThinking
+    | AgentText
+    | AgentTool
+    | AgentTokens
+    | AgentOtelSummary
+    | AgentRetry
+    | AgentError
+    | AgentResult
+    | AgentExit
+    | AgentRaw
+)
+AGENT_KINDS: dict[str, type] = {
+    c.KIND: c
+    for c in (
+        AgentMeta,
+        AgentLog,
+        AgentGate,
+        AgentInit,
+        AgentThinking,
+        AgentText,
+        AgentTool,
+        AgentTokens,
+        AgentOtelSummary,
+        AgentRetry,
+        AgentError,
+        AgentResult,
+        AgentExit,
+        AgentRaw,
+    )
+}
+
+
+# -- session events ---------------------------------------------------------------------------
+
+
+class RecoveryClass(enum.StrEnum):
+    CLEAN_EXIT = "clean_exit"
+    DIED_IN_BASELINE = "died_in_baseline"
+    DIED_IN_WIDE_ROUND = "died_in_wide_round"
+    DIED_MID_TURN = "died_mid_turn"
+    DIED_DECIDING = "died_deciding"
+    DIED_IN_PLAN_TASK = "died_in_plan_task"
+    DIED_AWAITING_APPROVAL = "died_awaiting_approval"
+    DIED_BETWEEN_ITERATIONS = "died_between_iterations"
+
+
+class SessionAction(enum.StrEnum):
+    STARTED = "started"
+    RESUMED = "resumed"
+
+
+@attrs.frozen(kw_only=True)
+class Start:
+    KIND: ClassVar[str] = "start"
+    goal: str
+    gate: str
+    model: str
+    namespace: str
+    iters_total: int
+    max_cost: float
+    max_secs: int
+    # ours: the drivers, and the budget with "unlimited" kept as null (the contract writes 0)
+    version: str | None = ours()
+    run_id: str | None = ours()
+    manifest: str | None = ours()
+    workspace: str | None = ours()
+    direction: str | None = ours()
+    world: str | None = ours()
+    judge: str | None = ours()
+    backend: str | None = ours()
+    harness: str | None = ours()
+    budget: dict[str, Any] | None = ours()
+    resumed: bool | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class Phase:
+    KIND: ClassVar[str] = "phase"
+    phase: str
+    iter: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class Note:
+    KIND: ClassVar[str] = "note"
+    msg: str
+    level: str | None = ours()  # ours: info, warn or error
+
+
+@attrs.frozen(kw_only=True)
+class Row:
+    KIND: ClassVar[str] = "row"
+    row: RowWire
+    solved: bool
+
+
+@attrs.frozen(kw_only=True)
+class AgentStart:
+    KIND: ClassVar[str] = "agent_start"
+    iter: int
+
+
+@attrs.frozen(kw_only=True)
+class AgentSession:
+    KIND: ClassVar[str] = "agent_session"
+    session: str
+    action: SessionAction
+    turn: int
+
+
+@attrs.frozen(kw_only=True)
+class Agent:
+    KIND: ClassVar[str] = "agent"
+    event: AgentEvent
+
+
+@attrs.frozen(kw_only=True)
+class AgentDone:
+    KIND: ClassVar[str] = "agent_done"
+
+
+@attrs.frozen(kw_only=True)
+class Budget:
+    KIND: ClassVar[str] = "budget"
+    spent: float
+    elapsed_secs: int
+    # ours: active and parked time to the millisecond, and the caps in force
+    active_s: float | None = ours()
+    parked_s: float | None = ours()
+    iterations_done: int | None = ours()
+    caps: dict[str, Any] | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class Summary:
+    KIND: ClassVar[str] = "summary"
+    rows: list[RowWire]
+    gate: str
+    best_score: float | None = None
+    baseline_score: float | None = ours()
+    iterations: int | None = ours()
+    kept: int | None = ours()
+    discarded: int | None = ours()
+    kept_shas: list[str] = ours(factory=list)
+    spent: float | None = ours()
+    active_s: float | None = ours()
+    solved: bool | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class Escalation:
+    KIND: ClassVar[str] = "escalation"
+    category: str
+    reason: str
+    evidence: str = ""
+    iter: int | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class Segment:
+    KIND: ClassVar[str] = "segment"
+    fingerprint: str
+    baseline_score: float | None = None
+    regime: str
+    index: int | None = ours()
+    snapshot: str | None = ours()  # ours: the world token the segment starts from
+    reason: str | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class Identity:
+    KIND: ClassVar[str] = "identity"
+    identity: RunIdentity
+    base_commit: str | None = ours()
+    resumed: bool | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class PrLinks:
+    KIND: ClassVar[str] = "pr_links"
+    links: list[PrLinkWire]
+
+
+@attrs.frozen(kw_only=True)
+class Finished:
+    KIND: ClassVar[str] = "finished"
+    outcome: str | None = ours()
+    iterations: int | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class PlanAdmitted:
+    KIND: ClassVar[str] = "plan_admitted"
+    plan_version: int
+    reason: str = ""
+    budget_usd: float
+    tasks: list[PlanTaskWire]
+
+
+@attrs.frozen(kw_only=True)
+class AsksEmitted:
+    KIND: ClassVar[str] = "asks_emitted"
+    task: str
+    asks: list[Any]
+
+
+@attrs.frozen(kw_only=True)
+class TaskResult:
+    KIND: ClassVar[str] = "task_result"
+    task: str
+    status: str  # pass, fail, transport, skipped, blocked, truncated
+    plan_version: int = 0
+    task_kind: str = ""
+    iter: int = 0
+    digest: str = ""
+    job: str = ""
+    attempts: int = 0
+    cost_usd: float = 0.0
+    metric: float | None = omitted()
+    output: Any = omitted()
+    note: str = ""
+    secs: float = 0.0
+    trace_id: str = ""
+    span_id: str = ""
+    # ours (the plan executor): why a task was blocked, and a transport failure's class
+    blocked: dict[str, Any] | None = ours()
+    transport: str | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class Shutdown:
+    KIND: ClassVar[str] = "shutdown"
+    outcome: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalWait:
+    KIND: ClassVar[str] = "approval_wait"
+    handle: str
+    trace_id: str = ""
+    mode: str
+    task: str | None = omitted()
+    source: Any = omitted()
+    park: str | None = omitted()
+    iter: int | None = ours()
+    regime: str | None = ours()
+    reason: str | None = ours()
+    marker: str | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalResolved:
+    KIND: ClassVar[str] = "approval_resolved"
+    outcome: str
+    reason: str = ""
+    trace_id: str = omitted("")
+    by: str | None = omitted()
+    source: str | None = omitted()
+    handle: str | None = ours()
+    waited_s: float | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class OutputRefused:
+    KIND: ClassVar[str] = "output_refused"
+    output_kind: str
+    bound: str
+    tool: str = ""
+    detail: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Recovery:
+    KIND: ClassVar[str] = "recovery"
+    cls: RecoveryClass = renamed("class")
+    iter: int = 0
+    detail: str = ""
+
+
+# our additive kinds
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """Ours: which operation of an iteration is under way (propose, measure, decide...)."""
+
+    KIND: ClassVar[str] = "step"
+    step: str
+    iter: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class Turn:
+    """Ours: how one agent turn ended and what it cost."""
+
+    KIND: ClassVar[str] = "turn"
+    iter: int = 0
+    ok: bool = True
+    failure: str | None = None
+    cost: float = 0.0
+    note: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Steer:
+    """Ours: an operator steer delivered with an iteration's prompt."""
+
+    KIND: ClassVar[str] = "steer"
+    iter: int = 0
+    text: str = ""
+    status: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Unknown:
+    """A kind this reader does not know (a newer writer's): kept as its tag, counted by folds."""
+
+    KIND: ClassVar[str] = "unknown"
+    kind: str = "unknown"
+
+
+Event: TypeAlias = (
+    Start
+    | Phase
+    | Note
+    | Row
+    | AgentStart
+    | AgentSession
+    | Agent
+    | AgentDone
+    | Budget
+    | Summary
+    | Escalation
+    | Segment
+    | Identity
+    | PrLinks
+    | Finished
+    | PlanAdmitted
+    | AsksEmitted
+    | TaskResult
+    | Shutdown
+    | ApprovalWait
+    | ApprovalResolved
+    | OutputRefused
+    | Recovery
+    | Step
+    | Turn
+    | Steer
+    | Unknown
+)
+
+CONTRACT_KINDS: tuple[type, ...] = (
+    Start,
+    Phase,
+    Note,
+    Row,
+    AgentStart,
+    AgentSession,
+    Agent,
+    AgentDone,
+    Budget,
+    Summary,
+    Escalation,
+    Segment,
+    Identity,
+    PrLinks,
+    Finished,
+    PlanAdmitted,
+    AsksEmitted,
+    TaskResult,
+    Shutdown,
+    ApprovalWait,
+    ApprovalResolved,
+    OutputRefused,
+    Recovery,
+)
+OUR_KINDS: tuple[type, ...] = (Step, Turn, Steer)
+KINDS: dict[str, type] = {c.KIND: c for c in CONTRACT_KINDS + OUR_KINDS}
+
+
+@attrs.frozen
+class Line:
+    """One decoded line: the event, and when it was written if the writer stamped it."""
+
+    event: Event
+    ts: float | None = None
+
+
+# -- the converter ----------------------------------------------------------------------------
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or value == "" or value == [] or value == {}
+
+
+def _strict_float(value: Any, _type: Any = None) -> float:
+    kind = type(value)
+    if kind is float:
+        return value
+    if kind is int:
+        return float(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
+def _strict_int(value: Any, _type: Any = None) -> int:
+    kind = type(value)
+    if kind is int:
+        return value
+    if kind is float and value.is_integer():
+        return int(value)
+    raise TypeError(f"not an integer: {value!r}")
+
+
+def _strict_str(value: Any, _type: Any = None) -> str:
+    if type(value) is str:
+        return value
+    raise TypeError(f"not a string: {value!r}")
+
+
+def _strict_bool(value: Any, _type: Any = None) -> bool:
+    if type(value) is bool:
+        return value
+    raise TypeError(f"not a boolean: {value!r}")
+
+
+def _optional(check: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _type: Any) -> Any:
+        return None if value is None else check(value)
+
+    return structure
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(detailed_validation=False)
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook(Any, lambda v, _t: v)
+    # the hot optional scalars (every row has several): one call instead of cattrs's union dispatch
+    for scalar, check in (
+        (float, _strict_float),
+        (int, _strict_int),
+        (str, _strict_str),
+        (bool, _strict_bool),
+    ):
+        conv.register_structure_hook(scalar | None, _optional(check))
+    for enum_cls in (EvidenceDisposition, RawStream, RecoveryClass, SessionAction):
+        conv.register_structure_hook(enum_cls, lambda v, t: t(v))
+        conv.register_unstructure_hook(enum_cls, lambda v: v.value)
+    # a non-finite float has no JSON form; the contract writes it as null
+    conv.register_unstructure_hook(float, lambda v: v if math.isfinite(v) else None)
+
+    def _agent_structure(value: Any, _type: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise TypeError("an agent event is an object")
+        cls = AGENT_KINDS.get(value.get("kind"))  # type: ignore[arg-type]
+        if cls is None:
+            raise ValueError(f"unknown agent event kind {value.get('kind')!r}")
+        return conv.structure(value, cls)
+
+    conv.register_structure_hook(AgentEvent, _agent_structure)  # type: ignore[arg-type]
+
+    def _agent_unstructure(value: Any) -> dict[str, Any]:
+        return {"kind": value.KIND, **conv.unstructure(value, type(value))}
+
+    conv.register_unstructure_hook(AgentEvent, _agent_unstructure)  # type: ignore[arg-type]
+
+    for cls in [
+        EvidenceEntry,
+        RowWire,
+        PrLinkWire,
+        PlanTaskWire,
+        ComponentIdentity,
+        RigIdentity,
+        RunIdentity,
+        ModelUsage,
+        *AGENT_KINDS.values(),
+        *KINDS.values(),
+    ]:
+        overrides = {}
+        for f in attrs.fields(cls):
+            kwargs: dict[str, Any] = {}
+            if f.metadata.get(_OMIT):
+                kwargs["omit_if_default"] = True
+            if f.metadata.get(_NAME):
+                kwargs["rename"] = f.metadata[_NAME]
+            if kwargs:
+                overrides[f.name] = override(**kwargs)
+        conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, **overrides))
+        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **overrides))
+    return conv
+
+
+converter = _make_converter()
+# the structure function of each kind, looked up once (decoding is on the hot path of --resume)
+_HOOKS: dict[str, tuple[Callable[[Any, Any], Any], type]] = {
+    kind: (converter.get_structure_hook(cls), cls) for kind, cls in KINDS.items()
+}
+
+
+def to_fields(event: Event) -> dict[str, Any]:
+    """The event's fields as the wire writes them, without the envelope."""
+    fields = converter.unstructure(event, type(event))
+    if isinstance(event, Agent):
+        fields["event"] = converter.unstructure(event.event, AgentEvent)  # type: ignore[arg-type]
+    return {k: v for k, v in fields.items() if not (_is_empty(v) and _omittable(type(event), k))}
+
+
+def _omittable(cls: type, name: str) -> bool:
+    for f in attrs.fields(cls):
+        if f.metadata.get(_NAME, f.name) == name:
+            return bool(f.metadata.get(_OMIT))
+    return False
+
+
+def envelope(event: Event, ts: float | None = None) -> dict[str, Any]:
+    """The whole line as a JSON object: `v`, the optional `ts`, the `kind` tag, then the fields."""
+    head: dict[str, Any] = {"v": WIRE_VERSION}
+    if ts is not None:
+        head["ts"] = ts
+    kind = event.kind if isinstance(event, Unknown) else event.KIND
+    fields = to_fields(event)
+    fields.pop("kind", None)
+    return {**head, "kind": kind, **fields}
+
+
+def encode(event: Event, ts: float | None = None) -> str:
+    """One NDJSON line (no newline)."""
+    return json.dumps(envelope(event, ts), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def from_object(obj: Any) -> Line | None:
+    """Decode one parsed JSON value; None when it is not an event object of a known shape."""
+    if type(obj) is not dict:
+        return None
+    kind = obj.get("kind")
+    if not isinstance(kind, str):
+        return None
+    ts_raw = obj.get("ts")
+    ts_type = type(ts_raw)
+    ts = ts_raw if ts_type is float else float(ts_raw) if ts_type is int else None
+    hook = _HOOKS.get(kind)
+    if hook is None:
+        return Line(Unknown(kind=kind), ts)
+    try:
+        event = hook[0](obj, hook[1])
+    except (Exception, RecursionError):  # a mistyped line is skipped like a torn one
+        return None
+    return Line(event, ts)
+
+
+_loads = json.JSONDecoder().decode
+
+
+def decode_line(raw: str | bytes) -> Line | None:
+    """Decode one NDJSON line; None for blank, torn or mistyped lines (readers skip them)."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        if not text or text.isspace():
+            return None
+        obj = _loads(text)
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+    return from_object(obj)
+
+
+def decode(raw: str | bytes) -> Event | None:
+    line = decode_line(raw)
+    return line.event if line is not None else None

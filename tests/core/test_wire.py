@@ -1,0 +1,251 @@
+"""The session wire against crucible's contract: field lists per kind, tolerant decoding, a crucible-written log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crucible_core import agent_wire, wire
+from crucible_core.fold import fold_path
+from crucible_core.recovery import RecoveryClass, classify
+from crucible_core.run_view import run_view
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "crucible_session.jsonl"
+
+ROW = wire.RowWire(iter=1, decision="keep", note="n", detail="d")
+IDENTITY = wire.RunIdentity.build(
+    components=[wire.ComponentIdentity(name="", repo="r", base_sha="b")],
+    manifest_hash="m",
+    inject_hash="i",
+    measure_cmd="./measure.sh",
+    direction="lower",
+)
+
+# (minimal event, the keys the contract always writes for it). Keys a serde field marks
+# skip_serializing_if are absent from a minimal event; `v` and `kind` head every line.
+GOLDEN: list[tuple[wire.Event, set[str]]] = [
+    (
+        wire.Start(goal="g", gate="bench", model="m", namespace="", iters_total=3, max_cost=5.0, max_secs=60),
+        {"goal", "gate", "model", "namespace", "iters_total", "max_cost", "max_secs"},
+    ),
+    (wire.Phase(phase="baseline"), {"phase", "iter"}),
+    (wire.Note(msg="x"), {"msg"}),
+    (wire.Row(row=ROW, solved=False), {"row", "solved"}),
+    (wire.AgentStart(iter=1), {"iter"}),
+    (
+        wire.AgentSession(session="s", action=wire.SessionAction.STARTED, turn=0),
+        {"session", "action", "turn"},
+    ),
+    (wire.Agent(event=wire.AgentText(delta="t")), {"event"}),
+    (wire.AgentDone(), set()),
+    (wire.Budget(spent=1.0, elapsed_secs=3), {"spent", "elapsed_secs"}),
+    (wire.Summary(rows=[], gate="bench", best_score=None), {"rows", "gate", "best_score"}),
+    (wire.Escalation(category="c", reason="r"), {"category", "reason", "evidence"}),
+    (wire.Segment(fingerprint="f", regime=""), {"fingerprint", "baseline_score", "regime"}),
+    (wire.Identity(identity=IDENTITY), {"identity"}),
+    (wire.PrLinks(links=[]), {"links"}),
+    (wire.Finished(), set()),
+    (
+        wire.PlanAdmitted(plan_version=1, budget_usd=1.0, tasks=[]),
+        {"plan_version", "reason", "budget_usd", "tasks"},
+    ),
+    (wire.AsksEmitted(task="t", asks=[]), {"task", "asks"}),
+    (
+        wire.TaskResult(task="t", status="pass"),
+        {
+            "task",
+            "status",
+            "plan_version",
+            "task_kind",
+            "iter",
+            "digest",
+            "job",
+            "attempts",
+            "cost_usd",
+            "note",
+            "secs",
+            "trace_id",
+            "span_id",
+        },
+    ),
+    (wire.Shutdown(outcome="finished", reason="r"), {"outcome", "reason"}),
+    (wire.ApprovalWait(handle="h", mode="block"), {"handle", "trace_id", "mode"}),
+    (wire.ApprovalResolved(outcome="granted"), {"outcome", "reason"}),
+    (wire.OutputRefused(output_kind="k", bound="b"), {"output_kind", "bound", "tool", "detail"}),
+    (wire.Recovery(cls=RecoveryClass.DIED_MID_TURN), {"class", "iter", "detail"}),
+]
+
+
+def test_the_golden_cases_cover_every_contract_kind() -> None:
+    assert {type(e) for e, _ in GOLDEN} == set(wire.CONTRACT_KINDS)
+
+
+@pytest.mark.parametrize("event,keys", GOLDEN, ids=[type(e).KIND for e, _ in GOLDEN])
+def test_each_kind_writes_exactly_the_contract_fields(event: wire.Event, keys: set[str]) -> None:
+    obj = json.loads(wire.encode(event, ts=1.5))
+    assert list(obj)[:3] == ["v", "ts", "kind"] and obj["v"] == 1 and obj["kind"] == type(event).KIND
+    assert set(obj) - {"v", "ts", "kind"} == keys
+    assert wire.decode(wire.encode(event)) == event
+
+
+def test_a_row_writes_the_contract_row_fields_and_omits_the_empty_optional_ones() -> None:
+    obj = json.loads(wire.encode(wire.Row(row=ROW, solved=True)))
+    assert obj["row"] == {
+        "iter": 1,
+        "decision": "keep",
+        "note": "n",
+        "detail": "d",
+        "diff": "",
+        "diffstat": "",
+        "score": None,
+        "total": None,
+    }
+    full = wire.RowWire(
+        iter=2,
+        decision="keep",
+        note="",
+        detail="",
+        score=3.0,
+        tiebreak=0.5,
+        phase="wide",
+        kept_snap="abc",
+        evidence=[wire.EvidenceEntry("refcheck", wire.EvidenceDisposition.PASSED)],
+        candidate_md="# c",
+    )
+    obj = json.loads(wire.encode(wire.Row(row=full, solved=False)))["row"]
+    assert {"tiebreak", "phase", "kept_snap", "evidence", "candidate_md"} <= set(obj)
+    assert obj["evidence"] == [{"task": "refcheck", "disposition": "passed"}]
+
+
+def test_identity_is_the_run_identity_object_with_a_hash_of_hashes_digest() -> None:
+    obj = json.loads(wire.encode(wire.Identity(identity=IDENTITY)))["identity"]
+    assert set(obj) == {
+        "components",
+        "manifest_hash",
+        "inject_hash",
+        "seed_hash",
+        "measure_cmd",
+        "direction",
+        "rig",
+        "digest",
+    }
+    assert obj["components"] == [{"name": "", "repo": "r", "base_sha": "b"}]
+    assert obj["rig"] == {"def_ref": "", "backend_name": "", "backend_version": ""}
+    assert IDENTITY.digest.startswith("v2:") and len(IDENTITY.digest) == 3 + 16
+    # FNV-1a 64 with a separator after every part: the offset basis for no parts, no collisions
+    assert wire.fnv1a_hex([]) == "cbf29ce484222325"
+    assert wire.fnv1a_hex([b"ab", b"c"]) != wire.fnv1a_hex([b"a", b"bc"])
+    other = wire.RunIdentity.build(
+        components=IDENTITY.components,
+        manifest_hash="m",
+        inject_hash="i",
+        measure_cmd="./measure.sh",
+        direction="higher",
+    )
+    assert other.digest != IDENTITY.digest and other.differing(IDENTITY) == ["direction"]
+
+
+def test_decoding_is_tolerant_as_the_contract_is() -> None:
+    assert wire.decode("") is None and wire.decode("   ") is None
+    assert wire.decode('{"v":1,"kind":"row","row":{"iter":1,"deci') is None  # torn
+    assert wire.decode(b"\xff\xfe garbage") is None
+    assert wire.decode('{"v":1,"kind":"note","msg":5}') is None  # mistyped
+    assert (
+        wire.decode(
+            '{"v":1,"kind":"row","row":{"iter":"many","decision":"k","note":"","detail":""},"solved":false}'
+        )
+        is None
+    )
+    assert wire.decode("[" * 100_000) is None
+    assert wire.decode('{"v":1,"kind":"teleport","x":1}') == wire.Unknown(kind="teleport")
+    # an old row without the later optional fields, and an unknown field, still load
+    old = wire.decode(
+        '{"kind":"row","row":{"iter":1,"decision":"keep","note":"n","detail":"d","future":1},"solved":false}'
+    )
+    assert isinstance(old, wire.Row) and old.row.evidence == [] and old.row.kept_snap is None
+    line = wire.decode_line('{"v":1,"ts":12.5,"kind":"finished"}')
+    assert line is not None and line.ts == 12.5 and line.event == wire.Finished()
+    summary = wire.decode('{"v":1,"kind":"summary","rows":[],"gate":"task","best_score":null}')
+    assert isinstance(summary, wire.Summary) and summary.best_score is None
+
+
+def test_every_agent_kind_nests_under_agent_and_round_trips() -> None:
+    events: list[Any] = [
+        wire.AgentMeta(model="m"),
+        wire.AgentLog(level="section", label="l"),
+        wire.AgentGate(phase="post", name="gitleaks", status="passed"),
+        wire.AgentInit(model="m", tools=3),
+        wire.AgentThinking(delta="x"),
+        wire.AgentText(delta="y"),
+        wire.AgentTool(name="Edit", summary="s", input={"file_path": "p"}),
+        wire.AgentTokens(input=1, output=2, total=3, cost_usd=0.5),
+        wire.AgentOtelSummary(cost_usd=0.8, models=[wire.ModelUsage(model="m", cost_usd=0.8)]),
+        wire.AgentRetry(attempt=1, max=5, error="overloaded"),
+        wire.AgentError(error_type="e", message="m"),
+        wire.AgentResult(subtype="success", turns=3, cost_usd=0.8),
+        wire.AgentExit(code=0),
+        wire.AgentRaw(text="line", stream=wire.RawStream.STDERR),
+    ]
+    assert {type(e) for e in events} == set(wire.AGENT_KINDS.values())
+    for event in events:
+        obj = json.loads(wire.encode(wire.Agent(event=event)))
+        assert obj["kind"] == "agent" and obj["event"]["kind"] == event.KIND
+        assert wire.decode(wire.encode(wire.Agent(event=event))) == wire.Agent(event=event)
+    tool = json.loads(wire.encode(wire.Agent(event=wire.AgentTool(name="n"))))["event"]
+    assert "input" not in tool and "result" not in tool  # the contract omits them when absent
+
+
+def test_harness_events_are_written_in_the_contracts_agent_vocabulary() -> None:
+    assert agent_wire.to_wire("agent_text", {"text": "hi"}) == wire.Agent(event=wire.AgentText(delta="hi"))
+    session = agent_wire.to_wire("agent_session", {"session": "solver", "action": "resumed", "turn": 2})
+    assert session == wire.AgentSession(session="solver", action=wire.SessionAction.RESUMED, turn=2)
+    usage = agent_wire.to_wire("agent_usage", {"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.2})
+    assert isinstance(usage, wire.Agent) and usage.event == wire.AgentTokens(
+        input=10, output=5, total=15, cost_usd=0.2
+    )
+    other = agent_wire.to_wire("agent_something_new", {"x": 1})
+    assert isinstance(other, wire.Agent) and isinstance(other.event, wire.AgentLog)
+    assert other.event.label == "agent_something_new"
+
+
+def test_a_crucible_written_log_folds_to_its_best_kept_set_spend_and_resumes() -> None:
+    f = fold_path(FIXTURE)
+    assert f.best_score == 231.0 and f.baseline_score == 277.0
+    assert [r.iter for r in f.rows if r.deep and r.decision == "keep"] == [1, 3]
+    assert f.kept == 2 and f.discarded == 2
+    assert f.kept_shas == ["1c" * 20, "3c" * 20] and f.best_token == "3c" * 20  # the wide row is not kept
+    assert f.spent == pytest.approx(2.05)
+    assert f.active_s == 1200.0  # crucible's budget line carries elapsed_secs
+    assert [r.cls for r in f.recoveries] == [RecoveryClass.DIED_MID_TURN, RecoveryClass.CLEAN_EXIT]
+    assert f.unknown == 1 and f.iteration == 4
+    assert f.plan is not None and [t.stage for t in f.plan.tasks] == ["iteration", "iteration", "epilogue"]
+    assert set(f.plan_results) == {"propose-a", "measure-a"}
+    assert f.plan_results["measure-a"].output == {"score": 231.0}
+    assert f.identity is not None and f.identity.identity.digest.startswith("v2:")
+    assert f.start is not None and f.start.iters_total == 6
+    assert classify(f).cls is RecoveryClass.CLEAN_EXIT
+    view = run_view(f)
+    assert {
+        k: view[k] for k in ("best_score", "baseline_score", "iterations", "kept", "outcome", "resumes")
+    } == {
+        "best_score": 231.0,
+        "baseline_score": 277.0,
+        "iterations": 4,
+        "kept": 2,
+        "outcome": "stopped",
+        "resumes": 2,
+    }
+    assert len(view["rows"]) == 7
+
+
+def test_every_line_of_the_crucible_log_but_the_torn_one_round_trips() -> None:
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines()
+    decoded = [(raw, wire.decode_line(raw)) for raw in lines]
+    assert sum(1 for _, line in decoded if line is None) == 1
+    for raw, line in decoded:
+        if line is None or isinstance(line.event, wire.Unknown):
+            continue
+        assert json.loads(wire.encode(line.event, line.ts)) == json.loads(raw), raw
