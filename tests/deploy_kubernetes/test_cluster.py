@@ -26,15 +26,33 @@ def _events(*events: dict) -> str:
 SESSION = _events(
     {
         "kind": "start",
-        "version": "0.1.0",
+        "goal": "Raise the integer.",
         "gate": "value",
+        "model": "",
+        "namespace": "",
+        "iters_total": 4,
+        "max_cost": 0.0,
+        "max_secs": 0,
+        "version": "0.1.0",
         "direction": "higher",
         "backend": "command",
         "world": "git",
     },
-    {"kind": "row", "iter": 0, "verdict": "baseline", "score": 1, "best": 1},
-    {"kind": "row", "iter": 1, "verdict": "kept", "score": 2, "best": 2},
-    {"kind": "row", "iter": 2, "verdict": "discarded", "score": 1, "best": 2},
+    {
+        "kind": "row",
+        "row": {"iter": 0, "decision": "baseline", "note": "", "detail": "", "score": 1, "best": 1},
+        "solved": False,
+    },
+    {
+        "kind": "row",
+        "row": {"iter": 1, "decision": "kept", "note": "", "detail": "", "score": 2, "best": 2},
+        "solved": False,
+    },
+    {
+        "kind": "row",
+        "row": {"iter": 2, "decision": "discarded", "note": "", "detail": "", "score": 1, "best": 2},
+        "solved": False,
+    },
 )
 
 
@@ -138,7 +156,16 @@ def test_view_renders_the_session_with_the_console_reporter(
     )
     fake_api.phase_script[(NS, POD)] = ["Running"]  # view waits for the container first
     ended = SESSION + _events(
-        {"kind": "summary", "best_score": 2, "baseline_score": 1, "kept": 1, "discarded": 1, "spent": 0},
+        {
+            "kind": "summary",
+            "rows": [],
+            "gate": "value",
+            "best_score": 2,
+            "baseline_score": 1,
+            "kept": 1,
+            "discarded": 1,
+            "spent": 0,
+        },
         {"kind": "shutdown", "outcome": "finished", "reason": "iterations spent"},
     )
     fake_api.logs[(NS, POD)] = "staging\n" + ended + "=== SESSION (rc=0) ===\n" + ended

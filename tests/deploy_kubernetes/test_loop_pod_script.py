@@ -70,7 +70,7 @@ def test_a_killed_loop_pod_resumes_and_a_finished_one_stays_finished(tmp_path: P
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             text = session.read_text() if session.exists() else ""
-            if any(e.get("kind") == "row" and e.get("iter") == 2 for e in _events(text)):
+            if any(e.get("kind") == "row" and e["row"].get("iter") == 2 for e in _events(text)):
                 break
             assert first.poll() is None, first.communicate()
             time.sleep(0.1)
@@ -90,7 +90,7 @@ def test_a_killed_loop_pod_resumes_and_a_finished_one_stays_finished(tmp_path: P
     assert [s.get("resumed") for s in starts] == [False, True], (
         out + err
     )  # the replayed log, then the resumed run
-    rows = [e["iter"] for e in shown if e["kind"] == "row"]
+    rows = [e["row"]["iter"] for e in shown if e["kind"] == "row"]
     assert rows[:3] == [0, 1, 2] and rows[-1] == 3
     assert shown[-1]["kind"] == "shutdown"
     assert "=== SESSION (rc=0) ===" in out
@@ -102,5 +102,5 @@ def test_a_killed_loop_pod_resumes_and_a_finished_one_stays_finished(tmp_path: P
     third = _launch(source, run_dir, release)
     out, err = third.communicate(timeout=60)
     assert third.returncode == 0, err
-    assert [e["iter"] for e in _events(out) if e["kind"] == "row"] == rows
+    assert [e["row"]["iter"] for e in _events(out) if e["kind"] == "row"] == rows
     assert session.read_text() == before

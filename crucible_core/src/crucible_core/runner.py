@@ -224,7 +224,7 @@ def _execute_locked(
                     backend=drivers.choice.backend,
                     harness=drivers.choice.harness,
                     budget=budget.to_wire(),
-                    resumed=request.resume or None,
+                    resumed=request.resume,
                 )
             )
             try:
