@@ -97,7 +97,7 @@ def run_and_check(manifest: Path, iterations: int) -> dict[str, Any]:
 
 
 def notes(manifest: Path) -> list[str]:
-    return [e["text"] for e in events(manifest) if e["kind"] == "note"]
+    return [e["msg"] for e in events(manifest) if e["kind"] == "note"]
 
 
 def test_a_hardlinked_gate_is_replaced_not_written_through(example) -> None:
@@ -152,7 +152,7 @@ def test_a_wrecked_repository_is_rebuilt_from_the_engines_record(example, attack
     manifest = hostile_domain(example, {2: attack})
     summary = run_and_check(manifest, 3)
     got = rows(manifest)
-    assert [r["verdict"] for r in got] == ["baseline", "keep", "discard", "keep"]
+    assert [r["decision"] for r in got] == ["baseline", "keep", "discard", "keep"]
     assert "damaged the workspace repository" in got[2]["note"]
     assert any("was damaged" in n and "rebuilt it" in n for n in notes(manifest))
     workspace = manifest.parent / "workspace"
@@ -192,7 +192,7 @@ def test_a_measure_that_edits_the_candidate_gives_no_reading(example) -> None:
     (manifest.parent / "measure.sh").write_text(MEASURE_THAT_EDITS)
     run_and_check(manifest, 3)
     got = rows(manifest)
-    assert [r["verdict"] for r in got] == ["baseline", "keep", "discard", "discard"]
+    assert [r["decision"] for r in got] == ["baseline", "keep", "discard", "discard"]
     assert all("the measure changed the workspace" in r["note"] for r in got[2:])
     assert [r["valid"] for r in got] == [True, True, False, False]
     workspace = manifest.parent / "workspace"
@@ -212,7 +212,7 @@ def test_a_candidate_that_changes_nothing_is_discarded_unmeasured(example) -> No
     gate.write_text(gate.read_text().replace("solved=false", f"echo x >> {measured}\nsolved=false"))
     summary = run_and_check(manifest, 4)
     got = rows(manifest)
-    assert [r["verdict"] for r in got] == ["baseline", "keep", "discard", "keep", "discard"]
+    assert [r["decision"] for r in got] == ["baseline", "keep", "discard", "keep", "discard"]
     assert [r["note"] for r in got[2::2]] == ["no change", "no change"]
     assert [r["score"] for r in got[2::2]] == [None, None]
     assert len(summary["kept_shas"]) == 2

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 
+from crucible_core import wire
 from crucible_deploy_kubernetes import labels as L
 
 LOG_TAIL_LINES = 400
@@ -49,22 +49,21 @@ def progress_from_log(lines: Iterable[str]) -> Progress:
     for line in lines:
         if line.startswith(L.SESSION_DELIMITER):
             break
-        try:
-            event = json.loads(line)
-        except ValueError:
+        decoded = wire.decode_line(line)  # read through the session wire; other lines are skipped
+        if decoded is None:
             continue
-        if not isinstance(event, dict):
-            continue
-        kind = event.get("kind")
-        if kind == "row":
-            if isinstance(event.get("iter"), int):
-                iteration = event["iter"]
-            if event.get("best") is not None:
-                best = event["best"]
-        elif kind == "summary" and event.get("best_score") is not None:
-            best = event["best_score"]
-        elif kind == "shutdown":
-            outcome = str(event.get("outcome"))
+        event = decoded.event
+        if isinstance(event, wire.Row) and event.row.deep:
+            row = event.row
+            iteration = row.iter
+            if row.best is not None:
+                best = row.best
+            elif row.decision == "keep" and row.score is not None:  # a crucible-written row
+                best = row.score
+        elif isinstance(event, wire.Summary) and event.best_score is not None:
+            best = event.best_score
+        elif isinstance(event, wire.Shutdown):
+            outcome = event.outcome
     return Progress(iteration, best, outcome)
 
 
