@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core.errors import ManifestError, UnsupportedSectionError
+from crucible_core.errors import ExitCode, ManifestError, UnsupportedSectionError
 from crucible_core.manifest.loader import load_manifest
 
 BASE = """
@@ -72,7 +72,7 @@ def test_missing_required_key(tmp_path: Path) -> None:
 def test_sections_this_version_does_not_execute_are_refused(tmp_path: Path, section: str) -> None:
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, BASE + f"\n[{section}]\n"))
-    assert f"[{section}] is not supported by this version" in err.value.render()
+    assert "not supported by this version" in err.value.render() and f"[{section}]" in err.value.render()
 
 
 def test_openshell_agent_table_is_refused(tmp_path: Path) -> None:
@@ -156,25 +156,195 @@ def test_carry_forward_entries_must_be_plain_relative(tmp_path: Path, entry: str
         load_manifest(write(tmp_path, text))
 
 
-def test_frozen_loading_reads_the_base_commit_copy(tmp_path: Path) -> None:
-    """A manifest inside its workspace is parsed from the pristine base, not the working tree."""
-    text = BASE.replace("[agent]", '[workspace]\ndir = "."\n\n[agent]')
-    path = write(tmp_path, text.replace('"higher"', '"lower"'))
-    pristine = text.encode()
-    loaded = load_manifest(path, read_pristine=lambda ws, rel: pristine if rel == "crucible.toml" else None)
-    assert loaded.frozen_from_base
-    assert loaded.manifest.judge is not None and loaded.manifest.judge.direction.value == "higher"
-    assert any("base commit" in w for w in loaded.warnings)
-
-
-def test_frozen_loading_before_any_base_commit_warns_and_trusts_the_tree(tmp_path: Path) -> None:
-    text = BASE.replace("[agent]", '[workspace]\ndir = "."\n\n[agent]')
-    loaded = load_manifest(write(tmp_path, text), read_pristine=lambda ws, rel: None)
-    assert not loaded.frozen_from_base
-    assert any(w.startswith("WARNING") and "this run only" in w for w in loaded.warnings)
-
-
 def test_manifest_outside_the_workspace_is_not_frozen(tmp_path: Path) -> None:
     calls: list[str] = []
     load_manifest(write(tmp_path, BASE), read_pristine=lambda ws, rel: calls.append(rel))
     assert calls == []
+
+
+# --- hostile values: each is refused at load time, naming its key path (issue 8, items 4 and 9) ---
+
+
+def refusal(tmp_path: Path, text: str) -> str:
+    with pytest.raises(ManifestError) as err:
+        load_manifest(write(tmp_path, text))
+    return err.value.render()
+
+
+def with_workspace(lines: str) -> str:
+    return BASE.replace("[agent]", f"[workspace]\n{lines}\n\n[agent]")
+
+
+def with_agent(lines: str) -> str:
+    return BASE.replace('goal = "g"', lines if "goal" in lines else f'goal = "g"\n{lines}')
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ('".."', "'..'"),
+        ('"../../elsewhere"', "'..'"),
+        ('"/tmp/x"', "absolute"),
+        ('"."', "manifest directory itself"),
+        ('"./"', "manifest directory itself"),
+        ('"state"', "state directory"),
+        ('"state/ws"', "state directory"),
+        ('"value.txt"', "existing file"),
+        (f'"{"d" * 300}"', "longer than 255"),
+        ('"ws\\u0000x"', "NUL"),
+        ('"link"', "symlink"),
+    ],
+)
+def test_workspace_dir_must_be_a_directory_strictly_inside_the_manifest_dir(
+    tmp_path: Path, value: str, why: str
+) -> None:
+    (tmp_path / "value.txt").write_text("1")
+    (tmp_path / "link").symlink_to(tmp_path.parent)
+    text = refusal(tmp_path, with_workspace(f"dir = {value}"))
+    assert "[workspace].dir" in text and why in text
+
+
+@pytest.mark.parametrize("key", ["goal_file", "method_prompt"])
+@pytest.mark.parametrize("value", ["/etc/passwd", "../../x", "out.md"])
+def test_agent_files_may_not_leave_the_manifest_dir(tmp_path: Path, key: str, value: str) -> None:
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "out.md").symlink_to("/etc/passwd")
+    line = f'{key} = "{value}"' if key == "method_prompt" else f'goal_file = "{value}"'
+    text = refusal(pack, with_agent(line))
+    assert f"[agent].{key}" in text and "manifest directory" in text
+
+
+def test_toolbox_dir_may_not_be_the_filesystem_root(tmp_path: Path) -> None:
+    text = refusal(tmp_path, with_agent('toolbox_dir = "/"'))
+    assert "[agent].toolbox_dir" in text and "absolute" in text
+
+
+def test_a_goal_file_inside_the_manifest_dir_still_loads(tmp_path: Path) -> None:
+    (tmp_path / "goals").mkdir()
+    (tmp_path / "goals" / "g.md").write_text("grow")
+    loaded = load_manifest(write(tmp_path, with_agent('goal_file = "goals/g.md"')))
+    assert loaded.goal_text() == "grow"
+
+
+@pytest.mark.parametrize("key", ["[judge].measure_timeout", "[agent].turn_timeout"])
+@pytest.mark.parametrize("value", ["1e300", str(2**63 - 1), "inf", "nan", "-5", "0", '"soon"', "true"])
+def test_timeouts_out_of_range_are_refused(tmp_path: Path, key: str, value: str) -> None:
+    name = key.split(".")[1]
+    text = BASE + f"{name} = {value}\n" if key.startswith("[judge]") else with_agent(f"{name} = {value}")
+    message = refusal(tmp_path, text)
+    assert key in message and ("seconds" in message or "zero" in message or "year" in message)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("10", 10.0), ("2.5", 2.5), ('"10s"', 10.0), ('"5m"', 300.0), ('"1h30m"', 5400.0)]
+)
+def test_durations_accept_seconds_and_duration_text(tmp_path: Path, value: str, seconds: float) -> None:
+    loaded = load_manifest(write(tmp_path, BASE + f"measure_timeout = {value}\n"))
+    assert loaded.manifest.judge is not None and loaded.manifest.judge.measure_timeout == seconds
+    loaded = load_manifest(write(tmp_path, with_agent(f"turn_timeout = {value}")))
+    assert loaded.manifest.agent.turn_timeout == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (BASE.replace('"./measure.sh"', '"./measure.sh\\u0000; rm -rf /"'), "[judge].measure_cmd"),
+        (BASE.replace('agent_cmd = "true"', 'agent_cmd = "t\\u0000"'), "[agent].agent_cmd"),
+        (with_workspace('setup_cmd = "a\\u0000b"'), "[workspace].setup_cmd"),
+        (with_workspace('inject = ["a\\u0000b"]'), "[workspace].inject[0]"),
+        (with_agent('env = { "A=B" = "x" }'), "[agent].env"),
+        (with_agent('env = { "" = "x" }'), "[agent].env"),
+        (with_agent('env = { "A\\u0000" = "x" }'), "[agent].env"),
+        (with_agent('env = { A = "x\\u0000" }'), "[agent.env].A"),
+        (with_agent("env = { A = 5 }"), "[agent.env].A"),
+    ],
+)
+def test_nul_bytes_and_bad_env_names_are_refused(tmp_path: Path, text: str, where: str) -> None:
+    message = refusal(tmp_path, text)
+    assert where in message
+
+
+def test_a_deeply_nested_array_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    message = refusal(tmp_path, BASE + "x = " + "[" * 5000 + "]" * 5000 + "\n")
+    assert "nested too deeply" in message
+
+
+def test_selftest_runs_is_bounded(tmp_path: Path) -> None:
+    message = refusal(
+        tmp_path, BASE + '\n[judge.selftest]\ngood_cmd = "a"\nbad_cmd = "b"\nruns = 1000000000000000000\n'
+    )
+    assert "[judge.selftest].runs" in message and "at most" in message
+
+
+@pytest.mark.parametrize("key", ["carry_forward", "inject"])
+def test_a_string_where_an_array_belongs_is_refused_not_split_into_characters(
+    tmp_path: Path, key: str
+) -> None:
+    message = refusal(tmp_path, with_workspace(f'{key} = "abc"'))
+    assert f"[workspace].{key}" in message and "array" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (BASE.replace("[judge]", "[[judge]]"), "[judge]"),
+        ("judge = 5\n" + BASE.split("[judge]")[0], "[judge]"),
+        (with_workspace("carry_forward = 5"), "[workspace].carry_forward"),
+        (with_workspace("inject = [5]"), "[workspace].inject[0]"),
+        (with_workspace("inject = [{ src = 5 }]"), "[workspace].inject[0].src"),
+        (with_agent("env = [1, 2]"), "[agent].env"),
+        (BASE.replace('"higher"', "5"), "[judge].direction"),
+        ("repo = [1]\n" + BASE.replace('[repo]\npath = "."', ""), "[repo]"),
+    ],
+)
+def test_wrong_shapes_name_the_key_path_without_python_wording(tmp_path: Path, text: str, where: str) -> None:
+    message = refusal(tmp_path, text)
+    assert where in message
+    for python_wording in ("object", "attribute", "iterable", "Traceback", "NoneType", "<class"):
+        assert python_wording not in message
+
+
+def test_a_misspelled_key_gets_a_did_you_mean(tmp_path: Path) -> None:
+    message = refusal(tmp_path, BASE.replace("direction =", "directon ="))
+    assert "directon" in message and "did you mean direction?" in message
+    message = refusal(tmp_path, BASE.replace("[judge]", "[jugde]"))
+    assert "did you mean judge?" in message
+
+
+def test_every_unsupported_section_is_named_at_once(tmp_path: Path) -> None:
+    text = BASE.replace('goal = "g"', 'goal = "g"\nsandbox_image = "img"') + (
+        '\n[composite]\nx = 1\n\n[[component]]\nname = "a"\n\n[deploy]\ny = 2\n'
+    )
+    with pytest.raises(UnsupportedSectionError) as err:
+        load_manifest(write(tmp_path, text))
+    message = err.value.render()
+    for name in ("[composite]", "[[component]]", "[deploy]", "[agent].sandbox_image (the openshell backend)"):
+        assert name in message
+    assert "[]" not in message
+    assert err.value.exit_code == ExitCode.UNSUPPORTED != ExitCode.MANIFEST
+
+
+def test_repo_is_optional_when_setup_cmd_builds_the_workspace(tmp_path: Path) -> None:
+    text = BASE.replace('[repo]\npath = "."\n', "").replace(
+        "[agent]", '[workspace]\nsetup_cmd = "mkdir workspace"\n\n[agent]'
+    )
+    assert load_manifest(write(tmp_path, text)).manifest.repo is None
+    message = refusal(tmp_path, BASE.replace('[repo]\npath = "."\n', ""))
+    assert "[repo] is required unless [workspace].setup_cmd" in message
+
+
+@pytest.mark.parametrize("setup", ["", 'setup_cmd = "mkdir workspace"'])
+def test_a_repo_path_that_does_not_exist_is_refused(tmp_path: Path, setup: str) -> None:
+    text = BASE.replace('path = "."', 'path = "does/not/exist"').replace(
+        "[agent]", f"[workspace]\n{setup}\n\n[agent]"
+    )
+    message = refusal(tmp_path, text)
+    assert "[repo].path" in message and "does/not/exist" in message
+
+
+def test_inject_sources_inside_the_workspace_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "measure.sh").write_text("x")
+    message = refusal(tmp_path, with_workspace('inject = ["workspace/measure.sh"]'))
+    assert "inside the workspace" in message

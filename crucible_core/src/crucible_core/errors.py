@@ -19,6 +19,7 @@ class ExitCode(enum.IntEnum):
     CHECK_FAILED = 13  # `crucible check` found problems
     CONTROL = 14  # no run is reachable over its control bridge, or the bridge refused
     CLUSTER = 15  # a Kubernetes API server or an image registry is unreachable or refused a request
+    UNSUPPORTED = 16  # a valid manifest uses a section or key this version does not execute
     USAGE = 64  # bad command-line usage
 
 
@@ -41,7 +42,12 @@ class ManifestError(CrucibleError):
 
 
 class UnsupportedSectionError(ManifestError):
-    """A manifest section this version does not execute: refused rather than silently ignored."""
+    """A manifest section this version does not execute: refused rather than silently ignored.
+
+    Its own exit code: the manifest may be perfectly valid, only this release cannot run it.
+    """
+
+    exit_code = ExitCode.UNSUPPORTED
 
 
 class WorkspaceError(CrucibleError):

@@ -12,7 +12,8 @@ from typing import Any
 import attrs
 
 from crucible_core.errors import ManifestError, UnsupportedSectionError
-from crucible_core.manifest.converter import converter, describe_structure_error
+from crucible_core.manifest.containment import escape_problem, is_within, text_problem, workspace_problem
+from crucible_core.manifest.converter import converter, describe_structure_error, show
 from crucible_core.manifest.models import (
     UNSUPPORTED_AGENT_KEYS,
     UNSUPPORTED_AGENT_TABLES,
@@ -23,6 +24,9 @@ from crucible_core.manifest.models import (
 )
 
 GLOB_CHARS = set("*?[")
+# A self-test control is measured this many times at most: each run is a full measure.
+MAX_SELFTEST_RUNS = 100
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 
 ReadPristine = Callable[[Path, str], "bytes | None"]
 
@@ -70,12 +74,11 @@ class LoadedManifest:
         return _is_within(self.path, self.workspace)
 
 
-def _is_within(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
+_is_within = is_within
+
+
+def _quoted(value: str) -> str:
+    return repr(value if len(value) <= 60 else value[:60] + "...")
 
 
 def _fail(path: Path, message: str, *, hint: str | None = None) -> ManifestError:
@@ -90,31 +93,38 @@ def parse_text(path: Path, data: bytes) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message carries "(at line L, column C)".
         raise _fail(path, f"TOML syntax error: {exc}", hint="fix the syntax and run again") from None
+    except RecursionError:
+        raise _fail(
+            path, "arrays or tables are nested too deeply to read", hint="no manifest key needs deep nesting"
+        ) from None
+
+
+def _unsupported_names(raw: dict[str, Any]) -> list[str]:
+    """Every section and key of `raw` this version does not execute, in the manifest's words."""
+
+    def spelled(name: str, value: Any) -> str:
+        return f"[[{name}]]" if isinstance(value, list) else f"[{name}]"
+
+    names = [spelled(section, raw[section]) for section in UNSUPPORTED_SECTIONS if section in raw]
+    agent = raw.get("agent")
+    if isinstance(agent, dict):
+        names += [spelled(f"agent.{t}", agent[t]) for t in UNSUPPORTED_AGENT_TABLES if t in agent]
+        names += [f"[agent].{key} (the openshell backend)" for key in UNSUPPORTED_AGENT_KEYS if key in agent]
+    workspace = raw.get("workspace")
+    if isinstance(workspace, dict):
+        names += [
+            spelled(f"workspace.{k}", workspace[k]) for k in UNSUPPORTED_WORKSPACE_KEYS if k in workspace
+        ]
+    return names
 
 
 def _refuse_unsupported(path: Path, raw: dict[str, Any]) -> None:
-    def refuse(section: str) -> UnsupportedSectionError:
-        return UnsupportedSectionError(
-            f"{path}: [{section}] is not supported by this version of crucible",
-            hint="remove the section, or use a crucible release that executes it",
+    names = _unsupported_names(raw)
+    if names:
+        raise UnsupportedSectionError(
+            f"{path}: not supported by this version of crucible: {', '.join(names)}",
+            hint="remove them, or use a crucible release that executes them",
         )
-
-    for section in UNSUPPORTED_SECTIONS:
-        if section in raw:
-            raise refuse(section)
-    agent = raw.get("agent")
-    if isinstance(agent, dict):
-        for table in UNSUPPORTED_AGENT_TABLES:
-            if table in agent:
-                raise refuse(f"agent.{table}")
-        for key in UNSUPPORTED_AGENT_KEYS:
-            if key in agent:
-                raise refuse(f"agent].{key} (the openshell backend) [")
-    workspace = raw.get("workspace")
-    if isinstance(workspace, dict):
-        for key in UNSUPPORTED_WORKSPACE_KEYS:
-            if key in workspace:
-                raise refuse(f"workspace.{key}")
 
 
 def structure(path: Path, raw: dict[str, Any]) -> Manifest:
@@ -137,14 +147,21 @@ def _plain_relative(value: str) -> bool:
 
 def _validate_rules(path: Path, m: Manifest) -> None:
     if m.repo is None:
-        raise _fail(path, "[repo] is required", hint='add [repo] with path = "." or url = "..."')
-    if (m.repo.url is None) == (m.repo.path is None):
+        if m.workspace.setup_cmd is None:
+            raise _fail(
+                path,
+                "[repo] is required unless [workspace].setup_cmd builds the workspace",
+                hint='add [repo] with path = "." or url = "...", or a setup_cmd',
+            )
+    elif (m.repo.url is None) == (m.repo.path is None):
         raise _fail(path, "[repo] must set exactly one of url and path")
     if m.judge is not None:
-        if m.judge.selftest is not None and m.judge.selftest.runs < 1:
-            raise _fail(path, "[judge.selftest].runs must be at least 1")
-        if m.judge.measure_timeout is not None and m.judge.measure_timeout <= 0:
-            raise _fail(path, "[judge].measure_timeout must be positive")
+        if m.judge.selftest is not None and not 1 <= m.judge.selftest.runs <= MAX_SELFTEST_RUNS:
+            raise _fail(
+                path,
+                f"[judge.selftest].runs must be at least 1 and at most {MAX_SELFTEST_RUNS} "
+                f"(got {show(m.judge.selftest.runs)})",
+            )
         if m.judge_kind() == "command" and not (m.judge.measure_cmd or "").strip():
             raise _fail(path, "[judge].measure_cmd is required (and not empty) for the command judge")
     world = m.world
@@ -153,18 +170,22 @@ def _validate_rules(path: Path, m: Manifest) -> None:
     agent = m.agent
     if agent.goal is not None and agent.goal_file is not None:
         raise _fail(path, "[agent] sets both goal and goal_file; keep one")
-    if agent.backend == "command" and not agent.agent_cmd:
+    if agent.backend == "command" and not (agent.agent_cmd or "").strip():
         raise _fail(path, '[agent].agent_cmd is required when backend = "command"')
-    if agent.turn_timeout is not None and agent.turn_timeout <= 0:
-        raise _fail(path, "[agent].turn_timeout must be positive")
-    for entry in m.workspace.carry_forward:
-        if not _plain_relative(entry.rstrip("/")):
+    for index, entry in enumerate(m.workspace.carry_forward):
+        where = f"[workspace].carry_forward[{index}]"
+        problem = text_problem(entry)
+        if problem:
+            raise _fail(path, f"{where} {problem}")
+        if not _plain_relative(entry.rstrip("/")) or entry[0] in "!#":
             raise _fail(
                 path,
-                f"[workspace].carry_forward entry {entry!r} must be a plain relative path (no '.', '..' or leading '/')",
+                f"{where} {entry!r} must be a plain relative path (no '.', '..', leading '/', '!' or '#')",
             )
-    if not m.workspace.dir or Path(m.workspace.dir).is_absolute():
-        raise _fail(path, "[workspace].dir must be a path relative to the manifest directory")
+    base = path.parent
+    problem = workspace_problem(base, m.workspace.dir)
+    if problem:
+        raise _fail(path, f"[workspace].dir = {_quoted(m.workspace.dir)} {problem}")
 
 
 def expand_injects(path: Path, m: Manifest) -> tuple[ResolvedInject, ...]:
@@ -173,6 +194,10 @@ def expand_injects(path: Path, m: Manifest) -> tuple[ResolvedInject, ...]:
     resolved: list[ResolvedInject] = []
     for index, entry in enumerate(m.workspace.inject):
         where = f"[workspace].inject[{index}]"
+        for part, text in _inject_texts(entry):
+            problem = text_problem(text)
+            if problem:
+                raise _fail(path, f"{where}{part} {problem}")
         if isinstance(entry, InjectEntry):
             source = (base / entry.src).resolve()
             if not source.exists():
@@ -196,7 +221,22 @@ def expand_injects(path: Path, m: Manifest) -> tuple[ResolvedInject, ...]:
                     path, f"{where}: {entry!r} escapes the manifest directory", hint="use the table form"
                 )
             resolved.append(ResolvedInject(file, file.relative_to(base).as_posix(), True))
+    workspace = (base / m.workspace.dir).resolve()
+    for entry in resolved:
+        if _is_within(entry.source, workspace):
+            # a frozen re-copy from inside the workspace would copy back the agent's own edit
+            raise _fail(
+                path,
+                f"[workspace].inject source {entry.source} lies inside the workspace, where the agent can edit it",
+                hint="keep inject sources outside [workspace].dir",
+            )
     return tuple(resolved)
+
+
+def _inject_texts(entry: str | InjectEntry) -> list[tuple[str, str]]:
+    if isinstance(entry, str):
+        return [("", entry)]
+    return [(".src", entry.src)] + ([(".dst", entry.dst)] if entry.dst is not None else [])
 
 
 def _files_under(directory: Path) -> list[Path]:
@@ -228,15 +268,26 @@ def _check_references(path: Path, m: Manifest) -> None:
     ):
         if value is None:
             continue
+        problem = text_problem(value) or escape_problem(base, value)
+        if problem:
+            raise _fail(path, f"[agent].{key} = {_quoted(value)} {problem}")
         target = base / value
         ok = target.is_dir() if want_dir else target.is_file()
         if not ok:
             kind = "directory" if want_dir else "file"
             raise _fail(path, f"[agent].{key} names {value!r}, which is not a {kind} under {base}")
-    if m.repo is not None and m.repo.path is not None and m.workspace.setup_cmd is None:
+    if m.repo is not None and m.repo.path is not None:
+        # [repo].path is only read (cloned), so it may name a repository outside the manifest dir.
+        problem = text_problem(m.repo.path)
+        if problem:
+            raise _fail(path, f"[repo].path {problem}")
         repo = (base / m.repo.path).resolve()
         if not repo.is_dir():
-            raise _fail(path, f"[repo].path {m.repo.path!r} is not a directory")
+            raise _fail(
+                path,
+                f"[repo].path {m.repo.path!r} is not a directory ({repo} does not exist or is a file)",
+                hint="point it at a git repository, relative to the manifest directory",
+            )
 
 
 def load_manifest(path: Path, *, read_pristine: ReadPristine | None = None) -> LoadedManifest:
@@ -248,6 +299,8 @@ def load_manifest(path: Path, *, read_pristine: ReadPristine | None = None) -> L
             hint="pass --manifest PATH, or run `crucible init` to scaffold one",
         )
     path = path.resolve()
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{path}: larger than {MAX_MANIFEST_BYTES} bytes; this is not a manifest")
     text = path.read_bytes()
     manifest = structure(path, parse_text(path, text))
     warnings: list[str] = []

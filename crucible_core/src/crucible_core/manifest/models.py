@@ -25,8 +25,12 @@ UNSUPPORTED_SECTIONS = (
     "scope",
 )
 UNSUPPORTED_AGENT_TABLES = ("openshell", "broker", "relay", "requires", "prefers", "codex")
-UNSUPPORTED_AGENT_KEYS = ("sandbox_image", "allow_unverified_image")
+UNSUPPORTED_AGENT_KEYS = ("sandbox_image", "allow_unverified_image")  # the openshell backend
 UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
+
+
+class Seconds(float):
+    """A duration in seconds; the manifest may write it as a number or as text like "90s", "1h30m"."""
 
 
 @attrs.frozen
@@ -66,7 +70,7 @@ class AgentSection:
     agent_cmd: str | None = None
     env: dict[str, str] = attrs.field(factory=dict)
     session: str | None = None  # a logical conversation continued across turns
-    turn_timeout: float | None = None  # seconds; the supervisor kills a turn that outlives it
+    turn_timeout: Seconds | None = None  # seconds; the supervisor kills a turn that outlives it
 
 
 @attrs.frozen
@@ -84,7 +88,7 @@ class JudgeSection:
     tiebreak_direction: Direction | None = None
     objective: str = "score"
     selftest: SelftestSection | None = None
-    measure_timeout: float | None = None  # seconds; a hung measure is killed and reads invalid
+    measure_timeout: Seconds | None = None  # seconds; a hung measure is killed and reads invalid
 
 
 @attrs.frozen
