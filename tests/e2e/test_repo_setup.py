@@ -1,4 +1,4 @@
-"""Workspace set-up paths: the default clone of [repo], and a manifest frozen inside its own repository."""
+"""Workspace set-up paths: the default clone of [repo], and a manifest that may not target its own directory."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from tests.cli_support import run_crucible
-from tests.e2e.session import events, rows
+from tests.e2e.session import rows
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "-c", "commit.gpgsign=false"]
 
@@ -61,22 +61,33 @@ direction = "higher"
 """
 
 
-def test_a_manifest_inside_its_workspace_is_frozen_from_the_base_commit(tmp_path: Path) -> None:
+def test_a_manifest_whose_workspace_is_its_own_directory_is_refused_and_nothing_is_touched(
+    tmp_path: Path,
+) -> None:
+    """dir = "." would make the manifest's own repository (and the state dir in it) the thing a
+    discard resets and cleans; the safe bring-your-own-repo form clones it (path = ".")."""
     repo = tmp_path / "repo"
     make_repo(repo)
     manifest = repo / "crucible.toml"
     manifest.write_text(BYO)
-    (repo / ".gitignore").write_text("state/\n")
-    first = run_crucible("--manifest", manifest, "--iterations", "1")
-    assert first.returncode == 0, first.stderr
-    warnings = [e["msg"] for e in events(manifest) if e["kind"] == "note" and e.get("level") == "warn"]
-    assert any("no pristine base commit exists yet" in w for w in warnings)
-    # An edit to the manifest in the working tree must not retarget a later run's gate.
-    manifest.write_text(BYO.replace('direction = "higher"', 'direction = "lower"'))
-    second = run_crucible("--manifest", manifest, "--iterations", "1", "--state-dir", tmp_path / "state2")
-    assert second.returncode == 0, second.stderr
-    log = tmp_path / "state2" / "session.jsonl"
-    later = [line for line in log.read_text().splitlines() if '"kind":"start"' in line]
-    assert '"direction":"higher"' in later[0]
-    notes = log.read_text()
-    assert "differs from the copy in the workspace's base commit" in notes
+    (repo / "notes.txt").write_text("uncommitted work\n")
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout
+    for command in (["check"], ["run", "--iterations", "1"]):
+        done = run_crucible(*command, "--manifest", manifest)
+        assert done.returncode == 10, done.stderr
+        assert "[workspace].dir = '.' is the manifest directory itself" in done.stderr + done.stdout
+    assert (repo / "notes.txt").read_text() == "uncommitted work\n"
+    assert not (repo / "state").exists()
+    after = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout
+    assert after == head
+    # the supported form: clone the manifest's own repository into a workspace below it
+    manifest.write_text(BYO.replace('dir = "."', 'dir = "workspace"'))
+    (repo / ".gitignore").write_text("state/\nworkspace/\n")
+    done = run_crucible("--manifest", manifest, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert (repo / "workspace" / "value.txt").read_text() == "2\n"
+    assert (repo / "value.txt").read_text() == "1\n"

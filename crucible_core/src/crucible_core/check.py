@@ -17,6 +17,7 @@ from crucible_core.engine import engine_environment
 from crucible_core.errors import CrucibleError
 from crucible_core.injects import refresh_frozen
 from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.measure_diagnosis import explain_invalid
 from crucible_core.paths import RunPaths
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import MeasureContext, World
@@ -150,15 +151,21 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings) ->
 
         # Through the chosen judge, exactly as the run's baseline will measure.
         reading = measure()
-        if reading.broken:
-            findings.add("fail", f"measure contract ({drivers.choice.judge} judge): {reading.note}")
-        else:
-            level = "ok" if reading.scoreable else "warn"
+        if not reading.scoreable:
+            # A run would discard every candidate against a baseline that never reads valid.
+            what = "measure contract" if reading.broken else "no valid reading"
             findings.add(
-                level,
-                f"judge {drivers.choice.judge} measured the workspace: valid={reading.valid} "
-                f"score={reading.score} {reading.note}".rstrip(),
+                "fail",
+                f"{what} ({drivers.choice.judge} judge): {explain_invalid(reading)}; "
+                "a run would stop at its baseline",
             )
+            findings.add("info", "gate self-test skipped: the measure gives no valid reading yet")
+            return
+        findings.add(
+            "ok",
+            f"judge {drivers.choice.judge} measured the workspace: valid={reading.valid} "
+            f"score={reading.score} {reading.note}".rstrip(),
+        )
         if m.judge.selftest is None:
             findings.add("warn", "no [judge.selftest]: the gate has not been shown to tell good from bad")
         else:

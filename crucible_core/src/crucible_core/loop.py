@@ -16,7 +16,8 @@ import attrs
 from crucible_core import wire
 from crucible_core.contract import Reading
 from crucible_core.decide import Best, Verdict, advance, decide
-from crucible_core.errors import ExitCode
+from crucible_core.errors import ExitCode, RunFailed
+from crucible_core.measure_diagnosis import baseline_failure
 from crucible_core.parking import Pending
 from crucible_core.protocols import MeasureContext, Staged, TurnResult
 
@@ -190,6 +191,11 @@ def run_baseline(engine: Engine, run: Run) -> LoopExit | None:
         reading=reading,
         token=token,
     )
+    if not reading.scoreable and run.segment.index == 0:
+        # With no valid baseline every candidate would be discarded: stop before spending a turn.
+        raise RunFailed(
+            baseline_failure(reading), hint="`crucible check` shows the measure's exit code and stderr"
+        )
     if reading.scoreable and reading.solved and not engine.options.no_early_stop:
         run.solved = True
         return LoopExit.SOLVED

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import attrs
 
+from crucible_core.errors import UsageError
+from crucible_core.manifest.containment import DEFAULT_STATE_DIR_NAME, overlap_problem
 from crucible_core.manifest.loader import LoadedManifest
 
 PRIVATE_DIR_NAME = "private"
@@ -23,12 +25,17 @@ class RunPaths:
     def resolve(
         cls, loaded: LoadedManifest, *, state_dir: Path | None = None, steer: Path | None = None
     ) -> RunPaths:
-        return cls(
+        paths = cls(
             manifest_dir=loaded.dir,
             workspace=loaded.workspace,
-            state_dir=(state_dir or loaded.dir / "state").resolve(),
+            state_dir=(state_dir or loaded.dir / DEFAULT_STATE_DIR_NAME).resolve(),
             steer_file=(steer or loaded.dir / "STEER.md").resolve(),
         )
+        problem = overlap_problem(paths.workspace, paths.state_dir)
+        if problem:
+            # The loader already keeps [workspace].dir off the default state dir; only --state-dir gets here.
+            raise UsageError(f"--state-dir: {problem}", hint="keep the state directory outside the workspace")
+        return paths
 
     @property
     def session_log(self) -> Path:

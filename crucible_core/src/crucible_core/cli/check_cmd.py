@@ -24,9 +24,11 @@ def command(manifest: Path, harness: str | None) -> None:
     the contract shape), runs [judge.selftest] when declared, and warns when the
     gate is reachable by the agent's edits. When the workspace does not exist yet it is set
     up for the check and removed afterwards. Exit 0 when nothing failed (warnings never
-    fail), 13 when something did, 10 for a manifest that does not load.
+    fail), 13 when something did (a measure that gives no valid reading fails), 10 for a
+    manifest that does not load, 15 for one this version does not support.
     """
     from crucible_core.check import check
+    from crucible_core.measure_diagnosis import printable
     from crucible_core.plugins import load_plugins
     from crucible_core.runner import load_for_run
 
@@ -36,7 +38,7 @@ def command(manifest: Path, harness: str | None) -> None:
     loaded = load_for_run(plugins, manifest)
     findings = check(plugins, loaded, harness=harness)
     for level, text in findings.lines:
-        click.echo(f"{MARKS[level]} {text}")
+        click.echo(f"{MARKS[level]} {printable(text)}")
     if findings.failed:
         click.echo("check failed")
         sys.exit(int(ExitCode.CHECK_FAILED))

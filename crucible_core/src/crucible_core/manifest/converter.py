@@ -148,7 +148,7 @@ def _inject_array(value: Any, _type: Any) -> tuple[str | InjectEntry, ...]:
     for index, item in enumerate(_array(value, "strings or tables")):
         try:
             items.append(_inject_entry(item, None))
-        except Exception as exc:  # noqa: BLE001 - every failure is re-raised with its index
+        except Exception as exc:  # every failure is re-raised with its index
             raise _At(f"[{index}]", exc) from None
     return tuple(items)
 

@@ -7,6 +7,7 @@ import attrs
 from crucible_core.contract import Reading, parse_measure_output
 from crucible_core.errors import ManifestError
 from crucible_core.manifest.models import JudgeSection
+from crucible_core.measure_diagnosis import stderr_tail
 from crucible_core.protocols import JudgeContext, MeasureContext
 from crucible_core.shell import Shell
 
@@ -55,7 +56,10 @@ class CommandJudge:
         )
         if done.spawn_error or done.timed_out:
             return Reading.invalid(f"measure_cmd {done.describe_failure()}", broken=True)
-        return parse_measure_output(done.stdout, done.exit_code)
+        reading = parse_measure_output(done.stdout, done.exit_code)
+        tail = stderr_tail(done.stderr) if done.exit_code != 0 else ""
+        # a failing measure's own words are the fastest way to see why (127: a missing script)
+        return attrs.evolve(reading, note=f"{reading.note}; stderr: {tail}") if tail else reading
 
 
 @attrs.frozen
