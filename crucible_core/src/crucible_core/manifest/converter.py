@@ -8,6 +8,7 @@ own wording, and a string is never iterated as a list of characters.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 from typing import Any
@@ -19,7 +20,7 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, Iterabl
 
 from crucible_core.budget import DURATION_FORMS, duration_problem, duration_seconds
 from crucible_core.contract import Direction
-from crucible_core.manifest.models import InjectEntry, Seconds
+from crucible_core.manifest.models import InjectEntry, Manifest, Seconds
 
 converter = cattrs.Converter(forbid_extra_keys=True)
 
@@ -115,7 +116,7 @@ def _seconds(value: Any, _type: Any) -> Seconds:
 
 def _direction(value: Any, _type: Any) -> Direction:
     if not isinstance(value, str) or value not in Direction.__members__.values():
-        raise ManifestValueError(f'expected "lower" or "higher", not {show(value)} (one of lower, higher)')
+        raise ManifestValueError(f"expected one of lower, higher, not {show(value)}")
     return Direction(value)
 
 
@@ -226,9 +227,30 @@ def table_path(path: str) -> str:
     return f"[{inner}]" if inner else "the top level"
 
 
-def _suggest(key: str, known: list[str]) -> str:
+def _tables_by_key(cl: type, prefix: str = "") -> dict[str, list[str]]:
+    """Every key of the manifest schema, with the tables it belongs in (`backend` -> [agent])."""
+    found: dict[str, list[str]] = {}
+    for field in attrs.fields(cl):
+        found.setdefault(field.name, []).append(f"[{prefix}]" if prefix else "the top level")
+        for arg in (field.type, *getattr(field.type, "__args__", ())):
+            if isinstance(arg, type) and attrs.has(arg):
+                dotted = f"{prefix}.{field.name}" if prefix else field.name
+                for key, where in _tables_by_key(arg, dotted).items():
+                    found.setdefault(key, []).extend(where)
+    return found
+
+
+def _suggest(key: str, known: list[str], here: str) -> str:
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
+    if close:
+        return f" (did you mean {close[0]}?)"
+    elsewhere = [table for table in _schema_keys().get(key, []) if table != here]
+    return f" ({key} belongs in {' or '.join(elsewhere)})" if elsewhere else ""
+
+
+@functools.cache
+def _schema_keys() -> dict[str, list[str]]:
+    return _tables_by_key(Manifest)
 
 
 def describe_structure_error(exc: BaseException) -> list[str]:
@@ -242,7 +264,8 @@ def describe_structure_error(exc: BaseException) -> list[str]:
         if isinstance(error, ForbiddenExtraKeysError):
             known = [f.name for f in attrs.fields(error.cl)] if attrs.has(error.cl) else []
             for key in sorted(error.extra_fields):
-                messages.append(f"unknown key {key!r} in {table_path(path)}{_suggest(key, known)}")
+                here = table_path(path)
+                messages.append(f"unknown key {key!r} in {here}{_suggest(key, known, here)}")
             return
         if isinstance(error, ClassValidationError | IterableValidationError):
             for sub in error.exceptions:

@@ -95,8 +95,25 @@ def parse_text(path: Path, data: bytes) -> dict[str, Any]:
         raise _fail(path, f"TOML syntax error: {exc}", hint="fix the syntax and run again") from None
     except RecursionError:
         raise _fail(
-            path, "arrays or tables are nested too deeply to read", hint="no manifest key needs deep nesting"
+            path,
+            f"arrays or tables are nested too deeply to read (from line {_deep_line(data)})",
+            hint="no manifest key needs deep nesting",
         ) from None
+
+
+def _deep_line(data: bytes, limit: int = 64) -> int:
+    """The line where bracket nesting first passes `limit` (strings are not told apart: a hint only)."""
+    depth, line = 0, 1
+    for byte in data:
+        if byte == 0x0A:
+            line += 1
+        elif byte in b"[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif byte in b"]}":
+            depth -= 1
+    return line
 
 
 def _unsupported_names(raw: dict[str, Any]) -> list[str]:
