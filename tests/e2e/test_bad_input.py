@@ -61,17 +61,19 @@ def test_unknown_backend_suggests(example) -> None:
         ('echo \'{"valid": true, "score": 9}\'; exit 3', "exited 3"),
     ],
 )
-def test_a_measure_that_prints_garbage_reads_invalid_and_the_run_goes_on(
+def test_a_measure_that_prints_garbage_reads_invalid_and_the_run_stops_at_its_baseline(
     example, script: str, note: str
 ) -> None:
+    """With no valid baseline every candidate would be discarded: stop before spending a turn."""
     manifest = example("counter")
     (manifest.parent / "measure.sh").write_text(f"#!/bin/sh\n{script}\n")
     done = run_crucible("--manifest", manifest, "--iterations", "2")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr
+    assert "the baseline measure gave no valid reading" in done.stderr
     got = rows(manifest)
-    assert [r["valid"] for r in got] == [False, False, False]
-    assert all(note in r["note"] for r in got)
-    assert assert_one_trailing_shutdown(manifest)["outcome"] == "finished"
+    assert [(r["verdict"], r["valid"]) for r in got] == [("invalid", False)]
+    assert note in got[0]["note"]
+    assert assert_one_trailing_shutdown(manifest)["outcome"] == "error"
 
 
 def test_a_measure_that_hangs_is_killed_at_its_deadline(example) -> None:
@@ -81,9 +83,9 @@ def test_a_measure_that_hangs_is_killed_at_its_deadline(example) -> None:
         manifest.read_text().replace('objective = "value"', 'objective = "value"\nmeasure_timeout = 1')
     )
     done = run_crucible("--manifest", manifest, "--iterations", "1", timeout=60)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr
     got = rows(manifest)
-    assert len(got) == 2 and not any(r["valid"] for r in got)
+    assert len(got) == 1 and not got[0]["valid"]
     assert "deadline" in got[0]["note"]
 
 
