@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core.errors import ExitCode, ManifestError, UnsupportedSectionError
+from crucible_core.budget import parse_duration
+from crucible_core.errors import ExitCode, ManifestError, UnsupportedSectionError, UsageError
 from crucible_core.manifest.loader import load_manifest
+from crucible_core.paths import RunPaths
 
 BASE = """
 [repo]
@@ -348,3 +350,25 @@ def test_inject_sources_inside_the_workspace_are_refused(tmp_path: Path) -> None
     (tmp_path / "workspace" / "measure.sh").write_text("x")
     message = refusal(tmp_path, with_workspace('inject = ["workspace/measure.sh"]'))
     assert "inside the workspace" in message
+
+
+def test_a_state_dir_inside_the_workspace_is_refused(tmp_path: Path) -> None:
+    loaded = load_manifest(write(tmp_path, BASE))
+    with pytest.raises(UsageError, match=r"--state-dir: the state directory .* is inside the workspace"):
+        RunPaths.resolve(loaded, state_dir=tmp_path / "workspace" / "state")
+    with pytest.raises(UsageError, match="inside the state directory"):
+        RunPaths.resolve(loaded, state_dir=tmp_path)
+    assert RunPaths.resolve(loaded, state_dir=tmp_path / "elsewhere").state_dir == tmp_path / "elsewhere"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90.0), ("1h30m", 5400.0), ("1.5h", 5400.0), ("250ms", 0.25)]
+)
+def test_command_line_durations_share_the_manifest_forms(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1h30", "soon", "9" * 40 + "d", "-5s"])
+def test_command_line_durations_refuse_what_they_cannot_read(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_duration(text)
