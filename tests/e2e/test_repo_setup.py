@@ -91,3 +91,13 @@ def test_a_manifest_whose_workspace_is_its_own_directory_is_refused_and_nothing_
     assert done.returncode == 0, done.stderr
     assert (repo / "workspace" / "value.txt").read_text() == "2\n"
     assert (repo / "value.txt").read_text() == "1\n"
+
+
+def test_without_repo_a_setup_cmd_builds_the_workspace(example) -> None:
+    manifest = example("counter")
+    manifest.write_text(manifest.read_text().replace('[repo]\npath = "."\n', ""))
+    assert "[repo]" not in manifest.read_text()
+    assert run_crucible("check", "--manifest", manifest).returncode == 0
+    done = run_crucible("--manifest", manifest, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert [r["score"] for r in rows(manifest)] == [0, 1]
