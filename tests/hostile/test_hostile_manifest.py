@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
 from crucible_core.check import check
 from crucible_core.errors import CrucibleError, ManifestError
 from crucible_core.manifest.loader import load_manifest
 from crucible_core.paths import RunPaths
 from crucible_core.plugins import load_plugins
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-
 from tests.cli_support import EXAMPLES, run_crucible
 
 EXPLORE = os.environ.get("CRUCIBLE_HOSTILE_EXAMPLES")

@@ -292,4 +292,4 @@ def describe_structure_error(exc: BaseException) -> list[str]:
         messages.append(f"{key_path(path)}: this value cannot be used here")
 
     walk(exc, "$")
-    return messages or ["the manifest could not be read (see docs/manifest.md)"]
+    return messages or ["the manifest could not be read (see `crucible help manifest`)"]
