@@ -153,11 +153,11 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings) ->
         reading = measure()
         if not reading.scoreable:
             # A run would discard every candidate against a baseline that never reads valid.
-            what = "measure contract" if reading.broken else "no valid reading"
+            what = "measure contract" if reading.broken else "baseline"
             findings.add(
                 "fail",
-                f"{what} ({drivers.choice.judge} judge): {explain_invalid(reading)}; "
-                "a run would stop at its baseline",
+                f"{what} ({drivers.choice.judge} judge): the measure gave no valid reading "
+                f"({explain_invalid(reading)}); a run would stop at its baseline",
             )
             findings.add("info", "gate self-test skipped: the measure gives no valid reading yet")
             return
