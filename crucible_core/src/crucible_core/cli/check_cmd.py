@@ -25,7 +25,7 @@ def command(manifest: Path, harness: str | None) -> None:
     gate is reachable by the agent's edits. When the workspace does not exist yet it is set
     up for the check and removed afterwards. Exit 0 when nothing failed (warnings never
     fail), 13 when something did (a measure that gives no valid reading fails), 10 for a
-    manifest that does not load, 15 for one this version does not support.
+    manifest that does not load, 16 for one this version does not support.
     """
     from crucible_core.check import check
     from crucible_core.measure_diagnosis import printable

@@ -80,7 +80,7 @@ def command(
 
     Exit codes: 0 the run completed (iterations or budget spent, or solved); 2 the agent
     escalated; 3 stopped by an operator; 4 the run failed; 10 bad manifest; 11 workspace or
-    state conflict; 12 unknown or duplicate plugin; 15 a manifest section this version does
+    state conflict; 12 unknown or duplicate plugin; 16 a manifest section this version does
     not support. See `crucible help cli`.
     """
     from crucible_core.plugins import load_plugins
