@@ -168,7 +168,7 @@ def test_the_profile_is_strict_and_names_every_key_path(tmp_path: Path) -> None:
     profile = write_profile(tmp_path, text)
     with pytest.raises(ManifestError) as raised:
         load_profile(profile)
-    assert "unknown key(s) colour in [state]" in raised.value.message
+    assert "unknown key 'colour' in [state]" in raised.value.message
     text = (EXAMPLE / "profile.toml").read_text().replace('cpu_limit = "2"', 'cpu_limit = "two"')
     text = text.replace('secret = "crucible-anthropic"', 'secret = ""')
     with pytest.raises(ManifestError) as raised:
