@@ -176,8 +176,9 @@ class NotATable(ManifestValueError):
     """A section given as something other than one table (`[[judge]]`, `judge = 5`)."""
 
 
-def _table_hook_factory(cl: type) -> Any:
-    generated = cattrs.gen.make_dict_structure_fn(cl, converter, _cattrs_forbid_extra_keys=True)
+def _table_hook_factory(cl: type, conv: cattrs.Converter) -> Any:
+    # `conv`, not the module's converter: a copy (the plan loader's) must use its own hooks.
+    generated = cattrs.gen.make_dict_structure_fn(cl, conv, _cattrs_forbid_extra_keys=True)
 
     def hook(value: Any, type_: Any) -> Any:
         if isinstance(value, list):

@@ -17,7 +17,7 @@ import attrs
 from cattrs.errors import ClassValidationError
 
 from crucible_core.manifest.converter import converter as manifest_converter
-from crucible_core.manifest.converter import describe_structure_error
+from crucible_core.manifest.converter import ManifestValueError, describe_structure_error
 from crucible_core.plan import ir
 from crucible_core.plan.errors import PlanError
 from crucible_core.plan.kinds import TaskKindSpec
@@ -33,7 +33,7 @@ def _enum_hook(enum_type: type) -> Any:
         try:
             return enum_type(value)
         except ValueError:
-            raise ValueError(f"{value!r} is not one of {allowed}") from None
+            raise ManifestValueError(f"{value!r} is not one of {allowed}") from None
 
     return structure
 
