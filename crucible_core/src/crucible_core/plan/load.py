@@ -16,8 +16,8 @@ from typing import Any
 import attrs
 from cattrs.errors import ClassValidationError
 
-from crucible_core.manifest.converter import converter as manifest_converter
 from crucible_core.manifest.converter import ManifestValueError, describe_structure_error
+from crucible_core.manifest.converter import converter as manifest_converter
 from crucible_core.plan import ir
 from crucible_core.plan.errors import PlanError
 from crucible_core.plan.kinds import TaskKindSpec
