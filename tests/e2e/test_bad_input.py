@@ -71,7 +71,7 @@ def test_a_measure_that_prints_garbage_reads_invalid_and_the_run_stops_at_its_ba
     assert done.returncode == 4, done.stderr
     assert "the baseline measure gave no valid reading" in done.stderr
     got = rows(manifest)
-    assert [(r["verdict"], r["valid"]) for r in got] == [("invalid", False)]
+    assert [(r["decision"], r["valid"]) for r in got] == [("invalid", False)]
     assert note in got[0]["note"]
     assert assert_one_trailing_shutdown(manifest)["outcome"] == "error"
 

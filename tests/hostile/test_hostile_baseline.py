@@ -62,7 +62,7 @@ def test_a_run_whose_baseline_is_invalid_stops_before_any_turn(example) -> None:
     assert done.returncode == 4, done.stderr
     assert "the baseline measure gave no valid reading" in done.stderr
     assert "command not found" in done.stderr
-    assert [r["verdict"] for r in rows(manifest)] == ["invalid"]  # no agent turn was spent
+    assert [r["decision"] for r in rows(manifest)] == ["invalid"]  # no agent turn was spent
     shutdown = assert_one_trailing_shutdown(manifest)
     assert "baseline" in shutdown["reason"]
     # the kept baseline commit is untouched: the workspace still holds the original value
