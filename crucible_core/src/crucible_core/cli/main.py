@@ -20,6 +20,11 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "help": ("crucible_core.cli.help_cmd", "Show a user guide (manifest, cli, plugins, ...)."),
     "plan": ("crucible_core.cli.plan_cmd", "Run, show or chart a work graph (a plan file of [[task]])."),
     "show": ("crucible_core.cli.show_cmd", "Show any run from its session log (offline, live or finished)."),
+    # looking at a run, live or finished
+    "flow": ("crucible_core.cli.flow_cmd", "Render a run's session log as a page, a graph or JSON."),
+    "diff": ("crucible_core.cli.diff_cmd", "Show the change a kept iteration made, or the best change."),
+    "results": ("crucible_core.cli.results_cmd", "Print a run's results (best, baseline, rows)."),
+    "completion": ("crucible_core.cli.completion_cmd", "Print a shell completion script (bash, zsh, fish)."),
     # operator control of a live run (module:attribute when one module holds several commands)
     "status": ("crucible_core.cli.control_cmd:status", "Show where a live run stands."),
     "steer": ("crucible_core.cli.control_cmd:steer", "Deliver steering into a live run's next prompt."),

@@ -1,0 +1,65 @@
+"""`crucible flow`: render a run's session log as a flow model (.json), a graph (.dot, .mmd) or a page (.html)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from crucible_core.errors import UsageError, WorkspaceError
+
+
+@click.command("flow")
+@click.option(
+    "--session",
+    "session",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("state/session.jsonl"),
+    show_default=True,
+    help="The run's session log.",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="Output file; its extension picks the rendering: .json, .dot, .mmd or .html.",
+)
+@click.option(
+    "--spans",
+    "spans",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="An exported trace (JSON spans) that adds wall-clock per iteration.",
+)
+def command(session: Path, out: Path, spans: Path | None) -> None:
+    """Explain a run: fold its session log into a flow model and render it.
+
+    Reads only the session log (already redacted when it was written). The .html page is one
+    self-contained file: open it in any browser, offline.
+    """
+    from crucible_core.flow.decode import read_session
+    from crucible_core.flow.fold import fold_flow
+    from crucible_core.flow.render import renderer_for
+    from crucible_core.flow.spans import apply_spans, load_spans
+
+    render = renderer_for(out)
+    if not session.is_file():
+        raise WorkspaceError(
+            f"no session log at {session}", hint="pass --session state/session.jsonl of a run"
+        )
+    try:
+        events = read_session(session)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot read {session}: {exc.strerror}", hint="check its permissions") from exc
+    if not events:
+        raise UsageError(f"{session} holds no session events", hint="is this a crucible session log?")
+    model = fold_flow(events)
+    if spans is not None:
+        apply_spans(model, load_spans(spans))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render(model), encoding="utf-8")
+    except OSError as exc:
+        raise WorkspaceError(f"cannot write {out}: {exc.strerror}", hint="pick another --out") from exc
+    click.echo(f"wrote {out} ({len(model.iterations)} iterations, outcome {model.header.outcome})")

@@ -1,0 +1,267 @@
+"""Folding decoded session events into a FlowModel: one pass, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from crucible_core.flow.model import (
+    Candidate,
+    FlowModel,
+    Iteration,
+    PlanTask,
+    Resume,
+    Rung,
+    ToolCall,
+    improvement_pct,
+)
+
+_EVIDENCE_STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
+_FINAL_TEXT_CHARS = 4000
+
+
+class _Folder:
+    def __init__(self) -> None:
+        self.model = FlowModel()
+        self.by_iter: dict[int, Iteration] = {}
+        self.agent_iter: int | None = None
+        self.phase_iter = 0
+        self.phase = ""
+        self.starts = 0
+        self.pending_resume: Resume | None = None
+        self.text_since_tool: list[str] = []
+
+    # -- helpers ------------------------------------------------------------------------
+    def iteration(self, number: int) -> Iteration:
+        it = self.by_iter.get(number)
+        if it is None:
+            it = Iteration(iter=number)
+            if self.pending_resume is not None:
+                it.resumed_before = True
+                self.pending_resume.before_iter = number
+                self.pending_resume = None
+            self.by_iter[number] = it
+        return it
+
+    def _open_resume(self, recovery: str = "", detail: str = "") -> None:
+        # A turn the dead predecessor left without a row is redone after the resume: drop it.
+        for number in [n for n, it in self.by_iter.items() if it.decision == "pending"]:
+            del self.by_iter[number]
+        self.agent_iter = None
+        if self.pending_resume is None:
+            self.pending_resume = Resume(before_iter=0, recovery=recovery, detail=detail)
+            self.model.resumes.append(self.pending_resume)
+        else:
+            self.pending_resume.recovery = recovery or self.pending_resume.recovery
+            self.pending_resume.detail = detail or self.pending_resume.detail
+
+    # -- events -------------------------------------------------------------------------
+    def feed(self, event: Mapping[str, Any]) -> None:
+        handler = getattr(self, "on_" + str(event["kind"]), None)
+        if handler is not None:
+            handler(event)
+
+    def on_start(self, e: Mapping[str, Any]) -> None:
+        h = self.model.header
+        self.starts += 1
+        if self.starts > 1 or e.get("resumed"):
+            self._open_resume()
+        h.goal = str(e.get("goal") or h.goal)
+        h.gate = str(e.get("gate") or h.gate)
+        h.model = str(e.get("model") or h.model)
+        if e.get("direction") in ("lower", "higher"):
+            h.direction = e["direction"]
+        if isinstance(e.get("iters_total"), int) and e["iters_total"] > 0:
+            h.iterations_planned = e["iters_total"]
+
+    def on_identity(self, e: Mapping[str, Any]) -> None:
+        identity = e.get("identity")
+        if isinstance(identity, Mapping):
+            self.model.header.identity = str(identity.get("digest") or "")
+            if identity.get("direction") in ("lower", "higher"):
+                self.model.header.direction = identity["direction"]
+        elif isinstance(identity, str):
+            self.model.header.identity = identity
+
+    def on_recovery(self, e: Mapping[str, Any]) -> None:
+        self._open_resume(str(e.get("class") or ""), str(e.get("detail") or ""))
+
+    def on_segment(self, e: Mapping[str, Any]) -> None:
+        if isinstance(e.get("baseline_score"), int | float):
+            self.model.header.baseline = float(e["baseline_score"])
+
+    def on_phase(self, e: Mapping[str, Any]) -> None:
+        self.phase = str(e.get("phase") or "")
+        if isinstance(e.get("iter"), int):
+            self.phase_iter = e["iter"]
+
+    def on_note(self, e: Mapping[str, Any]) -> None:
+        if e.get("msg"):
+            self.model.notes.append(str(e["msg"]))
+
+    def on_agent_start(self, e: Mapping[str, Any]) -> None:
+        number = e.get("iter") if isinstance(e.get("iter"), int) else self.phase_iter
+        self.agent_iter = number
+        self.text_since_tool = []
+        self.iteration(number)
+
+    def on_agent_done(self, e: Mapping[str, Any]) -> None:
+        self.agent_iter = None
+
+    def on_agent(self, e: Mapping[str, Any]) -> None:
+        event = e.get("event") or {}
+        number = self.agent_iter
+        if number is None:
+            number = e["iter"] if isinstance(e.get("iter"), int) else self.phase_iter
+            if number != getattr(self, "_loose_iter", None):
+                self.text_since_tool = []
+                self._loose_iter = number
+        if number <= 0:
+            return  # no agent turn on the baseline
+        it = self.iteration(number)
+        kind = event.get("kind")
+        if kind == "tool":
+            it.tools.append(ToolCall(str(event.get("name") or "?"), str(event.get("summary") or "")))
+            self.text_since_tool = []
+        elif kind == "text":
+            it.text_events += 1
+            self.text_since_tool.append(str(event.get("delta") or ""))
+            it.final_text = "".join(self.text_since_tool)[-_FINAL_TEXT_CHARS:]
+        elif kind == "result":
+            it.agent_turns = int(event.get("turns") or 0)
+            it.agent_cost = float(event.get("cost_usd") or 0.0)
+            if event.get("is_error"):
+                it.agent_error = str(event.get("error") or event.get("subtype") or "error")
+            if event.get("text") and not it.final_text:
+                it.final_text = str(event["text"])[-_FINAL_TEXT_CHARS:]
+        elif kind == "error":
+            it.agent_error = str(event.get("message") or event.get("error_type") or "error")
+
+    def on_row(self, e: Mapping[str, Any]) -> None:
+        row = e.get("row") or {}
+        number = int(row.get("iter") or 0)
+        decision = str(row.get("decision") or "")
+        score = row.get("score") if isinstance(row.get("score"), int | float) else None
+        h = self.model.header
+        if number == 0 or decision == "baseline":
+            if score is not None and h.baseline is None:
+                h.baseline = float(score)
+            return
+        if h.baseline is None and isinstance(row.get("baseline"), int | float):
+            h.baseline = float(row["baseline"])
+        candidate = Candidate(
+            decision=decision,
+            score=None if score is None else float(score),
+            note=str(row.get("note") or ""),
+            detail=str(row.get("detail") or ""),
+            diffstat=str(row.get("diffstat") or ""),
+            kept_snap=row.get("kept_snap"),
+            solved=bool(e.get("solved")),
+        )
+        it = self.iteration(number)
+        for entry in row.get("evidence") or []:
+            if isinstance(entry, Mapping) and all(r.name != entry.get("task") for r in it.ladder):
+                status = _EVIDENCE_STATUS.get(str(entry.get("disposition")), str(entry.get("disposition")))
+                it.ladder.append(Rung(str(entry.get("task") or "?"), status, str(entry.get("note") or "")))
+        if row.get("phase") == "wide":
+            it.wide = True
+            it.candidates.append(candidate)
+            # the round keeps its winner, if any; otherwise it shows the best-looking loss
+            if decision == "keep" or it.decision in ("pending", ""):
+                self._adopt(it, candidate)
+            elif it.decision != "keep" and _is_better(candidate.score, it.score, h.direction):
+                self._adopt(it, candidate)
+        else:
+            self._adopt(it, candidate)
+
+    def _adopt(self, it: Iteration, c: Candidate) -> None:
+        it.decision = c.decision or "pending"
+        it.score, it.note, it.detail, it.diffstat = c.score, c.note, c.detail, c.diffstat
+
+    def on_task_result(self, e: Mapping[str, Any]) -> None:
+        plan_version = int(e.get("plan_version") or 0)
+        name = str(e.get("task") or "?")
+        status = str(e.get("status") or "")
+        if plan_version == 0 and isinstance(e.get("iter"), int) and e["iter"] > 0:
+            secs = e.get("secs") if isinstance(e.get("secs"), int | float) else None
+            self.iteration(e["iter"]).ladder.append(Rung(name, status, str(e.get("note") or ""), secs))
+            return
+        task = next((t for t in self.model.plan if t.name == name), None)
+        if task is None:
+            task = PlanTask(name=name, kind=str(e.get("task_kind") or ""), plan_version=plan_version)
+            self.model.plan.append(task)
+        task.status = status or task.status
+        task.note = str(e.get("note") or "")
+        task.attempts = int(e.get("attempts") or task.attempts)
+        task.cost_usd += float(e.get("cost_usd") or 0.0)
+
+    def on_plan_admitted(self, e: Mapping[str, Any]) -> None:
+        version = int(e.get("plan_version") or 0)
+        known = {t.name: t for t in self.model.plan}
+        tasks = []
+        for spec in e.get("tasks") or []:
+            if not isinstance(spec, Mapping):
+                continue
+            old = known.get(str(spec.get("name")))
+            tasks.append(
+                PlanTask(
+                    name=str(spec.get("name") or "?"),
+                    kind=str(spec.get("kind") or ""),
+                    depends_on=[str(d) for d in spec.get("depends_on") or []],
+                    required=bool(spec.get("required")),
+                    stage=str(spec.get("stage") or ""),
+                    status=old.status if old else "pending",
+                    note=old.note if old else "",
+                    plan_version=version,
+                )
+            )
+        self.model.plan = tasks
+
+    def on_budget(self, e: Mapping[str, Any]) -> None:
+        h = self.model.header
+        h.spent_usd = float(e.get("spent") or 0.0)
+        h.elapsed_secs = float(e.get("elapsed_secs") or 0.0)
+
+    def on_summary(self, e: Mapping[str, Any]) -> None:
+        if isinstance(e.get("best_score"), int | float):
+            self.model.header.best = float(e["best_score"])
+
+    def on_escalation(self, e: Mapping[str, Any]) -> None:
+        self.model.header.escalation = f"{e.get('category') or ''}: {e.get('reason') or ''}".strip(": ")
+
+    def on_shutdown(self, e: Mapping[str, Any]) -> None:
+        self.model.header.outcome = str(e.get("outcome") or "")
+        self.model.header.reason = str(e.get("reason") or "")
+
+    # -- the end ----------------------------------------------------------------------------
+    def finish(self) -> FlowModel:
+        m, h = self.model, self.model.header
+        m.iterations = [self.by_iter[n] for n in sorted(self.by_iter)]
+        best = h.baseline
+        for it in m.iterations:
+            if it.decision == "keep" and it.score is not None and _is_better(it.score, best, h.direction):
+                best = it.score
+            it.best = best
+            h.kept += it.decision == "keep"
+            h.discarded += it.decision == "discard"
+            h.invalid += it.decision in ("invalid", "error")
+        if h.best is None:
+            h.best = best
+        h.improvement_pct = improvement_pct(h.baseline, h.best, h.direction)
+        m.resumes = [r for r in m.resumes if r.before_iter > 0 or r.recovery]
+        return m
+
+
+def _is_better(value: float | None, than: float | None, direction: str) -> bool:
+    if value is None:
+        return False
+    if than is None:
+        return True
+    return value < than if direction == "lower" else value > than
+
+
+def fold_flow(events: Iterable[Mapping[str, Any]]) -> FlowModel:
+    folder = _Folder()
+    for event in events:
+        folder.feed(event)
+    return folder.finish()

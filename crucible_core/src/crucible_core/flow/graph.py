@@ -1,0 +1,82 @@
+"""The flow model as a graph: Graphviz DOT and Mermaid flowchart text."""
+
+from __future__ import annotations
+
+from crucible_core.flow.model import FlowModel, Iteration
+
+_DOT_FILL = {"keep": "#d1f0d8", "discard": "#eaeef2", "invalid": "#ffd8d3", "error": "#ffd8d3"}
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def _label(it: Iteration) -> str:
+    head = f"#{it.iter} {it.decision} {_num(it.score)}"
+    if it.wide:
+        head += f" (wide x{len(it.candidates)})"
+    tools = f"{len(it.tools)} tool calls" if it.tools else "no tool calls"
+    return f"{head}\n{tools}\n{it.note[:60]}".rstrip()
+
+
+def _dot_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def render_dot(model: FlowModel) -> str:
+    h = model.header
+    lines = [
+        "digraph crucible_flow {",
+        "  rankdir=LR;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fillcolor="#ffffff"];',
+        f'  baseline [label={_dot_str("baseline " + _num(h.baseline))}, fillcolor="#ddf4ff"];',
+    ]
+    previous = "baseline"
+    resumed = {r.before_iter for r in model.resumes}
+    for it in model.iterations:
+        node = f"iter{it.iter}"
+        fill = _DOT_FILL.get(it.decision, "#fff8c5")
+        lines.append(f'  {node} [label={_dot_str(_label(it))}, fillcolor="{fill}"];')
+        style = ' [style=dashed, label="resume"]' if it.iter in resumed else ""
+        lines.append(f"  {previous} -> {node}{style};")
+        previous = node
+    outcome = f"{h.outcome} best {_num(h.best)}"
+    lines.append(f'  outcome [label={_dot_str(outcome)}, shape=oval, fillcolor="#ddf4ff"];')
+    lines.append(f"  {previous} -> outcome;")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _mmd_str(text: str) -> str:
+    # Mermaid labels take entity codes; brackets and quotes would end the label early.
+    out = (
+        text.replace("#", "#35;")
+        .replace("&", "#amp;")
+        .replace('"', "#quot;")
+        .replace("<", "#lt;")
+        .replace(">", "#gt;")
+    )
+    return '"' + out.replace("\n", "<br/>") + '"'
+
+
+def render_mermaid(model: FlowModel) -> str:
+    h = model.header
+    lines = ["flowchart LR", f"  baseline({_mmd_str('baseline ' + _num(h.baseline))})"]
+    previous = "baseline"
+    resumed = {r.before_iter for r in model.resumes}
+    for it in model.iterations:
+        node = f"iter{it.iter}"
+        lines.append(f"  {node}[{_mmd_str(_label(it))}]")
+        lines.append(
+            f"  {previous} -.->|resume| {node}" if it.iter in resumed else f"  {previous} --> {node}"
+        )
+        lines.append(f"  class {node} {it.decision if it.decision in _DOT_FILL else 'other'}")
+        previous = node
+    lines.append(f"  outcome(({_mmd_str(h.outcome + ' best ' + _num(h.best))}))")
+    lines.append(f"  {previous} --> outcome")
+    lines.append("  classDef keep fill:#d1f0d8")
+    lines.append("  classDef discard fill:#eaeef2")
+    lines.append("  classDef invalid fill:#ffd8d3")
+    lines.append("  classDef error fill:#ffd8d3")
+    lines.append("  classDef other fill:#fff8c5")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,125 @@
+"""The flow model: a small, renderer-neutral picture of one run (the `.json` rendering is this, as data)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+FLOW_MODEL_VERSION = 1
+
+
+@attrs.define
+class ToolCall:
+    name: str
+    summary: str = ""
+
+
+@attrs.define
+class Rung:
+    """One step of the check/measure ladder for an iteration (a graded evidence task or a measure-DAG job)."""
+
+    name: str
+    status: str  # passed | failed | skipped, or a task status (pass/fail/transport/...)
+    note: str = ""
+    secs: float | None = None
+
+
+@attrs.define
+class Candidate:
+    """One measured candidate: the iteration's row, or one of a wide round's side-by-side rows."""
+
+    decision: str
+    score: float | None = None
+    note: str = ""
+    detail: str = ""
+    diffstat: str = ""
+    kept_snap: str | None = None
+    solved: bool = False
+
+
+@attrs.define
+class Iteration:
+    iter: int
+    decision: str = "pending"  # keep | discard | invalid | error | pending (no row: died mid-turn)
+    score: float | None = None
+    best: float | None = None  # best score after this iteration's decision
+    note: str = ""
+    detail: str = ""
+    diffstat: str = ""
+    wide: bool = False
+    candidates: list[Candidate] = attrs.Factory(list)
+    tools: list[ToolCall] = attrs.Factory(list)
+    text_events: int = 0
+    final_text: str = ""
+    agent_turns: int = 0
+    agent_cost: float = 0.0
+    agent_error: str = ""
+    ladder: list[Rung] = attrs.Factory(list)
+    resumed_before: bool = False
+    wall_secs: float | None = None  # from --spans
+
+
+@attrs.define
+class PlanTask:
+    name: str
+    kind: str = ""
+    depends_on: list[str] = attrs.Factory(list)
+    required: bool = False
+    stage: str = ""
+    status: str = "pending"
+    note: str = ""
+    attempts: int = 0
+    cost_usd: float = 0.0
+    plan_version: int = 0
+
+
+@attrs.define
+class Resume:
+    """A resume boundary: the run was restarted from its log before `before_iter`."""
+
+    before_iter: int
+    recovery: str = ""
+    detail: str = ""
+
+
+@attrs.define
+class Header:
+    goal: str = ""
+    gate: str = ""
+    model: str = ""
+    direction: str = "higher"
+    identity: str = ""
+    outcome: str = "unfinished"
+    reason: str = ""
+    baseline: float | None = None
+    best: float | None = None
+    improvement_pct: float | None = None
+    spent_usd: float = 0.0
+    elapsed_secs: float = 0.0
+    iterations_planned: int | None = None
+    kept: int = 0
+    discarded: int = 0
+    invalid: int = 0
+    escalation: str = ""
+
+
+@attrs.define
+class FlowModel:
+    header: Header = attrs.Factory(Header)
+    iterations: list[Iteration] = attrs.Factory(list)
+    plan: list[PlanTask] = attrs.Factory(list)
+    resumes: list[Resume] = attrs.Factory(list)
+    notes: list[str] = attrs.Factory(list)
+    version: int = FLOW_MODEL_VERSION
+
+    def to_wire(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+def improvement_pct(baseline: float | None, value: float | None, direction: str) -> float | None:
+    """How much better than the baseline, in percent (positive is better whichever way is better)."""
+    if baseline is None or value is None or baseline == 0:
+        return None
+    gain = (value - baseline) if direction != "lower" else (baseline - value)
+    return 100.0 * gain / abs(baseline)
