@@ -167,9 +167,9 @@ class _Folder:
             it.wide = True
             it.candidates.append(candidate)
             # the round keeps its winner, if any; otherwise it shows the best-looking loss
-            if decision == "keep" or it.decision in ("pending", ""):
-                self._adopt(it, candidate)
-            elif it.decision != "keep" and _is_better(candidate.score, it.score, h.direction):
+            first = it.decision in ("pending", "")
+            better_loss = it.decision != "keep" and _is_better(candidate.score, it.score, h.direction)
+            if decision == "keep" or first or better_loss:
                 self._adopt(it, candidate)
         else:
             self._adopt(it, candidate)
