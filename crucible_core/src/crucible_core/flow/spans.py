@@ -43,8 +43,10 @@ def _iter_of(span: Mapping[str, Any]) -> int | None:
         if isinstance(holder, Mapping):
             for key in _ITER_KEYS:
                 value = holder.get(key)
+                if value is None:
+                    continue
                 try:
-                    return int(value) if value is not None else None
+                    return int(value)
                 except (TypeError, ValueError):
                     continue
     return None

@@ -1,0 +1,67 @@
+"""`crucible flow` through the real CLI: a crucible-written log and our own counter run, every format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli_support import run_crucible
+
+FIXTURE = Path(__file__).parent / "fixtures" / "crucible_run.jsonl"
+
+
+@pytest.mark.parametrize("ext", ["json", "dot", "mmd", "html"])
+def test_a_crucible_written_log_renders_to_every_format(tmp_path: Path, ext: str) -> None:
+    out = tmp_path / f"flow.{ext}"
+    done = run_crucible("flow", "--session", FIXTURE, "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert "5 iterations, outcome budget" in done.stdout
+    text = out.read_text()
+    if ext == "json":
+        assert [it["decision"] for it in json.loads(text)["iterations"]] == [
+            "keep",
+            "discard",
+            "invalid",
+            "keep",
+            "keep",
+        ]
+    else:
+        assert "iter5" in text or 'data-iter="5"' in text
+
+
+def test_our_counter_run_renders(example, tmp_path: Path) -> None:
+    manifest = example("counter")
+    assert run_crucible("--manifest", manifest, "--iterations", "3").returncode == 0
+    session = manifest.parent / "state" / "session.jsonl"
+    for ext in ("json", "dot", "mmd", "html"):
+        done = run_crucible("flow", "--session", session, "--out", tmp_path / f"counter.{ext}")
+        assert done.returncode == 0, done.stderr
+    model = json.loads((tmp_path / "counter.json").read_text())
+    assert [(it["iter"], it["decision"], it["score"]) for it in model["iterations"]] == [
+        (1, "keep", 1),
+        (2, "keep", 2),
+        (3, "keep", 3),
+    ]
+    assert model["header"]["baseline"] == 0 and model["header"]["best"] == 3
+    assert model["header"]["goal"] == "" or "value.txt" in model["header"]["goal"]
+
+
+def test_spans_add_wall_clock(tmp_path: Path) -> None:
+    spans = tmp_path / "spans.json"
+    spans.write_text(json.dumps({"data": [{"start": 0, "duration": 4_000_000_000, "meta": {"iter": 2}}]}))
+    out = tmp_path / "flow.json"
+    assert run_crucible("flow", "--session", FIXTURE, "--out", out, "--spans", spans).returncode == 0
+    assert json.loads(out.read_text())["iterations"][1]["wall_secs"] == 4.0
+
+
+def test_bad_input_is_one_line_with_a_documented_code(tmp_path: Path) -> None:
+    done = run_crucible("flow", "--session", FIXTURE, "--out", tmp_path / "flow.pdf")
+    assert done.returncode == 64 and "name the output .json, .dot, .mmd or .html" in done.stderr
+    done = run_crucible("flow", "--session", tmp_path / "missing.jsonl", "--out", tmp_path / "f.html")
+    assert done.returncode == 11 and "no session log" in done.stderr
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text("not json\n")
+    done = run_crucible("flow", "--session", garbage, "--out", tmp_path / "f.html")
+    assert done.returncode == 64 and "Traceback" not in done.stderr

@@ -1,0 +1,149 @@
+"""The flow model folded from a crucible-shaped session log, and its renderings (no browser here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from crucible_core.flow.decode import decode_lines, read_session
+from crucible_core.flow.fold import fold_flow
+from crucible_core.flow.graph import render_dot, render_mermaid
+from crucible_core.flow.page import render_html
+from crucible_core.flow.spans import apply_spans
+from crucible_core.score_chart import ChartPoint, render_score_chart
+
+FIXTURE = Path(__file__).parent / "fixtures" / "crucible_run.jsonl"
+
+
+def model():
+    return fold_flow(read_session(FIXTURE))
+
+
+def test_header_carries_goal_identity_outcome_best_and_spend() -> None:
+    h = model().header
+    assert h.goal.startswith("Lower the p99 latency")
+    assert h.identity == "v2:3333333333333333" and h.direction == "lower"
+    assert (h.outcome, h.reason) == ("budget", "cost budget spent")
+    assert (h.baseline, h.best) == (277.0, 231.0)
+    assert round(h.improvement_pct, 1) == 16.6  # lower is better: (277 - 231) / 277
+    assert (h.spent_usd, h.elapsed_secs) == (2.89, 1388.0)
+    assert (h.kept, h.discarded, h.invalid) == (3, 1, 1)
+
+
+def test_iterations_fold_agent_turns_ladders_and_decisions() -> None:
+    its = {it.iter: it for it in model().iterations}
+    assert sorted(its) == [1, 2, 3, 4, 5]
+    one = its[1]
+    assert [t.name for t in one.tools] == ["Read", "Grep", "Edit", "Bash"]
+    assert one.agent_turns == 12 and one.agent_cost == 0.84
+    assert one.final_text.startswith("Moved the endpoint-table read")
+    assert [(r.name, r.status) for r in one.ladder] == [
+        ("build", "pass"),
+        ("refcheck", "pass"),
+        ("bench", "pass"),
+    ]
+    assert "src/route.rs" in one.diffstat
+    assert its[3].decision == "invalid" and its[3].score is None
+    assert [r.status for r in its[3].ladder] == ["fail", "skipped", "skipped"]
+    assert [it.best for it in its.values()] == [250.0, 250.0, 250.0, 240.0, 231.0]
+
+
+def test_a_resume_drops_the_dead_turn_and_marks_the_boundary() -> None:
+    m = model()
+    assert [(r.before_iter, r.recovery) for r in m.resumes] == [(4, "died_mid_turn")]
+    four = next(it for it in m.iterations if it.iter == 4)
+    assert four.resumed_before
+    # the dead predecessor's Read of src/alloc.rs is gone; only the redone round's edits remain
+    assert [t.summary for t in four.tools] == [f"src/alloc.rs: candidate {n}" for n in (1, 2, 3)]
+
+
+def test_a_wide_round_shows_its_candidates_and_keeps_the_winner() -> None:
+    four = next(it for it in model().iterations if it.iter == 4)
+    assert four.wide
+    assert [(c.decision, c.score) for c in four.candidates] == [
+        ("discard", 255.0),
+        ("keep", 240.0),
+        ("discard", 262.0),
+    ]
+    assert (four.decision, four.score) == ("keep", 240.0)
+
+
+def test_plan_tasks_carry_their_statuses() -> None:
+    plan = {t.name: t for t in model().plan}
+    assert {n: t.status for n, t in plan.items()} == {
+        "propose": "pass",
+        "measure": "pass",
+        "review": "blocked",
+    }
+    assert plan["measure"].depends_on == ["propose"] and plan["review"].note == "budget ceiling"
+
+
+def test_our_older_flat_rows_decode_to_the_contract_shape() -> None:
+    lines = [
+        '{"v":1,"kind":"start","gate":"value","direction":"higher","budget":{"iterations":3}}',
+        '{"v":1,"kind":"row","iter":0,"verdict":"baseline","score":0,"baseline":0}',
+        '{"v":1,"kind":"agent_tool_call","iter":1,"name":"Bash","input":{"command":"./bump.sh"}}',
+        '{"v":1,"kind":"agent_text","iter":1,"text":"bumped"}',
+        '{"v":1,"kind":"row","iter":1,"verdict":"keep","score":1,"baseline":0,"snapshot":"abc"}',
+        '{"v":1,"kind":"row","iter":2,"verdict":"discard","valid":false,"score":null,"note":"bad"}',
+        '{"v":1,"kind":"budget","spent":0.5,"active_s":3.5}',
+        "{torn",
+    ]
+    m = fold_flow(decode_lines(lines))
+    assert [(it.iter, it.decision) for it in m.iterations] == [(1, "keep"), (2, "invalid")]
+    assert m.iterations[0].tools[0].summary == "./bump.sh" and m.iterations[0].final_text == "bumped"
+    assert (m.header.iterations_planned, m.header.elapsed_secs) == (3, 3.5)
+
+
+def test_json_rendering_is_the_model_as_data() -> None:
+    data = json.loads(json.dumps(model().to_wire()))
+    assert data["version"] == 1 and len(data["iterations"]) == 5
+    assert data["iterations"][3]["candidates"][1]["decision"] == "keep"
+
+
+def test_graph_renderings_chain_the_iterations_and_mark_the_resume() -> None:
+    m = model()
+    dot = render_dot(m)
+    assert dot.startswith("digraph") and "iter3 -> iter4 [style=dashed" in dot and "iter5 -> outcome" in dot
+    mmd = render_mermaid(m)
+    assert mmd.startswith("flowchart LR") and "iter3 -.->|resume| iter4" in mmd
+    assert "<script>" not in mmd  # the hostile note is entity-coded
+
+
+def test_html_escapes_every_log_string() -> None:
+    page = render_html(model())
+    assert "<script>window.__pwned" not in page
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+    assert "<b>aggressively</b>" not in page and "&lt;b&gt;aggressively&lt;/b&gt;" in page
+    assert page.count("<script>") == 1  # our own, and only ours
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page  # nothing fetched, no CDN
+    assert "default-src 'none'" in page
+
+
+def test_spans_add_wall_clock_per_iteration(tmp_path: Path) -> None:
+    m = model()
+    spans = [
+        {"name": "turn", "start": 1_000_000_000, "duration": 2_000_000_000, "meta": {"crucible.iter": "1"}},
+        {
+            "name": "measure",
+            "start": 3_000_000_000,
+            "duration": 1_500_000_000,
+            "meta": {"crucible.iter": "1"},
+        },
+        {"name": "setup", "start": 0, "duration": 5},
+    ]
+    assert apply_spans(m, spans) == 1
+    assert m.iterations[0].wall_secs == 3.5 and m.iterations[1].wall_secs is None
+
+
+def test_score_chart_draws_a_point_per_iteration_and_the_baseline() -> None:
+    points = [
+        ChartPoint(1, 5.0, "keep", 5.0),
+        ChartPoint(2, None, "invalid", 5.0),
+        ChartPoint(3, 4.0, "discard", 5.0),
+    ]
+    svg = render_score_chart(points, baseline=3.0, title='a "<b>" title')
+    assert svg.startswith("<svg") and svg.count('class="point"') == 3
+    assert 'class="baseline"' in svg and 'class="best"' in svg
+    assert "<b>" not in svg
