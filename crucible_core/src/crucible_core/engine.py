@@ -26,6 +26,7 @@ from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.paths import RunPaths, write_atomic
 from crucible_core.protocols import AgentBackend, Judge, Turn, TurnResult, World
 from crucible_core.redact import Redactor
+from crucible_core.results_chart import RESULTS_CHART_NAME, render_results_chart
 from crucible_core.results_md import render_results
 from crucible_core.session_log import SessionLog
 
@@ -193,10 +194,21 @@ class Engine:
         self.write_results(run)
 
     def write_results(self, run: Run) -> None:
+        direction = self.direction.value
+        chart = render_results_chart(run.rows, direction=direction) if self.judge.scored else None
         text = render_results(
-            gate=self.judge.gate, goal=self.goal, rows=run.rows, best=run.segment.best.score
+            gate=self.judge.gate,
+            goal=self.goal,
+            rows=run.rows,
+            best=run.segment.best.score,
+            direction=direction,
+            chart=RESULTS_CHART_NAME if chart else None,
         )
         try:
+            if chart:
+                write_atomic(
+                    self.paths.results_chart, self.redactor.text(chart).encode("utf-8"), durable=False
+                )
             write_atomic(self.paths.results_md, self.redactor.text(text).encode("utf-8"), durable=False)
         except OSError as exc:
             self.note(f"could not update RESULTS.md: {exc}", level="warn")

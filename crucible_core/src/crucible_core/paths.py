@@ -58,6 +58,10 @@ class RunPaths:
         return self.workspace / "RESULTS.md"
 
     @property
+    def results_chart(self) -> Path:
+        return self.workspace / "RESULTS-score.svg"
+
+    @property
     def escalation_file(self) -> Path:
         return self.workspace / "ESCALATION.json"
 
@@ -78,7 +82,13 @@ class RunPaths:
 
     def spared_in_workspace(self) -> tuple[str, ...]:
         """Workspace-relative paths a restore must keep: engine files that live inside it."""
-        spared = [".claude/", "RESULTS.md", "ESCALATION.json", "PROVISIONING_PENDING.json"]
+        spared = [
+            ".claude/",
+            "RESULTS.md",
+            "RESULTS-score.svg",
+            "ESCALATION.json",
+            "PROVISIONING_PENDING.json",
+        ]
         for path in (self.state_dir, self.steer_file):
             try:
                 rel = path.relative_to(self.workspace).as_posix()

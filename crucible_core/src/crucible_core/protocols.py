@@ -104,6 +104,13 @@ class World(Protocol):
     def changed_paths(self) -> list[str]:
         """Workspace-relative paths that differ from the last kept state (spared paths excluded)."""
 
+    def change(self, head: str, base: str | None = None) -> str:
+        """The change between two kept states as a unified diff (`crucible diff` shows it).
+
+        `head` and `base` are tokens snapshot() returned; base None means the kept state just
+        before head. A world that cannot show changes may raise CrucibleError saying so.
+        """
+
 
 WorldFactory = Callable[[WorldContext], World]
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from crucible_core import wire
+from crucible_core.results_chart import baseline_of, row_score
 
 
 def _score(value: Any) -> str:
@@ -16,7 +17,25 @@ def _score(value: Any) -> str:
     return str(value)
 
 
-def render_results(*, gate: str, goal: str, rows: Iterable[wire.RowWire], best: Any) -> str:
+def _improvement(score: float | None, baseline: float | None, direction: str) -> str:
+    """Percent better than the baseline (positive is better, whichever way the objective points)."""
+    if score is None or baseline is None or baseline == 0:
+        return "-"
+    gain = (baseline - score) if direction == "lower" else (score - baseline)
+    return f"{100.0 * gain / abs(baseline):+.1f}%"
+
+
+def render_results(
+    *,
+    gate: str,
+    goal: str,
+    rows: Iterable[wire.RowWire],
+    best: Any,
+    direction: str = "higher",
+    chart: str | None = None,
+) -> str:
+    rows = list(rows)
+    baseline = baseline_of(rows)
     lines = [
         "# crucible results",
         "",
@@ -26,12 +45,17 @@ def render_results(*, gate: str, goal: str, rows: Iterable[wire.RowWire], best: 
         "",
         *(f"> {line}" if line else ">" for line in goal.strip().splitlines()),
         "",
-        "| iter | decision | score | best | note |",
-        "| ---: | --- | ---: | ---: | --- |",
+    ]
+    if chart:
+        lines += [f"![score by iteration]({chart})", ""]
+    lines += [
+        "| iter | decision | score | best | vs baseline | note |",
+        "| ---: | --- | ---: | ---: | ---: | --- |",
     ]
     for row in rows:
         note = row.note.replace("|", "\\|").replace("\n", " ")
         lines.append(
-            f"| {row.iter} | {row.decision} | {_score(row.score)} | {_score(row.best)} | {note[:160]} |"
+            f"| {row.iter} | {row.decision} | {_score(row.score)} | {_score(row.best)} "
+            f"| {_improvement(row_score(row), baseline, direction)} | {note[:160]} |"
         )
     return "\n".join(lines) + "\n"

@@ -20,3 +20,16 @@ state_dir_option = click.option(
     default=None,
     help="Runtime state directory (default: <manifest dir>/state).",
 )
+session_option = click.option(
+    "--session",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The run's session log (default: <state dir>/session.jsonl).",
+)
+
+
+def session_log_path(manifest: Path, state_dir: Path | None, session: Path | None) -> Path:
+    """The session log a read-only command looks at: --session, else the manifest's state dir."""
+    if session is not None:
+        return session
+    return (state_dir or manifest.parent / "state") / "session.jsonl"

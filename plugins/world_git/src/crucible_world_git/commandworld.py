@@ -127,3 +127,7 @@ class CommandWorld:
 
     def changed_paths(self) -> list[str]:
         return self.git.changed_paths()
+
+    def change(self, head: str, base: str | None = None) -> str:
+        """The files' half of the change; the domain's own state has no diff to show."""
+        return self.git.change(split_token(head)[0], None if base is None else split_token(base)[0])

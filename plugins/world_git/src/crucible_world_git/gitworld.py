@@ -8,6 +8,7 @@ from pathlib import Path
 import attrs
 
 from crucible_core.protocols import ApplyOutcome, Staged, WorldContext
+from crucible_world_git.change_diff import commit_change
 from crucible_world_git.clone import clone_into
 from crucible_world_git.git_memory import BASELINE_LABEL, GitMemory
 
@@ -88,3 +89,6 @@ class GitWorld:
 
     def changed_paths(self) -> list[str]:
         return self.memory.changed_paths()
+
+    def change(self, head: str, base: str | None = None) -> str:
+        return commit_change(self.memory, head, base)

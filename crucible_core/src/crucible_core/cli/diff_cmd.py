@@ -1,0 +1,64 @@
+"""`crucible diff`: the change a kept iteration made, or the whole best-vs-baseline change, from the world's memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from crucible_core.cli.options import manifest_option, session_log_path, session_option, state_dir_option
+from crucible_core.errors import UsageError, WorkspaceError
+
+
+@click.command("diff")
+@manifest_option
+@state_dir_option
+@session_option
+@click.option("--best", "best", is_flag=True, help="The best kept state against the baseline (the default).")
+@click.option("--iter", "iteration", type=int, default=None, help="The change kept iteration N made.")
+@click.option("--stat", "stat", is_flag=True, help="A diffstat instead of the full diff.")
+def command(
+    manifest: Path,
+    state_dir: Path | None,
+    session: Path | None,
+    best: bool,
+    iteration: int | None,
+    stat: bool,
+) -> None:
+    """Show what a run kept: read the kept states from the session log, the change from the world.
+
+    Only kept iterations have a change to show: a discarded one was rolled back.
+    """
+    from crucible_core.diffstat import render_diffstat
+    from crucible_core.drivers import DriverChoice
+    from crucible_core.engine import engine_environment
+    from crucible_core.flow.decode import read_session
+    from crucible_core.flow.kept import best_change, iteration_change
+    from crucible_core.paths import RunPaths
+    from crucible_core.plugins import load_plugins
+    from crucible_core.protocols import WorldContext
+    from crucible_core.runner import load_for_run
+    from crucible_core.shell import Shell
+
+    if best and iteration is not None:
+        raise UsageError("--best and --iter are exclusive", hint="pick one")
+    plugins = load_plugins()
+    loaded = load_for_run(plugins, manifest)
+    paths = RunPaths.resolve(loaded, state_dir=state_dir)
+    log = session_log_path(manifest, state_dir, session)
+    if not log.is_file():
+        raise WorkspaceError(f"no session log at {log}", hint="has this manifest run yet?")
+    events = read_session(log)
+    wanted = iteration_change(events, iteration) if iteration is not None else best_change(events)
+    if not paths.workspace.is_dir():
+        raise WorkspaceError(f"no workspace at {paths.workspace}", hint="the run's world is gone")
+    choice = DriverChoice.of(loaded)
+    factory = plugins.registry("world").get(choice.world, where="[world]")
+    shell = Shell(cwd=paths.workspace, env=engine_environment())
+    world = factory(
+        WorldContext(paths.workspace, loaded.manifest.world, tuple(paths.spared_in_workspace()), shell)
+    )
+    if not callable(getattr(world, "change", None)):
+        raise UsageError(f"the {choice.world!r} world cannot show changes", hint="its plugin has no change()")
+    diff = world.change(wanted.head, wanted.base)
+    click.echo(render_diffstat(diff) if stat else diff, nl=False)

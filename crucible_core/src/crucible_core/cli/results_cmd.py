@@ -1,0 +1,85 @@
+"""`crucible results`: a run's outcome from its session log, as a table or as JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from crucible_core.cli.options import manifest_option, session_log_path, session_option, state_dir_option
+from crucible_core.errors import WorkspaceError
+
+
+def results_document(model: Any) -> dict[str, Any]:
+    """The stable JSON shape `crucible results --json` prints (documented in docs/cli.md)."""
+    from crucible_core.flow.model import improvement_pct
+
+    h = model.header
+    return {
+        "objective": h.gate,
+        "direction": h.direction,
+        "baseline": h.baseline,
+        "best": h.best,
+        "improvement_pct": None if h.improvement_pct is None else round(h.improvement_pct, 3),
+        "kept": h.kept,
+        "discarded": h.discarded,
+        "invalid": h.invalid,
+        "outcome": h.outcome,
+        "spent_usd": h.spent_usd,
+        "rows": [
+            {
+                "iter": it.iter,
+                "decision": it.decision,
+                "score": it.score,
+                "best": it.best,
+                "improvement_pct": _round(improvement_pct(h.baseline, it.score, h.direction)),
+                "note": it.note,
+            }
+            for it in model.iterations
+        ],
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+@click.command("results")
+@manifest_option
+@state_dir_option
+@session_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: best, baseline, kept, rows.")
+def command(manifest: Path, state_dir: Path | None, session: Path | None, as_json: bool) -> None:
+    """Print a run's results from its session log (a live run's too: it reads what is written)."""
+    from crucible_core.flow.decode import read_session
+    from crucible_core.flow.fold import fold_flow
+
+    log = session_log_path(manifest, state_dir, session)
+    if not log.is_file():
+        raise WorkspaceError(f"no session log at {log}", hint="pass --session, or --manifest of a run")
+    doc = results_document(fold_flow(read_session(log)))
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    pct = "" if doc["improvement_pct"] is None else f" ({doc['improvement_pct']:+.1f}%)"
+    click.echo(
+        f"{doc['objective'] or 'run'}: best {_cell(doc['best'])} vs baseline {_cell(doc['baseline'])}{pct}, "
+        f"{doc['direction']} is better; kept {doc['kept']}, discarded {doc['discarded']}, "
+        f"invalid {doc['invalid']}; outcome {doc['outcome']}"
+    )
+    for row in doc["rows"]:
+        pct = "" if row["improvement_pct"] is None else f"{row['improvement_pct']:+.1f}%"
+        click.echo(
+            f"{row['iter']:>5}  {row['decision']:<8} {_cell(row['score']):>10} {_cell(row['best']):>10} "
+            f"{pct:>8}  {row['note'][:80]}"
+        )

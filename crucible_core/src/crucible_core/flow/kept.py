@@ -1,0 +1,67 @@
+"""Which kept states a session log names: the tokens `crucible diff` hands the world."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from crucible_core.errors import UsageError
+
+
+@attrs.frozen
+class ChangeRange:
+    head: str
+    base: str | None  # None: the kept state just before head
+    label: str
+
+
+def _kept_rows(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [e["row"] for e in events if e["kind"] == "row" and e["row"].get("decision") == "keep"]
+
+
+def iteration_change(events: list[Mapping[str, Any]], iteration: int) -> ChangeRange:
+    rows = [e["row"] for e in events if e["kind"] == "row" and int(e["row"].get("iter") or 0) == iteration]
+    if iteration <= 0 or not rows:
+        raise UsageError(f"the session log has no iteration {iteration}", hint="see `crucible results`")
+    kept = [r for r in rows if r.get("decision") == "keep" and r.get("kept_snap")]
+    if not kept:
+        decision = rows[-1].get("decision") or "no decision"
+        raise UsageError(
+            f"iteration {iteration} was not kept ({decision}): its change was rolled back",
+            hint="only kept iterations stay in the world's memory; try `crucible diff --best`",
+        )
+    return ChangeRange(head=str(kept[-1]["kept_snap"]), base=None, label=f"iteration {iteration}")
+
+
+def best_change(events: list[Mapping[str, Any]]) -> ChangeRange:
+    """The latest kept state against the baseline of its segment (or the run's base commit)."""
+    base: str | None = None
+    head: str | None = None
+    for event in events:
+        kind = event["kind"]
+        if kind == "identity" and base is None:
+            base = _identity_base(event)
+        elif kind == "segment" and event.get("snapshot"):
+            base, head = str(event["snapshot"]), None  # a new segment compares against its own baseline
+        elif kind == "row" and event["row"].get("decision") == "keep" and event["row"].get("kept_snap"):
+            head = str(event["row"]["kept_snap"])
+    if head is None:
+        raise UsageError(
+            "no iteration was kept: there is no best change to show", hint="see `crucible results`"
+        )
+    if base is None:
+        raise UsageError("the session log names no base state to compare with", hint="use --iter N instead")
+    return ChangeRange(head=head, base=base, label="best vs baseline")
+
+
+def _identity_base(event: Mapping[str, Any]) -> str | None:
+    if event.get("base_commit"):
+        return str(event["base_commit"])
+    identity = event.get("identity")
+    if isinstance(identity, Mapping):
+        for component in identity.get("components") or []:
+            if isinstance(component, Mapping) and component.get("base_sha"):
+                return str(component["base_sha"])
+    return None
