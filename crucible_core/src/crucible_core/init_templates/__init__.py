@@ -1,0 +1,42 @@
+"""The starting points `crucible init --template NAME` writes: each a manifest plus the files it names."""
+
+from __future__ import annotations
+
+import attrs
+
+from crucible_core.init_templates import claude, command, python_speed
+
+
+@attrs.frozen
+class Template:
+    name: str
+    summary: str
+    files: dict[str, str]  # relative path -> content
+    executable: frozenset[str] = frozenset()
+    next_step: str = ""
+
+
+TEMPLATES: dict[str, Template] = {
+    "claude": Template(
+        "claude",
+        "Claude Code improves your repository against your measure.sh (the default)",
+        claude.FILES,
+        frozenset({"measure.sh"}),
+        "edit the goal and measure.sh, then `crucible check`",
+    ),
+    "command": Template(
+        "command",
+        "a shell script proposes each change: no agent, no credentials",
+        command.FILES,
+        frozenset({"measure.sh", "propose.sh"}),
+        "`crucible check`, then `crucible run --iterations 3`; then make propose.sh and measure.sh yours",
+    ),
+    "python-speed": Template(
+        "python-speed",
+        "make a Python function faster; a correctness check guards every reading",
+        python_speed.FILES,
+        frozenset(),
+        "commit slow.py, `crucible check`, then `crucible run --iterations 5`",
+    ),
+}
+DEFAULT_TEMPLATE = "claude"

@@ -1,0 +1,45 @@
+"""The `command` template: a shell script is the proposer, so a run needs no agent and no credentials."""
+
+MANIFEST = """\
+# crucible manifest (command template): a shell script proposes each change.
+# See docs/manifest.md for every key.
+
+[repo]
+path = "."
+
+[workspace]
+dir = "workspace"                  # add workspace/ and state/ to .gitignore
+# Both scripts are copied in from here and re-copied before every measure, so a proposal
+# cannot change how it is proposed or scored.
+inject = ["measure.sh", "propose.sh"]
+
+[agent]
+backend = "command"
+agent_cmd = "./propose.sh"         # gets the prompt on stdin, CRUCIBLE_ITERATION in its env
+goal = "Add one line to progress.txt per iteration."
+
+[judge]
+measure_cmd = "./measure.sh"
+direction = "higher"
+objective = "lines"
+"""
+
+PROPOSE = """\
+#!/bin/sh
+# The proposer: runs in the workspace once per iteration and edits files there.
+# Replace it with your own deterministic change generator (a codemod, a parameter sweep...).
+set -eu
+echo "step $CRUCIBLE_ITERATION" >> progress.txt
+"""
+
+MEASURE = """\
+#!/bin/sh
+# The judge: print one JSON line {"valid": bool, "score": number, "solved": bool, "note": str}.
+# Here the score is the number of lines in progress.txt (0 before the first proposal).
+set -eu
+lines=0
+if [ -f progress.txt ]; then lines=$(wc -l < progress.txt | tr -d ' '); fi
+printf '{"valid": true, "score": %s, "note": "lines=%s"}\\n' "$lines" "$lines"
+"""
+
+FILES = {"crucible.toml": MANIFEST, "propose.sh": PROPOSE, "measure.sh": MEASURE}

@@ -1,0 +1,63 @@
+"""`crucible init --template NAME`: every template scaffolds files whose `crucible check` passes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli_support import run_crucible
+
+GIT = ["git", "-c", "user.name=crucible-test", "-c", "user.email=test@example.invalid"]
+
+
+def scaffold(tmp_path: Path, template: str) -> Path:
+    repo = tmp_path / template
+    repo.mkdir()
+    subprocess.run([*GIT, "init", "-q"], cwd=repo, check=True)
+    (repo / ".gitignore").write_text("workspace/\nstate/\n")
+    done = run_crucible("init", "--template", template, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert f"({template} template)" in done.stdout and "next:" in done.stdout
+    subprocess.run([*GIT, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "scaffold"], cwd=repo, check=True)
+    return repo
+
+
+@pytest.mark.parametrize("template", ["claude", "command", "python-speed"])
+def test_every_template_passes_its_check(tmp_path: Path, template: str) -> None:
+    repo = scaffold(tmp_path, template)
+    done = run_crucible("check", cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "check passed" in done.stdout
+    assert "measure_cmd ran: valid=True" in done.stdout
+
+
+def test_python_speed_measure_refuses_a_wrong_answer(tmp_path: Path) -> None:
+    repo = scaffold(tmp_path, "python-speed")
+    (repo / "slow.py").write_text("def count_primes(n):\n    return 0\n")
+    reading = json.loads(
+        subprocess.run(["python3", "measure.py"], cwd=repo, capture_output=True, text=True).stdout
+    )
+    assert reading["valid"] is False and "returned 0, expected 1" in reading["note"]
+
+
+def test_the_command_template_runs_and_keeps_its_proposals(tmp_path: Path) -> None:
+    repo = scaffold(tmp_path, "command")
+    done = run_crucible("run", "--iterations", "3", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(run_crucible("results", "--json", cwd=repo).stdout)
+    assert [(r["decision"], r["score"]) for r in results["rows"]] == [("keep", 1), ("keep", 2), ("keep", 3)]
+
+
+def test_the_default_is_claude_and_nothing_is_overwritten(tmp_path: Path) -> None:
+    done = run_crucible("init", "--dir", tmp_path)
+    assert done.returncode == 0 and "(claude template)" in done.stdout
+    assert 'backend = "local"' in (tmp_path / "crucible.toml").read_text()
+    again = run_crucible("init", "--template", "command", "--dir", tmp_path)
+    assert again.returncode == 11 and "refusing to overwrite" in again.stderr
+    assert not (tmp_path / "propose.sh").exists()
+    unknown = run_crucible("init", "--template", "nope", "--dir", tmp_path)
+    assert unknown.returncode == 64
