@@ -25,13 +25,14 @@ header .muted{color:#afb8c1}
 main{padding:12px 20px}section{margin-bottom:18px}h2{font-size:14px;margin:6px 0}
 .chart{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:8px;display:inline-block}
 .lane{display:flex;gap:8px;overflow-x:auto;padding-bottom:6px;align-items:stretch}
-.col{flex:1 0 160px;max-width:240px;background:#fff;border:1px solid #d0d7de;border-top:4px solid #8c959f;
+.col{flex:1 0 160px;max-width:240px;min-width:0;overflow:hidden;background:#fff;border:1px solid #d0d7de;border-top:4px solid #8c959f;
 border-radius:6px;padding:8px;font-size:12px;cursor:pointer}
 .col:hover,.col.selected{box-shadow:0 0 0 2px #0969da}
 .col.keep{border-top-color:#1a7f37}.col.invalid,.col.error{border-top-color:#cf222e}.col.pending{border-top-color:#bf8700}
 .col h3{font-size:13px;margin:0 0 4px;display:flex;justify-content:space-between}
 .badge{font-size:11px;border-radius:10px;padding:0 6px;background:#eaeef2}
 .keep .badge{background:#d1f0d8}.invalid .badge,.error .badge{background:#ffd8d3}
+.note{overflow-wrap:anywhere}
 .score{font-size:15px;font-weight:600}.muted{color:#57606a}
 ul{margin:4px 0;padding-left:16px}li{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .resume{flex:0 0 26px;writing-mode:vertical-rl;background:#fff8c5;border:1px dashed #bf8700;border-radius:6px;
