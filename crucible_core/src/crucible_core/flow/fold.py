@@ -30,6 +30,7 @@ class _Folder:
         self.starts = 0
         self.pending_resume: Resume | None = None
         self.text_since_tool: list[str] = []
+        self.main_rows: set[int] = set()
 
     # -- helpers ------------------------------------------------------------------------
     def iteration(self, number: int) -> Iteration:
@@ -166,12 +167,12 @@ class _Folder:
         if row.get("phase") == "wide":
             it.wide = True
             it.candidates.append(candidate)
-            # the round keeps its winner, if any; otherwise it shows the best-looking loss
-            first = it.decision in ("pending", "")
-            better_loss = it.decision != "keep" and _is_better(candidate.score, it.score, h.direction)
-            if decision == "keep" or first or better_loss:
+            # A wide round's own rows are its candidates; when the iteration has no row of its
+            # own, it shows the kept candidate, else the first one measured.
+            if number not in self.main_rows and (it.decision == "pending" or is_kept(decision)):
                 self._adopt(it, candidate)
         else:
+            self.main_rows.add(number)
             self._adopt(it, candidate)
 
     def _adopt(self, it: Iteration, c: Candidate) -> None:
@@ -239,10 +240,10 @@ class _Folder:
         m.iterations = [self.by_iter[n] for n in sorted(self.by_iter)]
         best = h.baseline
         for it in m.iterations:
-            if it.decision == "keep" and it.score is not None and _is_better(it.score, best, h.direction):
+            if is_kept(it.decision) and it.score is not None and _is_better(it.score, best, h.direction):
                 best = it.score
             it.best = best
-            h.kept += it.decision == "keep"
+            h.kept += is_kept(it.decision)
             h.discarded += it.decision == "discard"
             h.invalid += it.decision in ("invalid", "error")
         if h.best is None:
@@ -250,6 +251,11 @@ class _Folder:
         h.improvement_pct = improvement_pct(h.baseline, h.best, h.direction)
         m.resumes = [r for r in m.resumes if r.before_iter > 0 or r.recovery]
         return m
+
+
+def is_kept(decision: str) -> bool:
+    """A decision that kept the candidate: `keep`, or a wide round's `wide-keep-N`."""
+    return decision == "keep" or decision.startswith("wide-keep")
 
 
 def _is_better(value: float | None, than: float | None, direction: str) -> bool:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from crucible_core.errors import UsageError
+from crucible_core.flow.fold import is_kept
 
 
 @attrs.frozen
@@ -17,15 +18,11 @@ class ChangeRange:
     label: str
 
 
-def _kept_rows(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [e["row"] for e in events if e["kind"] == "row" and e["row"].get("decision") == "keep"]
-
-
 def iteration_change(events: list[Mapping[str, Any]], iteration: int) -> ChangeRange:
     rows = [e["row"] for e in events if e["kind"] == "row" and int(e["row"].get("iter") or 0) == iteration]
     if iteration <= 0 or not rows:
         raise UsageError(f"the session log has no iteration {iteration}", hint="see `crucible results`")
-    kept = [r for r in rows if r.get("decision") == "keep" and r.get("kept_snap")]
+    kept = [r for r in rows if is_kept(str(r.get("decision") or "")) and r.get("kept_snap")]
     if not kept:
         decision = rows[-1].get("decision") or "no decision"
         raise UsageError(
@@ -45,7 +42,11 @@ def best_change(events: list[Mapping[str, Any]]) -> ChangeRange:
             base = _identity_base(event)
         elif kind == "segment" and event.get("snapshot"):
             base, head = str(event["snapshot"]), None  # a new segment compares against its own baseline
-        elif kind == "row" and event["row"].get("decision") == "keep" and event["row"].get("kept_snap"):
+        elif (
+            kind == "row"
+            and is_kept(str(event["row"].get("decision") or ""))
+            and event["row"].get("kept_snap")
+        ):
             head = str(event["row"]["kept_snap"])
     if head is None:
         raise UsageError(
