@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from crucible_core.flow.decode import read_session
 from crucible_core.flow.fold import fold_flow
 from crucible_core.flow.page import render_html
