@@ -32,7 +32,7 @@ def test_every_template_passes_its_check(tmp_path: Path, template: str) -> None:
     done = run_crucible("check", cwd=repo)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "check passed" in done.stdout
-    assert "measure_cmd ran: valid=True" in done.stdout
+    assert "measured the workspace: valid=True" in done.stdout
 
 
 def test_python_speed_measure_refuses_a_wrong_answer(tmp_path: Path) -> None:
