@@ -147,3 +147,17 @@ def test_score_chart_draws_a_point_per_iteration_and_the_baseline() -> None:
     assert svg.startswith("<svg") and svg.count('class="point"') == 3
     assert 'class="baseline"' in svg and 'class="best"' in svg
     assert "<b>" not in svg
+
+
+def test_kept_states_for_diff_come_from_the_contract_rows() -> None:
+    import pytest
+
+    from crucible_core.errors import UsageError
+    from crucible_core.flow.kept import best_change, iteration_change
+
+    events = read_session(FIXTURE)
+    best = best_change(events)
+    assert (best.base, best.head) == ("9f1c2ab", "c0ffee5")  # the component's base_sha, the last keep
+    assert iteration_change(events, 4).head == "c0ffee4"  # the wide round's kept candidate
+    with pytest.raises(UsageError, match="iteration 2 was not kept"):
+        iteration_change(events, 2)
