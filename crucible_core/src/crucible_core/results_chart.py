@@ -10,23 +10,24 @@ from crucible_core.score_chart import ChartPoint, render_score_chart
 RESULTS_CHART_NAME = "RESULTS-score.svg"
 
 
-def row_fields(row: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A row event's own fields, whether nested under "row" (crucible's wire shape) or flat."""
-    nested = row.get("row")
-    return nested if isinstance(nested, Mapping) else row
+def _field(row: Any, name: str) -> Any:
+    """A row's field, whether the row is a record (wire.RowWire), a row event or a flat mapping."""
+    if isinstance(row, Mapping):
+        nested = row.get("row")
+        return (nested if isinstance(nested, Mapping) else row).get(name)
+    return getattr(row, name, None)
 
 
-def row_decision(row: Mapping[str, Any]) -> str:
-    fields = row_fields(row)
-    return str(fields.get("decision") or fields.get("verdict") or "")
+def row_decision(row: Any) -> str:
+    return str(_field(row, "decision") or _field(row, "verdict") or "")
 
 
-def row_score(row: Mapping[str, Any]) -> float | None:
-    score = row_fields(row).get("score")
+def row_score(row: Any) -> float | None:
+    score = _field(row, "score")
     return float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None
 
 
-def baseline_of(rows: Iterable[Mapping[str, Any]]) -> float | None:
+def baseline_of(rows: Iterable[Any]) -> float | None:
     """The latest baseline row's score (a rescope measures a new one)."""
     baseline = None
     for row in rows:
@@ -39,7 +40,7 @@ def _better(value: float, than: float | None, direction: str) -> bool:
     return than is None or (value < than if direction == "lower" else value > than)
 
 
-def render_results_chart(rows: Iterable[Mapping[str, Any]], *, direction: str) -> str:
+def render_results_chart(rows: Iterable[Any], *, direction: str) -> str:
     rows = list(rows)
     points: list[ChartPoint] = []
     best = None
@@ -50,5 +51,5 @@ def render_results_chart(rows: Iterable[Mapping[str, Any]], *, direction: str) -
             continue
         if decision == "keep" and score is not None and _better(score, best, direction):
             best = score
-        points.append(ChartPoint(int(row_fields(row).get("iter") or 0), score, decision, best))
+        points.append(ChartPoint(int(_field(row, "iter") or 0), score, decision, best))
     return render_score_chart(points, baseline=baseline_of(rows), direction=direction)
