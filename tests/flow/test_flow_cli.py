@@ -65,3 +65,42 @@ def test_bad_input_is_one_line_with_a_documented_code(tmp_path: Path) -> None:
     garbage.write_text("not json\n")
     done = run_crucible("flow", "--session", garbage, "--out", tmp_path / "f.html")
     assert done.returncode == 64 and "Traceback" not in done.stderr
+
+
+PLAN = """
+version = 1
+[budget]
+usd = 1.0
+[[task]]
+name = "build"
+kind = "command"
+command = "echo '{\\"ok\\": true}'"
+[[task]]
+name = "test"
+kind = "command"
+command = "exit 1"
+depends_on = ["build"]
+[[task]]
+name = "report"
+kind = "command"
+command = "echo '{\\"ok\\": true}'"
+depends_on = ["test"]
+"""
+
+
+def test_a_plan_run_shows_its_tasks_and_statuses(tmp_path: Path) -> None:
+    (tmp_path / "plan.toml").write_text(PLAN)
+    assert run_crucible("plan", "run", "plan.toml", cwd=tmp_path).returncode == 4  # a required task failed
+    session = tmp_path / "state" / "session.jsonl"
+    for ext in ("json", "dot", "mmd", "html"):
+        assert run_crucible("flow", "--session", session, "--out", tmp_path / f"plan.{ext}").returncode == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())["plan"]
+    assert [(t["name"], t["status"]) for t in plan] == [
+        ("build", "pass"),
+        ("test", "fail"),
+        ("report", "blocked"),
+    ]
+    assert "task0 -> task1;" in (tmp_path / "plan.dot").read_text()
+    assert "task1 --> task2" in (tmp_path / "plan.mmd").read_text()
+    page = (tmp_path / "plan.html").read_text()
+    assert '<td class="st-blocked">blocked</td>' in page and "did not pass" in page

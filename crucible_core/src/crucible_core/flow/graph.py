@@ -5,6 +5,8 @@ from __future__ import annotations
 from crucible_core.flow.model import FlowModel, Iteration
 
 _DOT_FILL = {"keep": "#d1f0d8", "discard": "#eaeef2", "invalid": "#ffd8d3", "error": "#ffd8d3"}
+_TASK_FILL = {"pass": "#d1f0d8", "fail": "#ffd8d3", "transport": "#ffd8d3", "blocked": "#ffd8d3"}
+_TASK_CLASS = {"pass": "keep", "fail": "invalid", "transport": "invalid", "blocked": "invalid"}
 
 
 def _num(value: float | None) -> str:
@@ -43,6 +45,17 @@ def render_dot(model: FlowModel) -> str:
     outcome = f"{h.outcome} best {_num(h.best)}"
     lines.append(f'  outcome [label={_dot_str(outcome)}, shape=oval, fillcolor="#ddf4ff"];')
     lines.append(f"  {previous} -> outcome;")
+    if model.plan:
+        lines.append('  subgraph cluster_plan {\n    label="plan";')
+        names = {t.name: f"task{n}" for n, t in enumerate(model.plan)}
+        for task in model.plan:
+            fill = _TASK_FILL.get(task.status, "#fff8c5")
+            label = _dot_str(f"{task.name}\n{task.kind} {task.status}")
+            lines.append(f'    {names[task.name]} [label={label}, fillcolor="{fill}"];')
+            for dep in task.depends_on:
+                if dep in names:
+                    lines.append(f"    {names[dep]} -> {names[task.name]};")
+        lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -74,6 +87,16 @@ def render_mermaid(model: FlowModel) -> str:
         previous = node
     lines.append(f"  outcome(({_mmd_str(h.outcome + ' best ' + _num(h.best))}))")
     lines.append(f"  {previous} --> outcome")
+    if model.plan:
+        lines.append("  subgraph plan")
+        names = {t.name: f"task{n}" for n, t in enumerate(model.plan)}
+        for task in model.plan:
+            lines.append(f"    {names[task.name]}[{_mmd_str(f'{task.name} {task.kind} {task.status}')}]")
+            lines.append(f"    class {names[task.name]} {_TASK_CLASS.get(task.status, 'other')}")
+            for dep in task.depends_on:
+                if dep in names:
+                    lines.append(f"    {names[dep]} --> {names[task.name]}")
+        lines.append("  end")
     lines.append("  classDef keep fill:#d1f0d8")
     lines.append("  classDef discard fill:#eaeef2")
     lines.append("  classDef invalid fill:#ffd8d3")
