@@ -10,6 +10,7 @@ import pytest
 from tests.cli_support import run_crucible
 
 FIXTURE = Path(__file__).parent / "fixtures" / "crucible_run.jsonl"
+WIRE_FIXTURE = Path(__file__).parents[1] / "fixtures" / "crucible_session.jsonl"  # the wire tests' log
 
 
 @pytest.mark.parametrize("ext", ["json", "dot", "mmd", "html"])
@@ -29,6 +30,23 @@ def test_a_crucible_written_log_renders_to_every_format(tmp_path: Path, ext: str
         ]
     else:
         assert "iter5" in text or 'data-iter="5"' in text
+
+
+@pytest.mark.parametrize("ext", ["json", "dot", "mmd", "html"])
+def test_the_wire_tests_crucible_written_log_renders(tmp_path: Path, ext: str) -> None:
+    out = tmp_path / f"flow.{ext}"
+    done = run_crucible("flow", "--session", WIRE_FIXTURE, "--out", out)
+    assert done.returncode == 0, done.stderr
+    if ext == "json":
+        model = json.loads(out.read_text())
+        assert [(it["iter"], it["decision"]) for it in model["iterations"]] == [
+            (1, "keep"),
+            (2, "discard"),
+            (3, "keep"),
+            (4, "discard"),
+        ]
+        assert model["iterations"][1]["candidates"][0]["decision"] == "wide-keep-0"
+        assert [r["recovery"] for r in model["resumes"]] == ["died_mid_turn", "clean_exit"]
 
 
 def test_our_counter_run_renders(example, tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """The flow package's one seam onto the session log: every line becomes a contract-shaped event.
 
-The views read crucible's wire shapes (rows nested under ``row``, agent events nested under
-``event``, ``budget`` with ``spent``/``elapsed_secs``, ``note`` with ``msg``). Logs written by
-our engine before it spoke those shapes carried flat rows (``verdict``, ``snapshot``) and
-``agent_*`` events; those are mapped onto the contract here so the fold sees one vocabulary.
-Nothing else in the package looks at raw lines.
+Lines are decoded by crucible_core.wire (crucible's session wire: rows nested under ``row``,
+agent events nested under ``event``, ``budget`` with ``spent``/``elapsed_secs``, ``note`` with
+``msg``) and handed to the fold as plain dicts of the wire's fields. Logs our engine wrote
+before it spoke the wire carried flat rows (``verdict``, ``snapshot``) and ``agent_*`` events;
+the wire does not decode those, so they are mapped onto the same shapes here. Nothing else in
+the package looks at raw lines.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from crucible_core import wire
 
 Event = dict[str, Any]
 
@@ -48,6 +51,15 @@ def decode_lines(lines: Iterable[bytes | str]) -> Iterator[Event]:
 
 def decode_event(raw: Mapping[str, Any]) -> Iterator[Event]:
     """One raw log object as zero or more contract-shaped events."""
+    line = wire.from_object(dict(raw))
+    if line is not None and not isinstance(line.event, wire.Unknown):
+        yield {"kind": line.event.KIND, **wire.to_fields(line.event)}
+        return
+    yield from _decode_legacy(raw)
+
+
+def _decode_legacy(raw: Mapping[str, Any]) -> Iterator[Event]:
+    """Our pre-wire shapes (and anything the wire does not know), mapped by hand."""
     kind = raw["kind"]
     if kind == "row":
         if isinstance(raw.get("row"), Mapping):
