@@ -9,8 +9,8 @@ from pathlib import Path
 
 from harness import Options, Row, median, timed
 
-from crucible_core import wire
-from crucible_core.fold import fold_path
+from crucible_core.contract import wire
+from crucible_core.contract.fold import fold_path
 
 ROWS = 100_000
 TARGET = 2.0

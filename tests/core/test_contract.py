@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crucible_core.contract import parse_measure_output
+from crucible_core.contract.reading import parse_measure_output
 
 
 def test_last_brace_line_is_the_verdict() -> None:

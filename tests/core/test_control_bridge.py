@@ -14,8 +14,8 @@ import pytest
 from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.client import send
 from crucible_core.control.inbox import Inbox
+from crucible_core.control.ledger import Ledger
 from crucible_core.errors import ControlError
-from crucible_core.ledger import Ledger
 from crucible_core.session_log import read_events
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core.ledger import IdempotencyConflict, Ledger
+from crucible_core.control.ledger import IdempotencyConflict, Ledger
 from crucible_core.session_log import read_events
 
 

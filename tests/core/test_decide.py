@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from crucible_core.contract import Direction, Reading
-from crucible_core.decide import Best, Verdict, advance, decide
+from crucible_core.contract.decide import Best, Verdict, advance, decide
+from crucible_core.contract.reading import Direction, Reading
 
 HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
 

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crucible_core import distress
-from crucible_core.fold import fold_objects as fold_events
-from crucible_core.gates import park_deadline, park_phase
-from crucible_core.recovery import RecoveryClass, classify
+from crucible_core.contract.fold import fold_objects as fold_events
+from crucible_core.contract.recovery import RecoveryClass, classify
+from crucible_core.run import distress
+from crucible_core.run.gates import park_deadline, park_phase
 from tests.cli_support import crucible_env, run_crucible
 from tests.live_support import after_last_start, domain, events, start, wait_for
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from crucible_core.budget import Budget
 from crucible_core.hookspecs import hookimpl
-from crucible_core.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
 from crucible_core.plugins import Plugins, load_plugins
-from crucible_core.runner import RunRequest, execute
+from crucible_core.run.budget import Budget
+from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+from crucible_core.run.runner import RunRequest, execute
 from crucible_core.session_log import read_events
 
 STANDARD = ["core", "world_git", "judge_command", "backend_local"]
@@ -279,8 +279,8 @@ def test_an_unknown_reporter_fails_before_anything_is_created(example, ui: str) 
 
 
 def test_before_turn_additions_reach_the_turn_first_server_name_wins(tmp_path: Path) -> None:
-    from crucible_core.lifecycle import Lifecycle
     from crucible_core.protocols import Turn
+    from crucible_core.run.lifecycle import Lifecycle
 
     first = raising_module(
         crucible_before_turn=lambda context: TurnAdditions(

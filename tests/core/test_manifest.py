@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core.budget import parse_duration
+from crucible_core.durations import parse_duration
 from crucible_core.errors import ExitCode, ManifestError, UnsupportedSectionError, UsageError
 from crucible_core.manifest.loader import load_manifest
-from crucible_core.paths import RunPaths
+from crucible_core.manifest.paths import RunPaths
 
 BASE = """
 [repo]

@@ -255,8 +255,8 @@ def test_loading_every_registry_imports_no_heavy_sdk() -> None:
 
 
 def test_every_driver_kind_is_chosen_by_any_registered_name(tmp_path: Path) -> None:
-    from crucible_core.drivers import DriverChoice
     from crucible_core.manifest.loader import load_manifest
+    from crucible_core.run.drivers import DriverChoice
 
     manifest = tmp_path / "crucible.toml"
     manifest.write_text(

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from crucible_core.fold import fold_objects as fold_events
-from crucible_core.fold import fold_path
-from crucible_core.recovery import RecoveryClass, classify
+from crucible_core.contract.fold import fold_objects as fold_events
+from crucible_core.contract.fold import fold_path
+from crucible_core.contract.recovery import RecoveryClass, classify
 
 START = {
     "goal": "g",

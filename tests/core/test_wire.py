@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from crucible_core import agent_wire, wire
-from crucible_core.fold import fold_path
-from crucible_core.recovery import RecoveryClass, classify
-from crucible_core.run_view import run_view
+from crucible_core.contract import agent_wire, wire
+from crucible_core.contract.fold import fold_path
+from crucible_core.contract.recovery import RecoveryClass, classify
+from crucible_core.run.run_view import run_view
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "crucible_session.jsonl"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import types
 
-from crucible_core.budget import Budget
 from crucible_core.hookspecs import hookimpl
 from crucible_core.plugins import load_plugins
 from crucible_core.protocols import FailureClass, Turn, TurnResult
-from crucible_core.runner import RunRequest, execute
+from crucible_core.run.budget import Budget
+from crucible_core.run.runner import RunRequest, execute
 from tests.cli_support import run_crucible
 from tests.e2e.session import assert_one_trailing_shutdown, events, rows
 

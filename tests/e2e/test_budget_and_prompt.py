@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core.budget import Budget, parse_duration
+from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
 from crucible_core.hookspecs import hookimpl
 from crucible_core.plugins import load_plugins
 from crucible_core.protocols import Turn, TurnResult
-from crucible_core.runner import RunRequest, execute
+from crucible_core.run.budget import Budget
+from crucible_core.run.runner import RunRequest, execute
 from tests.cli_support import run_crucible
 from tests.e2e.session import assert_one_trailing_shutdown, events, rows
 

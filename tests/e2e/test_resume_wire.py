@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from crucible_core import wire
+from crucible_core.contract import wire
 from tests.cli_support import run_crucible
 from tests.e2e.session import rows
 from tests.live_support import domain

@@ -9,8 +9,8 @@ from crucible_core.flow.decode import decode_lines, read_session
 from crucible_core.flow.fold import fold_flow
 from crucible_core.flow.graph import render_dot, render_mermaid
 from crucible_core.flow.page import render_html
+from crucible_core.flow.score_chart import ChartPoint, render_score_chart
 from crucible_core.flow.spans import apply_spans
-from crucible_core.score_chart import ChartPoint, render_score_chart
 
 FIXTURE = Path(__file__).parent / "fixtures" / "crucible_run.jsonl"
 

@@ -14,7 +14,7 @@ import pytest
 from crucible_core.control.bridge import MAX_REQUEST_BYTES, ControlBridge
 from crucible_core.control.client import send
 from crucible_core.control.inbox import Inbox
-from crucible_core.ledger import Ledger
+from crucible_core.control.ledger import Ledger
 
 
 @pytest.fixture

@@ -27,11 +27,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from crucible_core.check import check
 from crucible_core.errors import CrucibleError, ManifestError
 from crucible_core.manifest.loader import load_manifest
-from crucible_core.paths import RunPaths
+from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import load_plugins
+from crucible_core.run.check import check
 from tests.cli_support import EXAMPLES, run_crucible
 
 EXPLORE = os.environ.get("CRUCIBLE_HOSTILE_EXAMPLES")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core.contract import parse_measure_output
+from crucible_core.contract.reading import parse_measure_output
 from tests.live_support import domain, events, start
 
 HUGE = "1" + "0" * 400

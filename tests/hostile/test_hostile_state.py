@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core.ledger import Ledger
+from crucible_core.control.ledger import Ledger
 from tests.live_support import domain, events, start
 
 PROPOSER = """#!/bin/sh

@@ -220,8 +220,8 @@ def test_a_candidate_that_changes_nothing_is_discarded_unmeasured(example) -> No
 
 
 def test_refresh_frozen_never_writes_through_a_link(tmp_path: Path) -> None:
-    from crucible_core.injects import refresh_frozen
     from crucible_core.manifest.loader import ResolvedInject
+    from crucible_core.run.injects import refresh_frozen
 
     source = tmp_path / "gate.sh"
     source.write_text("#!/bin/sh\necho gate\n")

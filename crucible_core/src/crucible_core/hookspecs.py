@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 
     import click
 
-    from crucible_core.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
     from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.protocols import (
         BackendFactory,
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
         WorldFactory,
     )
     from crucible_core.registry import Register
+    from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
 
 PROJECT = "crucible"
 
@@ -101,7 +101,7 @@ def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Run lifecycle (see crucible_core.lifecycle for the order). Each is called once per plugin, in
+# Run lifecycle (see crucible_core.run.lifecycle for the order). Each is called once per plugin, in
 # pluggy's order; run start and before turn may refuse by raising, the other two only observe.
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from crucible_core.contract import Reading
+from crucible_core.contract.reading import Reading
 
 if TYPE_CHECKING:
     from crucible_core.manifest.models import AgentSection, JudgeSection, Manifest, WorldSection

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from crucible_core import wire
+from crucible_core.contract import wire
 from crucible_core.errors import RunFailed
 from crucible_core.redact import Redactor
 

@@ -27,10 +27,10 @@ def command(manifest: Path, harness: str | None) -> None:
     fail), 13 when something did (a measure that gives no valid reading fails), 10 for a
     manifest that does not load, 16 for one this version does not support.
     """
-    from crucible_core.check import check
-    from crucible_core.measure_diagnosis import printable
+    from crucible_core.contract.measure_diagnosis import printable
     from crucible_core.plugins import load_plugins
-    from crucible_core.runner import load_for_run
+    from crucible_core.run.check import check
+    from crucible_core.run.runner import load_for_run
 
     plugins = load_plugins()
     for failure in plugins.failures:

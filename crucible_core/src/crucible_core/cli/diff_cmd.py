@@ -29,15 +29,15 @@ def command(
 
     Only kept iterations have a change to show: a discarded one was rolled back.
     """
-    from crucible_core.diffstat import render_diffstat
-    from crucible_core.drivers import DriverChoice
-    from crucible_core.engine import engine_environment
     from crucible_core.flow.decode import read_session
+    from crucible_core.flow.diffstat import render_diffstat
     from crucible_core.flow.kept import best_change, iteration_change
-    from crucible_core.paths import RunPaths
+    from crucible_core.manifest.paths import RunPaths
     from crucible_core.plugins import load_plugins
     from crucible_core.protocols import WorldContext
-    from crucible_core.runner import load_for_run
+    from crucible_core.run.drivers import DriverChoice
+    from crucible_core.run.engine import engine_environment
+    from crucible_core.run.runner import load_for_run
     from crucible_core.shell import Shell
 
     if best and iteration is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from crucible_core.cli.options import manifest_option, state_dir_option
-from crucible_core.distress import ENV_DIR, SEVERITIES
+from crucible_core.run.distress import ENV_DIR, SEVERITIES
 
 
 @click.command("distress")
@@ -45,7 +45,7 @@ def command(
     marker or note could not be written: then nothing was raised, so do not claim it was.
     """
     from crucible_core.control.client import state_dir_for
-    from crucible_core.distress import add_note, make, raise_error
+    from crucible_core.run.distress import add_note, make, raise_error
 
     iteration = os.environ.get("CRUCIBLE_ITERATION")
     distress = make(severity, reason, evidence, int(iteration) if iteration and iteration.isdigit() else None)

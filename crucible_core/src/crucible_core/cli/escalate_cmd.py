@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from crucible_core.escalation import CATEGORIES
+from crucible_core.run.escalation import CATEGORIES
 
 
 @click.command("escalate")
@@ -26,7 +26,7 @@ def command(category: str, reason: str, evidence: tuple[str, ...], workspace: Pa
     """Write ESCALATION.json for the loop: after this turn it restores the last kept state and ends
     the run as escalated (exit 2) for a human to look at. End your turn after calling it.
     """
-    from crucible_core.escalation import make, write_marker
+    from crucible_core.run.escalation import make, write_marker
 
     escalation = make(category, reason, evidence)
     where = workspace or Path(os.environ.get("CRUCIBLE_WORKSPACE") or ".")

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from crucible_core.budget import Budget, parse_duration
 from crucible_core.cli.options import manifest_option, state_dir_option
-from crucible_core.engine import RunOptions
+from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
+from crucible_core.run.budget import Budget
+from crucible_core.run.engine import RunOptions
 
 DEFAULT_ITERATIONS = 10
 
@@ -84,7 +85,7 @@ def command(
     not support. See `crucible help cli`.
     """
     from crucible_core.plugins import load_plugins
-    from crucible_core.runner import RunRequest, execute
+    from crucible_core.run.runner import RunRequest, execute
 
     plugins = load_plugins()
     for failure in plugins.failures:

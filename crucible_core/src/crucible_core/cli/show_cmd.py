@@ -20,9 +20,9 @@ def session_path(manifest: Path, state_dir: Path | None, session: Path | None) -
 
 def show_log(path: Path, as_json: bool) -> None:
     """Print the view of the log at `path`; a missing log is a WorkspaceError."""
+    from crucible_core.contract.fold import fold_path
     from crucible_core.errors import WorkspaceError
-    from crucible_core.fold import fold_path
-    from crucible_core.run_view import render_text, run_view
+    from crucible_core.run.run_view import render_text, run_view
 
     if not path.is_file():
         raise WorkspaceError(

@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 from crucible_core.control.commands import MUTATING, READ_ONLY, STOPPING, BadRequest, payload_of
 from crucible_core.control.inbox import Inbox, Order
-from crucible_core.json_bounds import JsonRefused, loads_bounded
-from crucible_core.ledger import IdempotencyConflict, Ledger, valid_id
-from crucible_core.paths import write_atomic
+from crucible_core.control.ledger import IdempotencyConflict, Ledger, valid_id
+from crucible_core.manifest.paths import write_atomic
 
 MAX_REQUEST_BYTES = 256 * 1024
 MAX_REQUEST_DEPTH = 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from crucible_core.budget import parse_duration
+from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
 
 READ_ONLY = frozenset({"status"})

@@ -1,6 +1,6 @@
 """The flow package's one seam onto the session log: every line becomes a contract-shaped event.
 
-Lines are decoded by crucible_core.wire (crucible's session wire: rows nested under ``row``,
+Lines are decoded by crucible_core.contract.wire (crucible's session wire: rows nested under ``row``,
 agent events nested under ``event``, ``budget`` with ``spent``/``elapsed_secs``, ``note`` with
 ``msg``) and handed to the fold as plain dicts of the wire's fields. Logs our engine wrote
 before it spoke the wire carried flat rows (``verdict``, ``snapshot``) and ``agent_*`` events;
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from crucible_core import wire
+from crucible_core.contract import wire
 
 Event = dict[str, Any]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from crucible_core.flow.model import FlowModel, Iteration, improvement_pct
-from crucible_core.score_chart import ChartPoint, render_score_chart
+from crucible_core.flow.score_chart import ChartPoint, render_score_chart
 
 # No network at all: the page may only use what it carries.
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"

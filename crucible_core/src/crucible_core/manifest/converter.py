@@ -18,8 +18,8 @@ import cattrs
 import cattrs.gen
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
-from crucible_core.budget import DURATION_FORMS, duration_problem, duration_seconds
-from crucible_core.contract import Direction
+from crucible_core.contract.reading import Direction
+from crucible_core.durations import DURATION_FORMS, duration_problem, duration_seconds
 from crucible_core.manifest.models import InjectEntry, Manifest, Seconds
 
 converter = cattrs.Converter(forbid_extra_keys=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from crucible_core.contract import Direction
+from crucible_core.contract.reading import Direction
 
 DEFAULT_MODEL = "claude-opus-4-6"
 

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from crucible_core import process
-from crucible_core.contract import Direction
+from crucible_core.contract.reading import Direction
 from crucible_core.plan.kinds import Attempt, Outcome, Register, TaskContext, TaskKindSpec
 from crucible_core.plan.output import finite_score, last_json_object, reported_cost
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core import wire
+from crucible_core.contract import wire
 from crucible_core.plan import ir
 from crucible_core.plan.errors import PlanError
 from crucible_core.plan.events import (

@@ -6,7 +6,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from crucible_core import wire
+from crucible_core.contract import wire
 from crucible_core.protocols import ReporterContext
 from crucible_core.reporters.output import QuietOnClose, plain
 

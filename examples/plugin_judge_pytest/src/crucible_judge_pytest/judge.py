@@ -6,7 +6,7 @@ import sys
 
 import attrs
 
-from crucible_core.contract import Reading
+from crucible_core.contract.reading import Reading
 from crucible_core.protocols import JudgeContext, MeasureContext
 from crucible_core.shell import Shell
 

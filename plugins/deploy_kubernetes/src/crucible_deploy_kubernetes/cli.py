@@ -110,7 +110,7 @@ def _prepare(
     playbook: bool,
     params: tuple[str, ...],
 ) -> Any:
-    from crucible_core.budget import parse_duration
+    from crucible_core.durations import parse_duration
     from crucible_core.manifest.loader import load_manifest
     from crucible_deploy_kubernetes.images import resolve_digest
     from crucible_deploy_kubernetes.profile import load_profile

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import attrs
 
-from crucible_core import wire
-from crucible_core.fold import PARKED_PHASES, Folded
-from crucible_core.wire import RecoveryClass
+from crucible_core.contract import wire
+from crucible_core.contract.fold import PARKED_PHASES, Folded
+from crucible_core.contract.wire import RecoveryClass
 
 
 @attrs.frozen

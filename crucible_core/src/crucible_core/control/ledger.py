@@ -18,9 +18,9 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.fold import decode_lines
 from crucible_core.control.commands import MUTATING, BadRequest, payload_of
-from crucible_core.fold import decode_lines
-from crucible_core.paths import write_atomic
+from crucible_core.manifest.paths import write_atomic
 
 MAX_ID_BYTES = 256
 OUTCOMES = frozenset({"applied", "superseded", "rejected"})

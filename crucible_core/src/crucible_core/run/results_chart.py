@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from crucible_core.score_chart import ChartPoint, render_score_chart
+from crucible_core.flow.score_chart import ChartPoint, render_score_chart
 
 RESULTS_CHART_NAME = "RESULTS-score.svg"
 

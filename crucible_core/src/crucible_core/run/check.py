@@ -10,19 +10,19 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core.contract import Direction, Reading
-from crucible_core.decide import better
-from crucible_core.drivers import DriverChoice, build_drivers
-from crucible_core.engine import engine_environment
+from crucible_core.contract.decide import better
+from crucible_core.contract.measure_diagnosis import explain_invalid
+from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import CrucibleError
-from crucible_core.injects import refresh_frozen
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.measure_diagnosis import explain_invalid
-from crucible_core.paths import RunPaths
+from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import MeasureContext, World
+from crucible_core.run.drivers import DriverChoice, build_drivers
+from crucible_core.run.engine import engine_environment
+from crucible_core.run.injects import refresh_frozen
+from crucible_core.run.workspace_setup import prepare_workspace, workspace_in_use
 from crucible_core.shell import Shell
-from crucible_core.workspace_setup import prepare_workspace, workspace_in_use
 
 TASK_NOTICE = (
     "TASK MODE: this manifest has no [judge]. There is no score and no baseline; every "

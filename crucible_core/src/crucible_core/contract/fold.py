@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core import wire
+from crucible_core.contract import wire
 
 # Phases in which the loop idles and the budget clock stops.
 PARKED_PHASES = frozenset({"parked", "paused", "distressed"})

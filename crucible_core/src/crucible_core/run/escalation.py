@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from crucible_core.errors import UsageError
-from crucible_core.paths import write_atomic
+from crucible_core.manifest.paths import write_atomic
 
 CATEGORIES = ("harness-limitation", "infeasible", "needs-info")
 MARKER_NAME = "ESCALATION.json"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from crucible_core import wire
-from crucible_core.fold import Folded
+from crucible_core.contract import wire
+from crucible_core.contract.fold import Folded
 from crucible_core.reporters.output import plain
 
 

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from crucible_core import wire
-from crucible_core.contract import Reading
-from crucible_core.decide import Best, Verdict, advance, decide
+from crucible_core.contract import wire
+from crucible_core.contract.decide import Best, Verdict, advance, decide
+from crucible_core.contract.measure_diagnosis import baseline_failure
+from crucible_core.contract.reading import Reading
 from crucible_core.errors import ExitCode, RunFailed
-from crucible_core.measure_diagnosis import baseline_failure
-from crucible_core.parking import Pending
 from crucible_core.protocols import MeasureContext, Staged, TurnResult
+from crucible_core.run.parking import Pending
 
 if TYPE_CHECKING:
-    from crucible_core.engine import Engine
+    from crucible_core.run.engine import Engine
 
 # Consecutive transport failures (the agent could not even be started or streamed) after which
 # the run stops as stalled instead of retrying forever without spending an iteration.

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from crucible_core.errors import RunFailed, WorkspaceError
-from crucible_core.injects import copy_injects
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.paths import RunPaths
+from crucible_core.manifest.paths import RunPaths
 from crucible_core.protocols import World
+from crucible_core.run.injects import copy_injects
 from crucible_core.shell import Shell
 
 SETUP_TIMEOUT = 3600.0

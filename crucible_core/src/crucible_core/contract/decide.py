@@ -6,7 +6,7 @@ import enum
 
 import attrs
 
-from crucible_core.contract import Direction, Reading
+from crucible_core.contract.reading import Direction, Reading
 
 
 class Verdict(enum.StrEnum):

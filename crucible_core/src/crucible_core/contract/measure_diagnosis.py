@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from crucible_core.contract import Reading
+from crucible_core.contract.reading import Reading
 
 # Shell conventions for exit codes a measure author may not recognise.
 _EXIT_MEANINGS = {

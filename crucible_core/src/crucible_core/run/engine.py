@@ -11,23 +11,24 @@ from typing import Any
 
 import attrs
 
-from crucible_core import agent_wire, distress, wire
-from crucible_core import prompt as prompts
-from crucible_core.agent_output import TurnOutputCap
-from crucible_core.budget import Budget
-from crucible_core.contract import Direction, Reading
-from crucible_core.drivers import Drivers
+from crucible_core.contract import agent_wire, wire
+from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import RunFailed
-from crucible_core.gates import Gates
-from crucible_core.injects import refresh_frozen
-from crucible_core.lifecycle import Lifecycle
-from crucible_core.loop import LoopExit, Run, measure_context
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.paths import RunPaths, write_atomic
+from crucible_core.manifest.paths import RunPaths, write_atomic
 from crucible_core.protocols import AgentBackend, Judge, Turn, TurnResult, World
 from crucible_core.redact import Redactor
-from crucible_core.results_chart import RESULTS_CHART_NAME, render_results_chart
-from crucible_core.results_md import render_results
+from crucible_core.run import distress
+from crucible_core.run import prompt as prompts
+from crucible_core.run.agent_output import TurnOutputCap
+from crucible_core.run.budget import Budget
+from crucible_core.run.drivers import Drivers
+from crucible_core.run.gates import Gates
+from crucible_core.run.injects import refresh_frozen
+from crucible_core.run.lifecycle import Lifecycle
+from crucible_core.run.loop import LoopExit, Run, measure_context
+from crucible_core.run.results_chart import RESULTS_CHART_NAME, render_results_chart
+from crucible_core.run.results_md import render_results
 from crucible_core.session_log import SessionLog
 
 DEFAULT_TURN_TIMEOUT = 3600.0

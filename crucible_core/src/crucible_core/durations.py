@@ -1,11 +1,9 @@
-"""Budgets and ends: iteration, cost and wall-clock limits as pure checks, and duration parsing."""
+"""Durations as people write them (90s, 15m, 1h30m): one parser for the manifest, the CLI and live orders."""
 
 from __future__ import annotations
 
 import math
 import re
-
-import attrs
 
 from crucible_core.errors import UsageError
 
@@ -50,23 +48,3 @@ def parse_duration(text: str) -> float:
     if seconds > MAX_DURATION_SECONDS:
         raise UsageError(f"duration {text[:64]!r} is longer than a year", hint="use a shorter duration")
     return seconds
-
-
-@attrs.frozen
-class Budget:
-    iterations: int | None = None
-    max_cost: float | None = None
-    max_time: float | None = None  # seconds of unparked wall-clock
-
-    def exhausted(self, *, iterations_done: int, spent: float, active_seconds: float) -> str | None:
-        """Why the run must stop now, or None. Checked at every iteration head."""
-        if self.iterations is not None and iterations_done >= self.iterations:
-            return f"iterations spent ({iterations_done}/{self.iterations})"
-        if self.max_cost is not None and spent >= self.max_cost:
-            return f"cost budget spent (${spent:.4f} of ${self.max_cost:.4f})"
-        if self.max_time is not None and active_seconds >= self.max_time:
-            return f"time budget spent ({active_seconds:.0f}s of {self.max_time:.0f}s)"
-        return None
-
-    def to_wire(self) -> dict[str, float | int | None]:
-        return {"iterations": self.iterations, "max_cost": self.max_cost, "max_time": self.max_time}

@@ -15,34 +15,36 @@ from typing import Any
 
 import attrs
 
-from crucible_core import __version__, distress, wire
-from crucible_core.budget import Budget
+from crucible_core import __version__
+from crucible_core.contract import wire
+from crucible_core.contract.decide import Best
+from crucible_core.contract.fold import Folded, fold_path
+from crucible_core.contract.recovery import FINAL_OUTCOMES, classify
 from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.client import live_run
 from crucible_core.control.inbox import Order
-from crucible_core.decide import Best
-from crucible_core.drivers import DriverChoice, build_drivers
-from crucible_core.engine import Engine, RunOptions, agent_environment, engine_environment
+from crucible_core.control.ledger import OVERRIDDEN_BY_RESUME, Ledger
 from crucible_core.errors import CrucibleError, ExitCode, ResumeConflict, WorkspaceError
-from crucible_core.fold import Folded, fold_path
-from crucible_core.gates import Aborted, Gates
-from crucible_core.identity import run_identity
-from crucible_core.ledger import OVERRIDDEN_BY_RESUME, Ledger
-from crucible_core.lifecycle import Lifecycle, RunContext
-from crucible_core.loop import LoopExit, Run, Segment, fingerprint, run_baseline, run_loop
 from crucible_core.manifest.loader import LoadedManifest, load_manifest
-from crucible_core.observers import ObserverFanout
-from crucible_core.parking import Pending
-from crucible_core.paths import RunPaths
+from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
-from crucible_core.prompt import DEFAULT_METHOD
 from crucible_core.protocols import Reporter, ReporterContext
-from crucible_core.recovery import FINAL_OUTCOMES, classify
 from crucible_core.redact import Redactor
+from crucible_core.run import distress
+from crucible_core.run.budget import Budget
+from crucible_core.run.drivers import DriverChoice, build_drivers
+from crucible_core.run.engine import Engine, RunOptions, agent_environment, engine_environment
+from crucible_core.run.gates import Aborted, Gates
+from crucible_core.run.identity import run_identity
+from crucible_core.run.lifecycle import Lifecycle, RunContext
+from crucible_core.run.loop import LoopExit, Run, Segment, fingerprint, run_baseline, run_loop
+from crucible_core.run.observers import ObserverFanout
+from crucible_core.run.parking import Pending
+from crucible_core.run.prompt import DEFAULT_METHOD
+from crucible_core.run.state_lock import StateLock
+from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace
 from crucible_core.session_log import SessionLog
 from crucible_core.shell import Shell
-from crucible_core.state_lock import StateLock
-from crucible_core.workspace_setup import prepare_workspace, refuse_existing_workspace
 
 
 @attrs.frozen

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from crucible_core import wire
+from crucible_core.contract import wire
 from crucible_core.manifest.loader import LoadedManifest
 
 

@@ -6,14 +6,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core import distress, escalation, parking, wire
+from crucible_core.contract import wire
 from crucible_core.control.inbox import Inbox, Order
-from crucible_core.ledger import Ledger
-from crucible_core.loop import LoopExit, Run, Segment, fingerprint, reject, run_baseline
-from crucible_core.parking import WaitMode
+from crucible_core.control.ledger import Ledger
+from crucible_core.run import distress, escalation, parking
+from crucible_core.run.loop import LoopExit, Run, Segment, fingerprint, reject, run_baseline
+from crucible_core.run.parking import WaitMode
 
 if TYPE_CHECKING:
-    from crucible_core.engine import Engine
+    from crucible_core.run.engine import Engine
 
 
 class Aborted(BaseException):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from crucible_core import wire
-from crucible_core.results_chart import baseline_of, row_score
+from crucible_core.contract import wire
+from crucible_core.run.results_chart import baseline_of, row_score
 
 
 def _score(value: Any) -> str:

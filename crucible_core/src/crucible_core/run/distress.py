@@ -18,8 +18,8 @@ from typing import Any
 import attrs
 
 from crucible_core.errors import UsageError, WorkspaceError
-from crucible_core.parking import Pending, WaitMode
-from crucible_core.paths import write_atomic
+from crucible_core.manifest.paths import write_atomic
+from crucible_core.run.parking import Pending, WaitMode
 
 SEVERITIES = ("error", "warn", "info")
 MARKER_NAME = "distress"

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from crucible_core import wire
+from crucible_core.contract import wire
 
 
 def _int(value: Any) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.json_bounds import JsonRefused, loads_bounded
+from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 
 
 class Direction(enum.StrEnum):

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.paths import RunPaths
+from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import (
     AgentBackend,
