@@ -38,7 +38,7 @@ def test_minimal_manifest_loads_with_defaults(tmp_path: Path) -> None:
     assert m.workspace.dir == "workspace"
     assert loaded.workspace == (tmp_path / "workspace").resolve()
     assert m.judge is not None and m.judge.objective == "score"
-    assert m.world.resolved_kind() == "git"
+    assert loaded.world_kind == "git"
     assert m.judge_kind() == "command"
 
 
@@ -77,9 +77,12 @@ def test_sections_this_version_does_not_execute_are_refused(tmp_path: Path, sect
     assert "not supported by this version" in err.value.render() and f"[{section}]" in err.value.render()
 
 
-def test_openshell_agent_table_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(UnsupportedSectionError):
-        load_manifest(write(tmp_path, BASE + '\n[agent.openshell]\nendpoints = ["x:443:full"]\n'))
+def test_a_table_no_installed_driver_owns_is_refused_by_the_selected_backend(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as err:
+        load_manifest(write(tmp_path, BASE + '\n[agent.sandboxy]\nendpoints = ["x:443:full"]\n'))
+    message = err.value.render()
+    assert "unknown key 'sandboxy' in [agent]" in message
+    assert "crucible-plugin-backend-local, which registered backend 'command'" in message
 
 
 def test_repo_needs_exactly_one_of_url_and_path(tmp_path: Path) -> None:
@@ -98,7 +101,7 @@ def test_snapshot_and_restore_come_as_a_pair(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="pair"):
         load_manifest(write(tmp_path, BASE + '\n[world]\nsnapshot_cmd = "echo t"\n'))
     loaded = load_manifest(write(tmp_path, BASE + '\n[world]\napply_cmd = "true"\n'))
-    assert loaded.manifest.world.resolved_kind() == "command"
+    assert loaded.world_kind == "command"
 
 
 def test_no_judge_is_the_task_lane(tmp_path: Path) -> None:
@@ -218,7 +221,11 @@ def test_agent_files_may_not_leave_the_manifest_dir(tmp_path: Path, key: str, va
 
 
 def test_toolbox_dir_may_not_be_the_filesystem_root(tmp_path: Path) -> None:
-    text = refusal(tmp_path, with_agent('toolbox_dir = "/"'))
+    from crucible_harness_claude.toolbox import resolve_toolbox
+
+    with pytest.raises(ManifestError) as err:
+        resolve_toolbox("/", tmp_path)
+    text = err.value.render()
     assert "[agent].toolbox_dir" in text and "absolute" in text
 
 
@@ -315,13 +322,13 @@ def test_a_misspelled_key_gets_a_did_you_mean(tmp_path: Path) -> None:
 
 
 def test_every_unsupported_section_is_named_at_once(tmp_path: Path) -> None:
-    text = BASE.replace('goal = "g"', 'goal = "g"\nsandbox_image = "img"') + (
+    text = BASE.replace('goal = "g"', 'goal = "g"\nallow_unverified_image = true') + (
         '\n[composite]\nx = 1\n\n[[component]]\nname = "a"\n\n[deploy]\ny = 2\n'
     )
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, text))
     message = err.value.render()
-    for name in ("[composite]", "[[component]]", "[deploy]", "[agent].sandbox_image (the openshell backend)"):
+    for name in ("[composite]", "[[component]]", "[deploy]", "[agent].allow_unverified_image"):
         assert name in message
     assert "[]" not in message
     assert err.value.exit_code == ExitCode.UNSUPPORTED != ExitCode.MANIFEST

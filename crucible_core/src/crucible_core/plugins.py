@@ -150,8 +150,17 @@ def _refuse_unmarked_hooks(module: types.ModuleType) -> None:
             )
 
 
-def _register_into(registry: Registry[Any], owner: str, name: str, value: Any) -> None:
-    registry.add(name, value, owner)
+def _register_into(
+    registry: Registry[Any],
+    owner: str,
+    name: str,
+    value: Any,
+    /,
+    *,
+    settings: type | None = None,
+    **traits: Any,
+) -> None:
+    registry.add(name, value, owner, settings=settings, traits=traits)
 
 
 def new_manager() -> pluggy.PluginManager:

@@ -46,6 +46,7 @@ class WorldContext:
     shell: Shell
     private_dir: Path | None = None
     note: Callable[[str], None] = _no_note
+    settings: Any = None  # the [world] keys, as the settings class this world registered
 
 
 @attrs.frozen
@@ -135,6 +136,7 @@ class JudgeContext:
     workspace: Path
     shell: Shell
     measure_timeout: float | None = None
+    settings: Any = None  # the [judge] keys beyond core's, as the settings class this judge registered
 
 
 @runtime_checkable
@@ -207,6 +209,7 @@ class BackendContext:
     shell: Shell
     resolve_harness: Callable[[str], Harness]
     harness_name: str
+    settings: Any = None  # this backend's [agent] keys (and [agent.<name>] table), as its settings class
 
 
 @runtime_checkable
@@ -223,6 +226,7 @@ class HarnessContext:
     agent: AgentSection
     manifest_dir: Path
     private_dir: Path
+    settings: Any = None  # this harness's [agent] keys, as the settings class it registered
 
 
 @runtime_checkable

@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from collections.abc import Iterator, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
 from crucible_core.errors import PluginError
 
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 
-Register = Callable[[str, T], None]
+
+class Register(Protocol[T_contra]):
+    """The callback a registration hook receives.
+
+    `register(name, value)` adds a driver; `settings=` names the attrs class that validates the
+    driver's own manifest keys (see `crucible_core.settings`), and keyword traits describe the
+    driver to core without core knowing the plugin: `runs_harness=True` for a backend that runs
+    the selected harness, `spared=(".claude/",)` for workspace paths a harness keeps there that a
+    restore must leave alone.
+    """
+
+    def __call__(
+        self, name: str, value: T_contra, /, *, settings: type | None = None, **traits: Any
+    ) -> None: ...
+
 
 # Where a name this installation lacks comes from, so an error can say what to install.
 KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
@@ -35,6 +50,11 @@ class Entry(Generic[T]):
     name: str
     value: T
     plugin: str  # the distribution (or plugin name) that registered it
+    settings: type | None = None  # the attrs class for this driver's manifest keys, if it has any
+    traits: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def trait(self, name: str, default: Any = None) -> Any:
+        return self.traits.get(name, default)
 
 
 @attrs.frozen
@@ -64,16 +84,29 @@ class Registry(Generic[T]):
     entries: dict[str, Entry[T]] = attrs.field(factory=dict)
     conflicts: dict[str, Conflict] = attrs.field(factory=dict)
 
-    def add(self, name: str, value: T, plugin: str) -> None:
+    def add(
+        self,
+        name: str,
+        value: T,
+        plugin: str,
+        *,
+        settings: type | None = None,
+        traits: Mapping[str, Any] | None = None,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {plugin} registered a {self.kind} with an empty or non-string name")
+        if settings is not None and not attrs.has(settings):
+            raise PluginError(
+                f"plugin {plugin} registered {self.kind} {name!r} with settings={settings!r}, "
+                "which is not an attrs class"
+            )
         existing = self.entries.get(name)
         if existing is not None:
             earlier = self.conflicts.get(name)
             owners = earlier.plugins if earlier else (existing.plugin,)
             self.conflicts[name] = Conflict(self.kind, name, (*owners, plugin))
             return
-        self.entries[name] = Entry(name, value, plugin)
+        self.entries[name] = Entry(name, value, plugin, settings, dict(traits or {}))
 
     def check(self) -> None:
         """Raise for the first name more than one plugin registered."""
@@ -90,9 +123,12 @@ class Registry(Generic[T]):
         return iter(self.entries.values())
 
     def get(self, name: str, *, where: str) -> T:
+        return self.entry(name, where=where).value
+
+    def entry(self, name: str, *, where: str) -> Entry[T]:
         entry = self.entries.get(name)
         if entry is not None:
-            return entry.value
+            return entry
         raise PluginError(self.unknown_message(name, where))
 
     def unknown_message(self, name: str, where: str) -> str:

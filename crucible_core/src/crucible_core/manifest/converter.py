@@ -289,6 +289,10 @@ def describe_structure_error(exc: BaseException) -> list[str]:
         if isinstance(error, ManifestValueError):
             messages.append(f"{key_path(path)}: {error}")
             return
+        if type(error) is ValueError and str(error):
+            # a settings class refusing a combination in __attrs_post_init__ (plugin-owned settings)
+            messages.append(f"{table_path(path)}: {error}")
+            return
         # Anything else is a gap in the hooks above; still name where, never Python's wording.
         messages.append(f"{key_path(path)}: this value cannot be used here")
 

@@ -7,7 +7,7 @@ import hashlib
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -22,6 +22,10 @@ from crucible_core.manifest.models import (
     InjectEntry,
     Manifest,
 )
+from crucible_core.settings import DriverTables, ResolvedSettings, resolve_settings
+
+if TYPE_CHECKING:
+    from crucible_core.plugins import Plugins
 
 GLOB_CHARS = set("*?[")
 # A self-test control is measured this many times at most: each run is a full measure.
@@ -48,6 +52,25 @@ class LoadedManifest:
     injects: tuple[ResolvedInject, ...]
     warnings: tuple[str, ...] = ()
     frozen_from_base: bool = False
+    tables: DriverTables = DriverTables()  # the keys plugins own, as parsed
+    settings: ResolvedSettings = ResolvedSettings()  # those keys, validated by each driver's plugin
+
+    @property
+    def world_kind(self) -> str:
+        return self.manifest.world.resolved_kind(bool(self.tables.world))
+
+    def resolve_settings(self, plugins: Plugins, *, harness: str | None = None) -> ResolvedSettings:
+        """Each selected driver's settings (`harness` overrides [agent].harness, as `--harness` does)."""
+        m = self.manifest
+        return resolve_settings(
+            plugins,
+            self.path,
+            self.tables,
+            world=self.world_kind,
+            judge=m.judge_kind(),
+            backend=m.agent.backend,
+            harness=harness or m.agent.harness,
+        )
 
     @property
     def dir(self) -> Path:
@@ -126,7 +149,7 @@ def _unsupported_names(raw: dict[str, Any]) -> list[str]:
     agent = raw.get("agent")
     if isinstance(agent, dict):
         names += [spelled(f"agent.{t}", agent[t]) for t in UNSUPPORTED_AGENT_TABLES if t in agent]
-        names += [f"[agent].{key} (the openshell backend)" for key in UNSUPPORTED_AGENT_KEYS if key in agent]
+        names += [f"[agent].{key} (image verification)" for key in UNSUPPORTED_AGENT_KEYS if key in agent]
     workspace = raw.get("workspace")
     if isinstance(workspace, dict):
         names += [
@@ -145,14 +168,20 @@ def _refuse_unsupported(path: Path, raw: dict[str, Any]) -> None:
 
 
 def structure(path: Path, raw: dict[str, Any]) -> Manifest:
+    return structure_with_tables(path, raw)[0]
+
+
+def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, DriverTables]:
+    """The core manifest, and the driver keys its plugins validate (see crucible_core.settings)."""
     _refuse_unsupported(path, raw)
+    core, tables = DriverTables.split(raw)
     try:
-        manifest = converter.structure(raw, Manifest)
+        manifest = converter.structure(core, Manifest)
     except Exception as exc:  # cattrs raises several error types; all are manifest errors here
-        problems = describe_structure_error(exc)
+        problems = describe_structure_error(exc) + tables.near_misses()
         raise _fail(path, "; ".join(problems), hint="see `crucible help manifest` for every key") from None
     _validate_rules(path, manifest)
-    return manifest
+    return manifest, tables
 
 
 def _plain_relative(value: str) -> bool:
@@ -181,14 +210,9 @@ def _validate_rules(path: Path, m: Manifest) -> None:
             )
         if m.judge_kind() == "command" and not (m.judge.measure_cmd or "").strip():
             raise _fail(path, "[judge].measure_cmd is required (and not empty) for the command judge")
-    world = m.world
-    if (world.snapshot_cmd is None) != (world.restore_cmd is None):
-        raise _fail(path, "[world].snapshot_cmd and [world].restore_cmd must come as a pair")
     agent = m.agent
     if agent.goal is not None and agent.goal_file is not None:
         raise _fail(path, "[agent] sets both goal and goal_file; keep one")
-    if agent.backend == "command" and not (agent.agent_cmd or "").strip():
-        raise _fail(path, '[agent].agent_cmd is required when backend = "command"')
     for index, entry in enumerate(m.workspace.carry_forward):
         where = f"[workspace].carry_forward[{index}]"
         problem = text_problem(entry)
@@ -281,7 +305,6 @@ def _check_references(path: Path, m: Manifest) -> None:
     for key, value, want_dir in (
         ("method_prompt", agent.method_prompt, False),
         ("goal_file", agent.goal_file, False),
-        ("toolbox_dir", agent.toolbox_dir, True),
     ):
         if value is None:
             continue
@@ -307,8 +330,14 @@ def _check_references(path: Path, m: Manifest) -> None:
             )
 
 
-def load_manifest(path: Path, *, read_pristine: ReadPristine | None = None) -> LoadedManifest:
-    """Load and validate a manifest; freeze it from the workspace's base commit when it lives inside."""
+def load_manifest(
+    path: Path, *, read_pristine: ReadPristine | None = None, plugins: Plugins | None = None
+) -> LoadedManifest:
+    """Load and validate a manifest; freeze it from the workspace's base commit when it lives inside.
+
+    The keys plugins own are validated by the installed plugins (`plugins`, else those
+    `load_plugins()` finds), so an unknown key fails here whichever schema it falls under.
+    """
     path = Path(path)
     if not path.is_file():
         raise ManifestError(
@@ -319,7 +348,7 @@ def load_manifest(path: Path, *, read_pristine: ReadPristine | None = None) -> L
     if path.stat().st_size > MAX_MANIFEST_BYTES:
         raise ManifestError(f"{path}: larger than {MAX_MANIFEST_BYTES} bytes; this is not a manifest")
     text = path.read_bytes()
-    manifest = structure(path, parse_text(path, text))
+    manifest, tables = structure_with_tables(path, parse_text(path, text))
     warnings: list[str] = []
     frozen = False
     workspace = (path.parent / manifest.workspace.dir).resolve()
@@ -337,8 +366,13 @@ def load_manifest(path: Path, *, read_pristine: ReadPristine | None = None) -> L
                     "using the base commit's copy (edits to the manifest inside the workspace do not apply)"
                 )
             text = pristine
-            manifest = structure(path, parse_text(path, text))
+            manifest, tables = structure_with_tables(path, parse_text(path, text))
             frozen = True
     _check_references(path, manifest)
     injects = expand_injects(path, manifest)
-    return LoadedManifest(path, manifest, text, injects, tuple(warnings), frozen)
+    loaded = LoadedManifest(path, manifest, text, injects, tuple(warnings), frozen, tables)
+    if plugins is None:
+        from crucible_core.plugins import load_plugins  # deferred: plugins import the manifest models
+
+        plugins = load_plugins()
+    return attrs.evolve(loaded, settings=loaded.resolve_settings(plugins))

@@ -6,8 +6,6 @@ import attrs
 
 from crucible_core.contract.reading import Direction
 
-DEFAULT_MODEL = "claude-opus-4-6"
-
 # Sections the specification defines but this version does not execute. They are refused by
 # name rather than accepted and ignored: a run must never silently drop part of its manifest.
 UNSUPPORTED_SECTIONS = (
@@ -24,8 +22,8 @@ UNSUPPORTED_SECTIONS = (
     "deploy",
     "scope",
 )
-UNSUPPORTED_AGENT_TABLES = ("openshell", "broker", "relay", "requires", "prefers", "codex")
-UNSUPPORTED_AGENT_KEYS = ("sandbox_image", "allow_unverified_image")  # the openshell backend
+UNSUPPORTED_AGENT_TABLES = ("broker", "relay", "requires", "prefers", "codex")
+UNSUPPORTED_AGENT_KEYS = ("allow_unverified_image",)  # image verification for sandboxing backends
 UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
 
 
@@ -59,15 +57,15 @@ class WorkspaceSection:
 
 @attrs.frozen
 class AgentSection:
+    """The [agent] keys core reads; the rest of [agent] belongs to the backend and harness plugins."""
+
     backend: str = "local"
     harness: str = "claude"
-    model: str = DEFAULT_MODEL
+    model: str | None = None  # None: the harness's own default model
     effort: str | None = None
     method_prompt: str | None = None
     goal: str | None = None
     goal_file: str | None = None
-    toolbox_dir: str | None = None
-    agent_cmd: str | None = None
     env: dict[str, str] = attrs.field(factory=dict)
     session: str | None = None  # a logical conversation continued across turns
     turn_timeout: Seconds | None = None  # seconds; the supervisor kills a turn that outlives it
@@ -93,19 +91,15 @@ class JudgeSection:
 
 @attrs.frozen
 class WorldSection:
-    apply_cmd: str | None = None
-    snapshot_cmd: str | None = None
-    restore_cmd: str | None = None
-    kind: str | None = None  # a third-party World by name; default: git, or command if any cmd
+    """The [world] key core reads; the rest of [world] belongs to the world plugin."""
 
-    @property
-    def has_commands(self) -> bool:
-        return any((self.apply_cmd, self.snapshot_cmd, self.restore_cmd))
+    kind: str | None = None  # a World by name; default: git, or command when [world] has other keys
 
-    def resolved_kind(self) -> str:
+    def resolved_kind(self, has_settings: bool) -> str:
         if self.kind:
             return self.kind
-        return "command" if self.has_commands else "git"
+        # The git world takes no settings: keys in [world] (apply_cmd, ...) mean the command world.
+        return "command" if has_settings else "git"
 
 
 @attrs.frozen

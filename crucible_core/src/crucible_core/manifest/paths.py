@@ -83,7 +83,6 @@ class RunPaths:
     def spared_in_workspace(self) -> tuple[str, ...]:
         """Workspace-relative paths a restore must keep: engine files that live inside it."""
         spared = [
-            ".claude/",
             "RESULTS.md",
             "RESULTS-score.svg",
             "ESCALATION.json",

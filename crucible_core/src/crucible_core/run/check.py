@@ -106,17 +106,20 @@ def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = Non
     findings.add("ok", f"manifest {loaded.path} parsed")
     for warning in loaded.warnings:
         findings.add("warn", warning)
-    choice = DriverChoice.of(loaded, harness=harness)
+    choice = DriverChoice.of(loaded, harness=harness, plugins=plugins)
     findings.add(
         "info",
         f"plugins: world={choice.world} judge={choice.judge} backend={choice.backend}"
-        + (f" harness={choice.harness}" if choice.backend == "local" else ""),
+        + (f" harness={choice.harness}" if choice.runs_harness else ""),
     )
     try:
         choice.verify(plugins)
+        settings = loaded.resolve_settings(plugins, harness=choice.harness)
     except CrucibleError as exc:
         findings.add("fail", exc.render())
         return findings
+    for driver in settings:
+        findings.add("info", f"settings: {driver.describe()}")
     if m.task_lane:
         findings.add("warn", TASK_NOTICE)
         if not (m.agent.goal or m.agent.goal_file) or not loaded.goal_text().strip():

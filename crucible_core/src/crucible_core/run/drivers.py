@@ -31,15 +31,24 @@ class DriverChoice:
     judge: str
     backend: str
     harness: str
+    runs_harness: bool = True  # the backend runs the harness (a trait the backend registered)
 
     @classmethod
-    def of(cls, loaded: LoadedManifest, *, harness: str | None = None) -> DriverChoice:
+    def of(
+        cls, loaded: LoadedManifest, *, harness: str | None = None, plugins: Plugins | None = None
+    ) -> DriverChoice:
         m = loaded.manifest
+        backend = m.agent.backend
+        runs_harness = True
+        if plugins is not None:
+            entry = plugins.registry("backend", strict=False).entries.get(backend)
+            runs_harness = entry is None or bool(entry.trait("runs_harness"))
         return cls(
-            world=m.world.resolved_kind(),
+            world=loaded.world_kind,
             judge=m.judge_kind(),
-            backend=m.agent.backend,
+            backend=backend,
             harness=harness or m.agent.harness,
+            runs_harness=runs_harness,
         )
 
     def verify(self, plugins: Plugins) -> None:
@@ -47,7 +56,7 @@ class DriverChoice:
         plugins.registry("world").get(self.world, where="[world]")
         plugins.registry("judge").get(self.judge, where="[judge]")
         plugins.registry("backend").get(self.backend, where="[agent].backend")
-        if self.backend == "local":
+        if self.runs_harness:
             plugins.registry("harness").get(self.harness, where="[agent].harness")
 
 
@@ -92,27 +101,31 @@ def build_drivers(
 ) -> Drivers:
     """`world_record=False` (a `crucible check` probe) gives the world no private directory."""
     m = loaded.manifest
-    choice = DriverChoice.of(loaded, harness=harness)
+    choice = DriverChoice.of(loaded, harness=harness, plugins=plugins)
     choice.verify(plugins)
+    settings = loaded.resolve_settings(plugins, harness=choice.harness)
     agent = attrs.evolve(m.agent, model=model) if model else m.agent
     notes = NoteRelay()
+    spared = (*_spared(loaded, paths), *_harness_spared(plugins, choice))
     world = plugins.registry("world").get(choice.world, where="[world]")(
         WorldContext(
             paths.workspace,
             m.world,
-            tuple(_spared(loaded, paths)),
+            spared,
             shell,
             private_dir=paths.private_dir / "world" if world_record else None,
             note=notes,
+            settings=settings.of("world"),
         )
     )
     judge = plugins.registry("judge").get(choice.judge, where="[judge]")(
-        JudgeContext(m.judge, paths.workspace, shell)
+        JudgeContext(m.judge, paths.workspace, shell, settings=settings.of("judge"))
     )
 
     def resolve_harness(name: str) -> Harness:
         factory: Any = plugins.registry("harness").get(name, where="[agent].harness")
-        return factory(HarnessContext(agent, paths.manifest_dir, paths.private_dir))
+        own = settings.of("harness") if name == choice.harness else None
+        return factory(HarnessContext(agent, paths.manifest_dir, paths.private_dir, own))
 
     backend = plugins.registry("backend").get(choice.backend, where="[agent].backend")(
         BackendContext(
@@ -124,6 +137,7 @@ def build_drivers(
             shell=shell,
             resolve_harness=resolve_harness,
             harness_name=choice.harness,
+            settings=settings.of("backend"),
         )
     )
     return Drivers(world, judge, backend, choice, notes)
@@ -131,3 +145,9 @@ def build_drivers(
 
 def _spared(loaded: LoadedManifest, paths: RunPaths) -> list[str]:
     return [*paths.spared_in_workspace(), *loaded.manifest.workspace.carry_forward]
+
+
+def _harness_spared(plugins: Plugins, choice: DriverChoice) -> tuple[str, ...]:
+    """Workspace paths the selected harness keeps there (its skills, say) that a restore must keep."""
+    entry = plugins.registry("harness", strict=False).entries.get(choice.harness)
+    return tuple(entry.trait("spared", ())) if entry is not None else ()

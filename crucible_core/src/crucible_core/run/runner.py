@@ -70,7 +70,7 @@ def load_for_run(plugins: Plugins, manifest: Path) -> LoadedManifest:
     def read_pristine(workspace: Path, relpath: str) -> bytes | None:
         return plugins.hook.crucible_read_pristine(workspace=workspace, relpath=relpath)
 
-    return load_manifest(manifest, read_pristine=read_pristine)
+    return load_manifest(manifest, read_pristine=read_pristine, plugins=plugins)
 
 
 def make_reporter(plugins: Plugins, name: str, iterations: int | None) -> Reporter:

@@ -5,6 +5,6 @@ from crucible_core.hookspecs import hookimpl
 
 @hookimpl
 def crucible_register_judges(register):
-    from crucible_judge_pytest.judge import PytestJudge  # deferred: keeps `crucible` start-up cheap
+    from crucible_judge_pytest.judge import PytestJudge, PytestSettings  # deferred: cheap start-up
 
-    register("pytest", PytestJudge.from_context)
+    register("pytest", PytestJudge.from_context, settings=PytestSettings)

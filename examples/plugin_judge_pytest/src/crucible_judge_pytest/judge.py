@@ -19,19 +19,28 @@ COMMAND = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
 
 
 @attrs.frozen
+class PytestSettings:
+    """This judge's own [judge] keys; crucible refuses any other key with its path."""
+
+    args: tuple[str, ...] = ()  # extra pytest arguments, e.g. ["-k", "not slow"]
+
+
+@attrs.frozen
 class PytestJudge:
     shell: Shell
     timeout: float
+    command: str = COMMAND
     gate: str = "passing tests"
     scored: bool = True
 
     @classmethod
     def from_context(cls, ctx: JudgeContext) -> "PytestJudge":
+        settings = ctx.settings or PytestSettings()
         timeout = (ctx.section.measure_timeout if ctx.section else None) or 900.0
-        return cls(ctx.shell, timeout)
+        return cls(ctx.shell, timeout, " ".join([COMMAND, *map(shlex.quote, settings.args)]))
 
     def measure(self, ctx: MeasureContext) -> Reading:
-        done = self.shell.run(COMMAND, extra_env={"PYTHONDONTWRITEBYTECODE": "1"}, timeout=self.timeout)
+        done = self.shell.run(self.command, extra_env={"PYTHONDONTWRITEBYTECODE": "1"}, timeout=self.timeout)
         if done.timed_out or done.spawn_error:
             return Reading.invalid(f"pytest {done.describe_failure()}", broken=True)
         if done.exit_code not in COMPLETED:

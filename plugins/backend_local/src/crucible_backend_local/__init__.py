@@ -10,6 +10,7 @@ from crucible_core.registry import Register
 @hookimpl
 def crucible_register_backends(register: Register[BackendFactory]) -> None:
     from crucible_backend_local.backends import CommandBackend, LocalBackend
+    from crucible_backend_local.settings import CommandBackendSettings
 
-    register("command", CommandBackend.from_context)
-    register("local", LocalBackend.from_context)
+    register("command", CommandBackend.from_context, settings=CommandBackendSettings)
+    register("local", LocalBackend.from_context, runs_harness=True)

@@ -25,9 +25,10 @@ class CommandBackend:
 
     @classmethod
     def from_context(cls, ctx: BackendContext) -> CommandBackend:
-        if not ctx.agent.agent_cmd:
+        settings = ctx.settings
+        if settings is None or not settings.agent_cmd:
             raise ManifestError('[agent].agent_cmd is required when backend = "command"')
-        return cls(ctx.agent.agent_cmd)
+        return cls(settings.agent_cmd)
 
     def run_turn(self, turn: Turn) -> TurnResult:
         done = process.run(

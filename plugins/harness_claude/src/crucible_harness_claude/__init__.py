@@ -23,5 +23,7 @@ def _anthropic_sdk(ctx: HarnessContext) -> Harness:
 
 @hookimpl
 def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
-    register("claude", _claude_cli)
-    register("anthropic", _anthropic_sdk)
+    from crucible_harness_claude.settings import SPARED, ClaudeSettings
+
+    register("claude", _claude_cli, settings=ClaudeSettings, spared=SPARED)
+    register("anthropic", _anthropic_sdk, settings=ClaudeSettings, spared=SPARED)

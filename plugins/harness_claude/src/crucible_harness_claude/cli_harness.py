@@ -14,11 +14,11 @@ from typing import Any
 import attrs
 
 from crucible_core import process
-from crucible_core.errors import ManifestError
 from crucible_core.protocols import FailureClass, HarnessContext, Turn, TurnResult
 from crucible_harness_claude import events, launch
 from crucible_harness_claude.cli_verdict import classify
 from crucible_harness_claude.sessions import Cursor, SessionStateError, SessionStore, hide_cursors
+from crucible_harness_claude.settings import DEFAULT_MODEL, ClaudeSettings
 from crucible_harness_claude.stream_json import StreamDecoder
 from crucible_harness_claude.toolbox import ToolboxError, install_toolbox, resolve_toolbox
 
@@ -53,9 +53,8 @@ class ClaudeCodeHarness:
 
     @classmethod
     def from_context(cls, ctx: HarnessContext) -> ClaudeCodeHarness:
-        toolbox = resolve_toolbox(ctx.agent.toolbox_dir, ctx.manifest_dir)
-        if toolbox is not None and not toolbox.is_dir():
-            raise ManifestError(f"[agent].toolbox_dir {toolbox} is not a directory")
+        settings = ctx.settings if ctx.settings is not None else ClaudeSettings()
+        toolbox = resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir)
         return cls(toolbox, SessionStore.under(ctx.private_dir, HARNESS_NAME))
 
     def run(self, turn: Turn) -> TurnResult:
@@ -85,7 +84,7 @@ class ClaudeCodeHarness:
         with mcp_config_file(turn.mcp_servers) as mcp_config:
             argv = launch.build_argv(
                 cli.path,
-                model=turn.model,
+                model=turn.model or DEFAULT_MODEL,
                 effort=turn.effort,
                 mode=launch.unattended_mode(turn.env),
                 mcp_config=mcp_config,

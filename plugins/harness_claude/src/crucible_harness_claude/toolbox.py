@@ -5,6 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from crucible_core.errors import ManifestError
+from crucible_core.manifest.containment import escape_problem, text_problem
+
 SKILLS_DIR = Path(".claude") / "skills"
 
 
@@ -13,10 +16,18 @@ class ToolboxError(Exception):
 
 
 def resolve_toolbox(toolbox_dir: str | None, manifest_dir: Path) -> Path | None:
+    """The toolbox directory, which must lie under the manifest directory and exist."""
     if not toolbox_dir:
         return None
-    path = Path(toolbox_dir)
-    return path if path.is_absolute() else (manifest_dir / path).resolve()
+    problem = text_problem(toolbox_dir) or escape_problem(manifest_dir, toolbox_dir)
+    if problem:
+        raise ManifestError(f"[agent].toolbox_dir = {toolbox_dir!r} {problem}")
+    path = (manifest_dir / toolbox_dir).resolve()
+    if not path.is_dir():
+        raise ManifestError(
+            f"[agent].toolbox_dir names {toolbox_dir!r}, which is not a directory under {manifest_dir}"
+        )
+    return path
 
 
 def install_toolbox(toolbox: Path, workspace: Path) -> Path:

@@ -29,8 +29,10 @@ def _command_world(ctx: WorldContext) -> World:
 
 @hookimpl
 def crucible_register_worlds(register: Register[WorldFactory]) -> None:
+    from crucible_world_git.settings import CommandWorldSettings
+
     register("git", _git_world)
-    register("command", _command_world)
+    register("command", _command_world, settings=CommandWorldSettings)
 
 
 @hookimpl

@@ -8,11 +8,11 @@ from __future__ import annotations
 import attrs
 
 from crucible_core.errors import RunFailed
-from crucible_core.manifest.models import WorldSection
 from crucible_core.process import Completed
 from crucible_core.protocols import ApplyOutcome, Staged, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.gitworld import GitWorld
+from crucible_world_git.settings import CommandWorldSettings
 
 SEPARATOR = "\t"
 _TAIL_CHARS = 400
@@ -50,12 +50,13 @@ class CommandWorld:
     """A GitWorld for the files, with the domain's commands layered on for everything else."""
 
     git: GitWorld
-    section: WorldSection
+    section: CommandWorldSettings
     shell: Shell
 
     @classmethod
     def from_context(cls, ctx: WorldContext) -> CommandWorld:
-        return cls(GitWorld.from_context(ctx), ctx.section, ctx.shell)
+        settings = ctx.settings if ctx.settings is not None else CommandWorldSettings()
+        return cls(GitWorld.from_context(ctx), settings, ctx.shell)
 
     def _run(self, command: str, extra_env: dict[str, str] | None = None) -> Completed:
         return self.shell.run(command, cwd=self.git.memory.workspace, extra_env=extra_env)
