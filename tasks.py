@@ -26,6 +26,7 @@ MEMBERS = [
     "plugins/world_git",
     "plugins/judge_command",
     "plugins/backend_local",
+    "plugins/backend_openshell",
     "plugins/harness_claude",
     "plugins/deploy_kubernetes",
 ]

@@ -263,9 +263,9 @@ def test_every_driver_kind_is_chosen_by_any_registered_name(tmp_path: Path) -> N
         '[repo]\npath = "."\n[world]\nkind = "w3"\n[judge]\nkind = "j3"\ndirection = "higher"\n'
         '[agent]\nbackend = "local"\nharness = "h3"\n'
     )
-    choice = DriverChoice.of(load_manifest(manifest))
-    assert (choice.world, choice.judge, choice.backend, choice.harness) == ("w3", "j3", "local", "h3")
     plugins = load_plugins(discover=False)
+    choice = DriverChoice.of(load_manifest(manifest, plugins=plugins), plugins)
+    assert (choice.world, choice.judge, choice.backend, choice.harness) == ("w3", "j3", "local", "h3")
 
     def register_all(kind: str, name: str):
         return lambda register: register(name, object)

@@ -87,8 +87,12 @@ def make_turn(
     )
 
 
-def harness_context(manifest_dir: Path, private_dir: Path, **agent: Any) -> HarnessContext:
-    return HarnessContext(AgentSection(**agent), manifest_dir, private_dir)
+def harness_context(
+    manifest_dir: Path, private_dir: Path, *, toolbox_dir: str | None = None, **agent: Any
+) -> HarnessContext:
+    from crucible_harness_claude.settings import ClaudeSettings
+
+    return HarnessContext(AgentSection(**agent), manifest_dir, private_dir, ClaudeSettings(toolbox_dir))
 
 
 def argv_recording_shim(tmp_path: Path, real_cli: Path) -> tuple[Path, Path]:

@@ -12,6 +12,7 @@ from crucible_core.manifest.models import WorldSection
 from crucible_core.protocols import World, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.commandworld import CommandWorld
+from crucible_world_git.settings import CommandWorldSettings
 from tests.world_git.support import git, make_base, write
 
 # The "live system" is a file beside the workspace; the domain token names its content.
@@ -20,14 +21,25 @@ RESTORE = 'echo "$CRUCIBLE_TOKEN" >> ../restores.txt; echo "${CRUCIBLE_TOKEN#liv
 APPLY = 'cp value.txt ../live.txt; [ "$(cat value.txt)" != bad ] || { echo "refused bad value" >&2; exit 3; }'
 
 
-def command_world(tmp_path: Path, **commands: str) -> CommandWorld:
+def _settings(unchecked: bool, commands: dict[str, str]) -> CommandWorldSettings:
+    if not unchecked:
+        return CommandWorldSettings(**commands)
+    settings = object.__new__(CommandWorldSettings)
+    for field in ("apply_cmd", "snapshot_cmd", "restore_cmd"):
+        object.__setattr__(settings, field, commands.get(field))
+    return settings
+
+
+def command_world(tmp_path: Path, *, unchecked: bool = False, **commands: str) -> CommandWorld:
     workspace = make_base(tmp_path / "ws")
     write(workspace, "value.txt", "1\n")
     git(workspace, "add", "value.txt")
     git(workspace, "commit", "-q", "-m", "value")
     (tmp_path / "live.txt").write_text("0\n")
     shell = Shell(cwd=tmp_path, env=dict(os.environ), timeout=30)
-    ctx = WorldContext(workspace, WorldSection(**commands), (".claude/", "RESULTS.md"), shell)
+    ctx = WorldContext(
+        workspace, WorldSection(), (".claude/", "RESULTS.md"), shell, _settings(unchecked, commands)
+    )
     world = CommandWorld.from_context(ctx)
     assert isinstance(world, World)
     world.prepare()
@@ -65,7 +77,8 @@ def test_apply_failure_is_an_outcome_not_an_exception(tmp_path: Path) -> None:
 
 
 def test_without_snapshot_cmd_the_domain_half_is_empty(tmp_path: Path) -> None:
-    world = command_world(tmp_path, restore_cmd=RESTORE)
+    # A manifest cannot say this (the settings class wants the pair); the world must still cope.
+    world = command_world(tmp_path, unchecked=True, restore_cmd=RESTORE)
     token = world.snapshot("keep")
     sha, domain = token.split("\t")
     assert domain == "" and sha == world.last_commit_sha()
@@ -84,7 +97,7 @@ def test_without_snapshot_cmd_the_domain_half_is_empty(tmp_path: Path) -> None:
 def test_a_snapshot_command_that_fails_aborts_the_keep(
     tmp_path: Path, snapshot_cmd: str, message: str
 ) -> None:
-    world = command_world(tmp_path, snapshot_cmd=snapshot_cmd)
+    world = command_world(tmp_path, snapshot_cmd=snapshot_cmd, restore_cmd="true")
     write(world.git.memory.workspace, "value.txt", "2\n")
     with pytest.raises(RunFailed, match=message) as caught:
         world.snapshot("keep")

@@ -155,11 +155,25 @@ def test_the_plugin_registers_both_worlds(tmp_path: Path) -> None:
     from crucible_core.protocols import WorldContext
     from crucible_core.shell import Shell
     from crucible_world_git.commandworld import CommandWorld
+    from crucible_world_git.settings import CommandWorldSettings
 
     registered: dict[str, object] = {}
-    _plugin_manager().hook.crucible_register_worlds(register=registered.__setitem__)
-    assert set(registered) == {"git", "command"}
-    ctx = WorldContext(tmp_path, WorldSection(apply_cmd="true"), (), Shell(tmp_path, dict(os.environ)))
+    settings_of: dict[str, object] = {}
+
+    def register(name: str, value: object, *, settings: type | None = None) -> None:
+        registered[name] = value
+        if settings is not None:
+            settings_of[name] = settings
+
+    _plugin_manager().hook.crucible_register_worlds(register=register)
+    assert set(registered) == {"git", "command"} and settings_of == {"command": CommandWorldSettings}
+    ctx = WorldContext(
+        tmp_path,
+        WorldSection(),
+        (),
+        Shell(tmp_path, dict(os.environ)),
+        CommandWorldSettings(apply_cmd="true"),
+    )
     assert isinstance(registered["git"](ctx), GitWorld)
     assert isinstance(registered["command"](ctx), CommandWorld)
 
@@ -170,7 +184,7 @@ def test_loading_and_registering_the_plugin_does_not_import_dulwich() -> None:
 
     code = (
         "import sys, crucible_world_git\n"
-        "crucible_world_git.crucible_register_worlds(register=lambda name, value: None)\n"
+        "crucible_world_git.crucible_register_worlds(register=lambda name, value, **kw: None)\n"
         "print('dulwich' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))

@@ -239,6 +239,47 @@ HarnessFactory = Callable[[HarnessContext], Harness]
 
 
 # ---------------------------------------------------------------------------------------------
+# Harnesses inside a sandbox: a sandboxing backend (openshell) runs the harness's program in a
+# box of its own, so the harness describes the command instead of starting it.
+
+
+@attrs.frozen
+class SandboxLayout:
+    """Where things live inside a sandbox (the sandbox's own absolute paths)."""
+
+    workdir: str  # the uploaded workspace, the program's working directory
+    home: str  # HOME for the program
+    private: str  # a directory for files only the program reads (configs holding tokens)
+
+
+@attrs.frozen
+class SandboxCommand:
+    """One harness turn as a command a backend runs in its sandbox, and how to read what it did.
+
+    The backend feeds each stdout line to `on_stdout_line` as it arrives, then calls `finish`
+    with what the command did (a `crucible_core.process.Completed`) to get the turn's result.
+    `files` are written into the sandbox (mode 0600) before the command starts, keyed by their
+    sandbox path. `session_dirs` hold the program's own conversation store: the backend saves
+    them after the turn (mode 0600, in the run's private state) and puts them back into the
+    next fresh sandbox of the same logical session.
+    """
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    stdin: bytes
+    on_stdout_line: Callable[[str], None]
+    finish: Callable[[Any], TurnResult]
+    files: Mapping[str, bytes] = attrs.field(factory=dict)
+    session_dirs: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class SandboxHarness(Protocol):
+    def sandbox_command(self, turn: Turn, layout: SandboxLayout) -> SandboxCommand | TurnResult:
+        """The turn as a command for the sandbox at `layout`, or a TurnResult when it cannot run."""
+
+
+# ---------------------------------------------------------------------------------------------
 # Reporters: views of the session log (console, jsonl, dashboards).
 
 

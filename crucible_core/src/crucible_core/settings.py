@@ -149,7 +149,7 @@ def structure_settings(
             problems = describe_structure_error(_at(section, exc))
     raise ManifestError(
         f"{manifest_path}: {'; '.join(problems)} (checked by {owner})",
-        hint=f"see the documentation of {owner.split(',')[0]} for its keys",
+        hint=f"see `crucible help manifest`, and {owner.split(',')[0]}'s documentation for its keys",
     ) from None
 
 
@@ -236,7 +236,7 @@ def _structure_entry(
             ]
             raise ManifestError(
                 f"{manifest_path}: {'; '.join(problems)} ({owner} and takes no settings of its own)",
-                hint="remove them, or select the driver they belong to",
+                hint="remove them, or select the driver they belong to (see `crucible help manifest`)",
             )
         return None
     return structure_settings(manifest_path, entry.settings, table, section=section, owner=owner)

@@ -106,7 +106,7 @@ def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = Non
     findings.add("ok", f"manifest {loaded.path} parsed")
     for warning in loaded.warnings:
         findings.add("warn", warning)
-    choice = DriverChoice.of(loaded, harness=harness, plugins=plugins)
+    choice = DriverChoice.of(loaded, plugins, harness=harness)
     findings.add(
         "info",
         f"plugins: world={choice.world} judge={choice.judge} backend={choice.backend}"

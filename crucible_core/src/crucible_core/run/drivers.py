@@ -34,15 +34,11 @@ class DriverChoice:
     runs_harness: bool = True  # the backend runs the harness (a trait the backend registered)
 
     @classmethod
-    def of(
-        cls, loaded: LoadedManifest, *, harness: str | None = None, plugins: Plugins | None = None
-    ) -> DriverChoice:
+    def of(cls, loaded: LoadedManifest, plugins: Plugins, *, harness: str | None = None) -> DriverChoice:
         m = loaded.manifest
         backend = m.agent.backend
-        runs_harness = True
-        if plugins is not None:
-            entry = plugins.registry("backend", strict=False).entries.get(backend)
-            runs_harness = entry is None or bool(entry.trait("runs_harness"))
+        entry = plugins.registry("backend", strict=False).entries.get(backend)
+        runs_harness = entry is None or bool(entry.trait("runs_harness"))
         return cls(
             world=loaded.world_kind,
             judge=m.judge_kind(),
@@ -101,7 +97,7 @@ def build_drivers(
 ) -> Drivers:
     """`world_record=False` (a `crucible check` probe) gives the world no private directory."""
     m = loaded.manifest
-    choice = DriverChoice.of(loaded, harness=harness, plugins=plugins)
+    choice = DriverChoice.of(loaded, plugins, harness=harness)
     choice.verify(plugins)
     settings = loaded.resolve_settings(plugins, harness=choice.harness)
     agent = attrs.evolve(m.agent, model=model) if model else m.agent

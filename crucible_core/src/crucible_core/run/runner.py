@@ -111,7 +111,7 @@ def execute(plugins: Plugins, request: RunRequest) -> RunResult:
     loaded = load_for_run(plugins, request.manifest)
     paths = RunPaths.resolve(loaded, state_dir=request.state_dir, steer=request.steer)
     # Every name resolves (unknown or duplicate plugins fail) before anything is created on disk.
-    DriverChoice.of(loaded, harness=request.options.harness).verify(plugins)
+    DriverChoice.of(loaded, plugins, harness=request.options.harness).verify(plugins)
     plugins.registry("reporter").get(request.ui, where="--ui")
     lock = StateLock.acquire(paths.state_dir)
     try:

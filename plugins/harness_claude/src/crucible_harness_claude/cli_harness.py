@@ -8,13 +8,20 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
 
 from crucible_core import process
-from crucible_core.protocols import FailureClass, HarnessContext, Turn, TurnResult
+from crucible_core.protocols import (
+    FailureClass,
+    HarnessContext,
+    SandboxCommand,
+    SandboxLayout,
+    Turn,
+    TurnResult,
+)
 from crucible_harness_claude import events, launch
 from crucible_harness_claude.cli_verdict import classify
 from crucible_harness_claude.sessions import Cursor, SessionStateError, SessionStore, hide_cursors
@@ -103,6 +110,64 @@ class ClaudeCodeHarness:
         if decoder.session_id:
             cursors.add(decoder.session_id)
         return attrs.evolve(result, note=hide_cursors(result.note, cursors))
+
+    def sandbox_command(self, turn: Turn, layout: SandboxLayout) -> SandboxCommand | TurnResult:
+        """The turn as a command for a sandboxing backend: bypassPermissions, because the box is the boundary.
+
+        The CLI is looked up on the sandbox's PATH (or [agent].env's CRUCIBLE_CLAUDE_BIN), its
+        config and transcripts live under the sandbox's home, and the MCP config travels as a
+        0600 file in the layout's private directory.
+        """
+        if self.toolbox is not None:
+            try:
+                install_toolbox(self.toolbox, turn.workspace)  # uploaded with the workspace
+            except ToolboxError as exc:
+                return TurnResult(False, FailureClass.SPAWN, note=str(exc))
+        try:
+            stored = self._open_session(turn)
+        except SessionStateError as exc:
+            return TurnResult(False, FailureClass.AGENT, note=str(exc))
+        cursors = {stored.cursor} if stored else set()
+
+        def emit(kind: str, fields: Mapping[str, Any]) -> None:
+            if decoder.session_id:
+                cursors.add(decoder.session_id)
+            turn.emit(kind, hide_cursors(fields, cursors))
+
+        decoder = StreamDecoder(emit, prior_cost=stored.cost_usd if stored else 0.0)
+        env = launch.child_env(turn.env)
+        config_dir = f"{layout.home}/.claude"
+        env.update({"IS_SANDBOX": "1", "HOME": layout.home, "CLAUDE_CONFIG_DIR": config_dir})
+        files: dict[str, bytes] = {}
+        mcp_config = None
+        if turn.mcp_servers:
+            mcp_config = PurePosixPath(layout.private) / "mcp.json"
+            files[str(mcp_config)] = json.dumps({"mcpServers": dict(turn.mcp_servers)}).encode()
+        argv = launch.build_argv(
+            PurePosixPath(env.get(launch.CLI_BIN_ENV) or launch.CLI_NAME),
+            model=turn.model or DEFAULT_MODEL,
+            effort=turn.effort,
+            mode=launch.Unattended.SANDBOX,
+            mcp_config=mcp_config,
+            mcp_server_names=sorted(turn.mcp_servers),
+            resume=stored.cursor if stored else None,
+        )
+
+        def finish(done: process.Completed) -> TurnResult:
+            result = self._close_session(turn, stored, decoder, classify(done, decoder))
+            if decoder.session_id:
+                cursors.add(decoder.session_id)
+            return attrs.evolve(result, note=hide_cursors(result.note, cursors))
+
+        return SandboxCommand(
+            argv=tuple(argv),
+            env=env,
+            stdin=turn.prompt.encode("utf-8"),
+            on_stdout_line=decoder.feed,
+            finish=finish,
+            files=files,
+            session_dirs=(f"{config_dir}/projects",) if turn.session else (),
+        )
 
     def _open_session(self, turn: Turn) -> Cursor | None:
         """The stored cursor of the turn's logical session (None: a fresh one), announced in the log."""

@@ -21,7 +21,7 @@ import enum
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import attrs
 
@@ -93,12 +93,12 @@ def permission_args(mode: Unattended, mcp_server_names: Sequence[str]) -> list[s
 
 
 def build_argv(
-    cli: Path,
+    cli: PurePath,
     *,
     model: str | None,
     effort: str | None,
     mode: Unattended,
-    mcp_config: Path | None,
+    mcp_config: PurePath | None,
     mcp_server_names: Sequence[str],
     resume: str | None,
 ) -> list[str]:

@@ -1,0 +1,74 @@
+"""crucible-plugin-backend-openshell: the `openshell` backend, agent turns in OpenShell sandboxes.
+
+Only hook implementations live here; the backend, the SDK and grpc load when a turn first
+runs, so listing plugins or checking a manifest never imports grpc.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from crucible_core.hookspecs import hookimpl
+from crucible_core.lifecycle import RunContext, RunEnd
+from crucible_core.protocols import AgentBackend, BackendContext, BackendFactory
+from crucible_core.registry import Register
+
+BACKEND = "openshell"
+
+
+def _openshell(ctx: BackendContext) -> AgentBackend:
+    from crucible_backend_openshell.backend import OpenShellBackend
+
+    return OpenShellBackend.from_context(ctx)
+
+
+@hookimpl
+def crucible_register_backends(register: Register[BackendFactory]) -> None:
+    from crucible_backend_openshell.settings import OpenShellSettings
+
+    register(BACKEND, _openshell, settings=OpenShellSettings, runs_harness=True)
+
+
+def _settings_of(context: RunContext) -> Any:
+    if context.manifest.manifest.agent.backend != BACKEND:
+        return None
+    return context.manifest.settings.of("backend")
+
+
+def _sweep(settings: Any, run_id: str) -> list[str]:
+    """Delete every sandbox labelled with the run id; a gateway that cannot be reached is left for later."""
+    from crucible_backend_openshell.gateway import Gateway
+
+    gateway = Gateway(settings.openshell)
+    try:
+        return gateway.sweep(run_id)
+    finally:
+        gateway.close()
+
+
+@hookimpl
+def crucible_run_start(context: RunContext) -> None:
+    settings = _settings_of(context)
+    if settings is None:
+        return
+    from crucible_backend_openshell import runs
+
+    runs.started(context.private_dir, context.run_id)
+    if context.resumed:
+        # A predecessor killed mid-turn (SIGKILL: no run end) may have left its sandbox running.
+        with contextlib.suppress(Exception):
+            _sweep(settings, context.run_id)
+
+
+@hookimpl
+def crucible_run_end(end: RunEnd) -> None:
+    settings = _settings_of(end.run)
+    if settings is None:
+        return
+    from crucible_backend_openshell import runs
+
+    try:
+        _sweep(settings, end.run.run_id)
+    finally:
+        runs.ended(end.run.private_dir)
