@@ -120,6 +120,11 @@ def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = Non
         return findings
     for driver in settings:
         findings.add("info", f"settings: {driver.describe()}")
+        # A driver may say more about what its settings resolve to (a sandbox's egress, say).
+        describe_resolved = getattr(driver.value, "describe_resolved", None)
+        if driver.used and callable(describe_resolved):
+            for line in describe_resolved():
+                findings.add("info", f"{driver.role} {driver.driver}: {line}")
     if m.task_lane:
         findings.add("warn", TASK_NOTICE)
         if not (m.agent.goal or m.agent.goal_file) or not loaded.goal_text().strip():

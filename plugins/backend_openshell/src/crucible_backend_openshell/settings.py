@@ -123,3 +123,17 @@ class OpenShellSettings:
     def __attrs_post_init__(self) -> None:
         if not self.sandbox_image.strip() or any(c.isspace() for c in self.sandbox_image):
             raise ValueError("sandbox_image must name a container image (no spaces)")
+
+    def describe_resolved(self) -> list[str]:
+        """What `crucible check` prints: the sandbox, the gateway, the resolved egress."""
+        from crucible_backend_openshell.egress import resolve_egress
+
+        table = self.openshell
+        gateway = table.gateway or "the openshell CLI's active gateway"
+        providers = ", ".join(table.providers) or "none"
+        return [
+            f"sandbox image {self.sandbox_image}, a fresh sandbox per turn, deleted after it",
+            f"gateway {gateway} (namespace {table.namespace}, credentials {table.credentials})",
+            f"provider credentials held by the gateway: {providers}",
+            *resolve_egress(table).describe(),
+        ]
