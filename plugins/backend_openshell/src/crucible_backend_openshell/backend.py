@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from crucible_backend_openshell.gateway import Gateway, TransportFailure
 
 LAYOUT = SandboxLayout(workdir="/sandbox/workspace", home="/sandbox", private="/sandbox/.crucible")
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Engine variables that mean the same inside the sandbox; the rest of CRUCIBLE_* name host paths.
 _ENGINE_VARS = ("CRUCIBLE_ITERATION", "CRUCIBLE_REGIME")
 _HELPER_OUTPUT_LIMIT = 64 * 1024
@@ -63,7 +62,7 @@ def sandbox_env(turn_env: Mapping[str, str], disclosed: Mapping[str, str]) -> di
 
     Never the engine's own environment: its credentials, tokens and host paths stay home.
     """
-    env = {"PATH": SANDBOX_PATH, "CRUCIBLE_WORKSPACE": LAYOUT.workdir}
+    env = {"CRUCIBLE_WORKSPACE": LAYOUT.workdir}  # PATH and the rest are the image's
     env.update({k: turn_env[k] for k in _ENGINE_VARS if k in turn_env})
     env.update({k: turn_env.get(k, v) for k, v in disclosed.items()})
     return env
