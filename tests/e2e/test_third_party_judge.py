@@ -47,6 +47,9 @@ def test_check_and_run_measure_through_the_chosen_judge(site: Path, demo: Path) 
     check = run_crucible("check", "--manifest", demo, env=env)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "plugins: world=git judge=pytest backend=command" in check.stdout
+    assert (
+        "settings: judge pytest (crucible-plugin-judge-pytest) [judge]: args=[test_calc.py]" in check.stdout
+    )
     # 1 of 3 tests passes at the start: only the pytest judge can say so (there is no measure_cmd)
     assert "judge pytest measured the workspace: valid=True score=1.0 1 passed" in check.stdout
     assert not (demo.parent / "workspace").exists()
@@ -74,6 +77,23 @@ def test_an_unknown_judge_kind_suggests_and_creates_nothing(site: Path, demo: Pa
     assert not (demo.parent / "state").exists() and not (demo.parent / "workspace").exists()
     check = run_crucible("check", "--manifest", demo, env=env)
     assert check.returncode == 13 and "unknown judge 'pytset'" in check.stdout
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('argz = ["-x"]', "unknown key 'argz' in [judge] (did you mean args?)"),
+        ('args = "-x"', "[judge].args: expected an array of strings"),
+    ],
+)
+def test_the_judge_validates_its_own_keys(site: Path, demo: Path, line: str, expected: str) -> None:
+    demo.write_text(demo.read_text().replace('args = ["test_calc.py"]', line))
+    done = run_crucible("check", "--manifest", demo, env=crucible_env(PYTHONPATH=str(site)))
+    assert done.returncode == 10, done.stdout + done.stderr
+    assert (
+        expected in done.stderr
+        and "crucible-plugin-judge-pytest, which registered judge 'pytest'" in done.stderr
+    )
 
 
 def test_the_command_judge_still_requires_measure_cmd(demo: Path) -> None:
