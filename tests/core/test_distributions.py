@@ -22,6 +22,7 @@ STANDARD_SET = {
     "crucible-plugin-world-git",
     "crucible-plugin-judge-command",
     "crucible-plugin-backend-local",
+    "crucible-plugin-backend-openshell",
     "crucible-plugin-harness-claude",
     "crucible-plugin-deploy-kubernetes",
 }
@@ -126,7 +127,7 @@ def test_a_bad_manifest_points_at_crucible_help(tmp_path: Path) -> None:
 def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     members = ["crucible_core", "plugins/world_git", "plugins/judge_command", "plugins/backend_local"]
-    members += ["plugins/harness_claude", "plugins/deploy_kubernetes"]
+    members += ["plugins/backend_openshell", "plugins/harness_claude", "plugins/deploy_kubernetes"]
     done = subprocess.run(
         [
             *PIP_INSTALL,
