@@ -106,10 +106,11 @@ def test_the_counter_runs_a_claude_turn_in_a_sandbox_and_keeps_it(
     done = run_crucible("--manifest", manifest, "-n", "1", "--ui", "headless", env=engine_env())
     assert done.returncode == 0, done.stderr
     events = list(read_events(domain / "state" / "session.jsonl"))
-    rows = [(e["verdict"], e["score"]) for e in events if e["kind"] == "row"]
+    rows = [(e["row"]["decision"], e["row"]["score"]) for e in events if e["kind"] == "row"]
     assert rows == [("baseline", 1), ("keep", 2)]
     assert (domain / "workspace" / "value.txt").read_text() == "2\n"
-    assert [e["name"] for e in events if e["kind"] == "agent_tool_call"] == ["Read", "Edit"]
+    agent = [e["event"] for e in events if e["kind"] == "agent"]  # streamed back as they came
+    assert [e["name"] for e in agent if e["kind"] == "tool" and "input" in e] == ["Read", "Edit"]
 
     (create,) = gateway.requests("CreateSandbox")
     table = load_manifest(manifest).settings.of("backend").openshell
@@ -138,9 +139,9 @@ def test_a_gateway_outage_does_not_spend_the_iteration(
     gateway.fail = "unavailable"
     done = run_crucible("--manifest", manifest, "-n", "1", "--ui", "headless", env=engine_env())
     events = list(read_events(domain / "state" / "session.jsonl"))
-    notes = [e["text"] for e in events if e["kind"] == "note"]
+    notes = [e["msg"] for e in events if e["kind"] == "note"]
     assert any("agent transport failed" in n and "not counted" in n for n in notes), notes
-    assert [e["verdict"] for e in events if e["kind"] == "row"] == ["baseline"]  # no iteration spent
+    assert [e["row"]["decision"] for e in events if e["kind"] == "row"] == ["baseline"]  # no iteration spent
     assert done.returncode != 0 or "giving up" in " ".join(notes)
 
 
@@ -177,7 +178,8 @@ def test_engine_sigkill_leaves_a_sandbox_that_resume_deletes(
     deleted = [r.name for r in gateway.requests("DeleteSandbox")]
     assert deleted[0] == left  # swept at run start, before the resumed turn
     assert gateway.sandboxes == {}
-    rows = [e["verdict"] for e in read_events(domain / "state" / "session.jsonl") if e["kind"] == "row"]
+    events = read_events(domain / "state" / "session.jsonl")
+    rows = [e["row"]["decision"] for e in events if e["kind"] == "row"]
     assert rows[-1] == "keep"
 
 

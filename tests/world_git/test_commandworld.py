@@ -38,7 +38,7 @@ def command_world(tmp_path: Path, *, unchecked: bool = False, **commands: str) -
     (tmp_path / "live.txt").write_text("0\n")
     shell = Shell(cwd=tmp_path, env=dict(os.environ), timeout=30)
     ctx = WorldContext(
-        workspace, WorldSection(), (".claude/", "RESULTS.md"), shell, _settings(unchecked, commands)
+        workspace, WorldSection(), (".claude/", "RESULTS.md"), shell, settings=_settings(unchecked, commands)
     )
     world = CommandWorld.from_context(ctx)
     assert isinstance(world, World)

@@ -14,6 +14,7 @@ from crucible_core.protocols import World, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.commandworld import CommandWorld
 from crucible_world_git.gitworld import GitWorld
+from crucible_world_git.settings import CommandWorldSettings
 from tests.world_git.support import git, make_base, worktree, write
 
 
@@ -123,10 +124,17 @@ def test_command_world_with_a_domain_snapshot_is_never_unchanged(tmp_path: Path)
     shell = Shell(cwd=tmp_path, env=dict(os.environ), timeout=30)
 
     def staged(**commands: str) -> bool:
-        ctx = WorldContext(workspace, WorldSection(**commands), (), shell, private_dir=tmp_path / "p")
+        ctx = WorldContext(
+            workspace,
+            WorldSection(),
+            (),
+            shell,
+            private_dir=tmp_path / "p",
+            settings=CommandWorldSettings(**commands),
+        )
         world = CommandWorld.from_context(ctx)
         world.prepare()
         return world.stage().unchanged
 
     assert staged(apply_cmd="true")
-    assert not staged(snapshot_cmd="echo live")
+    assert not staged(snapshot_cmd="echo live", restore_cmd="true")

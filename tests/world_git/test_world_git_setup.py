@@ -172,7 +172,7 @@ def test_the_plugin_registers_both_worlds(tmp_path: Path) -> None:
         WorldSection(),
         (),
         Shell(tmp_path, dict(os.environ)),
-        CommandWorldSettings(apply_cmd="true"),
+        settings=CommandWorldSettings(apply_cmd="true"),
     )
     assert isinstance(registered["git"](ctx), GitWorld)
     assert isinstance(registered["command"](ctx), CommandWorld)
