@@ -18,10 +18,10 @@ class Register(Protocol[T_contra]):
     """The callback a registration hook receives.
 
     `register(name, value)` adds a driver; `settings=` names the attrs class that validates the
-    driver's own manifest keys (see `crucible_core.settings`), and keyword traits describe the
-    driver to core without core knowing the plugin: `runs_harness=True` for a backend that runs
-    the selected harness, `spared=(".claude/",)` for workspace paths a harness keeps there that a
-    restore must leave alone.
+    driver's own manifest keys (see `crucible_core.manifest.driver_settings`), and keyword traits
+    describe the driver to core without core knowing the plugin: `runs_harness=True` for a
+    backend that runs the selected harness, `spared=(".claude/",)` for workspace paths a harness
+    keeps there that a restore must leave alone.
     """
 
     def __call__(

@@ -14,6 +14,7 @@ import attrs
 from crucible_core.errors import ManifestError, UnsupportedSectionError
 from crucible_core.manifest.containment import escape_problem, is_within, text_problem, workspace_problem
 from crucible_core.manifest.converter import converter, describe_structure_error, show
+from crucible_core.manifest.driver_settings import DriverTables, ResolvedSettings, resolve_settings
 from crucible_core.manifest.models import (
     UNSUPPORTED_AGENT_KEYS,
     UNSUPPORTED_AGENT_TABLES,
@@ -22,7 +23,6 @@ from crucible_core.manifest.models import (
     InjectEntry,
     Manifest,
 )
-from crucible_core.settings import DriverTables, ResolvedSettings, resolve_settings
 
 if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
@@ -172,7 +172,7 @@ def structure(path: Path, raw: dict[str, Any]) -> Manifest:
 
 
 def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, DriverTables]:
-    """The core manifest, and the driver keys its plugins validate (see crucible_core.settings)."""
+    """The core manifest, and the driver keys its plugins validate (manifest/driver_settings.py)."""
     _refuse_unsupported(path, raw)
     core, tables = DriverTables.split(raw)
     try:

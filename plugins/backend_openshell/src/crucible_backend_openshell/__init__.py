@@ -10,9 +10,9 @@ import contextlib
 from typing import Any
 
 from crucible_core.hookspecs import hookimpl
-from crucible_core.lifecycle import RunContext, RunEnd
 from crucible_core.protocols import AgentBackend, BackendContext, BackendFactory
 from crucible_core.registry import Register
+from crucible_core.run.lifecycle import RunContext, RunEnd
 
 BACKEND = "openshell"
 
