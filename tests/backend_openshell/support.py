@@ -54,6 +54,11 @@ if config.exists():
             except urllib.error.HTTPError as exc:
                 results[f"{name} {label}"] = [exc.code, ""]
     pathlib.Path("service-results.json").write_text(json.dumps(results))
+store = pathlib.Path(os.environ["HOME"]) / ".claude" / "projects" / "transcript.jsonl"
+if store.exists():  # a session restored into this fresh sandbox
+    pathlib.Path("restored.json").write_text(json.dumps([store.read_text(), oct(store.stat().st_mode & 0o777)]))
+store.parent.mkdir(parents=True, exist_ok=True)
+store.write_text(f"turn {os.environ.get('CRUCIBLE_ITERATION')}\n")
 env = {k: os.environ.get(k) for k in ("IS_SANDBOX", "PROVIDED_KEY", "CRUCIBLE_ITERATION")}
 pathlib.Path("seen-env.json").write_text(json.dumps(env))
 print(json.dumps({"event": "done"}), flush=True)
@@ -88,6 +93,7 @@ class ScriptedHarness:
             on_stdout_line=self.lines.append,
             finish=finish,
             files=files,
+            session_dirs=(f"{layout.home}/.claude/projects",) if turn.session else (),
         )
         self.commands.append(command)
         return command
@@ -114,7 +120,12 @@ def make_backend(
 
 
 def make_turn(
-    workspace: Path, env: Mapping[str, str], *, iteration: int = 1, deadline: float | None = 60
+    workspace: Path,
+    env: Mapping[str, str],
+    *,
+    iteration: int = 1,
+    deadline: float | None = 60,
+    session: str | None = None,
 ) -> Turn:
     events: list[tuple[str, Any]] = []
     return Turn(
@@ -124,4 +135,5 @@ def make_turn(
         env=dict(env),
         deadline_seconds=deadline,
         emit=lambda kind, fields: events.append((kind, fields)),
+        session=session,
     )

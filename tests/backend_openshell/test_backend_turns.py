@@ -168,3 +168,23 @@ def test_a_service_forward_refuses_requests_without_its_bearer(
     finally:
         service.shutdown()
         service.server_close()
+
+
+def test_a_sessions_store_follows_it_into_the_next_fresh_sandbox(
+    gateway: FakeGateway, workspace: Path, private_dir: Path
+) -> None:
+    backend = make_backend(settings(gateway), ScriptedHarness(), workspace, private_dir)
+    first = make_turn(workspace, {"CRUCIBLE_ITERATION": "1"}, session="solver")
+    assert backend.run_turn(first).ok
+    assert not (workspace / "restored.json").exists()
+    (store,) = (private_dir / "openshell" / "sessions").iterdir()
+    assert store.stat().st_mode & 0o777 == 0o600 and (store.parent.stat().st_mode & 0o777) == 0o700
+    second = make_turn(workspace, {"CRUCIBLE_ITERATION": "2"}, iteration=2, session="solver")
+    assert backend.run_turn(second).ok
+    text, mode = json.loads((workspace / "restored.json").read_text())
+    assert text == "turn 1\n" and mode == "0o600"  # restored, private, in a sandbox of its own
+    assert len(gateway.requests("DeleteSandbox")) == 2 and gateway.sandboxes == {}
+    # a turn outside any session starts clean
+    (workspace / "restored.json").unlink()
+    assert backend.run_turn(make_turn(workspace, {}, iteration=3)).ok
+    assert not (workspace / "restored.json").exists()
