@@ -52,11 +52,17 @@ def command(
     wanted = iteration_change(events, iteration) if iteration is not None else best_change(events)
     if not paths.workspace.is_dir():
         raise WorkspaceError(f"no workspace at {paths.workspace}", hint="the run's world is gone")
-    choice = DriverChoice.of(loaded)
+    choice = DriverChoice.of(loaded, plugins)
     factory = plugins.registry("world").get(choice.world, where="[world]")
     shell = Shell(cwd=paths.workspace, env=engine_environment())
     world = factory(
-        WorldContext(paths.workspace, loaded.manifest.world, tuple(paths.spared_in_workspace()), shell)
+        WorldContext(
+            paths.workspace,
+            loaded.manifest.world,
+            tuple(paths.spared_in_workspace()),
+            shell,
+            settings=loaded.settings.of("world"),
+        )
     )
     if not callable(getattr(world, "change", None)):
         raise UsageError(f"the {choice.world!r} world cannot show changes", hint="its plugin has no change()")
