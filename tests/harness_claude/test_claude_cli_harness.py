@@ -193,8 +193,16 @@ def test_effort_and_model_reach_the_cli(
 
 
 def test_toolbox_lands_in_claude_skills_and_mcp_servers_reach_the_cli(
-    fake: FakeAnthropic, workspace: Path, private_dir: Path, cli_env: dict[str, str], tmp_path: Path
+    fake: FakeAnthropic,
+    workspace: Path,
+    private_dir: Path,
+    cli_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A temp folder of this test's own, so other runs' MCP configs cannot change the count.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     toolbox = tmp_path / "toolbox"
     (toolbox / "bumper").mkdir(parents=True)
     (toolbox / "bumper" / "SKILL.md").write_text(
