@@ -29,6 +29,7 @@ MEMBERS = [
     "plugins/backend_openshell",
     "plugins/harness_claude",
     "plugins/deploy_kubernetes",
+    "plugins/broker_mcp",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The Claude Code CLI the harness tests drive, pinned; installed under .cache/ when npm exists.

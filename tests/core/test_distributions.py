@@ -25,6 +25,7 @@ STANDARD_SET = {
     "crucible-plugin-backend-openshell",
     "crucible-plugin-harness-claude",
     "crucible-plugin-deploy-kubernetes",
+    "crucible-plugin-broker-mcp",
 }
 
 
@@ -86,20 +87,22 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     assert listing.returncode == 0, listing.stdout + listing.stderr
     report = json.loads(listing.stdout)
     assert [p["distribution"] for p in report["plugins"]] == ["crucible-core"]
-    assert report["plugins"][0]["registered"] == {
-        "reporter": ["console", "headless", "jsonl"],
-        "task kind": [
-            "command",
-            "evaluate",
-            "agent",
-            "top_k",
-            "engine_propose",
-            "engine_apply",
-            "engine_measure",
-            "engine_grade",
-            "engine_decide",
-        ],
-    }
+    registered = report["plugins"][0]["registered"]
+    assert registered["reporter"] == ["console", "headless", "jsonl"]
+    assert registered["task kind"] == [
+        "command",
+        "evaluate",
+        "agent",
+        "top_k",
+        "engine_propose",
+        "engine_apply",
+        "engine_measure",
+        "engine_grade",
+        "engine_decide",
+    ]
+    assert registered["broker tool"] == ["distress", "escalate", "request_approval", "steer_inbox"]
+    assert "draft-pr" in registered["output kind"] and "gpu-capture" in registered["output kind"]
+    assert set(registered) == {"reporter", "task kind", "broker tool", "output kind"}
     assert report["failures"] == [] and report["conflicts"] == []
 
 
@@ -127,7 +130,12 @@ def test_a_bad_manifest_points_at_crucible_help(tmp_path: Path) -> None:
 def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     members = ["crucible_core", "plugins/world_git", "plugins/judge_command", "plugins/backend_local"]
-    members += ["plugins/backend_openshell", "plugins/harness_claude", "plugins/deploy_kubernetes"]
+    members += [
+        "plugins/backend_openshell",
+        "plugins/harness_claude",
+        "plugins/deploy_kubernetes",
+        "plugins/broker_mcp",
+    ]
     done = subprocess.run(
         [
             *PIP_INSTALL,

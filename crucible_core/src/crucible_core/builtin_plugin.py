@@ -1,7 +1,9 @@
-"""Behaviour crucible-core ships as its own default plugin: the run reporters and plan task kinds."""
+"""Behaviour crucible-core ships as its own default plugin: reporters, plan task kinds, output kinds, broker tools."""
 
 from __future__ import annotations
 
+from crucible_core.broker.outputs import OutputKindSpec
+from crucible_core.broker.tools import BrokerTool
 from crucible_core.hookspecs import hookimpl
 from crucible_core.plan.kinds import TaskKindSpec
 from crucible_core.protocols import ReporterFactory
@@ -22,3 +24,19 @@ def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
     from crucible_core.plan.builtin_kinds import register_core_kinds
 
     register_core_kinds(register)
+
+
+@hookimpl
+def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
+    from crucible_core.broker.outputs import BUILTIN_KINDS
+
+    for spec in BUILTIN_KINDS:
+        register(spec.name, spec)
+
+
+@hookimpl
+def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
+    from crucible_core.broker.builtin_tools import BUILTIN_TOOLS
+
+    for tool in BUILTIN_TOOLS:
+        register(tool.name, tool)

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
     import click
 
+    from crucible_core.broker.outputs import OutputKindSpec
+    from crucible_core.broker.tools import BrokerTool
     from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.protocols import (
         BackendFactory,
@@ -56,8 +58,21 @@ def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
 
 
 @hookspec
-def crucible_register_output_kinds(register: Register[Any]) -> None:
-    """Register mediated output kinds by name (the closed `[outputs]` vocabulary)."""
+def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
+    """Register mediated output kinds by name (the `[outputs]` vocabulary): an OutputKindSpec each.
+
+    The spec carries the kind's default count and whether it addresses a target; core registers
+    the engine's own kinds (draft-pr, tracker-comment, ...). See docs/broker.md.
+    """
+
+
+@hookspec
+def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
+    """Register tools the broker offers agent turns (mcp__crucible__<name>): a BrokerTool each.
+
+    A tool that writes outside the run names its output kind and asks `call.admit(target)`
+    before writing. Core registers distress, escalate, request_approval and steer_inbox.
+    """
 
 
 @hookspec

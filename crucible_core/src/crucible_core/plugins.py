@@ -27,6 +27,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "backend": "crucible_register_backends",
     "harness": "crucible_register_harnesses",
     "output kind": "crucible_register_output_kinds",
+    "broker tool": "crucible_register_broker_tools",
     "service": "crucible_register_services",
     "command": "crucible_register_commands",
     "reporter": "crucible_register_reporters",

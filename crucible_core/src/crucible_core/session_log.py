@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -36,6 +37,9 @@ class SessionLog:
         self.path = path
         self.redactor = redactor or Redactor()
         self.observers: list[Observer] = []
+        # The broker records tool calls from its own thread; one event (line and observers) at a
+        # time. Re-entrant: an observer that fails is noted through emit on the same thread.
+        self._lock = threading.RLock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._repair_torn_tail()
@@ -58,14 +62,15 @@ class SessionLog:
 
     def emit(self, event: wire.Event) -> dict[str, Any]:
         """Write one wire event (stamped with the time) and return the line's object as written."""
-        obj = self.redactor.obj(wire.envelope(event, round(time.time(), 3)))
-        data = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode("utf-8")
-        os.write(self._fd, data)
-        self._twin.write(data)
-        self._size += len(data)
-        for observer in list(self.observers):
-            observer(obj)
-        return obj
+        with self._lock:
+            obj = self.redactor.obj(wire.envelope(event, round(time.time(), 3)))
+            data = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+            os.write(self._fd, data)
+            self._twin.write(data)
+            self._size += len(data)
+            for observer in list(self.observers):
+                observer(obj)
+            return obj
 
     def damage(self) -> str | None:
         """How the file at the log's path differs from what this log wrote, or None."""
@@ -84,6 +89,14 @@ class SessionLog:
 
     def restore_if_damaged(self) -> str | None:
         """Put the log back from its twin when its file was damaged; return what was wrong.
+
+        Holds the emit lock: the broker's thread must not write to a descriptor being swapped.
+        """
+        with self._lock:
+            return self._restore_if_damaged()
+
+    def _restore_if_damaged(self) -> str | None:
+        """The restore itself (see restore_if_damaged).
 
         Raises RunFailed when the path cannot be written (e.g. a file now stands where the
         state directory was); `close()` then saves the log beside the state directory.

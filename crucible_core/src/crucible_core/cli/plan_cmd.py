@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from crucible_core.cli.plan_exposure_cmd import command as exposure
 from crucible_core.errors import ExitCode, UsageError, WorkspaceError
 
 FORMATS = ("json", "toml", "dot", "mmd")
@@ -157,3 +158,7 @@ def states(fmt: str) -> None:
     from crucible_core.plan.states import render
 
     click.echo(render(fmt), nl=False)
+
+
+# `crucible plan exposure`: a pack's resolved output bounds and disclosure (docs/broker.md).
+command.add_command(exposure)

@@ -61,6 +61,14 @@ DEFAULT_ITERATIONS = 10
 @click.option(
     "--pack", default=None, help="Run the domain pack an installed plugin registered under this name."
 )
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A run parameter (repeatable): an [outputs] open target with param = NAME must equal VALUE. "
+    "On --resume, the recorded ones unless given again.",
+)
 def command(
     manifest: Path,
     iterations: int,
@@ -76,6 +84,7 @@ def command(
     resume: bool,
     max_park: str | None,
     pack: str | None,
+    params: tuple[str, ...],
 ) -> None:
     """Run the keep/discard loop over a manifest.
 
@@ -120,9 +129,22 @@ def command(
             ui=ui,
             resume=resume,
             max_park=parse_duration(max_park) if max_park else None,
+            params=_parse_params(params),
         ),
     )
     sys.exit(int(result.exit_code))
+
+
+def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name.strip() or not name.strip().isidentifier():
+            raise UsageError(
+                f"--param {value!r} is not NAME=VALUE", hint="for example --param issue_key=PROJ-42"
+            )
+        params[name.strip()] = text
+    return params
 
 
 def _pack_manifest(plugins, name: str) -> Path:

@@ -618,6 +618,8 @@ class OutputRefused:
     bound: str
     tool: str = ""
     detail: str = ""
+    requested: str | None = ours()  # the target the refused write named
+    iter: int | None = ours()
 
 
 @attrs.frozen(kw_only=True)
@@ -663,6 +665,52 @@ class Steer:
 
 
 @attrs.frozen(kw_only=True)
+class OutputAdmitted:
+    """Ours: one mediated write the broker's mediation point admitted (a resume recounts them)."""
+
+    KIND: ClassVar[str] = "output_admitted"
+    output_kind: str
+    target: str | None = None
+    tool: str = ""
+    used: int = 0
+    count: int = 0
+    iter: int | None = ours()
+
+
+@attrs.frozen(kw_only=True)
+class BrokerCall:
+    """Ours: an agent's call of a broker tool (arguments bounded, redacted like every event)."""
+
+    KIND: ClassVar[str] = "broker_call"
+    tool: str
+    iter: int | None = None
+    arguments: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class BrokerResult:
+    """Ours: what a broker tool call returned, or why it failed."""
+
+    KIND: ClassVar[str] = "broker_result"
+    tool: str
+    iter: int | None = None
+    ok: bool = False
+    result: Any = None
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Exposure:
+    """Ours: the run's resolved output bounds and disclosure (`crucible plan exposure`), and its params."""
+
+    KIND: ClassVar[str] = "exposure"
+    version: int = 1
+    outputs: Any = None
+    capabilities: Any = None
+    params: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
 class Unknown:
     """A kind this reader does not know (a newer writer's): kept as its tag, counted by folds."""
 
@@ -697,6 +745,10 @@ Event: TypeAlias = (
     | Step
     | Turn
     | Steer
+    | OutputAdmitted
+    | BrokerCall
+    | BrokerResult
+    | Exposure
     | Unknown
 )
 
@@ -725,7 +777,7 @@ CONTRACT_KINDS: tuple[type, ...] = (
     OutputRefused,
     Recovery,
 )
-OUR_KINDS: tuple[type, ...] = (Step, Turn, Steer)
+OUR_KINDS: tuple[type, ...] = (Step, Turn, Steer, OutputAdmitted, BrokerCall, BrokerResult, Exposure)
 KINDS: dict[str, type] = {c.KIND: c for c in CONTRACT_KINDS + OUR_KINDS}
 
 

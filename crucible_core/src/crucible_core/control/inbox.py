@@ -48,6 +48,11 @@ class Inbox:
             self._orders = [o for o in self._orders if inputs is not None and o.input not in inputs]
             return taken
 
+    def peek(self, inputs: frozenset[str]) -> list[Order]:
+        """The queued orders among `inputs`, left in place (the broker's steer_inbox reads them)."""
+        with self._cond:
+            return [o for o in self._orders if o.input in inputs]
+
     def wait(self, timeout: float | None) -> None:
         """Block until an order arrives or `timeout` passes (the park loop's sleep)."""
         with self._cond:

@@ -20,6 +20,7 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, Iterabl
 
 from crucible_core.contract.reading import Direction
 from crucible_core.durations import DURATION_FORMS, duration_problem, duration_seconds
+from crucible_core.manifest.broker_sections import FixedTarget, OpenTarget
 from crucible_core.manifest.models import InjectEntry, Manifest, Seconds
 
 converter = cattrs.Converter(forbid_extra_keys=True)
@@ -61,6 +62,20 @@ def show(value: Any) -> str:
     if isinstance(value, dict):
         return "a table"
     return f"a {type(value).__name__} value"
+
+
+def _structure_target(value: Any, _type: Any) -> FixedTarget | OpenTarget | None:
+    # `target = { fixed = "..." }` or `target = { open = { scope = "...", param = "..." } }`
+    if value is None:
+        return None
+    if isinstance(value, dict) and set(value) == {"fixed"}:
+        return converter.structure(value, FixedTarget)
+    if isinstance(value, dict) and set(value) == {"open"}:
+        return converter.structure(value, OpenTarget)
+    raise ManifestValueError('a target is { fixed = "..." } or { open = { scope = "...", param = "..." } }')
+
+
+converter.register_structure_hook(FixedTarget | OpenTarget | None, _structure_target)
 
 
 def _strict_str(value: Any, _type: Any) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from crucible_core.errors import ManifestError, UnsupportedSectionError
+from crucible_core.manifest import broker_sections
 from crucible_core.manifest.containment import escape_problem, is_within, text_problem, workspace_problem
 from crucible_core.manifest.converter import converter, describe_structure_error, show
 from crucible_core.manifest.driver_settings import DriverTables, ResolvedSettings, resolve_settings
@@ -227,6 +228,11 @@ def _validate_rules(path: Path, m: Manifest) -> None:
     problem = workspace_problem(base, m.workspace.dir)
     if problem:
         raise _fail(path, f"[workspace].dir = {_quoted(m.workspace.dir)} {problem}")
+    problems = broker_sections.validate(m.outputs, m.capabilities)
+    if problems:
+        raise _fail(
+            path, "; ".join(problems), hint="see `crucible help broker` for [outputs] and [capabilities]"
+        )
 
 
 def expand_injects(path: Path, m: Manifest) -> tuple[ResolvedInject, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from crucible_core.contract.reading import Direction
+from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSection, OutputDeclaration
 
 # Sections the specification defines but this version does not execute. They are refused by
 # name rather than accepted and ignored: a run must never silently drop part of its manifest.
@@ -12,8 +13,6 @@ UNSUPPORTED_SECTIONS = (
     "search",
     "workflow",
     "preflight",
-    "outputs",
-    "capabilities",
     "publish",
     "composite",
     "component",
@@ -22,7 +21,7 @@ UNSUPPORTED_SECTIONS = (
     "deploy",
     "scope",
 )
-UNSUPPORTED_AGENT_TABLES = ("broker", "relay", "requires", "prefers", "codex")
+UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers", "codex")
 UNSUPPORTED_AGENT_KEYS = ("allow_unverified_image",)  # image verification for sandboxing backends
 UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
 
@@ -69,6 +68,7 @@ class AgentSection:
     env: dict[str, str] = attrs.field(factory=dict)
     session: str | None = None  # a logical conversation continued across turns
     turn_timeout: Seconds | None = None  # seconds; the supervisor kills a turn that outlives it
+    broker: BrokerSection = BrokerSection()  # the broker tools turns are granted (docs/broker.md)
 
 
 @attrs.frozen
@@ -109,6 +109,8 @@ class Manifest:
     agent: AgentSection = AgentSection()
     judge: JudgeSection | None = None
     world: WorldSection = WorldSection()
+    outputs: dict[str, OutputDeclaration] = attrs.field(factory=dict)  # mediated-write bounds
+    capabilities: CapabilitiesSection = CapabilitiesSection()  # disclosed reach
 
     @property
     def task_lane(self) -> bool:

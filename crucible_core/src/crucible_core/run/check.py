@@ -125,6 +125,7 @@ def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = Non
         if driver.used and callable(describe_resolved):
             for line in describe_resolved():
                 findings.add("info", f"{driver.role} {driver.driver}: {line}")
+    _report_declaration(plugins, loaded, findings)
     if m.task_lane:
         findings.add("warn", TASK_NOTICE)
         if not (m.agent.goal or m.agent.goal_file) or not loaded.goal_text().strip():
@@ -140,6 +141,21 @@ def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = Non
         )
     _probe_gate(plugins, loaded, findings)
     return findings
+
+
+def _report_declaration(plugins: Plugins, loaded: LoadedManifest, findings: Findings) -> None:
+    """The resolved output bounds and disclosure, as the run will enforce them (no pack command runs)."""
+    from crucible_core.broker.service import declaration_for
+
+    try:
+        declaration = declaration_for(plugins, loaded)
+    except CrucibleError as exc:
+        findings.add("fail", exc.render())
+        return
+    for line in declaration.describe():
+        findings.add("info", line)
+    for problem in declaration.capabilities.uncovered_grants():
+        findings.add("fail", problem)
 
 
 def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from crucible_core.broker.service import Broker
 from crucible_core.contract import agent_wire, wire
 from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import RunFailed
@@ -59,6 +60,7 @@ class Engine:
     lifecycle: Lifecycle | None = None  # plugins' turn hooks; None in tests that build an engine bare
     # Each puts back one engine file in the state directory and says what it did (None: intact).
     state_guards: list[Callable[[], str | None]] = attrs.field(factory=list)
+    broker: Broker | None = None  # the run's broker: its tools, bounds and disclosure reach the prompt
 
     def __attrs_post_init__(self) -> None:
         if self.gates is None:
@@ -264,7 +266,11 @@ class Engine:
 
     def render_prompt(self, run: Run, iteration: int, steer: str) -> str:
         return prompts.render(
-            self.method_template, goal=self.goal, status=self.status_text(run, iteration), steer=steer
+            self.method_template,
+            goal=self.goal,
+            status=self.status_text(run, iteration),
+            steer=steer,
+            capabilities=self.broker.prompt_text() if self.broker is not None else "",
         )
 
     def propose(self, run: Run, iteration: int) -> TurnResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -250,6 +251,17 @@ class Gates:
             self._steer_file_text = text
             parts.append(text.strip())
         return "\n\n".join(p for p in parts if p)
+
+    def pending_steers(self) -> list[str]:
+        """Steering that has arrived and is not yet in a prompt, oldest first; nothing is consumed.
+
+        Called from the broker's thread: it reads copies only.
+        """
+        orders = list(self._steers) + self.inbox.peek(frozenset({"steer"}))
+        texts = [str(o.payload.get("text", "")).strip() for o in orders]
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            texts.append(self.engine.paths.steer_file.read_text(encoding="utf-8").strip())
+        return [t for t in texts if t]
 
     def steer_delivered(self, iteration: int) -> None:
         """The prompt carrying the steer was handed to the agent: settle it and clear the file channel."""

@@ -25,6 +25,7 @@ import attrs
 from crucible_core.errors import RunFailed
 
 if TYPE_CHECKING:
+    from crucible_core.broker.service import Broker
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.plugins import Plugins
     from crucible_core.protocols import Turn, TurnResult
@@ -43,6 +44,9 @@ class RunContext:
     private_dir: Path  # mode-0700 engine state; a plugin may keep its own files in a subdirectory
     run_id: str  # stable across resumes of one recorded run
     resumed: bool  # this process continues a recorded run
+    # The run's broker (tools, grants, the output mediation point); a transport plugin serves it
+    # to turns. None when [agent.broker].enabled is false.
+    broker: Broker | None = None
 
 
 @attrs.frozen
@@ -88,6 +92,8 @@ class Lifecycle:
     def before_turn(self, turn: Turn) -> Turn:
         """The turn with every plugin's additions; a server name two plugins add keeps the first."""
         context = TurnContext(self.context, turn.iteration)
+        if self.context.broker is not None:
+            self.context.broker.open_turn(turn.iteration)  # grants last until after_turn
         servers = dict(turn.mcp_servers)
         env = dict(turn.env)
         for owner, function in self.plugins.implementations("crucible_before_turn"):
@@ -118,6 +124,8 @@ class Lifecycle:
     def after_turn(self, turn: Turn, result: TurnResult | None) -> None:
         """result is None when the turn was interrupted (an abort) before it returned."""
         context = TurnContext(self.context, turn.iteration)
+        if self.context.broker is not None:
+            self.context.broker.close_turn()
         self._observe("crucible_after_turn", context=context, result=result)
 
     def run_end(self, outcome: str, reason: str, iterations: int) -> None:

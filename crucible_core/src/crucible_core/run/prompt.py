@@ -1,4 +1,4 @@
-"""Rendering the agent's prompt: the method template with {{GOAL}}, {{STATUS}} and {{STEER}} filled."""
+"""Rendering the agent's prompt: the method template with {{GOAL}}, {{STATUS}}, {{STEER}} and {{CAPABILITIES}} filled."""
 
 from __future__ import annotations
 
@@ -23,10 +23,20 @@ and end your turn: the run waits for a human. `--severity warn` or `info` only l
 """
 
 
-def render(template: str, *, goal: str, status: str, steer: str) -> str:
+CAPABILITIES_HEADING = "What this run lets you reach (tools, output bounds, capabilities):"
+
+
+def render(template: str, *, goal: str, status: str, steer: str, capabilities: str = "") -> str:
+    """Fill the template. The capabilities statement (from the run's resolved declaration) goes
+    where {{CAPABILITIES}} stands, or after the method when a custom template lacks it: the
+    agent is always told exactly what it has."""
     # Plain replacement, not str.format: prompts are full of braces (code, JSON).
-    return (
+    text = (
         template.replace("{{GOAL}}", goal.strip())
         .replace("{{STATUS}}", status.strip())
         .replace("{{STEER}}", steer.strip() or "(none)")
     )
+    statement = f"{CAPABILITIES_HEADING}\n{capabilities.strip()}" if capabilities.strip() else ""
+    if "{{CAPABILITIES}}" in text:
+        return text.replace("{{CAPABILITIES}}", statement)
+    return f"{text.rstrip()}\n\n{statement}\n" if statement else text

@@ -16,6 +16,8 @@ from typing import Any
 import attrs
 
 from crucible_core import __version__
+from crucible_core.broker.declaration import refuse_uncovered
+from crucible_core.broker.service import build_broker, declaration_for, recorded_params
 from crucible_core.contract import wire
 from crucible_core.contract.decide import Best
 from crucible_core.contract.fold import Folded, fold_path
@@ -43,7 +45,7 @@ from crucible_core.run.parking import Pending
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.state_lock import StateLock
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace
-from crucible_core.session_log import SessionLog
+from crucible_core.session_log import SessionLog, read_events
 from crucible_core.shell import Shell
 
 
@@ -57,6 +59,7 @@ class RunRequest:
     ui: str = "console"
     resume: bool = False
     max_park: float | None = None  # seconds an approval wait may park the run; None waits indefinitely
+    params: dict[str, str] = attrs.field(factory=dict)  # run parameters ([outputs] targets bind them)
 
 
 @attrs.frozen
@@ -147,6 +150,13 @@ def _execute_locked(
             return RunResult(outcome, ended, outcome.exit_code)
     else:
         refuse_existing_workspace(loaded, paths)
+    # The resolved declaration: an unknown output kind or tool, or a grant the disclosure does not
+    # cover, refuses the run here, before the workspace or the log exists.
+    declaration = declaration_for(plugins, loaded)
+    params = dict(request.params) or (
+        recorded_params(read_events(paths.session_log)) if request.resume else {}
+    )
+    refuse_uncovered(declaration, params)  # an undisclosed grant never reaches the agent
     paths.ensure_state_dirs()
     base_env = engine_environment()
     shell = Shell(cwd=paths.workspace, env=base_env)
@@ -185,9 +195,12 @@ def _execute_locked(
     )
     recorded = folded.start.run_id if folded is not None and folded.start is not None else None
     run_id = str(recorded or uuid.uuid4().hex[:16])
+    engine.broker = broker = build_broker(plugins, declaration, engine, resumed=request.resume, params=params)
     engine.lifecycle = Lifecycle(
         plugins,
-        RunContext(loaded, paths.workspace, paths.state_dir, paths.private_dir, run_id, request.resume),
+        RunContext(
+            loaded, paths.workspace, paths.state_dir, paths.private_dir, run_id, request.resume, broker
+        ),
         note=lambda text: engine.note(text, level="warn"),
     )
     gates = engine.gates
@@ -229,6 +242,7 @@ def _execute_locked(
                     resumed=request.resume,
                 )
             )
+            log.emit(wire.Exposure(**declaration.to_wire(), params=params))
             try:
                 bridge.start(paths.control_file)
             except OSError as exc:

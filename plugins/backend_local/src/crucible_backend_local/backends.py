@@ -6,6 +6,7 @@ import attrs
 
 from crucible_core import process
 from crucible_core.errors import ManifestError
+from crucible_core.mcp_config import ENV_MCP_CONFIG, mcp_config_file
 from crucible_core.protocols import BackendContext, FailureClass, Harness, Turn, TurnResult
 
 
@@ -18,7 +19,8 @@ class CommandBackend:
     """Runs [agent].agent_cmd via `sh -c` in the workspace: a deterministic, free proposer.
 
     The rendered prompt is in the file named by CRUCIBLE_PROMPT_FILE (and on stdin), so a
-    scripted proposer can read its goal, status and steering like an agent would.
+    scripted proposer can read its goal, status and steering like an agent would. The turn's
+    MCP servers (the broker) are in the config file named by CRUCIBLE_MCP_CONFIG, when it has any.
     """
 
     agent_cmd: str
@@ -31,14 +33,18 @@ class CommandBackend:
         return cls(settings.agent_cmd)
 
     def run_turn(self, turn: Turn) -> TurnResult:
-        done = process.run(
-            self.agent_cmd,
-            cwd=turn.workspace,
-            env=turn.env,
-            timeout=turn.deadline_seconds,
-            stdin_data=turn.prompt.encode("utf-8"),
-            on_stdout_line=lambda line: turn.emit("agent_text", {"text": line}) if line.strip() else None,
-        )
+        with mcp_config_file(turn.mcp_servers) as mcp_config:
+            env = dict(turn.env)
+            if mcp_config is not None:
+                env[ENV_MCP_CONFIG] = str(mcp_config)
+            done = process.run(
+                self.agent_cmd,
+                cwd=turn.workspace,
+                env=env,
+                timeout=turn.deadline_seconds,
+                stdin_data=turn.prompt.encode("utf-8"),
+                on_stdout_line=lambda line: turn.emit("agent_text", {"text": line}) if line.strip() else None,
+            )
         if done.spawn_error:
             return TurnResult(False, FailureClass.SPAWN, note=done.describe_failure())
         if done.timed_out:

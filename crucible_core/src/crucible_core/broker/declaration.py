@@ -1,0 +1,255 @@
+"""The resolved declaration: output bounds, disclosed capabilities and granted tools, from one manifest.
+
+`crucible check`, `crucible plan exposure`, the agent's prompt and the broker itself all read
+this one value, so what is printed, what is disclosed and what is enforced cannot diverge. It
+is computed from the frozen manifest, the installed vocabulary and the engine's environment;
+no pack command runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from crucible_core.broker.outputs import (
+    OUTPUTS_WIRE_VERSION,
+    FixedTarget,
+    OutputKindSpec,
+    ResolvedOutput,
+    param_problems,
+)
+from crucible_core.errors import ManifestError, RunFailed
+from crucible_core.manifest.broker_sections import SecretCapability
+from crucible_core.manifest.loader import LoadedManifest
+
+EXPOSURE_VERSION = 1
+
+
+@attrs.frozen
+class AgentEnvGrant:
+    """One [agent].env name: a credential (or setting) whose value enters the agent's context."""
+
+    name: str
+    disclosed_as: SecretCapability | None  # the [[capabilities.secret]] describing it, if any
+
+    def to_wire(self) -> dict[str, Any]:
+        declared = self.disclosed_as
+        return {
+            "name": self.name,
+            "context": "agent",
+            "system": declared.system if declared else None,
+            "scope": declared.scope if declared else None,
+            "declared": declared is not None,
+        }
+
+
+@attrs.frozen
+class Disclosure:
+    """What the run can reach beyond its mediated writes (C-CAPABILITY-DISCLOSURE)."""
+
+    secrets: tuple[SecretCapability, ...]
+    agent_env: tuple[AgentEnvGrant, ...]
+    agent_sandbox: str | None  # the sandbox the agent runs in; None: it runs with the engine's reach
+    host_commands: tuple[str, ...]  # pack commands that run outside any sandbox, by manifest key
+    broker_tools: tuple[str, ...]  # tools granted to every turn (empty: no broker)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "secrets": [
+                {
+                    "name": s.name,
+                    "context": s.context,
+                    "system": s.system,
+                    "scope": s.scope,
+                    "source": "manifest",
+                }
+                for s in self.secrets
+            ],
+            "agent_env": [grant.to_wire() for grant in self.agent_env],
+            "agent_sandbox": self.agent_sandbox,
+            "commands_outside_sandbox": bool(self.host_commands),
+            "host_commands": list(self.host_commands),
+            "egress": None,  # no sandboxed backend yet: the agent's egress is the host's
+            "relays": [],
+            "broker_tools": list(self.broker_tools),
+        }
+
+    def uncovered_grants(self) -> list[str]:
+        """Grants the disclosure does not cover, each naming the grant and what is missing."""
+        problems = []
+        for grant in self.agent_env:
+            declared = grant.disclosed_as
+            if declared is not None and declared.context != "agent":
+                problems.append(
+                    f"[agent].env grants {grant.name} to the agent, but [[capabilities.secret]] {grant.name} "
+                    f"discloses it as {declared.context}-held (context = {declared.context!r}): "
+                    'set context = "agent" or move the value out of [agent].env'
+                )
+        return problems
+
+
+@attrs.frozen
+class Declaration:
+    outputs: tuple[ResolvedOutput, ...]
+    capabilities: Disclosure
+
+    def to_wire(self) -> dict[str, Any]:
+        """The `crucible plan exposure` document."""
+        return {
+            "version": EXPOSURE_VERSION,
+            "outputs": {"version": OUTPUTS_WIRE_VERSION, "outputs": [o.to_wire() for o in self.outputs]},
+            "capabilities": self.capabilities.to_wire(),
+        }
+
+    def output(self, kind: str) -> ResolvedOutput | None:
+        return next((o for o in self.outputs if o.kind == kind), None)
+
+    def describe(self) -> list[str]:
+        """Lines for `crucible check` and the agent's prompt (the same words in both)."""
+        lines = ["Output bounds (mediated writes per run):"]
+        for o in self.outputs:
+            origin = "declared" if o.source == "manifest" else "engine default"
+            lines.append(f"  {o.kind}: at most {o.count}, {o.describe_target()} ({origin})")
+        c = self.capabilities
+        lines.append("Capabilities:")
+        lines.append(
+            "  broker tools: "
+            + (", ".join(f"mcp__crucible__{t}" for t in c.broker_tools) or "none (no broker)")
+        )
+        for s in c.secrets:
+            where = "in the agent's environment" if s.context == "agent" else "held by the broker"
+            lines.append(f"  secret {s.name}: {where}; authorizes {s.system} ({s.scope})")
+        for grant in c.agent_env:
+            if grant.disclosed_as is None:
+                lines.append(
+                    f"  agent env {grant.name}: in the agent's environment (no [[capabilities.secret]])"
+                )
+        lines.append(
+            "  agent sandbox: "
+            + (
+                c.agent_sandbox
+                or "none: the agent runs with the engine's own reach (files, network, processes)"
+            )
+        )
+        if c.host_commands:
+            lines.append("  pack commands run outside any sandbox: " + ", ".join(c.host_commands))
+        return lines
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def resolve_outputs(
+    loaded: LoadedManifest, kinds: Mapping[str, OutputKindSpec], environ: Mapping[str, str]
+) -> tuple[ResolvedOutput, ...]:
+    declared = loaded.manifest.outputs
+    where = loaded.path
+    for name in declared:
+        if name not in kinds:
+            raise ManifestError(
+                f"{where}: [outputs.{name}] is not an output kind{_did_you_mean(name, kinds)}",
+                hint=f"the kinds are: {', '.join(sorted(kinds))}",
+            )
+    resolved = []
+    for name in kinds:  # the vocabulary order
+        spec = kinds[name]
+        declaration = declared.get(name)
+        if declaration is not None:
+            if not spec.addresses_target and declaration.target is not None:
+                raise ManifestError(f"{where}: [outputs.{name}] addresses nothing, so it takes no target")
+            if spec.addresses_target and declaration.target is None:
+                raise ManifestError(
+                    f"{where}: [outputs.{name}] needs a target",
+                    hint='add target = { fixed = "..." } or { open = { scope = "..." } }',
+                )
+            resolved.append(
+                ResolvedOutput(
+                    name,
+                    declaration.count,
+                    declaration.target,
+                    "manifest",
+                    spec.addresses_target,
+                    spec.description,
+                )
+            )
+            continue
+        default = spec.default_target
+        if spec.default_target_env:
+            default = (environ.get(spec.default_target_env) or "").strip() or default
+        target = FixedTarget(default) if spec.addresses_target and default else None
+        resolved.append(
+            ResolvedOutput(
+                name, spec.default_count, target, "engine-default", spec.addresses_target, spec.description
+            )
+        )
+    return tuple(resolved)
+
+
+def host_commands(loaded: LoadedManifest) -> tuple[str, ...]:
+    """Pack-authored commands the engine runs outside any sandbox, by their manifest keys."""
+    m = loaded.manifest
+    keys = []
+    if m.workspace.setup_cmd:
+        keys.append("[workspace].setup_cmd")
+    for key in ("apply_cmd", "snapshot_cmd", "restore_cmd"):
+        if getattr(m.world, key):
+            keys.append(f"[world].{key}")
+    if m.judge is not None:
+        if m.judge.measure_cmd:
+            keys.append("[judge].measure_cmd")
+        if m.judge.selftest is not None:
+            keys.append("[judge.selftest]")
+    if m.agent.agent_cmd:
+        keys.append("[agent].agent_cmd")
+    return tuple(keys)
+
+
+def granted_tools(loaded: LoadedManifest, tools: Iterable[str]) -> tuple[str, ...]:
+    installed = sorted(tools)
+    section = loaded.manifest.agent.broker
+    if not section.enabled:
+        return ()
+    if section.tools is None:
+        return tuple(installed)
+    for name in section.tools:
+        if name not in installed:
+            raise ManifestError(
+                f"{loaded.path}: [agent.broker].tools names {name!r}, which no installed plugin provides"
+                f"{_did_you_mean(name, installed)}",
+                hint=f"installed broker tools: {', '.join(installed) or 'none'}",
+            )
+    return tuple(sorted(set(section.tools)))
+
+
+def resolve(
+    loaded: LoadedManifest,
+    kinds: Mapping[str, OutputKindSpec],
+    tools: Iterable[str],
+    environ: Mapping[str, str] | None = None,
+) -> Declaration:
+    """The whole declaration; raises ManifestError naming the key for what the vocabulary refuses."""
+    m = loaded.manifest
+    secrets = {s.name: s for s in m.capabilities.secret}
+    disclosure = Disclosure(
+        secrets=tuple(m.capabilities.secret),
+        agent_env=tuple(AgentEnvGrant(name, secrets.get(name)) for name in sorted(m.agent.env)),
+        agent_sandbox=None,
+        host_commands=host_commands(loaded),
+        broker_tools=granted_tools(loaded, tools),
+    )
+    outputs = resolve_outputs(loaded, kinds, os.environ if environ is None else environ)
+    return Declaration(outputs, disclosure)
+
+
+def refuse_uncovered(declaration: Declaration, params: Mapping[str, str] | None = None) -> None:
+    """Run start: a grant the disclosure does not cover, or a run parameter outside the scope it
+    binds, ends the run before anything is reached."""
+    problems = declaration.capabilities.uncovered_grants() + param_problems(declaration.outputs, params or {})
+    if problems:
+        raise RunFailed("; ".join(problems))

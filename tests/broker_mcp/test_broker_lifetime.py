@@ -1,0 +1,129 @@
+"""The broker never outlives its engine: started at run start, gone at run end and after a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from crucible_core.session_log import read_events
+from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
+from tests.harness_claude.support import live_processes_with, wait_for
+
+MANIFEST = """
+[repo]
+path = "."
+
+[workspace]
+dir = "workspace"
+setup_cmd = "mkdir -p workspace && cp value.txt workspace/"
+
+[agent]
+backend = "command"
+agent_cmd = "{agent}"
+goal = "hold the turn open"
+
+[judge]
+measure_cmd = "../measure.sh"
+direction = "higher"
+"""
+
+
+def domain(tmp_path: Path, agent: str) -> Path:
+    root = tmp_path / "domain"
+    root.mkdir()
+    (root / "value.txt").write_text("1\n")
+    measure = root / "measure.sh"
+    measure.write_text('#!/bin/sh\nprintf \'{"valid": true, "score": 1}\\n\'\n')
+    measure.chmod(0o755)
+    manifest = root / "crucible.toml"
+    manifest.write_text(MANIFEST.format(agent=agent))
+    return manifest
+
+
+def accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_a_finished_run_stops_its_broker(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, "cat ../state/private/broker/endpoint.json > ../seen.json")
+    done = run_crucible("--manifest", manifest, "--iterations", "1", "--ui", "headless")
+    assert done.returncode == 0, done.stderr
+    seen = json.loads((manifest.parent / "seen.json").read_text())
+    assert not accepts(seen["port"])  # the turn saw it; the run's end closed it
+    assert not (manifest.parent / "state" / "private" / "broker" / "token").exists()
+    exposure = [
+        e for e in read_events(manifest.parent / "state" / "session.jsonl") if e["kind"] == "exposure"
+    ]
+    assert exposure and exposure[0]["capabilities"]["broker_tools"] == [
+        "distress",
+        "escalate",
+        "request_approval",
+        "steer_inbox",
+    ]
+
+
+def test_sigkill_of_the_engine_leaves_no_broker_behind(tmp_path: Path) -> None:
+    marker = f"broker-kill-{uuid.uuid4().hex}"
+    manifest = domain(tmp_path, "sleep 60")
+    endpoint = manifest.parent / "state" / "private" / "broker" / "endpoint.json"
+    engine = subprocess.Popen(
+        [str(CRUCIBLE), "--manifest", str(manifest), "--iterations", "1", "--ui", "headless"],
+        env=crucible_env(BROKER_TEST_MARKER=marker),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_for(endpoint.exists, seconds=60)
+        port = json.loads(endpoint.read_text())["port"]
+        assert accepts(port)
+        assert wait_for(lambda: len(live_processes_with(marker)) >= 2, seconds=30)  # engine + agent
+        os.kill(engine.pid, signal.SIGKILL)
+        engine.wait(30)
+        assert wait_for(lambda: not accepts(port), seconds=10)
+        assert wait_for(lambda: live_processes_with(marker) == [], seconds=10), live_processes_with(marker)
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait(10)
+
+
+AGENT = """
+import json, os, urllib.request
+from pathlib import Path
+server = json.loads(Path(os.environ["CRUCIBLE_MCP_CONFIG"]).read_text())["mcpServers"]["crucible"]
+call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "request_approval", "arguments": {"trace_id": "trace-7", "mode": "block"}}}
+request = urllib.request.Request(server["url"], json.dumps(call).encode(), {
+    **server["headers"], "content-type": "application/json", "accept": "application/json, text/event-stream"})
+with urllib.request.urlopen(request, timeout=30) as reply:
+    Path("../reply.json").write_bytes(reply.read())
+"""
+
+
+def test_request_approval_through_the_broker_parks_the_run(tmp_path: Path) -> None:
+    """A command agent finds the broker in $CRUCIBLE_MCP_CONFIG and calls it with a plain HTTP client:
+    the tool's marker opens the run's approval wait."""
+    manifest = domain(tmp_path, f"{sys.executable} ../agent.py")
+    (manifest.parent / "agent.py").write_text(AGENT)
+    done = run_crucible("--manifest", manifest, "--iterations", "1", "--ui", "headless", "--max-park", "1s")
+    assert done.returncode == 2, done.stderr  # the block-mode wait timed out: a deny
+    reply = json.loads((manifest.parent / "reply.json").read_text())
+    assert reply["result"]["isError"] is False
+    assert json.loads(reply["result"]["content"][0]["text"])["status"] == "pending"
+    events = list(read_events(manifest.parent / "state" / "session.jsonl"))
+    waits = [e for e in events if e["kind"] == "approval_wait"]
+    assert [(w["trace_id"], w["mode"]) for w in waits] == [("trace-7", "block")]
+    assert [(e["kind"], e["tool"]) for e in events if e["kind"].startswith("broker_")] == [
+        ("broker_call", "request_approval"),
+        ("broker_result", "request_approval"),
+    ]
