@@ -192,22 +192,25 @@ def resolve_outputs(
 
 
 def host_commands(loaded: LoadedManifest) -> tuple[str, ...]:
-    """Pack-authored commands the engine runs outside any sandbox, by their manifest keys."""
+    """Pack-authored commands the engine runs outside any sandbox, by their manifest keys.
+
+    Read by name: a driver's keys live in its own settings table, so a key is present only when
+    the manifest's sections carry it.
+    """
     m = loaded.manifest
-    keys = []
-    if m.workspace.setup_cmd:
-        keys.append("[workspace].setup_cmd")
-    for key in ("apply_cmd", "snapshot_cmd", "restore_cmd"):
-        if getattr(m.world, key):
-            keys.append(f"[world].{key}")
-    if m.judge is not None:
-        if m.judge.measure_cmd:
-            keys.append("[judge].measure_cmd")
-        if m.judge.selftest is not None:
-            keys.append("[judge.selftest]")
-    if m.agent.agent_cmd:
-        keys.append("[agent].agent_cmd")
-    return tuple(keys)
+    found = []
+    for table, section, keys in (
+        ("workspace", m.workspace, ("setup_cmd",)),
+        ("world", m.world, ("apply_cmd", "snapshot_cmd", "restore_cmd")),
+        ("judge", m.judge, ("measure_cmd",)),
+        ("agent", m.agent, ("agent_cmd",)),
+    ):
+        for key in keys:
+            if section is not None and getattr(section, key, None):
+                found.append(f"[{table}].{key}")
+    if m.judge is not None and getattr(m.judge, "selftest", None) is not None:
+        found.append("[judge.selftest]")
+    return tuple(found)
 
 
 def granted_tools(loaded: LoadedManifest, tools: Iterable[str]) -> tuple[str, ...]:
