@@ -117,6 +117,8 @@ def run_evaluate(context: TaskContext) -> Attempt:
 def run_agent(context: TaskContext) -> Attempt:
     """Standalone plans run an agent task through a stand-in command (`--agent-cmd`)."""
     fields: AgentFields = context.task.fields
+    if context.agent_runner is not None:
+        return context.agent_runner(context)
     if context.agent_cmd is None:
         note = "no agent runner: pass --agent-cmd to `crucible plan run`"
         return Attempt(Outcome.TRANSPORT, note=note, transport="agent")

@@ -15,7 +15,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,8 @@ INPUTS_ENV = "CRUCIBLE_INPUTS"
 TASK_ENV = "CRUCIBLE_TASK"
 INPUT_FILES_ENV = "CRUCIBLE_INPUT_FILES"
 MAX_INPUTS_BYTES = 1 << 20
+DEFAULT_MAX_ASKS = 20
+ASK = "ask"
 
 NOT_PASSED = frozenset({TaskStatus.FAIL, TaskStatus.TRANSPORT, TaskStatus.BLOCKED, TaskStatus.TRUNCATED})
 
@@ -76,6 +78,14 @@ class ExecutorConfig:
     copies: DisposableCopies | None = None  # None: temp-dir copies of the workspace
     env: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
     iteration: int = 0
+    # The wall-clock ceiling in seconds (None: none); time spent by earlier processes of this
+    # run counts against it. Attempts in flight are killed when it is reached.
+    max_seconds: float | None = None
+    elapsed_before: float = 0.0
+    # Called with a task's actual root before each task (re-applies frozen injects).
+    before_task: Callable[[Path], None] | None = None
+    agent_runner: Callable[[TaskContext], Attempt] | None = None
+    max_asks: int = DEFAULT_MAX_ASKS
 
 
 @attrs.frozen
@@ -125,6 +135,7 @@ class _Settled:
     metric: float | None = None
     transport: str | None = None
     blocked: BlockedWire | None = None
+    asks: tuple[dict[str, Any], ...] = ()
 
 
 class PlanExecutor:
@@ -158,6 +169,11 @@ class PlanExecutor:
         self._file_emitters = {task.name for task in plan.tasks if task.emits_files}
         self.copies = config.copies or TempDirCopies(config.workspace, exclude=[config.state_dir])
         self.files = FileStore(config.state_dir / "files", max_total_bytes(dict(config.env)))
+        self.deadline: float | None = None
+        if config.max_seconds is not None:
+            self.deadline = time.monotonic() + config.max_seconds - config.elapsed_before
+        self.completed: tuple[str, str] | None = None  # (task, reason) of an early completion
+        self.asks_emitted = 0
 
     # -- the plan ------------------------------------------------------------------------
 
@@ -204,9 +220,19 @@ class PlanExecutor:
                     self._block(task, BlockReason.BUDGET_CEILING.value, None)
         self.plan_state = PLAN_MACHINE.step(self.plan_state, main_state.value)
         reason = self._reason(main_state)
-        outcome = "budget" if main_state is PlanState.BUDGET else "finished"
-        self._emit(SHUTDOWN, outcome=outcome, reason=reason)
+        self._emit(SHUTDOWN, outcome=self._exit_token(main_state), reason=reason)
         return self._report(main_state, reason)
+
+    def _exit_token(self, main_state: PlanState) -> str:
+        if main_state is PlanState.BUDGET:
+            return "budget"
+        return "complete" if self.completed is not None else "finished"
+
+    def _clock_out(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def _time_left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
     def _check_same_plan(self, admitted: PlanAdmitted) -> None:
         assert self.prior is not None and self.prior.admitted is not None
@@ -233,6 +259,9 @@ class PlanExecutor:
             self.spent += result.cost_usd
         if self.spent > self.plan.plan.budget.usd:
             self.halt = BlockedWire(BlockReason.BUDGET_CEILING.value)
+        for name, result in self.results.items():
+            if self.tasks[name].stage is ir.Stage.MAIN and _completes(result.output):
+                self.completed = (name, _completion_reason(result.output))
         for name, status in self.status.items():
             task = self.tasks[name]
             if task.stage is ir.Stage.MAIN and task.required and status in NOT_PASSED and self.halt is None:
@@ -308,10 +337,16 @@ class PlanExecutor:
         done: queue.SimpleQueue[tuple[ir.Task, _Settled]] = queue.SimpleQueue()
         in_flight: set[str] = set()
         while True:
+            self._check_clock()
             self._dispatch_ready(pool, in_flight, done)
             if not in_flight:
                 break
-            task, settled = done.get()
+            try:
+                task, settled = done.get(timeout=self._time_left() if self.halt is None else None)
+            except queue.Empty:
+                continue  # the wall clock ran out: halt, then wait for the killed attempts
+            if self.halt is None and self._clock_out():
+                self._check_clock()
             in_flight.discard(task.name)
             self._release(task)
             self._settle(task, settled)
@@ -336,9 +371,18 @@ class PlanExecutor:
             if self._remaining[child] == 0 or (joins_all and status in NOT_PASSED | {TaskStatus.SKIPPED}):
                 heapq.heappush(self._candidates, self._index[child])
 
+    def _check_clock(self) -> None:
+        if self._clock_out() and (self.halt is None or self.halt.reason != BlockReason.WALL_CLOCK_CEILING.value):
+            if self.halt is None or self.halt.reason == BlockReason.REQUIRED_TASK_FAILED.value:
+                self.halt = BlockedWire(BlockReason.WALL_CLOCK_CEILING.value)
+                if self.plan_state in (PlanState.RUNNING.value,):
+                    self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
+
     def _dispatch_ready(
         self, pool: ThreadPoolExecutor, in_flight: set[str], done: queue.SimpleQueue[Any]
     ) -> None:
+        if self.completed is not None and self.plan_state != PlanState.EPILOGUE.value and self.halt is None:
+            return  # early completion: nothing more dispatches, and nothing undispatched is blocked
         if self.halt is not None:
             for name in sorted(self._stage_pending - in_flight, key=self._index.__getitem__):
                 if name not in self.status:
@@ -402,7 +446,8 @@ class PlanExecutor:
         return _Settled(TaskStatus.BLOCKED, 0, 0.0, 0.0, note=note, blocked=BlockedWire(reason, task))
 
     def _block(self, task: ir.Task, reason: str, culprit: str | None) -> None:
-        shown = culprit if reason != BlockReason.BUDGET_CEILING.value else None
+        ceilings = (BlockReason.BUDGET_CEILING.value, BlockReason.WALL_CLOCK_CEILING.value)
+        shown = culprit if reason not in ceilings else None
         settled = self._blocked(reason, shown)
         self._settle(task, settled)
 
@@ -420,7 +465,7 @@ class PlanExecutor:
         }
 
     def _outcome(self, main_state: PlanState) -> dict[str, Any]:
-        exit_token = "budget" if main_state is PlanState.BUDGET else "finished"
+        exit_token = self._exit_token(main_state)
         tasks = {
             name: {"status": self.results[name].status, "note": self.results[name].note or None}
             for name in self.plan.order
@@ -480,12 +525,23 @@ class PlanExecutor:
         )
         self.status[task.name] = settled.status
         self.results[task.name] = result
+        for ask in settled.asks:
+            self._emit(ASK, task=task.name, **ask)
         self._emit(TASK_RESULT, **result.fields())
         self._notice_settled(task, settled.status)
 
     def _after_settle(self, task: ir.Task, settled: _Settled) -> None:
         if self.plan_state == PlanState.RUNNING.value:
             self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.RUNNING.value)
+        if (
+            task.stage is ir.Stage.MAIN
+            and settled.status is TaskStatus.PASS
+            and self.completed is None
+            and _completes(settled.output)
+        ):
+            self.completed = (task.name, _completion_reason(settled.output))
+        if settled.blocked is not None and settled.blocked.reason == BlockReason.WALL_CLOCK_CEILING.value:
+            self._check_clock()
         if self.spent > self.plan.plan.budget.usd and (
             self.halt is None or self.halt.reason != BlockReason.BUDGET_CEILING.value
         ):
@@ -503,19 +559,29 @@ class PlanExecutor:
             self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
 
     def _main_state(self) -> PlanState:
-        if self.spent > self.plan.plan.budget.usd:
+        if self.spent > self.plan.plan.budget.usd or self._clock_halted():
             return PlanState.BUDGET
         for task in self.plan.stage(ir.Stage.MAIN):
             status = self.status.get(task.name)
+            if status is None and self.completed is not None:
+                continue  # left undispatched by early completion: not part of the verdict
             if status is TaskStatus.TRUNCATED:
                 return PlanState.TRUNCATED
             if task.required and status not in (TaskStatus.PASS, TaskStatus.SKIPPED):
                 return PlanState.FAILED
         return PlanState.FINISHED
 
+    def _clock_halted(self) -> bool:
+        return any(
+            r.blocked is not None and r.blocked.reason == BlockReason.WALL_CLOCK_CEILING.value
+            for r in self.results.values()
+        ) or (self.halt is not None and self.halt.reason == BlockReason.WALL_CLOCK_CEILING.value)
+
     def _reason(self, state: PlanState) -> str:
+        if state is PlanState.BUDGET and self._clock_halted():
+            return f"wall_clock: the {self.config.max_seconds:g}-second ceiling was reached"
         if state is PlanState.BUDGET:
-            return f"budget: spent ${self.spent:.4f} of ${self.plan.plan.budget.usd:.4f}"
+            return f"cost: spent ${self.spent:.4f} of ${self.plan.plan.budget.usd:.4f}"
         if state is PlanState.FAILED:
             failed = [
                 t.name
@@ -523,6 +589,9 @@ class PlanExecutor:
                 if t.required and self.status.get(t.name) not in (TaskStatus.PASS, TaskStatus.SKIPPED)
             ]
             return f"failed: required task(s) did not pass: {', '.join(failed)}"
+        if self.completed is not None:
+            name, why = self.completed
+            return f"complete: task {name!r} declared early completion" + (f": {why}" if why else "")
         return "passed: every required task passed"
 
     def _report(self, state: PlanState, reason: str) -> PlanReport:
@@ -581,11 +650,24 @@ class PlanExecutor:
         encoded = json.dumps(inputs, separators=(",", ":"), default=str)
         if len(encoded) > MAX_INPUTS_BYTES:
             return self._blocked(BlockReason.STAGING_REFUSED.value, f"inputs over {MAX_INPUTS_BYTES} bytes")
+        if self.config.before_task is not None:
+            self.config.before_task(root)  # frozen injects, in the root this task really runs in
         env = {**self.config.env, INPUTS_ENV: encoded, TASK_ENV: task.name}
         if staged:
             env[INPUT_FILES_ENV] = str(staged_dir)
+        remaining = self._time_left()
+        timeout = task.timeout if remaining is None else min(task.timeout, remaining)
+        if timeout <= 0:
+            return self._blocked(BlockReason.WALL_CLOCK_CEILING.value, None)
         context = TaskContext(
-            task, root, env, inputs, task.timeout, self.config.agent_cmd, self.config.engine
+            task,
+            root,
+            env,
+            inputs,
+            timeout,
+            self.config.agent_cmd,
+            self.config.engine,
+            self.config.agent_runner,
         )
         before = fingerprint(root, task.emits_files) if task.emits_files else {}
         attempts, cost = 0, 0.0
@@ -599,6 +681,13 @@ class PlanExecutor:
                     Outcome.FAIL, note=f"internal error in {task.kind}: {type(exc).__name__}: {exc}"
                 )
             cost += attempt.cost_usd
+            if self._clock_out():  # killed (or finished) at the ceiling: it does not count as work
+                settled = self._blocked(BlockReason.WALL_CLOCK_CEILING.value, None)
+                with self._lock:
+                    self.spent += attempt.cost_usd
+                return attrs.evolve(
+                    settled, attempts=attempts, cost_usd=cost, secs=time.monotonic() - started
+                )
             with self._lock:
                 self.spent += attempt.cost_usd
                 over = self.spent > self.plan.plan.budget.usd
@@ -649,6 +738,11 @@ class PlanExecutor:
             ]
             if missing:
                 status, note = TaskStatus.FAIL, f"declared output field(s) missing: {', '.join(missing)}"
+        asks: tuple[dict[str, Any], ...] = ()
+        if status is TaskStatus.PASS and isinstance(attempt.output, dict) and "asks" in attempt.output:
+            asks, problem = self._take_asks(attempt.output["asks"])
+            if problem:
+                status, note, asks = TaskStatus.FAIL, problem, ()
         if task.emits_files and status in (TaskStatus.PASS, TaskStatus.FAIL):
             try:
                 self.files.publish(
@@ -670,7 +764,30 @@ class PlanExecutor:
             output=attempt.output,
             note=note,
             metric=attempt.metric,
+            asks=asks,
         )
+
+    def _take_asks(self, raw: Any) -> tuple[tuple[dict[str, Any], ...], str | None]:
+        """Validate a task's emitted asks and charge them to the run's bound (all or none)."""
+        if not isinstance(raw, list):
+            return (), "asks must be a list of {key, workflow, params} objects"
+        asks = []
+        for item in raw:
+            if (
+                not isinstance(item, dict)
+                or set(item) - {"key", "workflow", "params"}
+                or not isinstance(item.get("key"), str)
+                or not item["key"]
+                or not isinstance(item.get("workflow"), str)
+                or not isinstance(item.get("params", {}), dict)
+            ):
+                return (), "each ask must be {key: string, workflow: string, params: object} and nothing else"
+            asks.append({"key": item["key"], "workflow": item["workflow"], "params": item.get("params", {})})
+        with self._lock:
+            if self.asks_emitted + len(asks) > self.config.max_asks:
+                return (), f"asks would pass the run's bound of {self.config.max_asks} (--max-asks)"
+            self.asks_emitted += len(asks)
+        return tuple(asks), None
 
     def _file_producers(self, task: ir.Task) -> list[str]:
         """Passing ancestors on every dependency path, plus failing direct deps of a settled join."""
@@ -692,3 +809,12 @@ class PlanExecutor:
                 found.append(name)
             stack.extend(self.tasks[name].depends_on)
         return sorted(found)
+
+
+def _completes(output: Any) -> bool:
+    return isinstance(output, dict) and output.get("complete") is True
+
+
+def _completion_reason(output: Any) -> str:
+    reason = output.get("reason") if isinstance(output, dict) else None
+    return reason if isinstance(reason, str) else ""

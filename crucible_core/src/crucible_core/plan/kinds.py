@@ -53,6 +53,8 @@ class TaskContext:
     timeout: float
     agent_cmd: str | None = None
     engine: EngineOperations | None = None
+    # Runs an agent task through a manifest's real backend and harness (None: --agent-cmd).
+    agent_runner: Callable[[TaskContext], Attempt] | None = None
 
 
 RunFunction = Callable[[TaskContext], Attempt]

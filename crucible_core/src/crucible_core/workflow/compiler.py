@@ -355,7 +355,7 @@ class Compiler:
         kwargs = dict(kwargs)
         for key in kwargs:
             if key not in spec.kwargs:
-                hint = did_you_mean(key, set(spec.kwargs) | bound_names(self.texts.get(where[0], "")))
+                hint = did_you_mean(key, (set(spec.kwargs) | bound_names(self.texts.get(where[0], ""))) - {key})
                 raise self._fail(self._arg_site(where, key), f"{ctor}() has no argument {key!r}", hint)
         if len(args) > len(spec.positional):
             raise self._fail(where, f"{ctor}() takes {len(spec.positional)} positional argument(s)")
