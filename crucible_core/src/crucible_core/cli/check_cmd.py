@@ -35,6 +35,8 @@ def command(manifest: Path, harness: str | None) -> None:
     plugins = load_plugins()
     for failure in plugins.failures:
         click.echo(f"WARN plugin {failure.name} ({failure.distribution}) failed to load: {failure.error}")
+    if _check_workflow(manifest):
+        return
     loaded = load_for_run(plugins, manifest)
     findings = check(plugins, loaded, harness=harness)
     for level, text in findings.lines:
@@ -43,3 +45,21 @@ def command(manifest: Path, harness: str | None) -> None:
         click.echo("check failed")
         sys.exit(int(ExitCode.CHECK_FAILED))
     click.echo("check passed")
+
+
+def _check_workflow(manifest: Path) -> bool:
+    """Compile and validate the manifest's workflow; True when it is a playbook (nothing else to prove)."""
+    from crucible_core.cli.workflow_cmd import validate_document
+    from crucible_core.manifest.loader import load_manifest
+    from crucible_core.workflow.pack import effective_workflow
+
+    loaded = load_manifest(manifest)
+    document = effective_workflow(loaded)
+    if document is None:
+        return False
+    plan = validate_document(document, source=str(manifest))
+    click.echo(f"ok   workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")
+    if document["type"] == "playbook":
+        click.echo("check passed")
+        return True
+    return False

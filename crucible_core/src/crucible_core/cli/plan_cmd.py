@@ -46,6 +46,7 @@ def _kinds():
     help="Tasks in flight at once (default: the number of CPUs).",
 )
 @click.option("--agent-cmd", default=None, help="A stand-in command that runs agent tasks.")
+@click.option("--max-time", default=None, help="Wall-clock ceiling (90s, 15m, 2h); attempts in flight are killed.")
 def run(
     file: Path,
     caps: tuple[str, ...],
@@ -54,6 +55,7 @@ def run(
     resume: bool,
     jobs: int | None,
     agent_cmd: str | None,
+    max_time: str | None,
 ) -> None:
     """Run a standalone plan: no World and no Judge, so engine tasks are refused.
 
@@ -86,6 +88,10 @@ def run(
         caps=frozenset(caps),
         agent_cmd=agent_cmd,
     )
+    if max_time is not None:
+        from crucible_core.budget import parse_duration
+
+        config.max_seconds = parse_duration(max_time)
     if jobs is not None:
         config.jobs = jobs
     log = SessionLog(log_path)
@@ -127,10 +133,17 @@ def show(file: Path | None, manifest: Path | None, fmt: str, caps: tuple[str, ..
     if manifest is not None:
         from crucible_core.manifest.loader import load_manifest
 
-        load_manifest(manifest)  # a broken manifest is reported as such, not as a graph
-        plan = validate(
-            render.default_iteration_plan(), kinds, owns_world_and_judge=True, source=str(manifest)
-        )
+        from crucible_core.cli.workflow_cmd import validate_document
+        from crucible_core.workflow.pack import effective_workflow
+
+        loaded = load_manifest(manifest)  # a broken manifest is reported as such, not as a graph
+        document = effective_workflow(loaded)
+        if document is not None:
+            plan = validate_document(document, source=str(manifest))
+        else:
+            plan = validate(
+                render.default_iteration_plan(), kinds, owns_world_and_judge=True, source=str(manifest)
+            )
     else:
         assert file is not None
         plan = validate(load_plan(file, kinds), kinds, source=str(file))

@@ -66,8 +66,14 @@ DEFAULT_ITERATIONS = 10
     "params",
     multiple=True,
     metavar="NAME=VALUE",
-    help="A run parameter (repeatable): an [outputs] open target with param = NAME must equal VALUE. "
+    help="A run parameter (repeatable): a workflow launch parameter, which an [outputs] open target "
+    "with param = NAME must also equal. "
     "On --resume, the recorded ones unless given again.",
+)
+@click.option("--cap", "caps", multiple=True, help="A capability this substrate provides (playbooks).")
+@click.option("--max-asks", type=click.IntRange(0), default=20, show_default=True, help="Asks a playbook may emit.")
+@click.option(
+    "--max-task-timeout", default="24h", show_default=True, help="Longest per-task deadline a playbook may declare."
 )
 def command(
     manifest: Path,
@@ -85,6 +91,9 @@ def command(
     max_park: str | None,
     pack: str | None,
     params: tuple[str, ...],
+    caps: tuple[str, ...],
+    max_asks: int,
+    max_task_timeout: str,
 ) -> None:
     """Run the keep/discard loop over a manifest.
 
@@ -105,6 +114,23 @@ def command(
         )
     if pack is not None:
         manifest = _pack_manifest(plugins, pack)
+    playbook = _playbook_manifest(manifest)
+    if playbook is not None:
+        from crucible_core.workflow.params import parse_assignments
+        from crucible_core.workflow.playbook import PlaybookRequest, run_playbook
+
+        request = PlaybookRequest(
+            max_cost=max_cost,
+            max_time=parse_duration(max_time) if max_time else None,
+            params=parse_assignments(params),
+            caps=frozenset(caps),
+            state_dir=state_dir,
+            resume=resume,
+            iterations=iterations,
+            max_asks=max_asks,
+            max_task_timeout=parse_duration(max_task_timeout),
+        )
+        sys.exit(run_playbook(plugins, playbook, request))
     if iterations is None and not resume:
         iterations = DEFAULT_ITERATIONS
     budget = Budget(
@@ -145,6 +171,17 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
             )
         params[name.strip()] = text
     return params
+
+
+def _playbook_manifest(manifest: Path):
+    """The loaded manifest when it declares a playbook (in [workflow] or workflow.star), else None."""
+    from crucible_core.manifest.loader import load_manifest
+    from crucible_core.workflow.pack import declared_lane
+
+    if not manifest.is_file():
+        return None  # the loop reports the missing manifest its own way
+    loaded = load_manifest(manifest)
+    return loaded if declared_lane(loaded) == "playbook" else None
 
 
 def _pack_manifest(plugins, name: str) -> Path:

@@ -193,8 +193,9 @@ def _plain_relative(value: str) -> bool:
 
 
 def _validate_rules(path: Path, m: Manifest) -> None:
+    _workflow_rules(path, m)
     if m.repo is None:
-        if m.workspace.setup_cmd is None:
+        if m.workspace.setup_cmd is None and not m.playbook:  # a playbook may start empty
             raise _fail(
                 path,
                 "[repo] is required unless [workspace].setup_cmd builds the workspace",
@@ -382,3 +383,18 @@ def load_manifest(
 
         plugins = load_plugins()
     return attrs.evolve(loaded, settings=loaded.resolve_settings(plugins))
+
+
+def _workflow_rules(path: Path, m: Manifest) -> None:
+    """[workflow].type must match the lane: a playbook has no [judge]; every other type needs one."""
+    if m.workflow is None:
+        return
+    kind = m.workflow.type
+    if kind not in ("autoresearch", "custom", "playbook"):
+        raise _fail(path, f"[workflow].type {kind!r} must be autoresearch, custom or playbook")
+    if kind == "playbook" and m.judge is not None:
+        raise _fail(path, "a playbook carries no [judge]", hint="remove [judge], or use type = \"custom\"")
+    if kind != "playbook" and m.judge is None:
+        raise _fail(
+            path, f"a {kind} workflow needs a [judge]", hint='without a judge, use type = "playbook"'
+        )

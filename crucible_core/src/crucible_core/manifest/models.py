@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from crucible_core.contract.reading import Direction
@@ -11,7 +13,6 @@ from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSe
 # name rather than accepted and ignored: a run must never silently drop part of its manifest.
 UNSUPPORTED_SECTIONS = (
     "search",
-    "workflow",
     "preflight",
     "publish",
     "composite",
@@ -103,6 +104,19 @@ class WorldSection:
 
 
 @attrs.frozen
+class WorkflowSection:
+    """[workflow]: the work graph's lane, its result task, and its [[workflow.task]] IR tables.
+
+    The task tables are kept raw here and loaded by the plan loader, which owns their keys.
+    A workflow.star beside the manifest compiles to the same shape.
+    """
+
+    type: str
+    result: str | None = None
+    task: tuple[dict[str, Any], ...] = ()
+
+
+@attrs.frozen
 class Manifest:
     repo: RepoSection | None = None
     workspace: WorkspaceSection = WorkspaceSection()
@@ -111,6 +125,11 @@ class Manifest:
     world: WorldSection = WorldSection()
     outputs: dict[str, OutputDeclaration] = attrs.field(factory=dict)  # mediated-write bounds
     capabilities: CapabilitiesSection = CapabilitiesSection()  # disclosed reach
+    workflow: WorkflowSection | None = None
+
+    @property
+    def playbook(self) -> bool:
+        return self.workflow is not None and self.workflow.type == "playbook"
 
     @property
     def task_lane(self) -> bool:

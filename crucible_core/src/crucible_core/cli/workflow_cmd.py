@@ -1,0 +1,74 @@
+"""`crucible workflow`: compile a pack's workflow.star to its `[workflow]` IR, print its launch schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from crucible_core.cli.options import manifest_option
+from crucible_core.errors import ManifestError
+
+
+@click.group("workflow")
+def command() -> None:
+    """Workflows: compile workflow.star, print its parameters."""
+
+
+@command.command("compile")
+@manifest_option
+@click.option("--format", "fmt", type=click.Choice(("toml", "json")), default="toml", show_default=True)
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="A launch parameter (repeatable).")
+def compile_(manifest: Path, fmt: str, params: tuple[str, ...]) -> None:
+    """Compile and validate the manifest's workflow; print the generated [workflow] table.
+
+    Exit 0 when it compiles and validates, 10 with every diagnostic (file:line:col) otherwise.
+    """
+    from crucible_core.workflow import pack
+    from crucible_core.workflow.params import parse_assignments
+
+    loaded, document = compiled(manifest, parse_assignments(params))
+    click.echo(pack.to_toml(document) if fmt == "toml" else pack.to_json(document), nl=fmt == "json")
+
+
+@command.command("params")
+@manifest_option
+def params_(manifest: Path) -> None:
+    """Print the workflow's launch parameters as a JSON Schema document (nothing is evaluated)."""
+    from crucible_core.manifest.loader import load_manifest
+    from crucible_core.workflow.compile import declared_params
+    from crucible_core.workflow.pack import source_path
+    from crucible_core.workflow.params import json_schema
+
+    loaded = load_manifest(manifest)
+    declared = declared_params(loaded.dir) if source_path(loaded) is not None else {}
+    click.echo(json.dumps(json_schema(declared), indent=2))
+
+
+def compiled(manifest: Path, params: dict[str, str]):
+    """Load the manifest, compile its workflow, and validate the result as a plan of its lane."""
+    from crucible_core.manifest.loader import load_manifest
+    from crucible_core.workflow import pack
+
+    loaded = load_manifest(manifest)
+    document = pack.effective_workflow(loaded, params)
+    if document is None:
+        raise ManifestError(
+            f"{manifest}: no workflow.star beside it and no [workflow] in it",
+            hint="write a workflow.star (see `crucible help workflows`)",
+        )
+    validate_document(document, source=str(manifest))
+    return loaded, document
+
+
+def validate_document(document, *, source: str):
+    from crucible_core.plan.load import plan_from_data
+    from crucible_core.plan.validate import validate
+    from crucible_core.plugins import load_plugins
+    from crucible_core.workflow.pack import plan_data
+
+    kinds = load_plugins().registry("task kind")
+    scored = document["type"] != "playbook"
+    plan = plan_from_data(plan_data(document, 1.0), kinds, source=source)
+    return validate(plan, kinds, owns_world_and_judge=scored, source=source)
