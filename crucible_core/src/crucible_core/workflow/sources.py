@@ -83,6 +83,5 @@ class PackSources:
         except OSError as exc:
             # ELOOP is what O_NOFOLLOW reports for a symbolic link.
             raise SourceRefused(f"{rel!r}: {part!r} is a link or unreadable ({exc.strerror})") from None
-        finally:
-            os.close(fd)
+        os.close(fd)  # on failure the caller closes it
         return child
