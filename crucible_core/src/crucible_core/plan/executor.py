@@ -86,6 +86,7 @@ class ExecutorConfig:
     before_task: Callable[[Path], None] | None = None
     agent_runner: Callable[[TaskContext], Attempt] | None = None
     max_asks: int = DEFAULT_MAX_ASKS
+    scoreless: bool = False  # a playbook: every row's score (metric) is null
 
 
 @attrs.frozen
@@ -516,7 +517,7 @@ class PlanExecutor:
             iter=self.config.iteration,
             attempts=settled.attempts,
             cost_usd=round(settled.cost_usd, 6),
-            metric=settled.metric,
+            metric=None if self.config.scoreless else settled.metric,
             output=settled.output,
             note=settled.note,
             secs=round(settled.secs, 3),

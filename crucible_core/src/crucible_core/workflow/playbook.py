@@ -102,6 +102,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         before_task=lambda root: refresh_frozen(loaded.injects, root),
         agent_runner=_agent_runner(plugins, loaded, state, log_path),
         max_asks=request.max_asks,
+        scoreless=True,
         agent_cmd=loaded.manifest.agent.agent_cmd,
     )
     if request.jobs is not None:

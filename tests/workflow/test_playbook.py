@@ -1,0 +1,212 @@
+"""Playbooks end to end through `crucible run`: one pass, ceilings, early completion, asks, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from crucible_core.session_log import read_events
+from tests.cli_support import CRUCIBLE, EXAMPLES, crucible_env, run_crucible
+
+
+def example(tmp_path: Path) -> Path:
+    target = tmp_path / "playbook"
+    shutil.copytree(EXAMPLES / "playbook", target, ignore=shutil.ignore_patterns("workspace", "state"))
+    return target
+
+
+def events(pack: Path) -> list[dict[str, Any]]:
+    return list(read_events(pack / "state" / "session.jsonl"))
+
+
+def rows(pack: Path) -> dict[str, dict[str, Any]]:
+    return {e["task"]: e for e in events(pack) if e["kind"] == "task_result"}
+
+
+def shutdown(pack: Path) -> dict[str, Any]:
+    return [e for e in events(pack) if e["kind"] == "shutdown"][-1]
+
+
+def play(pack: Path, *args: str, env: dict[str, str] | None = None):
+    return run_crucible(
+        "run", "--manifest", pack / "crucible.toml", "--max-cost", "1", *args, cwd=pack, env=env
+    )
+
+
+def test_example_playbook_runs_once_and_passes(tmp_path: Path) -> None:
+    pack = example(tmp_path)
+    done = play(pack, "--max-time", "5m")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "playbook valid" in done.stdout
+    settled = rows(pack)
+    assert list(settled) == ["seed", "scan", "gate", "report", "notify"]
+    assert all(row["status"] == "pass" and row.get("metric") is None for row in settled.values())
+    assert "src/b.txt:1:# TODO: test this" in (pack / "workspace" / "out" / "report.md").read_text()
+    outcome = json.loads((pack / "workspace" / "notify.json").read_text())["outcome"]
+    assert outcome["exit"] == "finished" and set(outcome["tasks"]) == {"seed", "scan", "gate", "report"}
+    assert shutdown(pack)["outcome"] == "finished"
+    assert (pack / "state" / "workflow.toml").read_text().startswith("# generated from workflow.star")
+
+
+def test_both_ceilings_are_required_before_anything_runs(tmp_path: Path) -> None:
+    pack = example(tmp_path)
+    done = play(pack)  # --max-cost only
+    assert done.returncode == 64 and "--max-time" in done.stderr
+    assert not (pack / "state").exists() and not (pack / "workspace").exists()
+    more = run_crucible("run", "--manifest", pack / "crucible.toml", "--max-time", "1m", "--iterations", "3")
+    assert more.returncode == 64
+
+
+def test_early_completion_ends_dispatch_and_still_runs_the_epilogue(tmp_path: Path) -> None:
+    pack = example(tmp_path)
+    done = play(pack, "--max-time", "5m", "--param", "marker=NOPE")
+    assert done.returncode == 0, done.stdout + done.stderr
+    settled = rows(pack)
+    assert "report" not in settled  # left undispatched, not blocked
+    assert settled["gate"]["output"]["complete"] is True
+    final = shutdown(pack)
+    assert final["outcome"] == "complete" and "no notes to report" in final["reason"]
+    outcome = json.loads((pack / "workspace" / "notify.json").read_text())["outcome"]
+    assert outcome["exit"] == "complete" and outcome["verdict"] == "pass"
+
+
+def test_a_bad_param_is_refused_before_compiling(tmp_path: Path) -> None:
+    pack = example(tmp_path)
+    done = play(pack, "--max-time", "5m", "--param", "marker=lower")
+    assert done.returncode == 64 and "does not match pattern" in done.stderr
+    assert not (pack / "state").exists()
+
+
+def write_pack(tmp_path: Path, source: str) -> Path:
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "crucible.toml").write_text('[workflow]\ntype = "playbook"\n\n[agent]\ngoal = "test"\n')
+    (pack / "workflow.star").write_text(textwrap.dedent(source))
+    return pack
+
+
+def test_wall_clock_ceiling_kills_the_attempt_in_flight(tmp_path: Path) -> None:
+    pack = write_pack(
+        tmp_path,
+        """\
+        slow = command(name = "slow", run = "sleep 60")
+        after = command(name = "after", run = "true", depends_on = [slow])
+        tell = command(name = "tell", run = "touch told", stage = "epilogue")
+        workflow(type = "playbook", tasks = [slow, after, tell])
+        """,
+    )
+    done = play(pack, "--max-time", "2s")
+    assert done.returncode == 4, done.stdout + done.stderr
+    settled = rows(pack)
+    assert settled["slow"]["status"] == "blocked"
+    assert settled["slow"]["blocked"]["reason"] == "wall_clock_ceiling"
+    assert settled["after"]["blocked"]["reason"] == "wall_clock_ceiling"
+    assert settled["tell"]["status"] == "blocked"  # a ceiling stops the epilogue too
+    final = shutdown(pack)
+    assert final["outcome"] == "budget" and final["reason"].startswith("wall_clock")
+    assert not (pack / "workspace" / "told").exists()
+
+
+def test_required_failure_is_invalid_but_the_epilogue_reports_it(tmp_path: Path) -> None:
+    pack = write_pack(
+        tmp_path,
+        """\
+        broken = command(name = "broken", run = "exit 3")
+        never = command(name = "never", run = "true", depends_on = [broken])
+        tell = command(name = "tell", run = 'echo "$CRUCIBLE_INPUTS" > told.json', stage = "epilogue")
+        workflow(type = "playbook", tasks = [broken, never, tell])
+        """,
+    )
+    done = play(pack, "--max-time", "1m")
+    assert done.returncode == 4
+    assert rows(pack)["never"]["status"] == "blocked"
+    told = json.loads((pack / "workspace" / "told.json").read_text())["outcome"]
+    assert told["verdict"] == "fail" and told["tasks"]["broken"]["status"] == "fail"
+
+
+def test_asks_are_recorded_and_bounded(tmp_path: Path) -> None:
+    asks = json.dumps({"asks": [{"key": f"item-{i}", "workflow": "fix", "params": {"n": i}} for i in range(3)]})
+    pack = write_pack(
+        tmp_path,
+        f"""\
+        emit = command(name = "emit", run = '''echo '{asks}' ''')
+        workflow(type = "playbook", tasks = [emit])
+        """,
+    )
+    done = play(pack, "--max-time", "1m")
+    assert done.returncode == 0, done.stdout + done.stderr
+    recorded = [e for e in events(pack) if e["kind"] == "ask"]
+    assert [a["key"] for a in recorded] == ["item-0", "item-1", "item-2"]
+    assert recorded[0]["workflow"] == "fix" and recorded[0]["task"] == "emit"
+    shutil.rmtree(pack / "state")
+    shutil.rmtree(pack / "workspace")
+    bounded = play(pack, "--max-time", "1m", "--max-asks", "2")
+    assert bounded.returncode == 4
+    assert "--max-asks" in rows(pack)["emit"]["note"]
+    assert not [e for e in events(pack) if e["kind"] == "ask"]
+
+
+def test_frozen_injects_are_restored_before_every_task(tmp_path: Path) -> None:
+    pack = write_pack(
+        tmp_path,
+        """\
+        tamper = command(name = "tamper", run = "echo 'exit 1' > gate.sh")
+        gate = command(name = "gate", run = "sh gate.sh", depends_on = [tamper])
+        workflow(type = "playbook", tasks = [tamper, gate])
+        """,
+    )
+    (pack / "gate.sh").write_text("exit 0\n")
+    text = (pack / "crucible.toml").read_text().replace("[agent]", '[workspace]\ninject = ["gate.sh"]\n\n[agent]')
+    (pack / "crucible.toml").write_text(text)
+    done = play(pack, "--max-time", "1m")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_playbook_killed_mid_graph_resumes_without_rerunning_settled_tasks(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    pack = write_pack(
+        tmp_path,
+        """\
+        first = command(
+            name = "first",
+            run = "echo x >> $MARKS/first; mkdir -p out; echo A > out/a.txt; echo junk > junk.txt",
+            emits_files = ["out/a.txt"],
+        )
+        second = command(
+            name = "second",
+            run = "echo x >> $MARKS/second; if [ ! -f $MARKS/armed ]; then touch $MARKS/armed; sleep 60; fi; test -f out/a.txt && test ! -f junk.txt",
+            depends_on = [first],
+        )
+        workflow(type = "playbook", tasks = [first, second])
+        """,
+    )
+    env = crucible_env(MARKS=str(marks))
+    argv = [str(CRUCIBLE), "run", "--manifest", str(pack / "crucible.toml"), "--max-cost", "1", "--max-time", "5m"]
+    proc = subprocess.Popen(argv, cwd=pack, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            if (marks / "armed").exists():
+                break
+            time.sleep(0.05)
+        assert (marks / "armed").exists()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert list(rows(pack)) == ["first"]
+    resumed = run_crucible(*argv[1:], "--resume", cwd=pack, env=env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (marks / "first").read_text().count("x") == 1  # settled: never dispatched again
+    assert (marks / "second").read_text().count("x") == 2  # in flight when killed: runs again
+    assert any(e["kind"] == "recovery" for e in events(pack))
+    # the workspace was rebuilt from the pristine start plus passing tasks' declared files
+    assert (pack / "workspace" / "out" / "a.txt").read_text() == "A\n"
+    assert not (pack / "workspace" / "junk.txt").exists()
