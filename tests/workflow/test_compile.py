@@ -37,7 +37,9 @@ def diagnostics(root: Path, **params: str) -> list:
 
 
 def test_scored_example_compiles_to_the_checked_in_plan() -> None:
-    done = run_crucible("workflow", "compile", "--manifest", EXAMPLES / "adversarial_review" / "crucible.toml")
+    done = run_crucible(
+        "workflow", "compile", "--manifest", EXAMPLES / "adversarial_review" / "crucible.toml"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == (GOLDEN / "adversarial_review.toml").read_text()
     table = tomllib.loads(done.stdout)["workflow"]
@@ -162,7 +164,13 @@ def test_session_defaults_materialize_and_loaded_modules_and_prompts_reach_the_i
     )
     document = compile_workflow(root)
     tasks = {t["name"]: t for t in document["task"]}
-    assert tasks["a"] == {"name": "a", "kind": "agent", "prompt": "Do the thing.\n", "session": "solver", "model": "m1"}
+    assert tasks["a"] == {
+        "name": "a",
+        "kind": "agent",
+        "prompt": "Do the thing.\n",
+        "session": "solver",
+        "model": "m1",
+    }
     assert tasks["b"]["prompt"].startswith("Review carefully.") and "- focus: tests" in tasks["b"]["prompt"]
     assert tasks["c"] == {"name": "c", "kind": "command", "command": "make check", "depends_on": ["b"]}
 
@@ -184,7 +192,12 @@ def test_params_are_typed_validated_and_bound_before_compiling(tmp_path: Path) -
     assert schema["required"] == ["target"]
     document = compile_workflow(root, {"target": "src", "count": "3"})
     assert [t["command"] for t in document["task"]] == ["echo src"] * 3
-    for bad in ({"count": "3"}, {"target": "bin"}, {"target": "src", "count": "9"}, {"target": "src", "cuont": "1"}):
+    for bad in (
+        {"count": "3"},
+        {"target": "bin"},
+        {"target": "src", "count": "9"},
+        {"target": "src", "cuont": "1"},
+    ):
         with pytest.raises(UsageError):
             compile_workflow(root, bad)
 
@@ -198,7 +211,10 @@ def test_params_cli_prints_json_schema(tmp_path: Path) -> None:
 
 
 def test_reserved_output_fields_cannot_be_declared(tmp_path: Path) -> None:
-    root = pack(tmp_path, 'a = command(name = "a", run = "true", emits = ["complete"])\nworkflow(type = "playbook", tasks = [a])\n')
+    root = pack(
+        tmp_path,
+        'a = command(name = "a", run = "true", emits = ["complete"])\nworkflow(type = "playbook", tasks = [a])\n',
+    )
     (diag,) = diagnostics(root)
     assert "reserved" in diag.message and diag.line == 1
 
@@ -248,3 +264,34 @@ def test_playbook_with_a_judge_is_refused(tmp_path: Path) -> None:
     )
     done = run_crucible("workflow", "compile", "--manifest", manifest)
     assert done.returncode == 10 and "no [judge]" in done.stderr
+
+
+def test_cli_start_up_never_imports_the_starlark_interpreter() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from crucible_core.cli.main import cli\n"
+        "cli.main(['--help'], standalone_mode=False)\n"
+        "cli.main(['workflow', '--help'], standalone_mode=False)\n"
+        "print('starlark' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_run_identity_covers_the_compiled_workflow(tmp_path: Path) -> None:
+    from crucible_core.identity import run_identity
+    from crucible_core.manifest.loader import load_manifest
+
+    target = tmp_path / "review"
+    shutil.copytree(EXAMPLES / "adversarial_review", target)
+    before = run_identity(load_manifest(target / "crucible.toml"), "base")
+    source = target / "workflow.star"
+    source.write_text(source.read_text().replace('"performance"]', '"performance", "security"]'))
+    (target / "prompts" / "security.md").write_text("Review for security.\n")
+    after = run_identity(load_manifest(target / "crucible.toml"), "base")
+    assert before.manifest_hash != after.manifest_hash
+    assert (before.inject_hash, before.measure_cmd) == (after.inject_hash, after.measure_cmd)

@@ -132,7 +132,9 @@ def test_required_failure_is_invalid_but_the_epilogue_reports_it(tmp_path: Path)
 
 
 def test_asks_are_recorded_and_bounded(tmp_path: Path) -> None:
-    asks = json.dumps({"asks": [{"key": f"item-{i}", "workflow": "fix", "params": {"n": i}} for i in range(3)]})
+    asks = json.dumps(
+        {"asks": [{"key": f"item-{i}", "workflow": "fix", "params": {"n": i}} for i in range(3)]}
+    )
     pack = write_pack(
         tmp_path,
         f"""\
@@ -163,7 +165,11 @@ def test_frozen_injects_are_restored_before_every_task(tmp_path: Path) -> None:
         """,
     )
     (pack / "gate.sh").write_text("exit 0\n")
-    text = (pack / "crucible.toml").read_text().replace("[agent]", '[workspace]\ninject = ["gate.sh"]\n\n[agent]')
+    text = (
+        (pack / "crucible.toml")
+        .read_text()
+        .replace("[agent]", '[workspace]\ninject = ["gate.sh"]\n\n[agent]')
+    )
     (pack / "crucible.toml").write_text(text)
     done = play(pack, "--max-time", "1m")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -189,9 +195,19 @@ def test_playbook_killed_mid_graph_resumes_without_rerunning_settled_tasks(tmp_p
         """,
     )
     env = crucible_env(MARKS=str(marks))
-    argv = [str(CRUCIBLE), "run", "--manifest", str(pack / "crucible.toml"), "--max-cost", "1", "--max-time", "5m"]
-    proc = subprocess.Popen(argv, cwd=pack, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = [
+        str(CRUCIBLE),
+        "run",
+        "--manifest",
+        str(pack / "crucible.toml"),
+        "--max-cost",
+        "1",
+        "--max-time",
+        "5m",
+    ]
+    proc = subprocess.Popen(
+        argv, cwd=pack, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         for _ in range(300):
             if (marks / "armed").exists():

@@ -18,7 +18,10 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("crucible_core.cli.init_cmd", "Scaffold a crucible.toml and a measure stub."),
     "plugins": ("crucible_core.cli.plugins_cmd", "List installed plugins, their hooks and names."),
     "help": ("crucible_core.cli.help_cmd", "Show a user guide (manifest, cli, plugins, ...)."),
-    "workflow": ("crucible_core.cli.workflow_cmd", "Compile workflow.star to its [workflow] IR; print its params."),
+    "workflow": (
+        "crucible_core.cli.workflow_cmd",
+        "Compile workflow.star to its [workflow] IR; print its params.",
+    ),
     "plan": ("crucible_core.cli.plan_cmd", "Run, show or chart a work graph (a plan file of [[task]])."),
     "show": ("crucible_core.cli.show_cmd", "Show any run from its session log (offline, live or finished)."),
     # looking at a run, live or finished

@@ -46,7 +46,9 @@ def _kinds():
     help="Tasks in flight at once (default: the number of CPUs).",
 )
 @click.option("--agent-cmd", default=None, help="A stand-in command that runs agent tasks.")
-@click.option("--max-time", default=None, help="Wall-clock ceiling (90s, 15m, 2h); attempts in flight are killed.")
+@click.option(
+    "--max-time", default=None, help="Wall-clock ceiling (90s, 15m, 2h); attempts in flight are killed."
+)
 def run(
     file: Path,
     caps: tuple[str, ...],
@@ -131,9 +133,8 @@ def show(file: Path | None, manifest: Path | None, fmt: str, caps: tuple[str, ..
         raise UsageError("give a plan FILE or --manifest, not both and not neither")
     kinds = _kinds()
     if manifest is not None:
-        from crucible_core.manifest.loader import load_manifest
-
         from crucible_core.cli.workflow_cmd import validate_document
+        from crucible_core.manifest.loader import load_manifest
         from crucible_core.workflow.pack import effective_workflow
 
         loaded = load_manifest(manifest)  # a broken manifest is reported as such, not as a graph

@@ -71,9 +71,14 @@ DEFAULT_ITERATIONS = 10
     "On --resume, the recorded ones unless given again.",
 )
 @click.option("--cap", "caps", multiple=True, help="A capability this substrate provides (playbooks).")
-@click.option("--max-asks", type=click.IntRange(0), default=20, show_default=True, help="Asks a playbook may emit.")
 @click.option(
-    "--max-task-timeout", default="24h", show_default=True, help="Longest per-task deadline a playbook may declare."
+    "--max-asks", type=click.IntRange(0), default=20, show_default=True, help="Asks a playbook may emit."
+)
+@click.option(
+    "--max-task-timeout",
+    default="24h",
+    show_default=True,
+    help="Longest per-task deadline a playbook may declare.",
 )
 def command(
     manifest: Path,

@@ -19,7 +19,9 @@ def command() -> None:
 @command.command("compile")
 @manifest_option
 @click.option("--format", "fmt", type=click.Choice(("toml", "json")), default="toml", show_default=True)
-@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="A launch parameter (repeatable).")
+@click.option(
+    "--param", "params", multiple=True, metavar="NAME=VALUE", help="A launch parameter (repeatable)."
+)
 def compile_(manifest: Path, fmt: str, params: tuple[str, ...]) -> None:
     """Compile and validate the manifest's workflow; print the generated [workflow] table.
 
@@ -28,7 +30,7 @@ def compile_(manifest: Path, fmt: str, params: tuple[str, ...]) -> None:
     from crucible_core.workflow import pack
     from crucible_core.workflow.params import parse_assignments
 
-    loaded, document = compiled(manifest, parse_assignments(params))
+    _loaded, document = compiled(manifest, parse_assignments(params))
     click.echo(pack.to_toml(document) if fmt == "toml" else pack.to_json(document), nl=fmt == "json")
 
 

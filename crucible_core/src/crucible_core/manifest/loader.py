@@ -393,8 +393,6 @@ def _workflow_rules(path: Path, m: Manifest) -> None:
     if kind not in ("autoresearch", "custom", "playbook"):
         raise _fail(path, f"[workflow].type {kind!r} must be autoresearch, custom or playbook")
     if kind == "playbook" and m.judge is not None:
-        raise _fail(path, "a playbook carries no [judge]", hint="remove [judge], or use type = \"custom\"")
+        raise _fail(path, "a playbook carries no [judge]", hint='remove [judge], or use type = "custom"')
     if kind != "playbook" and m.judge is None:
-        raise _fail(
-            path, f"a {kind} workflow needs a [judge]", hint='without a judge, use type = "playbook"'
-        )
+        raise _fail(path, f"a {kind} workflow needs a [judge]", hint='without a judge, use type = "playbook"')

@@ -216,9 +216,10 @@ class PlanExecutor:
                 if self.halt is not None and self.halt.reason == BlockReason.REQUIRED_TASK_FAILED.value:
                     self.halt = None  # a required failure does not block the epilogue
                 self._drive(pool, epilogue)
+            ceiling = BlockReason.WALL_CLOCK_CEILING if self._clock_halted() else BlockReason.BUDGET_CEILING
             for task in epilogue:
                 if task.name not in self.status:
-                    self._block(task, BlockReason.BUDGET_CEILING.value, None)
+                    self._block(task, ceiling.value, None)
         self.plan_state = PLAN_MACHINE.step(self.plan_state, main_state.value)
         reason = self._reason(main_state)
         self._emit(SHUTDOWN, outcome=self._exit_token(main_state), reason=reason)
@@ -373,11 +374,13 @@ class PlanExecutor:
                 heapq.heappush(self._candidates, self._index[child])
 
     def _check_clock(self) -> None:
-        if self._clock_out() and (self.halt is None or self.halt.reason != BlockReason.WALL_CLOCK_CEILING.value):
-            if self.halt is None or self.halt.reason == BlockReason.REQUIRED_TASK_FAILED.value:
-                self.halt = BlockedWire(BlockReason.WALL_CLOCK_CEILING.value)
-                if self.plan_state in (PlanState.RUNNING.value,):
-                    self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
+        # A cost halt stands; the clock replaces a required-failure halt (a ceiling also stops the epilogue).
+        if self._clock_out() and (
+            self.halt is None or self.halt.reason == BlockReason.REQUIRED_TASK_FAILED.value
+        ):
+            self.halt = BlockedWire(BlockReason.WALL_CLOCK_CEILING.value)
+            if self.plan_state == PlanState.RUNNING.value:
+                self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
 
     def _dispatch_ready(
         self, pool: ThreadPoolExecutor, in_flight: set[str], done: queue.SimpleQueue[Any]

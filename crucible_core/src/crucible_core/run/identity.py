@@ -31,8 +31,24 @@ def run_identity(loaded: LoadedManifest, base_commit: str) -> wire.RunIdentity:
     repo = (m.repo.url or m.repo.path or "") if m.repo else ""
     return wire.RunIdentity.build(
         components=[wire.ComponentIdentity(name="", repo=str(repo), base_sha=base_commit)],
-        manifest_hash=loaded.text_hash,
+        manifest_hash=manifest_hash(loaded),
         inject_hash=inject_hash(loaded),
         measure_cmd=(m.judge.measure_cmd or "") if m.judge else "",
         direction=m.judge.direction.value if m.judge else "",
     )
+
+
+def manifest_hash(loaded: LoadedManifest) -> str:
+    """The manifest text's hash; with an authored workflow, also the compiled workflow's TOML.
+
+    The compiled TOML is the frozen artifact a run executes, and workflow.star (with what it
+    loads) lives beside the manifest rather than in it, so the hash takes in what it compiled to.
+    """
+    if loaded.manifest.workflow is None and not (loaded.dir / "workflow.star").is_file():
+        return loaded.text_hash  # no authored graph: identities stay what they were
+    from crucible_core.workflow.pack import artifact_hash, effective_workflow
+
+    document = effective_workflow(loaded)
+    if document is None:
+        return loaded.text_hash
+    return _h(f"{loaded.text_hash}\nworkflow={artifact_hash(document)}")

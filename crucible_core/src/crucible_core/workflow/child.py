@@ -6,6 +6,7 @@ fails here rather than in the engine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import sys
@@ -19,10 +20,8 @@ def main() -> None:
     request = json.loads(sys.stdin.read())
     bounds = Bounds(**request["bounds"])
     limit = bounds.address_space_bytes
-    try:
+    with contextlib.suppress(ValueError, OSError):  # a platform without the limit still compiles
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ValueError, OSError):
-        pass
     sys.setrecursionlimit(2000)
     from crucible_core.workflow.compiler import CompileFailed, Compiler
 

@@ -23,7 +23,9 @@ SOURCE_NAME = "workflow.star"
 
 def read_source(pack: Path, entry: str = SOURCE_NAME, bounds: Bounds | None = None) -> str:
     try:
-        return PackSources(pack, bounds or Bounds()).read(entry, limit=(bounds or Bounds()).source_bytes, what="workflow source")
+        return PackSources(pack, bounds or Bounds()).read(
+            entry, limit=(bounds or Bounds()).source_bytes, what="workflow source"
+        )
     except SourceRefused as exc:
         raise WorkflowError([Diagnostic(entry, 1, 1, str(exc))]) from None
 
@@ -55,14 +57,26 @@ def compile_workflow(
     )
     if done.timed_out:
         raise WorkflowError(
-            [Diagnostic(entry, 1, 1, f"compilation passed its {bounds.seconds:g}-second deadline and was stopped")]
+            [
+                Diagnostic(
+                    entry, 1, 1, f"compilation passed its {bounds.seconds:g}-second deadline and was stopped"
+                )
+            ]
         )
     try:
         answer = json.loads(done.stdout)
     except json.JSONDecodeError:
-        why = "its memory bound" if done.exit_code < 0 or "memory" in done.stderr.lower() else "a resource bound"
+        why = (
+            "its memory bound"
+            if done.exit_code < 0 or "memory" in done.stderr.lower()
+            else "a resource bound"
+        )
         raise WorkflowError(
-            [Diagnostic(entry, 1, 1, f"compilation was stopped after exceeding {why} ({done.describe_failure()})")]
+            [
+                Diagnostic(
+                    entry, 1, 1, f"compilation was stopped after exceeding {why} ({done.describe_failure()})"
+                )
+            ]
         ) from None
     if not answer.get("ok"):
         raise WorkflowError([Diagnostic.from_json(d) for d in answer.get("diagnostics", [])])

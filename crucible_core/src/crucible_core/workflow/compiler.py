@@ -98,7 +98,11 @@ def prescan(text: str, file: str, bounds: Bounds) -> None:
                 depth += 1
                 if depth > bounds.nesting:
                     raise CompileFailed(
-                        [Diagnostic(file, number, col + 1, f"brackets nest deeper than {bounds.nesting} levels")]
+                        [
+                            Diagnostic(
+                                file, number, col + 1, f"brackets nest deeper than {bounds.nesting} levels"
+                            )
+                        ]
                     )
             elif ch in ")]}":
                 depth = max(0, depth - 1)
@@ -118,7 +122,14 @@ def read_lane(text: str, file: str) -> str:
             line, col = position(text, start + match.start(1))
             if value[:1] not in "\"'":
                 raise CompileFailed(
-                    [Diagnostic(file, line, col, "workflow(type = ...) must be a string literal, so the lane is known before evaluation")]
+                    [
+                        Diagnostic(
+                            file,
+                            line,
+                            col,
+                            "workflow(type = ...) must be a string literal, so the lane is known before evaluation",
+                        )
+                    ]
                 )
             lane = value[1:-1]
             if lane not in lanes.WORKFLOW_TYPES:
@@ -199,7 +210,10 @@ class Compiler:
         self.ticks += 1
         if self.ticks > self.bounds.ticks:
             self.failure = self.failure or Diagnostic(
-                self.entry, 1, 1, f"evaluation passed the bound of {self.bounds.ticks} slices (an endless loop?)"
+                self.entry,
+                1,
+                1,
+                f"evaluation passed the bound of {self.bounds.ticks} slices (an endless loop?)",
             )
             return True
         if self.ticks % 8 == 0 and _resident_bytes() > self.bounds.heap_bytes:
@@ -313,7 +327,7 @@ class Compiler:
             candidates = set(lanes.in_lane(self.lane)) | bound_names(self.texts.get(loc_file, ""))
             candidates |= set(self.sessions)
             hint = did_you_mean(name, candidates - self._out_of_lane())
-        if "Too many recursion" in text or "recursion" in text.lower() and "stack" in text.lower():
+        if "Too many recursion" in text or ("recursion" in text.lower() and "stack" in text.lower()):
             text = f"call depth passed the bound of {self.bounds.call_depth}: {text}"
         return Diagnostic(loc_file, int(line), int(col), text, hint)
 
@@ -321,9 +335,7 @@ class Compiler:
         return set(lanes.CONSTRUCTORS) - set(lanes.in_lane(self.lane))
 
     def _site(self, stack: str, ctor: str) -> tuple[str, int, int]:
-        frames = [
-            (f, int(n)) for f, n in re.findall(r"\* ([^:\n]+):(\d+), in ", stack) if f != PRELUDE_FILE
-        ]
+        frames = [(f, int(n)) for f, n in re.findall(r"\* ([^:\n]+):(\d+), in ", stack) if f != PRELUDE_FILE]
         if not frames:
             return (self.entry, 1, 1)
         file, line = frames[-1]
@@ -355,7 +367,9 @@ class Compiler:
         kwargs = dict(kwargs)
         for key in kwargs:
             if key not in spec.kwargs:
-                hint = did_you_mean(key, (set(spec.kwargs) | bound_names(self.texts.get(where[0], ""))) - {key})
+                hint = did_you_mean(
+                    key, (set(spec.kwargs) | bound_names(self.texts.get(where[0], ""))) - {key}
+                )
                 raise self._fail(self._arg_site(where, key), f"{ctor}() has no argument {key!r}", hint)
         if len(args) > len(spec.positional):
             raise self._fail(where, f"{ctor}() takes {len(spec.positional)} positional argument(s)")
@@ -404,7 +418,9 @@ class Compiler:
             raise self._fail(where, f"more than {self.bounds.tasks} tasks constructed")
         name = kwargs.get("name")
         if not isinstance(name, str) or not name:
-            raise self._fail(self._arg_site(where, "name") if "name" in kwargs else where, f"{ctor}() needs name = \"...\"")
+            raise self._fail(
+                self._arg_site(where, "name") if "name" in kwargs else where, f'{ctor}() needs name = "..."'
+            )
         ref = TaskRef(ctor, kwargs, where, name)
         session = kwargs.get("session")
         if isinstance(session, SessionRef):
@@ -490,7 +506,11 @@ class Compiler:
         for item in listed:
             if isinstance(item, str) and item not in by_name:
                 problems.append(
-                    Diagnostic(*self._arg_site(wf.where, "tasks"), f"workflow(tasks) names unknown task {item!r}", did_you_mean(item, by_name))
+                    Diagnostic(
+                        *self._arg_site(wf.where, "tasks"),
+                        f"workflow(tasks) names unknown task {item!r}",
+                        did_you_mean(item, by_name),
+                    )
                 )
             elif isinstance(item, str):
                 listed_ids.add(id(by_name[item]))
@@ -510,7 +530,11 @@ class Compiler:
             seen.add(ref.name)
         for session in self.sessions.values():
             if not session.bound:
-                problems.append(Diagnostic(*session.where, f"session {session.name!r} is declared but never bound to a task"))
+                problems.append(
+                    Diagnostic(
+                        *session.where, f"session {session.name!r} is declared but never bound to a task"
+                    )
+                )
         tables = []
         for ref in self.tasks:
             if id(ref) in listed_ids:
@@ -523,7 +547,9 @@ class Compiler:
         if isinstance(result, TaskRef):
             result = result.name
         if result is not None and result not in by_name:
-            problems.append(Diagnostic(*self._arg_site(wf.where, "result"), f"result {result!r} is not a task"))
+            problems.append(
+                Diagnostic(*self._arg_site(wf.where, "result"), f"result {result!r} is not a task")
+            )
         if lane in lanes.SCORED and result is None:
             problems.append(Diagnostic(*wf.where, f"a {lane} workflow needs result = <task>"))
         if lane == lanes.AUTORESEARCH and result in by_name:
@@ -536,10 +562,16 @@ class Compiler:
         document["task"] = tables
         return document
 
-    def _autoresearch_shape(self, by_name: dict[str, TaskRef], result: str, where: tuple[str, int, int]) -> list[Diagnostic]:
+    def _autoresearch_shape(
+        self, by_name: dict[str, TaskRef], result: str, where: tuple[str, int, int]
+    ) -> list[Diagnostic]:
         ref = by_name[result]
         if ref.ctor != "decide":
-            return [Diagnostic(*where, f"an autoresearch result must be a decide() task; {result!r} is {ref.ctor}()")]
+            return [
+                Diagnostic(
+                    *where, f"an autoresearch result must be a decide() task; {result!r} is {ref.ctor}()"
+                )
+            ]
         ancestors: set[str] = set()
         stack = [result]
         while stack:
@@ -576,7 +608,7 @@ class Compiler:
             table["kind"] = ctor
             run = kw.pop("run", None)
             if not isinstance(run, str) or not run.strip():
-                raise CompileFailed([Diagnostic(*ref.where, f"{ctor}() {ref.name!r} needs run = \"...\"")])
+                raise CompileFailed([Diagnostic(*ref.where, f'{ctor}() {ref.name!r} needs run = "..."')])
             table["command"] = run
             for key in ("threshold", "direction"):
                 if kw.get(key) is not None:
@@ -608,7 +640,12 @@ class Compiler:
         for field in RESERVED_OUTPUT_FIELDS:
             if field in (kw.get("emits") or []):
                 raise CompileFailed(
-                    [Diagnostic(*self._arg_site(ref.where, "emits"), f"{field!r} is reserved (early completion) and cannot be declared in emits")]
+                    [
+                        Diagnostic(
+                            *self._arg_site(ref.where, "emits"),
+                            f"{field!r} is reserved (early completion) and cannot be declared in emits",
+                        )
+                    ]
                 )
         if kw.get("isolated"):
             table["isolation"] = "worktree"
@@ -620,28 +657,58 @@ class Compiler:
         config = {k: kw[k] for k in ("harness", "model", "effort") if kw.get(k) is not None}
         if isinstance(session, SessionRef):
             if ref.ctor == "propose" and session.defaults:
-                raise CompileFailed([Diagnostic(*self._arg_site(ref.where, "session"), f"session {session.name!r} carries agent defaults and cannot bind propose(), whose config is the manifest's [agent]")])
+                raise CompileFailed(
+                    [
+                        Diagnostic(
+                            *self._arg_site(ref.where, "session"),
+                            f"session {session.name!r} carries agent defaults and cannot bind propose(), whose config is the manifest's [agent]",
+                        )
+                    ]
+                )
             for key, value in session.defaults.items():
                 if key in config and config[key] != value:
-                    raise CompileFailed([Diagnostic(*self._arg_site(ref.where, key), f"{key} {config[key]!r} contradicts session {session.name!r} ({value!r})")])
+                    raise CompileFailed(
+                        [
+                            Diagnostic(
+                                *self._arg_site(ref.where, key),
+                                f"{key} {config[key]!r} contradicts session {session.name!r} ({value!r})",
+                            )
+                        ]
+                    )
                 config[key] = value
             table["session"] = session.name
         elif isinstance(session, str):
             if self.sessions and session not in self.sessions:
-                raise CompileFailed([Diagnostic(*self._arg_site(ref.where, "session"), f"session {session!r} is not declared", did_you_mean(session, self.sessions))])
+                raise CompileFailed(
+                    [
+                        Diagnostic(
+                            *self._arg_site(ref.where, "session"),
+                            f"session {session!r} is not declared",
+                            did_you_mean(session, self.sessions),
+                        )
+                    ]
+                )
             if session in self.sessions:
                 self.sessions[session].bound = True
             table["session"] = session
         elif session is not None:
-            raise CompileFailed([Diagnostic(*self._arg_site(ref.where, "session"), "session must be a session() value or a name")])
+            raise CompileFailed(
+                [
+                    Diagnostic(
+                        *self._arg_site(ref.where, "session"), "session must be a session() value or a name"
+                    )
+                ]
+            )
         table.update(config)
 
     def _skill_prompt(self, ref: TaskRef, kw: dict[str, Any]) -> str:
         skill = kw.pop("skill", None)
         if not isinstance(skill, str) or not skill:
-            raise CompileFailed([Diagnostic(*ref.where, f"skill() {ref.name!r} needs skill = \"<directory>\"")])
+            raise CompileFailed([Diagnostic(*ref.where, f'skill() {ref.name!r} needs skill = "<directory>"')])
         try:
-            instructions = self.sources.read(f"{skill}/SKILL.md", limit=self.bounds.prompt_bytes, what="skill")
+            instructions = self.sources.read(
+                f"{skill}/SKILL.md", limit=self.bounds.prompt_bytes, what="skill"
+            )
         except SourceRefused as exc:
             raise CompileFailed([Diagnostic(*self._arg_site(ref.where, "skill"), str(exc))]) from None
         args = kw.pop("args", None) or {}

@@ -45,7 +45,9 @@ def declared_lane(loaded: LoadedManifest) -> str | None:
     return source_lane
 
 
-def effective_workflow(loaded: LoadedManifest, supplied: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+def effective_workflow(
+    loaded: LoadedManifest, supplied: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
     from crucible_core.workflow.compile import compile_workflow
 
     section = loaded.manifest.workflow

@@ -18,7 +18,9 @@ from crucible_core.errors import UsageError
 from crucible_core.workflow.diagnostics import Diagnostic, WorkflowError, did_you_mean
 
 TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean", "list": "array"}
-DECL_KEYS = frozenset({"type", "description", "default", "required", "pattern", "minimum", "maximum", "choices"})
+DECL_KEYS = frozenset(
+    {"type", "description", "default", "required", "pattern", "minimum", "maximum", "choices"}
+)
 
 
 @attrs.frozen
@@ -72,7 +74,9 @@ def _first_statement(text: str) -> tuple[ast.stmt, int, int] | None:
         return (first, first.lineno, first.col_offset + 1) if first is not None else None
     # Starlark the Python parser rejects further down: parse growing prefixes of `params = `.
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None)
+    start = next(
+        (i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None
+    )
     if start is None or not lines[start].startswith("params"):
         return None
     for end in range(start + 1, min(len(lines), start + 2000) + 1):

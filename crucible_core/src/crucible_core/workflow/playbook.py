@@ -57,7 +57,11 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     document = effective_workflow(loaded, request.params)
     assert document is not None
     kinds = plugins.registry("task kind")
-    plan = validate(plan_from_data(plan_data(document, request.max_cost), kinds, source=str(loaded.path)), kinds, source=str(loaded.path))
+    plan = validate(
+        plan_from_data(plan_data(document, request.max_cost), kinds, source=str(loaded.path)),
+        kinds,
+        source=str(loaded.path),
+    )
     too_long = [t.name for t in plan.tasks if t.timeout > request.max_task_timeout]
     if too_long:
         raise UsageError(
@@ -137,9 +141,16 @@ def _fresh_workspace(loaded: LoadedManifest, workspace: Path) -> None:
     elif repo is not None and repo.url is not None:
         from crucible_core import process
 
-        done = process.run(["git", "clone", "--quiet", repo.url, str(workspace)], cwd=loaded.dir, env={"PATH": "/usr/bin:/bin"}, timeout=600)
+        done = process.run(
+            ["git", "clone", "--quiet", repo.url, str(workspace)],
+            cwd=loaded.dir,
+            env={"PATH": "/usr/bin:/bin"},
+            timeout=600,
+        )
         if not done.ok:
-            raise WorkspaceError(f"git clone {repo.url} {done.describe_failure()}: {done.stderr.strip()[-300:]}")
+            raise WorkspaceError(
+                f"git clone {repo.url} {done.describe_failure()}: {done.stderr.strip()[-300:]}"
+            )
     else:
         workspace.mkdir(parents=True, exist_ok=True)
 
@@ -182,7 +193,9 @@ def _agent_runner(plugins: Any, loaded: LoadedManifest, state: Path, log_path: P
 
             paths = RunPaths.resolve(loaded, state_dir=state)
             paths.ensure_state_dirs()
-            cache["backend"] = build_drivers(plugins, loaded, paths, Shell(cwd=paths.workspace, env={})).backend
+            cache["backend"] = build_drivers(
+                plugins, loaded, paths, Shell(cwd=paths.workspace, env={})
+            ).backend
         return cache["backend"]
 
     def run(context: TaskContext) -> Attempt:
@@ -223,7 +236,9 @@ def _agent_runner(plugins: Any, loaded: LoadedManifest, state: Path, log_path: P
         except (OSError, ValueError) as exc:
             return Attempt(Outcome.FAIL, note=f"no usable {RESULT_FILE}: {exc}", cost_usd=done.cost_usd)
         if not isinstance(output, dict):
-            return Attempt(Outcome.FAIL, note=f"{RESULT_FILE} must hold a JSON object", cost_usd=done.cost_usd)
+            return Attempt(
+                Outcome.FAIL, note=f"{RESULT_FILE} must hold a JSON object", cost_usd=done.cost_usd
+            )
         cost = done.cost_usd + reported_cost(output)
         return Attempt(Outcome.PASS, output=output, cost_usd=cost, metric=finite_score(output))
 
