@@ -134,3 +134,21 @@ def test_a_plugin_can_add_a_kind() -> None:
     )
     plan = parse(HEAD + '[[task]]\nname = "e"\nkind = "echo"\nword = "hi"\n', kinds)
     assert plan.tasks[0].fields.word == "hi"
+
+
+def test_early_completion_fields_cannot_be_declared() -> None:
+    with pytest.raises(PlanError) as caught:
+        parse(
+            """
+            version = 1
+            [budget]
+            usd = 1.0
+            [[task]]
+            name = "a"
+            kind = "command"
+            command = "true"
+            emits = ["complete", "reason"]
+            """
+        )
+    text = str(caught.value)
+    assert "'complete' is reserved" in text and "'reason' is reserved" in text

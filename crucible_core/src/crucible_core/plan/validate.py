@@ -18,6 +18,7 @@ from crucible_core.registry import Registry
 FIELD_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 SESSION_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 RESERVED_INPUTS = frozenset({"outcome", "kept"})
+RESERVED_OUTPUT_FIELDS = frozenset({"complete", "reason"})
 
 
 def validate(
@@ -153,6 +154,11 @@ def _emit_rules(
     for field in task.emits:
         if not FIELD_NAME.match(field):
             problems.append(f"{where}: emits field {field!r} must be 1-64 of A-Z a-z 0-9 _")
+        elif field in RESERVED_OUTPUT_FIELDS:
+            # Present only on the attempt that ends the run early, so declaring one would fail every other run.
+            problems.append(
+                f"{where}: {field!r} is reserved for early completion and cannot be declared in emits"
+            )
     if spec.reads_score:
         for dep in task.depends_on:
             if not _declares_score(by_name.get(dep)):
