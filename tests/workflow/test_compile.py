@@ -63,11 +63,11 @@ def test_playbook_example_compiles_as_json_and_checks() -> None:
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert set(document) == {"type", "result", "task"} and document["type"] == "playbook"
-    assert [t["name"] for t in document["task"]] == ["seed", "scan", "gate", "report", "notify"]
+    assert [t["name"] for t in document["task"]] == ["seed", "scan", "gate", "report", "summarize", "notify"]
     assert document["task"][1]["command"] == "sh scripts/scan.sh TODO"  # the param's default, bound
     check = run_crucible("check", "--manifest", manifest)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "compiled and validated: 5 task(s)" in check.stdout
+    assert "compiled and validated: 6 task(s)" in check.stdout
 
 
 def test_scored_constructor_in_a_playbook_is_an_unknown_name_at_its_location(tmp_path: Path) -> None:

@@ -46,11 +46,18 @@ def test_example_playbook_runs_once_and_passes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "playbook valid" in done.stdout
     settled = rows(pack)
-    assert list(settled) == ["seed", "scan", "gate", "report", "notify"]
+    assert list(settled) == ["seed", "scan", "gate", "report", "summarize", "notify"]
     assert all(row["status"] == "pass" and row.get("metric") is None for row in settled.values())
+    assert settled["summarize"]["output"] == {"summary": "2 notes need attention"}  # the real backend path
     assert "src/b.txt:1:# TODO: test this" in (pack / "workspace" / "out" / "report.md").read_text()
     outcome = json.loads((pack / "workspace" / "notify.json").read_text())["outcome"]
-    assert outcome["exit"] == "finished" and set(outcome["tasks"]) == {"seed", "scan", "gate", "report"}
+    assert outcome["exit"] == "finished" and set(outcome["tasks"]) == {
+        "seed",
+        "scan",
+        "gate",
+        "report",
+        "summarize",
+    }
     assert shutdown(pack)["outcome"] == "finished"
     assert (pack / "state" / "workflow.toml").read_text().startswith("# generated from workflow.star")
 

@@ -107,7 +107,6 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         agent_runner=_agent_runner(plugins, loaded, state, log_path),
         max_asks=request.max_asks,
         scoreless=True,
-        agent_cmd=loaded.manifest.agent.agent_cmd,
     )
     if request.jobs is not None:
         config.jobs = request.jobs
@@ -180,9 +179,7 @@ def _rebuild_workspace(loaded: LoadedManifest, workspace: Path, state: Path, pri
 
 
 def _agent_runner(plugins: Any, loaded: LoadedManifest, state: Path, log_path: Path) -> Any:
-    """Agent tasks run one turn through the manifest's backend and harness; None with agent_cmd."""
-    if loaded.manifest.agent.agent_cmd:
-        return None
+    """Agent tasks run one turn through the manifest's [agent] backend and harness."""
     cache: dict[str, Any] = {}
 
     def backend() -> Any:
