@@ -233,3 +233,20 @@ def test_playbook_killed_mid_graph_resumes_without_rerunning_settled_tasks(tmp_p
     # the workspace was rebuilt from the pristine start plus passing tasks' declared files
     assert (pack / "workspace" / "out" / "a.txt").read_text() == "A\n"
     assert not (pack / "workspace" / "junk.txt").exists()
+
+
+def test_only_passing_tasks_reach_the_git_memory(tmp_path: Path) -> None:
+    pack = write_pack(
+        tmp_path,
+        """\
+        good = command(name = "good", run = "echo kept > kept.txt")
+        bad = command(name = "bad", run = "echo lost > lost.txt; exit 1", depends_on = [good], required = False)
+        workflow(type = "playbook", tasks = [good, bad])
+        """,
+    )
+    done = play(pack, "--max-time", "1m")
+    assert done.returncode == 0, done.stdout + done.stderr
+    workspace = pack / "workspace"
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=workspace, capture_output=True, text=True)
+    assert log.stdout.split("\n")[:2] == ["crucible: task good", "crucible: playbook base"]
+    assert (workspace / "kept.txt").exists() and not (workspace / "lost.txt").exists()

@@ -87,6 +87,9 @@ class ExecutorConfig:
     agent_runner: Callable[[TaskContext], Attempt] | None = None
     max_asks: int = DEFAULT_MAX_ASKS
     scoreless: bool = False  # a playbook: every row's score (metric) is null
+    # Called after a task that ran in the shared workspace settles: (name, passed, quiescent),
+    # quiescent meaning no other task is running there (a playbook's git memory).
+    after_shared_task: Callable[[str, bool, bool], None] | None = None
 
 
 @attrs.frozen
@@ -353,6 +356,9 @@ class PlanExecutor:
             self._release(task)
             self._settle(task, settled)
             self._after_settle(task, settled)
+            hook = self.config.after_shared_task
+            if hook is not None and task.isolation is ir.Isolation.SHARED and settled.attempts:
+                hook(task.name, settled.status is TaskStatus.PASS, self._shared_running == 0)
 
     def _run_task(self, task: ir.Task, inputs: dict[str, Any], done: queue.SimpleQueue[Any]) -> None:
         try:

@@ -45,6 +45,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     from crucible_core.plan.load import plan_from_data
     from crucible_core.plan.validate import validate
     from crucible_core.session_log import SessionLog, read_events
+    from crucible_core.workflow.memory import GitMemory
     from crucible_core.workflow.pack import ARTIFACT_NAME, effective_workflow, plan_data, to_toml
 
     if request.iterations is not None and request.iterations > 1:
@@ -96,6 +97,8 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         copy_injects(loaded.injects, workspace)
     state.mkdir(parents=True, exist_ok=True)
     (state / ARTIFACT_NAME).write_text(artifact, encoding="utf-8")
+    memory = GitMemory(workspace)
+    memory.ensure()
 
     config = ExecutorConfig(
         workspace=workspace,
@@ -107,6 +110,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         agent_runner=_agent_runner(plugins, loaded, state, log_path),
         max_asks=request.max_asks,
         scoreless=True,
+        after_shared_task=memory.settled,
     )
     if request.jobs is not None:
         config.jobs = request.jobs
@@ -157,12 +161,14 @@ def _fresh_workspace(loaded: LoadedManifest, workspace: Path) -> None:
 def _rebuild_workspace(loaded: LoadedManifest, workspace: Path, state: Path, prior: Any) -> None:
     """Pristine start plus the declared files of every folded task that passed; nothing else."""
     from crucible_core.injects import copy_injects
+    from crucible_core.workflow.memory import GitMemory
 
     if loaded.inside_workspace():
         return  # the workspace is the manifest's own checkout: never delete it
-    if workspace.exists():
-        shutil.rmtree(workspace)
-    _fresh_workspace(loaded, workspace)
+    if not GitMemory(workspace).reset_to_base():
+        if workspace.exists():
+            shutil.rmtree(workspace)
+        _fresh_workspace(loaded, workspace)
     copy_injects(loaded.injects, workspace)
     files = state / "files"
     for name, result in prior.results.items():
