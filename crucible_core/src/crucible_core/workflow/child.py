@@ -26,7 +26,13 @@ def main() -> None:
     from crucible_core.workflow.compiler import CompileFailed, Compiler
 
     try:
-        compiler = Compiler(Path(request["pack"]), request["entry"], request["params"], bounds)
+        compiler = Compiler(
+            Path(request["pack"]),
+            request["entry"],
+            request["params"],
+            bounds,
+            tuple(request.get("supplied", ())),
+        )
         document = compiler.compile()
         answer = {"ok": True, "workflow": document}
     except CompileFailed as exc:

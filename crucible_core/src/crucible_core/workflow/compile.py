@@ -46,7 +46,13 @@ def compile_workflow(
     bounds = bounds or Bounds()
     declared = declared_params(pack, entry)
     values = params_mod.bind(declared, dict(supplied or {}))
-    request = {"pack": str(pack.resolve()), "entry": entry, "params": values, "bounds": bounds.to_json()}
+    request = {
+        "pack": str(pack.resolve()),
+        "entry": entry,
+        "params": values,
+        "supplied": sorted(supplied or {}),  # values from outside the pack are fenced in prompts
+        "bounds": bounds.to_json(),
+    }
     done = process.run(
         [sys.executable, "-m", "crucible_core.workflow.child"],
         cwd=pack,
