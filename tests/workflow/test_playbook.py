@@ -93,7 +93,7 @@ def test_a_bad_param_is_refused_before_compiling(tmp_path: Path) -> None:
 
 def write_pack(tmp_path: Path, source: str) -> Path:
     pack = tmp_path / "pack"
-    pack.mkdir()
+    pack.mkdir(parents=True)
     (pack / "crucible.toml").write_text('[workflow]\ntype = "playbook"\n\n[agent]\ngoal = "test"\n')
     (pack / "workflow.star").write_text(textwrap.dedent(source))
     return pack
@@ -250,3 +250,26 @@ def test_only_passing_tasks_reach_the_git_memory(tmp_path: Path) -> None:
     log = subprocess.run(["git", "log", "--format=%s"], cwd=workspace, capture_output=True, text=True)
     assert log.stdout.split("\n")[:2] == ["crucible: task good", "crucible: playbook base"]
     assert (workspace / "kept.txt").exists() and not (workspace / "lost.txt").exists()
+
+
+def test_per_task_deadlines_fail_the_task_and_are_bounded_by_the_operator(tmp_path: Path) -> None:
+    pack = write_pack(
+        tmp_path,
+        """\
+        hang = command(name = "hang", run = "sleep 30", required = False)
+        workflow(type = "playbook", tasks = [hang])
+        """,
+    )
+    done = play(pack, "--max-time", "1m", "--task-timeout", "1s")
+    assert done.returncode == 0, done.stdout + done.stderr  # advisory: its failure is not the verdict
+    assert rows(pack)["hang"]["status"] == "fail" and "deadline" in rows(pack)["hang"]["note"]
+    longer = write_pack(
+        tmp_path / "second",
+        """\
+        slow = command(name = "slow", run = "true", timeout = 7200)
+        workflow(type = "playbook", tasks = [slow])
+        """,
+    )
+    refused = play(longer, "--max-time", "1m", "--max-task-timeout", "1h")
+    assert refused.returncode == 64 and "--max-task-timeout" in refused.stderr
+    assert not (longer / "state").exists()

@@ -80,6 +80,9 @@ DEFAULT_ITERATIONS = 10
     show_default=True,
     help="Longest per-task deadline a playbook may declare.",
 )
+@click.option(
+    "--task-timeout", default="30m", show_default=True, help="Deadline of a playbook task that declares none."
+)
 def command(
     manifest: Path,
     iterations: int,
@@ -99,6 +102,7 @@ def command(
     caps: tuple[str, ...],
     max_asks: int,
     max_task_timeout: str,
+    task_timeout: str,
 ) -> None:
     """Run the keep/discard loop over a manifest.
 
@@ -134,6 +138,7 @@ def command(
             iterations=iterations,
             max_asks=max_asks,
             max_task_timeout=parse_duration(max_task_timeout),
+            task_timeout=parse_duration(task_timeout),
         )
         sys.exit(run_playbook(plugins, playbook, request))
     if iterations is None and not resume:

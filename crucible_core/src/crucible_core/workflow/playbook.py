@@ -36,6 +36,7 @@ class PlaybookRequest:
     iterations: int | None = None
     max_asks: int = 20
     max_task_timeout: float = 86_400.0
+    task_timeout: float = 1800.0  # the deadline of a task that declares none
     jobs: int | None = None
 
 
@@ -58,6 +59,12 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     document = effective_workflow(loaded, request.params)
     assert document is not None
     kinds = plugins.registry("task kind")
+    if request.task_timeout > request.max_task_timeout:
+        raise UsageError("--task-timeout must not exceed --max-task-timeout")
+    document = {
+        **document,
+        "task": [{"timeout": request.task_timeout, **task} for task in document["task"]],
+    }
     plan = validate(
         plan_from_data(plan_data(document, request.max_cost), kinds, source=str(loaded.path)),
         kinds,
