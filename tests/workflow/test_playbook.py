@@ -151,15 +151,16 @@ def test_asks_are_recorded_and_bounded(tmp_path: Path) -> None:
     )
     done = play(pack, "--max-time", "1m")
     assert done.returncode == 0, done.stdout + done.stderr
-    recorded = [e for e in events(pack) if e["kind"] == "ask"]
-    assert [a["key"] for a in recorded] == ["item-0", "item-1", "item-2"]
-    assert recorded[0]["workflow"] == "fix" and recorded[0]["task"] == "emit"
+    (recorded,) = [e for e in events(pack) if e["kind"] == "asks_emitted"]
+    assert recorded["task"] == "emit"
+    assert [a["key"] for a in recorded["asks"]] == ["item-0", "item-1", "item-2"]
+    assert recorded["asks"][0] == {"key": "item-0", "workflow": "fix", "params": {"n": 0}}
     shutil.rmtree(pack / "state")
     shutil.rmtree(pack / "workspace")
     bounded = play(pack, "--max-time", "1m", "--max-asks", "2")
     assert bounded.returncode == 4
     assert "--max-asks" in rows(pack)["emit"]["note"]
-    assert not [e for e in events(pack) if e["kind"] == "ask"]
+    assert not [e for e in events(pack) if e["kind"] == "asks_emitted"]
 
 
 def test_frozen_injects_are_restored_before_every_task(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ TASK_ENV = "CRUCIBLE_TASK"
 INPUT_FILES_ENV = "CRUCIBLE_INPUT_FILES"
 MAX_INPUTS_BYTES = 1 << 20
 DEFAULT_MAX_ASKS = 20
-ASK = "ask"
+ASKS_EMITTED = "asks_emitted"  # the wire's record of the asks one task handed on
 
 NOT_PASSED = frozenset({TaskStatus.FAIL, TaskStatus.TRANSPORT, TaskStatus.BLOCKED, TaskStatus.TRUNCATED})
 
@@ -535,8 +535,8 @@ class PlanExecutor:
         )
         self.status[task.name] = settled.status
         self.results[task.name] = result
-        for ask in settled.asks:
-            self._emit(ASK, task=task.name, **ask)
+        if settled.asks:
+            self._emit(ASKS_EMITTED, task=task.name, asks=list(settled.asks))
         self._emit(TASK_RESULT, **result.fields())
         self._notice_settled(task, settled.status)
 
