@@ -274,3 +274,15 @@ def test_per_task_deadlines_fail_the_task_and_are_bounded_by_the_operator(tmp_pa
     refused = play(longer, "--max-time", "1m", "--max-task-timeout", "1h")
     assert refused.returncode == 64 and "--max-task-timeout" in refused.stderr
     assert not (longer / "state").exists()
+
+
+def test_time_spent_before_a_crash_counts_but_time_dead_does_not() -> None:
+    from crucible_core.workflow.playbook import _elapsed_before
+
+    log = [
+        {"kind": "plan_admitted", "ts": 100.0},
+        {"kind": "task_result", "ts": 130.0},  # first process: 30 s, then killed
+        {"kind": "recovery", "ts": 1000.0},
+        {"kind": "task_result", "ts": 1012.0},  # second process: 12 s, then killed
+    ]
+    assert _elapsed_before(log) == 42.0

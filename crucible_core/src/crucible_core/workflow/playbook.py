@@ -92,8 +92,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
                 hint="resume with the same workflow.star and --param values",
             )
         prior = PriorRun.read(log_path)
-        stamps = [e.get("ts") for e in read_events(log_path) if isinstance(e.get("ts"), int | float)]
-        elapsed = (max(stamps) - min(stamps)) if stamps else 0.0
+        elapsed = _elapsed_before(read_events(log_path))
         if prior.shutdown is None:
             _rebuild_workspace(loaded, workspace, state, prior)
     else:
@@ -134,6 +133,25 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     valid = report.verdict == "pass"
     print(f"playbook {'valid' if valid else 'invalid'}: {report.reason} (spent ${report.spent_usd:.4f})")
     return int(ExitCode.OK) if valid else int(ExitCode.RUN_FAILED)
+
+
+def _elapsed_before(events: Any) -> float:
+    """Time earlier processes of this run spent, from the log: each process's first to last
+    event (a `recovery` event starts a resumed process), so time spent dead does not count."""
+    total = 0.0
+    first = last = None
+    for event in events:
+        ts = event.get("ts")
+        if not isinstance(ts, int | float):
+            continue
+        if event.get("kind") == "recovery" and first is not None and last is not None:
+            total += last - first
+            first = None
+        first = ts if first is None else first
+        last = ts
+    if first is not None and last is not None:
+        total += last - first
+    return max(0.0, total)
 
 
 def _fresh_workspace(loaded: LoadedManifest, workspace: Path) -> None:
