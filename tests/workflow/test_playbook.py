@@ -59,6 +59,8 @@ def test_example_playbook_runs_once_and_passes(tmp_path: Path) -> None:
         "summarize",
     }
     assert shutdown(pack)["outcome"] == "finished"
+    (start,) = [e for e in events(pack) if e["kind"] == "start"]
+    assert start["gate"] == "task" and start["iters_total"] == 1 and start["max_secs"] == 300
     assert (pack / "state" / "workflow.toml").read_text().startswith("# generated from workflow.star")
 
 
@@ -282,6 +284,7 @@ def test_time_spent_before_a_crash_counts_but_time_dead_does_not() -> None:
     log = [
         {"kind": "plan_admitted", "ts": 100.0},
         {"kind": "task_result", "ts": 130.0},  # first process: 30 s, then killed
+        {"kind": "start", "ts": 998.0},
         {"kind": "recovery", "ts": 1000.0},
         {"kind": "task_result", "ts": 1012.0},  # second process: 12 s, then killed
     ]

@@ -122,6 +122,8 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         config.jobs = request.jobs
     log = SessionLog(log_path)
     try:
+        if prior is None or prior.shutdown is None:
+            log.emit(_start_event(loaded, request, workspace))
         report = PlanExecutor(plan, kinds, log, config, prior).run()
     finally:
         log.close()
@@ -135,16 +137,36 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     return int(ExitCode.OK) if valid else int(ExitCode.RUN_FAILED)
 
 
+def _start_event(loaded: LoadedManifest, request: PlaybookRequest, workspace: Path) -> Any:
+    """The run's `start` line: a playbook carries the task lane's gate label, never a third one."""
+    from crucible_core import __version__, wire
+
+    return wire.Start(
+        goal=loaded.goal_text(),
+        gate="task",
+        model=loaded.manifest.agent.model or "",
+        namespace="",
+        iters_total=1,
+        max_cost=float(request.max_cost or 0.0),
+        max_secs=int(request.max_time or 0),
+        version=__version__,
+        manifest=str(loaded.path),
+        workspace=str(workspace),
+        backend=loaded.manifest.agent.backend,
+        resumed=request.resume,
+    )
+
+
 def _elapsed_before(events: Any) -> float:
     """Time earlier processes of this run spent, from the log: each process's first to last
-    event (a `recovery` event starts a resumed process), so time spent dead does not count."""
+    event (`start` or `recovery` begins a process), so time spent dead does not count."""
     total = 0.0
     first = last = None
     for event in events:
         ts = event.get("ts")
         if not isinstance(ts, int | float):
             continue
-        if event.get("kind") == "recovery" and first is not None and last is not None:
+        if event.get("kind") in ("start", "recovery") and first is not None and last is not None:
             total += last - first
             first = None
         first = ts if first is None else first
