@@ -25,6 +25,7 @@ ALLOWED = {
     "contract": set(),
     "manifest": {"contract"} | INFRASTRUCTURE,
     "plan": {"contract", "manifest"} | INFRASTRUCTURE,
+    "workflow": {"contract", "manifest", "plan"} | INFRASTRUCTURE,
     "control": {"contract", "manifest"} | INFRASTRUCTURE,
     "flow": {"contract"} | INFRASTRUCTURE,
 }

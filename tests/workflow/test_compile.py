@@ -283,8 +283,8 @@ def test_cli_start_up_never_imports_the_starlark_interpreter() -> None:
 
 
 def test_run_identity_covers_the_compiled_workflow(tmp_path: Path) -> None:
-    from crucible_core.identity import run_identity
     from crucible_core.manifest.loader import load_manifest
+    from crucible_core.run.identity import run_identity
 
     target = tmp_path / "review"
     shutil.copytree(EXAMPLES / "adversarial_review", target)

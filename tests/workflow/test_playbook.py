@@ -279,7 +279,7 @@ def test_per_task_deadlines_fail_the_task_and_are_bounded_by_the_operator(tmp_pa
 
 
 def test_time_spent_before_a_crash_counts_but_time_dead_does_not() -> None:
-    from crucible_core.workflow.playbook import _elapsed_before
+    from crucible_core.run.playbook import _elapsed_before
 
     log = [
         {"kind": "plan_admitted", "ts": 100.0},

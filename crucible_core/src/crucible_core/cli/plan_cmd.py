@@ -91,7 +91,7 @@ def run(
         agent_cmd=agent_cmd,
     )
     if max_time is not None:
-        from crucible_core.budget import parse_duration
+        from crucible_core.durations import parse_duration
 
         config.max_seconds = parse_duration(max_time)
     if jobs is not None:

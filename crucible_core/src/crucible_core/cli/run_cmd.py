@@ -125,8 +125,8 @@ def command(
         manifest = _pack_manifest(plugins, pack)
     playbook = _playbook_manifest(manifest)
     if playbook is not None:
+        from crucible_core.run.playbook import PlaybookRequest, run_playbook
         from crucible_core.workflow.params import parse_assignments
-        from crucible_core.workflow.playbook import PlaybookRequest, run_playbook
 
         request = PlaybookRequest(
             max_cost=max_cost,

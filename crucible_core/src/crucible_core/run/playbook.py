@@ -41,12 +41,12 @@ class PlaybookRequest:
 
 
 def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest) -> int:
-    from crucible_core.injects import copy_injects, refresh_frozen
     from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
     from crucible_core.plan.load import plan_from_data
     from crucible_core.plan.validate import validate
+    from crucible_core.run.git_memory import GitMemory
+    from crucible_core.run.injects import copy_injects, refresh_frozen
     from crucible_core.session_log import SessionLog, read_events
-    from crucible_core.workflow.memory import GitMemory
     from crucible_core.workflow.pack import ARTIFACT_NAME, effective_workflow, plan_data, to_toml
 
     if request.iterations is not None and request.iterations > 1:
@@ -139,7 +139,8 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
 
 def _start_event(loaded: LoadedManifest, request: PlaybookRequest, workspace: Path) -> Any:
     """The run's `start` line: a playbook carries the task lane's gate label, never a third one."""
-    from crucible_core import __version__, wire
+    from crucible_core import __version__
+    from crucible_core.contract import wire
 
     return wire.Start(
         goal=loaded.goal_text(),
@@ -207,8 +208,8 @@ def _fresh_workspace(loaded: LoadedManifest, workspace: Path) -> None:
 
 def _rebuild_workspace(loaded: LoadedManifest, workspace: Path, state: Path, prior: Any) -> None:
     """Pristine start plus the declared files of every folded task that passed; nothing else."""
-    from crucible_core.injects import copy_injects
-    from crucible_core.workflow.memory import GitMemory
+    from crucible_core.run.git_memory import GitMemory
+    from crucible_core.run.injects import copy_injects
 
     if loaded.inside_workspace():
         return  # the workspace is the manifest's own checkout: never delete it
@@ -237,8 +238,8 @@ def _agent_runner(plugins: Any, loaded: LoadedManifest, state: Path, log_path: P
 
     def backend() -> Any:
         if "backend" not in cache:
-            from crucible_core.drivers import build_drivers
-            from crucible_core.paths import RunPaths
+            from crucible_core.manifest.paths import RunPaths
+            from crucible_core.run.drivers import build_drivers
             from crucible_core.shell import Shell
 
             paths = RunPaths.resolve(loaded, state_dir=state)
