@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_support import run_crucible
+from tests.cli_support import crucible_env, run_crucible
 
 GIT = ["git", "-c", "user.name=crucible-test", "-c", "user.email=test@example.invalid"]
 
@@ -29,8 +29,15 @@ def scaffold(tmp_path: Path, template: str) -> Path:
 @pytest.mark.parametrize("template", ["claude", "command", "python-speed"])
 def test_every_template_passes_its_check(tmp_path: Path, template: str) -> None:
     repo = scaffold(tmp_path, template)
-    done = run_crucible("check", cwd=repo)
+    # The claude template's preflight wants the CLI and credentials: a stand-in binary and a key.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "claude").chmod(0o755)
+    env = crucible_env(PATH=f"{bin_dir}:/usr/bin:/bin", HOME=str(tmp_path), ANTHROPIC_API_KEY="sk-test")
+    done = run_crucible("check", cwd=repo, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "can start a turn" in done.stdout
     assert "check passed" in done.stdout
     assert "measured the workspace: valid=True" in done.stdout
 

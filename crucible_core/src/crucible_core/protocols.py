@@ -58,8 +58,26 @@ class Staged:
     refused: str = ""  # non-empty: the candidate cannot be kept, and why (it damaged the world)
 
 
+@attrs.frozen
+class SourceChanges:
+    """How a local [repo].path differs from the commit a clone of it starts from."""
+
+    head: str  # the commit id a clone checks out; "" when the repository has no commit yet
+    paths: tuple[str, ...]  # repository-relative files whose working-tree state differs from head
+    # (modified, staged, deleted or untracked; ignored files are not listed)
+
+
 @runtime_checkable
 class World(Protocol):
+    """Reversibility of the workspace.
+
+    A world may also define the optional `source_changes(source: str) -> SourceChanges | None`:
+    for a local repository path, its HEAD and the files whose uncommitted state a clone would
+    leave out (None when the source is not a local repository it can read). The engine uses it
+    to warn that a run starts from HEAD, and for `[repo] start_from = "worktree"` to copy those
+    files over the fresh clone before the baseline is committed.
+    """
+
     def clone_from(self, source: str, ref: str | None) -> None:
         """Fill the (absent or empty) workspace with a checkout of [repo] (a path or URL) at ref.
 
@@ -214,6 +232,16 @@ class BackendContext:
 
 @runtime_checkable
 class AgentBackend(Protocol):
+    """Runs agent turns.
+
+    A backend may also define the optional `preflight(env, workspace) -> list[str]`: what
+    would stop a turn from starting (a program not on PATH, no credentials), each problem one
+    sentence that says how to fix it; an empty list when a turn can start. `crucible check`
+    prints the problems and a run refuses to start on them, before its baseline. `env` is the
+    agent's environment ([agent].env included); `workspace` is None, or may not exist yet,
+    before setup has made it.
+    """
+
     def run_turn(self, turn: Turn) -> TurnResult:
         """Let the agent edit turn.workspace; never raises for an agent failure."""
 
@@ -231,6 +259,9 @@ class HarnessContext:
 
 @runtime_checkable
 class Harness(Protocol):
+    """One agent program. Like a backend it may define the optional `preflight(env) -> list[str]`
+    (the `local` backend asks its harness): each problem that would stop a turn, with its fix."""
+
     def run(self, turn: Turn) -> TurnResult:
         """Run one turn of this agent program on the host, in turn.workspace."""
 

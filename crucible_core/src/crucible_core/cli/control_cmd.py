@@ -34,16 +34,29 @@ def _echo_reply(reply: dict[str, Any], as_json: bool) -> None:
     click.echo("; ".join(parts))
 
 
-def _control_command(name: str, cmd: str, doc: str, *extra: Callable[[Any], Any]) -> click.Command:
-    """A command that sends `cmd` with its options as the payload, plus --id for idempotency."""
+def _control_command(
+    name: str, cmd: str, doc: str, *extra: Callable[[Any], Any], offline: str | None = None
+) -> click.Command:
+    """A command that sends `cmd` with its options as the payload, plus --id for idempotency.
+
+    `offline`, when given, replaces the hint of "no run is reachable" with what to do instead.
+    """
 
     def callback(
         manifest: Path, state_dir: Path | None, as_json: bool, id_: str | None, **fields: Any
     ) -> None:
+        from crucible_core.control.client import RunUnreachable
+
         request = {"cmd": cmd, **{k: v for k, v in fields.items() if v is not None}}
         if id_ is not None:
             request["id"] = id_
-        _echo_reply(_send(manifest, state_dir, request), as_json)
+        try:
+            reply = _send(manifest, state_dir, request)
+        except RunUnreachable as exc:
+            if offline is None:
+                raise
+            raise RunUnreachable(exc.message, hint=offline) from None
+        _echo_reply(reply, as_json)
 
     callback.__doc__ = doc
     command: Any = callback
@@ -67,6 +80,10 @@ steer = _control_command(
     "steer",
     "Deliver TEXT into the live run's next agent prompt ({{STEER}}).",
     click.argument("text"),
+    offline=(
+        "no run is live to steer: put the text in STEER.md next to the manifest, and the next "
+        "`crucible run --resume` (or a fresh run) delivers it with its first prompt"
+    ),
 )
 stop = _control_command(
     "stop",

@@ -22,7 +22,8 @@ from crucible_core.errors import UsageError, WorkspaceError
     "--out",
     "out",
     type=click.Path(path_type=Path, dir_okay=False),
-    required=True,
+    default=Path("flow.html"),
+    show_default=True,
     help="Output file; its extension picks the rendering: .json, .dot, .mmd or .html.",
 )
 @click.option(

@@ -13,6 +13,10 @@ CONNECT_TIMEOUT = 5.0
 REPLY_TIMEOUT = 30.0
 
 
+class RunUnreachable(ControlError):
+    """No run answers on this state directory: never started, finished, or killed."""
+
+
 def state_dir_for(manifest: Path, state_dir: Path | None) -> Path:
     """The run's state directory: --state-dir, else <manifest dir>/state (no manifest parse needed)."""
     return (state_dir or manifest.resolve().parent / "state").resolve()
@@ -23,7 +27,7 @@ def read_control(state_dir: Path) -> dict[str, Any]:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ControlError(
+        raise RunUnreachable(
             f"no run is reachable: {path} does not exist",
             hint="is the run started? pass --state-dir or --manifest to point at it",
         ) from None
@@ -45,7 +49,7 @@ def send(state_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
             conn.sendall((json.dumps(payload) + "\n").encode("utf-8"))
             reply_line = conn.makefile("rb").readline()
     except OSError as exc:
-        raise ControlError(
+        raise RunUnreachable(
             f"no run is reachable at {address[0]}:{address[1]} ({exc})",
             hint="the run may have ended; `crucible run --resume` continues it",
         ) from None

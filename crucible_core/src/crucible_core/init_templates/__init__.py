@@ -22,7 +22,8 @@ TEMPLATES: dict[str, Template] = {
         "Claude Code improves your repository against your measure.sh (the default)",
         claude.FILES,
         frozenset({"measure.sh"}),
-        "edit the goal and measure.sh, then `crucible check`",
+        "edit the goal and measure.sh, then `crucible check`: "
+        "it also checks that the Claude Code CLI and its credentials are there",
     ),
     "command": Template(
         "command",

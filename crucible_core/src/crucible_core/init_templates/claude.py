@@ -23,6 +23,8 @@ objective = "score"
 MEASURE = """\
 #!/bin/sh
 # The judge: print one JSON line {"valid": bool, "score": number, "solved": bool, "note": str}.
+# A copy sits in the agent's workspace: the agent may read it, but it is re-copied from here
+# before every measure, so no edit in the workspace changes what is measured.
 # This stub always reports the same score; point it at your real benchmark or test suite.
 printf '{"valid": true, "score": 0, "note": "stub measure: replace me"}\\n'
 """

@@ -35,6 +35,8 @@ echo "step $CRUCIBLE_ITERATION" >> progress.txt
 MEASURE = """\
 #!/bin/sh
 # The judge: print one JSON line {"valid": bool, "score": number, "solved": bool, "note": str}.
+# A copy sits in the agent's workspace: the agent may read it, but it is re-copied from here
+# before every measure, so no edit in the workspace changes what is measured.
 # Here the score is the number of lines in progress.txt (0 before the first proposal).
 set -eu
 lines=0

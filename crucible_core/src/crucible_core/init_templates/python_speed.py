@@ -41,7 +41,9 @@ MEASURE = '''\
 """The judge: check count_primes is still correct, then time it; print one JSON line.
 
 Correctness first: a fast wrong answer is invalid, never a win. The score is the best of
-several timings in milliseconds (the least noisy summary of a short benchmark).
+several timings in milliseconds (the least noisy summary of a short benchmark). The agent
+may read this file in its workspace; it is re-copied before every measure, so an edit there
+changes nothing that is measured.
 """
 
 import json

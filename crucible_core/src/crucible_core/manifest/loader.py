@@ -17,6 +17,7 @@ from crucible_core.manifest.containment import escape_problem, is_within, text_p
 from crucible_core.manifest.converter import converter, describe_structure_error, show
 from crucible_core.manifest.driver_settings import DriverTables, ResolvedSettings, resolve_settings
 from crucible_core.manifest.models import (
+    REPO_STARTS,
     UNSUPPORTED_AGENT_KEYS,
     UNSUPPORTED_AGENT_TABLES,
     UNSUPPORTED_SECTIONS,
@@ -203,6 +204,18 @@ def _validate_rules(path: Path, m: Manifest) -> None:
             )
     elif (m.repo.url is None) == (m.repo.path is None):
         raise _fail(path, "[repo] must set exactly one of url and path")
+    elif m.repo.start_from not in REPO_STARTS:
+        raise _fail(
+            path,
+            f"[repo].start_from must be one of {', '.join(REPO_STARTS)}, not {show(m.repo.start_from)}",
+        )
+    elif m.repo.start_from == "worktree" and (m.repo.path is None or m.repo.ref is not None):
+        raise _fail(
+            path,
+            '[repo].start_from = "worktree" needs [repo].path and no ref: only a local checkout has a '
+            "working tree, and its working tree is the one state it can start from",
+            hint='remove ref (or url), or use start_from = "head"',
+        )
     if m.judge is not None:
         if m.judge.selftest is not None and not 1 <= m.judge.selftest.runs <= MAX_SELFTEST_RUNS:
             raise _fail(

@@ -31,11 +31,17 @@ class Seconds(float):
     """A duration in seconds; the manifest may write it as a number or as text like "90s", "1h30m"."""
 
 
+REPO_STARTS = ("head", "worktree")
+
+
 @attrs.frozen
 class RepoSection:
     url: str | None = None
     path: str | None = None
     ref: str | None = None
+    # "head": the run starts from the committed HEAD (uncommitted edits are left out, loudly);
+    # "worktree": from the working tree of `path`, uncommitted and untracked files included.
+    start_from: str = "head"
 
 
 @attrs.frozen

@@ -18,10 +18,11 @@ from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import MeasureContext, World
-from crucible_core.run.drivers import DriverChoice, build_drivers
-from crucible_core.run.engine import engine_environment
+from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
+from crucible_core.run.engine import agent_environment, engine_environment
 from crucible_core.run.injects import refresh_frozen
-from crucible_core.run.workspace_setup import prepare_workspace, workspace_in_use
+from crucible_core.run.preflight import agent_problems
+from crucible_core.run.workspace_setup import prepare_workspace, source_notice, workspace_in_use
 from crucible_core.shell import Shell
 
 TASK_NOTICE = (
@@ -132,6 +133,7 @@ def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = Non
             findings.add("fail", "a task manifest needs a goal: set [agent].goal or goal_file")
         else:
             findings.add("ok", "goal present")
+        _probe_agent(plugins, loaded, findings, harness)
         return findings
     for rel in unprotected_gate_paths(loaded):
         findings.add(
@@ -139,7 +141,7 @@ def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = Non
             f"measure_cmd names {rel!r} inside the workspace the agent edits, and no frozen inject "
             "re-copies it: the agent could change its own gate (add it to [workspace].inject)",
         )
-    _probe_gate(plugins, loaded, findings)
+    _probe_gate(plugins, loaded, findings, harness)
     return findings
 
 
@@ -158,16 +160,42 @@ def _report_declaration(plugins: Plugins, loaded: LoadedManifest, findings: Find
         findings.add("fail", problem)
 
 
-def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings) -> None:
+def _report_agent(drivers: Drivers, loaded: LoadedManifest, workspace: Path, findings: Findings) -> None:
+    """Whether the chosen backend (and harness) can start a turn, each problem with its fix."""
+    env = agent_environment(engine_environment(), loaded)
+    problems = agent_problems(drivers.backend, env, workspace)
+    choice = drivers.choice
+    agent = f"backend {choice.backend}" + (f" (harness {choice.harness})" if choice.runs_harness else "")
+    for problem in problems:
+        findings.add("fail", f"{agent}: {problem}")
+    if not problems:
+        findings.add("ok", f"{agent} can start a turn")
+
+
+def _probe_agent(plugins: Plugins, loaded: LoadedManifest, findings: Findings, harness: str | None) -> None:
+    paths = RunPaths.resolve(loaded)
+    shell = Shell(cwd=paths.workspace, env=engine_environment())
+    try:
+        drivers = build_drivers(plugins, loaded, paths, shell, harness=harness, world_record=False)
+        _report_agent(drivers, loaded, paths.workspace, findings)
+    except CrucibleError as exc:
+        findings.add("fail", exc.render())
+
+
+def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings, harness: str | None) -> None:
     m = loaded.manifest
     assert m.judge is not None
     paths = RunPaths.resolve(loaded)
     created = not workspace_in_use(paths.workspace)
     shell = Shell(cwd=paths.workspace, env=engine_environment())
     try:
-        drivers = build_drivers(plugins, loaded, paths, shell, world_record=False)
+        drivers = build_drivers(plugins, loaded, paths, shell, harness=harness, world_record=False)
         if created:
+            notice = source_notice(loaded, paths, drivers.world)
+            if notice is not None:
+                findings.add(notice.level, notice.text)
             prepare_workspace(loaded, paths, drivers.world, shell)
+        _report_agent(drivers, loaded, paths.workspace, findings)
 
         def measure() -> Reading:
             refresh_frozen(loaded.injects, paths.workspace)

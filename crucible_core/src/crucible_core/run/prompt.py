@@ -13,9 +13,11 @@ Where the run stands:
 Operator steering (follow it when present):
 {{STEER}}
 
-Make one focused change per turn, toward the goal. A judge you cannot see measures the
-workspace after your turn; the change is kept only if it is strictly better. RESULTS.md
-holds the history of earlier turns. If the objective cannot be reached as specified,
+Make one focused change per turn, toward the goal. After your turn a judge measures the
+workspace once; the change is kept only if it is strictly better. The measure's files that
+sit in the workspace (measure.sh, say) are frozen: you may read them to learn what is
+measured, but edits to them are undone before every measure and cannot change the score.
+RESULTS.md holds the history of earlier turns. If the objective cannot be reached as specified,
 run `crucible escalate --category infeasible --reason ... --evidence ...` and end your turn.
 If the run cannot go on without a human (the same environment failure every turn, a missing
 tool or permission), run `crucible distress --severity error --reason ... --evidence ...`

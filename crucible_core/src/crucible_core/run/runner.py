@@ -42,9 +42,10 @@ from crucible_core.run.lifecycle import Lifecycle, RunContext
 from crucible_core.run.loop import LoopExit, Run, Segment, fingerprint, run_baseline, run_loop
 from crucible_core.run.observers import ObserverFanout
 from crucible_core.run.parking import Pending
+from crucible_core.run.preflight import refuse_unstartable_agent
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.state_lock import StateLock
-from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace
+from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
 from crucible_core.session_log import SessionLog, read_events
 from crucible_core.shell import Shell
 
@@ -143,7 +144,7 @@ def _execute_locked(
             )
         refuse_disagreeing_log(folded, paths)
         budget = resumed_budget(request.budget, folded)
-        ended = already_ended(folded, budget)
+        ended = already_ended(folded, budget, no_early_stop=request.options.no_early_stop)
         if ended is not None:
             sys.stderr.write(f"crucible: {ended}\n")
             outcome = _loop_exit(folded.outcome or "finished")
@@ -163,9 +164,14 @@ def _execute_locked(
     drivers = build_drivers(
         plugins, loaded, paths, shell, harness=request.options.harness, model=request.options.model
     )
+    agent_env = agent_environment(base_env, loaded)
+    # Before the log exists, so fixing the agent and running the same command again just works.
+    # A workspace that setup has not finished is not looked in (a resume sets it up again);
+    # a fresh run looks again once setup has made it.
+    setup_done = folded is None or folded.fingerprint is not None
+    refuse_unstartable_agent(drivers.backend, agent_env, paths.workspace if setup_done else None)
     reporter = make_reporter(plugins, request.ui, budget.iterations)
     redactor = Redactor()
-    agent_env = agent_environment(base_env, loaded)
     redactor.add_env(loaded.manifest.agent.env)
     redactor.add_engine_env(base_env)
     log = SessionLog(paths.session_log, redactor)
@@ -301,7 +307,11 @@ def _fresh(engine: Engine, shell: Shell, started: float) -> Run:
     """A new run: set up the workspace, record the identity, snapshot the baseline, open segment 0."""
     drivers = engine.drivers
     engine.phase("starting", 0)
+    notice = source_notice(engine.loaded, engine.paths, drivers.world)
+    if notice is not None:
+        engine.note(notice.text, level=notice.level)
     base = prepare_workspace(engine.loaded, engine.paths, drivers.world, shell)
+    refuse_unstartable_agent(drivers.backend, engine.agent_env, engine.paths.workspace)
     engine.log.emit(wire.Identity(identity=run_identity(engine.loaded, base), base_commit=base))
     token = drivers.world.snapshot("crucible: baseline")
     segment = Segment(
@@ -476,17 +486,29 @@ def resumed_budget(given: Budget, f: Folded) -> Budget:
     )
 
 
-def already_ended(f: Folded, budget: Budget) -> str | None:
-    """Why resuming has nothing to do: the run ended solved, or its (possibly raised) budget is spent."""
+def already_ended(f: Folded, budget: Budget, *, no_early_stop: bool = False) -> str | None:
+    """Why resuming has nothing to do, or None when the resume should continue the run.
+
+    A run that ended on its budget continues once the budget has room again. A run that ended
+    solved continues only with --no-early-stop (without it, the next reading would stop it at
+    once) and then, like any other, only while the budget has room.
+    """
     shutdown = f.trailing_shutdown
     if shutdown is None or shutdown.outcome not in FINAL_OUTCOMES:
         return None
-    if shutdown.outcome == "solved":
-        return f"the run already ended: solved at iteration {f.iteration} (best {f.best_score}); nothing to resume"
+    if shutdown.outcome == "solved" and not no_early_stop:
+        return (
+            f"the run already ended: solved at iteration {f.iteration} (best {f.best_score}); "
+            "to keep improving past solved, resume with --no-early-stop and a budget with room "
+            f"(e.g. --no-early-stop --iterations {f.iteration + 5})"
+        )
     why = budget.exhausted(iterations_done=f.iteration, spent=f.spent, active_seconds=f.active_s)
     if why is None:
         return None
-    return f"the run already ended ({why}); raise the budget (e.g. --iterations) to continue it"
+    return (
+        f"the run already ended ({why}); raise the budget to continue it "
+        f"(e.g. --iterations {f.iteration + 5})"
+    )
 
 
 def rearm(gates: Gates, budget: Budget) -> Budget:

@@ -2,12 +2,100 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
 import attrs
 
 from crucible_core import process
 from crucible_core.errors import ManifestError
 from crucible_core.mcp_config import ENV_MCP_CONFIG, mcp_config_file
 from crucible_core.protocols import BackendContext, FailureClass, Harness, Turn, TurnResult
+
+# A first word that the shell itself handles (a builtin or a keyword): nothing to look up.
+_SHELL_WORDS = frozenset(
+    [
+        ":",
+        ".",
+        "!",
+        "{",
+        "(",
+        "[",
+        "alias",
+        "bg",
+        "break",
+        "case",
+        "cd",
+        "command",
+        "continue",
+        "echo",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "false",
+        "fg",
+        "for",
+        "getopts",
+        "hash",
+        "if",
+        "jobs",
+        "kill",
+        "printf",
+        "pwd",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "source",
+        "test",
+        "time",
+        "times",
+        "trap",
+        "true",
+        "type",
+        "ulimit",
+        "umask",
+        "unset",
+        "until",
+        "wait",
+        "while",
+    ]
+)
+
+
+def command_program_problems(agent_cmd: str, env: Mapping[str, str], workspace: Path | None) -> list[str]:
+    """Whether agent_cmd's program exists: on the agent's PATH, or (a path) in the workspace."""
+    try:
+        words = shlex.split(agent_cmd)
+    except ValueError:
+        return []  # unusual quoting: let sh judge it when the turn runs
+    if not words or words[0] in _SHELL_WORDS or any(c in words[0] for c in "=;&|$`()<>"):
+        return []
+    program = words[0]
+    if os.sep not in program:
+        if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+            return [
+                f"[agent].agent_cmd runs {program!r}, which is not on the agent's PATH: install it or name it by path"
+            ]
+        return []
+    path = Path(program).expanduser()
+    if not path.is_absolute():
+        if workspace is None or not workspace.is_dir():
+            return []  # relative to a workspace that does not exist yet (a check before setup)
+        path = workspace / path
+    if not path.is_file():
+        return [
+            f"[agent].agent_cmd runs {program!r}, which does not exist in the workspace: "
+            "commit it to the repository or add it to [workspace].inject"
+        ]
+    if not os.access(path, os.X_OK):
+        return [f"[agent].agent_cmd runs {program!r}, which is not executable: chmod +x it"]
+    return []
 
 
 def _tail(text: str, lines: int = 3) -> str:
@@ -31,6 +119,9 @@ class CommandBackend:
         if settings is None or not settings.agent_cmd:
             raise ManifestError('[agent].agent_cmd is required when backend = "command"')
         return cls(settings.agent_cmd)
+
+    def preflight(self, env: Mapping[str, str], workspace: Path | None) -> list[str]:
+        return command_program_problems(self.agent_cmd, env, workspace)
 
     def run_turn(self, turn: Turn) -> TurnResult:
         with mcp_config_file(turn.mcp_servers) as mcp_config:
@@ -71,6 +162,10 @@ class LocalBackend:
     @classmethod
     def from_context(cls, ctx: BackendContext) -> LocalBackend:
         return cls(ctx.resolve_harness(ctx.harness_name))
+
+    def preflight(self, env: Mapping[str, str], workspace: Path | None) -> list[str]:
+        check = getattr(self.harness, "preflight", None)
+        return list(check(env)) if check is not None else []
 
     def run_turn(self, turn: Turn) -> TurnResult:
         return self.harness.run(turn)

@@ -64,6 +64,9 @@ class ClaudeCodeHarness:
         toolbox = resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir)
         return cls(toolbox, SessionStore.under(ctx.private_dir, HARNESS_NAME))
 
+    def preflight(self, env: Mapping[str, str]) -> list[str]:
+        return launch.preflight_problems(env)
+
     def run(self, turn: Turn) -> TurnResult:
         cli = launch.find_cli(turn.env)
         if cli.path is None:

@@ -18,6 +18,7 @@ The unattended mode, decided deliberately:
 from __future__ import annotations
 
 import enum
+import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -71,6 +72,63 @@ def find_cli(env: Mapping[str, str]) -> CliLookup:
         return CliLookup(path if usable else None, f"{CLI_BIN_ENV}={configured}")
     found = shutil.which(CLI_NAME, path=search_path)
     return CliLookup(Path(found) if found else None, f"`{CLI_NAME}` on PATH")
+
+
+CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+PROVIDER_SWITCHES = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
+CREDENTIAL_HINT = (
+    "no credentials for the Claude Code CLI: set ANTHROPIC_API_KEY in [agent].env or the "
+    "environment, or log in once with `claude` (then `/login`)"
+)
+
+
+def _config_dir(env: Mapping[str, str]) -> Path:
+    configured = env.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".claude"
+
+
+def _json_keys(path: Path) -> set[str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    return set(data) if isinstance(data, dict) else set()
+
+
+def has_credentials(env: Mapping[str, str]) -> bool:
+    """Whether the CLI will find something to authenticate with (a key, a login, a cloud provider).
+
+    A login is recognised by the files the CLI writes for it; a login held only in a system
+    keychain still leaves its account record in the config file, which is what we look for.
+    """
+    if any(env.get(name) for name in CREDENTIAL_VARS):
+        return True
+    if any(env.get(name, "").lower() not in ("", "0", "false") for name in PROVIDER_SWITCHES):
+        return True
+    config = _config_dir(env)
+    if (config / ".credentials.json").is_file():
+        return True
+    if "apiKeyHelper" in _json_keys(config / "settings.json"):
+        return True
+    home = env.get("HOME") or os.path.expanduser("~")
+    for record in (config / ".claude.json", Path(home) / ".claude.json"):
+        if _json_keys(record) & {"oauthAccount", "primaryApiKey"}:
+            return True
+    return False
+
+
+def preflight_problems(env: Mapping[str, str]) -> list[str]:
+    """What would stop the CLI from starting a turn in this environment, each with its fix."""
+    problems = []
+    cli = find_cli(env)
+    if cli.path is None:
+        problems.append(cli.missing_note())
+    if not has_credentials(env):
+        problems.append(CREDENTIAL_HINT)
+    return problems
 
 
 def unattended_mode(env: Mapping[str, str]) -> Unattended:

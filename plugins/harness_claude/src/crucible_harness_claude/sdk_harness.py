@@ -58,6 +58,13 @@ class AnthropicHarness:
             )
         return cls()
 
+    def preflight(self, env: Mapping[str, str]) -> list[str]:
+        if env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN"):
+            return []
+        return [
+            "no credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in [agent].env or the environment"
+        ]
+
     def run(self, turn: Turn) -> TurnResult:
         if turn.session:
             return TurnResult(

@@ -23,6 +23,12 @@ def clone_into(memory: GitMemory, source: str, ref: str | None) -> None:
     location = source
     if "://" not in source and not source.startswith("git@") and Path(source).exists():
         location = os.path.abspath(source)
+        if Path(location).is_dir() and not (Path(location) / ".git").exists():
+            raise RunFailed(
+                f"cannot clone {source}: it is not a git repository",
+                hint="run `git init && git add -A && git commit -m start` there, "
+                "or point [repo].path at a repository",
+            )
     try:
         repo = porcelain.clone(location, str(workspace), checkout=False, errstream=io.BytesIO())
     except Exception as exc:  # dulwich raises many kinds (transport, protocol, OS): all mean "no clone"

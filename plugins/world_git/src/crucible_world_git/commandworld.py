@@ -9,7 +9,7 @@ import attrs
 
 from crucible_core.errors import RunFailed
 from crucible_core.process import Completed
-from crucible_core.protocols import ApplyOutcome, Staged, WorldContext
+from crucible_core.protocols import ApplyOutcome, SourceChanges, Staged, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.gitworld import GitWorld
 from crucible_world_git.settings import CommandWorldSettings
@@ -63,6 +63,9 @@ class CommandWorld:
 
     def clone_from(self, source: str, ref: str | None) -> None:
         self.git.clone_from(source, ref)
+
+    def source_changes(self, source: str) -> SourceChanges | None:
+        return self.git.source_changes(source)
 
     def prepare(self) -> str:
         return self.git.prepare()

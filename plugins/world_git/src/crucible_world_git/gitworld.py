@@ -7,10 +7,11 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core.protocols import ApplyOutcome, Staged, WorldContext
+from crucible_core.protocols import ApplyOutcome, SourceChanges, Staged, WorldContext
 from crucible_world_git.change_diff import commit_change
 from crucible_world_git.clone import clone_into
 from crucible_world_git.git_memory import BASELINE_LABEL, GitMemory
+from crucible_world_git.source_status import source_changes
 
 
 @attrs.define
@@ -38,6 +39,9 @@ class GitWorld:
 
     def clone_from(self, source: str, ref: str | None) -> None:
         clone_into(self.memory, source, ref)
+
+    def source_changes(self, source: str) -> SourceChanges | None:
+        return source_changes(source)
 
     def prepare(self) -> str:
         memory = self.memory
