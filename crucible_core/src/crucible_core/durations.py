@@ -48,3 +48,14 @@ def parse_duration(text: str) -> float:
     if seconds > MAX_DURATION_SECONDS:
         raise UsageError(f"duration {text[:64]!r} is longer than a year", hint="use a shorter duration")
     return seconds
+
+
+def short_duration(seconds: float) -> str:
+    """Seconds as a person reads them, in at most six characters: 12.3s, 5m03s, 2h07m."""
+    if seconds < 60:
+        return f"{max(0.0, seconds):.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import attrs
+
+from crucible_core.durations import short_duration
 
 
 @attrs.frozen
@@ -23,3 +28,19 @@ class Budget:
 
     def to_wire(self) -> dict[str, float | int | None]:
         return {"iterations": self.iterations, "max_cost": self.max_cost, "max_time": self.max_time}
+
+    def describe(self) -> str:
+        return describe_caps(self.to_wire())
+
+
+def describe_caps(caps: Mapping[str, Any]) -> str:
+    """A budget's caps in words ("9 iterations, $5.00, 2h00m active"), from its wire form."""
+    parts = []
+    iterations = caps.get("iterations")
+    if iterations is not None:
+        parts.append(f"{iterations} iteration{'' if iterations == 1 else 's'}")
+    if caps.get("max_cost") is not None:
+        parts.append(f"${float(caps['max_cost']):.2f}")
+    if caps.get("max_time") is not None:
+        parts.append(f"{short_duration(float(caps['max_time']))} active")
+    return ", ".join(parts) if parts else "no limit"

@@ -76,7 +76,7 @@ class Gates:
     def _drain(self, run: Run) -> LoopExit | None:
         engine = self.engine
         if self.stop_reason is not None:
-            engine.note(f"stopping: {self.stop_reason}")
+            engine.note(f"stopping at the iteration head: {self.stop_reason}")
             return LoopExit.STOPPED
         for order in self.inbox.take():
             kind, payload = order.input, order.payload
@@ -91,9 +91,11 @@ class Gates:
                 self._steers.append(order)
             elif kind == "set-budget":
                 engine.budget = attrs.evolve(engine.budget, **payload)
-                engine.note(f"budget set by the operator: {engine.budget.to_wire()}")
+                engine.note(f"budget set by the operator: {engine.budget.describe()}")
+                engine.budget_event(run)  # the caps in force, for every view that follows them
                 self.settle(order, "applied")
             elif kind in ("pause", "resume"):
+                engine.note(operator_pause_note(kind, was_paused=self.paused, reason=payload.get("reason")))
                 self.paused = kind == "pause"
                 self.settle(order, "applied")
                 self.publish(run)
@@ -382,3 +384,15 @@ def park_deadline(started: float, max_park: float | None, spent: float) -> float
     if max_park is None:
         return None
     return started + max(0.0, max_park - spent)
+
+
+def operator_pause_note(kind: str, *, was_paused: bool, reason: str | None) -> str:
+    """The log's line for a pause or unpause as it takes effect (the console prints it)."""
+    why = f": {reason}" if reason else ""
+    if kind == "pause":
+        if was_paused:
+            return f"pause by the operator: already paused{why}"
+        return f"paused by the operator at the iteration head{why} (`crucible unpause` continues)"
+    if not was_paused:
+        return f"unpause by the operator: the run was not paused{why}"
+    return f"unpaused by the operator{why}: continuing"

@@ -82,6 +82,20 @@ def make_reporter(plugins: Plugins, name: str, iterations: int | None) -> Report
     return factory(ReporterContext(stream=sys.stderr, iterations=iterations))
 
 
+def signal_name(signum: int) -> str:
+    name = signal.Signals(signum).name
+    return "Ctrl-C (SIGINT)" if signum == signal.SIGINT else name
+
+
+def _tell_operator(text: str) -> None:
+    """One line on standard error, outside the log (the console's live table makes room for it)."""
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # nobody is reading stderr any more
+        pass
+
+
 class _SignalStop:
     """SIGINT/SIGTERM ask the loop to stop at the next iteration head; a second one aborts now."""
 
@@ -97,9 +111,17 @@ class _SignalStop:
 
     def handle(self, signum: int, _frame: Any) -> None:
         self.count += 1
+        name = signal_name(signum)
         if self.count > 1:
+            _tell_operator(f"crucible: {name} again: aborting now")
             raise KeyboardInterrupt
-        self.request_stop(f"received {signal.Signals(signum).name}")
+        self.request_stop(f"received {name}")
+        # The log says so when the stop takes effect, which can be a whole agent turn away;
+        # the person who pressed Ctrl-C hears back now (a signal handler must not write the log).
+        _tell_operator(
+            f"crucible: {name}: stopping once the current iteration is decided "
+            f"({'Ctrl-C' if signum == signal.SIGINT else 'the signal'} again aborts now)"
+        )
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.previous.items():
@@ -229,7 +251,8 @@ def _execute_locked(
                 wire.Start(
                     goal=goal,
                     gate=drivers.judge.gate,
-                    model=request.options.model or m.agent.model or "",
+                    # only what the backend uses: a command backend runs no harness and no model
+                    model=(request.options.model or m.agent.model or "") if drivers.harness else "",
                     namespace="",
                     # the contract writes 0 for "no cap"; `budget` keeps our nulls exactly
                     iters_total=budget.iterations or 0,
@@ -243,7 +266,7 @@ def _execute_locked(
                     world=drivers.choice.world,
                     judge=drivers.choice.judge,
                     backend=drivers.choice.backend,
-                    harness=drivers.choice.harness,
+                    harness=drivers.harness,
                     budget=budget.to_wire(),
                     resumed=request.resume,
                 )
@@ -360,6 +383,7 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
         engine.note("the log names no kept snapshot to restore; the workspace is used as it stands", "warn")
     _rearm_wait(engine, run, folded)
     engine.budget = rearm(engine.gates, engine.budget)
+    engine.budget_event(run)  # views continue the run's clock and caps from here, not from zero
     if engine.gates.paused:
         engine.note("the operator's pause is still in force: parked until `crucible unpause`")
     engine.gates.publish(run)
