@@ -176,7 +176,8 @@ def test_view_renders_the_session_with_the_console_reporter(
     assert lines[0].startswith("crucible 0.1.0: value (higher), backend command, world git")
     assert "iter 1/4 kept" in lines[2] and "best 2" in lines[2]
     assert lines[-1] == "run ended: finished (iterations spent)"
-    assert len(lines) == 6  # the copy after the delimiter is not shown twice
+    # start, three rows, the summary, its sparkline, the end: the copy after the delimiter is not shown twice
+    assert len(lines) == 7
     [log_call] = fake_api.calls_to("GET", "/log")
     assert log_call["query"]["follow"] == "true" and log_call["query"]["container"] == "loop"
 

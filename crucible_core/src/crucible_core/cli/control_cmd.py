@@ -14,17 +14,20 @@ from crucible_core.cli.options import manifest_option, state_dir_option
 Handler = Callable[..., dict[str, Any]]
 
 
-def _send(manifest: Path, state_dir: Path | None, request: dict[str, Any]) -> dict[str, Any]:
+def _send(
+    manifest: Path, state_dir: Path | None, request: dict[str, Any], name: str | None = None
+) -> dict[str, Any]:
     from crucible_core.control.client import send, state_dir_for
 
-    return send(state_dir_for(manifest, state_dir), request)
+    return send(state_dir_for(manifest, state_dir), request, name=name)
 
 
-def _echo_reply(reply: dict[str, Any], as_json: bool) -> None:
+def _echo_reply(name: str, reply: dict[str, Any], as_json: bool) -> None:
+    """The bridge's reply in the words of the command the operator typed (`unpause`, not `resume`)."""
     if as_json:
         click.echo(json.dumps(reply))
         return
-    parts = [f"{reply.get('cmd')}: accepted"]
+    parts = [f"{name}: accepted"]
     if reply.get("key"):
         parts.append(f"key {reply['key']}")
     if reply.get("dup"):
@@ -51,12 +54,12 @@ def _control_command(
         if id_ is not None:
             request["id"] = id_
         try:
-            reply = _send(manifest, state_dir, request)
+            reply = _send(manifest, state_dir, request, name)
         except RunUnreachable as exc:
             if offline is None:
                 raise
             raise RunUnreachable(exc.message, hint=offline) from None
-        _echo_reply(reply, as_json)
+        _echo_reply(name, reply, as_json)
 
     callback.__doc__ = doc
     command: Any = callback
@@ -150,26 +153,69 @@ def status(manifest: Path, state_dir: Path | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(st))
         return
-    budget_wire = st.get("budget") or {}
-    click.echo(
-        f"phase {st.get('phase')} at iteration {st.get('iter')}"
-        + (f" ({st['step']})" if st.get("step") else "")
-    )
-    click.echo(
-        f"best {st.get('best')} (baseline {st.get('baseline')}); {st.get('kept', 0)} kept, {st.get('discarded', 0)} discarded"
-    )
-    click.echo(f"spent ${st.get('spent', 0)}; budget {budget_wire}")
-    if st.get("regime"):
-        click.echo(f"segment {st.get('segment')} regime {st.get('regime')}")
-    if st.get("paused"):
-        click.echo("paused by the operator (`crucible unpause` continues)")
-    if st.get("approval"):
-        a = st["approval"]
-        if a.get("handle") == "distress":
-            from crucible_core.control.client import state_dir_for
+    for line in status_lines(st):
+        click.echo(line)
+    approval = st.get("approval") or {}
+    if approval.get("handle") == "distress":
+        from crucible_core.control.client import state_dir_for
 
-            marker = state_dir_for(manifest, state_dir) / "distress" / "distress"
-            click.echo(f"suspended by the agent's distress call: read {marker}, then delete it")
-            click.echo("  (or `crucible approve`) to resume, or `crucible stop`")
-        else:
-            click.echo(f"approval pending ({a.get('mode')}): {a.get('trace_id')} {a.get('handle')}")
+        marker = state_dir_for(manifest, state_dir) / "distress" / "distress"
+        click.echo(f"read {marker}, then delete it (or `crucible approve`) to resume, or `crucible stop`")
+
+
+_STEP_WORDS = {
+    "propose": "the agent is proposing a change",
+    "apply": "applying the candidate",
+    "measure": "measuring the candidate",
+    "decide": "deciding keep or discard",
+}
+
+
+def _score(value: Any) -> str:
+    if value is None:
+        return "none yet"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def where_line(st: dict[str, Any]) -> str:
+    """Where the run is, in words: the phase, the iteration and what it is doing."""
+    phase, it = st.get("phase"), st.get("iter", 0)
+    total = (st.get("budget") or {}).get("iterations")
+    of = f" of {total}" if total else ""
+    if st.get("paused"):
+        return f"paused by the operator after iteration {it}{of}; `crucible unpause` continues"
+    if phase == "iteration":
+        doing = _STEP_WORDS.get(st.get("step") or "", "starting the turn")
+        return f"running iteration {it}{of}: {doing}"
+    if phase == "baseline":
+        return "measuring the baseline" + (f" again at iteration {it} (a new segment)" if it else "")
+    if phase == "parked":
+        return f"waiting for an approval after iteration {it}{of}"
+    if phase == "distressed":
+        return f"suspended by the agent's distress call after iteration {it}{of}"
+    if phase == "finished":
+        return f"finished after iteration {it}"
+    if phase == "starting":
+        return f"starting: resuming after iteration {it}" if it else "starting: setting up the workspace"
+    return f"{phase} at iteration {it}"
+
+
+def status_lines(st: dict[str, Any]) -> list[str]:
+    """`crucible status` for a person: where the run is, how it is doing, what it may still spend."""
+    from crucible_core.run.budget import describe_caps
+
+    lines = [where_line(st)]
+    best = f"best {_score(st.get('best'))} (baseline {_score(st.get('baseline'))})"
+    lines.append(f"{best}; {st.get('kept', 0)} kept, {st.get('discarded', 0)} discarded")
+    lines.append(f"spent ${float(st.get('spent') or 0):.4f}; budget {describe_caps(st.get('budget') or {})}")
+    if st.get("regime"):
+        lines.append(f"segment {st.get('segment')}, regime {st.get('regime')}")
+    approval = st.get("approval") or {}
+    if approval and approval.get("handle") != "distress":
+        lines.append(
+            f"approval pending ({approval.get('mode')}): {approval.get('handle') or approval.get('trace_id')}; "
+            "`crucible approve` or `crucible deny` answers it"
+        )
+    return lines

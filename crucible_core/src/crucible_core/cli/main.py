@@ -91,6 +91,15 @@ def _normalize(argv: list[str]) -> list[str]:
     return argv
 
 
+def usage_error_line(exc: click.ClickException) -> str:
+    """click's error as crucible's one documented line: what was wrong, then where help is."""
+    message = " ".join(exc.format_message().split())
+    message = message[:1].lower() + message[1:]
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "crucible"
+    return f"crucible: error: {message.rstrip('.')} (see `{command} --help`)"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = _normalize(list(sys.argv[1:] if argv is None else argv))
     try:
@@ -101,11 +110,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         sys.exit(int(ExitCode.USAGE))
-    except click.UsageError as exc:
-        exc.show()
-        sys.exit(int(ExitCode.USAGE))
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # usage errors, bad parameters, unreadable files
+        click.echo(usage_error_line(exc), err=True)
         sys.exit(int(ExitCode.USAGE))
     except click.exceptions.Abort:
         click.echo("crucible: aborted", err=True)

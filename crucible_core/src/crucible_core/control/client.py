@@ -38,8 +38,11 @@ def read_control(state_dir: Path) -> dict[str, Any]:
     return record
 
 
-def send(state_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
-    """Send one request with the run's token; a refusal or an unreachable run is a ControlError."""
+def send(state_dir: Path, request: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+    """Send one request with the run's token; a refusal or an unreachable run is a ControlError.
+
+    `name` is the command as the operator typed it, for the message (`unpause` sends `resume`).
+    """
     record = read_control(state_dir)
     payload = {**request, "token": record.get("token")}
     address = (record.get("host") or "127.0.0.1", record["port"])
@@ -59,7 +62,7 @@ def send(state_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
         raise ControlError("the control bridge sent no reply", hint="the run may be shutting down") from None
     if not isinstance(reply, dict) or not reply.get("ok"):
         error = reply.get("error") if isinstance(reply, dict) else reply
-        raise ControlError(f"the run refused {request.get('cmd')}: {error}")
+        raise ControlError(f"the run refused {name or request.get('cmd')}: {error}")
     return reply
 
 
