@@ -11,7 +11,7 @@ from harness import Options, Row, median, timed
 CRUCIBLE = Path(sys.executable).parent / "crucible"
 HELP_TARGET = 2.0
 # SDKs and clients a driver may use, which must never load just because plugins were loaded.
-HEAVY = ("grpc", "kubernetes", "anthropic", "mcp", "openshell")
+HEAVY = ("grpc", "kubernetes", "anthropic", "mcp", "openshell", "rich")
 
 LOAD_EVERY_REGISTRY = (
     "from crucible_core.plugins import REGISTRATION_HOOKS, load_plugins\n"

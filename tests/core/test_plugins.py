@@ -246,7 +246,7 @@ def test_loading_every_registry_imports_no_heavy_sdk() -> None:
         "from crucible_core.plugins import REGISTRATION_HOOKS, load_plugins\n"
         "p = load_plugins()\n"
         "[p.registry(kind) for kind in REGISTRATION_HOOKS]\n"
-        "heavy = ('grpc', 'kubernetes', 'anthropic', 'mcp', 'uvicorn', 'starlette', 'openshell', 'dulwich', 'starlark')\n"
+        "heavy = ('grpc', 'kubernetes', 'anthropic', 'mcp', 'uvicorn', 'starlette', 'openshell', 'dulwich', 'starlark', 'rich')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=crucible_env())

@@ -28,7 +28,9 @@ SPARK_WIDTH = 40
 
 def unicode_ok(stream: Any) -> bool:
     """Whether `stream` can print the sparkline's blocks and the ellipsis."""
-    encoding = getattr(stream, "encoding", None) or "ascii"
+    encoding = getattr(stream, "encoding", None)
+    if encoding is None:  # a text buffer in memory holds any character
+        return True
     try:
         codecs.encode("▁█…", encoding)
     except (UnicodeError, LookupError):
@@ -141,12 +143,15 @@ def summary_line(view: ConsoleView) -> str:
     invalid = f" ({view.invalid} invalid)" if view.invalid else ""
     return (
         f"best {num(view.best)} ({versus}); {view.kept} kept, {view.discarded} discarded{invalid}; "
-        f"${view.spent:.4f} spent; {short_duration(view.elapsed(view_end(view)))} active"
+        f"${view.spent:.4f} spent; {short_duration(active_time(view))} active"
     )
 
 
-def view_end(view: ConsoleView) -> float:
-    return view.last_ts if view.last_ts is not None else 0.0
+def active_time(view: ConsoleView) -> float:
+    """The run's active seconds at its end: the summary's own figure when it carries one."""
+    if view.summary is not None and view.summary.active_s is not None:
+        return view.summary.active_s
+    return view.elapsed(view.last_ts if view.last_ts is not None else 0.0)
 
 
 def spark_line(view: ConsoleView, *, ascii_only: bool = False) -> str | None:

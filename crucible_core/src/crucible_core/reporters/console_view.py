@@ -57,6 +57,7 @@ class ConsoleView:
     last_ts: float | None = None  # the time of the last event folded
     # for the ETA: where this process's stretch of the run began
     _eta_from: tuple[int, float] | None = None
+    _last_decided: float | None = None  # the run's active time when its last iteration was decided
 
     # -- folding --------------------------------------------------------------------------
     def apply(self, line: wire.Line, now: float) -> None:
@@ -78,6 +79,7 @@ class ConsoleView:
             self.step, self.current = ev.step, ev.iter
         elif isinstance(ev, wire.Row):
             self._row(ev.row)
+            self._last_decided = self.elapsed(ts)
         elif isinstance(ev, wire.Summary):
             self._summary(ev)
         elif isinstance(ev, wire.Shutdown):
@@ -183,12 +185,13 @@ class ConsoleView:
         elapsed = self.elapsed(at)
         if self.max_time is not None:
             left.append(max(0.0, self.max_time - elapsed))
-        if self.total is not None and self._eta_from is not None:
+        if self.total is not None and self._eta_from is not None and self._last_decided is not None:
             done_from, elapsed_from = self._eta_from
             done = self.iteration - done_from
             if done > 0:
-                pace = (elapsed - elapsed_from) / done
-                left.append(max(0.0, (self.total - self.iteration) * pace))
+                pace = (self._last_decided - elapsed_from) / done
+                into_current = elapsed - self._last_decided
+                left.append(max(0.0, (self.total - self.iteration) * pace - into_current))
         return min(left) if left else None
 
     @property
