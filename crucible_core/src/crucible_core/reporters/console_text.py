@@ -66,8 +66,9 @@ def stamp(view: ConsoleView, at: float) -> str:
 
 
 def iteration_column(view: ConsoleView, iteration: int) -> str:
-    total = f"/{view.total}" if view.total else ""
-    return f"iter {iteration:>{view.width}}{total}"
+    width = view.width
+    total = f"/{view.total:<{width}}" if view.total else ""
+    return f"iter {iteration:>{width}}{total}"
 
 
 def row_line(view: ConsoleView, row: wire.RowWire, at: float, *, ellipsis: str = "…") -> str:

@@ -57,6 +57,7 @@ class ConsoleView:
     last_ts: float | None = None  # the time of the last event folded
     # for the ETA: where this process's stretch of the run began
     _eta_from: tuple[int, float] | None = None
+    _widest: int = 1
     _last_decided: float | None = None  # the run's active time when its last iteration was decided
 
     # -- folding --------------------------------------------------------------------------
@@ -196,5 +197,8 @@ class ConsoleView:
 
     @property
     def width(self) -> int:
-        """Digits of the iteration column, from the run's total: columns hold from 1 to the end."""
-        return max(len(str(self.total or 0)), len(str(self.iteration)), 2 if self.total is None else 1)
+        """Digits of the iteration column, sized from the run's total so columns hold from the
+        first iteration to the last; it never shrinks, so a lowered budget moves nothing either."""
+        wanted = max(len(str(self.total or 0)), len(str(self.iteration)), 2 if self.total is None else 1)
+        self._widest = max(self._widest, wanted)
+        return self._widest
