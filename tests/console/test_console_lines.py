@@ -225,3 +225,39 @@ def test_sparkline() -> None:
     assert sparkline([]) == ""
     assert len(sparkline(list(range(500)), width=40)) == 40
     assert sparkline(list(range(500)), width=40).endswith("█")
+
+
+def test_status_in_words() -> None:
+    from crucible_core.cli.control_cmd import status_lines, where_line
+
+    budget = {"iterations": 9, "max_cost": 5.0, "max_time": 7200.0}
+    assert where_line({"phase": "iteration", "iter": 4, "step": "measure", "budget": budget}) == (
+        "running iteration 4 of 9: measuring the candidate"
+    )
+    assert (
+        where_line({"phase": "parked", "iter": 3, "step": "decide"})
+        == "waiting for an approval after iteration 3"
+    )
+    assert (
+        where_line({"phase": "distressed", "iter": 3})
+        == "suspended by the agent's distress call after iteration 3"
+    )
+    assert where_line({"phase": "finished", "iter": 9}) == "finished after iteration 9"
+    assert status_lines(
+        {
+            "phase": "parked",
+            "iter": 3,
+            "best": 2.5,
+            "baseline": 1.0,
+            "kept": 2,
+            "discarded": 1,
+            "spent": 0.5,
+            "budget": budget,
+            "approval": {"handle": "ask-1", "mode": "block"},
+        }
+    ) == [
+        "waiting for an approval after iteration 3 of 9",
+        "best 2.5 (baseline 1); 2 kept, 1 discarded",
+        "spent $0.5000; budget 9 iterations, $5.00, 2h00m active",
+        "approval pending (block): ask-1; `crucible approve` or `crucible deny` answers it",
+    ]
