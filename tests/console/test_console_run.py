@@ -51,6 +51,12 @@ def test_operator_actions_print_as_they_take_effect_and_the_total_follows_the_bu
     assert proc.wait(timeout=60) == 0
     lines = proc.communicate()[1].splitlines()
     said = [re.sub(STAMP, "[t]", line) for line in lines]
+    # the park is not the run's time: the clock reads the same when the pause ends as when it began
+    [paused_at] = [line[:8] for line in lines if "paused by the operator at" in line]
+    [unpaused_at] = [line[:8] for line in lines if "unpaused by the operator" in line]
+    assert paused_at == unpaused_at
+    actives = [e["active_s"] for e in events(manifest) if e["kind"] == "budget"]
+    assert actives == sorted(actives)
     assert said[1:] == [
         "[t] iter  0/40 baseline score 0          best 0          value=0",
         "[t] iter  1/40 keep     score 1          best 1          value=1",

@@ -117,14 +117,15 @@ class Engine:
             )
         )
 
-    def budget_event(self, run: Run) -> None:
-        active = run.active_seconds()
+    def budget_event(self, run: Run, parked_now: float = 0.0) -> None:
+        """The spend, time and caps in force; `parked_now` is a park still under way (not yet in run)."""
+        active = run.active_seconds() - parked_now
         self.log.emit(
             wire.Budget(
                 spent=round(run.spent, 6),
                 elapsed_secs=int(active),
                 active_s=round(active, 3),
-                parked_s=round(run.parked_total, 3),
+                parked_s=round(run.parked_total + parked_now, 3),
                 iterations_done=run.iteration,
                 caps=self.budget.to_wire(),
             )

@@ -92,7 +92,9 @@ class Gates:
             elif kind == "set-budget":
                 engine.budget = attrs.evolve(engine.budget, **payload)
                 engine.note(f"budget set by the operator: {engine.budget.describe()}")
-                engine.budget_event(run)  # the caps in force, for every view that follows them
+                # the caps in force, for every view that follows them (even in the middle of a park)
+                parked_now = engine.now() - self._parking_since if self._parking_since is not None else 0.0
+                engine.budget_event(run, parked_now)
                 self.settle(order, "applied")
             elif kind in ("pause", "resume"):
                 engine.note(operator_pause_note(kind, was_paused=self.paused, reason=payload.get("reason")))
