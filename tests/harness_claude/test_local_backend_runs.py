@@ -64,6 +64,8 @@ def test_the_loop_measures_and_keeps_the_clis_edit_and_resumes_its_session(
     assert done.returncode == 0, done.stderr
 
     events = list(read_events(domain / "state" / "session.jsonl"))
+    [start] = [e for e in events if e["kind"] == "start"]
+    assert start["harness"] == "claude" and start["model"]  # what the local backend really ran
     rows = [e["row"] for e in events if e["kind"] == "row"]
     assert [r["decision"] for r in rows] == ["baseline", "keep", "discard"]
     assert [r["score"] for r in rows] == [1, 2, None]
