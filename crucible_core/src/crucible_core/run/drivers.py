@@ -83,9 +83,6 @@ class Drivers:
     backend: AgentBackend
     choice: DriverChoice
     world_notes: NoteRelay = attrs.field(factory=NoteRelay)
-    # the harness the backend actually resolved: None for a backend that runs without one
-    # (`command` runs agent_cmd), so the log never names a harness or model that was not used
-    harness: str | None = None
 
 
 def build_drivers(
@@ -121,10 +118,7 @@ def build_drivers(
         JudgeContext(m.judge, paths.workspace, shell, settings=settings.of("judge"))
     )
 
-    resolved: list[str] = []
-
     def resolve_harness(name: str) -> Harness:
-        resolved.append(name)
         factory: Any = plugins.registry("harness").get(name, where="[agent].harness")
         own = settings.of("harness") if name == choice.harness else None
         return factory(HarnessContext(agent, paths.manifest_dir, paths.private_dir, own))
@@ -142,7 +136,7 @@ def build_drivers(
             settings=settings.of("backend"),
         )
     )
-    return Drivers(world, judge, backend, choice, notes, harness=resolved[-1] if resolved else None)
+    return Drivers(world, judge, backend, choice, notes)
 
 
 def _spared(loaded: LoadedManifest, paths: RunPaths) -> list[str]:

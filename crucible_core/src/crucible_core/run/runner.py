@@ -243,6 +243,7 @@ def _execute_locked(
     for warning in [*loaded.warnings, *gates.ledger.problems]:
         engine.note(warning, level="warn")
     started = time.monotonic()
+    runs_harness = drivers.choice.runs_harness  # the start line names only what the backend runs
     exit_, reason = LoopExit.ERROR, "engine error"
     run: Run | None = None
     try:
@@ -252,7 +253,7 @@ def _execute_locked(
                     goal=goal,
                     gate=drivers.judge.gate,
                     # only what the backend uses: a command backend runs no harness and no model
-                    model=(request.options.model or m.agent.model or "") if drivers.harness else "",
+                    model=(request.options.model or m.agent.model or "") if runs_harness else "",
                     namespace="",
                     # the contract writes 0 for "no cap"; `budget` keeps our nulls exactly
                     iters_total=budget.iterations or 0,
@@ -266,7 +267,7 @@ def _execute_locked(
                     world=drivers.choice.world,
                     judge=drivers.choice.judge,
                     backend=drivers.choice.backend,
-                    harness=drivers.harness,
+                    harness=drivers.choice.harness if runs_harness else None,
                     budget=budget.to_wire(),
                     resumed=request.resume,
                 )
