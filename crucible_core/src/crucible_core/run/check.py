@@ -18,10 +18,10 @@ from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import MeasureContext, World
+from crucible_core.run.agent_ready import agent_problems
 from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import agent_environment, engine_environment
 from crucible_core.run.injects import refresh_frozen
-from crucible_core.run.preflight import agent_problems
 from crucible_core.run.workspace_setup import prepare_workspace, source_notice, workspace_in_use
 from crucible_core.shell import Shell
 

@@ -33,6 +33,7 @@ from crucible_core.plugins import Plugins
 from crucible_core.protocols import Reporter, ReporterContext
 from crucible_core.redact import Redactor
 from crucible_core.run import distress
+from crucible_core.run.agent_ready import refuse_unstartable_agent
 from crucible_core.run.budget import Budget
 from crucible_core.run.drivers import DriverChoice, build_drivers
 from crucible_core.run.engine import Engine, RunOptions, agent_environment, engine_environment
@@ -42,7 +43,6 @@ from crucible_core.run.lifecycle import Lifecycle, RunContext
 from crucible_core.run.loop import LoopExit, Run, Segment, fingerprint, run_baseline, run_loop
 from crucible_core.run.observers import ObserverFanout
 from crucible_core.run.parking import Pending
-from crucible_core.run.preflight import refuse_unstartable_agent
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.state_lock import StateLock
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
