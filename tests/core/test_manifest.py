@@ -379,3 +379,38 @@ def test_command_line_durations_share_the_manifest_forms(text: str, seconds: flo
 def test_command_line_durations_refuse_what_they_cannot_read(text: str) -> None:
     with pytest.raises(UsageError):
         parse_duration(text)
+
+
+def test_noise_keys_load(tmp_path: Path) -> None:
+    from crucible_core.contract.noise import Margin, Statistic
+
+    judge = load_manifest(
+        write(tmp_path, BASE + 'repeats = 5\nstatistic = "mean"\nmin_improvement = "2%"\nnoise = "auto"\n')
+    ).manifest.judge
+    assert judge is not None
+    assert (judge.repeats, judge.statistic, judge.min_improvement, judge.noise) == (
+        5,
+        Statistic.MEAN,
+        Margin(relative=0.02),
+        "auto",
+    )
+    judge = load_manifest(write(tmp_path, BASE + "min_improvement = 0.5\n")).manifest.judge
+    assert judge is not None and judge.min_improvement == Margin(absolute=0.5) and judge.repeats == 1
+
+
+@pytest.mark.parametrize(
+    ("lines", "words"),
+    [
+        ("repeats = 0", "repeats must be at least 1"),
+        ("repeats = 1000", "at most 100"),
+        ('repeats = "3"', "expected an integer"),
+        ('min_improvement = "two"', "percentage"),
+        ("min_improvement = -1", "at least 0"),
+        ("min_improvement = true", "percentage"),
+        ('statistic = "mode"', "median, mean"),
+        ('noise = "loud"', 'must be "auto"'),
+        ('noise = "auto"', "repeats of at least 2"),
+    ],
+)
+def test_noise_keys_refused(tmp_path: Path, lines: str, words: str) -> None:
+    assert words in refusal(tmp_path, BASE + lines + "\n")

@@ -23,8 +23,11 @@ class Best:
     tiebreak: float | None = None
 
 
-def better(candidate: float, incumbent: float, direction: Direction) -> bool:
-    return candidate < incumbent if direction is Direction.LOWER else candidate > incumbent
+def better(candidate: float, incumbent: float, direction: Direction, margin: float = 0.0) -> bool:
+    """Strictly better, and by more than `margin` (0: any amount)."""
+    if direction is Direction.LOWER:
+        return candidate < incumbent - margin
+    return candidate > incumbent + margin
 
 
 def tiebreak_better(reading: Reading, best: Best, direction: Direction) -> bool:
@@ -41,14 +44,19 @@ def decide(
     best: Best,
     direction: Direction,
     tiebreak_direction: Direction | None = None,
+    margin: float = 0.0,
 ) -> Verdict:
-    """keep = valid and scored and (strictly better, or equal with a better tiebreak, or solved)."""
+    """keep = valid and scored and (strictly better, or equal with a better tiebreak, or solved).
+
+    With a `margin` (noise handling, contract/noise.py) "better" means better by more than the
+    margin; a score inside it is noise, so an exact tie is still decided by the tiebreak.
+    """
     if not reading.scoreable:
         return Verdict.DISCARD
     assert reading.score is not None
     if best.score is None:
         return Verdict.BASELINE
-    if better(reading.score, best.score, direction):
+    if better(reading.score, best.score, direction, max(0.0, margin)):
         return Verdict.KEEP
     if reading.score == best.score and tiebreak_better(reading, best, tiebreak_direction or direction):
         return Verdict.KEEP

@@ -42,6 +42,7 @@ class Folded:
     best_token: str | None = None
     baseline_score: float | None = None
     baseline_total: float | None = None
+    noise_margin: float = 0.0  # the segment's baseline-derived keep margin (`[judge].noise = "auto"`)
     best_score: float | None = None
     best_tiebreak: float | None = None
     segment_baselined: bool = False
@@ -145,6 +146,7 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
                         best_token = row.kept_snap
                     f.baseline_score = row.baseline if row.baseline is not None else row.score
                     f.baseline_total = row.baseline_total if row.baseline_total is not None else row.total
+                    f.noise_margin = row.noise_margin or 0.0
                     f.best_score = best
                     f.best_tiebreak = row.best_tiebreak if row.best is not None else row.tiebreak
                     if ev.solved and decision == "baseline":
@@ -194,6 +196,7 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
             f.fingerprint = ev.fingerprint
             best_token = ev.snapshot
             f.baseline_score = f.baseline_total = f.best_score = f.best_tiebreak = None
+            f.noise_margin = 0.0
             f.segment_baselined = False
         elif type(ev) is wire.Start:
             if f.start is None:

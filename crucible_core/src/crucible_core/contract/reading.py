@@ -30,6 +30,9 @@ class Reading:
     # The measurement itself failed (it hung, could not start, or broke the output contract),
     # as opposed to a candidate the measure judged invalid. Not on the wire; `check` fails on it.
     broken: bool = False
+    # Every score when the engine measured the candidate more than once ([judge].repeats);
+    # `score` is then their statistic. Written on the row as `samples`.
+    samples: tuple[float, ...] = ()
 
     @classmethod
     def invalid(cls, note: str, *, broken: bool = False) -> Reading:

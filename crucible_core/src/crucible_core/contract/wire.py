@@ -92,6 +92,11 @@ class RowWire:
     fingerprint: str | None = ours()
     cost: float | None = ours()
     distress: list[Any] = ours(factory=list)
+    # noise handling (docs/search.md): every score of a repeated measure (`score` is their
+    # statistic), the margin this decision had to clear, and the segment's baseline-derived margin
+    samples: list[float] = ours(factory=list)
+    margin: float | None = ours()
+    noise_margin: float | None = ours()
 
     @property
     def deep(self) -> bool:

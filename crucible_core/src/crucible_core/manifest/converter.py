@@ -18,6 +18,7 @@ import cattrs
 import cattrs.gen
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
+from crucible_core.contract.noise import Margin, MarginError, Statistic, parse_margin
 from crucible_core.contract.reading import Direction
 from crucible_core.durations import DURATION_FORMS, duration_problem, duration_seconds
 from crucible_core.manifest.broker_sections import FixedTarget, OpenTarget
@@ -135,6 +136,21 @@ def _direction(value: Any, _type: Any) -> Direction:
     return Direction(value)
 
 
+def _statistic(value: Any, _type: Any) -> Statistic:
+    if not isinstance(value, str) or value not in Statistic.__members__.values():
+        raise ManifestValueError(f"expected one of median, mean, not {show(value)}")
+    return Statistic(value)
+
+
+def _margin(value: Any, _type: Any) -> Margin:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ManifestValueError(f'expected a number or a percentage like "2%", not {show(value)}')
+    try:
+        return parse_margin(value)
+    except MarginError as exc:
+        raise ManifestValueError(str(exc)) from None
+
+
 def _array(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise ManifestValueError(f"expected an array of {what}, not {show(value)}")
@@ -221,6 +237,9 @@ for _alias, _hook in (
     converter.register_structure_hook_func(lambda t, alias=_alias: t == alias, _hook)
 converter.register_structure_hook(str | InjectEntry, _inject_entry)
 converter.register_structure_hook_factory(attrs.has, _table_hook_factory)
+# after the attrs factory, so it wins: Margin is an attrs record but a manifest writes it as a scalar
+converter.register_structure_hook_func(lambda t: t is Margin, _margin)
+converter.register_structure_hook(Statistic, _statistic)
 
 
 def key_path(path: str) -> str:

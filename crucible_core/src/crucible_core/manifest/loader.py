@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 GLOB_CHARS = set("*?[")
 # A self-test control is measured this many times at most: each run is a full measure.
 MAX_SELFTEST_RUNS = 100
+MAX_REPEATS = 100  # [judge].repeats: each repeat is a full measure
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 
 ReadPristine = Callable[[Path, str], "bytes | None"]
@@ -222,6 +223,19 @@ def _validate_rules(path: Path, m: Manifest) -> None:
                 path,
                 f"[judge.selftest].runs must be at least 1 and at most {MAX_SELFTEST_RUNS} "
                 f"(got {show(m.judge.selftest.runs)})",
+            )
+        if not 1 <= m.judge.repeats <= MAX_REPEATS:
+            raise _fail(
+                path,
+                f"[judge].repeats must be at least 1 and at most {MAX_REPEATS} (got {show(m.judge.repeats)})",
+            )
+        if m.judge.noise not in (None, "auto"):
+            raise _fail(path, f'[judge].noise must be "auto" when set (got {show(m.judge.noise)})')
+        if m.judge.noise == "auto" and m.judge.repeats < 2:
+            raise _fail(
+                path,
+                '[judge].noise = "auto" needs [judge].repeats of at least 2 to see the spread',
+                hint="repeats = 5 is a good start",
             )
         if m.judge_kind() == "command" and not (m.judge.measure_cmd or "").strip():
             raise _fail(path, "[judge].measure_cmd is required (and not empty) for the command judge")

@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.noise import Margin, Statistic
 from crucible_core.contract.reading import Direction
 from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSection, OutputDeclaration
 
@@ -94,6 +95,11 @@ class JudgeSection:
     objective: str = "score"
     selftest: SelftestSection | None = None
     measure_timeout: Seconds | None = None  # seconds; a hung measure is killed and reads invalid
+    # Noise handling (docs/search.md): the engine, not the judge, applies these.
+    repeats: int = 1  # measure each candidate (and the baseline) this many times
+    statistic: Statistic = Statistic.MEDIAN  # how the repeats fold into one score
+    min_improvement: Margin = Margin()  # a keep must beat the best by more than this
+    noise: str | None = None  # "auto": also require the baseline's measured spread
 
 
 @attrs.frozen

@@ -13,6 +13,7 @@ import attrs
 
 from crucible_core.broker.service import Broker
 from crucible_core.contract import agent_wire, wire
+from crucible_core.contract.noise import combine
 from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import RunFailed
 from crucible_core.manifest.loader import LoadedManifest
@@ -145,6 +146,7 @@ class Engine:
         sha: str | None = None,
         token: str | None = None,
         note: str | None = None,
+        margin: float | None = None,
     ) -> None:
         seg = run.segment
         detail = (
@@ -169,6 +171,9 @@ class Engine:
             fingerprint=seg.fingerprint,
             cost=turn.cost_usd if turn else 0.0,
             distress=list(self.gates.take_row_notes() or []),  # only rows that carry the agent's notes
+            samples=list(reading.samples) if reading else [],
+            margin=margin or None,
+            noise_margin=seg.noise_margin or None,
         )
         written = self.log.emit(wire.Row(row=row, solved=bool(reading.solved) if reading else False))
         decoded = wire.from_object(written)  # the redacted row, as a reader of the log sees it
@@ -343,12 +348,35 @@ class Engine:
             self.note(f"re-copied frozen injects the candidate had changed: {', '.join(refreshed)}", "warn")
 
     def measure(self, run: Run, iteration: int) -> Reading:
-        """Judge the workspace as it stands (the loop refreshes the injects and stages first)."""
+        """Judge the workspace as it stands (the loop refreshes the injects and stages first).
+
+        With `[judge].repeats = N` the judge measures it N times, one after another, and the
+        readings fold into one (contract/noise.py); a sample that is not scoreable ends the
+        repeats early, since the candidate is then unscoreable whatever the others say.
+        """
         self.step("measure", iteration)
-        with self._interruptible():
-            reading = self.judge.measure(measure_context(run, iteration))
-        self.guard_state("measure")
-        return reading
+        judge = self.loaded.manifest.judge
+        repeats = judge.repeats if judge is not None and self.judge.scored else 1
+        readings: list[Reading] = []
+        for _ in range(repeats):
+            with self._interruptible():
+                reading = self.judge.measure(measure_context(run, iteration))
+            self.guard_state("measure")
+            readings.append(reading)
+            if not reading.scoreable:
+                break
+        if len(readings) == 1:
+            return readings[0]
+        assert judge is not None
+        return combine(readings, judge.statistic)
+
+    def keep_margin(self, run: Run) -> float:
+        """How much a candidate must beat the best by: `[judge].min_improvement` against the
+        current best, or the baseline's measured spread (`noise = "auto"`), whichever is larger."""
+        judge = self.loaded.manifest.judge
+        if judge is None:
+            return 0.0
+        return max(judge.min_improvement.against(run.segment.best.score), run.segment.noise_margin)
 
     @contextlib.contextmanager
     def _interruptible(self) -> Iterator[None]:

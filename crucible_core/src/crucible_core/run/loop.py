@@ -16,6 +16,7 @@ import attrs
 from crucible_core.contract import wire
 from crucible_core.contract.decide import Best, Verdict, advance, decide
 from crucible_core.contract.measure_diagnosis import baseline_failure
+from crucible_core.contract.noise import noise_margin
 from crucible_core.contract.reading import Reading
 from crucible_core.errors import ExitCode, RunFailed
 from crucible_core.protocols import MeasureContext, Staged, TurnResult
@@ -72,6 +73,7 @@ class Segment:
     baseline_total: float | None = None
     best: Best = Best()
     index: int = 0  # 0 for the run's first segment; each re-scope opens the next
+    noise_margin: float = 0.0  # `[judge].noise = "auto"`: the baseline's spread a keep must clear
 
     def adopt(self, reading: Reading, verdict: Verdict) -> None:
         """Move the goalposts for a kept reading; the first valid one also sets the baseline."""
@@ -184,6 +186,9 @@ def run_baseline(engine: Engine, run: Run) -> LoopExit | None:
     verdict = decide(reading, Best(), engine.direction, engine.tiebreak_direction)
     if verdict is Verdict.BASELINE:
         run.segment.adopt(reading, verdict)
+        judge = engine.loaded.manifest.judge
+        if judge is not None and judge.noise == "auto":
+            run.segment.noise_margin = noise_margin(reading.samples)
     engine.row(
         run,
         iteration=at,
@@ -251,10 +256,11 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
     engine.step("decide", measured.iteration)
     seg = run.segment
     reading = measured.reading
+    margin = engine.keep_margin(run) if engine.judge.scored else 0.0
     if not engine.judge.scored:
         verdict = Verdict.KEEP if reading.valid else Verdict.DISCARD
     else:
-        verdict = decide(reading, seg.best, engine.direction, engine.tiebreak_direction)
+        verdict = decide(reading, seg.best, engine.direction, engine.tiebreak_direction, margin)
     sha = token = None
     if verdict is Verdict.DISCARD:
         engine.world.restore(seg.best_token)
@@ -278,6 +284,7 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
         turn=measured.turn,
         sha=sha,
         token=token,
+        margin=margin,
     )
     if verdict is not Verdict.DISCARD and engine.judge.scored and reading.solved:
         run.solved = True

@@ -474,6 +474,7 @@ def run_from_fold(f: Folded, started: float) -> Run:
         baseline_total=f.baseline_total,
         best=Best(f.best_score, f.best_tiebreak),
         index=max(0, f.segment_index),
+        noise_margin=f.noise_margin,
     )
     return Run(
         segment=segment,

@@ -1,0 +1,111 @@
+"""Keeps that survive a noisy measure: combining repeated readings and the margin a keep must clear.
+
+Pure. A judge measures a candidate once; with `[judge].repeats = N` the engine measures it N
+times and folds the N readings into one with `combine`. The keep rule then asks the combined
+score to beat the best by more than a margin (`decide(..., margin=...)`): a fixed one from
+`[judge].min_improvement`, one derived from the baseline's own spread (`[judge].noise = "auto"`),
+whichever is larger.
+"""
+
+from __future__ import annotations
+
+import enum
+import statistics
+from collections.abc import Sequence
+
+import attrs
+
+from crucible_core.contract.reading import Reading
+
+
+class Statistic(enum.StrEnum):
+    MEDIAN = "median"  # the default: one wild sample cannot move it
+    MEAN = "mean"
+
+
+def summarize(values: Sequence[float], statistic: Statistic) -> float:
+    if not values:
+        raise ValueError("no values to summarize")
+    if statistic is Statistic.MEAN:
+        return statistics.fmean(values)
+    return float(statistics.median(values))
+
+
+def combine(readings: Sequence[Reading], statistic: Statistic = Statistic.MEDIAN) -> Reading:
+    """One reading standing for N measurements of the same candidate.
+
+    Any unscoreable sample makes the whole candidate unscoreable (a candidate that sometimes
+    fails is not a candidate to keep); otherwise score and tiebreak are the statistic of the
+    samples, solved needs every sample solved, and the samples travel along for the row.
+    """
+    if not readings:
+        raise ValueError("combine needs at least one reading")
+    for reading in readings:
+        if not reading.scoreable:
+            return attrs.evolve(reading, samples=_scores(readings))
+    scores = [r.score for r in readings if r.score is not None]
+    tiebreaks = [r.tiebreak for r in readings if r.tiebreak is not None]
+    first = readings[0]
+    return attrs.evolve(
+        first,
+        score=summarize(scores, statistic),
+        tiebreak=summarize(tiebreaks, statistic) if len(tiebreaks) == len(readings) else None,
+        solved=all(r.solved for r in readings),
+        samples=tuple(scores) if len(readings) > 1 else (),
+    )
+
+
+def _scores(readings: Sequence[Reading]) -> tuple[float, ...]:
+    return tuple(r.score for r in readings if r.score is not None) if len(readings) > 1 else ()
+
+
+@attrs.frozen
+class Margin:
+    """`[judge].min_improvement`: an absolute amount, or a fraction of the incumbent's size."""
+
+    absolute: float = 0.0
+    relative: float = 0.0  # 0.02 for "2%"
+
+    def against(self, best: float | None) -> float:
+        """The amount a candidate must beat `best` by (a relative margin scales with |best|)."""
+        if best is None:
+            return self.absolute
+        return max(self.absolute, self.relative * abs(best))
+
+
+class MarginError(ValueError):
+    pass
+
+
+def parse_margin(value: float | int | str | None) -> Margin:
+    """`0.5` -> absolute 0.5; `"2%"` -> relative 0.02; `"0.5"` -> absolute 0.5. Never negative."""
+    if value is None:
+        return Margin()
+    if isinstance(value, bool):
+        raise MarginError(f'min_improvement must be a number or a percentage like "2%" (got {value!r})')
+    if isinstance(value, int | float):
+        number, relative = float(value), False
+    else:
+        text = value.strip()
+        relative = text.endswith("%")
+        try:
+            number = float(text[:-1] if relative else text)
+        except ValueError:
+            raise MarginError(
+                f'min_improvement must be a number or a percentage like "2%" (got {value!r})'
+            ) from None
+    if not number >= 0 or number == float("inf"):
+        raise MarginError(f"min_improvement must be a finite amount of at least 0 (got {value!r})")
+    return Margin(relative=number / 100.0) if relative else Margin(absolute=number)
+
+
+def noise_margin(samples: Sequence[float]) -> float:
+    """The margin `noise = "auto"` derives from the baseline's repeated scores: their full range.
+
+    For roughly normal noise the range of 5 samples is about 2.3 standard deviations, while two
+    medians of 5 differ by about 0.76 of one: a no-change candidate clears the range by luck
+    well under 1% of the time, and a real change larger than the spread still does.
+    """
+    if len(samples) < 2:
+        return 0.0
+    return float(max(samples) - min(samples))
