@@ -70,7 +70,7 @@ def test_missing_required_key(tmp_path: Path) -> None:
     assert "[judge].direction is required" in err.value.render()
 
 
-@pytest.mark.parametrize("section", ["search", "publish", "preflight", "deploy"])
+@pytest.mark.parametrize("section", ["search", "publish", "deploy"])
 def test_sections_this_version_does_not_execute_are_refused(tmp_path: Path, section: str) -> None:
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, BASE + f"\n[{section}]\n"))
@@ -414,3 +414,37 @@ def test_noise_keys_load(tmp_path: Path) -> None:
 )
 def test_noise_keys_refused(tmp_path: Path, lines: str, words: str) -> None:
     assert words in refusal(tmp_path, BASE + lines + "\n")
+
+
+def test_preflight_loads_rungs(tmp_path: Path) -> None:
+    m = load_manifest(
+        write(
+            tmp_path,
+            BASE
+            + '\n[preflight]\ncommands = ["true"]\ntimeout = "5s"\n\n[[preflight.rung]]\nname = "cc"\n'
+            + 'cmd = "cc --version"\nmessage = "install cc"\nwhen = "candidate"\n',
+        )
+    ).manifest
+    assert m.preflight is not None
+    assert [r.cmd for r in m.preflight.rungs("start")] == ["true"]
+    (rung,) = m.preflight.rungs("candidate")
+    assert (rung.label(), rung.message, m.preflight.timeout) == ("cc", "install cc", 5.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('\n[[preflight.rung]]\ncmd = "x"\nwhen = "later"\n', 'must be "start" or "candidate"'),
+        ('\n[[preflight.rung]]\ncmd = " "\n', "cmd is empty"),
+        ('\n[preflight]\ncommands = [""]\n', "commands[0] is empty"),
+        ('\n[preflight]\nrung = "x"\n', "[[preflight.rung]]"),
+        ('\n[[preflight.rung]]\nname = "x"\n', "cmd"),
+    ],
+)
+def test_preflight_refusals(tmp_path: Path, text: str, words: str) -> None:
+    assert words in refusal(tmp_path, BASE + text)
+
+
+def test_preflight_needs_a_judge(tmp_path: Path) -> None:
+    task = BASE.split("[judge]")[0] + '\n[preflight]\ncommands = ["true"]\n'
+    assert "[preflight] needs a [judge]" in refusal(tmp_path, task)

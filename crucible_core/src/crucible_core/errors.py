@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     CONTROL = 14  # no run is reachable over its control bridge, or the bridge refused
     CLUSTER = 15  # a Kubernetes API server or an image registry is unreachable or refused a request
     UNSUPPORTED = 16  # a valid manifest uses a section or key this version does not execute
+    PREFLIGHT = 17  # a [preflight] start rung failed: the environment is not ready, nothing was spent
     USAGE = 64  # bad command-line usage
 
 
@@ -64,6 +65,12 @@ class PluginError(CrucibleError):
 
 class RunFailed(CrucibleError):
     exit_code = ExitCode.RUN_FAILED
+
+
+class PreflightFailed(RunFailed):
+    """A start rung of [preflight] failed before the baseline: no agent turn or measure was spent."""
+
+    exit_code = ExitCode.PREFLIGHT
 
 
 class CheckFailed(CrucibleError):

@@ -194,6 +194,23 @@ def _plain_relative(value: str) -> bool:
     return all(part not in (".", "..") for part in value.split("/"))
 
 
+def _validate_preflight(path: Path, m: Manifest) -> None:
+    assert m.preflight is not None
+    if m.judge is None:
+        raise _fail(
+            path, "[preflight] needs a [judge]: a task manifest has nothing to prove before a measure"
+        )
+    for index, cmd in enumerate(m.preflight.commands):
+        if not cmd.strip():
+            raise _fail(path, f"[preflight].commands[{index}] is empty")
+    for index, rung in enumerate(m.preflight.rung):
+        where = f"[[preflight.rung]][{index}]"
+        if not rung.cmd.strip():
+            raise _fail(path, f"{where}.cmd is empty")
+        if rung.when not in ("start", "candidate"):
+            raise _fail(path, f'{where}.when must be "start" or "candidate" (got {show(rung.when)})')
+
+
 def _validate_rules(path: Path, m: Manifest) -> None:
     _workflow_rules(path, m)
     if m.repo is None:
@@ -239,6 +256,8 @@ def _validate_rules(path: Path, m: Manifest) -> None:
             )
         if m.judge_kind() == "command" and not (m.judge.measure_cmd or "").strip():
             raise _fail(path, "[judge].measure_cmd is required (and not empty) for the command judge")
+    if m.preflight is not None:
+        _validate_preflight(path, m)
     agent = m.agent
     if agent.goal is not None and agent.goal_file is not None:
         raise _fail(path, "[agent] sets both goal and goal_file; keep one")

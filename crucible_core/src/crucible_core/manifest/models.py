@@ -14,7 +14,6 @@ from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSe
 # name rather than accepted and ignored: a run must never silently drop part of its manifest.
 UNSUPPORTED_SECTIONS = (
     "search",
-    "preflight",
     "publish",
     "composite",
     "component",
@@ -129,6 +128,31 @@ class WorkflowSection:
 
 
 @attrs.frozen
+class PreflightRung:
+    """One cheap command that proves the environment (`when = "start"`) or each candidate."""
+
+    cmd: str
+    name: str | None = None  # defaults to the command itself in messages and rows
+    message: str | None = None  # what to do when it fails (shown with the failure)
+    timeout: Seconds | None = None  # default: [preflight].timeout
+    when: str = "start"  # "start": once before the baseline; "candidate": before each measure
+
+    def label(self) -> str:
+        return self.name or self.cmd
+
+
+@attrs.frozen
+class PreflightSection:
+    commands: tuple[str, ...] = ()  # shorthand: start rungs named by their command
+    timeout: Seconds | None = None  # per rung; default 60 seconds
+    rung: tuple[PreflightRung, ...] = ()
+
+    def rungs(self, when: str) -> tuple[PreflightRung, ...]:
+        listed = tuple(PreflightRung(cmd=cmd) for cmd in self.commands) if when == "start" else ()
+        return listed + tuple(r for r in self.rung if r.when == when)
+
+
+@attrs.frozen
 class Manifest:
     repo: RepoSection | None = None
     workspace: WorkspaceSection = WorkspaceSection()
@@ -142,6 +166,7 @@ class Manifest:
     @property
     def playbook(self) -> bool:
         return self.workflow is not None and self.workflow.type == "playbook"
+    preflight: PreflightSection | None = None
 
     @property
     def task_lane(self) -> bool:

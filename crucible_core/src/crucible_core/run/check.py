@@ -22,6 +22,7 @@ from crucible_core.run.agent_ready import agent_problems
 from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import agent_environment, engine_environment
 from crucible_core.run.injects import refresh_frozen
+from crucible_core.run.preflight import Preflight
 from crucible_core.run.workspace_setup import prepare_workspace, source_notice, workspace_in_use
 from crucible_core.shell import Shell
 
@@ -160,6 +161,17 @@ def _report_declaration(plugins: Plugins, loaded: LoadedManifest, findings: Find
         findings.add("fail", problem)
 
 
+def check_preflight(preflight: Preflight, findings: Findings) -> None:
+    """Every [preflight] rung, start and candidate alike, against the unmodified workspace."""
+    for when in ("start", "candidate"):
+        for rung in preflight.section.rungs(when):
+            result = preflight.run_rung(rung)
+            if result.failure is None:
+                findings.add("ok", f"preflight {when} rung {rung.label()!r} passed ({result.seconds:.1f}s)")
+            else:
+                findings.add("fail", result.failure.describe())
+
+
 def _report_agent(drivers: Drivers, loaded: LoadedManifest, workspace: Path, findings: Findings) -> None:
     """Whether the chosen backend (and harness) can start a turn, each problem with its fix."""
     env = agent_environment(engine_environment(), loaded)
@@ -196,6 +208,8 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings, ha
                 findings.add(notice.level, notice.text)
             prepare_workspace(loaded, paths, drivers.world, shell)
         _report_agent(drivers, loaded, paths.workspace, findings)
+        if m.preflight is not None:
+            check_preflight(Preflight(m.preflight, shell), findings)
 
         def measure() -> Reading:
             refresh_frozen(loaded.injects, paths.workspace)

@@ -29,6 +29,7 @@ from crucible_core.run.gates import Gates
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle
 from crucible_core.run.loop import LoopExit, Run, measure_context
+from crucible_core.run.preflight import Preflight
 from crucible_core.run.results_chart import RESULTS_CHART_NAME, render_results_chart
 from crucible_core.run.results_md import render_results
 from crucible_core.session_log import SessionLog
@@ -59,6 +60,7 @@ class Engine:
     gates: Gates = attrs.field(default=None)
     now: Callable[[], float] = time.monotonic
     lifecycle: Lifecycle | None = None  # plugins' turn hooks; None in tests that build an engine bare
+    preflight: Preflight | None = None  # [preflight] rungs; None when the manifest has none
     # Each puts back one engine file in the state directory and says what it did (None: intact).
     state_guards: list[Callable[[], str | None]] = attrs.field(factory=list)
     broker: Broker | None = None  # the run's broker: its tools, bounds and disclosure reach the prompt
@@ -377,6 +379,16 @@ class Engine:
         if judge is None:
             return 0.0
         return max(judge.min_improvement.against(run.segment.best.score), run.segment.noise_margin)
+
+    def candidate_preflight(self, iteration: int) -> str | None:
+        """[preflight] candidate rungs on the staged candidate: why it is rejected, or None."""
+        if self.preflight is None or not self.preflight.section.rungs("candidate"):
+            return None
+        self.step("preflight", iteration)
+        with self._interruptible():
+            failure = self.preflight.first_failure("candidate")
+        self.guard_state("preflight")
+        return failure.describe() if failure is not None else None
 
     @contextlib.contextmanager
     def _interruptible(self) -> Iterator[None]:

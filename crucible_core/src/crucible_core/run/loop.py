@@ -247,6 +247,10 @@ def run_iteration(engine: Engine, run: Run) -> LoopExit | None:
         # Nothing to judge: measuring the kept state again could only "win" on noise.
         reject(engine, run, iteration, NO_CHANGE, turn)
         return None
+    rejected = engine.candidate_preflight(iteration)
+    if rejected is not None:
+        reject(engine, run, iteration, rejected, turn)
+        return None
     measured = Measured(iteration, measure_staged(engine, run, iteration, staged), turn)
     return settle(engine, run, measured)
 

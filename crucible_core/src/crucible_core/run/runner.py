@@ -21,12 +21,13 @@ from crucible_core.broker.service import build_broker, declaration_for, recorded
 from crucible_core.contract import wire
 from crucible_core.contract.decide import Best
 from crucible_core.contract.fold import Folded, fold_path
+from crucible_core.contract.reading import Reading
 from crucible_core.contract.recovery import FINAL_OUTCOMES, classify
 from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.client import live_run
 from crucible_core.control.inbox import Order
 from crucible_core.control.ledger import OVERRIDDEN_BY_RESUME, Ledger
-from crucible_core.errors import CrucibleError, ExitCode, ResumeConflict, WorkspaceError
+from crucible_core.errors import CrucibleError, ExitCode, PreflightFailed, ResumeConflict, WorkspaceError
 from crucible_core.manifest.loader import LoadedManifest, load_manifest
 from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
@@ -43,6 +44,7 @@ from crucible_core.run.lifecycle import Lifecycle, RunContext
 from crucible_core.run.loop import LoopExit, Run, Segment, fingerprint, run_baseline, run_loop
 from crucible_core.run.observers import ObserverFanout
 from crucible_core.run.parking import Pending
+from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.state_lock import StateLock
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
@@ -220,6 +222,7 @@ def _execute_locked(
         agent_env=agent_env,
         goal=goal,
         method_template=method,
+        preflight=Preflight(m.preflight, shell) if m.preflight is not None else None,
     )
     recorded = folded.start.run_id if folded is not None and folded.start is not None else None
     run_id = str(recorded or uuid.uuid4().hex[:16])
@@ -245,6 +248,7 @@ def _execute_locked(
     started = time.monotonic()
     runs_harness = drivers.choice.runs_harness  # the start line names only what the backend runs
     exit_, reason = LoopExit.ERROR, "engine error"
+    failed_code: ExitCode | None = None  # an error whose own documented code beats the generic one
     run: Run | None = None
     try:
         with _SignalStop(gates.request_stop), _AbortSignal(gates):
@@ -283,6 +287,7 @@ def _execute_locked(
                 run, exit_ = _resume(engine, shell, folded, started)
             else:
                 run = _fresh(engine, shell, started)
+                prove_environment(engine, run)
                 exit_ = run_baseline(engine, run)
             exit_ = exit_ or run_loop(engine, run)
             reason = _reason(exit_, run)
@@ -295,6 +300,8 @@ def _execute_locked(
         _restore_quietly(engine, run)
     except CrucibleError as exc:
         exit_, reason = LoopExit.ERROR, exc.render()
+        if isinstance(exc, PreflightFailed):
+            failed_code = exc.exit_code
         engine.note(reason, level="error")
         _restore_quietly(engine, run)
     except Exception as exc:  # a plugin bug must still close the log with exactly one shutdown
@@ -308,7 +315,26 @@ def _execute_locked(
         engine.lifecycle.run_end(exit_.value, reason, run.iteration if run else 0)
         _finish(engine, run, exit_, reason)
         _close_reporter(reporter, request.ui, fanout)
-    return RunResult(exit_, reason, exit_.exit_code)
+    return RunResult(exit_, reason, failed_code or exit_.exit_code)
+
+
+def prove_environment(engine: Engine, run: Run) -> None:
+    """[preflight] start rungs, before the baseline: a failure is a `preflight-failed` row and a
+    PreflightFailed stop, with no agent turn and no measure spent."""
+    if engine.preflight is None:
+        return
+    engine.phase("preflight", 0)
+    try:
+        engine.preflight.prove_start()
+    except PreflightFailed as exc:
+        engine.row(
+            run,
+            iteration=0,
+            verdict="preflight-failed",
+            reading=Reading.invalid(exc.message),
+            token=run.segment.best_token,
+        )
+        raise
 
 
 def _observe(function: Callable[..., Any], event: Any) -> None:
