@@ -107,3 +107,10 @@ def test_a_fixed_min_improvement_also_holds_off_the_noise(tmp_path: Path) -> Non
     manifest = make_domain(tmp_path / "margin", noise='repeats = 3\nmin_improvement = "4%"')
     assert kept_iterations(manifest) == list(REAL_IMPROVEMENTS)
     assert all(row["margin"] > 3 for row in rows(manifest)[1:])  # 4% of a cost near 100, then 90
+
+
+def test_check_shows_the_spread_of_repeated_measures(tmp_path: Path) -> None:
+    manifest = make_domain(tmp_path / "check", noise="repeats = 4")
+    done = run_crucible("check", "--manifest", manifest)
+    assert done.returncode == 0, done.stdout
+    assert "4 measures: median" in done.stdout and 'the margin noise = "auto" would require' in done.stdout

@@ -12,6 +12,7 @@ import attrs
 
 from crucible_core.contract.decide import better
 from crucible_core.contract.measure_diagnosis import explain_invalid
+from crucible_core.contract.noise import noise_margin
 from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import CrucibleError
 from crucible_core.manifest.loader import LoadedManifest
@@ -161,6 +162,23 @@ def _report_declaration(plugins: Plugins, loaded: LoadedManifest, findings: Find
         findings.add("fail", problem)
 
 
+def report_spread(repeats: int, first: Reading, measure: Callable[[], Reading], findings: Findings) -> None:
+    """With `[judge].repeats`, measure the workspace that many times and show the spread a
+    `noise = "auto"` run would take as its margin."""
+    readings = [first, *(measure() for _ in range(repeats - 1))]
+    scores = [r.score for r in readings if r.scoreable and r.score is not None]
+    if len(scores) < len(readings):
+        findings.add(
+            "fail", f"{len(readings) - len(scores)} of {repeats} repeated measures gave no valid reading"
+        )
+        return
+    findings.add(
+        "info",
+        f"{repeats} measures: median {statistics.median(scores):g}, spread {noise_margin(scores):g} "
+        f'(the margin noise = "auto" would require)',
+    )
+
+
 def check_preflight(preflight: Preflight, findings: Findings) -> None:
     """Every [preflight] rung, start and candidate alike, against the unmodified workspace."""
     for when in ("start", "candidate"):
@@ -232,6 +250,8 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings, ha
             f"judge {drivers.choice.judge} measured the workspace: valid={reading.valid} "
             f"score={reading.score} {reading.note}".rstrip(),
         )
+        if m.judge.repeats > 1:
+            report_spread(m.judge.repeats, reading, measure, findings)
         if m.judge.selftest is None:
             findings.add("warn", "no [judge.selftest]: the gate has not been shown to tell good from bad")
         else:
