@@ -22,7 +22,7 @@ from crucible_core.contract.noise import Margin, MarginError, Statistic, parse_m
 from crucible_core.contract.reading import Direction
 from crucible_core.durations import DURATION_FORMS, duration_problem, duration_seconds
 from crucible_core.manifest.broker_sections import FixedTarget, OpenTarget
-from crucible_core.manifest.models import InjectEntry, Manifest, PreflightRung, Seconds
+from crucible_core.manifest.models import ComponentEntry, InjectEntry, Manifest, PreflightRung, Seconds
 
 converter = cattrs.Converter(forbid_extra_keys=True)
 
@@ -185,14 +185,19 @@ def _inject_array(value: Any, _type: Any) -> tuple[str | InjectEntry, ...]:
     return tuple(items)
 
 
-def _rung_array(value: Any, _type: Any) -> tuple[PreflightRung, ...]:
-    items = []
-    for index, item in enumerate(_array(value, "tables (write [[preflight.rung]])")):
-        try:
-            items.append(converter.structure(item, PreflightRung))
-        except Exception as exc:  # every failure is re-raised with its index
-            raise _At(f"[{index}]", exc) from None
-    return tuple(items)
+def _tables_of(cls: type, spelled: str) -> Any:
+    """The hook for an array of tables (`[[preflight.rung]]`, `[[component]]`) of one record type."""
+
+    def hook(value: Any, _type: Any) -> tuple[Any, ...]:
+        items = []
+        for index, item in enumerate(_array(value, f"tables (write {spelled})")):
+            try:
+                items.append(converter.structure(item, cls))
+            except Exception as exc:  # every failure is re-raised with its index
+                raise _At(f"[{index}]", exc) from None
+        return tuple(items)
+
+    return hook
 
 
 # Environment variable names: what execve can carry. `=` would split the name, NUL ends it.
@@ -243,7 +248,8 @@ for _alias, _hook in (
     (tuple[str, ...], _string_array),
     (tuple[str | InjectEntry, ...], _inject_array),
     (dict[str, str], _env_table),
-    (tuple[PreflightRung, ...], _rung_array),
+    (tuple[PreflightRung, ...], _tables_of(PreflightRung, "[[preflight.rung]]")),
+    (tuple[ComponentEntry, ...], _tables_of(ComponentEntry, "[[component]]")),
 ):
     converter.register_structure_hook_func(lambda t, alias=_alias: t == alias, _hook)
 converter.register_structure_hook(str | InjectEntry, _inject_entry)

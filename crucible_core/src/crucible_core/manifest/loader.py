@@ -22,6 +22,7 @@ from crucible_core.manifest.models import (
     UNSUPPORTED_AGENT_TABLES,
     UNSUPPORTED_SECTIONS,
     UNSUPPORTED_WORKSPACE_KEYS,
+    ComponentEntry,
     InjectEntry,
     Manifest,
 )
@@ -46,6 +47,14 @@ class ResolvedInject:
 
 
 @attrs.frozen
+class LoadedComponent:
+    """One domain of a composite: its directory name in the composite workspace, its manifest."""
+
+    name: str
+    loaded: LoadedManifest
+
+
+@attrs.frozen
 class LoadedManifest:
     """A validated manifest with every path resolved against the manifest directory."""
 
@@ -57,6 +66,7 @@ class LoadedManifest:
     frozen_from_base: bool = False
     tables: DriverTables = DriverTables()  # the keys plugins own, as parsed
     settings: ResolvedSettings = ResolvedSettings()  # those keys, validated by each driver's plugin
+    components: tuple[LoadedComponent, ...] = ()  # a composite's domains, in manifest order
 
     @property
     def world_kind(self) -> str:
@@ -184,6 +194,8 @@ def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, Dr
         problems = describe_structure_error(exc) + tables.near_misses()
         raise _fail(path, "; ".join(problems), hint="see `crucible help manifest` for every key") from None
     _validate_rules(path, manifest)
+    if manifest.composite is not None and tables.world:
+        _refuse_composite_world(path)
     return manifest, tables
 
 
@@ -211,10 +223,50 @@ def _validate_preflight(path: Path, m: Manifest) -> None:
             raise _fail(path, f'{where}.when must be "start" or "candidate" (got {show(rung.when)})')
 
 
+def _validate_composite(path: Path, m: Manifest) -> None:
+    if m.composite is None:
+        if m.component:
+            raise _fail(path, "[[component]] entries need a [composite] table", hint="add [composite]")
+        return
+    if len(m.component) < 2:
+        raise _fail(path, "[composite] assembles at least two [[component]] entries")
+    if m.repo is not None or m.workspace.setup_cmd is not None:
+        raise _fail(
+            path,
+            "a composite has no [repo] or setup_cmd of its own: each [[component]]'s domain brings its own",
+        )
+    if m.judge is None:
+        raise _fail(path, "[composite] needs a [judge]: one combined gate scores the assembled components")
+    if m.world.kind:
+        _refuse_composite_world(path)
+    names = set()
+    for index, entry in enumerate(m.component):
+        name = component_name(entry)
+        if not name or not _plain_relative(name) or "/" in name:
+            raise _fail(path, f"[[component]][{index}].name {name!r} must be a plain directory name")
+        if name in names:
+            raise _fail(path, f"[[component]][{index}]: two components are named {name!r}; set name")
+        names.add(name)
+
+
+def _refuse_composite_world(path: Path) -> None:
+    raise UnsupportedSectionError(
+        f"{path}: [world] in a composite is not supported by this version; each component's own "
+        "[world] makes it reversible",
+        hint="remove [world] from the composite manifest",
+    )
+
+
+def component_name(entry: ComponentEntry) -> str:
+    return entry.name if entry.name is not None else Path(entry.domain.rstrip("/")).name
+
+
 def _validate_rules(path: Path, m: Manifest) -> None:
     _workflow_rules(path, m)
+    _validate_composite(path, m)
     if m.repo is None:
-        if m.workspace.setup_cmd is None and not m.playbook:  # a playbook may start empty
+        # a playbook may start empty; a composite's components bring their own repositories
+        if m.workspace.setup_cmd is None and not m.playbook and m.composite is None:
             raise _fail(
                 path,
                 "[repo] is required unless [workspace].setup_cmd builds the workspace",
@@ -423,11 +475,14 @@ def load_manifest(
             frozen = True
     _check_references(path, manifest)
     injects = expand_injects(path, manifest)
-    loaded = LoadedManifest(path, manifest, text, injects, tuple(warnings), frozen, tables)
     if plugins is None:
         from crucible_core.plugins import load_plugins  # deferred: plugins import the manifest models
 
         plugins = load_plugins()
+    components = _load_components(path, manifest, read_pristine, plugins)
+    loaded = LoadedManifest(
+        path, manifest, text, injects, tuple(warnings), frozen, tables, components=components
+    )
     return attrs.evolve(loaded, settings=loaded.resolve_settings(plugins))
 
 
@@ -442,3 +497,26 @@ def _workflow_rules(path: Path, m: Manifest) -> None:
         raise _fail(path, "a playbook carries no [judge]", hint='remove [judge], or use type = "custom"')
     if kind != "playbook" and m.judge is None:
         raise _fail(path, f"a {kind} workflow needs a [judge]", hint='without a judge, use type = "playbook"')
+
+
+def _load_components(
+    path: Path, m: Manifest, read_pristine: ReadPristine | None, plugins: Plugins
+) -> tuple[LoadedComponent, ...]:
+    """Each [[component]]'s domain directory, loaded as the manifest it is (reused verbatim)."""
+    loaded = []
+    for index, entry in enumerate(m.component):
+        domain = (path.parent / entry.domain).resolve()
+        target = domain / "crucible.toml"
+        if not target.is_file():
+            raise _fail(
+                path,
+                f"[[component]][{index}].domain {entry.domain!r} holds no crucible.toml",
+                hint="point domain at an existing domain directory",
+            )
+        if target == path:
+            raise _fail(path, f"[[component]][{index}].domain is the composite itself")
+        component = load_manifest(target, read_pristine=read_pristine, plugins=plugins)
+        if component.components:
+            raise _fail(path, f"[[component]][{index}].domain {entry.domain!r} is itself a composite")
+        loaded.append(LoadedComponent(component_name(entry), component))
+    return tuple(loaded)

@@ -15,8 +15,6 @@ from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSe
 UNSUPPORTED_SECTIONS = (
     "search",
     "publish",
-    "composite",
-    "component",
     "service",
     "measure",
     "deploy",
@@ -153,6 +151,19 @@ class PreflightSection:
 
 
 @attrs.frozen
+class CompositeSection:
+    """A composite domain (docs/search.md#composite-worlds): several domains edited together."""
+
+    name: str = ""
+
+
+@attrs.frozen
+class ComponentEntry:
+    domain: str  # a domain directory holding its own crucible.toml, relative to this manifest
+    name: str | None = None  # its directory inside the composite workspace; default: the domain's name
+
+
+@attrs.frozen
 class Manifest:
     repo: RepoSection | None = None
     workspace: WorkspaceSection = WorkspaceSection()
@@ -162,11 +173,13 @@ class Manifest:
     outputs: dict[str, OutputDeclaration] = attrs.field(factory=dict)  # mediated-write bounds
     capabilities: CapabilitiesSection = CapabilitiesSection()  # disclosed reach
     workflow: WorkflowSection | None = None
+    preflight: PreflightSection | None = None
 
     @property
     def playbook(self) -> bool:
         return self.workflow is not None and self.workflow.type == "playbook"
-    preflight: PreflightSection | None = None
+    composite: CompositeSection | None = None
+    component: tuple[ComponentEntry, ...] = ()
 
     @property
     def task_lane(self) -> bool:

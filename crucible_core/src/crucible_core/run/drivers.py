@@ -20,6 +20,7 @@ from crucible_core.protocols import (
     World,
     WorldContext,
 )
+from crucible_core.run.composite_world import CompositeWorld
 from crucible_core.shell import Shell
 
 
@@ -103,17 +104,21 @@ def build_drivers(
     agent = attrs.evolve(m.agent, model=model) if model else m.agent
     notes = NoteRelay()
     spared = (*_spared(loaded, paths), *_harness_spared(plugins, choice))
-    world = plugins.registry("world").get(choice.world, where="[world]")(
-        WorldContext(
-            paths.workspace,
-            m.world,
-            spared,
-            shell,
-            private_dir=paths.private_dir / "world" if world_record else None,
-            note=notes,
-            settings=settings.of("world"),
+    world: World
+    if loaded.components:
+        world = _composite_world(plugins, loaded, paths, shell, notes, world_record=world_record)
+    else:
+        world = plugins.registry("world").get(choice.world, where="[world]")(
+            WorldContext(
+                paths.workspace,
+                m.world,
+                spared,
+                shell,
+                private_dir=paths.private_dir / "world" if world_record else None,
+                note=notes,
+                settings=settings.of("world"),
+            )
         )
-    )
     judge = plugins.registry("judge").get(choice.judge, where="[judge]")(
         JudgeContext(m.judge, paths.workspace, shell, settings=settings.of("judge"))
     )
@@ -137,6 +142,41 @@ def build_drivers(
         )
     )
     return Drivers(world, judge, backend, choice, notes)
+
+
+def _composite_world(
+    plugins: Plugins,
+    loaded: LoadedManifest,
+    paths: RunPaths,
+    shell: Shell,
+    notes: NoteRelay,
+    *,
+    world_record: bool,
+) -> World:
+    """One world per component (its own [world], its own directory), kept together."""
+    parts = []
+    for component in loaded.components:
+        section = component.loaded.manifest
+        kind = component.loaded.world_kind
+        factory = plugins.registry("world").get(kind, where=f"[world] of component {component.name!r}")
+        workspace = paths.workspace / component.name
+        parts.append(
+            (
+                component.name,
+                factory(
+                    WorldContext(
+                        workspace,
+                        section.world,
+                        tuple(section.workspace.carry_forward),
+                        attrs.evolve(shell, cwd=workspace),
+                        private_dir=paths.private_dir / "world" / component.name if world_record else None,
+                        note=notes,
+                        settings=component.loaded.settings.of("world"),
+                    )
+                ),
+            )
+        )
+    return CompositeWorld(paths.workspace, tuple(parts))
 
 
 def _spared(loaded: LoadedManifest, paths: RunPaths) -> list[str]:

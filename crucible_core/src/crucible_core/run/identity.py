@@ -11,6 +11,7 @@ import hashlib
 
 from crucible_core.contract import wire
 from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.run import composite_world
 
 
 def _h(data: bytes | str) -> str:
@@ -26,11 +27,27 @@ def inject_hash(loaded: LoadedManifest) -> str:
     return inject.hexdigest()
 
 
+def _repo(loaded: LoadedManifest) -> str:
+    m = loaded.manifest
+    return str((m.repo.url or m.repo.path or "") if m.repo else "")
+
+
+def components(loaded: LoadedManifest, base_commit: str) -> list[wire.ComponentIdentity]:
+    """One unnamed entry for a single domain; one per [[component]] for a composite, whose
+    base is the composite token of every component's base commit."""
+    if not loaded.components:
+        return [wire.ComponentIdentity(name="", repo=_repo(loaded), base_sha=base_commit)]
+    bases = composite_world.decode(base_commit) if base_commit else {}
+    return [
+        wire.ComponentIdentity(name=c.name, repo=_repo(c.loaded), base_sha=bases.get(c.name, ""))
+        for c in loaded.components
+    ]
+
+
 def run_identity(loaded: LoadedManifest, base_commit: str) -> wire.RunIdentity:
     m = loaded.manifest
-    repo = (m.repo.url or m.repo.path or "") if m.repo else ""
     return wire.RunIdentity.build(
-        components=[wire.ComponentIdentity(name="", repo=str(repo), base_sha=base_commit)],
+        components=components(loaded, base_commit),
         manifest_hash=manifest_hash(loaded),
         inject_hash=inject_hash(loaded),
         measure_cmd=(m.judge.measure_cmd or "") if m.judge else "",

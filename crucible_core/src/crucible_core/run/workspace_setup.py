@@ -9,9 +9,11 @@ from pathlib import Path
 import attrs
 
 from crucible_core.errors import RunFailed, WorkspaceError
-from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.manifest.loader import LoadedComponent, LoadedManifest
 from crucible_core.manifest.paths import RunPaths
 from crucible_core.protocols import SourceChanges, World
+from crucible_core.protocols import World
+from crucible_core.run.composite_world import CompositeWorld
 from crucible_core.run.injects import copy_injects
 from crucible_core.shell import Shell
 
@@ -123,12 +125,56 @@ def overlay_working_tree(source: Path, workspace: Path, changes: SourceChanges) 
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(origin, target)
         # absent in the source: deleted in the working tree, so it stays deleted here
+def _setup_component(
+    component: LoadedComponent, paths: RunPaths, world: CompositeWorld, shell: Shell
+) -> None:
+    """A component's workspace, made as its own domain makes it, in the composite's workspace.
+
+    Its setup_cmd runs in a scratch copy of its domain directory (so the domain is reused
+    verbatim and left untouched) and the workspace it creates moves into place; without one,
+    its [repo] is cloned. Its own injects (its own gate) play no part: the composite's gate
+    scores the assembly.
+    """
+    m = component.loaded.manifest
+    target = paths.workspace / component.name
+    if m.workspace.setup_cmd:
+        scratch = paths.private_dir / "component-setup" / component.name
+        shutil.rmtree(scratch, ignore_errors=True)
+        domain = component.loaded.dir
+        shutil.copytree(
+            domain,
+            scratch,
+            symlinks=True,
+            ignore=shutil.ignore_patterns(m.workspace.dir.split("/")[0], "state", ".git"),
+        )
+        done = shell.run(m.workspace.setup_cmd, cwd=scratch, timeout=SETUP_TIMEOUT)
+        made = (scratch / m.workspace.dir).resolve()
+        if not done.ok or not made.is_dir() or not made.is_relative_to(scratch):
+            tail = done.stderr.strip().splitlines()[-3:]
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise RunFailed(
+                f"component {component.name!r}: setup_cmd {done.describe_failure() if not done.ok else 'made no workspace'}"
+                f": {' | '.join(tail) or 'no stderr'}",
+                hint=f"run the setup_cmd by hand in {domain} to see why",
+            )
+        shutil.move(made, target)
+        shutil.rmtree(scratch, ignore_errors=True)
+    elif m.repo is not None:
+        source = m.repo.url or str((component.loaded.dir / (m.repo.path or ".")).resolve())
+        world.component(component.name).clone_from(source, m.repo.ref)
+    else:
+        target.mkdir(parents=True, exist_ok=True)
 
 
 def prepare_workspace(loaded: LoadedManifest, paths: RunPaths, world: World, shell: Shell) -> str:
     """Create the workspace, apply every inject, and return the pristine base commit id."""
     m = loaded.manifest
-    if not loaded.inside_workspace():
+    if loaded.components:
+        assert isinstance(world, CompositeWorld)
+        paths.workspace.mkdir(parents=True, exist_ok=True)
+        for component in loaded.components:
+            _setup_component(component, paths, world, shell)
+    elif not loaded.inside_workspace():
         if m.workspace.setup_cmd:
             done = shell.run(m.workspace.setup_cmd, cwd=paths.manifest_dir, timeout=SETUP_TIMEOUT)
             if not done.ok:

@@ -1,0 +1,105 @@
+"""A composite domain's World: one world per component, kept and rolled back together.
+
+Each component lives in its own directory of the composite workspace with its own world
+(GitWorld by default, built from the plugin registry by the component's own [world]). A
+snapshot is the tuple of every component's snapshot, encoded as one token, so keep, discard
+and resume move every component at once. Files at the top level of the composite workspace
+belong to no component and are neither kept nor rolled back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+
+from crucible_core.errors import RunFailed
+from crucible_core.protocols import ApplyOutcome, Staged, World
+
+TOKEN_PREFIX = "composite:"
+
+
+def encode(parts: dict[str, str]) -> str:
+    return TOKEN_PREFIX + json.dumps(parts, sort_keys=True, separators=(",", ":"))
+
+
+def decode(token: str) -> dict[str, str]:
+    """The per-component tokens of a composite token; RunFailed for anything else."""
+    if not token.startswith(TOKEN_PREFIX):
+        raise RunFailed(f"{token[:60]!r} is not a composite snapshot token")
+    try:
+        parts = json.loads(token[len(TOKEN_PREFIX) :])
+    except ValueError:
+        parts = None
+    if not isinstance(parts, dict) or not all(isinstance(v, str) for v in parts.values()):
+        raise RunFailed(f"{token[:60]!r} is not a composite snapshot token")
+    return parts
+
+
+@attrs.frozen
+class CompositeWorld:
+    workspace: Path
+    parts: tuple[tuple[str, World], ...]  # (component name, its world), in manifest order
+
+    def _each(self, token: str) -> list[tuple[str, World, str]]:
+        tokens = decode(token)
+        missing = [name for name, _ in self.parts if name not in tokens]
+        if missing:
+            raise RunFailed(f"the composite snapshot names no state for {', '.join(missing)}")
+        return [(name, world, tokens[name]) for name, world in self.parts]
+
+    def component(self, name: str) -> World:
+        return dict(self.parts)[name]
+
+    def clone_from(self, source: str, ref: str | None) -> None:
+        raise RunFailed("a composite has no repository of its own; each component clones its own")
+
+    def prepare(self) -> str:
+        return encode({name: world.prepare() for name, world in self.parts})
+
+    def recover(self) -> None:
+        for _, world in self.parts:
+            world.recover()
+
+    def snapshot(self, label: str) -> str:
+        return encode({name: world.snapshot(label) for name, world in self.parts})
+
+    def restore(self, token: str) -> None:
+        for _, world, part in self._each(token):
+            world.restore(part)
+
+    def apply(self) -> ApplyOutcome:
+        for name, world in self.parts:
+            outcome = world.apply()
+            if not outcome.ok:
+                return ApplyOutcome(False, f"{name}: {outcome.note}")
+        return ApplyOutcome(True)
+
+    def stage(self) -> Staged:
+        staged = [(name, world.stage()) for name, world in self.parts]
+        refused = "; ".join(f"{name}: {s.refused}" for name, s in staged if s.refused)
+        return Staged(
+            token=encode({name: s.token for name, s in staged}),
+            unchanged=all(s.unchanged for _, s in staged),
+            refused=refused,
+        )
+
+    def last_commit_sha(self) -> str | None:
+        shas = {name: world.last_commit_sha() for name, world in self.parts}
+        if all(sha is None for sha in shas.values()):
+            return None
+        return ",".join(f"{name}@{sha or '-'}" for name, sha in shas.items())
+
+    def changed_paths(self) -> list[str]:
+        return [f"{name}/{path}" for name, world in self.parts for path in world.changed_paths()]
+
+    def change(self, head: str, base: str | None = None) -> str:
+        heads = decode(head)
+        bases = decode(base) if base is not None else {}
+        out = []
+        for name, world in self.parts:
+            diff = world.change(heads[name], bases.get(name))
+            if diff:
+                out.append(f"# component {name}\n{diff}")
+        return "\n".join(out)
