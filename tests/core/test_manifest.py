@@ -323,12 +323,12 @@ def test_a_misspelled_key_gets_a_did_you_mean(tmp_path: Path) -> None:
 
 def test_every_unsupported_section_is_named_at_once(tmp_path: Path) -> None:
     text = BASE.replace('goal = "g"', 'goal = "g"\nallow_unverified_image = true') + (
-        '\n[composite]\nx = 1\n\n[[component]]\nname = "a"\n\n[deploy]\ny = 2\n'
+        '\n[search]\nx = 1\n\n[[service]]\nname = "a"\n\n[deploy]\ny = 2\n'
     )
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, text))
     message = err.value.render()
-    for name in ("[composite]", "[[component]]", "[deploy]", "[agent].allow_unverified_image"):
+    for name in ("[search]", "[[service]]", "[deploy]", "[agent].allow_unverified_image"):
         assert name in message
     assert "[]" not in message
     assert err.value.exit_code == ExitCode.UNSUPPORTED != ExitCode.MANIFEST
@@ -448,3 +448,44 @@ def test_preflight_refusals(tmp_path: Path, text: str, words: str) -> None:
 def test_preflight_needs_a_judge(tmp_path: Path) -> None:
     task = BASE.split("[judge]")[0] + '\n[preflight]\ncommands = ["true"]\n'
     assert "[preflight] needs a [judge]" in refusal(tmp_path, task)
+
+
+def composite_dir(tmp_path: Path, body: str) -> Path:
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        write(tmp_path / name, BASE)
+    return write(tmp_path, body)
+
+
+COMPOSITE = BASE.replace('[repo]\npath = "."\n', '[composite]\nname = "pair"\n') + (
+    '\n[[component]]\ndomain = "a"\n\n[[component]]\ndomain = "b"\nname = "bee"\n'
+)
+
+
+def test_composite_loads_its_components(tmp_path: Path) -> None:
+    loaded = load_manifest(composite_dir(tmp_path, COMPOSITE))
+    assert [c.name for c in loaded.components] == ["a", "bee"]
+    assert loaded.components[0].loaded.manifest.repo is not None
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda t: t.split("[[component]]")[0] + '[[component]]\ndomain = "a"\n', "at least two"),
+        (lambda t: t.replace('name = "bee"', 'name = "a"'), "two components are named 'a'"),
+        (lambda t: t.replace('domain = "b"', 'domain = "nowhere"'), "holds no crucible.toml"),
+        (lambda t: t.replace('name = "pair"', 'name = "pair"\n\n[repo]\npath = "."'), "no [repo]"),
+        (lambda t: t.replace('name = "bee"', 'name = "../x"'), "plain directory name"),
+    ],
+)
+def test_composite_refusals(tmp_path: Path, edit: object, words: str) -> None:
+    composite_dir(tmp_path, "")
+    text = edit(COMPOSITE)  # type: ignore[operator]
+    with pytest.raises(ManifestError) as err:
+        load_manifest(write(tmp_path, text))
+    assert words in err.value.render()
+
+
+def test_components_need_a_composite_table(tmp_path: Path) -> None:
+    text = BASE + '\n[[component]]\ndomain = "a"\n'
+    assert "need a [composite] table" in refusal(tmp_path, text)

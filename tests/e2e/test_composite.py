@@ -68,17 +68,24 @@ def make_composite(root: Path) -> Path:
 
 
 def values(workspace: Path) -> tuple[str, str]:
-    return (workspace / "left" / "value.txt").read_text().strip(), (workspace / "r" / "value.txt").read_text().strip()
+    return (workspace / "left" / "value.txt").read_text().strip(), (
+        workspace / "r" / "value.txt"
+    ).read_text().strip()
 
 
 def commits(repo: Path) -> list[str]:
-    out = subprocess.run(["git", "-C", str(repo), "log", "--format=%s"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["git", "-C", str(repo), "log", "--format=%s"], capture_output=True, text=True, check=True
+    )
     return out.stdout.splitlines()
 
 
 def test_a_two_component_composite_keeps_discards_and_resumes(tmp_path: Path) -> None:
     manifest = make_composite(tmp_path)
     workspace = tmp_path / "workspace"
+    checked = run_crucible("check", "--manifest", manifest)
+    assert checked.returncode == 0, checked.stdout
+    assert "measured the workspace: valid=True score=0.0" in checked.stdout and not workspace.exists()
     done = run_crucible("--manifest", manifest, "--iterations", "2")
     assert done.returncode == 0, done.stderr
     assert [r["decision"] for r in rows(manifest)] == ["baseline", "keep", "discard"]

@@ -283,7 +283,7 @@ def test_the_unmutated_manifest_loads_and_passes_check(tmp_path: Path) -> None:
     [
         ({"workspace": {"dir": ".."}}, 10, "[workspace].dir = '..'"),
         ({"judge": {"measure_timeout": math.inf}}, 10, "[judge].measure_timeout"),
-        ({"deploy": {"x": 1}, "composite": {"y": 2}}, 16, "[composite], [deploy]"),
+        ({"deploy": {"x": 1}, "scope": {"y": 2}}, 16, "[deploy], [scope]"),
     ],
 )
 def test_the_real_cli_refuses_with_one_line_and_the_documented_code(
