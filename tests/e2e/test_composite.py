@@ -111,3 +111,6 @@ def test_a_two_component_composite_keeps_discards_and_resumes(tmp_path: Path) ->
     assert [r["decision"] for r in rows(manifest)] == ["baseline", "keep", "discard", "keep", "discard"]
     assert values(workspace) == ("2", "4") and not (workspace / "r" / "stray.txt").exists()
     assert [r["score"] for r in rows(manifest)] == [0, 3, -2, 6, 1]
+    diff = run_crucible("diff", "--manifest", manifest)
+    assert diff.returncode == 0, diff.stderr
+    assert "# component left" in diff.stdout and "# component r" in diff.stdout and "+4" in diff.stdout

@@ -106,7 +106,7 @@ def build_drivers(
     spared = (*_spared(loaded, paths), *_harness_spared(plugins, choice))
     world: World
     if loaded.components:
-        world = _composite_world(plugins, loaded, paths, shell, notes, world_record=world_record)
+        world = composite_world_of(plugins, loaded, paths, shell, notes, world_record=world_record)
     else:
         world = plugins.registry("world").get(choice.world, where="[world]")(
             WorldContext(
@@ -144,7 +144,7 @@ def build_drivers(
     return Drivers(world, judge, backend, choice, notes)
 
 
-def _composite_world(
+def composite_world_of(
     plugins: Plugins,
     loaded: LoadedManifest,
     paths: RunPaths,
