@@ -80,3 +80,14 @@ def test_check_runs_every_rung(example) -> None:
     done = run_crucible("check", "--manifest", manifest)
     assert done.returncode == ExitCode.CHECK_FAILED, done.stdout
     assert "preflight rung 'test -f nope.txt' failed: exit" in done.stdout
+
+
+def test_a_candidate_rung_may_leave_build_outputs_behind(example) -> None:
+    """A rung that writes into the workspace (a build) is not mistaken for a measure that did."""
+    manifest = with_preflight(
+        example("counter"),
+        '\n[[preflight.rung]]\nname = "build"\nwhen = "candidate"\ncmd = "cp value.txt built.txt"\n',
+    )
+    done = run_crucible("--manifest", manifest, "--iterations", "2")
+    assert done.returncode == 0, done.stderr
+    assert [r["decision"] for r in rows(manifest)] == ["baseline", "keep", "keep"]

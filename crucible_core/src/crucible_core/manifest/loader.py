@@ -230,10 +230,11 @@ def _validate_composite(path: Path, m: Manifest) -> None:
         return
     if len(m.component) < 2:
         raise _fail(path, "[composite] assembles at least two [[component]] entries")
-    if m.repo is not None or m.workspace.setup_cmd is not None:
+    if m.repo is not None or m.workspace.setup_cmd is not None or m.workspace.carry_forward:
         raise _fail(
             path,
-            "a composite has no [repo] or setup_cmd of its own: each [[component]]'s domain brings its own",
+            "a composite has no [repo], setup_cmd or carry_forward of its own: each [[component]]'s "
+            "domain brings its own",
         )
     if m.judge is None:
         raise _fail(path, "[composite] needs a [judge]: one combined gate scores the assembled components")

@@ -380,9 +380,13 @@ class Engine:
             return 0.0
         return max(judge.min_improvement.against(run.segment.best.score), run.segment.noise_margin)
 
+    @property
+    def has_candidate_rungs(self) -> bool:
+        return self.preflight is not None and bool(self.preflight.section.rungs("candidate"))
+
     def candidate_preflight(self, iteration: int) -> str | None:
         """[preflight] candidate rungs on the staged candidate: why it is rejected, or None."""
-        if self.preflight is None or not self.preflight.section.rungs("candidate"):
+        if self.preflight is None or not self.has_candidate_rungs:
             return None
         self.step("preflight", iteration)
         with self._interruptible():

@@ -251,6 +251,12 @@ def run_iteration(engine: Engine, run: Run) -> LoopExit | None:
     if rejected is not None:
         reject(engine, run, iteration, rejected, turn)
         return None
+    if engine.has_candidate_rungs:
+        # what the rungs left in the workspace (a build's outputs) is part of what is measured
+        staged = stage_for_measure(engine, iteration)
+        if staged.refused:
+            reject(engine, run, iteration, staged.refused, turn)
+            return None
     measured = Measured(iteration, measure_staged(engine, run, iteration, staged), turn)
     return settle(engine, run, measured)
 
