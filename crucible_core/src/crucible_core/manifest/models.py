@@ -178,6 +178,7 @@ class Manifest:
     @property
     def playbook(self) -> bool:
         return self.workflow is not None and self.workflow.type == "playbook"
+
     composite: CompositeSection | None = None
     component: tuple[ComponentEntry, ...] = ()
 

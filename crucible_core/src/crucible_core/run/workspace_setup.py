@@ -12,7 +12,6 @@ from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_core.manifest.loader import LoadedComponent, LoadedManifest
 from crucible_core.manifest.paths import RunPaths
 from crucible_core.protocols import SourceChanges, World
-from crucible_core.protocols import World
 from crucible_core.run.composite_world import CompositeWorld
 from crucible_core.run.injects import copy_injects
 from crucible_core.shell import Shell
@@ -125,6 +124,8 @@ def overlay_working_tree(source: Path, workspace: Path, changes: SourceChanges) 
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(origin, target)
         # absent in the source: deleted in the working tree, so it stays deleted here
+
+
 def _setup_component(
     component: LoadedComponent, paths: RunPaths, world: CompositeWorld, shell: Shell
 ) -> None:
