@@ -30,6 +30,7 @@ MEMBERS = [
     "plugins/harness_claude",
     "plugins/deploy_kubernetes",
     "plugins/broker_mcp",
+    "plugins/service_oubliette",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The Claude Code CLI the harness tests drive, pinned; installed under .cache/ when npm exists.

@@ -24,6 +24,7 @@ INFRASTRUCTURE = {
 ALLOWED = {
     "contract": set(),
     "manifest": {"contract"} | INFRASTRUCTURE,
+    "services": {"contract", "manifest"} | INFRASTRUCTURE,
     "plan": {"contract", "manifest"} | INFRASTRUCTURE,
     "workflow": {"contract", "manifest", "plan"} | INFRASTRUCTURE,
     "control": {"contract", "manifest"} | INFRASTRUCTURE,

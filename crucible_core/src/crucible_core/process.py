@@ -341,3 +341,53 @@ def run(
         timed_out=timed_out,
         duration=time.monotonic() - started,
     )
+
+
+@attrs.define
+class Background:
+    """A long-lived supervised child (a service): own group, registered with the guard until reaped."""
+
+    proc: subprocess.Popen[bytes]
+    mark: str
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def stop(self, grace: float) -> tuple[int, bool]:
+        """SIGTERM the group, allow `grace` seconds, then SIGKILL; (exit code, whether it was killed)."""
+        killed = False
+        if self.proc.poll() is None:
+            _kill_group(self.proc.pid, signal.SIGTERM)
+            if not _wait_for_exit(self.proc, grace):
+                killed = True
+        # The whole group goes either way: the leader may have left helpers behind.
+        _kill_group(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        kill_marked(self.mark)
+        _guard.tell(f"-{self.proc.pid}")
+        return self.proc.returncode, killed
+
+
+def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Path) -> Background:
+    """Start a child that outlives this call (never through a shell); its output appends to `output`.
+
+    Raises OSError when it cannot be started. The guard kills it if the engine dies.
+    """
+    mark = _guard.child_mark()
+    with open(output, "ab") as sink:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env={**env, SUPERVISOR_ENV: mark},
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    _guard.tell(f"+{proc.pid}")
+    return Background(proc, mark)

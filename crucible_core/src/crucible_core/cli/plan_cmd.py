@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -66,12 +67,17 @@ def run(
     a run and --resume was not given.
     """
     from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
-    from crucible_core.plan.load import load_plan
+    from crucible_core.plan.load import plan_from_data, read_plan_file
     from crucible_core.plan.validate import validate
+    from crucible_core.services import run_services
     from crucible_core.session_log import SessionLog
 
     kinds = _kinds()
-    plan = validate(load_plan(file, kinds), kinds, source=str(file))
+    data = read_plan_file(file)
+    root = (workspace or Path.cwd()).resolve()
+    # Services are refused before the graph compiles; args may not point into the plan's or the workspace's tree.
+    declared = run_services.declarations_of(data, [file.resolve().parent, root], str(file))
+    plan = validate(plan_from_data(data, kinds, source=str(file)), kinds, source=str(file))
     state = (state_dir or file.resolve().parent / "state").resolve()
     log_path = state / "session.jsonl"
     prior = None
@@ -84,8 +90,9 @@ def run(
         prior = PriorRun.read(log_path)
     elif resume:
         prior = PriorRun.read(log_path)  # killed before anything was written: start from the top
+    leftover = run_services.left_running(log_path) if prior is not None else []
     config = ExecutorConfig(
-        workspace=(workspace or Path.cwd()).resolve(),
+        workspace=root,
         state_dir=state,
         caps=frozenset(caps),
         agent_cmd=agent_cmd,
@@ -97,9 +104,17 @@ def run(
     if jobs is not None:
         config.jobs = jobs
     log = SessionLog(log_path)
+    services = None
     try:
+        if declared:
+            resolution = run_services.resolve_declared(declared, os.environ)
+            services = run_services.open_runtime(resolution, state_dir=state, emit=log.emit)
+            config.services = services
         report = PlanExecutor(plan, kinds, log, config, prior).run()
     finally:
+        if services is not None:
+            services.reclaim(leftover)  # what a killed predecessor left, if this process never restarted it
+            services.close()
         log.close()
     width = max(len(name) for name in report.results) if report.results else 4
     for name in plan.order:
@@ -160,7 +175,7 @@ def show(file: Path | None, manifest: Path | None, fmt: str, caps: tuple[str, ..
 
 
 def _truncation_verdict(plan, caps: frozenset[str]) -> str:
-    available = caps | {"any"}
+    available = caps | {"any"} | {t.needs for t in plan.tasks if t.needs.startswith("service.")}
     missing = [t.name for t in plan.tasks if t.required and t.needs not in available]
     return f"truncated: {', '.join(missing)} cannot run here" if missing else "runnable"
 

@@ -716,6 +716,38 @@ class Exposure:
 
 
 @attrs.frozen(kw_only=True)
+class ServiceStart:
+    """Ours: a run service was started (its loopback port, and the task whose dispatch needed it)."""
+
+    KIND: ClassVar[str] = "service_start"
+    service: str
+    port: int
+    task: str = ""
+    attempt: int = 1  # 1 for the first start of this process, then each restart
+    resolution: str = ""  # the services' identity digest this process resolved
+
+
+@attrs.frozen(kw_only=True)
+class ServiceReady:
+    """Ours: a run service answered its readiness probe."""
+
+    KIND: ClassVar[str] = "service_ready"
+    service: str
+    secs: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ServiceExit:
+    """Ours: a run service ended: its exit status, and whether it stopped on the signal or was killed."""
+
+    KIND: ClassVar[str] = "service_exit"
+    service: str
+    status: int | None = None
+    how: str = "stopped"  # stopped (exited after the signal), killed (after the grace), exited (on its own)
+    note: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class Unknown:
     """A kind this reader does not know (a newer writer's): kept as its tag, counted by folds."""
 
@@ -754,6 +786,9 @@ Event: TypeAlias = (
     | BrokerCall
     | BrokerResult
     | Exposure
+    | ServiceStart
+    | ServiceReady
+    | ServiceExit
     | Unknown
 )
 
@@ -782,7 +817,18 @@ CONTRACT_KINDS: tuple[type, ...] = (
     OutputRefused,
     Recovery,
 )
-OUR_KINDS: tuple[type, ...] = (Step, Turn, Steer, OutputAdmitted, BrokerCall, BrokerResult, Exposure)
+OUR_KINDS: tuple[type, ...] = (
+    Step,
+    Turn,
+    Steer,
+    OutputAdmitted,
+    BrokerCall,
+    BrokerResult,
+    Exposure,
+    ServiceStart,
+    ServiceReady,
+    ServiceExit,
+)
 KINDS: dict[str, type] = {c.KIND: c for c in CONTRACT_KINDS + OUR_KINDS}
 
 

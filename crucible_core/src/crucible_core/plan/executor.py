@@ -43,7 +43,14 @@ from crucible_core.plan.files import (
     max_total_bytes,
     unstage,
 )
-from crucible_core.plan.kinds import Attempt, EngineOperations, Outcome, TaskContext, TaskKindSpec
+from crucible_core.plan.kinds import (
+    Attempt,
+    EngineOperations,
+    Outcome,
+    ServiceGate,
+    TaskContext,
+    TaskKindSpec,
+)
 from crucible_core.plan.output import declared_status
 from crucible_core.plan.states import (
     BLOCK_NOTES,
@@ -90,6 +97,17 @@ class ExecutorConfig:
     # Called after a task that ran in the shared workspace settles: (name, passed, quiescent),
     # quiescent meaning no other task is running there (a playbook's git memory).
     after_shared_task: Callable[[str, bool, bool], None] | None = None
+    services: ServiceGate | None = None  # the run's declared services, resolved before dispatch
+
+    def provided(self) -> frozenset[str]:
+        """Every capability tasks may need here: --cap, "any", and each available service."""
+        return self.caps | {"any"} | (self.services.provides() if self.services else frozenset())
+
+    def why_missing(self, capability: str) -> str:
+        reasons = self.services.unavailable() if self.services else {}
+        if capability in reasons:
+            return f"{capability!r} is unavailable: {reasons[capability]}"
+        return f"{capability!r}, which this run does not declare (--cap)"
 
 
 @attrs.frozen
@@ -278,7 +296,7 @@ class PlanExecutor:
     # -- static verdicts before any dispatch ---------------------------------------------
 
     def _unrunnable(self) -> set[str]:
-        caps = self.config.caps | {"any"}
+        caps = self.config.provided()
         bad: set[str] = set()
         for name in self.plan.order:
             task = self.tasks[name]
@@ -293,8 +311,8 @@ class PlanExecutor:
         for name in self.plan.order:
             if name in unrunnable and self.tasks[name].required:
                 task = self.tasks[name]
-                if task.needs not in self.config.caps | {"any"}:
-                    return f"required task {name!r} needs {task.needs!r}, which this run does not declare (--cap)"
+                if task.needs not in self.config.provided():
+                    return f"required task {name!r} needs {self.config.why_missing(task.needs)}"
                 return f"required task {name!r} depends on work that cannot run here"
         return None
 
@@ -311,13 +329,13 @@ class PlanExecutor:
         return self._report(PlanState.TRUNCATED, f"truncated: {why}")
 
     def _skip_unrunnable_advisory(self) -> None:
-        caps = self.config.caps | {"any"}
+        caps = self.config.provided()
         unrunnable = self._unrunnable()
         for name in self.plan.order:
             if name in unrunnable and name not in self.status:
                 task = self.tasks[name]
                 why = (
-                    f"needs {task.needs!r}, which this run does not declare"
+                    f"needs {self.config.why_missing(task.needs)}"
                     if task.needs not in caps
                     else "a dependency cannot run here"
                 )
@@ -684,12 +702,7 @@ class PlanExecutor:
         notes: list[str] = []
         while True:
             attempts += 1
-            try:
-                attempt = spec.run(context)
-            except Exception as exc:  # a kind's bug fails its task, not the plan
-                attempt = Attempt(
-                    Outcome.FAIL, note=f"internal error in {task.kind}: {type(exc).__name__}: {exc}"
-                )
+            attempt = self._attempt_once(task, spec, context)
             cost += attempt.cost_usd
             if self._clock_out():  # killed (or finished) at the ceiling: it does not count as work
                 settled = self._blocked(BlockReason.WALL_CLOCK_CEILING.value, None)
@@ -720,6 +733,32 @@ class PlanExecutor:
                     transport=attempt.transport or "other",
                 )
         return self._conclude(task, attempt, attempts, cost, root, before, started)
+
+    def _attempt_once(self, task: ir.Task, spec: TaskKindSpec, context: TaskContext) -> Attempt:
+        """One attempt; a task that needs a service reaches it first, and loses it as a transport failure."""
+        gate = self.config.services
+        needs_service = gate is not None and task.needs in gate.provides()
+        if needs_service:
+            assert gate is not None
+            reached = gate.reach(task.needs, task.name)
+            if isinstance(reached, str):  # not ready in time, exited, over its restart bound
+                return Attempt(Outcome.TRANSPORT, note=reached, transport="gateway")
+            env, servers = reached
+            context = attrs.evolve(context, env={**context.env, **env}, mcp_servers=servers)
+        try:
+            attempt = spec.run(context)
+        except Exception as exc:  # a kind's bug fails its task, not the plan
+            attempt = Attempt(
+                Outcome.FAIL, note=f"internal error in {task.kind}: {type(exc).__name__}: {exc}"
+            )
+        if needs_service and gate is not None and not gate.still_up(task.needs):
+            return Attempt(
+                Outcome.TRANSPORT,
+                note=f"{task.needs} exited while the task ran",
+                cost_usd=attempt.cost_usd,
+                transport="gateway",
+            )
+        return attempt
 
     def _conclude(
         self,

@@ -55,6 +55,27 @@ class TaskContext:
     engine: EngineOperations | None = None
     # Runs an agent task through a manifest's real backend and harness (None: --agent-cmd).
     agent_runner: Callable[[TaskContext], Attempt] | None = None
+    # MCP servers an agent turn of this task is given (a needed MCP service as "service.<name>").
+    mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+class ServiceGate(Protocol):
+    """What the executor asks of the run's services (crucible_core/services/runtime.py implements it).
+
+    provides: capabilities ("service.<name>") that resolved available before any dispatch;
+    unavailable: capability -> why not (the unattested tool or ungranted secret, by name);
+    reach: start the service if needed and wait until ready, then (env, MCP servers) for one
+      attempt of a task that needs it, or a note making that attempt a transport failure;
+    still_up: whether the instance the attempt used is still running once it finished.
+    """
+
+    def provides(self) -> frozenset[str]: ...
+
+    def unavailable(self) -> Mapping[str, str]: ...
+
+    def reach(self, capability: str, task: str) -> tuple[dict[str, str], dict[str, Any]] | str: ...
+
+    def still_up(self, capability: str) -> bool: ...
 
 
 RunFunction = Callable[[TaskContext], Attempt]

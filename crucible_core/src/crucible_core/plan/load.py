@@ -62,7 +62,8 @@ class _Shared:
 
 
 SHARED_KEYS = frozenset(field.name for field in attrs.fields(_Shared))
-TOP_KEYS = frozenset({"version", "reason", "budget", "task"})
+# `service`: [[service]] declarations, read by crucible_core.services (environment, not graph).
+TOP_KEYS = frozenset({"version", "reason", "budget", "task", "service"})
 
 
 def read_plan_file(path: Path) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Run services: long-lived tools from an attested catalog that tasks reach by `needs = "service.<name>"`."""

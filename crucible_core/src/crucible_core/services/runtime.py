@@ -1,0 +1,319 @@
+"""The lifecycle of a run's services: start on first need, probe readiness, restart within a bound, stop.
+
+One instance per service, shared by every task that needs it. The executor calls `prepare`
+just before each attempt of a task that needs a service (from a worker thread) and gets either
+the environment that task may see or a transport-failure note; `close` stops everything with a
+signal, a grace period, then a kill. Children go through the supervisor, so the guard kills
+them if the engine dies; a resumed run is a new process and starts new instances.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import attrs
+
+from crucible_core import process
+from crucible_core.contract import wire
+from crucible_core.services.catalog import Transport, digest_problem
+from crucible_core.services.proxy import AuthenticatingForward, mint_bearer
+from crucible_core.services.resolve import Resolution, ResolvedService
+
+RUN_ID_ENV = "CRUCIBLE_RUN_ID"
+PORT_ENV = "CRUCIBLE_SERVICE_PORT"
+HANDOFF_ENV = "CRUCIBLE_SERVICE_HANDOFF_DIR"
+PROBE_INTERVAL = 0.1
+# What a service's process inherits from the engine besides its own secrets: enough to run.
+_BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+@attrs.frozen
+class ServiceForward:
+    """How one task reaches one service: the seam a sandboxing backend maps onto its own forward.
+
+    url: the forward (never the service's own port); bearer: required by the forward;
+    mcp_server: the name an agent turn sees it under when the transport is MCP, else None.
+    handoff: (variable, path) of a credential the service handed over for needing tasks.
+    """
+
+    service: str
+    url: str
+    bearer: str
+    mcp_server: str | None
+    handoff: tuple[str, str] | None = None
+
+    def env(self) -> dict[str, str]:
+        key = self.service.upper()
+        found = {f"CRUCIBLE_SERVICE_{key}_URL": self.url, f"CRUCIBLE_SERVICE_{key}_TOKEN": self.bearer}
+        if self.handoff is not None:
+            found[self.handoff[0]] = self.handoff[1]
+        return found
+
+    def mcp_config(self) -> dict[str, object]:
+        """An agent turn's MCP server entry (streamable HTTP through the forward, with the bearer)."""
+        return {"type": "http", "url": self.url, "headers": {"Authorization": f"Bearer {self.bearer}"}}
+
+
+class ServiceUnavailable(Exception):
+    """This attempt cannot reach the service: a transport failure of the attempt, never of the run."""
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@attrs.define
+class _Instance:
+    service: ResolvedService
+    child: process.Background
+    port: int
+    forward: AuthenticatingForward
+    ready: bool = False
+
+
+class ServiceRuntime:
+    def __init__(
+        self,
+        resolution: Resolution,
+        *,
+        run_id: str,
+        state_dir: Path,
+        emit: Callable[[wire.Event], object],
+        env: Mapping[str, str],
+    ) -> None:
+        self.resolution = resolution
+        self.run_id = run_id
+        self.dir = state_dir / "services"
+        self._emit_raw = emit
+        self._env = env
+        self._lock = threading.Lock()  # one start/probe at a time; the shared instance is the point
+        self._emit_lock = threading.Lock()
+        self._instances: dict[str, _Instance] = {}
+        self._starts: dict[str, int] = {}
+        self._bearers: dict[str, str] = {}
+        self._closed = False
+
+    # -- what the executor asks ----------------------------------------------------------
+
+    def provides(self) -> frozenset[str]:
+        return self.resolution.available()
+
+    def unavailable(self) -> dict[str, str]:
+        return self.resolution.unavailable()
+
+    def prepare(self, capability: str, task: str) -> ServiceForward:
+        """Make sure the service is up and ready; the forward this task uses. Raises ServiceUnavailable."""
+        service = self.resolution.by_capability(capability)
+        if service is None or not service.available:
+            raise ServiceUnavailable(f"{capability} is not available")
+        with self._lock:
+            if self._closed:
+                raise ServiceUnavailable("the run is stopping")
+            instance = self._instances.get(service.name)
+            if instance is not None and instance.child.poll() is not None:
+                self._reap(instance, note="exited before a dispatch that needs it")
+                instance = None
+            if instance is None:
+                instance = self._start(service, task)
+            if not instance.ready:
+                self._await_ready(instance)
+            return self._forward_of(instance)
+
+    def reach(self, capability: str, task: str) -> tuple[dict[str, str], dict[str, object]] | str:
+        """The plan executor's view (plan/kinds.py ServiceGate): (task env, MCP servers) or a failure note."""
+        try:
+            forward = self.prepare(capability, task)
+        except ServiceUnavailable as exc:
+            return str(exc)
+        servers = {forward.mcp_server: forward.mcp_config()} if forward.mcp_server else {}
+        return forward.env(), servers
+
+    def still_up(self, capability: str) -> bool:
+        """Whether the instance a just-finished attempt used is still running (else: transport failure)."""
+        service = self.resolution.by_capability(capability)
+        instance = self._instances.get(service.name) if service else None
+        return instance is not None and instance.child.poll() is None
+
+    def reclaim(self, names: list[str]) -> None:
+        """Start and stop services a killed predecessor left behind that this process never started.
+
+        Only for tools whose entry says they create resources outside the run supervisor: a fresh
+        instance with the same run id reclaims what the killed one created (the catalog asserts
+        it does so on start or on stop). Failures are recorded, never raised.
+        """
+        for name in names:
+            service = next((s for s in self.resolution.services if s.name == name), None)
+            if service is None or not service.available or service.entry is None:
+                continue
+            if not service.entry.creates_external_resources or name in self._starts:
+                continue
+            try:
+                self.prepare(service.declaration.capability, "")
+            except ServiceUnavailable:
+                continue
+
+    def close(self) -> None:
+        """Stop every instance: signal, the grace period, then kill. Idempotent."""
+        with self._lock:
+            self._closed = True
+            for instance in list(self._instances.values()):
+                self._stop(instance)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _emit(self, event: wire.Event) -> None:
+        with self._emit_lock:
+            self._emit_raw(event)
+
+    def _forward_of(self, instance: _Instance) -> ServiceForward:
+        entry = instance.service.entry
+        assert entry is not None
+        mcp = entry.transport is Transport.MCP_HTTP
+        handoff = None
+        if entry.handoff is not None:
+            handoff = (entry.handoff.env, str(self._handoff_dir(instance.service.name) / entry.handoff.file))
+        return ServiceForward(
+            service=instance.service.name,
+            url=instance.forward.url(entry.mcp_path if mcp else ""),
+            bearer=self._bearers[instance.service.name],
+            mcp_server=f"service.{instance.service.name}" if mcp else None,
+            handoff=handoff,
+        )
+
+    def _handoff_dir(self, name: str) -> Path:
+        return self.dir / name / "handoff"
+
+    def _start(self, service: ResolvedService, task: str) -> _Instance:
+        entry = service.entry
+        assert entry is not None
+        count = self._starts.get(service.name, 0)
+        if count > self.resolution.bounds.restarts:
+            raise ServiceUnavailable(
+                f"service {service.name} exited and reached its restart bound "
+                f"({self.resolution.bounds.restarts}); not restarted again in this run"
+            )
+        problem = digest_problem(entry)  # checked again right before every start
+        if problem is not None:
+            raise ServiceUnavailable(f"service {service.name} refused: {problem}")
+        if entry.transport is Transport.MCP_STDIO:
+            raise ServiceUnavailable(
+                f"service {service.name}: MCP over stdio is not served by this engine yet"
+            )
+        self._starts[service.name] = count + 1
+        home = self.dir / service.name
+        handoff = self._handoff_dir(service.name)
+        handoff.mkdir(parents=True, exist_ok=True)
+        os.chmod(home, 0o700)
+        os.chmod(handoff, 0o700)
+        port = free_loopback_port()
+        env = {key: self._env[key] for key in _BASE_ENV if key in self._env}
+        env.update({s.name: self._env[s.name] for s in service.declaration.secrets if s.name in self._env})
+        env.update({RUN_ID_ENV: self.run_id, PORT_ENV: str(port), HANDOFF_ENV: str(handoff)})
+        try:
+            child = process.spawn(
+                [str(entry.executable), *service.declaration.args],
+                cwd=home,
+                env=env,
+                output=home / "output.log",
+            )
+        except OSError as exc:
+            raise ServiceUnavailable(f"service {service.name} could not start: {exc}") from None
+        self._bearers.setdefault(service.name, mint_bearer())
+        forward = AuthenticatingForward(port, self._bearers[service.name]).start()
+        instance = _Instance(service, child, port, forward)
+        self._instances[service.name] = instance
+        self._emit(
+            wire.ServiceStart(
+                service=service.name,
+                port=port,
+                task=task,
+                attempt=count + 1,
+                resolution=self.resolution.digest(),
+            )
+        )
+        return instance
+
+    def _await_ready(self, instance: _Instance) -> None:
+        entry = instance.service.entry
+        assert entry is not None
+        started = time.monotonic()
+        deadline = started + self.resolution.bounds.readiness_seconds
+        while time.monotonic() < deadline:
+            if instance.child.poll() is not None:
+                self._reap(instance, note="exited before it was ready")
+                raise ServiceUnavailable(f"service {instance.service.name} exited before it was ready")
+            remaining = max(0.5, deadline - time.monotonic())
+            if _probe(entry.transport, instance.port, entry.mcp_path, min(remaining, 5.0)):
+                instance.ready = True
+                self._emit(
+                    wire.ServiceReady(
+                        service=instance.service.name, secs=round(time.monotonic() - started, 3)
+                    )
+                )
+                return
+            time.sleep(PROBE_INTERVAL)
+        self._stop(instance, note="not ready within the readiness bound")
+        raise ServiceUnavailable(
+            f"service {instance.service.name} was not ready within "
+            f"{self.resolution.bounds.readiness_seconds:g}s"
+        )
+
+    def _reap(self, instance: _Instance, note: str) -> None:
+        status, _killed = instance.child.stop(0)
+        instance.forward.close()
+        self._instances.pop(instance.service.name, None)
+        self._emit(wire.ServiceExit(service=instance.service.name, status=status, how="exited", note=note))
+
+    def _stop(self, instance: _Instance, note: str = "") -> None:
+        status, killed = instance.child.stop(self.resolution.bounds.grace_seconds)
+        instance.forward.close()
+        self._instances.pop(instance.service.name, None)
+        self._emit(
+            wire.ServiceExit(
+                service=instance.service.name, status=status, how="killed" if killed else "stopped", note=note
+            )
+        )
+
+
+def _probe(transport: Transport, port: int, mcp_path: str, timeout: float) -> bool:
+    if transport is Transport.MCP_HTTP:
+        return _mcp_initialize(f"http://127.0.0.1:{port}{mcp_path}", timeout)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", "/")
+        connection.getresponse().read(0)
+        return True  # any HTTP answer at all means it is serving
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+def _mcp_initialize(url: str, timeout: float) -> bool:
+    """An MCP initialize handshake through the mcp SDK's client (streamable HTTP)."""
+    from mcp import Client
+
+    async def handshake() -> None:
+        async with Client(url, mode="legacy", read_timeout_seconds=timeout):
+            pass  # entering performed the initialize request and its acknowledgement
+
+    async def bounded() -> bool:
+        try:
+            await asyncio.wait_for(handshake(), timeout)
+            return True
+        except Exception:  # refused, not yet listening, a bad answer: not ready (yet)
+            return False
+
+    with contextlib.suppress(Exception):
+        return asyncio.run(bounded())
+    return False

@@ -1,0 +1,1 @@
+"""crucible-service-oubliette: a catalog service tool that gives one run one disposable Oubliette cluster."""
