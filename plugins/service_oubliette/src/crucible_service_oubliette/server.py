@@ -1,0 +1,241 @@
+"""The catalog tool: one disposable Oubliette cluster for one run, served to its tasks as a small MCP server.
+
+Started by the engine with CRUCIBLE_RUN_ID, CRUCIBLE_SERVICE_PORT and CRUCIBLE_SERVICE_HANDOFF_DIR
+(and OUBLIETTE_MCP_ENDPOINT / OUBLIETTE_MCP_TOKEN in its own environment only), it:
+
+1. deletes any cluster named for this run id (a killed predecessor's),
+2. creates a cluster named for this run id and waits until Oubliette reports it Ready,
+3. writes the kubeconfig 0600 into the 0700 handoff directory,
+4. serves MCP on 127.0.0.1:$CRUCIBLE_SERVICE_PORT/mcp (so the engine's readiness handshake
+   succeeds only once the cluster is usable) and renews the lease while it runs,
+5. on SIGTERM (or SIGINT) deletes the cluster and exits.
+
+Oubliette's views carry no labels, so the run id is carried in the cluster's name:
+`crucible-<run id>-<suffix>`, which is what "labelled with the run id" means here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import secrets
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from crucible_service_oubliette.oubliette import ENDPOINT_ENV, TOKEN_ENV, Oubliette, OublietteError
+
+KUBECONFIG_NAME = "kubeconfig"
+TTL_ENV = "OUBLIETTE_TTL_SECONDS"
+RENEW_ENV = "OUBLIETTE_RENEW_SECONDS"
+READY_TIMEOUT_ENV = "OUBLIETTE_READY_TIMEOUT_SECONDS"
+TIER_ENV = "OUBLIETTE_TIER"
+
+
+class ToolError(Exception):
+    """The tool cannot do its job (missing settings, Oubliette refusing): it exits non-zero."""
+
+
+@attrs.frozen
+class Settings:
+    run_id: str
+    port: int
+    handoff_dir: Path
+    endpoint: str
+    token: str
+    ttl_seconds: int = 1800
+    renew_seconds: float = 600.0
+    ready_timeout: float = 600.0
+    tier: str = ""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> Settings:
+        missing = [
+            key
+            for key in (
+                "CRUCIBLE_RUN_ID",
+                "CRUCIBLE_SERVICE_PORT",
+                "CRUCIBLE_SERVICE_HANDOFF_DIR",
+                ENDPOINT_ENV,
+                TOKEN_ENV,
+            )
+            if not env.get(key)
+        ]
+        if missing:
+            raise ToolError(f"missing environment: {', '.join(missing)}")
+        ttl = int(env.get(TTL_ENV, "1800"))
+        return cls(
+            run_id=env["CRUCIBLE_RUN_ID"],
+            port=int(env["CRUCIBLE_SERVICE_PORT"]),
+            handoff_dir=Path(env["CRUCIBLE_SERVICE_HANDOFF_DIR"]),
+            endpoint=env[ENDPOINT_ENV],
+            token=env[TOKEN_ENV],
+            ttl_seconds=ttl,
+            renew_seconds=float(env.get(RENEW_ENV, str(max(10, ttl // 3)))),
+            ready_timeout=float(env.get(READY_TIMEOUT_ENV, "600")),
+            tier=env.get(TIER_ENV, ""),
+        )
+
+
+def cluster_prefix(run_id: str) -> str:
+    """The name prefix that marks a cluster as this run's (a DNS label, room left for a suffix)."""
+    cleaned = re.sub(r"[^a-z0-9]", "", run_id.lower())[:40] or "run"
+    return f"crucible-{cleaned}-"
+
+
+def kubeconfig_text(view: dict[str, Any]) -> str:
+    """A kubeconfig for the virtual cluster's API; Oubliette's consumer connector supplies the transport."""
+    name = view["name"]
+    endpoint = str(view.get("virtualEndpointId") or name)
+    server = endpoint if endpoint.startswith("https://") else f"https://{endpoint}"
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: {name}\n  cluster:\n    server: {server}\n"
+        f"contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n"
+        f"current-context: {name}\n"
+        f"users:\n- name: {name}\n  user: {{}}\n"
+    )
+
+
+def write_private(directory: Path, name: str, text: str) -> Path:
+    """Write `text` as a 0600 file in `directory` (made 0700), atomically."""
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    target = directory / name
+    temp = directory / f".{name}.{secrets.token_hex(4)}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(temp, target)
+    return target
+
+
+class ClusterTool:
+    def __init__(self, settings: Settings, oubliette: Oubliette | None = None) -> None:
+        self.settings = settings
+        self.oubliette = oubliette or Oubliette(settings.endpoint, settings.token)
+        self.cluster: str | None = None
+        self.view: dict[str, Any] = {}
+        self.stopping = asyncio.Event()
+
+    async def reclaim_predecessors(self) -> list[str]:
+        prefix = cluster_prefix(self.settings.run_id)
+        found = [
+            item["name"]
+            for item in await self.oubliette.list()
+            if str(item.get("name", "")).startswith(prefix)
+        ]
+        for name in found:
+            with contextlib.suppress(OublietteError):  # already going: fine
+                await self.oubliette.delete(name)
+        return found
+
+    async def provision(self) -> None:
+        name = cluster_prefix(self.settings.run_id) + secrets.token_hex(3)
+        self.cluster = name  # known before create returns: a stop during create still deletes it
+        self.view = await self.oubliette.create(name, self.settings.ttl_seconds, self.settings.tier)
+        deadline = asyncio.get_running_loop().time() + self.settings.ready_timeout
+        delay = 0.2
+        while self.view.get("phase") != "Ready":
+            if self.view.get("phase") in ("Deleting", "Forgotten", "Expiring"):
+                raise ToolError(f"cluster {name} became {self.view.get('phase')} before it was ready")
+            if asyncio.get_running_loop().time() > deadline:
+                raise ToolError(f"cluster {name} was not Ready within {self.settings.ready_timeout:g}s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), delay)
+            if self.stopping.is_set():
+                return
+            delay = min(delay * 2, 5.0)
+            self.view = await self.oubliette.get(name)
+        write_private(self.settings.handoff_dir, KUBECONFIG_NAME, kubeconfig_text(self.view))
+
+    async def renew_forever(self) -> None:
+        while not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), self.settings.renew_seconds)
+            if self.stopping.is_set() or self.cluster is None:
+                return
+            with contextlib.suppress(OublietteError):  # a missed renewal is retried next period
+                self.view = await self.oubliette.renew(self.cluster, self.settings.ttl_seconds)
+
+    async def teardown(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.settings.handoff_dir / KUBECONFIG_NAME).unlink()
+        if self.cluster is not None:
+            with contextlib.suppress(OublietteError):
+                await self.oubliette.delete(self.cluster)
+
+
+def build_app(tool: ClusterTool) -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("crucible-service-oubliette", version="0.1.0")
+
+    @server.tool(name="cluster_status", description="The run's virtual cluster: name, phase and lease expiry")
+    def cluster_status() -> dict[str, Any]:
+        view = tool.view
+        return {key: view.get(key) for key in ("name", "phase", "expiresAt", "tier")}
+
+    return server.streamable_http_app(streamable_http_path="/mcp", json_response=True, stateless_http=True)
+
+
+@contextlib.contextmanager
+def _no_signal_capture() -> Iterator[None]:
+    yield  # our own handlers decide what a signal means: delete the cluster first
+
+
+async def run(settings: Settings) -> int:
+    import uvicorn
+
+    for noisy in ("httpx", "httpx2", "mcp"):  # one line per request otherwise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    tool = ClusterTool(settings)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, tool.stopping.set)
+    try:
+        reclaimed = await tool.reclaim_predecessors()
+        if reclaimed:
+            print(f"deleted clusters left by an earlier instance: {', '.join(reclaimed)}", flush=True)
+        await tool.provision()
+        if tool.stopping.is_set():
+            return 0
+        print(f"cluster {tool.cluster} ready; kubeconfig in {settings.handoff_dir}", flush=True)
+        config = uvicorn.Config(
+            build_app(tool), host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
+        )
+        web = uvicorn.Server(config)
+        web.capture_signals = _no_signal_capture  # type: ignore[method-assign]
+        serving = asyncio.create_task(web.serve())
+        renewing = asyncio.create_task(tool.renew_forever())
+        stopped = asyncio.create_task(tool.stopping.wait())
+        await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        tool.stopping.set()
+        web.should_exit = True
+        await asyncio.gather(serving, renewing, return_exceptions=True)
+        return 0
+    except (OublietteError, ToolError) as exc:
+        print(f"crucible-service-oubliette: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        await tool.teardown()
+
+
+def main() -> None:
+    try:
+        settings = Settings.from_env(dict(os.environ))
+    except (ToolError, ValueError) as exc:
+        print(f"crucible-service-oubliette: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    raise SystemExit(asyncio.run(run(settings)))
+
+
+if __name__ == "__main__":
+    main()
