@@ -26,6 +26,7 @@ STANDARD_SET = {
     "crucible-plugin-harness-claude",
     "crucible-plugin-deploy-kubernetes",
     "crucible-plugin-broker-mcp",
+    "crucible-plugin-service-oubliette",
 }
 
 
@@ -136,6 +137,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/deploy_kubernetes",
         "plugins/broker_mcp",
     ]
+    members += ["plugins/service_oubliette"]
     done = subprocess.run(
         [
             *PIP_INSTALL,

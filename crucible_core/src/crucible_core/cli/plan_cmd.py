@@ -103,6 +103,9 @@ def run(
         config.max_seconds = parse_duration(max_time)
     if jobs is not None:
         config.jobs = jobs
+    # A service's secrets reach only that service's process, never a task's environment.
+    secret_names = {secret.name for service in declared for secret in service.secrets}
+    config.env = {key: value for key, value in os.environ.items() if key not in secret_names}
     log = SessionLog(log_path)
     services = None
     try:

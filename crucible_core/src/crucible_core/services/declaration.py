@@ -116,16 +116,21 @@ def _args(raw: Any, where: str, roots: list[Path], problems: list[str]) -> tuple
 
 
 def _names_path_inside(arg: str, roots: list[Path]) -> Path | None:
-    """The pack or workspace root an argument points into (also `--flag=path` forms), or None."""
+    """The pack or workspace root an argument points into (also `--flag=path` forms), or None.
+
+    Absolute and home-relative paths are resolved as they are; a relative path is read against
+    each root (a tool might be run from there). A URL is not a path.
+    """
     candidates = [arg]
     if "=" in arg:
         candidates.append(arg.split("=", 1)[1])
     for candidate in candidates:
-        if not candidate or not (candidate.startswith(("/", ".", "~")) or "/" in candidate):
+        if not candidate or "://" in candidate:
             continue
         expanded = os.path.expanduser(candidate)
+        if not (os.path.isabs(expanded) or candidate.startswith("./") or "/" in candidate.rstrip("/")):
+            continue
         for root in roots:
-            # Relative paths resolve against each root: a task or service runs from there.
             target = Path(os.path.realpath(expanded if os.path.isabs(expanded) else root / expanded))
             if target == root or root in target.parents:
                 return root

@@ -285,7 +285,15 @@ class ServiceRuntime:
         )
 
 
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _probe(transport: Transport, port: int, mcp_path: str, timeout: float) -> bool:
+    if not _listening(port):  # cheap: an MCP client waits out its timeout on a refused connection
+        return False
     if transport is Transport.MCP_HTTP:
         return _mcp_initialize(f"http://127.0.0.1:{port}{mcp_path}", timeout)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)

@@ -16,6 +16,7 @@ Oubliette's views carry no labels, so the run id is carried in the cluster's nam
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -56,31 +57,37 @@ class Settings:
     tier: str = ""
 
     @classmethod
-    def from_env(cls, env: dict[str, str]) -> Settings:
-        missing = [
-            key
-            for key in (
-                "CRUCIBLE_RUN_ID",
-                "CRUCIBLE_SERVICE_PORT",
-                "CRUCIBLE_SERVICE_HANDOFF_DIR",
-                ENDPOINT_ENV,
-                TOKEN_ENV,
-            )
-            if not env.get(key)
-        ]
+    def from_env(cls, env: dict[str, str], argv: list[str] | None = None) -> Settings:
+        """Settings from the engine's environment; the endpoint and lease may also come as arguments."""
+        parser = argparse.ArgumentParser(
+            prog="crucible-service-oubliette", description="one Oubliette cluster per run"
+        )
+        parser.add_argument("--endpoint", default=env.get(ENDPOINT_ENV, ""))
+        parser.add_argument("--tier", default=env.get(TIER_ENV, ""))
+        parser.add_argument("--ttl-seconds", type=int, default=int(env.get(TTL_ENV, "1800")))
+        parser.add_argument("--renew-seconds", type=float, default=float(env.get(RENEW_ENV, "0") or 0))
+        parser.add_argument("--ready-timeout", type=float, default=float(env.get(READY_TIMEOUT_ENV, "600")))
+        args = parser.parse_args(argv)
+        needed = {
+            "CRUCIBLE_RUN_ID": env.get("CRUCIBLE_RUN_ID"),
+            "CRUCIBLE_SERVICE_PORT": env.get("CRUCIBLE_SERVICE_PORT"),
+            "CRUCIBLE_SERVICE_HANDOFF_DIR": env.get("CRUCIBLE_SERVICE_HANDOFF_DIR"),
+            f"{ENDPOINT_ENV} (or --endpoint)": args.endpoint,
+            TOKEN_ENV: env.get(TOKEN_ENV),
+        }
+        missing = [key for key, value in needed.items() if not value]
         if missing:
-            raise ToolError(f"missing environment: {', '.join(missing)}")
-        ttl = int(env.get(TTL_ENV, "1800"))
+            raise ToolError(f"missing: {', '.join(missing)}")
         return cls(
             run_id=env["CRUCIBLE_RUN_ID"],
             port=int(env["CRUCIBLE_SERVICE_PORT"]),
             handoff_dir=Path(env["CRUCIBLE_SERVICE_HANDOFF_DIR"]),
-            endpoint=env[ENDPOINT_ENV],
+            endpoint=args.endpoint,
             token=env[TOKEN_ENV],
-            ttl_seconds=ttl,
-            renew_seconds=float(env.get(RENEW_ENV, str(max(10, ttl // 3)))),
-            ready_timeout=float(env.get(READY_TIMEOUT_ENV, "600")),
-            tier=env.get(TIER_ENV, ""),
+            ttl_seconds=args.ttl_seconds,
+            renew_seconds=args.renew_seconds or max(10.0, args.ttl_seconds / 3),
+            ready_timeout=args.ready_timeout,
+            tier=args.tier,
         )
 
 
@@ -230,7 +237,7 @@ async def run(settings: Settings) -> int:
 
 def main() -> None:
     try:
-        settings = Settings.from_env(dict(os.environ))
+        settings = Settings.from_env(dict(os.environ), sys.argv[1:])
     except (ToolError, ValueError) as exc:
         print(f"crucible-service-oubliette: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -1,0 +1,139 @@
+"""Shared pieces for the service tests: a scripted Oubliette on 127.0.0.1, a catalog, a plan."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+from crucible_core.services.catalog import file_sha256
+from tests.cli_support import crucible_env
+
+TOOL = Path(sys.executable).parent / "crucible-service-oubliette"
+TOKEN = "scripted-oubliette-token"
+SCRIPTED = [sys.executable, "-m", "crucible_service_oubliette.scripted"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@attrs.frozen
+class ScriptedOubliette:
+    endpoint: str
+    state: Path
+    proc: subprocess.Popen[bytes]
+
+    def inventory(self) -> dict[str, object]:
+        path = self.state / "inventory.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def calls(self) -> list[dict[str, object]]:
+        path = self.state / "calls.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def tools_called(self) -> list[str]:
+        return [str(call["tool"]) for call in self.calls()]
+
+
+def start_scripted(root: Path) -> ScriptedOubliette:
+    port = free_port()
+    state = root / "oubliette"
+    proc = subprocess.Popen(
+        [*SCRIPTED, "--port", str(port), "--token", TOKEN, "--state", str(state)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return ScriptedOubliette(f"http://127.0.0.1:{port}/mcp", state, proc)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the scripted Oubliette did not start")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def scripted(root: Path) -> Iterator[ScriptedOubliette]:
+    server = start_scripted(root)
+    try:
+        yield server
+    finally:
+        stop(server.proc)
+
+
+def write_catalog(root: Path, executable: Path = TOOL, *, name: str = "oubliette-cluster") -> Path:
+    handoff = '{ file = "kubeconfig", env = "KUBECONFIG", target = "the run\'s virtual cluster", scope = "cluster-admin inside it" }'
+    path = root / "catalog.toml"
+    path.write_text(
+        "[[tool]]\n"
+        f'name = "{name}"\n'
+        f'executable = "{executable}"\n'
+        f'sha256 = "{file_sha256(executable)}"\n'
+        'version = "0.1.0"\n'
+        'transport = "mcp-http"\n'
+        'mcp_path = "/mcp"\n'
+        "creates_external_resources = true\n"
+        "concurrent_clients = true\n"
+        f"handoff = {handoff}\n"
+    )
+    return path
+
+
+def service_table(endpoint: str, *extra_args: str) -> str:
+    args = ["--endpoint", endpoint, "--ttl-seconds", "600", *extra_args]
+    return (
+        '[[service]]\nname = "cluster"\ntool = "oubliette-cluster"\nversion = "^0.1"\n'
+        f"args = {json.dumps(args)}\n"
+        'secrets = [{ name = "OUBLIETTE_MCP_TOKEN", system = "oubliette", scope = "create and delete clusters" }]\n'
+    )
+
+
+def env_for(root: Path, catalog: Path | None, token: str = TOKEN, **extra: str) -> dict[str, str]:
+    env = crucible_env(
+        OUBLIETTE_MCP_TOKEN=token,
+        CRUCIBLE_SERVICE_SECRETS="OUBLIETTE_MCP_TOKEN",
+        PYTHON=sys.executable,
+        **extra,
+    )
+    if catalog is not None:
+        env["CRUCIBLE_SERVICE_CATALOG"] = str(catalog)
+    return env
+
+
+def tool_processes(marker: str) -> list[int]:
+    """Live processes running the catalog tool whose handoff dir lies under `marker` (a test's tmp dir)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+            status = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        if b"crucible-service-oubliette" in cmdline and marker.encode() in environ and ") Z" not in status:
+            found.append(int(name))
+    return found
