@@ -68,6 +68,19 @@ emits = ["phase"]
 command = '''test -f "$KUBECONFIG" && grep -q "server: https://" "$KUBECONFIG" && test -z "$OUBLIETTE_MCP_TOKEN" && stat -c %a "$KUBECONFIG" > mode && "$PYTHON" ../probe.py'''
 """
 
+AGENT = """
+[[task]]
+name = "agent_turn"
+kind = "agent"
+prompt = "look at the cluster"
+needs = "service.cluster"
+depends_on = ["uses_cluster"]
+"""
+AGENT_CMD = (
+    '$PYTHON -c \'import json,os; c=json.loads(os.environ["CRUCIBLE_MCP_CONFIG"])["mcpServers"]; '
+    'print(json.dumps({"servers": sorted(c), "url": c["service.cluster"]["url"]}))\''
+)
+
 PLAIN = """
 [[task]]
 name = "plain"
@@ -83,10 +96,16 @@ def events(state: Path, kind: str) -> list[dict[str, object]]:
 def test_a_task_that_needs_the_cluster_gets_its_kubeconfig_and_nothing_else_does(
     tmp_path: Path, oubliette: ScriptedOubliette
 ) -> None:
-    plan = write_plan(tmp_path, oubliette.endpoint, PLAIN, USES_CLUSTER)
+    plan = write_plan(tmp_path, oubliette.endpoint, PLAIN, USES_CLUSTER, AGENT)
     env = env_for(tmp_path, write_catalog(tmp_path))
-    done = run_crucible("plan", "run", plan, "--state-dir", tmp_path / "state", cwd=tmp_path / "ws", env=env)
+    state = tmp_path / "state"
+    done = run_crucible(
+        "plan", "run", plan, "--state-dir", state, "--agent-cmd", AGENT_CMD, cwd=tmp_path / "ws", env=env
+    )
     assert done.returncode == 0, done.stdout + done.stderr
+    turn = next(e for e in events(state, "task_result") if e["task"] == "agent_turn")
+    assert turn["output"]["servers"] == ["service.cluster"]  # handed to the turn as an MCP server
+    assert turn["output"]["url"].startswith("http://127.0.0.1:")
 
     result = next(e for e in events(tmp_path / "state", "task_result") if e["task"] == "uses_cluster")
     assert result["status"] == "pass"
@@ -224,3 +243,21 @@ def test_a_declaration_breaking_the_rules_is_refused_naming_service_and_field(tm
     assert "service 'cluster': field args" in done.stderr
     assert not (tmp_path / "state" / "session.jsonl").exists()
     assert json.dumps  # keep the import honest when trimming
+
+
+def test_check_prints_the_catalog_the_bounds_and_who_needs_each_service(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, "http://127.0.0.1:9/mcp", PLAIN, USES_CLUSTER)
+    catalog = write_catalog(tmp_path)
+    done = run_crucible("check", "--plan", plan, env=env_for(tmp_path, catalog))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"service catalog: {catalog}" in done.stdout
+    assert "service bounds: readiness 30s, restarts 2, grace 5s" in done.stdout
+    line = next(line for line in done.stdout.splitlines() if "service cluster:" in line)
+    assert "tool oubliette-cluster 0.1.0" in line and "transport mcp-http" in line
+    assert "OUBLIETTE_MCP_TOKEN (oubliette: create and delete clusters)" in line
+    assert "needed by uses_cluster" in line and "available" in line
+
+    unattested = run_crucible("check", "--plan", plan, env=env_for(tmp_path, None))
+    assert unattested.returncode == 13
+    assert "CRUCIBLE_SERVICE_CATALOG is not set" in unattested.stdout
+    assert "task uses_cluster needs service.cluster" in unattested.stdout and "truncates" in unattested.stdout

@@ -16,7 +16,14 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
 @click.command("check")
 @manifest_option
 @click.option("--harness", default=None, help="Check with this harness instead of [agent].harness.")
-def command(manifest: Path, harness: str | None) -> None:
+@click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="Check a plan file instead: its graph, and its [[service]] resolution against the catalog.",
+)
+def command(manifest: Path, harness: str | None, plan_file: Path | None) -> None:
     """Validate a manifest and its gate without an agent turn.
 
     Parses the manifest (unknown keys fail), resolves every referenced file and plugin name,
@@ -32,6 +39,9 @@ def command(manifest: Path, harness: str | None) -> None:
     from crucible_core.run.check import check
     from crucible_core.run.runner import load_for_run
 
+    if plan_file is not None:
+        _check_plan(plan_file)
+        return
     plugins = load_plugins()
     for failure in plugins.failures:
         click.echo(f"WARN plugin {failure.name} ({failure.distribution}) failed to load: {failure.error}")
@@ -63,3 +73,37 @@ def _check_workflow(manifest: Path) -> bool:
         click.echo("check passed")
         return True
     return False
+def _check_plan(path: Path) -> None:
+    """A plan file: the graph validates, and each declared service resolves (or why not, by name)."""
+    import os
+
+    from crucible_core.plan.load import plan_from_data, read_plan_file
+    from crucible_core.plan.validate import validate
+    from crucible_core.plugins import load_plugins
+    from crucible_core.services import run_services
+    from crucible_core.services.resolve import describe
+
+    kinds = load_plugins().registry("task kind")
+    data = read_plan_file(path)
+    declared = run_services.declarations_of(data, [path.resolve().parent, Path.cwd().resolve()], str(path))
+    plan = validate(plan_from_data(data, kinds, source=str(path)), kinds, source=str(path))
+    click.echo(f"ok   plan {path} admitted ({len(plan.tasks)} tasks)")
+    resolution = run_services.resolve_declared(declared, os.environ)
+    needed_by: dict[str, list[str]] = {}
+    for task in plan.tasks:
+        needed_by.setdefault(task.needs, []).append(task.name)
+    failed = False
+    for line in describe(resolution, needed_by):
+        click.echo(f"{MARKS['info']} {line}")
+    for capability, why in resolution.unavailable().items():
+        for name in needed_by.get(capability, []):
+            required = plan.plan.task(name).required
+            failed = failed or required
+            verdict = "truncates the plan" if required else "is skipped with its dependents"
+            click.echo(
+                f"{MARKS['fail' if required else 'warn']} task {name} needs {capability}: {why}; it {verdict}"
+            )
+    if failed:
+        click.echo("check failed")
+        sys.exit(int(ExitCode.CHECK_FAILED))
+    click.echo("check passed")

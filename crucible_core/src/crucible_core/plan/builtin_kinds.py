@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
@@ -128,6 +129,8 @@ def run_agent(context: TaskContext) -> Attempt:
         "CRUCIBLE_MODEL": fields.model or "",
         "CRUCIBLE_EFFORT": fields.effort or "",
     }
+    if context.mcp_servers:  # needed MCP services, as "service.<name>", in the usual mcpServers shape
+        extra["CRUCIBLE_MCP_CONFIG"] = json.dumps({"mcpServers": dict(context.mcp_servers)})
     done = _shell(context, context.agent_cmd, extra)
     if done.spawn_error is not None:
         return Attempt(Outcome.TRANSPORT, note=done.describe_failure(), transport="agent")
