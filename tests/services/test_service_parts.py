@@ -1,0 +1,136 @@
+"""The service parts on their own: requirements, declarations, the catalog, the forward, a supervised service."""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from crucible_core import process
+from crucible_core.services.catalog import CATALOG_ENV, CatalogError, load_catalog
+from crucible_core.services.declaration import ServiceDeclarationError, parse_declarations
+from crucible_core.services.proxy import AuthenticatingForward
+from crucible_core.services.resolve import resolve
+from crucible_core.services.semver import admits
+from tests.services.support import write_catalog
+
+
+@pytest.mark.parametrize(
+    ("requirement", "version", "expected"),
+    [
+        ("*", "3.1.4", True),
+        ("^0.1", "0.1.9", True),
+        ("^0.1", "0.2.0", False),
+        ("^1.2", "1.9.0", True),
+        ("^1.2", "2.0.0", False),
+        ("~1.2.3", "1.2.9", True),
+        ("~1.2.3", "1.3.0", False),
+        (">=1.0, <2", "1.5.0", True),
+        (">=1.0, <2", "2.0.0", False),
+        ("=1.0.0", "1.0.1", False),
+        ("1.0", "1.0.0-rc1", False),
+    ],
+)
+def test_version_requirements(requirement: str, version: str, expected: bool) -> None:
+    assert admits(requirement, version) is expected
+
+
+def problems(tables: list[dict[str, object]], roots: list[Path] = ()) -> list[str]:
+    with pytest.raises(ServiceDeclarationError) as caught:
+        parse_declarations(tables, forbidden_roots=roots)
+    return caught.value.problems
+
+
+def test_declarations_are_refused_naming_the_service_and_the_field(tmp_path: Path) -> None:
+    assert problems([{"name": "Cluster", "tool": "t"}]) == [
+        "service 'Cluster': field name must match [a-z][a-z0-9_]*"
+    ]
+    assert "field name repeats" in problems([{"name": "a", "tool": "t"}, {"name": "a", "tool": "t"}])[0]
+    assert problems([{"name": "a"}]) == ["service 'a': field tool is required (the catalog tool's name)"]
+    assert "field args must be a list of strings" in problems([{"name": "a", "tool": "t", "args": "x y"}])[0]
+    assert "field version" in problems([{"name": "a", "tool": "t", "version": "latest"}])[0]
+    assert (
+        "each secret needs scope"
+        in problems([{"name": "a", "tool": "t", "secrets": [{"name": "S", "system": "jira"}]}])[0]
+    )
+    (tmp_path / "ws").mkdir()
+    inside = problems([{"name": "a", "tool": "t", "args": ["--config=../ws/x"]}], [tmp_path / "ws"])
+    assert "service 'a': field args" in inside[0] and "names a path inside" in inside[0]
+    fine = parse_declarations(
+        [{"name": "a", "tool": "t", "args": ["--endpoint", "http://127.0.0.1:1/mcp", "-v"], "version": "^1"}],
+        forbidden_roots=[tmp_path / "ws"],
+    )
+    assert fine[0].capability == "service.a"
+
+
+def test_a_catalog_entry_pins_its_executable_by_digest(tmp_path: Path) -> None:
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    catalog = load_catalog({CATALOG_ENV: str(write_catalog(tmp_path, tool))})
+    declared = parse_declarations([{"name": "cluster", "tool": "oubliette-cluster", "version": "^0.1"}])
+    assert resolve(declared, catalog, frozenset()).services[0].available
+    tool.write_text("#!/bin/sh\nexit 1\n")
+    problem = resolve(declared, catalog, frozenset()).services[0].problem
+    assert problem is not None and "'oubliette-cluster'" in problem and "sha256" in problem
+    too_new = parse_declarations([{"name": "cluster", "tool": "oubliette-cluster", "version": "^1"}])
+    assert "does not admit" in str(resolve(too_new, catalog, frozenset()).services[0].problem)
+    secret = parse_declarations(
+        [{"name": "c", "tool": "oubliette-cluster", "secrets": [{"name": "T", "system": "s", "scope": "x"}]}]
+    )
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    assert "secret(s) T not granted" in str(resolve(secret, catalog, frozenset()).services[0].problem)
+    (tmp_path / "bad.toml").write_text('[[tool]]\nname = "x"\nexecutable = "relative"\n')
+    with pytest.raises(CatalogError, match="required"):
+        load_catalog({CATALOG_ENV: str(tmp_path / "bad.toml")})
+
+
+def test_the_forward_requires_the_bearer_and_hides_it_from_the_service() -> None:
+    seen: list[str | None] = []
+
+    class Upstream(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    forward = AuthenticatingForward(upstream.server_address[1], "the-bearer").start()
+    try:
+        for header, status in ((None, 401), ("Bearer wrong", 401), ("Bearer the-bearer", 200)):
+            connection = http.client.HTTPConnection("127.0.0.1", forward.port, timeout=10)
+            connection.request("GET", "/x", headers={"Authorization": header} if header else {})
+            response = connection.getresponse()
+            assert (response.status, response.read() if status == 200 else b"ok") == (status, b"ok")
+            connection.close()
+        assert seen == [None] and forward.refused == 2
+    finally:
+        forward.close()
+        upstream.shutdown()
+
+
+def test_a_service_ignoring_the_stop_signal_is_killed_after_the_grace(tmp_path: Path) -> None:
+    stubborn = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    child = process.spawn([sys.executable, "-c", stubborn], cwd=tmp_path, env={}, output=tmp_path / "out")
+    deadline = time.monotonic() + 60
+    while "up" not in (tmp_path / "out").read_text():  # its handler is in place before the signal
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    status, killed = child.stop(0.3)
+    assert killed and status == -9
+    polite = process.spawn(
+        [sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path, env={}, output=tmp_path / "o2"
+    )
+    status, killed = polite.stop(5)
+    assert not killed and status == -15
