@@ -45,6 +45,19 @@ class ScriptedOubliette:
         return [str(call["tool"]) for call in self.calls()]
 
 
+def wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the scripted Oubliette did not start")
+
+
 def start_scripted(root: Path) -> ScriptedOubliette:
     port = free_port()
     state = root / "oubliette"
@@ -53,16 +66,8 @@ def start_scripted(root: Path) -> ScriptedOubliette:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return ScriptedOubliette(f"http://127.0.0.1:{port}/mcp", state, proc)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("the scripted Oubliette did not start")
+    wait_listening(port, proc)
+    return ScriptedOubliette(f"http://127.0.0.1:{port}/mcp", state, proc)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -1,0 +1,58 @@
+"""examples/service-cluster runs as its README says, against the scripted Oubliette."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from crucible_core.session_log import read_events
+from tests.cli_support import EXAMPLES, run_crucible
+from tests.services.support import SCRIPTED, TOOL, crucible_env, free_port, stop, wait_listening
+
+
+def test_the_service_cluster_example(tmp_path: Path) -> None:
+    example = tmp_path / "service-cluster"
+    shutil.copytree(EXAMPLES / "service-cluster", example)
+    port = free_port()
+    plan = example / "plan.toml"
+    plan.write_text(plan.read_text().replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
+    server = subprocess.Popen(
+        [*SCRIPTED, "--port", str(port), "--token", "demo-token", "--state", str(example / "oubliette")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_listening(port, server)
+        made = subprocess.run(
+            [str(example / "make-catalog.sh")],
+            capture_output=True,
+            text=True,
+            env=crucible_env(PATH=f"{TOOL.parent}:{os.environ['PATH']}"),
+        )
+        assert made.returncode == 0, made.stderr
+        env = crucible_env(
+            CRUCIBLE_SERVICE_CATALOG=str(example / "catalog.toml"),
+            OUBLIETTE_MCP_TOKEN="demo-token",
+            CRUCIBLE_SERVICE_SECRETS="OUBLIETTE_MCP_TOKEN",
+        )
+        checked = run_crucible("check", "--plan", plan, cwd=example, env=env)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "needed by deploy" in checked.stdout
+        (example / "workspace").mkdir()
+        done = run_crucible(
+            "plan", "run", plan, "--state-dir", example / "state", cwd=example / "workspace", env=env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        results = {
+            e["task"]: e
+            for e in read_events(example / "state" / "session.jsonl")
+            if e["kind"] == "task_result"
+        }
+        assert results["lint"]["output"] == {"saw_cluster": False}
+        assert results["deploy"]["output"]["server"].startswith("https://vc-crucible-")
+        assert json.loads((example / "oubliette" / "inventory.json").read_text()) == {}
+    finally:
+        stop(server)
