@@ -183,6 +183,7 @@ class PlanExecutor:
         self._lock = threading.Lock()
         self._shared_exclusive = False
         self._shared_running = 0
+        self._busy_services: set[str] = set()
         self._outcome_input: dict[str, Any] = {}
         self._index: dict[str, int] = {}
         self._remaining: dict[str, int] = {}
@@ -508,6 +509,17 @@ class PlanExecutor:
     # -- shared-workspace exclusivity ----------------------------------------------------
 
     def _claim(self, task: ir.Task) -> bool:
+        gate = self.config.services
+        serial = gate is not None and task.needs in gate.provides() and gate.one_at_a_time(task.needs)
+        if serial and task.needs in self._busy_services:
+            return False  # the service serves one task at a time
+        if not self._claim_workspace(task):
+            return False
+        if serial:
+            self._busy_services.add(task.needs)
+        return True
+
+    def _claim_workspace(self, task: ir.Task) -> bool:
         if task.isolation is ir.Isolation.WORKTREE:
             return True
         exclusive = self.kinds.entries[task.kind].value.exclusive
@@ -518,6 +530,7 @@ class PlanExecutor:
         return True
 
     def _release(self, task: ir.Task) -> None:
+        self._busy_services.discard(task.needs)
         if task.isolation is ir.Isolation.WORKTREE:
             return
         self._shared_running -= 1

@@ -66,7 +66,8 @@ class ServiceGate(Protocol):
     unavailable: capability -> why not (the unattested tool or ungranted secret, by name);
     reach: start the service if needed and wait until ready, then (env, MCP servers) for one
       attempt of a task that needs it, or a note making that attempt a transport failure;
-    still_up: whether the instance the attempt used is still running once it finished.
+    still_up: whether the instance the attempt used is still running once it finished;
+    one_at_a_time: the tool serves one client at a time, so two needing tasks never overlap.
     """
 
     def provides(self) -> frozenset[str]: ...
@@ -76,6 +77,8 @@ class ServiceGate(Protocol):
     def reach(self, capability: str, task: str) -> tuple[dict[str, str], dict[str, Any]] | str: ...
 
     def still_up(self, capability: str) -> bool: ...
+
+    def one_at_a_time(self, capability: str) -> bool: ...
 
 
 RunFunction = Callable[[TaskContext], Attempt]

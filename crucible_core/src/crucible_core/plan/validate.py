@@ -257,7 +257,14 @@ def _session_rules(tasks: Collection[ir.Task], dependents: dict[str, list[str]],
     for task in tasks:
         if task.session is not None:
             sessions.setdefault(task.session, []).append(task.name)
+    by_name = {task.name: task for task in tasks}
     for session, members in sessions.items():
+        needs = sorted({by_name[name].needs for name in members})
+        if len(needs) > 1:  # one conversation, one set of reachable services and capabilities
+            problems.append(
+                f"tasks sharing session {session!r} declare different needs ({', '.join(needs)}); "
+                "give every task of a session the same needs"
+            )
         for i, left in enumerate(members):
             for right in members[i + 1 :]:
                 if not reaches(left, right) and not reaches(right, left):

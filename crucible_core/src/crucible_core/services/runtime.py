@@ -138,6 +138,10 @@ class ServiceRuntime:
         servers = {forward.mcp_server: forward.mcp_config()} if forward.mcp_server else {}
         return forward.env(), servers
 
+    def one_at_a_time(self, capability: str) -> bool:
+        service = self.resolution.by_capability(capability)
+        return service is not None and service.entry is not None and not service.entry.concurrent_clients
+
     def still_up(self, capability: str) -> bool:
         """Whether the instance a just-finished attempt used is still running (else: transport failure)."""
         service = self.resolution.by_capability(capability)
