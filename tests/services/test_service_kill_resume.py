@@ -91,9 +91,12 @@ def test_sigkill_mid_run_then_resume_leaves_no_cluster_and_no_process(
         stderr=subprocess.DEVNULL,
     )
     try:
-        # Kill somewhere between the service's start (provisioning) and shortly after the task ran.
-        assert wait_for(lambda: "service_start" in kinds(state) or proc.poll() is not None)
-        time.sleep(rng.uniform(0.0, 4.0))
+        # Even trials kill once the cluster is ready (it is then certainly left behind); odd ones
+        # anywhere from the service's start, through provisioning, to the task's end.
+        after = "service_ready" if trial % 2 == 0 else "service_start"
+        assert wait_for(lambda: after in kinds(state) or proc.poll() is not None)
+        time.sleep(rng.uniform(0.0, 0.5 if trial % 2 == 0 else 4.0))
+        killed_mid_run = proc.poll() is None
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait()
@@ -101,6 +104,8 @@ def test_sigkill_mid_run_then_resume_leaves_no_cluster_and_no_process(
     assert wait_for(lambda: tool_processes(str(tmp_path)) == [], bound=20)
     left_by_the_kill = sorted(oubliette.inventory())
     print(f"trial {trial}: clusters left by the killed engine: {left_by_the_kill}")
+    if trial % 2 == 0 and killed_mid_run and "service_exit" not in kinds(state):
+        assert left_by_the_kill  # the case this test is for: a cluster only the resume can reclaim
 
     done = run_crucible("plan", "run", plan, "--state-dir", state, "--resume", cwd=tmp_path / "ws", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
