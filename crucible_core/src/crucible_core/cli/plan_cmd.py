@@ -106,11 +106,12 @@ def run(
     # A service's secrets reach only that service's process, never a task's environment.
     secret_names = {secret.name for service in declared for secret in service.secrets}
     config.env = {key: value for key, value in os.environ.items() if key not in secret_names}
+    # Read the catalog before the log opens: a broken catalog is refused with nothing recorded.
+    resolution = run_services.resolve_declared(declared, os.environ) if declared else None
     log = SessionLog(log_path)
     services = None
     try:
-        if declared:
-            resolution = run_services.resolve_declared(declared, os.environ)
+        if resolution is not None:
             services = run_services.open_runtime(resolution, state_dir=state, emit=log.emit)
             config.services = services
         report = PlanExecutor(plan, kinds, log, config, prior).run()
@@ -165,6 +166,10 @@ def show(file: Path | None, manifest: Path | None, fmt: str, caps: tuple[str, ..
             )
     else:
         assert file is not None
+        from crucible_core.plan.load import read_plan_file
+        from crucible_core.services import run_services
+
+        run_services.declarations_of(read_plan_file(file), [file.resolve().parent], str(file))
         plan = validate(load_plan(file, kinds), kinds, source=str(file))
     verdict = _truncation_verdict(plan, frozenset(caps))
     if fmt == "json":
