@@ -46,9 +46,12 @@ class ServiceForward:
 
     service: str
     url: str
-    bearer: str
-    mcp_server: str | None
+    bearer: str = attrs.field(repr=False)
+    mcp_server: str | None = None
     handoff: tuple[str, str] | None = None
+    # For a backend with a forward of its own (openshell's ServiceNeed takes these three):
+    port: int = 0  # the service's own loopback port
+    mcp_path: str = "/mcp"
 
     def env(self) -> dict[str, str]:
         key = self.service.upper()
@@ -192,6 +195,8 @@ class ServiceRuntime:
             bearer=self._bearers[instance.service.name],
             mcp_server=f"service.{instance.service.name}" if mcp else None,
             handoff=handoff,
+            port=instance.port,
+            mcp_path=entry.mcp_path,
         )
 
     def _handoff_dir(self, name: str) -> Path:
