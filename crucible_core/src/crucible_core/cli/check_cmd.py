@@ -73,6 +73,8 @@ def _check_workflow(manifest: Path) -> bool:
         click.echo("check passed")
         return True
     return False
+
+
 def _check_plan(path: Path) -> None:
     """A plan file: the graph validates, and each declared service resolves (or why not, by name)."""
     import os
