@@ -151,3 +151,32 @@ def test_a_descendant_that_left_the_group_is_still_killed(tmp_path: Path) -> Non
 def test_an_escaped_descendant_dies_with_the_engine(tmp_path: Path) -> None:
     marker = f"crucible-test-{uuid.uuid4().hex}"
     kill_engine_running(tmp_path, f"setsid {sleeper(marker)} & wait", marker, 1)
+
+
+ADOPTING_ENGINE = """
+import os, sys
+from pathlib import Path
+from crucible_core import process
+assert process.adopt_orphans()
+done = process.run(sys.argv[1], cwd=Path(sys.argv[2]), env=os.environ, timeout=30)
+print("ok" if done.ok else "failed")
+# the sweep reaped what it killed: no zombie of the escaped sleeper is left as our child
+left = [p for p in process._children(os.getpid()) if p != process._guard.pid()]
+print("children", left)
+"""
+
+
+def test_an_adopting_engine_kills_a_descendant_that_left_the_group(tmp_path: Path) -> None:
+    """The subreaper path (the CLI's): orphans re-parent to the engine, and the sweep that then
+    walks only its descendants still finds and kills the escaped one, and reaps it."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    command = f"setsid {sleeper(marker)} & sleep 0.3; echo started"
+    done = subprocess.run(
+        [sys.executable, "-c", ADOPTING_ENGINE, command, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ok" in done.stdout and "children []" in done.stdout, done.stdout
+    assert wait_until_gone(marker) == []

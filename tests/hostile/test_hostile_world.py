@@ -187,18 +187,50 @@ exit 0
 """
 
 
-def test_a_measure_that_edits_the_candidate_gives_no_reading(example) -> None:
+def test_a_measure_that_edits_the_candidate_does_not_get_the_edit_kept(example) -> None:
+    """Keep what was measured: the edit the measure makes after printing its score is rolled
+    back, and the commit holds the content that was scored."""
     manifest = hostile_domain(example, {})
     (manifest.parent / "measure.sh").write_text(MEASURE_THAT_EDITS)
     run_and_check(manifest, 3)
     got = rows(manifest)
-    assert [r["decision"] for r in got] == ["baseline", "keep", "discard", "discard"]
-    assert all("the measure changed the workspace" in r["note"] for r in got[2:])
-    assert [r["valid"] for r in got] == [True, True, False, False]
+    assert [r["decision"] for r in got] == ["baseline", "keep", "keep", "keep"]
+    assert [r["valid"] for r in got] == [True, True, True, True]
     workspace = manifest.parent / "workspace"
-    assert (workspace / "value.txt").read_text().strip() == "1"
+    assert (workspace / "value.txt").read_text().strip() == "3"
     for sha in git(workspace, "rev-list", "--all").split():
         assert git(workspace, "show", f"{sha}:value.txt").strip() != "100"
+    assert git(workspace, "show", f"{got[2]['sha']}:value.txt").strip() == "2"
+
+
+PYTHON_MEASURE = """#!/bin/sh
+# an ordinary Python measure: importing a module of the workspace writes __pycache__/
+exec env -u PYTHONDONTWRITEBYTECODE python3 -c 'import scoring; scoring.main()'
+"""
+
+SCORING = """import json
+
+
+def main():
+    v = int(open("value.txt").read())
+    print(json.dumps({"valid": True, "score": v, "note": "value=%d" % v}))
+"""
+
+
+def test_a_python_measure_leaving_pycache_keeps_normally(example) -> None:
+    manifest = hostile_domain(example, {})
+    (manifest.parent / "measure.sh").write_text(PYTHON_MEASURE)
+    (manifest.parent / "scoring.py").write_text(SCORING)
+    toml = manifest.read_text()
+    assert 'inject = ["measure.sh"]' in toml
+    manifest.write_text(toml.replace('inject = ["measure.sh"]', 'inject = ["measure.sh", "scoring.py"]'))
+    run_and_check(manifest, 2)
+    got = rows(manifest)
+    assert [r["decision"] for r in got] == ["baseline", "keep", "keep"], [r["note"] for r in got]
+    workspace = manifest.parent / "workspace"
+    assert not (workspace / "__pycache__").exists()  # the measure's build output was rolled back
+    tracked = git(workspace, "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert not any("__pycache__" in name for name in tracked)
 
 
 def test_a_candidate_that_changes_nothing_is_discarded_unmeasured(example) -> None:

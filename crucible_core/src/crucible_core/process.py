@@ -7,11 +7,19 @@ engine dies for any reason (SIGKILL included) the pipe closes and the guard kill
 still registered, and every process carrying this engine's mark in its environment, so no
 child outlives the engine. (No PR_SET_PDEATHSIG: it needs a preexec_fn, which forces a full
 fork instead of vfork and costs about 2 ms per child in a large engine process.)
+
+After each child, its descendants that left the group (an agent's tool shell may start a
+session of its own) are killed by the child's mark. Finding them by reading every
+/proc/*/environ costs about 2 ms per child, so an engine process that owns its children (the
+CLI) calls `adopt_orphans()`: it becomes a child subreaper, every orphan of its subtree is
+re-parented to it, and the mark sweep walks only its own descendants, and only when a process
+it did not start is among its children.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import signal
@@ -157,6 +165,10 @@ class _Guard:
                 self._proc = None
         return self._proc
 
+    def pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None else None
+
     def tell(self, line: str) -> None:
         with self._lock:
             proc = self._ensure()
@@ -233,6 +245,127 @@ def kill_marked(mark: str) -> int:
     return killed
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class _Orphans:
+    """The subreaper mode: which children this process started, so an adopted one stands out.
+
+    `_lock` is held across a spawn and its registration, and across a scan, so a child that is
+    forked but not yet registered is never taken for an orphan (and never reaped by us).
+    """
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.lock = threading.Lock()
+        self.started: set[int] = set()
+
+    def enable(self) -> bool:
+        if self.enabled:
+            return True
+        if not sys.platform.startswith("linux"):
+            return False
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+                return False
+        except (OSError, AttributeError):
+            return False
+        self.enabled = True
+        return True
+
+    def adopted(self) -> list[int]:
+        """Direct children this process did not start: orphans of its subtree, re-parented here."""
+        guard = _guard.pid()
+        return [pid for pid in _children(os.getpid()) if pid not in self.started and pid != guard]
+
+
+_orphans = _Orphans()
+
+
+def adopt_orphans() -> bool:
+    """Make this process a child subreaper (Linux): orphans of its children re-parent to it.
+
+    Call it once from a process that starts its children only through this module (the CLI):
+    the per-child sweep then reads only this process's descendants, and only when one of them
+    was adopted. False where the kernel refuses; the full /proc sweep stays in force then.
+    """
+    return _orphans.enable()
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                found.extend(int(x) for x in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _descendants(root: int) -> list[int]:
+    seen: list[int] = []
+    stack = _children(root)
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.append(pid)
+        stack.extend(_children(pid))
+    return seen
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
+
+
+def _sweep_adopted(mark: str) -> None:
+    """Subreaper mode: kill this child's marked descendants, looking only if an orphan was adopted.
+
+    Every orphan of this process's subtree is re-parented here, so the marked processes are all
+    among its descendants; the walk reads their environments only, and runs only when a child
+    this process did not start is present. Adopted children that died are reaped here (nobody
+    else waits for them).
+    """
+    me = os.getpid()
+    needle = f"\0{SUPERVISOR_ENV}={mark}\0".encode()
+    with _orphans.lock:
+        for _ in range(3):  # a victim's own children re-parent here as it dies: look again
+            adopted = _orphans.adopted()
+            if not adopted:
+                return
+            killed: list[int] = []
+            for pid in _descendants(me):
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as handle:
+                        environ = b"\0" + handle.read() + b"\0"
+                except OSError:
+                    continue
+                if needle in environ:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+            for pid in adopted:
+                # a killed adopted child dies promptly: wait for it; a zombie is collected
+                with contextlib.suppress(ChildProcessError, OSError):
+                    if pid in killed:
+                        os.waitpid(pid, 0)
+                    elif _is_zombie(pid):
+                        os.waitpid(pid, os.WNOHANG)
+            if not killed:
+                return
+
+
 def _kill_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -291,17 +424,21 @@ def run(
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
     mark = _guard.child_mark()
     started = time.monotonic()
+    spawning = _orphans.lock if _orphans.enabled else contextlib.nullcontext()
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env={**env, SUPERVISOR_ENV: mark},
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
+        with spawning:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env={**env, SUPERVISOR_ENV: mark},
+                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+            if _orphans.enabled:
+                _orphans.started.add(proc.pid)
     except OSError as exc:
         return Completed(-1, "", "", False, time.monotonic() - started, spawn_error=str(exc))
     pgid = proc.pid
@@ -330,7 +467,12 @@ def run(
         proc.wait()
         # Descendants that started a session of their own (an agent's tool shell does) left
         # the group; they still carry the child's mark.
-        kill_marked(mark)
+        if _orphans.enabled:
+            with _orphans.lock:
+                _orphans.started.discard(proc.pid)
+            _sweep_adopted(mark)
+        else:
+            kill_marked(mark)
         _guard.tell(f"-{pgid}")
         for pump in pumps:
             pump.join(timeout=5)

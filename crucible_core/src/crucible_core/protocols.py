@@ -117,6 +117,14 @@ class World(Protocol):
         returns `refused`.
         """
 
+    def put_back_staged(self, token: str) -> None:
+        """Put the files back to the content stage() named `token`, undoing what came after.
+
+        Called after a measure whose run changed the candidate (a Python measure leaves
+        `__pycache__/`, a careless one rewrites a file): the measure's side effects are rolled
+        back, so a keep commits exactly what was measured. Raises RunFailed when it cannot.
+        """
+
     def last_commit_sha(self) -> str | None:
         """The git half of the latest kept state, for kept_shas and publishing."""
 

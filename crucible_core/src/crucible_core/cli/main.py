@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import click
 
-from crucible_core import __version__
+from crucible_core import __version__, process
 from crucible_core.errors import CrucibleError, ExitCode
 
 # Built-in commands, imported only when invoked so `crucible --help` stays fast.
@@ -101,6 +101,11 @@ def usage_error_line(exc: click.ClickException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    if argv is None:
+        # Started as the `crucible` command: this process starts its children only through the
+        # supervisor, so it may adopt their orphans (a cheaper sweep; see process.py). Called
+        # in-process with arguments (tests, embedding), it leaves the host process as it is.
+        process.adopt_orphans()
     args = _normalize(list(sys.argv[1:] if argv is None else argv))
     try:
         code = cli.main(args=args, prog_name="crucible", standalone_mode=False)

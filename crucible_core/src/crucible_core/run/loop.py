@@ -143,20 +143,17 @@ def stage_for_measure(engine: Engine, iteration: int) -> Staged:
 
 
 def measure_staged(engine: Engine, run: Run, iteration: int, staged: Staged) -> Reading:
-    """Measure, then make sure the measure left the candidate as it found it.
+    """Measure, then put the candidate back as it was staged: what is kept is what was measured.
 
-    What is kept must be what was measured: a measure that edits the candidate (or damages the
-    world) gives no reading, and the loop rolls the candidate back.
+    A measure's side effects on the workspace (build output such as `__pycache__/`, an edited
+    file) are rolled back rather than kept; a measure that damages the world gives no reading.
     """
     reading = engine.measure(run, iteration)
     after = engine.world.stage()
     if after.refused:
         return Reading.invalid(f"the measure damaged the workspace: {after.refused}")
     if after.token != staged.token:
-        return Reading.invalid(
-            "the measure changed the workspace: a measure must leave the candidate as it found it "
-            "(write its outputs outside the workspace or to an ignored path)"
-        )
+        engine.world.put_back_staged(staged.token)
     return reading
 
 

@@ -126,6 +126,10 @@ class CommandWorld:
             return Staged(token=staged.token, unchanged=False, refused=staged.refused)
         return staged
 
+    def put_back_staged(self, token: str) -> None:
+        # the files only: the domain's own state is the measure's business, as it is for restore
+        self.git.put_back_staged(token)
+
     def last_commit_sha(self) -> str | None:
         return self.git.last_commit_sha()
 

@@ -503,6 +503,25 @@ class GitMemory:
             )
         return "", False, f"the candidate damaged the workspace repository ({why}); it was rebuilt"
 
+    def put_back_staged(self, token: str) -> None:
+        """Make the files hold the staged tree `token` again: what changed since stage() is undone.
+
+        A measure's side effects (a build directory, a rewritten file) go this way, so a keep
+        commits what was measured. Ignored and spared paths are left alone, as restore leaves them.
+        """
+        why = self.damage()
+        if why is not None:
+            raise RunFailed(
+                f"the workspace repository is damaged ({why}); the candidate was not kept",
+                hint="resume the run: the repository is rebuilt from the engine's record",
+            )
+        try:
+            self._checkout(bytes.fromhex(token))
+        except (OSError, ValueError) as exc:
+            raise RunFailed(
+                f"could not undo the measure's changes in {self.workspace}: {exc}", hint="check the workspace"
+            ) from exc
+
     def snapshot(self, label: str) -> str:
         """Stage everything and commit it; with nothing to commit, HEAD is the snapshot."""
         why = self.damage()

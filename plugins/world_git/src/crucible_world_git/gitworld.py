@@ -85,6 +85,9 @@ class GitWorld:
         token, unchanged, refused = self.memory.stage()
         return Staged(token=token, unchanged=unchanged, refused=refused)
 
+    def put_back_staged(self, token: str) -> None:
+        self.memory.put_back_staged(token)
+
     def last_commit_sha(self) -> str | None:
         if self.memory.kept is not None:
             return self.memory.kept
