@@ -108,6 +108,12 @@ class ExecutorConfig:
         if capability in reasons:
             return f"{capability!r} is unavailable: {reasons[capability]}"
         return f"{capability!r}, which this run does not declare (--cap)"
+    # Run each task on the calling thread (one at a time): in-process engine operations stay on
+    # the thread that owns the run's signals, so an operator abort interrupts them as before.
+    inline: bool = False
+    # Write plan_admitted / task_result / shutdown; the default loop's iteration graph writes
+    # none (its rows are the record a reader expects; see docs/architecture.md).
+    record: bool = True
 
 
 @attrs.frozen
@@ -441,6 +447,9 @@ class PlanExecutor:
             heapq.heappop(self._candidates)
             TASK_MACHINE.step("pending", "running")
             in_flight.add(name)
+            if self.config.inline:
+                self._run_task(task, decision, done)
+                return  # settled before the next dispatch: the caller's loop takes it off `done`
             pool.submit(self._run_task, task, decision, done)
 
     def _readiness(self, task: ir.Task) -> dict[str, Any] | _Settled | None:
@@ -640,6 +649,8 @@ class PlanExecutor:
         return PlanReport(state, verdict, self.spent, dict(self.results), reason)
 
     def _emit(self, kind: str, **fields: Any) -> None:
+        if not self.config.record:
+            return
         # Through the shared wire: the fields become its record (a shape it refuses is a bug here).
         line = wire.from_object({"kind": kind, **fields})
         if line is None or isinstance(line.event, wire.Unknown):

@@ -83,8 +83,7 @@ class FileStore:
 
     def __init__(self, directory: Path, max_bytes: int) -> None:
         self.directory = directory
-        self.max_bytes = max_bytes
-        directory.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes  # the directory is made by the first capture (publish)
 
     def set_dir(self, task: str) -> Path:
         return self.directory / task

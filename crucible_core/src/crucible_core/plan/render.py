@@ -118,20 +118,8 @@ def to_mermaid(plan: ir.ValidPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def default_iteration_plan(budget_usd: float = 1.0) -> ir.Plan:
-    """The graph one autoresearch iteration runs today: propose -> apply -> measure -> decide."""
-    from crucible_core.plan.builtin_kinds import EngineFields
+def default_iteration_plan() -> ir.Plan:
+    """The graph one autoresearch iteration runs (plan/iteration.py, where the loop takes it too)."""
+    from crucible_core.plan.iteration import iteration_plan
 
-    chain = ("propose", "apply", "measure", "decide")
-    tasks = []
-    for i, op in enumerate(chain):
-        source = "measure" if op == "decide" else None
-        tasks.append(
-            ir.Task(
-                name=op,
-                kind=f"engine_{op}",
-                fields=EngineFields(op=op, source=source),
-                depends_on=(chain[i - 1],) if i else (),
-            )
-        )
-    return ir.Plan(version=ir.PLAN_VERSION, budget=ir.Budget(budget_usd), tasks=tuple(tasks))
+    return iteration_plan()

@@ -24,11 +24,11 @@ from crucible_core.run import distress
 from crucible_core.run import prompt as prompts
 from crucible_core.run.agent_output import TurnOutputCap
 from crucible_core.run.budget import Budget
+from crucible_core.run.context import LoopExit, Run, measure_context
 from crucible_core.run.drivers import Drivers
 from crucible_core.run.gates import Gates
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle
-from crucible_core.run.loop import LoopExit, Run, measure_context
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.results_chart import RESULTS_CHART_NAME, render_results_chart
 from crucible_core.run.results_md import render_results
@@ -57,7 +57,7 @@ class Engine:
     agent_env: dict[str, str]
     goal: str
     method_template: str
-    gates: Gates = attrs.field(default=None)
+    gates: Gates = attrs.field(default=None)  # run.assemble.build_engine binds them to the loop
     now: Callable[[], float] = time.monotonic
     lifecycle: Lifecycle | None = None  # plugins' turn hooks; None in tests that build an engine bare
     preflight: Preflight | None = None  # [preflight] rungs; None when the manifest has none

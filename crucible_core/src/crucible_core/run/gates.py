@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -11,7 +12,7 @@ from crucible_core.contract import wire
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.control.ledger import Ledger
 from crucible_core.run import distress, escalation, parking
-from crucible_core.run.loop import LoopExit, Run, Segment, fingerprint, reject, run_baseline
+from crucible_core.run.context import LoopExit, Run, Segment, fingerprint
 from crucible_core.run.parking import WaitMode
 
 if TYPE_CHECKING:
@@ -22,15 +23,29 @@ class Aborted(BaseException):
     """An operator abort interrupting a running child; BaseException so no driver swallows it."""
 
 
+def _unbound(*_args: Any) -> Any:
+    raise RuntimeError("the gates were not bound to a loop (build the engine with run.assemble)")
+
+
 class Gates:
     """What the loop asks between iterations and around a turn: operator orders, steering, escalation, parking.
 
     Orders arrive on the control bridge's threads and wait in the inbox; the loop takes them
     here, at its own safe points, and settles each in the admission ledger once it took effect.
+    The two loop operations a gate needs (re-baseline after a re-scope, discard an escalated
+    candidate) are handed in as functions, so the gates never import the loop.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        rebaseline: Callable[[Run], LoopExit | None] = _unbound,
+        discard: Callable[[Run, int, str], None] = _unbound,
+    ) -> None:
         self.engine = engine
+        self.rebaseline = rebaseline
+        self.discard = discard
         self.inbox = Inbox()
         self.ledger: Ledger | None = None
         self.stop_reason: str | None = None
@@ -238,7 +253,7 @@ class Gates:
         if order is not None:
             self.settle(order, "applied", f"segment {run.segment.index}")
         self.publish(run)
-        return run_baseline(engine, run)
+        return self.rebaseline(run)
 
     # -- around a turn --------------------------------------------------------------------------
     def take_steer(self) -> str:
@@ -305,7 +320,7 @@ class Gates:
                     evidence="\n".join(escalated.evidence),  # the contract carries one text
                 )
             )
-            reject(engine, run, iteration, f"escalated ({escalated.category}): {escalated.reason}")
+            self.discard(run, iteration, f"escalated ({escalated.category}): {escalated.reason}")
             return LoopExit.ESCALATED
         marker = parking.take_marker(paths.provisioning_file)
         if marker is not None:

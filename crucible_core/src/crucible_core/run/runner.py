@@ -35,6 +35,7 @@ from crucible_core.protocols import Reporter, ReporterContext
 from crucible_core.redact import Redactor
 from crucible_core.run import distress
 from crucible_core.run.agent_ready import refuse_unstartable_agent
+from crucible_core.run.assemble import build_engine
 from crucible_core.run.budget import Budget
 from crucible_core.run.drivers import DriverChoice, build_drivers
 from crucible_core.run.engine import Engine, RunOptions, agent_environment, engine_environment
@@ -211,7 +212,7 @@ def _execute_locked(
         if m.agent.method_prompt
         else DEFAULT_METHOD
     )
-    engine = Engine(
+    engine = build_engine(
         loaded=loaded,
         paths=paths,
         drivers=drivers,

@@ -1,0 +1,70 @@
+"""An Engine built in one step from its parts, with its gates bound to the loop.
+
+The runner builds its engine here, and so does a unit test with in-memory drivers: the same
+wiring either way, and no module of the run shell imports one that imports it back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.manifest.paths import RunPaths
+from crucible_core.protocols import AgentBackend, Judge, World
+from crucible_core.redact import Redactor
+from crucible_core.run.budget import Budget
+from crucible_core.run.drivers import DriverChoice, Drivers
+from crucible_core.run.engine import Engine, RunOptions
+from crucible_core.run.gates import Gates
+from crucible_core.run.loop import reject, run_baseline
+from crucible_core.run.prompt import DEFAULT_METHOD
+from crucible_core.session_log import SessionLog
+
+
+def build_engine(
+    *,
+    loaded: LoadedManifest,
+    paths: RunPaths,
+    log: SessionLog,
+    budget: Budget,
+    drivers: Drivers | None = None,
+    world: World | None = None,
+    judge: Judge | None = None,
+    backend: AgentBackend | None = None,
+    options: RunOptions | None = None,
+    redactor: Redactor | None = None,
+    agent_env: dict[str, str] | None = None,
+    goal: str | None = None,
+    method_template: str = DEFAULT_METHOD,
+    now: Callable[[], float] = time.monotonic,
+) -> Engine:
+    """The engine of one run: its drivers (built, or world + judge + backend given), log, budget.
+
+    The gates get the two loop operations they need (re-baseline after a re-scope, discard an
+    escalated candidate) as functions bound to this engine.
+    """
+    if drivers is None:
+        if world is None or judge is None or backend is None:
+            raise TypeError("build_engine needs drivers, or a world, a judge and a backend")
+        drivers = Drivers(world=world, judge=judge, backend=backend, choice=DriverChoice.of(loaded))
+    engine = Engine(
+        loaded=loaded,
+        paths=paths,
+        drivers=drivers,
+        log=log,
+        budget=budget,
+        options=options or RunOptions(),
+        redactor=redactor or Redactor(),
+        agent_env=dict(agent_env or {}),
+        goal=goal if goal is not None else loaded.goal_text(),
+        method_template=method_template,
+        now=now,
+        gates=None,
+    )
+    engine.gates = Gates(
+        engine,
+        rebaseline=lambda run: run_baseline(engine, run),
+        discard=lambda run, iteration, why: reject(engine, run, iteration, why),
+    )
+    return engine
