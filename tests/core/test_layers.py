@@ -62,3 +62,78 @@ def test_the_checker_sees_a_breach() -> None:
     for module in (PACKAGE / "run").rglob("*.py"):
         parts |= imported_parts(module)
     assert {"contract", "control", "manifest"} <= parts
+
+
+def runtime_imports(path: Path, package: str) -> set[str]:
+    """The modules of `crucible_core.<package>` a module imports when it runs.
+
+    Imports under `if TYPE_CHECKING:` are left out: they exist for annotations only (the
+    modules use `from __future__ import annotations`), are never executed, and so cannot make
+    an import circle at run time. Imports inside functions count: they run.
+    """
+    tree = ast.parse(path.read_text(), str(path))
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    prefix = f"crucible_core.{package}"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith(prefix + "."):
+                found.add(node.module.split(".")[2])
+            elif node.module == prefix:
+                found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(prefix + "."):
+                    found.add(alias.name.split(".")[2])
+    return found
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle in `graph` (module -> modules it imports), or None."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state and (found := visit(target)):
+                return found
+        state[module] = 2
+        path.pop()
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def test_the_run_shell_has_no_import_cycle() -> None:
+    """engine, gates and loop used to import each other; the Run context (run/context.py), the
+    shared steps (run/steps.py) and gates that take the loop's operations as functions keep the
+    run/ modules a tree at run time (type-only imports under TYPE_CHECKING are exempt)."""
+    graph = {
+        module.stem: runtime_imports(module, "run") - {module.stem}
+        for module in (PACKAGE / "run").glob("*.py")
+        if module.stem != "__init__"
+    }
+    assert {"engine", "gates", "loop"} <= graph.keys()
+    assert import_cycle(graph) is None
+
+
+def test_the_cycle_check_finds_a_circle() -> None:
+    assert import_cycle({"engine": {"gates"}, "gates": {"loop"}, "loop": {"engine"}}) == [
+        "engine",
+        "gates",
+        "loop",
+        "engine",
+    ]
+    assert import_cycle({"engine": {"context"}, "loop": {"context"}, "context": set()}) is None

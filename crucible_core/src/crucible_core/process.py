@@ -275,9 +275,19 @@ class _Orphans:
         return True
 
     def adopted(self) -> list[int]:
-        """Direct children this process did not start: orphans of its subtree, re-parented here."""
+        """Direct children this process did not start: orphans of its subtree, re-parented here.
+
+        The kernel hands an orphan to the subreaper's first live thread, the main one while it
+        lives, so only its children list is read (one file, not one per thread).
+        """
         guard = _guard.pid()
-        return [pid for pid in _children(os.getpid()) if pid not in self.started and pid != guard]
+        me = os.getpid()
+        try:
+            with open(f"/proc/{me}/task/{me}/children", "rb") as handle:
+                listed = [int(x) for x in handle.read().split()]
+        except (OSError, ValueError):
+            listed = _children(me)  # the main thread is gone: look under every thread
+        return [pid for pid in listed if pid not in self.started and pid != guard]
 
 
 _orphans = _Orphans()

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from crucible_core.cli.options import manifest_option, state_dir_option
+from crucible_core.control.orders import ORDERS, Payload
 
 Handler = Callable[..., dict[str, Any]]
 
@@ -78,55 +79,32 @@ def _control_command(
 
 _reason = click.option("--reason", default=None, help="Why (recorded in the admission ledger).")
 
-steer = _control_command(
-    "steer",
-    "steer",
-    "Deliver TEXT into the live run's next agent prompt ({{STEER}}).",
-    click.argument("text"),
-    offline=(
-        "no run is live to steer: put the text in STEER.md next to the manifest, and the next "
-        "`crucible run --resume` (or a fresh run) delivers it with its first prompt"
+_PAYLOAD_OPTIONS: dict[Payload, tuple[Any, ...]] = {
+    Payload.REASON: (_reason,),
+    Payload.TEXT: (click.argument("text"),),
+    Payload.REGIME: (click.argument("regime"),),
+    Payload.BUDGET: (
+        click.option("--iterations", type=click.IntRange(min=0), default=None, help="Total agent turns."),
+        click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="USD."),
+        click.option("--max-time", default=None, help="Active wall-clock (90s, 15m, 2h)."),
     ),
-)
-stop = _control_command(
-    "stop",
-    "stop",
-    "Stop the live run at its next iteration head (the running turn is finished and judged).",
-    _reason,
-)
-abort = _control_command(
-    "abort",
-    "abort",
-    "Stop the live run now: kill the running turn or measure and restore the last kept state.",
-    _reason,
-)
-pause = _control_command(
-    "pause",
-    "pause",
-    "Park the live run at its next iteration head; the budget clock stops while parked.",
-    _reason,
-)
-unpause = _control_command("unpause", "resume", "Let a paused run continue.", _reason)
-approve = _control_command(
-    "approve", "approve", "Grant the pending approval: re-baseline in the asked-for regime.", _reason
-)
-deny = _control_command(
-    "deny", "deny", "Refuse the pending approval (a block-mode wait then escalates).", _reason
-)
-rescope = _control_command(
-    "rescope",
-    "rescope",
-    "Move the live run to REGIME: a new segment with its own baseline.",
-    click.argument("regime"),
-)
-budget = _control_command(
-    "budget",
-    "set-budget",
-    "Change the live run's budget; iterations count from the start of the run.",
-    click.option("--iterations", type=click.IntRange(min=0), default=None, help="Total agent turns."),
-    click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="USD."),
-    click.option("--max-time", default=None, help="Active wall-clock (90s, 15m, 2h)."),
-)
+}
+# One command per operator order, from the table every part of the core reads (control/orders.py).
+OPERATOR_COMMANDS = {
+    order.command: _control_command(
+        order.command, order.name, order.help, *_PAYLOAD_OPTIONS[order.payload], offline=order.offline
+    )
+    for order in ORDERS
+}
+steer = OPERATOR_COMMANDS["steer"]
+stop = OPERATOR_COMMANDS["stop"]
+abort = OPERATOR_COMMANDS["abort"]
+pause = OPERATOR_COMMANDS["pause"]
+unpause = OPERATOR_COMMANDS["unpause"]
+approve = OPERATOR_COMMANDS["approve"]
+deny = OPERATOR_COMMANDS["deny"]
+rescope = OPERATOR_COMMANDS["rescope"]
+budget = OPERATOR_COMMANDS["budget"]
 
 
 @click.command("status")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import click
 
 from crucible_core import __version__, process
+from crucible_core.control.orders import ORDERS
 from crucible_core.errors import CrucibleError, ExitCode
 
 # Built-in commands, imported only when invoked so `crucible --help` stays fast.
@@ -31,18 +32,8 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "completion": ("crucible_core.cli.completion_cmd", "Print a shell completion script (bash, zsh, fish)."),
     # operator control of a live run (module:attribute when one module holds several commands)
     "status": ("crucible_core.cli.control_cmd:status", "Show where a live run stands."),
-    "steer": ("crucible_core.cli.control_cmd:steer", "Deliver steering into a live run's next prompt."),
-    "stop": ("crucible_core.cli.control_cmd:stop", "Stop a live run at its next iteration head."),
-    "abort": (
-        "crucible_core.cli.control_cmd:abort",
-        "Stop a live run now: kill the turn, restore the world.",
-    ),
-    "pause": ("crucible_core.cli.control_cmd:pause", "Park a live run at its next iteration head."),
-    "unpause": ("crucible_core.cli.control_cmd:unpause", "Let a paused run continue."),
-    "approve": ("crucible_core.cli.control_cmd:approve", "Grant a live run's pending approval (re-scope)."),
-    "deny": ("crucible_core.cli.control_cmd:deny", "Refuse a live run's pending approval."),
-    "rescope": ("crucible_core.cli.control_cmd:rescope", "Move a live run to a new regime (new segment)."),
-    "budget": ("crucible_core.cli.control_cmd:budget", "Change a live run's iteration, cost or time budget."),
+    # one per operator order, from the table the whole core reads (control/orders.py)
+    **{order.command: (f"crucible_core.cli.control_cmd:{order.command}", order.summary) for order in ORDERS},
     "escalate": ("crucible_core.cli.escalate_cmd", "For agents: hand the run to a human (ESCALATION.json)."),
     "distress": ("crucible_core.cli.distress_cmd", "For agents: page a human; error suspends the run."),
 }

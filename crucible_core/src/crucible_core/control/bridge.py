@@ -28,6 +28,7 @@ from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 from crucible_core.control.commands import MUTATING, READ_ONLY, STOPPING, BadRequest, payload_of
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.control.ledger import IdempotencyConflict, Ledger, valid_id
+from crucible_core.control.orders import NEEDS_PENDING_APPROVAL
 from crucible_core.manifest.paths import write_atomic
 
 MAX_REQUEST_BYTES = 256 * 1024
@@ -107,7 +108,7 @@ class ControlBridge:
             payload = payload_of(cmd, request)
         except BadRequest as exc:
             return {"ok": False, "cmd": cmd, "error": str(exc)}
-        if cmd in ("approve", "deny") and not self.inbox.status().get("approval"):
+        if cmd in NEEDS_PENDING_APPROVAL and not self.inbox.status().get("approval"):
             known = self.ledger.entries.get(id_) if id_ is not None else None
             if known is None:  # a redelivery of a settled approve still converges below
                 return {"ok": False, "cmd": cmd, "error": "no approval is pending"}

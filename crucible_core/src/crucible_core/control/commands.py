@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from crucible_core.control.orders import BY_NAME, MUTATING, STOPPING, Payload
 from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
 
 READ_ONLY = frozenset({"status"})
-MUTATING = frozenset(
-    {"steer", "approve", "deny", "rescope", "set-budget", "pause", "resume", "stop", "abort"}
-)
-# Commands that must take effect even when the ledger cannot record them.
-STOPPING = frozenset({"stop", "abort"})
+# MUTATING (every operator order) and STOPPING come from the one table in control/orders.py.
+__all__ = ["MUTATING", "READ_ONLY", "STOPPING", "BadRequest", "budget_payload", "payload_of"]
 MAX_TEXT_BYTES = 64 * 1024
 
 
@@ -62,13 +60,14 @@ def budget_payload(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def payload_of(cmd: str, request: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a mutating command that the ledger records and idempotency compares."""
-    if cmd == "steer":
+    order = BY_NAME.get(cmd)
+    if order is None:
+        raise BadRequest(f"unknown command {cmd!r} (known: {', '.join(sorted(MUTATING | READ_ONLY))})")
+    if order.payload is Payload.TEXT:
         return {"text": _text(request, "text", required=True)}
-    if cmd == "rescope":
+    if order.payload is Payload.REGIME:
         return {"regime": _text(request, "regime", required=True)}
-    if cmd == "set-budget":
+    if order.payload is Payload.BUDGET:
         return budget_payload(request)
-    if cmd in MUTATING:
-        reason = _text(request, "reason", required=False)
-        return {"reason": reason} if reason is not None else {}
-    raise BadRequest(f"unknown command {cmd!r} (known: {', '.join(sorted(MUTATING | READ_ONLY))})")
+    reason = _text(request, "reason", required=False)
+    return {"reason": reason} if reason is not None else {}

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from crucible_core.control.orders import INTERRUPTING
+
 
 @attrs.frozen
 class Order:
@@ -35,10 +37,10 @@ class Inbox:
     def put(self, order: Order) -> None:
         with self._cond:
             self._orders.append(order)
-            if order.input == "abort":
+            if order.input in INTERRUPTING:
                 self.abort_requested = True
             self._cond.notify_all()
-        if order.input == "abort" and self.on_abort is not None:
+        if order.input in INTERRUPTING and self.on_abort is not None:
             self.on_abort()
 
     def take(self, inputs: frozenset[str] | None = None) -> list[Order]:

@@ -24,8 +24,6 @@ from crucible_core.manifest.paths import write_atomic
 
 MAX_ID_BYTES = 256
 OUTCOMES = frozenset({"applied", "superseded", "rejected"})
-# Inputs a resume overrides rather than re-arms: the new process is itself the operator's answer.
-OVERRIDDEN_BY_RESUME = frozenset({"stop", "abort", "approve", "deny"})
 
 
 class IdempotencyConflict(Exception):

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from crucible_core.contract import wire
+from crucible_core.control import orders
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.control.ledger import Ledger
 from crucible_core.run import distress, escalation, parking
@@ -73,7 +74,7 @@ class Gates:
             raise Aborted
 
     def settle_aborts(self) -> None:
-        for order in self.inbox.take(frozenset({"abort", "stop"})):
+        for order in self.inbox.take(orders.STOPPING):
             self.settle(order, "applied", "the run stopped")
 
     # -- the iteration head -----------------------------------------------------------------
@@ -95,32 +96,32 @@ class Gates:
             return LoopExit.STOPPED
         for order in self.inbox.take():
             kind, payload = order.input, order.payload
-            if kind in ("abort", "stop"):
+            if kind in orders.STOPPING:
                 engine.note(
-                    f"{'aborted' if kind == 'abort' else 'stopped'} by the operator: {payload.get('reason') or 'no reason given'}"
+                    f"{'aborted' if kind == orders.ABORT else 'stopped'} by the operator: {payload.get('reason') or 'no reason given'}"
                 )
                 self.settle(order, "applied", "the run stopped")
                 self.settle_aborts()
                 return LoopExit.STOPPED
-            if kind == "steer":
+            if kind == orders.STEER:
                 self._steers.append(order)
-            elif kind == "set-budget":
+            elif kind == orders.SET_BUDGET:
                 engine.budget = attrs.evolve(engine.budget, **payload)
                 engine.note(f"budget set by the operator: {engine.budget.describe()}")
                 # the caps in force, for every view that follows them (even in the middle of a park)
                 parked_now = engine.now() - self._parking_since if self._parking_since is not None else 0.0
                 engine.budget_event(run, parked_now)
                 self.settle(order, "applied")
-            elif kind in ("pause", "resume"):
+            elif kind in orders.PAUSE_LEVEL:
                 engine.note(operator_pause_note(kind, was_paused=self.paused, reason=payload.get("reason")))
-                self.paused = kind == "pause"
+                self.paused = kind == orders.PAUSE
                 self.settle(order, "applied")
                 self.publish(run)
-            elif kind == "rescope":
+            elif kind == orders.RESCOPE:
                 ended = self.rescope(run, str(payload["regime"]), order)
                 if ended is not None:
                     return ended
-            elif kind == "approve":
+            elif kind == orders.APPROVE:
                 if run.pending is None:
                     self.settle(order, "rejected", "no approval is pending")
                     continue
@@ -130,7 +131,7 @@ class Gates:
                 ended = self.rescope(run, run.pending.regime, order)
                 if ended is not None:
                     return ended
-            elif kind == "deny":
+            elif kind == orders.DENY:
                 if run.pending is None:
                     self.settle(order, "rejected", "no approval is pending")
                     continue
@@ -258,7 +259,7 @@ class Gates:
     # -- around a turn --------------------------------------------------------------------------
     def take_steer(self) -> str:
         """Steering for the next prompt: operator steers from the bridge, then the STEER.md file channel."""
-        self._steers.extend(self.inbox.take(frozenset({"steer"})))
+        self._steers.extend(self.inbox.take(frozenset({orders.STEER})))
         self._delivering, self._steers = self._steers, []
         parts = [str(o.payload.get("text", "")).strip() for o in self._delivering]
         self._steer_file_text = None

@@ -23,10 +23,11 @@ from crucible_core.contract.decide import Best
 from crucible_core.contract.fold import Folded, fold_path
 from crucible_core.contract.reading import Reading
 from crucible_core.contract.recovery import FINAL_OUTCOMES, classify
+from crucible_core.control import orders
 from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.client import live_run
 from crucible_core.control.inbox import Order
-from crucible_core.control.ledger import OVERRIDDEN_BY_RESUME, Ledger
+from crucible_core.control.ledger import Ledger
 from crucible_core.errors import CrucibleError, ExitCode, PreflightFailed, ResumeConflict, WorkspaceError
 from crucible_core.manifest.loader import LoadedManifest, load_manifest
 from crucible_core.manifest.paths import RunPaths
@@ -569,22 +570,24 @@ def rearm(gates: Gates, budget: Budget) -> Budget:
     ledger = gates.ledger
     if ledger is None:
         return budget
-    level = ledger.latest(frozenset({"pause", "resume"}))
-    gates.paused = level is not None and level.input == "pause"
+    level = ledger.latest(orders.PAUSE_LEVEL)
+    gates.paused = level is not None and level.input == orders.PAUSE
     for entry in sorted(ledger.entries.values(), key=lambda e: e.seq):
-        if entry.input == "set-budget" and entry.outcome != "rejected":
+        if entry.input in orders.REAPPLIED_ON_RESUME and entry.outcome != "rejected":
             budget = attrs.evolve(budget, **entry.payload)  # the live cap is every granted change in order
     for entry in ledger.owed():
-        if entry.input in OVERRIDDEN_BY_RESUME:
+        spec = orders.BY_NAME.get(entry.input)
+        on_resume = spec.on_resume if spec is not None else orders.OnResume.OVERRIDE
+        if on_resume is orders.OnResume.OVERRIDE:
             ledger.settle(entry.key, "superseded", "a resume overrides it")
-        elif entry.input in ("steer", "rescope"):
+        elif on_resume is orders.OnResume.REDELIVER:
             gates.inbox.put(Order(entry.key, entry.input, entry.payload))
-        elif entry.input in ("pause", "resume"):
+        elif on_resume is orders.OnResume.LEVEL:
             if entry is level:
                 ledger.settle(entry.key, "applied", "re-armed on resume")
             else:
                 ledger.settle(entry.key, "superseded", "a later pause or resume overrides it")
-        elif entry.input == "set-budget":
+        else:  # REAPPLY: already folded into the budget above
             ledger.settle(entry.key, "applied", "re-armed on resume")
     return budget
 
