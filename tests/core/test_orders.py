@@ -10,7 +10,7 @@ from crucible_core.control.commands import BadRequest, payload_of
 
 
 def test_every_order_is_admitted_by_the_bridge_and_offered_by_the_cli() -> None:
-    assert commands.MUTATING == frozenset(order.name for order in orders.ORDERS)
+    assert frozenset(order.name for order in orders.ORDERS) == commands.MUTATING
     lazy = main.BUILTIN_COMMANDS
     for order in orders.ORDERS:
         assert order.command in lazy, order
@@ -40,6 +40,6 @@ def test_resume_rules_cover_every_order_once() -> None:
         orders.REAPPLIED_ON_RESUME,
     ]
     assert sorted(name for group in groups for name in group) == sorted(orders.BY_NAME)
-    assert orders.STOPPING == {orders.STOP, orders.ABORT}
-    assert orders.INTERRUPTING == {orders.ABORT}
-    assert orders.NEEDS_PENDING_APPROVAL == {orders.APPROVE, orders.DENY}
+    assert {orders.STOP, orders.ABORT} == orders.STOPPING
+    assert {orders.ABORT} == orders.INTERRUPTING
+    assert {orders.APPROVE, orders.DENY} == orders.NEEDS_PENDING_APPROVAL
