@@ -196,13 +196,20 @@ class PlanExecutor:
         self._candidates: list[int] = []
         self._stage_pending: set[str] = set()
         self._file_emitters = {task.name for task in plan.tasks if task.emits_files}
-        self.copies = config.copies or TempDirCopies(config.workspace, exclude=[config.state_dir])
+        self._copies = config.copies
         self.files = FileStore(config.state_dir / "files", max_total_bytes(dict(config.env)))
         self.deadline: float | None = None
         if config.max_seconds is not None:
             self.deadline = time.monotonic() + config.max_seconds - config.elapsed_before
         self.completed: tuple[str, str] | None = None  # (task, reason) of an early completion
         self.asks_emitted = 0
+
+    @property
+    def copies(self) -> DisposableCopies:
+        """Made on first use: a graph with no isolated task (the loop's) never pays for it."""
+        if self._copies is None:
+            self._copies = TempDirCopies(self.config.workspace, exclude=[self.config.state_dir])
+        return self._copies
 
     # -- the plan ------------------------------------------------------------------------
 
@@ -229,12 +236,14 @@ class PlanExecutor:
             truncated = self._truncation()
             if truncated is not None:
                 return self._truncate(admitted, truncated)
-            self._emit(PLAN_ADMITTED, **admitted.fields())
+            if self.config.record:
+                self._emit(PLAN_ADMITTED, **admitted.fields())
         self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.RUNNING.value)
         if self.halt is not None:  # folded from the log: the predecessor had already halted
             self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
         self._skip_unrunnable_advisory()
-        with ThreadPoolExecutor(max_workers=max(1, self.config.jobs), thread_name_prefix="plan-task") as pool:
+        pool_size = 1 if self.config.inline else max(1, self.config.jobs)
+        with ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="plan-task") as pool:
             self._drive(pool, self.plan.stage(ir.Stage.MAIN))
             main_state = self._main_state()
             epilogue = [t for t in self.plan.stage(ir.Stage.EPILOGUE) if t.name not in self.status]
@@ -577,7 +586,8 @@ class PlanExecutor:
         self.results[task.name] = result
         if settled.asks:
             self._emit(ASKS_EMITTED, task=task.name, asks=list(settled.asks))
-        self._emit(TASK_RESULT, **result.fields())
+        if self.config.record:
+            self._emit(TASK_RESULT, **result.fields())
         self._notice_settled(task, settled.status)
 
     def _after_settle(self, task: ir.Task, settled: _Settled) -> None:
@@ -681,7 +691,8 @@ class PlanExecutor:
         try:
             return self._attempts(task, spec, inputs, root, staged_dir, started)
         finally:
-            unstage(staged_dir)
+            if self._file_emitters:  # nothing is ever staged in a plan that declares no files
+                unstage(staged_dir)
             if copy is not None:
                 copy.discard()
 
@@ -696,7 +707,10 @@ class PlanExecutor:
     ) -> _Settled:
         try:
             producers = self._file_producers(task)
-            staged_dir, staged = self.files.stage(producers, root, task.name)
+            if self._file_emitters:
+                staged_dir, staged = self.files.stage(producers, root, task.name)
+            else:  # no task declares files: nothing to stage (and no path to touch)
+                staged = []
         except (OSError, CaptureRefused) as exc:
             return self._blocked(BlockReason.STAGING_REFUSED.value, str(exc))
         encoded = json.dumps(inputs, separators=(",", ":"), default=str)
