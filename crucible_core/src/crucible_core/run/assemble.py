@@ -47,7 +47,12 @@ def build_engine(
     if drivers is None:
         if world is None or judge is None or backend is None:
             raise TypeError("build_engine needs drivers, or a world, a judge and a backend")
-        drivers = Drivers(world=world, judge=judge, backend=backend, choice=DriverChoice.of(loaded))
+        m = loaded.manifest
+        # given drivers, not registry names: the choice only labels them (no plugin lookup)
+        choice = DriverChoice(
+            world=loaded.world_kind, judge=m.judge_kind(), backend=m.agent.backend, harness=m.agent.harness
+        )
+        drivers = Drivers(world=world, judge=judge, backend=backend, choice=choice)
     engine = Engine(
         loaded=loaded,
         paths=paths,
