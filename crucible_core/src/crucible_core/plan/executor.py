@@ -108,6 +108,7 @@ class ExecutorConfig:
         if capability in reasons:
             return f"{capability!r} is unavailable: {reasons[capability]}"
         return f"{capability!r}, which this run does not declare (--cap)"
+
     # Run each task on the calling thread (one at a time): in-process engine operations stay on
     # the thread that owns the run's signals, so an operator abort interrupts them as before.
     inline: bool = False

@@ -18,6 +18,7 @@ from crucible_core.run.drivers import DriverChoice, Drivers
 from crucible_core.run.engine import Engine, RunOptions
 from crucible_core.run.gates import Gates
 from crucible_core.run.loop import reject, run_baseline
+from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.session_log import SessionLog
 
@@ -38,6 +39,7 @@ def build_engine(
     goal: str | None = None,
     method_template: str = DEFAULT_METHOD,
     now: Callable[[], float] = time.monotonic,
+    preflight: Preflight | None = None,
 ) -> Engine:
     """The engine of one run: its drivers (built, or world + judge + backend given), log, budget.
 
@@ -66,6 +68,7 @@ def build_engine(
         method_template=method_template,
         now=now,
         gates=None,
+        preflight=preflight,
     )
     engine.gates = Gates(
         engine,
