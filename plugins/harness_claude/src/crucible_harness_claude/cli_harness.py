@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
 
 from crucible_core import process
+from crucible_core.mcp_config import mcp_config_file
 from crucible_core.protocols import (
     FailureClass,
     HarnessContext,
@@ -30,27 +27,6 @@ from crucible_harness_claude.stream_json import StreamDecoder
 from crucible_harness_claude.toolbox import ToolboxError, install_toolbox, resolve_toolbox
 
 HARNESS_NAME = "claude"
-
-
-@contextlib.contextmanager
-def mcp_config_file(servers: Mapping[str, Any]) -> Iterator[Path | None]:
-    """The turn's MCP servers as a CLI config file that exists only while the turn runs.
-
-    A server entry may carry a token (a header, an env value), so the file is 0600 in a
-    private temporary directory outside the run's state and workspace, and removed after.
-    """
-    if not servers:
-        yield None
-        return
-    folder = Path(tempfile.mkdtemp(prefix="crucible-mcp-"))
-    try:
-        path = folder / "mcp.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"mcpServers": dict(servers)}, handle)
-        yield path
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @attrs.frozen
