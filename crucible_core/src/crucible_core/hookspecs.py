@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         HarnessFactory,
         JudgeFactory,
         ReporterFactory,
+        ServiceTool,
         TurnResult,
         WorldFactory,
     )
@@ -76,8 +77,8 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
 
 
 @hookspec
-def crucible_register_services(register: Register[Any]) -> None:
-    """Register run-service tools by name, as a run supervisor catalog offers them."""
+def crucible_register_services(register: Register[ServiceTool]) -> None:
+    """Register run-service tools by name, as a run supervisor catalog offers them: ServiceTool values."""
 
 
 @hookspec

@@ -226,7 +226,7 @@ def load_plugins(*, names: Iterable[str] | None = None, discover: bool = True) -
         )
     for extension in manager:
         dist, version = _distribution(extension.entry_point)
-        module = extension.plugin
+        module: object = extension.plugin  # whatever the entry point named: checked below
         if not isinstance(module, types.ModuleType):
             plugins.failures.append(
                 LoadFailure(extension.name, dist, "entry point must name a module of @hookimpl functions")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import os
 import select
 import signal
@@ -29,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import attrs
 
@@ -382,7 +384,10 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 
 def _pump(
-    stream, sink: _TailBuffer, on_line: Callable[[str], None] | None, max_line: int = DEFAULT_MAX_LINE_BYTES
+    stream: io.BufferedReader,
+    sink: _TailBuffer,
+    on_line: Callable[[str], None] | None,
+    max_line: int = DEFAULT_MAX_LINE_BYTES,
 ) -> None:
     """Drain a child's pipe into `sink`, handing complete lines to `on_line`.
 
@@ -411,7 +416,7 @@ def _pump(
     stream.close()
 
 
-def _feed(stdin, data: bytes) -> None:
+def _feed(stdin: IO[bytes], data: bytes) -> None:
     try:
         stdin.write(data)
         stdin.close()

@@ -338,3 +338,21 @@ class Reporter(Protocol):
 
 
 ReporterFactory = Callable[[ReporterContext], Reporter]
+
+
+# ---------------------------------------------------------------------------------------------
+# Run services: registered by name today, driven by the run supervisor as it grows. The Protocol
+# is deliberately small so the registry is typed (a plugin registering the wrong shape fails
+# mypy) without fixing what the engine does with it. (Output kinds are broker.outputs.OutputKindSpec.)
+
+
+@runtime_checkable
+class ServiceTool(Protocol):
+    """A tool a run service offers, as the run supervisor's catalog lists it to the agent."""
+
+    @property
+    def description(self) -> str:
+        """What the tool does, in one line the agent reads."""
+
+    def call(self, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Run the tool once with the agent's arguments and return its JSON-shaped result."""

@@ -63,7 +63,7 @@ class SessionLog:
     def emit(self, event: wire.Event) -> dict[str, Any]:
         """Write one wire event (stamped with the time) and return the line's object as written."""
         with self._lock:
-            obj = self.redactor.obj(wire.envelope(event, round(time.time(), 3)))
+            obj: dict[str, Any] = self.redactor.obj(wire.envelope(event, round(time.time(), 3)))
             data = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode("utf-8")
             os.write(self._fd, data)
             self._twin.write(data)

@@ -49,7 +49,8 @@ class CrucibleGroup(click.Group):
         if cmd_name in BUILTIN_COMMANDS:
             module_name, _, attr = BUILTIN_COMMANDS[cmd_name][0].partition(":")
             module = __import__(module_name, fromlist=["command"])
-            return getattr(module, attr or "command")
+            found: click.Command = getattr(module, attr or "command")
+            return found
         from crucible_core.plugins import load_plugins
 
         registry = load_plugins().registry("command")

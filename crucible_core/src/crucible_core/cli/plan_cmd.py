@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from crucible_core.cli.plan_exposure_cmd import command as exposure
 from crucible_core.errors import ExitCode, UsageError, WorkspaceError
+
+if TYPE_CHECKING:
+    from crucible_core.plan.ir import ValidPlan
+    from crucible_core.plan.kinds import TaskKindSpec
+    from crucible_core.registry import Registry
 
 FORMATS = ("json", "toml", "dot", "mmd")
 
@@ -18,7 +24,7 @@ def command() -> None:
     """Work graphs: validate, show and run a plan file ([[task]])."""
 
 
-def _kinds():
+def _kinds() -> Registry[TaskKindSpec]:
     from crucible_core.plugins import load_plugins
 
     return load_plugins().registry("task kind")
@@ -182,7 +188,7 @@ def show(file: Path | None, manifest: Path | None, fmt: str, caps: tuple[str, ..
         click.echo(render.to_mermaid(plan), nl=False)
 
 
-def _truncation_verdict(plan, caps: frozenset[str]) -> str:
+def _truncation_verdict(plan: ValidPlan, caps: frozenset[str]) -> str:
     available = caps | {"any"} | {t.needs for t in plan.tasks if t.needs.startswith("service.")}
     missing = [t.name for t in plan.tasks if t.required and t.needs not in available]
     return f"truncated: {', '.join(missing)} cannot run here" if missing else "runnable"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
 from crucible_core.run.budget import Budget
 from crucible_core.run.engine import RunOptions
+
+if TYPE_CHECKING:
+    from crucible_core.plugins import Plugins
 
 DEFAULT_ITERATIONS = 10
 
@@ -85,7 +89,7 @@ DEFAULT_ITERATIONS = 10
 )
 def command(
     manifest: Path,
-    iterations: int,
+    iterations: int | None,
     max_cost: float | None,
     max_time: str | None,
     no_early_stop: bool,
@@ -201,7 +205,7 @@ def _playbook_manifest(manifest: Path):
     return loaded if lane == "playbook" else None
 
 
-def _pack_manifest(plugins, name: str) -> Path:
+def _pack_manifest(plugins: Plugins, name: str) -> Path:
     """Copy an installed pack into ./<name> (once) and run it there, never inside site-packages."""
     import shutil
 

@@ -102,8 +102,8 @@ def parse_measure_output(stdout: str, exit_code: int) -> Reading:
         return Reading.invalid('measure verdict lacks the required boolean "valid"', broken=True)
     raw_score = data.get("score")
     score = _number(raw_score)
-    note = data.get("note")
-    note = note if isinstance(note, str) else ""
+    raw_note = data.get("note")
+    note = raw_note if isinstance(raw_note, str) else ""
     if raw_score is not None and score is None:
         note = f"score {_describe(raw_score)} is not a finite number; {note}".rstrip("; ")
     solved = data.get("solved") is True

@@ -829,7 +829,8 @@ OUR_KINDS: tuple[type, ...] = (
     ServiceReady,
     ServiceExit,
 )
-KINDS: dict[str, type] = {c.KIND: c for c in CONTRACT_KINDS + OUR_KINDS}
+# Every event class declares its wire name as a `KIND` class variable.
+KINDS: dict[str, type] = {vars(c)["KIND"]: c for c in CONTRACT_KINDS + OUR_KINDS}
 
 
 @attrs.frozen
@@ -850,7 +851,7 @@ def _is_empty(value: Any) -> bool:
 def _strict_float(value: Any, _type: Any = None) -> float:
     kind = type(value)
     if kind is float:
-        return value
+        return float(value)
     if kind is int:
         return float(value)
     raise TypeError(f"not a number: {value!r}")
@@ -859,7 +860,7 @@ def _strict_float(value: Any, _type: Any = None) -> float:
 def _strict_int(value: Any, _type: Any = None) -> int:
     kind = type(value)
     if kind is int:
-        return value
+        return int(value)
     if kind is float and value.is_integer():
         return int(value)
     raise TypeError(f"not an integer: {value!r}")
@@ -913,12 +914,12 @@ def _make_converter() -> cattrs.Converter:
             raise ValueError(f"unknown agent event kind {value.get('kind')!r}")
         return conv.structure(value, cls)
 
-    conv.register_structure_hook(AgentEvent, _agent_structure)  # type: ignore[arg-type]
+    conv.register_structure_hook(AgentEvent, _agent_structure)
 
     def _agent_unstructure(value: Any) -> dict[str, Any]:
         return {"kind": value.KIND, **conv.unstructure(value, type(value))}
 
-    conv.register_unstructure_hook(AgentEvent, _agent_unstructure)  # type: ignore[arg-type]
+    conv.register_unstructure_hook(AgentEvent, _agent_unstructure)
 
     for cls in [
         EvidenceEntry,
@@ -932,7 +933,7 @@ def _make_converter() -> cattrs.Converter:
         *AGENT_KINDS.values(),
         *KINDS.values(),
     ]:
-        overrides = {}
+        overrides: dict[str, Any] = {}
         for f in attrs.fields(cls):
             kwargs: dict[str, Any] = {}
             if f.metadata.get(_OMIT):
@@ -957,7 +958,7 @@ def to_fields(event: Event) -> dict[str, Any]:
     """The event's fields as the wire writes them, without the envelope."""
     fields = converter.unstructure(event, type(event))
     if isinstance(event, Agent):
-        fields["event"] = converter.unstructure(event.event, AgentEvent)  # type: ignore[arg-type]
+        fields["event"] = converter.unstructure(event.event, AgentEvent)
     return {k: v for k, v in fields.items() if not (_is_empty(v) and _omittable(type(event), k))}
 
 
@@ -993,7 +994,7 @@ def from_object(obj: Any) -> Line | None:
         return None
     ts_raw = obj.get("ts")
     ts_type = type(ts_raw)
-    ts = ts_raw if ts_type is float else float(ts_raw) if ts_type is int else None
+    ts = float(ts_raw) if isinstance(ts_raw, int | float) and ts_type is not bool else None
     hook = _HOOKS.get(kind)
     if hook is None:
         return Line(Unknown(kind=kind), ts)

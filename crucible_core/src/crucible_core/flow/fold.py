@@ -101,7 +101,7 @@ class _Folder:
             self.model.notes.append(str(e["msg"]))
 
     def on_agent_start(self, e: Mapping[str, Any]) -> None:
-        number = e.get("iter") if isinstance(e.get("iter"), int) else self.phase_iter
+        number = e["iter"] if isinstance(e.get("iter"), int) else self.phase_iter
         self.agent_iter = number
         self.text_since_tool = []
         self.iteration(number)

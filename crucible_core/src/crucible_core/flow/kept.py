@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -18,7 +18,7 @@ class ChangeRange:
     label: str
 
 
-def iteration_change(events: list[Mapping[str, Any]], iteration: int) -> ChangeRange:
+def iteration_change(events: Sequence[Mapping[str, Any]], iteration: int) -> ChangeRange:
     rows = [e["row"] for e in events if e["kind"] == "row" and int(e["row"].get("iter") or 0) == iteration]
     if iteration <= 0 or not rows:
         raise UsageError(f"the session log has no iteration {iteration}", hint="see `crucible results`")
@@ -32,7 +32,7 @@ def iteration_change(events: list[Mapping[str, Any]], iteration: int) -> ChangeR
     return ChangeRange(head=str(kept[-1]["kept_snap"]), base=None, label=f"iteration {iteration}")
 
 
-def best_change(events: list[Mapping[str, Any]]) -> ChangeRange:
+def best_change(events: Sequence[Mapping[str, Any]]) -> ChangeRange:
     """The latest kept state against the baseline of its segment (or the run's base commit)."""
     base: str | None = None
     head: str | None = None

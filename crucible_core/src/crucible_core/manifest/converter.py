@@ -11,6 +11,7 @@ import difflib
 import functools
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -224,7 +225,9 @@ class NotATable(ManifestValueError):
 
 def _table_hook_factory(cl: type, conv: cattrs.Converter) -> Any:
     # `conv`, not the module's converter: a copy (the plan loader's) must use its own hooks.
-    generated = cattrs.gen.make_dict_structure_fn(cl, conv, _cattrs_forbid_extra_keys=True)
+    generated: Callable[[Any, Any], Any] = cattrs.gen.make_dict_structure_fn(
+        cl, conv, _cattrs_forbid_extra_keys=True
+    )
 
     def hook(value: Any, type_: Any) -> Any:
         if isinstance(value, list):
@@ -243,6 +246,12 @@ converter.register_structure_hook(str, _strict_str)
 converter.register_structure_hook(bool, _strict_bool)
 converter.register_structure_hook(float, _strict_float)
 converter.register_structure_hook(int, _strict_int)
+
+
+def _equals(alias: object) -> Callable[[Any], bool]:
+    return lambda t: bool(t == alias)
+
+
 # Generic aliases are not classes; match them by equality.
 for _alias, _hook in (
     (tuple[str, ...], _string_array),
@@ -251,7 +260,7 @@ for _alias, _hook in (
     (tuple[PreflightRung, ...], _tables_of(PreflightRung, "[[preflight.rung]]")),
     (tuple[ComponentEntry, ...], _tables_of(ComponentEntry, "[[component]]")),
 ):
-    converter.register_structure_hook_func(lambda t, alias=_alias: t == alias, _hook)
+    converter.register_structure_hook_func(_equals(_alias), _hook)
 converter.register_structure_hook(str | InjectEntry, _inject_entry)
 converter.register_structure_hook_factory(attrs.has, _table_hook_factory)
 # after the attrs factory, so it wins: Margin is an attrs record but a manifest writes it as a scalar

@@ -369,12 +369,12 @@ def expand_injects(path: Path, m: Manifest) -> tuple[ResolvedInject, ...]:
                 )
             resolved.append(ResolvedInject(file, file.relative_to(base).as_posix(), True))
     workspace = (base / m.workspace.dir).resolve()
-    for entry in resolved:
-        if _is_within(entry.source, workspace):
+    for inject in resolved:
+        if _is_within(inject.source, workspace):
             # a frozen re-copy from inside the workspace would copy back the agent's own edit
             raise _fail(
                 path,
-                f"[workspace].inject source {entry.source} lies inside the workspace, where the agent can edit it",
+                f"[workspace].inject source {inject.source} lies inside the workspace, where the agent can edit it",
                 hint="keep inject sources outside [workspace].dir",
             )
     return tuple(resolved)

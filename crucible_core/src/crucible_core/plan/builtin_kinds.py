@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -165,7 +166,7 @@ def run_top_k(context: TaskContext) -> Attempt:
     return Attempt(Outcome.PASS, output={"top": chosen, "k": fields.k}, metric=chosen[0]["score"])
 
 
-def _engine_runner(op: str):
+def _engine_runner(op: str) -> Callable[[TaskContext], Attempt]:
     def run(context: TaskContext) -> Attempt:
         if context.engine is None:
             # Validation refuses engine kinds without a World and Judge; reaching here is a bug.

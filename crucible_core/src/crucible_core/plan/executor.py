@@ -448,7 +448,7 @@ class PlanExecutor:
                 heapq.heappop(self._candidates)
                 self._settle(task, decision)
                 self._after_settle(task, decision)
-                if self.halt is not None:
+                if self._halted():  # a method call: mypy would keep the narrowing from above
                     self._dispatch_ready(pool, in_flight, done)
                     return
                 continue

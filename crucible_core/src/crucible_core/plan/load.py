@@ -170,7 +170,7 @@ def _task(
         )
         return None
     try:
-        fields = converter.structure(own, spec.fields)
+        fields: Any = converter.structure(own, spec.fields)
     except (ClassValidationError, ValueError, TypeError) as exc:
         problems.extend(f"{where}: {msg}" for msg in describe_structure_error(exc))
         return None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 
@@ -15,6 +14,7 @@ from crucible_core.protocols import (
     BackendContext,
     Harness,
     HarnessContext,
+    HarnessFactory,
     Judge,
     JudgeContext,
     World,
@@ -124,7 +124,7 @@ def build_drivers(
     )
 
     def resolve_harness(name: str) -> Harness:
-        factory: Any = plugins.registry("harness").get(name, where="[agent].harness")
+        factory: HarnessFactory = plugins.registry("harness").get(name, where="[agent].harness")
         own = settings.of("harness") if name == choice.harness else None
         return factory(HarnessContext(agent, paths.manifest_dir, paths.private_dir, own))
 

@@ -31,7 +31,7 @@ class ObserverFanout:
     through this fan-out after the failing member is already disabled.
     """
 
-    note: Callable[[str], None]
+    note: Callable[[str], object]  # its return value is ignored
     members: list[_Member] = attrs.field(factory=list)
 
     def add(self, name: str, observe: Observer) -> None:

@@ -32,7 +32,7 @@ from crucible_core.errors import CrucibleError, ExitCode, PreflightFailed, Resum
 from crucible_core.manifest.loader import LoadedManifest, load_manifest
 from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
-from crucible_core.protocols import Reporter, ReporterContext
+from crucible_core.protocols import Reporter, ReporterContext, ReporterFactory
 from crucible_core.redact import Redactor
 from crucible_core.run import distress
 from crucible_core.run.agent_ready import refuse_unstartable_agent
@@ -76,13 +76,14 @@ class RunResult:
 
 def load_for_run(plugins: Plugins, manifest: Path) -> LoadedManifest:
     def read_pristine(workspace: Path, relpath: str) -> bytes | None:
-        return plugins.hook.crucible_read_pristine(workspace=workspace, relpath=relpath)
+        found: bytes | None = plugins.hook.crucible_read_pristine(workspace=workspace, relpath=relpath)
+        return found
 
     return load_manifest(manifest, read_pristine=read_pristine, plugins=plugins)
 
 
 def make_reporter(plugins: Plugins, name: str, iterations: int | None) -> Reporter:
-    factory: Any = plugins.registry("reporter").get(name, where="--ui")
+    factory: ReporterFactory = plugins.registry("reporter").get(name, where="--ui")
     return factory(ReporterContext(stream=sys.stderr, iterations=iterations))
 
 
@@ -286,12 +287,12 @@ def _execute_locked(
                     f"the control bridge could not start ({exc}); STEER.md and signals still work", "warn"
                 )
             if folded is not None:
-                run, exit_ = _resume(engine, shell, folded, started)
+                run, settled = _resume(engine, shell, folded, started)
             else:
                 run = _fresh(engine, shell, started)
                 prove_environment(engine, run)
-                exit_ = run_baseline(engine, run)
-            exit_ = exit_ or run_loop(engine, run)
+                settled = run_baseline(engine, run)
+            exit_ = settled or run_loop(engine, run)
             reason = _reason(exit_, run)
     except Aborted:
         exit_, reason = LoopExit.STOPPED, "aborted by the operator"
@@ -372,7 +373,8 @@ def _fresh(engine: Engine, shell: Shell, started: float) -> Run:
     run = Run(segment=segment, started=started)
     engine.emit_segment(run, reason="start")
     engine.gates.publish(run)
-    engine.lifecycle.run_start()
+    if engine.lifecycle is not None:
+        engine.lifecycle.run_start()
     return run
 
 
@@ -416,7 +418,8 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
     if engine.gates.paused:
         engine.note("the operator's pause is still in force: parked until `crucible unpause`")
     engine.gates.publish(run)
-    engine.lifecycle.run_start()
+    if engine.lifecycle is not None:
+        engine.lifecycle.run_start()
     if not folded.segment_baselined:
         return run, run_baseline(engine, run)
     engine.write_results(run)
