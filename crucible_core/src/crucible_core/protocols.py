@@ -167,8 +167,14 @@ class JudgeContext:
 
 @runtime_checkable
 class Judge(Protocol):
-    gate: str  # the objective label, written on the wire under the key "gate"
-    scored: bool  # False for the task lane: no baseline, every completed turn is kept
+    # Read-only members, so an attrs frozen class or a property satisfies them.
+    @property
+    def gate(self) -> str:
+        """The objective label, written on the wire under the key "gate"."""
+
+    @property
+    def scored(self) -> bool:
+        """False for the task lane: no baseline, every completed turn is kept."""
 
     def measure(self, ctx: MeasureContext) -> Reading:
         """Measure the workspace as it is now. Never raises for a bad measure command."""

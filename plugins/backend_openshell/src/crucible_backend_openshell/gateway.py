@@ -167,7 +167,7 @@ class Gateway:
             raise TransportFailure(
                 "gateway", f"the gateway did not expose service {service} ({_describe(exc)})"
             ) from exc
-        return response.url
+        return str(response.url)
 
     def stream(
         self,

@@ -7,14 +7,18 @@ line saying what failed and what to check, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
+
+if TYPE_CHECKING:
+    import urllib3
 
 from crucible_deploy_kubernetes import labels as L
 from crucible_deploy_kubernetes.errors import ClusterError
@@ -112,7 +116,8 @@ def apply(api: client.ApiClient, obj: Any) -> dict[str, Any]:
         )
 
     result = call(f"applying {kind} {meta['namespace']}/{meta['name']}", run)
-    return api.sanitize_for_serialization(result)
+    wire: dict[str, Any] = api.sanitize_for_serialization(result)
+    return wire
 
 
 def wait_for_start(
@@ -127,7 +132,8 @@ def wait_for_start(
         remaining = max(1, int(deadline - time.monotonic()))
         stream = call(
             f"watching pod {namespace}/{name}",
-            lambda remaining=remaining, w=w: w.stream(
+            functools.partial(
+                w.stream,
                 core.list_namespaced_pod,
                 namespace,
                 field_selector=f"metadata.name={name}",
@@ -165,7 +171,7 @@ def wait_for_start(
 def _waiting_reason(pod: Any) -> str | None:
     for status in (pod.status.container_statuses or []) if pod.status else []:
         if status.state and status.state.waiting and status.state.waiting.reason:
-            return status.state.waiting.reason
+            return str(status.state.waiting.reason)
     return None
 
 
@@ -219,10 +225,14 @@ def log_tail(api: client.ApiClient, namespace: str, name: str, lines: int) -> li
 def follow_log(api: client.ApiClient, namespace: str, name: str, *, follow: bool = True) -> Iterator[str]:
     """The pod's log as lines, following it while the container runs."""
     core = client.CoreV1Api(api)
-    response = call(
-        f"streaming the log of {namespace}/{name}",
-        lambda: core.read_namespaced_pod_log(
-            name, namespace, container=L.LOOP_CONTAINER, follow=follow, _preload_content=False
+    # Without preloading the client hands back the raw urllib3 response, not the str it declares.
+    response = cast(
+        "urllib3.BaseHTTPResponse",
+        call(
+            f"streaming the log of {namespace}/{name}",
+            lambda: core.read_namespaced_pod_log(
+                name, namespace, container=L.LOOP_CONTAINER, follow=follow, _preload_content=False
+            ),
         ),
     )
     pending = b""

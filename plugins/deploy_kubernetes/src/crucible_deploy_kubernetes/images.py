@@ -79,7 +79,8 @@ def _bearer_token(challenge: str, timeout: float) -> str | None:
     url = f"{realm}?{urllib.parse.urlencode(params)}"
     with urllib.request.urlopen(url, timeout=timeout) as reply:
         body = json.loads(reply.read(64 * 1024))
-    return body.get("token") or body.get("access_token")
+    token = body.get("token") or body.get("access_token")
+    return token if isinstance(token, str) else None
 
 
 def _request(url: str, method: str, token: str | None, timeout: float) -> tuple[dict[str, str], bytes]:

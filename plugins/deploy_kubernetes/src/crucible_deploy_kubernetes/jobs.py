@@ -8,6 +8,7 @@ executor's policy, so every attempt is a Job of its own with its own name.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -110,7 +111,8 @@ class JobClient:
             remaining = max(1, int(deadline - time.monotonic()))
             stream = cluster.call(
                 f"watching Job {namespace}/{name}",
-                lambda remaining=remaining, w=w: w.stream(
+                functools.partial(
+                    w.stream,
                     self.batch.list_namespaced_job,
                     namespace,
                     field_selector=f"metadata.name={name}",
@@ -146,8 +148,11 @@ class JobClient:
             out.append(
                 cluster.call(
                     f"reading the log of {pod.metadata.name}",
-                    lambda pod=pod: self.core.read_namespaced_pod_log(
-                        pod.metadata.name, namespace, container=TASK_CONTAINER
+                    functools.partial(
+                        self.core.read_namespaced_pod_log,
+                        pod.metadata.name,
+                        namespace,
+                        container=TASK_CONTAINER,
                     ),
                 )
                 or ""
@@ -171,7 +176,7 @@ class JobClient:
             f"listing the Jobs of run {run}",
             lambda: self.batch.list_namespaced_job(namespace, label_selector=f"{L.RUN_LABEL}={run}"),
         )
-        names = [job.metadata.name for job in result.items or []]
+        names = [job.metadata.name for job in result.items or [] if job.metadata and job.metadata.name]
         for name in names:
             self.delete(namespace, name)
         return len(names)

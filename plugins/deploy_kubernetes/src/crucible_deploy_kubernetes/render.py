@@ -211,7 +211,7 @@ def _pack_configmap(
             hint="bake the domain into the image instead of --pack, or slim the directory",
         )
     data: dict[str, str] = {}
-    binary: dict[str, str] = {}
+    binary: dict[str, bytes | str] = {}
     items: list[client.V1KeyToPath] = []
     for index, (rel, raw) in enumerate(files):
         # ConfigMap keys cannot hold '/': a flat key per file, its real path in the volume items.
@@ -425,7 +425,8 @@ def _env(
 
 def to_wire(obj: Any) -> dict[str, Any]:
     """A typed model as the API's JSON shape (camelCase keys, None fields dropped)."""
-    return client.ApiClient().sanitize_for_serialization(obj)
+    wire: dict[str, Any] = client.ApiClient().sanitize_for_serialization(obj)
+    return wire
 
 
 def to_yaml(objects: Sequence[Any]) -> str:

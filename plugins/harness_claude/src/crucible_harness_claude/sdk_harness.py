@@ -278,10 +278,13 @@ class _Loop:
 def _transport_errors() -> tuple[type[Exception], type[Exception]]:
     """The HTTP client's read-timeout and transport-error classes, which escape the SDK mid-stream."""
     try:
-        import httpx2 as http_client  # what the SDK is built on in its newer releases
+        import httpx2  # what the SDK is built on in its newer releases
+
+        return httpx2.TimeoutException, httpx2.TransportError
     except ImportError:
-        import httpx as http_client
-    return http_client.TimeoutException, http_client.TransportError
+        import httpx
+
+        return httpx.TimeoutException, httpx.TransportError
 
 
 def _block_param(block: Any) -> dict[str, Any]:
@@ -294,4 +297,5 @@ def _block_param(block: Any) -> dict[str, Any]:
         return {"type": "redacted_thinking", "data": block.data}
     if block.type == "tool_use":
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    return block.model_dump(exclude_none=True)
+    dumped: dict[str, Any] = block.model_dump(exclude_none=True)
+    return dumped
