@@ -154,7 +154,7 @@ class WorktreeWriter:
 
 def remove_empty_parents(root: bytes, path: bytes, stop: StagedTree | None = None) -> list[bytes]:
     """Remove the directories above `path` that are now empty (up to `stop`'s tracked ones)."""
-    removed = []
+    removed: list[bytes] = []
     while True:
         slash = path.rfind(b"/")
         if slash < 0:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from crucible_core.errors import RunFailed, WorkspaceError
+from crucible_world_git.dulwich_names import object_id, ref
 from crucible_world_git.git_memory import GitMemory
 
 
@@ -44,17 +45,17 @@ def clone_into(memory: GitMemory, source: str, ref: str | None) -> None:
         memory.restore(head.decode())
 
 
-def _point_head_at(memory: GitMemory, ref: str) -> None:
+def _point_head_at(memory: GitMemory, wanted: str) -> None:
     """Like `git checkout ref` after a clone: a branch gets a local branch, anything else detaches."""
     refs = memory.repo.refs
-    name = ref.encode()
-    for branch in (b"refs/remotes/origin/" + name, b"refs/heads/" + name):
+    name = wanted.encode()
+    for branch in (ref(b"refs/remotes/origin/" + name), ref(b"refs/heads/" + name)):
         if branch in refs:
-            local = b"refs/heads/" + name
+            local = ref(b"refs/heads/" + name)
             if local not in refs:
                 refs[local] = refs[branch]
-            refs.set_symbolic_ref(b"HEAD", local)
+            refs.set_symbolic_ref(ref(b"HEAD"), local)
             return
-    commit = memory.resolve_commit(ref)
-    del refs[b"HEAD"]
-    refs[b"HEAD"] = commit
+    commit = memory.resolve_commit(wanted)
+    del refs[ref(b"HEAD")]
+    refs[ref(b"HEAD")] = object_id(commit)

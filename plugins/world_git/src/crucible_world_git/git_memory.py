@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_world_git import checkout, excludes, head_ref
 from crucible_world_git.content_filters import ContentFilters
+from crucible_world_git.dulwich_names import object_id, ref
 from crucible_world_git.ignores import IgnoreRules
 from crucible_world_git.index_file import (
     MODE_GITLINK,
@@ -76,7 +77,7 @@ class GitMemory:
         self.root = os.fsencode(self.workspace)
         self.spared = spared
         self._repo: Repo | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[], GitMemory] | None = None
         self._db: ObjectDatabase | None = None
         self._index_path = b""
         self._staged: StagedTree | None = None
@@ -174,7 +175,7 @@ class GitMemory:
     def head(self) -> bytes | None:
         """HEAD's commit id (hex), or None on an unborn branch."""
         try:
-            return self.repo.refs[b"HEAD"]
+            return self.repo.refs[ref(b"HEAD")]
         except KeyError:
             return None
 
@@ -217,7 +218,13 @@ class GitMemory:
             ok = head_ref.move_head(Path(repo.controldir()), Path(repo.commondir()), old, new, IDENTITY, text)
         except head_ref.Unsupported:
             ok = repo.refs.set_if_equals(
-                b"HEAD", old, new, committer=IDENTITY, timestamp=int(time.time()), timezone=0, message=text
+                ref(b"HEAD"),
+                None if old is None else object_id(old),
+                object_id(new),
+                committer=IDENTITY,
+                timestamp=int(time.time()),
+                timezone=0,
+                message=text,
             )
         if not ok:
             raise RunFailed(
@@ -247,12 +254,14 @@ class GitMemory:
 
     def base(self) -> bytes | None:
         try:
-            return self.repo.refs[BASE_REF]
+            return self.repo.refs[ref(BASE_REF)]
         except KeyError:
             return None
 
     def set_base(self, commit: bytes) -> None:
-        self.repo.refs.add_if_new(BASE_REF, commit, committer=IDENTITY, message=b"crucible: pristine base")
+        self.repo.refs.add_if_new(
+            ref(BASE_REF), object_id(commit), committer=IDENTITY, message=b"crucible: pristine base"
+        )
 
     # -------------------------------------------------------------------------------- index
 
@@ -627,9 +636,9 @@ class GitMemory:
             writes.append((path, entry.mode, entry.sha))
         for path in scan.missing:
             if path not in planned:
-                entry = staged.get(path)
-                if entry is not None:
-                    writes.append((path, entry.mode, entry.sha))
+                missing = staged.get(path)
+                if missing is not None:
+                    writes.append((path, missing.mode, missing.sha))
         for directory in scan.missing_dirs:
             writes.extend(
                 (path, entry.mode, entry.sha)

@@ -6,7 +6,7 @@ import hashlib
 import os
 import stat
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -258,7 +258,7 @@ def _read_extensions(data: bytes, pos: int, path: str | bytes) -> dict[bytes, tu
 
 def _parse_cache_tree(data: bytes, out: dict[bytes, tuple[int, bytes]]) -> None:
     # Depth first: "<name>\0<entries> <subtrees>\n", then the tree id when entries >= 0.
-    stack: list[list] = []  # [directory path, subtrees still to read]
+    stack: list[list[Any]] = []  # [directory path, subtrees still to read]
     pos = 0
     while pos < len(data):
         nul = data.index(b"\0", pos)

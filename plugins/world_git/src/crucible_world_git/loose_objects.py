@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from crucible_core.errors import RunFailed
+from crucible_world_git import dulwich_names
 
 if TYPE_CHECKING:
     from dulwich.object_store import DiskObjectStore
+    from dulwich.pack import Pack
 
 # git's core.looseCompression default: loose objects favour speed over size.
 LOOSE_COMPRESSION = 1
@@ -37,7 +39,7 @@ class ObjectDatabase:
         self.root = os.fsencode(store.path)
         self._present: set[bytes] = set()
         self._made_dirs: set[bytes] = set()
-        self._packs: list | None = None
+        self._packs: list[Pack] | None = None
         self._alternates = False
         # A second store that gets a copy of every blob written here (the world's kept record):
         # blobs only, since a tree or commit there promises that everything below it is there too.
@@ -63,8 +65,8 @@ class ObjectDatabase:
         assert self._packs is not None
         if (
             os.path.exists(path)
-            or any(sha in pack for pack in self._packs)
-            or (self._alternates and sha.hex().encode() in self.store)
+            or any(dulwich_names.raw_object_id(sha) in pack for pack in self._packs)
+            or (self._alternates and dulwich_names.object_id(sha.hex().encode()) in self.store)
         ):
             self._present.add(sha)
             return True
@@ -77,8 +79,8 @@ class ObjectDatabase:
             return True
         self.refresh()
         assert self._packs is not None
-        return any(sha in pack for pack in self._packs) or (
-            self._alternates and sha.hex().encode() in self.store
+        return any(dulwich_names.raw_object_id(sha) in pack for pack in self._packs) or (
+            self._alternates and dulwich_names.object_id(sha.hex().encode()) in self.store
         )
 
     def write(self, kind: bytes, body: bytes) -> bytes:
@@ -138,7 +140,7 @@ class ObjectDatabase:
                 raw = zlib.decompress(f.read())
         except FileNotFoundError:
             try:
-                type_num, body = self.store.get_raw(sha.hex().encode())
+                type_num, body = self.store.get_raw(dulwich_names.object_id(sha.hex().encode()))
             except KeyError:
                 raise RunFailed(
                     f"object {sha.hex()} is missing from the workspace repository",

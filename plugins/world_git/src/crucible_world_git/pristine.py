@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from crucible_world_git.dulwich_names import ref
 from crucible_world_git.git_memory import BASE_REF
 from crucible_world_git.index_file import MODE_TREE
 from crucible_world_git.loose_objects import ObjectDatabase, commit_tree_id, parse_tree
@@ -15,7 +16,6 @@ def read_pristine(workspace: Path, relpath: str) -> bytes | None:
     if not os.path.lexists(os.path.join(workspace, ".git")):
         return None
     from dulwich.errors import NotGitRepository
-    from dulwich.object_store import DiskObjectStore
     from dulwich.repo import Repo
 
     try:
@@ -24,13 +24,10 @@ def read_pristine(workspace: Path, relpath: str) -> bytes | None:
         return None
     with repo:
         try:
-            base = repo.refs[BASE_REF]
+            base = repo.refs[ref(BASE_REF)]
         except KeyError:
             return None
-        store = repo.object_store
-        if not isinstance(store, DiskObjectStore):
-            return None
-        db = ObjectDatabase(store)
+        db = ObjectDatabase(repo.object_store)  # a Repo on disk always has a DiskObjectStore
         try:
             kind, body = db.read(bytes.fromhex(base.decode()))
             if kind != b"commit":
