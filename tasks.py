@@ -4,7 +4,7 @@
 Needs only Python >= 3.11, pip and git:
     python3 tasks.py demo     # run examples/counter for 6 iterations
     python3 tasks.py test     # the whole test suite (what CI runs)
-    python3 tasks.py lint     # ruff
+    python3 tasks.py lint     # ruff and mypy --strict
     python3 tasks.py bench    # the benchmark table (see bench/README.md)
 """
 
@@ -113,7 +113,9 @@ def lint(extra: list[str]) -> int:
     ensure_venv()
     first = subprocess.run([str(BIN / "ruff"), "check", ".", *extra], cwd=ROOT).returncode
     second = subprocess.run([str(BIN / "ruff"), "format", "--check", "."], cwd=ROOT).returncode
-    return first or second
+    # mypy reads its settings (strict, the packages to check) from pyproject.toml.
+    third = subprocess.run([str(BIN / "mypy")], cwd=ROOT).returncode
+    return first or second or third
 
 
 def bench(extra: list[str]) -> int:

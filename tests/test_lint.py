@@ -1,4 +1,4 @@
-"""The code stays ruff-clean: lint and format checks run with the suite."""
+"""The code stays ruff-clean and type-checked: lint, format and mypy --strict run with the suite."""
 
 from __future__ import annotations
 
@@ -11,13 +11,26 @@ import pytest
 
 from tests.cli_support import ROOT
 
-RUFF = Path(sys.executable).parent / "ruff"
+BIN = Path(sys.executable).parent
+
+
+def _tool(name: str) -> str:
+    found = str(BIN / name) if (BIN / name).exists() else shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (python3 tasks.py test installs it)")
+    return found
 
 
 @pytest.mark.parametrize("args", [["check", "."], ["format", "--check", "."]], ids=["lint", "format"])
 def test_ruff(args: list[str]) -> None:
-    ruff = str(RUFF) if RUFF.exists() else shutil.which("ruff")
-    if ruff is None:
-        pytest.skip("ruff is not installed (python3 tasks.py test installs it)")
-    done = subprocess.run([ruff, *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([_tool("ruff"), *args], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_strict() -> None:
+    """crucible_core and every standard plugin pass mypy --strict ([tool.mypy] in pyproject.toml)."""
+    done = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, (
+        "mypy --strict found type errors (run `python3 tasks.py lint` to see them; "
+        "docs/plugins.md says how to fix them):\n" + done.stdout + done.stderr
+    )
