@@ -171,7 +171,7 @@ class Broker:
             )
         call = ToolCall(tool, arguments, iteration, self.runtime, self.mediator.admit)
         try:
-            result = tool.handler(call)
+            result: object = tool.handler(call)  # a plugin may break its declared return type
         except OutputRefused as exc:
             return ToolOutcome(False, error=exc.render())
         except ToolError as exc:
