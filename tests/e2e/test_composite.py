@@ -114,3 +114,18 @@ def test_a_two_component_composite_keeps_discards_and_resumes(tmp_path: Path) ->
     diff = run_crucible("diff", "--manifest", manifest)
     assert diff.returncode == 0, diff.stderr
     assert "# component left" in diff.stdout and "# component r" in diff.stdout and "+4" in diff.stdout
+
+
+def test_a_measure_that_writes_into_a_component_is_rolled_back_before_the_keep(tmp_path: Path) -> None:
+    manifest = make_composite(tmp_path)
+    # The measure leaves a log in one component: the candidate is put back to what was staged.
+    (tmp_path / "measure.sh").write_text("echo measured > left/measure.log\n" + MEASURE)
+    done = run_crucible("--manifest", manifest, "--iterations", "1")
+    assert done.returncode == 0, done.stderr
+    assert [r["decision"] for r in rows(manifest)] == ["baseline", "keep"]
+    workspace = tmp_path / "workspace"
+    assert values(workspace) == ("1", "2") and not (workspace / "left" / "measure.log").exists()
+    tracked = subprocess.run(
+        ["git", "-C", str(workspace / "left"), "ls-files"], capture_output=True, text=True, check=True
+    )
+    assert "measure.log" not in tracked.stdout.split()

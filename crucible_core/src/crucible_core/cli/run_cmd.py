@@ -15,6 +15,7 @@ from crucible_core.run.budget import Budget
 from crucible_core.run.engine import RunOptions
 
 if TYPE_CHECKING:
+    from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.plugins import Plugins
 
 DEFAULT_ITERATIONS = 10
@@ -187,7 +188,7 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
     return params
 
 
-def _playbook_manifest(manifest: Path):
+def _playbook_manifest(manifest: Path) -> LoadedManifest | None:
     """The loaded manifest when it declares a playbook (in [workflow] or workflow.star), else None."""
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.workflow.pack import declared_lane

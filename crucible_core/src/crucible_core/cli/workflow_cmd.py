@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from crucible_core.cli.options import manifest_option
 from crucible_core.errors import ManifestError
+
+if TYPE_CHECKING:
+    from crucible_core.manifest.loader import LoadedManifest
+    from crucible_core.plan.ir import ValidPlan
 
 
 @click.group("workflow")
@@ -48,7 +53,7 @@ def params_(manifest: Path) -> None:
     click.echo(json.dumps(json_schema(declared), indent=2))
 
 
-def compiled(manifest: Path, params: dict[str, str]):
+def compiled(manifest: Path, params: dict[str, str]) -> tuple[LoadedManifest, dict[str, Any]]:
     """Load the manifest, compile its workflow, and validate the result as a plan of its lane."""
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.workflow import pack
@@ -64,7 +69,7 @@ def compiled(manifest: Path, params: dict[str, str]):
     return loaded, document
 
 
-def validate_document(document, *, source: str):
+def validate_document(document: dict[str, Any], *, source: str) -> ValidPlan:
     from crucible_core.plan.load import plan_from_data
     from crucible_core.plan.validate import validate
     from crucible_core.plugins import load_plugins

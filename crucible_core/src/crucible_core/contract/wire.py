@@ -909,7 +909,8 @@ def _make_converter() -> cattrs.Converter:
     def _agent_structure(value: Any, _type: Any) -> Any:
         if not isinstance(value, Mapping):
             raise TypeError("an agent event is an object")
-        cls = AGENT_KINDS.get(value.get("kind"))  # type: ignore[arg-type]
+        kind = value.get("kind")
+        cls = AGENT_KINDS.get(kind) if isinstance(kind, str) else None
         if cls is None:
             raise ValueError(f"unknown agent event kind {value.get('kind')!r}")
         return conv.structure(value, cls)

@@ -190,7 +190,7 @@ def _tables_of(cls: type, spelled: str) -> Any:
     """The hook for an array of tables (`[[preflight.rung]]`, `[[component]]`) of one record type."""
 
     def hook(value: Any, _type: Any) -> tuple[Any, ...]:
-        items = []
+        items: list[Any] = []
         for index, item in enumerate(_array(value, f"tables (write {spelled})")):
             try:
                 items.append(converter.structure(item, cls))

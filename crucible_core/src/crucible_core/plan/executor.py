@@ -90,7 +90,7 @@ class ExecutorConfig:
     max_seconds: float | None = None
     elapsed_before: float = 0.0
     # Called with a task's actual root before each task (re-applies frozen injects).
-    before_task: Callable[[Path], None] | None = None
+    before_task: Callable[[Path], object] | None = None  # what it returns is not used
     agent_runner: Callable[[TaskContext], Attempt] | None = None
     max_asks: int = DEFAULT_MAX_ASKS
     scoreless: bool = False  # a playbook: every row's score (metric) is null
@@ -422,6 +422,9 @@ class PlanExecutor:
             self.halt = BlockedWire(BlockReason.WALL_CLOCK_CEILING.value)
             if self.plan_state == PlanState.RUNNING.value:
                 self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
+
+    def _halted(self) -> bool:
+        return self.halt is not None
 
     def _dispatch_ready(
         self, pool: ThreadPoolExecutor, in_flight: set[str], done: queue.SimpleQueue[Any]

@@ -7,6 +7,7 @@ Unknown keys are refused with the task and key named, as the manifest loader doe
 from __future__ import annotations
 
 import difflib
+import enum
 import json
 import tomllib
 from collections.abc import Mapping
@@ -26,8 +27,8 @@ from crucible_core.registry import Registry
 converter = manifest_converter.copy()
 
 
-def _enum_hook(enum_type: type) -> Any:
-    allowed = ", ".join(member.value for member in enum_type)  # type: ignore[attr-defined]
+def _enum_hook(enum_type: type[enum.Enum]) -> Any:
+    allowed = ", ".join(member.value for member in enum_type)
 
     def structure(value: Any, _type: Any) -> Any:
         try:
@@ -114,7 +115,8 @@ def plan_from_data(
     tasks = [t for t in (_task(i, raw, kinds, problems) for i, raw in enumerate(raw_tasks)) if t]
     if problems:
         raise PlanError(problems, source=source)
-    return ir.Plan(version=int(version), budget=budget, tasks=tuple(tasks), reason=reason)  # type: ignore[arg-type]
+    # No problems means the version was exactly the one this crucible reads.
+    return ir.Plan(version=ir.PLAN_VERSION, budget=budget, tasks=tuple(tasks), reason=reason)
 
 
 def _budget(raw: Any, problems: list[str]) -> ir.Budget:

@@ -67,7 +67,6 @@ def build_engine(
         goal=goal if goal is not None else loaded.goal_text(),
         method_template=method_template,
         now=now,
-        gates=None,
         preflight=preflight,
     )
     engine.gates = Gates(

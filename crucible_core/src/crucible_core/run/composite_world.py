@@ -85,6 +85,10 @@ class CompositeWorld:
             refused=refused,
         )
 
+    def put_back_staged(self, token: str) -> None:
+        for _, world, part in self._each(token):
+            world.put_back_staged(part)
+
     def last_commit_sha(self) -> str | None:
         shas = {name: world.last_commit_sha() for name, world in self.parts}
         if all(sha is None for sha in shas.values()):

@@ -57,7 +57,8 @@ class Engine:
     agent_env: dict[str, str]
     goal: str
     method_template: str
-    gates: Gates = attrs.field(default=None)  # run.assemble.build_engine binds them to the loop
+    # Unbound until run.assemble.build_engine binds them to the loop operations.
+    gates: Gates = attrs.field(default=attrs.Factory(Gates, takes_self=True))
     now: Callable[[], float] = time.monotonic
     lifecycle: Lifecycle | None = None  # plugins' turn hooks; None in tests that build an engine bare
     preflight: Preflight | None = None  # [preflight] rungs; None when the manifest has none
@@ -66,8 +67,6 @@ class Engine:
     broker: Broker | None = None  # the run's broker: its tools, bounds and disclosure reach the prompt
 
     def __attrs_post_init__(self) -> None:
-        if self.gates is None:
-            self.gates = Gates(self)
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))
 
     # -- driver shortcuts -------------------------------------------------------------------

@@ -9,6 +9,7 @@ turn, an unchanged candidate) settles `fail` or `skipped`, and the executor bloc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from crucible_core.plan.executor import ExecutorConfig, PlanExecutor
@@ -36,7 +37,7 @@ class IterationOperations:
         self.measured: Measured | None = None
 
     def run_operation(self, op: str, context: TaskContext) -> Attempt:
-        step = getattr(self, f"_{op}", None)
+        step: Callable[[], Attempt] | None = getattr(self, f"_{op}", None)
         if step is None:
             return Attempt(Outcome.FAIL, note=f"the default loop has no {op} operation")
         try:

@@ -151,5 +151,5 @@ def _secrets(raw: Any, where: str, problems: list[str]) -> tuple[ServiceSecret, 
         if missing:
             problems.append(f"{where}: field secrets: each secret needs {', '.join(missing)}")
             continue
-        found.append(ServiceSecret(values["name"], values["system"], values["scope"]))  # type: ignore[arg-type]
+        found.append(ServiceSecret(values["name"], values["system"], values["scope"]))
     return tuple(found)

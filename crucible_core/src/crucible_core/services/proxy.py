@@ -71,12 +71,12 @@ class AuthenticatingForward:
     def _relay(self, handler: BaseHTTPRequestHandler) -> None:
         if not self._authorized(handler.headers.get("Authorization")):
             self.refused += 1
-            body = b"unauthorized: this forward needs the run's bearer for this service\n"
+            refusal = b"unauthorized: this forward needs the run's bearer for this service\n"
             handler.send_response(401)
             handler.send_header("WWW-Authenticate", "Bearer")
-            handler.send_header("Content-Length", str(len(body)))
+            handler.send_header("Content-Length", str(len(refusal)))
             handler.end_headers()
-            handler.wfile.write(body)
+            handler.wfile.write(refusal)
             return
         length = int(handler.headers.get("Content-Length") or 0)
         if length < 0 or length > MAX_BODY_BYTES:

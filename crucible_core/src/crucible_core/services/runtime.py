@@ -138,7 +138,7 @@ class ServiceRuntime:
             forward = self.prepare(capability, task)
         except ServiceUnavailable as exc:
             return str(exc)
-        servers = {forward.mcp_server: forward.mcp_config()} if forward.mcp_server else {}
+        servers: dict[str, object] = {forward.mcp_server: forward.mcp_config()} if forward.mcp_server else {}
         return forward.env(), servers
 
     def one_at_a_time(self, capability: str) -> bool:

@@ -86,4 +86,5 @@ def compile_workflow(
         ) from None
     if not answer.get("ok"):
         raise WorkflowError([Diagnostic.from_json(d) for d in answer.get("diagnostics", [])])
-    return answer["workflow"]
+    workflow: dict[str, Any] = answer["workflow"]
+    return workflow

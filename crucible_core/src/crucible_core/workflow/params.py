@@ -68,7 +68,7 @@ def _first_statement(text: str) -> tuple[ast.stmt, int, int] | None:
     if module is not None:
         if not module.body:
             return None
-        first = module.body[0]
+        first: ast.stmt | None = module.body[0]
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):  # a docstring
             first = module.body[1] if len(module.body) > 1 else None
         return (first, first.lineno, first.col_offset + 1) if first is not None else None

@@ -197,6 +197,8 @@ class _Loop:
             model=self.model,
             max_tokens=MAX_TOKENS,
             system=SYSTEM_PROMPT,
+            # The SDK types these as its own TypedDicts; ours are the same JSON shapes built as plain
+            # dicts (tools from JSON Schema, messages from API replies), so only the static type differs.
             tools=SCHEMAS,  # type: ignore[arg-type]
             messages=messages,  # type: ignore[arg-type]
             # Without a turn deadline a stalled server still must not hold the turn forever.

@@ -22,7 +22,8 @@ class Oubliette:
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """One tool call on a fresh connection (Oubliette serves stateless streamable HTTP)."""
         from mcp import Client
-        from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client  # where the SDK defines it
 
         http = create_mcp_http_client(headers={"Authorization": f"Bearer {self.token}"})
         try:

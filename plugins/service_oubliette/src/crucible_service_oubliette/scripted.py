@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,9 @@ def build_app(inventory: Inventory, token: str) -> Any:
 
     server = MCPServer("oubliette", version="0.1.0-scripted")
 
-    def recorded(tool: str, arguments: dict[str, Any], action: Any) -> Any:
+    def recorded(
+        tool: str, arguments: dict[str, Any], action: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
         with inventory.lock:
             try:
                 result = action()

@@ -219,6 +219,8 @@ async def run(settings: Settings) -> int:
             build_app(tool), host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
         )
         web = uvicorn.Server(config)
+        # uvicorn offers no setting to leave signal handling to us; replacing its method is the
+        # only way, and mypy refuses assigning to a method without this.
         web.capture_signals = _no_signal_capture  # type: ignore[method-assign]
         serving = asyncio.create_task(web.serve())
         renewing = asyncio.create_task(tool.renew_forever())

@@ -197,17 +197,16 @@ class StagedTree:
 
 def _files_below(node: DirNode, prefix: bytes) -> Iterator[tuple[bytes, IndexEntry]]:
     for key, child in node.ordered():
-        if type(child) is DirNode:
+        if isinstance(child, DirNode):
             yield from _files_below(child, prefix + key)
         else:
-            yield prefix + key, child  # type: ignore[misc]
+            yield prefix + key, child
 
 
 def _blob(node: DirNode) -> bytes:
     if node.blob is None:
         node.blob = b"".join(
-            _blob(child) if type(child) is DirNode else child.packed  # type: ignore[union-attr]
-            for _, child in node.ordered()
+            _blob(child) if isinstance(child, DirNode) else child.packed for _, child in node.ordered()
         )
     return node.blob
 
@@ -216,10 +215,10 @@ def _tree(node: DirNode, db: ObjectDatabase) -> bytes:
     if node.tree is None:
         parts = []
         for key, child in node.ordered():
-            if type(child) is DirNode:
+            if isinstance(child, DirNode):
                 parts.append(b"%o %s\0%s" % (MODE_TREE, key[:-1], _tree(child, db)))
             else:
-                parts.append(b"%o %s\0%s" % (child.mode, key, child.sha))  # type: ignore[union-attr]
+                parts.append(b"%o %s\0%s" % (child.mode, key, child.sha))
         node.tree = db.write(b"tree", b"".join(parts))
     return node.tree
 
