@@ -15,7 +15,7 @@ import pytest
 from crucible_core import hookspecs
 from crucible_core.errors import PluginError
 from crucible_core.hookspecs import hookimpl
-from crucible_core.plugins import load_plugins, requested_names
+from crucible_core.plugins import LoadFailure, load_plugins, requested_names
 from crucible_core.registry import Registry
 from tests.cli_support import ROOT, crucible_env, run_crucible
 
@@ -45,16 +45,27 @@ def test_unknown_name_lists_installed_and_suggests() -> None:
     registry: Registry[object] = Registry("backend")
     registry.add("local", object(), "crucible-plugin-backend-local")
     registry.add("command", object(), "crucible-plugin-backend-local")
-    message = registry.unknown_message("openshel", "[agent].backend")
-    assert "installed: command, local" in message
-    assert "did you mean 'openshell'" in message and "crucible-plugin-backend-openshell" in message
-    assert "did you mean 'local'" in registry.unknown_message("locl", "[agent].backend")
+    message = registry.unknown_message("locl", "[agent].backend")
+    assert "unknown backend 'locl' in [agent].backend" in message
+    assert "installed: command, local" in message and "did you mean 'local'?" in message
+    assert "pip install" not in message  # a typo of an installed name needs no install hint
 
 
-def test_known_but_missing_name_says_what_to_install() -> None:
+def test_a_name_no_plugin_provides_points_at_the_standard_set_not_at_a_plugin() -> None:
+    # Core knows no plugin by name: the hint is the meta-distribution and the listing.
     registry: Registry[object] = Registry("harness")
     message = registry.unknown_message("claude", "[agent].harness")
-    assert "install crucible-plugin-harness-claude" in message
+    assert "installed: none" in message
+    assert "`pip install crucible` installs the standard plugin set" in message
+    assert "`crucible plugins`" in message and "crucible-plugin-" not in message
+
+
+def test_an_unknown_name_names_the_plugins_that_failed_to_load() -> None:
+    plugins = load_plugins(discover=False)
+    plugins.failures.append(LoadFailure("broken", "crucible-plugin-broken", "ImportError: no module x"))
+    with pytest.raises(PluginError) as err:
+        plugins.registry("judge").get("pytest", where="[judge] kind")
+    assert "failed to load: crucible-plugin-broken (`crucible plugins` says why)" in err.value.render()
 
 
 def test_registrations_are_attributed_to_their_plugin() -> None:

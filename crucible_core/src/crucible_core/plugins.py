@@ -80,7 +80,7 @@ class Plugins:
         """
         registry = self._registries.get(kind)
         if registry is None:
-            registry = Registry(kind)
+            registry = Registry(kind, unloaded=tuple(sorted({f.distribution for f in self.failures})))
             caller = getattr(self.pm.hook, REGISTRATION_HOOKS[kind])
             # Call each implementation ourselves so every registration knows whose it is.
             for impl in reversed(caller.get_hookimpls()):

@@ -29,20 +29,13 @@ class Register(Protocol[T_contra]):
     ) -> None: ...
 
 
-# Where a name this installation lacks comes from, so an error can say what to install.
-KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
-    "world": {"git": "crucible-plugin-world-git", "command": "crucible-plugin-world-git"},
-    "judge": {"command": "crucible-plugin-judge-command", "task": "crucible-plugin-judge-command"},
-    "backend": {
-        "local": "crucible-plugin-backend-local",
-        "command": "crucible-plugin-backend-local",
-        "openshell": "crucible-plugin-backend-openshell",
-    },
-    "harness": {
-        "claude": "crucible-plugin-harness-claude",
-        "anthropic": "crucible-plugin-harness-claude",
-    },
-}
+# What to do about a name no installed plugin registers. Core knows no plugin by name: which
+# distribution provides a driver is the plugins' business, so the hint points at the standard
+# set (the `crucible` meta-distribution) and at the listing of what is installed.
+MISSING_DRIVER_HINT = (
+    "no installed plugin provides it: `pip install crucible` installs the standard plugin set, "
+    "`crucible plugins` lists what is installed"
+)
 
 
 @attrs.frozen
@@ -83,6 +76,8 @@ class Registry(Generic[T]):
     kind: str
     entries: dict[str, Entry[T]] = attrs.field(factory=dict)
     conflicts: dict[str, Conflict] = attrs.field(factory=dict)
+    # Installed plugin distributions that failed to load: one of them may be what a name lacks.
+    unloaded: tuple[str, ...] = ()
 
     def add(
         self,
@@ -133,16 +128,13 @@ class Registry(Generic[T]):
 
     def unknown_message(self, name: str, where: str) -> str:
         installed = self.names()
-        known = KNOWN_PROVIDERS.get(self.kind, {})
-        candidates = sorted(set(installed) | set(known))
         parts = [f"unknown {self.kind} {name!r} in {where}"]
         parts.append(f"installed: {', '.join(installed) if installed else 'none'}")
-        if name in known:
-            parts.append(f"install {known[name]} to get it")
-        else:
-            close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-            if close:
-                suggestion = close[0]
-                extra = "" if suggestion in installed else f", from {known[suggestion]}"
-                parts.append(f"did you mean {suggestion!r}{extra}?")
+        close = difflib.get_close_matches(name, installed, n=1, cutoff=0.6)
+        if close:
+            parts.append(f"did you mean {close[0]!r}?")
+        if self.unloaded:
+            parts.append(f"failed to load: {', '.join(self.unloaded)} (`crucible plugins` says why)")
+        if not close:
+            parts.append(MISSING_DRIVER_HINT)
         return "; ".join(parts)

@@ -118,7 +118,7 @@ class Broker:
         lines = self.declaration.describe()
         if self.served_by is None and self.tools:
             lines = [
-                "  broker tools: none (no broker transport is installed; install crucible-plugin-broker-mcp)"
+                "  broker tools: none (no broker transport plugin is installed)"
                 if line.startswith("  broker tools:")
                 else line
                 for line in lines
