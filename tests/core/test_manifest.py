@@ -161,12 +161,6 @@ def test_carry_forward_entries_must_be_plain_relative(tmp_path: Path, entry: str
         load_manifest(write(tmp_path, text))
 
 
-def test_manifest_outside_the_workspace_is_not_frozen(tmp_path: Path) -> None:
-    calls: list[str] = []
-    load_manifest(write(tmp_path, BASE), read_pristine=lambda ws, rel: calls.append(rel))
-    assert calls == []
-
-
 # --- hostile values: each is refused at load time, naming its key path (issue 8, items 4 and 9) ---
 
 

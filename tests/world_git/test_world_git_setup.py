@@ -1,4 +1,4 @@
-"""Workspace setup: prepare(), clone_from(), the exclude block, read_pristine and plugin registration."""
+"""Workspace setup: prepare(), clone_from(), the exclude block and plugin registration."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pluggy
 import pytest
 
 from crucible_core.errors import RunFailed, WorkspaceError
-from crucible_core.hookspecs import PROJECT, crucible_read_pristine
+from crucible_core.hookspecs import PROJECT
 from crucible_core.manifest.models import WorldSection
 from crucible_world_git.excludes import exclude_pattern, render
 from crucible_world_git.gitworld import GitWorld
@@ -129,26 +129,8 @@ def _plugin_manager() -> pluggy.PluginManager:
 
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(crucible_core.hookspecs)
-    assert crucible_read_pristine.__doc__  # the hook this plugin answers is part of the surface
     pm.register(crucible_world_git)
     return pm
-
-
-def test_read_pristine_reads_the_base_commit_not_the_tree(tmp_path: Path) -> None:
-    pm = _plugin_manager()
-    ws = make_base(tmp_path / "ws")
-    read = pm.hook.crucible_read_pristine
-    assert read(workspace=ws, relpath="README.md") is None  # no base recorded yet
-    world = GitWorld.at(ws, ())
-    world.prepare()
-    write(ws, "README.md", "edited by the agent\n")
-    world.snapshot("edit")
-    assert read(workspace=ws, relpath="README.md") == b"hello\n"
-    assert read(workspace=ws, relpath="src/lib/util.py") == b"X = 1\n"
-    assert read(workspace=ws, relpath="src/lib/missing.py") is None
-    assert read(workspace=ws, relpath="src/lib") is None
-    assert read(workspace=ws, relpath="README.md/inside") is None
-    assert read(workspace=tmp_path / "not-a-repo", relpath="README.md") is None
 
 
 def test_the_plugin_registers_both_worlds(tmp_path: Path) -> None:

@@ -96,16 +96,6 @@ def crucible_register_packs(register: Register[Path]) -> None:
     """Register domain packs by name: each value is a directory holding a crucible.toml."""
 
 
-@hookspec(firstresult=True)
-def crucible_read_pristine(workspace: Path, relpath: str) -> bytes | None:
-    """Return a file's bytes as recorded in the workspace's pristine base commit.
-
-    firstresult: the first non-None answer wins. Return None when this plugin does not know
-    the workspace or no base commit exists yet; the manifest loader then trusts the working
-    tree for this run only, with a warning.
-    """
-
-
 @hookspec
 def crucible_session_event(event: Mapping[str, Any]) -> None:
     """Observe one session-log event, called after the event is durably written."""

@@ -88,7 +88,7 @@ class World(Protocol):
         """Make the workspace a repository whose base commit holds everything now in it.
 
         Commits the current tree as the baseline when there is no commit or the tree is dirty,
-        records the pristine base (readable later through `crucible_read_pristine`), writes the
+        records the pristine base, writes the
         spared paths to the repository's exclude file, and returns the base commit id.
         """
 

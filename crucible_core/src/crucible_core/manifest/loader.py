@@ -5,7 +5,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +35,6 @@ MAX_SELFTEST_RUNS = 100
 MAX_REPEATS = 100  # [judge].repeats: each repeat is a full measure
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 
-ReadPristine = Callable[[Path, str], "bytes | None"]
-
 
 @attrs.frozen
 class ResolvedInject:
@@ -60,10 +57,8 @@ class LoadedManifest:
 
     path: Path
     manifest: Manifest
-    text: bytes  # the exact bytes parsed (the frozen ones when frozen loading applied)
+    text: bytes  # the exact bytes parsed
     injects: tuple[ResolvedInject, ...]
-    warnings: tuple[str, ...] = ()
-    frozen_from_base: bool = False
     tables: DriverTables = DriverTables()  # the keys plugins own, as parsed
     settings: ResolvedSettings = ResolvedSettings()  # those keys, validated by each driver's plugin
     components: tuple[LoadedComponent, ...] = ()  # a composite's domains, in manifest order
@@ -436,10 +431,8 @@ def _check_references(path: Path, m: Manifest) -> None:
             )
 
 
-def load_manifest(
-    path: Path, *, read_pristine: ReadPristine | None = None, plugins: Plugins | None = None
-) -> LoadedManifest:
-    """Load and validate a manifest; freeze it from the workspace's base commit when it lives inside.
+def load_manifest(path: Path, *, plugins: Plugins | None = None) -> LoadedManifest:
+    """Load and validate a manifest.
 
     The keys plugins own are validated by the installed plugins (`plugins`, else those
     `load_plugins()` finds), so an unknown key fails here whichever schema it falls under.
@@ -455,35 +448,14 @@ def load_manifest(
         raise ManifestError(f"{path}: larger than {MAX_MANIFEST_BYTES} bytes; this is not a manifest")
     text = path.read_bytes()
     manifest, tables = structure_with_tables(path, parse_text(path, text))
-    warnings: list[str] = []
-    frozen = False
-    workspace = (path.parent / manifest.workspace.dir).resolve()
-    if _is_within(path, workspace):
-        pristine = read_pristine(workspace, path.relative_to(workspace).as_posix()) if read_pristine else None
-        if pristine is None:
-            warnings.append(
-                f"WARNING: {path.name} lives inside its workspace and no pristine base commit exists yet; "
-                "trusting the working tree for this run only (later runs load it from the base commit)"
-            )
-        else:
-            if pristine != text:
-                warnings.append(
-                    f"{path.name} differs from the copy in the workspace's base commit; "
-                    "using the base commit's copy (edits to the manifest inside the workspace do not apply)"
-                )
-            text = pristine
-            manifest, tables = structure_with_tables(path, parse_text(path, text))
-            frozen = True
     _check_references(path, manifest)
     injects = expand_injects(path, manifest)
     if plugins is None:
         from crucible_core.plugins import load_plugins  # deferred: plugins import the manifest models
 
         plugins = load_plugins()
-    components = _load_components(path, manifest, read_pristine, plugins)
-    loaded = LoadedManifest(
-        path, manifest, text, injects, tuple(warnings), frozen, tables, components=components
-    )
+    components = _load_components(path, manifest, plugins)
+    loaded = LoadedManifest(path, manifest, text, injects, tables=tables, components=components)
     return attrs.evolve(loaded, settings=loaded.resolve_settings(plugins))
 
 
@@ -500,9 +472,7 @@ def _workflow_rules(path: Path, m: Manifest) -> None:
         raise _fail(path, f"a {kind} workflow needs a [judge]", hint='without a judge, use type = "playbook"')
 
 
-def _load_components(
-    path: Path, m: Manifest, read_pristine: ReadPristine | None, plugins: Plugins
-) -> tuple[LoadedComponent, ...]:
+def _load_components(path: Path, m: Manifest, plugins: Plugins) -> tuple[LoadedComponent, ...]:
     """Each [[component]]'s domain directory, loaded as the manifest it is (reused verbatim)."""
     loaded = []
     for index, entry in enumerate(m.component):
@@ -516,7 +486,7 @@ def _load_components(
             )
         if target == path:
             raise _fail(path, f"[[component]][{index}].domain is the composite itself")
-        component = load_manifest(target, read_pristine=read_pristine, plugins=plugins)
+        component = load_manifest(target, plugins=plugins)
         if component.components:
             raise _fail(path, f"[[component]][{index}].domain {entry.domain!r} is itself a composite")
         loaded.append(LoadedComponent(component_name(entry), component))

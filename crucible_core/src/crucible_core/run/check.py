@@ -107,8 +107,6 @@ def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = Non
     findings = Findings()
     m = loaded.manifest
     findings.add("ok", f"manifest {loaded.path} parsed")
-    for warning in loaded.warnings:
-        findings.add("warn", warning)
     choice = DriverChoice.of(loaded, plugins, harness=harness)
     findings.add(
         "info",

@@ -75,11 +75,8 @@ class RunResult:
 
 
 def load_for_run(plugins: Plugins, manifest: Path) -> LoadedManifest:
-    def read_pristine(workspace: Path, relpath: str) -> bytes | None:
-        found: bytes | None = plugins.hook.crucible_read_pristine(workspace=workspace, relpath=relpath)
-        return found
-
-    return load_manifest(manifest, read_pristine=read_pristine, plugins=plugins)
+    """The manifest, its driver tables validated by the plugins this run loaded."""
+    return load_manifest(manifest, plugins=plugins)
 
 
 def make_reporter(plugins: Plugins, name: str, iterations: int | None) -> Reporter:
@@ -246,7 +243,7 @@ def _execute_locked(
         gates.ledger.restore_if_damaged,
         bridge.restore_record,
     ]
-    for warning in [*loaded.warnings, *gates.ledger.problems]:
+    for warning in gates.ledger.problems:
         engine.note(warning, level="warn")
     started = time.monotonic()
     runs_harness = drivers.choice.runs_harness  # the start line names only what the backend runs

@@ -26,7 +26,7 @@ def workspace_in_use(workspace: Path) -> bool:
 def refuse_existing_workspace(loaded: LoadedManifest, paths: RunPaths) -> None:
     """A fresh run never adopts a workspace it did not create: that could be someone's work."""
     if loaded.inside_workspace():
-        return  # the bring-your-own-repo on-ramp: the workspace is the manifest's own repository
+        return  # never reached (containment refuses it); never adopt the manifest's own checkout
     if workspace_in_use(paths.workspace):
         raise WorkspaceError(
             f"workspace {paths.workspace} already exists",

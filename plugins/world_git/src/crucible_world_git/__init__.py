@@ -6,8 +6,6 @@ Only hook implementations live here; the worlds and dulwich load when a hook fir
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from crucible_core.hookspecs import hookimpl
 from crucible_core.protocols import World, WorldContext, WorldFactory
 from crucible_core.registry import Register
@@ -33,10 +31,3 @@ def crucible_register_worlds(register: Register[WorldFactory]) -> None:
 
     register("git", _git_world)
     register("command", _command_world, settings=CommandWorldSettings)
-
-
-@hookimpl
-def crucible_read_pristine(workspace: Path, relpath: str) -> bytes | None:
-    from crucible_world_git.pristine import read_pristine
-
-    return read_pristine(workspace, relpath)
