@@ -42,6 +42,9 @@ DEFAULT_GRACE_SECONDS = 2.0
 
 # Every child carries this variable; its value names this engine process.
 SUPERVISOR_ENV = "CRUCIBLE_SUPERVISOR"
+# Looks the subreaper sweep takes at most: a victim's children re-parent here as it dies, and a
+# descendant caught mid-exec has no readable environment yet, so both call for another look.
+SWEEP_PASSES = 8
 
 # The guard: reads "+pgid"/"-pgid" lines; at EOF (engine gone) it SIGKILLs the groups still
 # registered, then every process whose environment carries this engine's supervisor mark
@@ -352,16 +355,18 @@ def _sweep_adopted(mark: str) -> None:
     me = os.getpid()
     needle = f"\0{SUPERVISOR_ENV}={mark}\0".encode()
     with _orphans.lock:
-        for _ in range(3):  # a victim's own children re-parent here as it dies: look again
+        for attempt in range(SWEEP_PASSES):
             adopted = _orphans.adopted()
             if not adopted:
                 return
             killed: list[int] = []
+            unreadable = False
             for pid in _descendants(me):
-                try:
-                    with open(f"/proc/{pid}/environ", "rb") as handle:
-                        environ = b"\0" + handle.read() + b"\0"
-                except OSError:
+                environ = _environ(pid)
+                if environ is None:
+                    # In the middle of an exec the new image has no environment yet (or /proc
+                    # refuses it for a moment): that process may be the one we are looking for.
+                    unreadable = unreadable or not _is_zombie(pid)
                     continue
                 if needle in environ:
                     with contextlib.suppress(OSError):
@@ -374,8 +379,20 @@ def _sweep_adopted(mark: str) -> None:
                         os.waitpid(pid, 0)
                     elif _is_zombie(pid):
                         os.waitpid(pid, os.WNOHANG)
-            if not killed:
+            if not killed and not unreadable:
                 return
+            if not killed:
+                time.sleep(0.01 * (attempt + 1))  # let the exec finish, then look again
+
+
+def _environ(pid: int) -> bytes | None:
+    """A process's initial environment framed by NULs, or None while it cannot be read (or is empty)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    return b"\0" + raw + b"\0" if raw else None
 
 
 def _kill_group(pgid: int, sig: int) -> None:
