@@ -52,11 +52,11 @@ def _calls(url: str, headers: dict[str, str]) -> None:
 
 def run(options: Options) -> list[Row]:
     from crucible_broker_mcp.server import BrokerServer
-    from crucible_core.broker.builtin_tools import BUILTIN_TOOLS
     from crucible_core.broker.declaration import Declaration, Disclosure
     from crucible_core.broker.mediation import Mediator
     from crucible_core.broker.service import Broker
     from crucible_core.broker.tools import BrokerRuntime
+    from crucible_core.run.broker_tools import BUILTIN_TOOLS
 
     events: list[str] = []
     emit = lambda event: events.append(event.KIND)  # noqa: E731

@@ -108,3 +108,47 @@ def test_loading_the_plugin_and_its_settings_does_not_import_grpc() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_the_disclosure_lists_the_sandbox_egress_everywhere_it_is_printed(tmp_path: Path) -> None:
+    """Core reads the egress through the settings' disclosed_egress() seam (it never imports this
+    plugin): exposure, check's lines and the prompt's capabilities section state the same allowlist
+    the sandbox is created with."""
+    import json
+
+    from crucible_core.broker.service import declaration_for
+    from crucible_core.plugins import load_plugins
+    from crucible_core.run.prompt import DEFAULT_METHOD, render
+    from tests.cli_support import run_crucible
+
+    text = BASE + '[agent.openshell]\nendpoints = ["models.internal:8443:read-write"]\n'
+    loaded = load(tmp_path, text)
+    declaration = declaration_for(load_plugins(), loaded, environ={})
+    resolved = resolve_egress(loaded.settings.of("backend").openshell)
+    egress = declaration.capabilities.egress
+    assert egress.restricted and egress.by == "openshell"
+    assert [(e.host, e.port, e.access) for e in egress.endpoints] == [
+        (e.host, e.port, e.access) for e in resolved.endpoints
+    ]
+    assert declaration.capabilities.agent_sandbox is not None
+    assert "ghcr.io/x/sandbox:1" in declaration.capabilities.agent_sandbox
+
+    lines = declaration.describe()
+    assert "    models.internal:8443 read-write (manifest)" in lines
+    assert "    pypi.org:443 read-only (built-in)" in lines
+    prompt = render(DEFAULT_METHOD, goal="g", status="", steer="", capabilities="\n".join(lines))
+    assert "models.internal:8443 read-write (manifest)" in prompt and "unrestricted" not in prompt
+
+    done = run_crucible("plan", "exposure", "--manifest", tmp_path / "crucible.toml")
+    assert done.returncode == 0, done.stderr
+    wire = json.loads(done.stdout)["capabilities"]["egress"]
+    assert wire["restricted"] is True and wire["by"] == "openshell"
+    assert {"host": "models.internal", "port": 8443, "access": "read-write", "source": "manifest"} in wire[
+        "endpoints"
+    ]
+    assert len(wire["endpoints"]) == len(BUILTIN_ENDPOINTS) + 1
+    assert "/usr/local/bin/claude" in wire["binaries"]
+
+    exact = load(tmp_path, text + "inherit_defaults = false\n")
+    only = declaration_for(load_plugins(), exact, environ={}).capabilities.egress
+    assert [(e.host, e.source) for e in only.endpoints] == [("models.internal", "manifest")]

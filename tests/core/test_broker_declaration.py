@@ -308,6 +308,12 @@ def test_check_and_exposure_print_the_same_bounds(example) -> None:
     assert "tracker-comment: at most 1, open within PROJ-* (declared)" in check.stdout
     for o in outputs:
         assert f"{o['kind']}: at most {o['count']}," in check.stdout
+    # The command backend confines nothing, and both say so: the agent has the host's network.
+    egress = document["capabilities"]["egress"]
+    assert egress == {"restricted": False, "endpoints": [], "binaries": [], "by": "command"}
+    assert (
+        "egress: unrestricted" in check.stdout and "backend command runs no egress allowlist" in check.stdout
+    )
     assert not (path.parent / "state").exists()  # neither created run state
 
 

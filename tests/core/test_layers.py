@@ -28,6 +28,9 @@ ALLOWED = {
     "plan": {"contract", "manifest"} | INFRASTRUCTURE,
     "workflow": {"contract", "manifest", "plan"} | INFRASTRUCTURE,
     "control": {"contract", "manifest"} | INFRASTRUCTURE,
+    # The broker decides (vocabulary, declaration, mediation, grants); the run hands it the
+    # tools that write the run's markers, so it never reaches up into run/.
+    "broker": {"contract", "manifest", "services"} | INFRASTRUCTURE,
     "flow": {"contract"} | INFRASTRUCTURE,
 }
 

@@ -36,7 +36,7 @@ def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
 
 @hookimpl
 def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
-    from crucible_core.broker.builtin_tools import BUILTIN_TOOLS
+    from crucible_core.run.broker_tools import BUILTIN_TOOLS
 
     for tool in BUILTIN_TOOLS:
         register(tool.name, tool)

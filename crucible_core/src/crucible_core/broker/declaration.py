@@ -22,6 +22,7 @@ from crucible_core.broker.outputs import (
     ResolvedOutput,
     param_problems,
 )
+from crucible_core.broker.reach import EgressReach, egress_of, unrestricted
 from crucible_core.errors import ManifestError, RunFailed
 from crucible_core.manifest.broker_sections import SecretCapability
 from crucible_core.manifest.loader import LoadedManifest
@@ -56,6 +57,8 @@ class Disclosure:
     agent_sandbox: str | None  # the sandbox the agent runs in; None: it runs with the engine's reach
     host_commands: tuple[str, ...]  # pack commands that run outside any sandbox, by manifest key
     broker_tools: tuple[str, ...]  # tools granted to every turn (empty: no broker)
+    # Where the agent's turns may connect, as the backend states it (broker/reach.py)
+    egress: EgressReach = attrs.field(factory=lambda: unrestricted(""))
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -73,7 +76,7 @@ class Disclosure:
             "agent_sandbox": self.agent_sandbox,
             "commands_outside_sandbox": bool(self.host_commands),
             "host_commands": list(self.host_commands),
-            "egress": None,  # no sandboxed backend yet: the agent's egress is the host's
+            "egress": self.egress.to_wire(),
             "relays": [],
             "broker_tools": list(self.broker_tools),
         }
@@ -135,6 +138,7 @@ class Declaration:
                 or "none: the agent runs with the engine's own reach (files, network, processes)"
             )
         )
+        lines += c.egress.describe()
         if c.host_commands:
             lines.append("  pack commands run outside any sandbox: " + ", ".join(c.host_commands))
         return lines
@@ -239,12 +243,15 @@ def resolve(
     """The whole declaration; raises ManifestError naming the key for what the vocabulary refuses."""
     m = loaded.manifest
     secrets = {s.name: s for s in m.capabilities.secret}
+    # The selected backend states its agent's egress through its settings (broker/reach.py).
+    egress = egress_of(m.agent.backend, loaded.settings.of("backend"))
     disclosure = Disclosure(
         secrets=tuple(m.capabilities.secret),
         agent_env=tuple(AgentEnvGrant(name, secrets.get(name)) for name in sorted(m.agent.env)),
-        agent_sandbox=None,
+        agent_sandbox=egress.sandbox,
         host_commands=host_commands(loaded),
         broker_tools=granted_tools(loaded, tools),
+        egress=egress,
     )
     outputs = resolve_outputs(loaded, kinds, os.environ if environ is None else environ)
     return Declaration(outputs, disclosure)

@@ -11,6 +11,7 @@ import re
 
 import attrs
 
+from crucible_core.broker.reach import EgressEndpoint, EgressReach
 from crucible_core.manifest.models import Seconds
 
 ACCESS_CLASSES = ("read-only", "read-write", "full")
@@ -137,3 +138,19 @@ class OpenShellSettings:
             f"provider credentials held by the gateway: {providers}",
             *resolve_egress(table).describe(),
         ]
+
+    def disclosed_egress(self) -> EgressReach:
+        """The capability disclosure's egress (core's seam, crucible_core.broker.reach): exactly the
+        allowlist every sandbox of this run is created with, built-ins and manifest entries labelled."""
+        from crucible_backend_openshell.egress import resolve_egress
+
+        resolved = resolve_egress(self.openshell)
+        return EgressReach(
+            restricted=True,
+            endpoints=tuple(
+                EgressEndpoint(e.endpoint.host, e.endpoint.port, e.endpoint.access, e.source)
+                for e in resolved.entries
+            ),
+            binaries=resolved.binaries,
+            sandbox=f"openshell sandbox (image {self.sandbox_image}, a fresh one per turn, deny-by-default egress)",
+        )
