@@ -173,6 +173,7 @@ def test_before_turn_adds_env_and_mcp_servers(example, tmp_path: Path) -> None:
         manifest.read_text().replace(
             'agent_cmd = "./bump.sh"', f'agent_cmd = "./bump.sh && echo $FROM_PLUGIN >> {seen}"'
         )
+        + DISCLOSED_FROM_PLUGIN  # a plugin's env is a grant: the disclosure covers it
     )
     recorder = Recorder()
     recorder.on_before_turn = lambda i: TurnAdditions(
@@ -184,6 +185,43 @@ def test_before_turn_adds_env_and_mcp_servers(example, tmp_path: Path) -> None:
     assert seen.read_text().split() == ["turn-1", "turn-2"]
     notes = [e["msg"] for e in log(manifest) if e["kind"] == "note"]
     assert sum("may not set CRUCIBLE_ITERATION" in n for n in notes) == 2
+
+
+DISCLOSED_FROM_PLUGIN = """
+[[capabilities.secret]]
+name = "FROM_PLUGIN"
+context = "agent"
+system = "test"
+scope = "a per-turn marker"
+"""
+
+
+@pytest.mark.parametrize(
+    ("disclosure", "missing"),
+    [
+        ("", "no [agent].env entry or [[capabilities.secret]] names FROM_PLUGIN"),
+        (DISCLOSED_FROM_PLUGIN.replace('"agent"', '"broker"'), "discloses it as broker-held"),
+    ],
+)
+def test_env_a_plugin_adds_outside_the_disclosure_refuses_the_run(
+    example, tmp_path: Path, disclosure: str, missing: str
+) -> None:
+    manifest = example("counter")
+    seen = tmp_path / "seen.txt"
+    manifest.write_text(
+        manifest.read_text().replace(
+            'agent_cmd = "./bump.sh"', f'agent_cmd = "./bump.sh && echo $FROM_PLUGIN >> {seen}"'
+        )
+        + disclosure
+    )
+    recorder = Recorder()
+    recorder.on_before_turn = lambda i: TurnAdditions(env={"FROM_PLUGIN": "tok-secret-value"})
+    result = run(fresh_plugins(recorder.module()), manifest, 2)
+    assert result.exit.value == "error" and result.exit_code == 4
+    assert "plugin crucible-plugin-test_plugin_0 adds FROM_PLUGIN" in result.reason
+    assert missing in result.reason
+    assert not seen.exists()  # no turn ran with the undisclosed value
+    assert ("after_turn", 1, False) not in recorder.calls and recorder.calls[-1][:2] == ("run_end", "error")
 
 
 def test_a_before_turn_hook_that_raises_ends_the_run_naming_the_plugin(example) -> None:

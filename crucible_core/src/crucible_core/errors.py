@@ -67,6 +67,10 @@ class RunFailed(CrucibleError):
     exit_code = ExitCode.RUN_FAILED
 
 
+class UncoveredGrant(RunFailed):
+    """The run would hand the agent something its capability disclosure does not cover."""
+
+
 class PreflightFailed(RunFailed):
     """A start rung of [preflight] failed before the baseline: no agent turn or measure was spent."""
 

@@ -23,7 +23,7 @@ from crucible_core.broker.outputs import (
     param_problems,
 )
 from crucible_core.broker.reach import EgressReach, egress_of, unrestricted
-from crucible_core.errors import ManifestError, RunFailed
+from crucible_core.errors import ManifestError, UncoveredGrant
 from crucible_core.manifest.broker_sections import SecretCapability
 from crucible_core.manifest.loader import LoadedManifest
 
@@ -80,6 +80,26 @@ class Disclosure:
             "relays": [],
             "broker_tools": list(self.broker_tools),
         }
+
+    def uncovered_env(self, name: str) -> str | None:
+        """Why an agent environment variable added outside [agent].env is not covered, or None.
+
+        Covered: an [agent].env name, or a [[capabilities.secret]] with context = "agent".
+        """
+        if any(grant.name == name for grant in self.agent_env):
+            return None
+        declared = next((s for s in self.secrets if s.name == name), None)
+        if declared is None:
+            return (
+                f"no [agent].env entry or [[capabilities.secret]] names {name}: add "
+                f'[[capabilities.secret]] name = "{name}" with context = "agent", system and scope'
+            )
+        if declared.context != "agent":
+            return (
+                f"[[capabilities.secret]] {name} discloses it as {declared.context}-held "
+                f'(context = {declared.context!r}), so its value may not enter the agent\'s environment'
+            )
+        return None
 
     def uncovered_grants(self) -> list[str]:
         """Grants the disclosure does not cover, each naming the grant and what is missing."""
@@ -262,4 +282,4 @@ def refuse_uncovered(declaration: Declaration, params: Mapping[str, str] | None 
     binds, ends the run before anything is reached."""
     problems = declaration.capabilities.uncovered_grants() + param_problems(declaration.outputs, params or {})
     if problems:
-        raise RunFailed("; ".join(problems))
+        raise UncoveredGrant("; ".join(problems))

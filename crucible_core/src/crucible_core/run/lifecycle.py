@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.errors import RunFailed
+from crucible_core.errors import RunFailed, UncoveredGrant
 
 if TYPE_CHECKING:
+    from crucible_core.broker.declaration import Disclosure
     from crucible_core.broker.service import Broker
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.plugins import Plugins
@@ -78,6 +79,9 @@ class Lifecycle:
     plugins: Plugins
     context: RunContext
     note: Callable[[str], None]  # a warning note in the session log
+    # The run's capability disclosure: env a plugin adds to a turn must be covered by it.
+    # None only where no declaration was resolved (unit tests of the hook plumbing).
+    disclosure: Disclosure | None = None
     started: bool = False
     ended: bool = False
 
@@ -91,9 +95,17 @@ class Lifecycle:
 
     def before_turn(self, turn: Turn) -> Turn:
         """The turn with every plugin's additions; a server name two plugins add keeps the first."""
-        context = TurnContext(self.context, turn.iteration)
         if self.context.broker is not None:
             self.context.broker.open_turn(turn.iteration)  # grants last until after_turn
+        try:
+            return self._with_additions(turn)
+        except BaseException:
+            if self.context.broker is not None:
+                self.context.broker.close_turn()  # the turn never starts: grant nothing
+            raise
+
+    def _with_additions(self, turn: Turn) -> Turn:
+        context = TurnContext(self.context, turn.iteration)
         servers = dict(turn.mcp_servers)
         env = dict(turn.env)
         for owner, function in self.plugins.implementations("crucible_before_turn"):
@@ -118,8 +130,22 @@ class Lifecycle:
                 if key.startswith(_ENGINE_ENV_PREFIX):
                     self.note(f"plugin {owner} may not set {key} (the engine owns CRUCIBLE_*); ignored")
                     continue
+                self._refuse_undisclosed(owner, key)
                 env[key] = value
         return attrs.evolve(turn, mcp_servers=servers, env=env)
+
+    def _refuse_undisclosed(self, owner: str, name: str) -> None:
+        """A credential a plugin slips into the agent's environment is a grant like [agent].env:
+        one the disclosure does not cover ends the run before the turn starts (C-CAPABILITY-DISCLOSURE)."""
+        if self.disclosure is None:
+            return
+        missing = self.disclosure.uncovered_env(name)
+        if missing is not None:
+            raise UncoveredGrant(
+                f"plugin {owner} adds {name} to the agent's environment in crucible_before_turn, "
+                f"but the run's capability disclosure does not cover it ({missing})",
+                hint="disclose it in the manifest (see docs/broker.md, Disclosure), or remove the plugin",
+            )
 
     def after_turn(self, turn: Turn, result: TurnResult | None) -> None:
         """result is None when the turn was interrupted (an abort) before it returned."""

@@ -233,6 +233,7 @@ def _execute_locked(
             loaded, paths.workspace, paths.state_dir, paths.private_dir, run_id, request.resume, broker
         ),
         note=lambda text: engine.note(text, level="warn"),
+        disclosure=declaration.capabilities,
     )
     gates = engine.gates
     gates.max_park = request.max_park
