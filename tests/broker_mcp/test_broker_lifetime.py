@@ -127,3 +127,45 @@ def test_request_approval_through_the_broker_parks_the_run(tmp_path: Path) -> No
         ("broker_call", "request_approval"),
         ("broker_result", "request_approval"),
     ]
+
+
+def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> None:
+    """The broker's server starts only when the turn's agent can use MCP servers: a backend
+    registered without the takes_mcp trait gets no server (no token, no endpoint, no port) and
+    its prompt says why there are no tools, while the grants are still disclosed."""
+    import types
+
+    from crucible_backend_local.backends import CommandBackend
+    from crucible_backend_local.settings import CommandBackendSettings
+    from crucible_core.hookspecs import hookimpl
+    from crucible_core.plugins import load_plugins
+    from crucible_core.run.budget import Budget
+    from crucible_core.run.runner import RunRequest, execute
+
+    agent = (
+        "cat \\\"$CRUCIBLE_PROMPT_FILE\\\" > ../prompt.txt; "
+        "ls ../state/private/broker > ../broker-dir.txt 2>&1; "
+        'echo \\"${CRUCIBLE_MCP_CONFIG:-none}\\" > ../mcp.txt'
+    )
+    manifest = domain(tmp_path, agent)
+    manifest.write_text(manifest.read_text().replace('backend = "command"', 'backend = "plain-command"'))
+    module = types.ModuleType("plain_backend")
+
+    @hookimpl
+    def crucible_register_backends(register) -> None:  # type: ignore[no-untyped-def]
+        register("plain-command", CommandBackend.from_context, settings=CommandBackendSettings)
+
+    module.crucible_register_backends = crucible_register_backends  # type: ignore[attr-defined]
+    plugins = load_plugins(names=["core", "world_git", "judge_command", "backend_local", "broker_mcp"])
+    plugins.register_module(module, name="plain", distribution="crucible-plugin-plain", version="0")
+    result = execute(
+        plugins, RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless")
+    )
+    root = manifest.parent
+    assert result.exit.value == "finished", result.reason
+    assert (root / "mcp.txt").read_text().strip() == "none"  # no MCP server handed to the turn
+    assert "token" not in (root / "broker-dir.txt").read_text()  # and none was started
+    prompt = (root / "prompt.txt").read_text()
+    assert "broker tools: none (backend plain-command cannot call MCP tools)" in prompt
+    exposure = [e for e in read_events(root / "state" / "session.jsonl") if e["kind"] == "exposure"]
+    assert "distress" in exposure[0]["capabilities"]["broker_tools"]  # the grant is still disclosed

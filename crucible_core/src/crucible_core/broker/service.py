@@ -104,6 +104,9 @@ class Broker:
         self._lock = threading.Lock()
         self._turn: int | None = None
         self.served_by: str | None = None  # the transport serving the tools, once one attached
+        # Why this run's agent cannot call MCP tools at all (its harness takes no MCP servers),
+        # or None. A transport starts no server then: nobody would call it.
+        self.unreachable: str | None = None
 
     # -- the engine's side ------------------------------------------------------------------
     def attach(self, transport: str) -> None:
@@ -116,13 +119,13 @@ class Broker:
     def prompt_text(self) -> str:
         """What the agent is told it has: the same declaration check and exposure print."""
         lines = self.declaration.describe()
-        if self.served_by is None and self.tools:
-            lines = [
-                "  broker tools: none (no broker transport plugin is installed)"
-                if line.startswith("  broker tools:")
-                else line
-                for line in lines
-            ]
+        missing = None
+        if self.tools and self.unreachable is not None:
+            missing = self.unreachable
+        elif self.tools and self.served_by is None:
+            missing = "no broker transport plugin is installed"
+        if missing is not None:
+            lines = [f"  broker tools: none ({missing})" if line.startswith("  broker tools:") else line for line in lines]
         lines.append(
             "A write outside these bounds is refused and recorded; it does not end the run. "
             "Bounds cannot be changed from inside the run."
@@ -195,9 +198,18 @@ def recorded_params(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def build_broker(
-    plugins: Any, declaration: Declaration, engine: Any, *, resumed: bool, params: Mapping[str, str]
+    plugins: Any,
+    declaration: Declaration,
+    engine: Any,
+    *,
+    resumed: bool,
+    params: Mapping[str, str],
+    unreachable: str | None = None,
 ) -> Broker:
-    """The run's broker over the engine's session log, markers and inbox; a resume keeps the counts."""
+    """The run's broker over the engine's session log, markers and inbox; a resume keeps the counts.
+
+    `unreachable` says why the agent cannot call MCP tools, when it cannot.
+    """
     from crucible_core.broker.mediation import used_counts
     from crucible_core.session_log import read_events
 
@@ -210,4 +222,6 @@ def build_broker(
         pending_steers=engine.gates.pending_steers,
         add_secret=lambda value: engine.redactor.add([value]),
     )
-    return Broker(declaration, installed_tools(plugins), runtime, mediator, engine.log.emit)
+    broker = Broker(declaration, installed_tools(plugins), runtime, mediator, engine.log.emit)
+    broker.unreachable = unreachable
+    return broker

@@ -33,20 +33,41 @@ class DriverChoice:
     backend: str
     harness: str
     runs_harness: bool = True  # the backend runs the harness (a trait the backend registered)
+    # The agent can call tools of the MCP servers a turn hands it (Turn.mcp_servers): the
+    # `takes_mcp` trait of the harness the backend runs, or of the backend itself when it runs
+    # no harness. A backend running a harness may veto with takes_mcp=False (its agent cannot
+    # reach the host's servers). False: the run starts no broker server for nobody to call.
+    takes_mcp: bool = False
 
     @classmethod
     def of(cls, loaded: LoadedManifest, plugins: Plugins, *, harness: str | None = None) -> DriverChoice:
         m = loaded.manifest
         backend = m.agent.backend
+        harness = harness or m.agent.harness
         entry = plugins.registry("backend", strict=False).entries.get(backend)
         runs_harness = entry is None or bool(entry.trait("runs_harness"))
+        if entry is None:
+            takes_mcp = False
+        elif runs_harness:
+            harness_entry = plugins.registry("harness", strict=False).entries.get(harness)
+            takes_mcp = (
+                harness_entry is not None
+                and bool(harness_entry.trait("takes_mcp"))
+                and entry.trait("takes_mcp") is not False
+            )
+        else:
+            takes_mcp = bool(entry.trait("takes_mcp"))
         return cls(
             world=loaded.world_kind,
             judge=m.judge_kind(),
             backend=backend,
-            harness=harness or m.agent.harness,
+            harness=harness,
             runs_harness=runs_harness,
+            takes_mcp=takes_mcp,
         )
+
+    def agent_label(self) -> str:
+        return f"harness {self.harness}" if self.runs_harness else f"backend {self.backend}"
 
     def verify(self, plugins: Plugins) -> None:
         """Fail early, naming installed names, for any driver that is not installed."""

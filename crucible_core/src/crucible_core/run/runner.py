@@ -226,7 +226,16 @@ def _execute_locked(
     )
     recorded = folded.start.run_id if folded is not None and folded.start is not None else None
     run_id = str(recorded or uuid.uuid4().hex[:16])
-    engine.broker = broker = build_broker(plugins, declaration, engine, resumed=request.resume, params=params)
+    choice = drivers.choice
+    engine.broker = broker = build_broker(
+        plugins,
+        declaration,
+        engine,
+        resumed=request.resume,
+        params=params,
+        # No server for an agent that cannot call one (saves the SDK import and start, ~1 s CPU).
+        unreachable=None if choice.takes_mcp else f"{choice.agent_label()} cannot call MCP tools",
+    )
     engine.lifecycle = Lifecycle(
         plugins,
         RunContext(

@@ -12,5 +12,6 @@ def crucible_register_backends(register: Register[BackendFactory]) -> None:
     from crucible_backend_local.backends import CommandBackend, LocalBackend
     from crucible_backend_local.settings import CommandBackendSettings
 
-    register("command", CommandBackend.from_context, settings=CommandBackendSettings)
+    # takes_mcp: the command backend hands the turn's MCP servers over $CRUCIBLE_MCP_CONFIG
+    register("command", CommandBackend.from_context, settings=CommandBackendSettings, takes_mcp=True)
     register("local", LocalBackend.from_context, runs_harness=True)

@@ -26,10 +26,15 @@ def crucible_run_start(context: RunContext) -> None:
     broker = context.broker
     if broker is None or not broker.tools:
         return  # [agent.broker] disabled, or no tool granted: nothing to serve
+    if broker.unreachable is not None:
+        return  # the agent cannot call MCP tools (its harness takes none): nobody to serve
     from crucible_broker_mcp.starter import Starter
 
     # Importing the SDK and starting the server overlap the baseline measure; the first turn waits.
     _servers[context.run_id] = Starter.begin(broker, context.private_dir / "broker")
+    # Attached now, not when the thread is done, so the first prompt already states the tools
+    # (a server that then fails to start ends the run at the first turn).
+    broker.attach("crucible-plugin-broker-mcp")
 
 
 @hookimpl

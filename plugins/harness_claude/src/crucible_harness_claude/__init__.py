@@ -25,5 +25,6 @@ def _anthropic_sdk(ctx: HarnessContext) -> Harness:
 def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
     from crucible_harness_claude.settings import SPARED, ClaudeSettings
 
-    register("claude", _claude_cli, settings=ClaudeSettings, spared=SPARED)
+    # takes_mcp: the CLI passes the turn's MCP servers with --mcp-config
+    register("claude", _claude_cli, settings=ClaudeSettings, spared=SPARED, takes_mcp=True)
     register("anthropic", _anthropic_sdk, settings=ClaudeSettings, spared=SPARED)
