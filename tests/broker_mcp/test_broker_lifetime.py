@@ -143,7 +143,7 @@ def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> N
     from crucible_core.run.runner import RunRequest, execute
 
     agent = (
-        "cat \\\"$CRUCIBLE_PROMPT_FILE\\\" > ../prompt.txt; "
+        'cat \\"$CRUCIBLE_PROMPT_FILE\\" > ../prompt.txt; '
         "ls ../state/private/broker > ../broker-dir.txt 2>&1; "
         'echo \\"${CRUCIBLE_MCP_CONFIG:-none}\\" > ../mcp.txt'
     )
@@ -158,9 +158,7 @@ def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> N
     module.crucible_register_backends = crucible_register_backends  # type: ignore[attr-defined]
     plugins = load_plugins(names=["core", "world_git", "judge_command", "backend_local", "broker_mcp"])
     plugins.register_module(module, name="plain", distribution="crucible-plugin-plain", version="0")
-    result = execute(
-        plugins, RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless")
-    )
+    result = execute(plugins, RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless"))
     root = manifest.parent
     assert result.exit.value == "finished", result.reason
     assert (root / "mcp.txt").read_text().strip() == "none"  # no MCP server handed to the turn

@@ -185,3 +185,28 @@ def test_a_whole_run_keeps_the_sdk_harness_edit_and_masks_its_secrets(
     for path in written:
         text = path.read_text(errors="replace")
         assert secret not in text and TEST_KEY not in text, path
+
+
+def test_mcp_servers_it_cannot_use_are_reported_and_the_turn_goes_on(
+    fake: FakeAnthropic, workspace: Path, private_dir: Path, sdk_env: dict[str, str]
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fake.script = Script([say("Nothing to call.")])
+    events = Recorder()
+    harness = AnthropicHarness.from_context(harness_context(workspace.parent, private_dir))
+    servers = {
+        "gone": {"type": "http", "url": f"http://127.0.0.1:{port}/mcp", "headers": {}},
+        "local": {"command": "some-stdio-server"},
+    }
+    result = harness.run(make_turn(workspace, sdk_env, events, mcp_servers=servers))
+    assert result.ok, result.note
+    notes = [n["text"] for n in events.of("note")]
+    assert len(notes) == 2
+    assert any("'gone' left out: could not list its tools" in n for n in notes)
+    assert any("'local' left out: only streamable HTTP servers" in n for n in notes)
+    offered = [t["name"] for t in fake.message_requests()[0].body["tools"]]
+    assert not any(name.startswith("mcp__") for name in offered) and "read_file" in offered

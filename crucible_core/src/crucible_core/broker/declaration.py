@@ -97,7 +97,7 @@ class Disclosure:
         if declared.context != "agent":
             return (
                 f"[[capabilities.secret]] {name} discloses it as {declared.context}-held "
-                f'(context = {declared.context!r}), so its value may not enter the agent\'s environment'
+                f"(context = {declared.context!r}), so its value may not enter the agent's environment"
             )
         return None
 

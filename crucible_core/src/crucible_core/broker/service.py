@@ -125,7 +125,10 @@ class Broker:
         elif self.tools and self.served_by is None:
             missing = "no broker transport plugin is installed"
         if missing is not None:
-            lines = [f"  broker tools: none ({missing})" if line.startswith("  broker tools:") else line for line in lines]
+            lines = [
+                f"  broker tools: none ({missing})" if line.startswith("  broker tools:") else line
+                for line in lines
+            ]
         lines.append(
             "A write outside these bounds is refused and recorded; it does not end the run. "
             "Bounds cannot be changed from inside the run."

@@ -27,4 +27,5 @@ def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
 
     # takes_mcp: the CLI passes the turn's MCP servers with --mcp-config
     register("claude", _claude_cli, settings=ClaudeSettings, spared=SPARED, takes_mcp=True)
-    register("anthropic", _anthropic_sdk, settings=ClaudeSettings, spared=SPARED)
+    # takes_mcp: the SDK loop lists the turn's MCP servers' tools and calls them (mcp_tools.py)
+    register("anthropic", _anthropic_sdk, settings=ClaudeSettings, spared=SPARED, takes_mcp=True)

@@ -1,8 +1,9 @@
 """The `anthropic` harness: a compact agent loop on the anthropic SDK, for hosts without the Claude Code CLI.
 
 Each step streams one Messages API call, emits its blocks as agent events as each block
-completes, runs the tool calls it asked for (workspace_tools), and goes on until the model
-ends its turn, the step cap, or the deadline. Cost comes from the usage of every call, priced
+completes, runs the tool calls it asked for (workspace_tools, and the tools of the turn's MCP
+servers through the mcp SDK client, named mcp__<server>__<tool> as the Claude CLI names them:
+mcp_tools), and goes on until the model ends its turn, the step cap, or the deadline. Cost comes from the usage of every call, priced
 by the one pricing table. It has no continuation store, so it refuses a logical session rather
 than silently starting each turn afresh.
 """
@@ -24,6 +25,8 @@ from crucible_harness_claude.workspace_tools import SCHEMAS, WorkspaceTools
 
 if TYPE_CHECKING:
     import anthropic
+
+    from crucible_harness_claude.mcp_tools import McpTools
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MAX_TOKENS = 16_000
@@ -89,7 +92,16 @@ class AnthropicHarness:
             base_url=turn.env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
             max_retries=0,
         )
-        loop = _Loop(turn, client, WorkspaceTools.for_workspace(turn.workspace, turn.env, deadline), deadline)
+        mcp = None
+        if turn.mcp_servers:
+            from crucible_harness_claude.mcp_tools import McpTools
+
+            mcp = McpTools.discover(turn.mcp_servers, deadline)
+            for problem in mcp.problems:
+                turn.emit("note", {"text": f"anthropic harness: {problem}", "level": "warn"})
+        loop = _Loop(
+            turn, client, WorkspaceTools.for_workspace(turn.workspace, turn.env, deadline), deadline, mcp
+        )
         try:
             return loop.run(self.max_steps)
         finally:
@@ -102,12 +114,15 @@ class _Loop:
     client: anthropic.Anthropic
     tools: WorkspaceTools
     deadline: float | None
+    mcp: McpTools | None = None  # the turn's MCP servers' tools, when it has servers
     model: str = ""
+    definitions: list[dict[str, Any]] = attrs.field(factory=list)  # every tool the model is offered
     usage: Usage = attrs.field(factory=Usage)
     steps: int = 0
 
     def __attrs_post_init__(self) -> None:
         self.model = self.turn.model or DEFAULT_MODEL
+        self.definitions = [*SCHEMAS, *(self.mcp.definitions() if self.mcp is not None else [])]
 
     @property
     def cost(self) -> float:
@@ -120,7 +135,7 @@ class _Loop:
         _, priced = price_of(self.model)
         self.turn.emit(
             events.AGENT_START,
-            {"harness": "anthropic", "model": self.model, "tools": len(SCHEMAS), "priced": priced},
+            {"harness": "anthropic", "model": self.model, "tools": len(self.definitions), "priced": priced},
         )
         messages: list[dict[str, Any]] = [{"role": "user", "content": self.turn.prompt}]
         final_text = ""
@@ -199,7 +214,7 @@ class _Loop:
             system=SYSTEM_PROMPT,
             # The SDK types these as its own TypedDicts; ours are the same JSON shapes built as plain
             # dicts (tools from JSON Schema, messages from API replies), so only the static type differs.
-            tools=SCHEMAS,  # type: ignore[arg-type]
+            tools=self.definitions,  # type: ignore[arg-type]
             messages=messages,  # type: ignore[arg-type]
             # Without a turn deadline a stalled server still must not hold the turn forever.
             timeout=left if left is not None else NO_DEADLINE_TIMEOUT,
@@ -233,7 +248,10 @@ class _Loop:
 
     def _run_tool(self, call: Any) -> dict[str, Any]:
         tool_input = call.input if isinstance(call.input, Mapping) else {}
-        text, is_error = self.tools.call(call.name, tool_input)
+        if self.mcp is not None and call.name in self.mcp:
+            text, is_error = self.mcp.call(call.name, tool_input)
+        else:
+            text, is_error = self.tools.call(call.name, tool_input)
         self.turn.emit(
             events.AGENT_TOOL_RESULT, {"id": call.id, "is_error": is_error, "content": events.clip(text)}
         )
