@@ -70,7 +70,7 @@ def test_missing_required_key(tmp_path: Path) -> None:
     assert "[judge].direction is required" in err.value.render()
 
 
-@pytest.mark.parametrize("section", ["search", "publish", "deploy"])
+@pytest.mark.parametrize("section", ["search", "deploy"])
 def test_sections_this_version_does_not_execute_are_refused(tmp_path: Path, section: str) -> None:
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, BASE + f"\n[{section}]\n"))

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         BackendFactory,
         HarnessFactory,
         JudgeFactory,
+        PublisherFactory,
         ReporterFactory,
         ServiceTool,
         TurnResult,
@@ -104,6 +105,15 @@ def crucible_session_event(event: Mapping[str, Any]) -> None:
 @hookspec
 def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
     """Register plan task kinds by name ("command", "top_k", "engine_propose"): TaskKindSpec values."""
+
+
+@hookspec
+def crucible_register_publishers(register: Register[PublisherFactory]) -> None:
+    """Register publishers by name ("github"), the `[publish].forge` values: a factory of a Publisher.
+
+    The engine publishes each kept commit through the selected publisher after the mediation point
+    admitted one `draft-pr` write to `[publish].pr_repo` (docs/broker.md, Engine writes).
+    """
 
 
 # ---------------------------------------------------------------------------------------------

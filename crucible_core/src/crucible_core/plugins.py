@@ -33,6 +33,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "reporter": "crucible_register_reporters",
     "pack": "crucible_register_packs",
     "task kind": "crucible_register_task_kinds",
+    "publisher": "crucible_register_publishers",
 }
 
 

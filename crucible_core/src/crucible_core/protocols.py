@@ -362,3 +362,34 @@ class ServiceTool(Protocol):
 
     def call(self, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
         """Run the tool once with the agent's arguments and return its JSON-shaped result."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Publishers: the engine's own writes of kept work to a forge ([publish], publish-on-keep).
+
+
+@attrs.frozen
+class PublishRequest:
+    """One kept commit to publish as a draft pull request; the mediation point already admitted it."""
+
+    repo: str  # owner/name on the forge: the admitted draft-pr target
+    base: str  # the branch the pull request asks to merge into
+    branch: str  # the branch to create for it (crucible/<run id>/iter-<n>)
+    sha: str  # the kept commit, present in the workspace's repository
+    workspace: Path
+    title: str
+    body: str
+    env: Mapping[str, str]  # the engine's environment (the forge credential lives here, never the agent's)
+    timeout: float  # seconds the whole publish may take
+
+
+@runtime_checkable
+class Publisher(Protocol):
+    def publish(self, request: PublishRequest) -> str:
+        """Push the commit and open the draft pull request; return its URL.
+
+        Raise a CrucibleError saying what failed: the engine records it and the run goes on.
+        """
+
+
+PublisherFactory = Callable[[], Publisher]

@@ -206,6 +206,8 @@ def resolve_outputs(
         default = spec.default_target
         if spec.default_target_env:
             default = (environ.get(spec.default_target_env) or "").strip() or default
+        if name == "draft-pr" and loaded.manifest.publish is not None:
+            default = loaded.manifest.publish.pr_repo  # the pack's own publish target comes first
         target = FixedTarget(default) if spec.addresses_target and default else None
         resolved.append(
             ResolvedOutput(

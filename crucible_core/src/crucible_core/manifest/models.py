@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import attrs
@@ -14,7 +15,6 @@ from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSe
 # name rather than accepted and ignored: a run must never silently drop part of its manifest.
 UNSUPPORTED_SECTIONS = (
     "search",
-    "publish",
     "service",
     "measure",
     "deploy",
@@ -163,6 +163,26 @@ class ComponentEntry:
     name: str | None = None  # its directory inside the composite workspace; default: the domain's name
 
 
+# A forge repository as publish addresses it: owner/name, nothing that could turn into a path or URL.
+_FORGE_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}")
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,199}")
+
+
+@attrs.frozen
+class PublishSection:
+    """[publish]: publish-on-keep, each kept commit as a draft pull request (a `draft-pr` write)."""
+
+    pr_repo: str  # owner/name of the repository the draft PRs open on (the draft-pr target)
+    forge: str = "github"  # the publisher that opens them (a registered name)
+    base: str = "main"  # the branch the pull requests ask to merge into
+
+    def __attrs_post_init__(self) -> None:
+        if not _FORGE_REPO.fullmatch(self.pr_repo) or ".." in self.pr_repo:
+            raise ValueError(f"pr_repo {self.pr_repo!r} must be owner/name")
+        if not _BRANCH.fullmatch(self.base) or ".." in self.base or self.base.endswith((".lock", "/")):
+            raise ValueError(f"base {self.base!r} is not a branch name")
+
+
 @attrs.frozen
 class Manifest:
     repo: RepoSection | None = None
@@ -174,6 +194,7 @@ class Manifest:
     capabilities: CapabilitiesSection = CapabilitiesSection()  # disclosed reach
     workflow: WorkflowSection | None = None
     preflight: PreflightSection | None = None
+    publish: PublishSection | None = None  # publish-on-keep (draft pull requests)
 
     @property
     def playbook(self) -> bool:

@@ -156,6 +156,19 @@ def _report_declaration(plugins: Plugins, loaded: LoadedManifest, findings: Find
         return
     for line in declaration.describe():
         findings.add("info", line)
+    publish = loaded.manifest.publish
+    if publish is not None:
+        from crucible_core.run.publish import build_publisher
+
+        try:
+            build_publisher(plugins, publish)
+            findings.add(
+                "info",
+                f"publish: each kept commit as a draft pull request on {publish.pr_repo} "
+                f"(base {publish.base}, forge {publish.forge}), one draft-pr write each",
+            )
+        except CrucibleError as exc:
+            findings.add("fail", exc.render())
     for problem in declaration.capabilities.uncovered_grants():
         findings.add("fail", problem)
 

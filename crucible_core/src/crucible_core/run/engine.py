@@ -30,6 +30,7 @@ from crucible_core.run.gates import Gates
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle
 from crucible_core.run.preflight import Preflight
+from crucible_core.run.publish import KeptPublisher
 from crucible_core.run.results_chart import RESULTS_CHART_NAME, render_results_chart
 from crucible_core.run.results_md import render_results
 from crucible_core.session_log import SessionLog
@@ -65,6 +66,7 @@ class Engine:
     # Each puts back one engine file in the state directory and says what it did (None: intact).
     state_guards: list[Callable[[], str | None]] = attrs.field(factory=list)
     broker: Broker | None = None  # the run's broker: its tools, bounds and disclosure reach the prompt
+    publishing: KeptPublisher | None = None  # [publish]: each kept commit as a draft pull request
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))

@@ -48,6 +48,7 @@ from crucible_core.run.observers import ObserverFanout
 from crucible_core.run.parking import Pending
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
+from crucible_core.run.publish import KeptPublisher, build_publisher
 from crucible_core.run.state_lock import StateLock
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
 from crucible_core.session_log import SessionLog, read_events
@@ -182,6 +183,7 @@ def _execute_locked(
         recorded_params(read_events(paths.session_log)) if request.resume else {}
     )
     refuse_uncovered(declaration, params)  # an undisclosed grant never reaches the agent
+    publisher = build_publisher(plugins, loaded.manifest.publish) if loaded.manifest.publish else None
     paths.ensure_state_dirs()
     base_env = engine_environment()
     shell = Shell(cwd=paths.workspace, env=base_env)
@@ -236,6 +238,16 @@ def _execute_locked(
         # No server for an agent that cannot call one (saves the SDK import and start, ~1 s CPU).
         unreachable=None if choice.takes_mcp else f"{choice.agent_label()} cannot call MCP tools",
     )
+    if publisher is not None and loaded.manifest.publish is not None:
+        engine.publishing = KeptPublisher(
+            loaded.manifest.publish,
+            publisher,
+            broker.mediator.admit,
+            engine.note,
+            run_id,
+            paths.workspace,
+            base_env,
+        )
     engine.lifecycle = Lifecycle(
         plugins,
         RunContext(

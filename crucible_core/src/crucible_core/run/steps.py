@@ -80,6 +80,8 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
         token=token,
         margin=margin,
     )
+    if sha is not None and engine.publishing is not None:
+        engine.publishing.on_keep(measured.iteration, sha, reading.note)  # mediated; never ends the run
     if verdict is not Verdict.DISCARD and engine.judge.scored and reading.solved:
         run.solved = True
         if not engine.options.no_early_stop:

@@ -7,7 +7,7 @@ Only hook implementations live here; the worlds and dulwich load when a hook fir
 from __future__ import annotations
 
 from crucible_core.hookspecs import hookimpl
-from crucible_core.protocols import World, WorldContext, WorldFactory
+from crucible_core.protocols import Publisher, PublisherFactory, World, WorldContext, WorldFactory
 from crucible_core.registry import Register
 
 
@@ -31,3 +31,14 @@ def crucible_register_worlds(register: Register[WorldFactory]) -> None:
 
     register("git", _git_world)
     register("command", _command_world, settings=CommandWorldSettings)
+
+
+def _github_publisher() -> Publisher:
+    from crucible_world_git.publish_github import GitHubPublisher
+
+    return GitHubPublisher()
+
+
+@hookimpl
+def crucible_register_publishers(register: Register[PublisherFactory]) -> None:
+    register("github", _github_publisher)

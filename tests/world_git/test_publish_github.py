@@ -1,0 +1,169 @@
+"""Publish-on-keep through the github publisher: each kept commit is pushed and opened as a draft PR,
+every one admitted by the mediation point first; a refused write is recorded and the run goes on.
+
+The forge is a loopback HTTP server speaking GitHub's REST shape for `POST /repos/{o}/{r}/pulls`,
+reached through urllib (the publisher's real client), and a bare git repository reached through
+the real git CLI; only the GitHub service itself is stood in for.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crucible_core.plugins import load_plugins
+from crucible_core.run.budget import Budget
+from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session_log import read_events
+
+TOKEN = "ghp_publishTestToken0123456789abcdef"
+STANDARD = ["core", "world_git", "judge_command", "backend_local"]
+
+
+class FakeForge:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        forge = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+                forge.requests.append({"path": self.path, "auth": self.headers.get("authorization"), **body})
+                number = len(forge.requests)
+                repo = self.path.removeprefix("/repos/").removesuffix("/pulls")
+                reply = json.dumps(
+                    {
+                        "number": number,
+                        "draft": body.get("draft"),
+                        "html_url": f"https://forge.test/{repo}/pull/{number}",
+                    }
+                ).encode()
+                self.send_response(201)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def forge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeForge, Path]]:
+    remotes = tmp_path / "forge-git"
+    bare = remotes / "team" / "counter.git"
+    bare.parent.mkdir(parents=True)
+    subprocess.run(["git", "init", "--quiet", "--bare", str(bare)], check=True)
+    fake = FakeForge()
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("CRUCIBLE_GITHUB_API", fake.url)
+    monkeypatch.setenv("CRUCIBLE_GITHUB_GIT", remotes.as_uri())
+    yield fake, bare
+    fake.close()
+
+
+def publishing(example: Any, outputs: str) -> Path:
+    manifest = example("counter")
+    manifest.write_text(manifest.read_text() + '\n[publish]\npr_repo = "team/counter"\n' + outputs)
+    return manifest
+
+
+def branches(bare: Path) -> dict[str, str]:
+    listed = subprocess.run(
+        ["git", "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads"],
+        cwd=bare,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return dict(zip(listed[::2], listed[1::2], strict=True))
+
+
+def test_each_kept_commit_opens_a_draft_pr_until_the_count_refuses(
+    example: Any, forge: tuple[FakeForge, Path]
+) -> None:
+    fake, bare = forge
+    manifest = publishing(example, '\n[outputs.draft-pr]\ncount = 2\ntarget = { fixed = "team/counter" }\n')
+    result = execute(
+        load_plugins(names=STANDARD),
+        RunRequest(manifest=manifest, budget=Budget(iterations=3), ui="headless"),
+    )
+    assert result.exit.value == "finished", result.reason  # the refusal did not end the run
+    events = list(read_events(manifest.parent / "state" / "session.jsonl"))
+    rows = [e["row"] for e in events if e["kind"] == "row" and e["row"]["iter"]]
+    kept = {row["iter"]: row["sha"] for row in rows if row["decision"] == "keep"}
+    assert sorted(kept) == [1, 2, 3]
+    run_id = next(e["run_id"] for e in events if e["kind"] == "start")
+
+    # two admitted writes, each pushed and opened as a draft on the declared repository
+    admitted = [e for e in events if e["kind"] == "output_admitted"]
+    assert [(e["output_kind"], e["target"], e["tool"], e["used"], e["iter"]) for e in admitted] == [
+        ("draft-pr", "team/counter", "publish", 1, 1),
+        ("draft-pr", "team/counter", "publish", 2, 2),
+    ]
+    assert [(r["path"], r["head"], r["base"], r["draft"]) for r in fake.requests] == [
+        ("/repos/team/counter/pulls", f"crucible/{run_id}/iter-1", "main", True),
+        ("/repos/team/counter/pulls", f"crucible/{run_id}/iter-2", "main", True),
+    ]
+    assert all(r["auth"] == f"Bearer {TOKEN}" for r in fake.requests)
+    assert branches(bare) == {
+        f"crucible/{run_id}/iter-1": kept[1],
+        f"crucible/{run_id}/iter-2": kept[2],
+    }
+    # the third is refused at the mediation point, named by its bound, and nothing is pushed for it
+    refused = [e for e in events if e["kind"] == "output_refused"]
+    assert [(e["output_kind"], e["bound"], e["tool"], e["iter"]) for e in refused] == [
+        ("draft-pr", "[outputs.draft-pr].count = 2", "publish", 3)
+    ]
+    notes = [e["msg"] for e in events if e["kind"] == "note"]
+    assert any("https://forge.test/team/counter/pull/2" in n for n in notes)
+    assert any("publish refused for iteration 3" in n for n in notes)
+    assert TOKEN not in (manifest.parent / "state" / "session.jsonl").read_text()
+
+
+def test_a_pr_repo_outside_the_declared_target_is_refused_and_the_run_completes(
+    example: Any, forge: tuple[FakeForge, Path]
+) -> None:
+    fake, bare = forge
+    manifest = publishing(example, '\n[outputs.draft-pr]\ncount = 5\ntarget = { fixed = "team/other" }\n')
+    result = execute(
+        load_plugins(names=STANDARD),
+        RunRequest(manifest=manifest, budget=Budget(iterations=2), ui="headless"),
+    )
+    assert result.exit.value == "finished", result.reason
+    events = list(read_events(manifest.parent / "state" / "session.jsonl"))
+    refused = [e for e in events if e["kind"] == "output_refused"]
+    # one refusal: publishing stops after it, so the second kept commit is not even asked for
+    assert [(e["bound"], e["requested"], e["iter"]) for e in refused] == [
+        ("[outputs.draft-pr].target = team/other", "team/counter", 1)
+    ]
+    assert fake.requests == [] and branches(bare) == {}
+    assert not [e for e in events if e["kind"] == "output_admitted"]
+
+
+def test_without_outputs_the_draft_pr_default_targets_the_publish_repo(example: Any) -> None:
+    from crucible_core.broker.service import declaration_for
+    from crucible_core.manifest.loader import load_manifest
+
+    manifest = publishing(example, "")
+    plugins = load_plugins(names=STANDARD)
+    draft = declaration_for(plugins, load_manifest(manifest, plugins=plugins), environ={}).output("draft-pr")
+    assert draft is not None and draft.count == 2 and draft.source == "engine-default"
+    assert draft.describe_target() == "fixed team/counter"
