@@ -152,3 +152,21 @@ def test_the_disclosure_lists_the_sandbox_egress_everywhere_it_is_printed(tmp_pa
     exact = load(tmp_path, text + "inherit_defaults = false\n")
     only = declaration_for(load_plugins(), exact, environ={}).capabilities.egress
     assert [(e.host, e.source) for e in only.endpoints] == [("models.internal", "manifest")]
+
+
+def test_an_openshell_agent_gets_no_broker_server_and_a_local_one_does(tmp_path: Path) -> None:
+    """openshell vetoes MCP for its harness (the sandbox cannot reach the engine host's loopback);
+    the same harness on the local backend, and the command backend, can call MCP tools."""
+    from crucible_core.plugins import load_plugins
+    from crucible_core.run.drivers import DriverChoice
+
+    plugins = load_plugins()
+    boxed = DriverChoice.of(load(tmp_path, BASE), plugins, harness="claude")
+    assert not boxed.takes_mcp
+    assert boxed.mcp_unreachable(plugins) == (
+        "backend openshell cannot hand its agent the engine host's MCP servers"
+    )
+    local = load(tmp_path, BASE.replace('backend = "openshell"', 'backend = "local"'))
+    for harness in ("claude", "anthropic"):
+        choice = DriverChoice.of(local, plugins, harness=harness)
+        assert choice.takes_mcp and choice.mcp_unreachable(plugins) is None

@@ -50,11 +50,8 @@ class DriverChoice:
             takes_mcp = False
         elif runs_harness:
             harness_entry = plugins.registry("harness", strict=False).entries.get(harness)
-            takes_mcp = (
-                harness_entry is not None
-                and bool(harness_entry.trait("takes_mcp"))
-                and entry.trait("takes_mcp") is not False
-            )
+            vetoed = entry.trait("takes_mcp") is False
+            takes_mcp = harness_entry is not None and bool(harness_entry.trait("takes_mcp")) and not vetoed
         else:
             takes_mcp = bool(entry.trait("takes_mcp"))
         return cls(
@@ -66,8 +63,16 @@ class DriverChoice:
             takes_mcp=takes_mcp,
         )
 
-    def agent_label(self) -> str:
-        return f"harness {self.harness}" if self.runs_harness else f"backend {self.backend}"
+    def mcp_unreachable(self, plugins: Plugins) -> str | None:
+        """Why the agent cannot call MCP tools, in words for its prompt; None when it can."""
+        if self.takes_mcp:
+            return None
+        entry = plugins.registry("backend", strict=False).entries.get(self.backend)
+        if self.runs_harness and entry is not None and entry.trait("takes_mcp") is False:
+            return f"backend {self.backend} cannot hand its agent the engine host's MCP servers"
+        if self.runs_harness:
+            return f"harness {self.harness} cannot call MCP tools"
+        return f"backend {self.backend} cannot call MCP tools"
 
     def verify(self, plugins: Plugins) -> None:
         """Fail early, naming installed names, for any driver that is not installed."""

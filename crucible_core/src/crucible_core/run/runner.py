@@ -236,7 +236,7 @@ def _execute_locked(
         resumed=request.resume,
         params=params,
         # No server for an agent that cannot call one (saves the SDK import and start, ~1 s CPU).
-        unreachable=None if choice.takes_mcp else f"{choice.agent_label()} cannot call MCP tools",
+        unreachable=choice.mcp_unreachable(plugins),
     )
     if publisher is not None and loaded.manifest.publish is not None:
         engine.publishing = KeptPublisher(
