@@ -311,6 +311,8 @@ def test_check_and_exposure_print_the_same_bounds(example) -> None:
     # The command backend confines nothing, and both say so: the agent has the host's network.
     egress = document["capabilities"]["egress"]
     assert egress == {"restricted": False, "endpoints": [], "binaries": [], "by": "command"}
+    # the command backend's agent_cmd (a plugin-owned key) is a pack command on the host too
+    assert "[agent].agent_cmd" in document["capabilities"]["host_commands"]
     assert (
         "egress: unrestricted" in check.stdout and "backend command runs no egress allowlist" in check.stdout
     )

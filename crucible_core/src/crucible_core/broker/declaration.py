@@ -224,15 +224,17 @@ def host_commands(loaded: LoadedManifest) -> tuple[str, ...]:
     the manifest's sections carry it.
     """
     m = loaded.manifest
+    settings = loaded.settings
     found = []
-    for table, section, keys in (
-        ("workspace", m.workspace, ("setup_cmd",)),
-        ("world", m.world, ("apply_cmd", "snapshot_cmd", "restore_cmd")),
-        ("judge", m.judge, ("measure_cmd",)),
-        ("agent", m.agent, ("agent_cmd",)),
+    for table, sections, keys in (
+        ("workspace", (m.workspace,), ("setup_cmd",)),
+        ("world", (m.world, settings.of("world")), ("apply_cmd", "snapshot_cmd", "restore_cmd")),
+        ("judge", (m.judge,), ("measure_cmd",)),
+        # the command backend's agent_cmd is its plugin's setting, not a core key
+        ("agent", (m.agent, settings.of("backend")), ("agent_cmd",)),
     ):
         for key in keys:
-            if section is not None and getattr(section, key, None):
+            if any(section is not None and getattr(section, key, None) for section in sections):
                 found.append(f"[{table}].{key}")
     if m.judge is not None and getattr(m.judge, "selftest", None) is not None:
         found.append("[judge.selftest]")
