@@ -41,7 +41,7 @@ class EgressReach:
     restricted: bool  # False: no allowlist confines the agent (it has the host's network)
     endpoints: tuple[EgressEndpoint, ...] = ()
     binaries: tuple[str, ...] = ()  # programs allowed to open a socket; empty: not narrowed by program
-    sandbox: str | None = None  # what confines the agent, in words ("openshell sandbox, image X")
+    sandbox: str | None = None  # what confines the agent, in words ("a sandbox from image X")
     by: str = ""  # the backend that states this reach
 
     def to_wire(self) -> dict[str, Any]:

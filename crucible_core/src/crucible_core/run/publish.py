@@ -36,7 +36,7 @@ def build_publisher(plugins: Plugins, section: PublishSection) -> Publisher:
         installed = ", ".join(registry.names()) or "none"
         raise ManifestError(
             f"[publish].forge = {section.forge!r} is not an installed publisher (installed: {installed})",
-            hint="crucible-plugin-world-git provides the github publisher",
+            hint="install the plugin that provides it (`crucible plugins` lists what is installed)",
         )
     publisher = registry.get(section.forge, where="[publish].forge")()
     if not isinstance(publisher, Publisher):
