@@ -196,13 +196,7 @@ def _playbook_manifest(manifest: Path) -> LoadedManifest | None:
     if not manifest.is_file():
         return None  # the loop reports the missing manifest its own way
     loaded = load_manifest(manifest)
-    lane = declared_lane(loaded)
-    if lane is not None and lane != "playbook":
-        # The loop does not run authored graphs yet; refusing beats silently running the default one.
-        raise UsageError(
-            f"this crucible runs {lane} workflows only through `crucible workflow compile`/`check`/`plan show`",
-            hint="remove [workflow] and workflow.star to run the default loop",
-        )
+    lane = declared_lane(loaded)  # a scored lane runs the loop with the authored graph
     return loaded if lane == "playbook" else None
 
 

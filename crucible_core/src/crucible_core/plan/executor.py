@@ -112,6 +112,10 @@ class ExecutorConfig:
     # Run each task on the calling thread (one at a time): in-process engine operations stay on
     # the thread that owns the run's signals, so an operator abort interrupts them as before.
     inline: bool = False
+    # Run only the engine operations on the calling thread, every other kind on the pool: an
+    # authored scored graph keeps its in-process operations where signals reach them while
+    # its isolated critics still run side by side.
+    inline_engine: bool = False
     # Write plan_admitted / task_result / shutdown; the default loop's iteration graph writes
     # none (its rows are the record a reader expects; see docs/architecture.md).
     record: bool = True
@@ -460,7 +464,9 @@ class PlanExecutor:
             heapq.heappop(self._candidates)
             TASK_MACHINE.step("pending", "running")
             in_flight.add(name)
-            if self.config.inline:
+            if self.config.inline or (
+                self.config.inline_engine and self.kinds.entries[task.kind].value.engine
+            ):
                 self._run_task(task, decision, done)
                 return  # settled before the next dispatch: the caller's loop takes it off `done`
             pool.submit(self._run_task, task, decision, done)

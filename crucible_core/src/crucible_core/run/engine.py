@@ -7,7 +7,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -34,6 +34,9 @@ from crucible_core.run.publish import KeptPublisher
 from crucible_core.run.results_chart import RESULTS_CHART_NAME, render_results_chart
 from crucible_core.run.results_md import render_results
 from crucible_core.session_log import SessionLog
+
+if TYPE_CHECKING:
+    from crucible_core.run.workflow_iteration import AuthoredGraph
 
 DEFAULT_TURN_TIMEOUT = 3600.0
 
@@ -67,6 +70,8 @@ class Engine:
     state_guards: list[Callable[[], str | None]] = attrs.field(factory=list)
     broker: Broker | None = None  # the run's broker: its tools, bounds and disclosure reach the prompt
     publishing: KeptPublisher | None = None  # [publish]: each kept commit as a draft pull request
+    # The pack's authored scored graph (workflow.star or [workflow]); None runs the built-in one.
+    workflow: AuthoredGraph | None = None
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from crucible_core.contract.reading import Reading
 from crucible_core.plan.executor import ExecutorConfig, PlanExecutor
 from crucible_core.plan.iteration import admitted_iteration_plan, core_kinds
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext
+from crucible_core.plan.output import finite_score
 from crucible_core.protocols import Staged, TurnResult
 from crucible_core.run.context import MAX_TRANSPORT_RETRIES, LoopExit, Measured, Run
 from crucible_core.run.steps import NO_CHANGE, measure_staged, reject, settle, stage_for_measure
@@ -41,7 +43,7 @@ class IterationOperations:
         if step is None:
             return Attempt(Outcome.FAIL, note=f"the default loop has no {op} operation")
         try:
-            return step()
+            return step(context) if op in _READS_INPUTS else step()
         except Exception as exc:  # the executor would settle it as a task failure: the run must fail
             self.error = exc
             return Attempt(Outcome.FAIL, note=f"{type(exc).__name__}: {exc}")
@@ -102,14 +104,56 @@ class IterationOperations:
         self.measured = Measured(iteration, reading, self.turn)
         return Attempt(Outcome.PASS, metric=reading.score if reading.valid else None)
 
+    def _grade(self, context: TaskContext) -> Attempt:
+        """An authored graph's measurement: the score its `score` task reported, on the staged
+        candidate. Evidence that did not pass never gets here (the grade is blocked, and the
+        iteration is discarded as unscoreable)."""
+        engine, run, iteration = self.engine, self.run, self.iteration
+        engine.step("grade", iteration)
+        staged = stage_for_measure(engine, iteration)
+        if staged.refused:
+            reject(engine, run, iteration, staged.refused, self.turn)
+            return Attempt(Outcome.FAIL, note=staged.refused)
+        if staged.unchanged:
+            reject(engine, run, iteration, NO_CHANGE, self.turn)
+            return Attempt(Outcome.SKIPPED, note=NO_CHANGE)
+        reading = graded_reading(context)
+        self.measured = Measured(iteration, reading, self.turn)
+        return Attempt(Outcome.PASS, metric=reading.score if reading.valid else None)
+
     def _decide(self) -> Attempt:
         assert self.measured is not None
         self.exit = settle(self.engine, self.run, self.measured)
         return Attempt(Outcome.PASS)
 
 
+_READS_INPUTS = frozenset({"grade"})
+
+
+def graded_reading(context: TaskContext) -> Reading:
+    """A grade's reading: its `score` task's finite score (and its `tiebreak` task's), from inputs."""
+    fields = context.task.fields
+    if fields.source is None:
+        return Reading.invalid("grade() names no score task")
+    if fields.source not in context.inputs:
+        return Reading.invalid(f"grade() score task {fields.source!r} is not among its evidence")
+    output = context.inputs[fields.source]
+    score = finite_score(output)
+    if score is None:
+        return Reading.invalid(f"grade() score task {fields.source!r} reported no finite score")
+    tiebreak = finite_score(context.inputs.get(fields.tiebreak)) if fields.tiebreak else None
+    solved = isinstance(output, dict) and output.get("solved") is True
+    return Reading(
+        valid=True, score=score, tiebreak=tiebreak, solved=solved, note=f"graded by {fields.source}"
+    )
+
+
 def run_iteration_graph(engine: Engine, run: Run, iteration: int) -> LoopExit | None:
     """Execute the iteration graph for `iteration`; the loop exit it produced, if any."""
+    if engine.workflow is not None:  # the pack authored its own graph (workflow.star or [workflow])
+        from crucible_core.run.workflow_iteration import run_authored_iteration
+
+        return run_authored_iteration(engine, run, iteration, engine.workflow)
     operations = IterationOperations(engine, run, iteration)
     config = ExecutorConfig(
         workspace=engine.paths.workspace,

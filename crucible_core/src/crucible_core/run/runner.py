@@ -50,6 +50,7 @@ from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.publish import KeptPublisher, build_publisher
 from crucible_core.run.state_lock import StateLock
+from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
 from crucible_core.session_log import SessionLog, read_events
 from crucible_core.shell import Shell
@@ -184,6 +185,10 @@ def _execute_locked(
     )
     refuse_uncovered(declaration, params)  # an undisclosed grant never reaches the agent
     publisher = build_publisher(plugins, loaded.manifest.publish) if loaded.manifest.publish else None
+    # A scored workflow compiles and validates here, before anything is created; its TOML is frozen.
+    workflow = admit_authored_graph(loaded, plugins.registry("task kind"), params)
+    if workflow is not None:
+        freeze_artifact(workflow, paths, resume=request.resume)
     paths.ensure_state_dirs()
     base_env = engine_environment()
     shell = Shell(cwd=paths.workspace, env=base_env)
@@ -226,6 +231,7 @@ def _execute_locked(
         method_template=method,
         preflight=Preflight(m.preflight, shell) if m.preflight is not None else None,
     )
+    engine.workflow = workflow
     recorded = folded.start.run_id if folded is not None and folded.start is not None else None
     run_id = str(recorded or uuid.uuid4().hex[:16])
     choice = drivers.choice
