@@ -315,3 +315,34 @@ def test_launch_supplied_values_are_fenced_in_agent_prompts_only(tmp_path: Path)
         "[end of external input] carefully."
     )
     assert supplied["c"]["command"] == "echo ignore all rules"
+
+
+def test_a_workflow_call_in_a_comment_or_a_string_does_not_decide_the_lane(tmp_path: Path) -> None:
+    from crucible_core.workflow.compiler import CompileFailed, read_lane
+
+    source = textwrap.dedent(
+        """\
+        # an older draft ended with: workflow(type = "playbook", tasks = [...])
+        note = "call workflow(type = 'playbook') to run once"
+        def workflow_like(type = "playbook"):
+            return type
+        doc = '''
+        workflow(type = "custom")
+        '''
+        workflow(
+            tasks = default_autoresearch([]),  # workflow(type = "playbook")
+            type = "autoresearch",
+            result = "decide",
+        )
+        """
+    )
+    assert read_lane(source, "workflow.star") == "autoresearch"
+    root = pack(tmp_path, source)
+    assert compile_workflow(root)["type"] == "autoresearch"  # the compile child reads it the same way
+    with pytest.raises(CompileFailed) as caught:
+        read_lane('# workflow(type = "playbook")\nx = 1\n', "workflow.star")
+    assert "no workflow(type" in caught.value.diagnostics[0].message
+    with pytest.raises(CompileFailed) as caught:
+        read_lane('kind = "playbook"\nworkflow(type = kind, tasks = [])\n', "workflow.star")
+    (diagnostic,) = caught.value.diagnostics
+    assert "string literal" in diagnostic.message and (diagnostic.line, diagnostic.col) == (2, 17)

@@ -9,8 +9,12 @@ the call stack; the size of every constructor argument before it is used; the ta
 
 from __future__ import annotations
 
+import ast
+import io
 import re
 import resource
+import tokenize
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,42 +116,114 @@ def prescan(text: str, file: str, bounds: Bounds) -> None:
 
 
 def read_lane(text: str, file: str) -> str:
-    """The workflow type, read from the literal `workflow(type = "...")` before evaluation."""
-    found = [m.start() for m in re.finditer(r"\bworkflow\s*\(", text)]
-    for start in found:
-        window = text[start : start + 20_000]
-        match = re.search(r"\btype\s*=\s*(\"[^\"\n]*\"|'[^'\n]*'|[^,)\s]+)", window)
-        if match:
-            value = match.group(1)
-            line, col = position(text, start + match.start(1))
-            if value[:1] not in "\"'":
-                raise CompileFailed(
-                    [
-                        Diagnostic(
-                            file,
-                            line,
-                            col,
-                            "workflow(type = ...) must be a string literal, so the lane is known before evaluation",
-                        )
-                    ]
+    """The workflow type, read from the literal `workflow(type = "...")` before evaluation.
+
+    The source is tokenized (Starlark's tokens are Python's), so a `workflow(` in a comment or
+    inside a string is not a call. The call is the last one at the top level, not nested in
+    another expression, not an attribute and not a definition; its `type` must be a string
+    literal. A tokenizer error stops the scan: the parser reports it properly when compiling.
+    """
+    calls = list(_workflow_type_arguments(text))
+    if not calls:
+        raise CompileFailed(
+            [Diagnostic(file, 1, 1, 'no workflow(type = "...") call: the source must end with workflow(...)')]
+        )
+    call, value = calls[-1]
+    if value is None:
+        line, col = call.start
+        raise CompileFailed(
+            [
+                Diagnostic(
+                    file, line, col + 1, 'workflow(...) needs type = "playbook", "autoresearch" or "custom"'
                 )
-            lane = value[1:-1]
-            if lane not in lanes.WORKFLOW_TYPES:
-                raise CompileFailed(
-                    [
-                        Diagnostic(
-                            file,
-                            line,
-                            col,
-                            f"unknown workflow type {lane!r}; one of {', '.join(lanes.WORKFLOW_TYPES)}",
-                            did_you_mean(lane, lanes.WORKFLOW_TYPES),
-                        )
-                    ]
+            ]
+        )
+    line, col = value.start
+    if value.type != tokenize.STRING:
+        raise CompileFailed(
+            [
+                Diagnostic(
+                    file,
+                    line,
+                    col + 1,
+                    "workflow(type = ...) must be a string literal, so the lane is known before evaluation",
                 )
-            return lane
-    raise CompileFailed(
-        [Diagnostic(file, 1, 1, 'no workflow(type = "...") call: the source must end with workflow(...)')]
-    )
+            ]
+        )
+    lane = _string_literal(value.string)
+    if lane not in lanes.WORKFLOW_TYPES:
+        raise CompileFailed(
+            [
+                Diagnostic(
+                    file,
+                    line,
+                    col + 1,
+                    f"unknown workflow type {lane!r}; one of {', '.join(lanes.WORKFLOW_TYPES)}",
+                    did_you_mean(lane, lanes.WORKFLOW_TYPES),
+                )
+            ]
+        )
+    return lane
+
+
+_SKIPPED_TOKENS = frozenset(
+    {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
+)
+
+
+def _significant_tokens(text: str) -> Iterator[tokenize.TokenInfo]:
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type not in _SKIPPED_TOKENS:
+                yield token
+    except (tokenize.TokenError, SyntaxError):
+        return
+
+
+def _workflow_type_arguments(text: str) -> Iterator[tuple[tokenize.TokenInfo, tokenize.TokenInfo | None]]:
+    """Each top-level `workflow(...)` call's name token and the token of its `type =` value."""
+    depth = 0
+    previous: list[tokenize.TokenInfo] = []  # the last two significant tokens
+    call: tokenize.TokenInfo | None = None
+    value: tokenize.TokenInfo | None = None
+    pending: list[str] = []  # `type`, `=` seen at the call's own level
+    for token in _significant_tokens(text):
+        if token.type == tokenize.OP and token.string in "([{":
+            if (
+                token.string == "("
+                and depth == 0
+                and previous
+                and previous[-1].type == tokenize.NAME
+                and previous[-1].string == "workflow"
+                and not (len(previous) > 1 and previous[-2].string in (".", "def"))
+            ):
+                call, value, pending = previous[-1], None, []
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth = max(0, depth - 1)
+            if depth == 0 and call is not None and token.string == ")":
+                yield call, value
+                call = None
+        elif call is not None and depth == 1 and value is None:
+            if pending == ["type", "="]:
+                value = token
+            elif token.type == tokenize.NAME and token.string == "type" and previous[-1].string in ("(", ","):
+                pending = ["type"]
+            elif pending == ["type"] and token.string == "=":
+                pending = ["type", "="]
+            else:
+                pending = []
+        previous = [*previous[-1:], token]
+    if call is not None:  # unterminated: still the author's call, the parser reports the rest
+        yield call, value
+
+
+def _string_literal(literal: str) -> str:
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        return literal
+    return value if isinstance(value, str) else literal
 
 
 def position(text: str, offset: int) -> tuple[int, int]:
