@@ -64,6 +64,31 @@ def test_example_playbook_runs_once_and_passes(tmp_path: Path) -> None:
     assert (pack / "state" / "workflow.toml").read_text().startswith("# generated from workflow.star")
 
 
+def test_a_playbook_writes_its_identity_and_one_summary_for_the_readers(tmp_path: Path) -> None:
+    from crucible_core.manifest.loader import load_manifest
+    from crucible_core.run.identity import run_identity
+
+    pack = example(tmp_path)
+    assert play(pack, "--max-time", "5m").returncode == 0
+    kinds = [e["kind"] for e in events(pack)]
+    assert kinds.count("identity") == 1 and kinds.count("summary") == 1
+    assert kinds.index("start") < kinds.index("identity") < kinds.index("plan_admitted")
+    assert kinds.index("summary") == kinds.index("shutdown") - 1  # ahead of the line that ends the run
+    (identity,) = [e for e in events(pack) if e["kind"] == "identity"]
+    artifact = (pack / "state" / "workflow.toml").read_text()
+    expected = run_identity(load_manifest(pack / "crucible.toml"), identity["base_commit"], artifact)
+    assert identity["identity"]["digest"] == expected.digest
+    # the manifest hash takes in the compiled workflow: a different param is a different identity
+    other = run_identity(load_manifest(pack / "crucible.toml"), identity["base_commit"], artifact + "#")
+    assert other.manifest_hash != expected.manifest_hash
+    (summary,) = [e for e in events(pack) if e["kind"] == "summary"]
+    assert summary["gate"] == "task" and summary["iterations"] == 1 and summary["best_score"] is None
+    for reader in ("results", "status", "show"):
+        done = run_crucible(reader, "--manifest", pack / "crucible.toml", cwd=pack)
+        assert done.returncode == 0, (reader, done.stdout, done.stderr)
+        assert "finished" in done.stdout
+
+
 def test_both_ceilings_are_required_before_anything_runs(tmp_path: Path) -> None:
     pack = example(tmp_path)
     done = play(pack)  # --max-cost only
@@ -233,6 +258,11 @@ def test_playbook_killed_mid_graph_resumes_without_rerunning_settled_tasks(tmp_p
     assert (marks / "first").read_text().count("x") == 1  # settled: never dispatched again
     assert (marks / "second").read_text().count("x") == 2  # in flight when killed: runs again
     assert any(e["kind"] == "recovery" for e in events(pack))
+    kinds = [e["kind"] for e in events(pack)]
+    assert kinds.count("summary") == 1 and kinds.count("identity") == 2  # the resume's is marked resumed
+    assert [e for e in events(pack) if e["kind"] == "identity"][1]["resumed"] is True
+    again = run_crucible(*argv[1:], "--resume", cwd=pack, env=env)  # already finished: nothing more
+    assert again.returncode == 0 and [e["kind"] for e in events(pack)].count("summary") == 1
     # the workspace was rebuilt from the pristine start plus passing tasks' declared files
     assert (pack / "workspace" / "out" / "a.txt").read_text() == "A\n"
     assert not (pack / "workspace" / "junk.txt").exists()

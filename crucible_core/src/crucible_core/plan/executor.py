@@ -98,6 +98,9 @@ class ExecutorConfig:
     # quiescent meaning no other task is running there (a playbook's git memory).
     after_shared_task: Callable[[str, bool, bool], None] | None = None
     services: ServiceGate | None = None  # the run's declared services, resolved before dispatch
+    # Called with the plan's spend just before this process writes the shutdown (a playbook's
+    # summary goes there, so it is written once, ahead of the line that ends the run).
+    before_shutdown: Callable[[float], None] | None = None
 
     def provided(self) -> frozenset[str]:
         """Every capability tasks may need here: --cap, "any", and each available service."""
@@ -264,8 +267,13 @@ class PlanExecutor:
                     self._block(task, ceiling.value, None)
         self.plan_state = PLAN_MACHINE.step(self.plan_state, main_state.value)
         reason = self._reason(main_state)
+        self._before_shutdown()
         self._emit(SHUTDOWN, outcome=self._exit_token(main_state), reason=reason)
         return self._report(main_state, reason)
+
+    def _before_shutdown(self) -> None:
+        if self.config.before_shutdown is not None and self.config.record:
+            self.config.before_shutdown(self.spent)
 
     def _exit_token(self, main_state: PlanState) -> str:
         if main_state is PlanState.BUDGET:
@@ -346,6 +354,7 @@ class PlanExecutor:
             if name in self.status:
                 continue
             self._settle(self.tasks[name], _Settled(TaskStatus.TRUNCATED, 0, 0.0, 0.0, note=why))
+        self._before_shutdown()
         self._emit(SHUTDOWN, outcome="finished", reason=f"truncated: {why}")
         return self._report(PlanState.TRUNCATED, f"truncated: {why}")
 

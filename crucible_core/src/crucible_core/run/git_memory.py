@@ -62,12 +62,16 @@ class GitMemory:
         self._git("reset", "-q", "--hard", "HEAD")
         self._git("clean", "-fdq", *(f"-e{name}" for name in EXCLUDED))
 
+    def base_commit(self) -> str | None:
+        """The playbook's base commit (the pristine start), or None when there is none."""
+        if not (self.workspace / ".git").exists():
+            return None
+        roots = self._git("rev-list", "--max-parents=0", "HEAD")
+        return roots.stdout.split()[-1] if roots.ok and roots.stdout.split() else None
+
     def reset_to_base(self) -> bool:
         """Put the workspace back to the playbook's base commit; False when there is none."""
-        if not (self.workspace / ".git").exists():
-            return False
-        roots = self._git("rev-list", "--max-parents=0", "HEAD")
-        base = roots.stdout.split()[-1] if roots.ok and roots.stdout.split() else None
+        base = self.base_commit()
         if base is None:
             return False
         return self._git("reset", "-q", "--hard", base).ok and self._git("clean", "-fdqx").ok

@@ -44,23 +44,27 @@ def components(loaded: LoadedManifest, base_commit: str) -> list[wire.ComponentI
     ]
 
 
-def run_identity(loaded: LoadedManifest, base_commit: str) -> wire.RunIdentity:
+def run_identity(loaded: LoadedManifest, base_commit: str, workflow: str | None = None) -> wire.RunIdentity:
+    """`workflow`: the compiled workflow TOML the run froze (its bound params included); None
+    compiles the manifest's own again with default params."""
     m = loaded.manifest
     return wire.RunIdentity.build(
         components=components(loaded, base_commit),
-        manifest_hash=manifest_hash(loaded),
+        manifest_hash=manifest_hash(loaded, workflow),
         inject_hash=inject_hash(loaded),
         measure_cmd=(m.judge.measure_cmd or "") if m.judge else "",
         direction=m.judge.direction.value if m.judge else "",
     )
 
 
-def manifest_hash(loaded: LoadedManifest) -> str:
+def manifest_hash(loaded: LoadedManifest, workflow: str | None = None) -> str:
     """The manifest text's hash; with an authored workflow, also the compiled workflow's TOML.
 
     The compiled TOML is the frozen artifact a run executes, and workflow.star (with what it
     loads) lives beside the manifest rather than in it, so the hash takes in what it compiled to.
     """
+    if workflow is not None:
+        return _h(f"{loaded.text_hash}\nworkflow={_h(workflow)}")
     if loaded.manifest.workflow is None and not (loaded.dir / "workflow.star").is_file():
         return loaded.text_hash  # no authored graph: identities stay what they were
     from crucible_core.workflow.pack import artifact_hash, effective_workflow

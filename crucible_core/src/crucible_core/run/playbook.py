@@ -9,6 +9,7 @@ declared files of every folded task that passed.
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,12 @@ class PlaybookRequest:
 
 
 def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest) -> int:
+    from crucible_core.contract import wire
     from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
     from crucible_core.plan.load import plan_from_data
     from crucible_core.plan.validate import validate
     from crucible_core.run.git_memory import GitMemory
+    from crucible_core.run.identity import run_identity
     from crucible_core.run.injects import copy_injects, refresh_frozen
     from crucible_core.session_log import SessionLog, read_events
     from crucible_core.workflow.pack import ARTIFACT_NAME, effective_workflow, plan_data, to_toml
@@ -100,6 +103,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     (state / ARTIFACT_NAME).write_text(artifact, encoding="utf-8")
     memory = GitMemory(workspace)
     memory.ensure()
+    started = time.monotonic()
 
     config = ExecutorConfig(
         workspace=workspace,
@@ -112,6 +116,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         max_asks=request.max_asks,
         scoreless=True,
         after_shared_task=memory.settled,
+        before_shutdown=lambda spent: log.emit(_summary(spent, elapsed + time.monotonic() - started)),
     )
     if request.jobs is not None:
         config.jobs = request.jobs
@@ -119,6 +124,10 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     try:
         if prior is None or prior.shutdown is None:
             log.emit(_start_event(loaded, request, workspace))
+            # the comparability key, as the loop writes it: the compiled workflow is in its hash
+            base = memory.base_commit() or ""
+            identity = run_identity(loaded, base, artifact)
+            log.emit(wire.Identity(identity=identity, base_commit=base, resumed=True if prior else None))
         report = PlanExecutor(plan, kinds, log, config, prior).run()
     finally:
         log.close()
@@ -130,6 +139,24 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     valid = report.verdict == "pass"
     print(f"playbook {'valid' if valid else 'invalid'}: {report.reason} (spent ${report.spent_usd:.4f})")
     return int(ExitCode.OK) if valid else int(ExitCode.RUN_FAILED)
+
+
+def _summary(spent: float, active_s: float) -> Any:
+    """The run's summary, once, before its shutdown: a playbook keeps nothing and scores nothing."""
+    from crucible_core.contract import wire
+
+    return wire.Summary(
+        rows=[],
+        gate="task",
+        best_score=None,
+        iterations=1,
+        kept=0,
+        discarded=0,
+        kept_shas=[],
+        spent=round(spent, 6),
+        active_s=round(active_s, 3),
+        solved=False,
+    )
 
 
 def _start_event(loaded: LoadedManifest, request: PlaybookRequest, workspace: Path) -> Any:

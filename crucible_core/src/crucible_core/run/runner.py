@@ -390,7 +390,12 @@ def _fresh(engine: Engine, shell: Shell, started: float) -> Run:
         engine.note(notice.text, level=notice.level)
     base = prepare_workspace(engine.loaded, engine.paths, drivers.world, shell)
     refuse_unstartable_agent(drivers.backend, engine.agent_env, engine.paths.workspace)
-    engine.log.emit(wire.Identity(identity=run_identity(engine.loaded, base), base_commit=base))
+    engine.log.emit(
+        wire.Identity(
+            identity=run_identity(engine.loaded, base, engine.workflow.artifact if engine.workflow else None),
+            base_commit=base,
+        )
+    )
     token = drivers.world.snapshot("crucible: baseline")
     segment = Segment(
         regime="", fingerprint=fingerprint(engine.goal, drivers.judge.gate, ""), best_token=token
@@ -420,7 +425,7 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
     engine.phase("starting", folded.iteration)
     original = folded.identity
     base = _base_commit(original)
-    identity = run_identity(engine.loaded, base)
+    identity = run_identity(engine.loaded, base, engine.workflow.artifact if engine.workflow else None)
     engine.log.emit(wire.Identity(identity=identity, base_commit=base, resumed=True))
     if original is not None and original.identity.digest != identity.digest:
         changed = identity.differing(original.identity)
