@@ -68,3 +68,17 @@ def test_the_default_is_claude_and_nothing_is_overwritten(tmp_path: Path) -> Non
     assert not (tmp_path / "propose.sh").exists()
     unknown = run_crucible("init", "--template", "nope", "--dir", tmp_path)
     assert unknown.returncode == 64
+
+
+def test_the_playbook_template_checks_and_runs_once_without_a_judge(tmp_path: Path) -> None:
+    repo = scaffold(tmp_path, "playbook")
+    checked = run_crucible("check", cwd=repo)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "workflow (playbook) compiled and validated" in checked.stdout
+    done = run_crucible("run", "--max-cost", "0.5", "--max-time", "5m", cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "playbook valid" in done.stdout
+    report = json.loads((repo / "workspace" / "out" / "report.json").read_text())
+    assert report == {"summarize": {"summary": "3 entries in the workspace"}}  # the agent task ran
+    outcome = json.loads((repo / "workspace" / "outcome.json").read_text())["outcome"]
+    assert outcome["verdict"] == "pass" and set(outcome["tasks"]) == {"gather", "summarize", "report"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from crucible_core.init_templates import claude, command, python_speed
+from crucible_core.init_templates import claude, command, playbook, python_speed
 
 
 @attrs.frozen
@@ -38,6 +38,13 @@ TEMPLATES: dict[str, Template] = {
         python_speed.FILES,
         frozenset(),
         "commit slow.py, `crucible check`, then `crucible run --iterations 5`",
+    ),
+    "playbook": Template(
+        "playbook",
+        "a graph of steps that runs once, with no judge: no agent, no credentials",
+        playbook.FILES,
+        frozenset({"gather.sh", "agent.sh"}),
+        "`crucible check`, then `crucible run --max-cost 0.5 --max-time 5m`; then make workflow.star yours",
     ),
 }
 DEFAULT_TEMPLATE = "claude"
