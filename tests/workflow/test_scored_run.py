@@ -138,6 +138,12 @@ def test_adversarial_review_keeps_a_better_candidate_and_discards_the_rest(tmp_p
     assert (pack / "state" / "workflow.toml").read_text() == (
         Path(__file__).parent / "golden" / "adversarial_review.toml"
     ).read_text()
+    # additive plan lines, one admission and one result per task per iteration; one shutdown
+    kinds = [e["kind"] for e in events(pack)]
+    assert kinds.count("plan_admitted") == 3 and kinds.count("shutdown") == 1
+    results = [(e["iter"], e["task"], e["status"]) for e in events(pack) if e["kind"] == "task_result"]
+    assert (3, "critic-correctness", "fail") in results and (3, "benchmark", "blocked") in results
+    assert (1, "keep-if-better", "pass") in results and len(results) == 3 * 8
     # the summary and the readers work as for the default loop
     (summary,) = [e for e in events(pack) if e["kind"] == "summary"]
     assert summary["kept"] == 1 and summary["discarded"] == 2 and summary["best_score"] == 3.0

@@ -122,6 +122,9 @@ class ExecutorConfig:
     # Write plan_admitted / task_result / shutdown; the default loop's iteration graph writes
     # none (its rows are the record a reader expects; see docs/architecture.md).
     record: bool = True
+    # Whether this graph's end is the run's end (its `shutdown` line): a scored workflow's
+    # iteration graph records its plan_admitted and task_result lines, but the loop ends the run.
+    ends_run: bool = True
 
 
 @attrs.frozen
@@ -272,7 +275,7 @@ class PlanExecutor:
         return self._report(main_state, reason)
 
     def _before_shutdown(self) -> None:
-        if self.config.before_shutdown is not None and self.config.record:
+        if self.config.before_shutdown is not None and self.config.record and self.config.ends_run:
             self.config.before_shutdown(self.spent)
 
     def _exit_token(self, main_state: PlanState) -> str:
@@ -678,7 +681,7 @@ class PlanExecutor:
         return PlanReport(state, verdict, self.spent, dict(self.results), reason)
 
     def _emit(self, kind: str, **fields: Any) -> None:
-        if not self.config.record:
+        if not self.config.record or (kind == SHUTDOWN and not self.config.ends_run):
             return
         # Through the shared wire: the fields become its record (a shape it refuses is a bug here).
         line = wire.from_object({"kind": kind, **fields})

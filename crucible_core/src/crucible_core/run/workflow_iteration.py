@@ -123,7 +123,7 @@ def run_authored_iteration(engine: Engine, run: Run, iteration: int, graph: Auth
         env=engine_environment(),
         iteration=iteration,
         inline_engine=True,
-        record=False,
+        ends_run=False,  # plan_admitted and task_result lines, additive to the loop's own events
         before_task=before_task,
         agent_runner=agent_task_runner(lambda: engine.backend, engine.loaded.manifest.agent.env),
     )
