@@ -285,6 +285,30 @@ def test_only_passing_tasks_reach_the_git_memory(tmp_path: Path) -> None:
     assert (workspace / "kept.txt").exists() and not (workspace / "lost.txt").exists()
 
 
+def test_shared_tasks_run_one_at_a_time_so_a_failure_never_reaches_a_commit(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    pack = write_pack(
+        tmp_path,
+        """\
+        good = command(name = "good", run = "echo good-start >> $MARKS/order; sleep 0.3; echo kept > kept.txt; echo good-end >> $MARKS/order")
+        bad = command(name = "bad", run = "echo bad-start >> $MARKS/order; echo lost > lost.txt; sleep 0.3; echo bad-end >> $MARKS/order; exit 1", required = False)
+        side = command(name = "side", run = "echo side >> $MARKS/side; echo scratch > scratch.txt", isolated = True)
+        workflow(type = "playbook", tasks = [good, bad, side])
+        """,
+    )
+    done = play(pack, "--max-time", "1m", env=crucible_env(MARKS=str(marks)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    # no overlap in the shared workspace: the failing task's file could not ride along in a commit
+    assert (marks / "order").read_text().split() == ["good-start", "good-end", "bad-start", "bad-end"]
+    assert (marks / "side").exists()
+    workspace = pack / "workspace"
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=workspace, capture_output=True, text=True)
+    assert log.stdout.split("\n")[:2] == ["crucible: task good", "crucible: playbook base"]
+    assert (workspace / "kept.txt").exists() and not (workspace / "lost.txt").exists()
+    assert not (workspace / "scratch.txt").exists()  # an isolated task's edits are discarded
+
+
 def test_per_task_deadlines_fail_the_task_and_are_bounded_by_the_operator(tmp_path: Path) -> None:
     pack = write_pack(
         tmp_path,

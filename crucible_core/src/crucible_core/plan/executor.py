@@ -101,6 +101,10 @@ class ExecutorConfig:
     # Called with the plan's spend just before this process writes the shutdown (a playbook's
     # summary goes there, so it is written once, ahead of the line that ends the run).
     before_shutdown: Callable[[float], None] | None = None
+    # Every task in the shared workspace holds it alone (a playbook's git memory: a task's
+    # changes are committed or discarded by themselves, never mixed with a concurrent task's).
+    # Isolated tasks still run side by side.
+    serial_shared: bool = False
 
     def provided(self) -> frozenset[str]:
         """Every capability tasks may need here: --cap, "any", and each available service."""
@@ -562,7 +566,7 @@ class PlanExecutor:
     def _claim_workspace(self, task: ir.Task) -> bool:
         if task.isolation is ir.Isolation.WORKTREE:
             return True
-        exclusive = self.kinds.entries[task.kind].value.exclusive
+        exclusive = self.kinds.entries[task.kind].value.exclusive or self.config.serial_shared
         if self._shared_exclusive or (exclusive and self._shared_running):
             return False
         self._shared_running += 1

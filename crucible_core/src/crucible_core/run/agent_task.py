@@ -19,10 +19,11 @@ MAX_RESULT_BYTES = 1 << 20
 
 
 def agent_task_runner(
-    backend: Callable[[], AgentBackend], extra_env: Mapping[str, str] | None = None
+    backend: Callable[[], AgentBackend], extra_env: Mapping[str, str] | None = None, iteration: int = 0
 ) -> Callable[[TaskContext], Attempt]:
     """Run agent tasks on the backend `backend()` returns (asked on first use, so a graph with
-    no agent task never builds one); `extra_env` reaches the agent only ([agent].env)."""
+    no agent task never builds one); `extra_env` reaches the agent only ([agent].env);
+    `iteration` is the scored loop's (0 in a playbook)."""
 
     def run(context: TaskContext) -> Attempt:
         fields = context.task.fields
@@ -34,7 +35,7 @@ def agent_task_runner(
         result_path = context.workdir / RESULT_FILE
         result_path.unlink(missing_ok=True)
         turn = Turn(
-            iteration=0,
+            iteration=iteration,
             prompt=prompt,
             workspace=context.workdir,
             env={**context.env, **(extra_env or {})},

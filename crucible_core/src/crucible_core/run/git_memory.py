@@ -1,8 +1,9 @@
 """A playbook's git memory: a task's workspace changes become a commit only when it passes.
 
 This sits at the playbook runner's edge (not in any loop body) and runs git through the
-supervisor. Changes are committed or discarded only when no other task is running in the
-shared workspace, so one task's half-written files never land in another's commit.
+supervisor. The playbook runs its shared-workspace tasks one at a time (isolated ones still
+run side by side), so when a task settles nothing else is writing there: its changes are its
+own. The deferral below is a guard for an executor that overlaps shared tasks anyway.
 """
 
 from __future__ import annotations

@@ -116,6 +116,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         max_asks=request.max_asks,
         scoreless=True,
         after_shared_task=memory.settled,
+        serial_shared=True,  # so each shared task's changes are its own commit (or discard)
         before_shutdown=lambda spent: log.emit(_summary(spent, elapsed + time.monotonic() - started)),
     )
     if request.jobs is not None:
