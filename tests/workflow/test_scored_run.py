@@ -195,12 +195,29 @@ def test_default_autoresearch_keeps_the_same_rows_as_the_built_in_loop(tmp_path:
         tmp_path / "authored",
         'workflow(type = "autoresearch", tasks = default_autoresearch([]), result = "decide")\n',
     )
-    for pack in (built_in, authored):
+    # grade(): the same score, read from an evaluate task of the graph instead of the judge
+    graded = seeded_domain(
+        tmp_path / "graded",
+        textwrap.dedent(
+            """\
+            candidate = propose(name = "candidate")
+            live = apply(name = "live", depends_on = [candidate])
+            bench = evaluate(name = "bench", run = "sh measure.sh", depends_on = [live], emits = ["score"])
+            score = grade(name = "score", evidence = [bench], score = bench)
+            decision = decide(name = "d", measurement = score)
+            workflow(type = "custom", tasks = [candidate, live, bench, score, decision], result = decision)
+            """
+        ),
+    )
+    for pack in (built_in, authored, graded):
         done = run_crucible(
             "run", "--manifest", pack / "crucible.toml", "--iterations", "6", "--ui", "headless"
         )
         assert done.returncode == 0, done.stdout + done.stderr
     assert decided(authored) == decided(built_in)
+    assert decided(graded) == decided(built_in)
+    notes = [note for i, note in row_notes(graded).items() if i > 0]
+    assert notes and all(note == "graded by bench" for note in notes)
     assert {d for _, d, _ in decided(built_in)} == {"baseline", "keep", "discard"}
     assert (authored / "state" / "workflow.toml").exists()
     assert not (built_in / "state" / "workflow.toml").exists()
