@@ -150,10 +150,8 @@ def graded_reading(context: TaskContext) -> Reading:
 
 def run_iteration_graph(engine: Engine, run: Run, iteration: int) -> LoopExit | None:
     """Execute the iteration graph for `iteration`; the loop exit it produced, if any."""
-    if engine.workflow is not None:  # the pack authored its own graph (workflow.star or [workflow])
-        from crucible_core.run.workflow_iteration import run_authored_iteration
-
-        return run_authored_iteration(engine, run, iteration, engine.workflow)
+    if engine.workflow is not None:  # the pack authored its own graph (run/workflow_iteration.py)
+        return engine.workflow.run_iteration(engine, run, iteration)
     operations = IterationOperations(engine, run, iteration)
     config = ExecutorConfig(
         workspace=engine.paths.workspace,

@@ -50,6 +50,11 @@ class AuthoredGraph:
     kinds: Registry[TaskKindSpec]
     artifact: str
 
+    def run_iteration(self, engine: Engine, run: Run, iteration: int) -> LoopExit | None:
+        """What the loop's iteration graph does when the pack authored one (run/iteration.py
+        asks through this method, so the two modules do not import each other)."""
+        return run_authored_iteration(engine, run, iteration, self)
+
 
 def admit_authored_graph(
     loaded: LoadedManifest, kinds: Registry[TaskKindSpec], params: Mapping[str, str]
