@@ -260,3 +260,32 @@ def test_a_scored_workflow_killed_mid_graph_resumes_like_the_default_loop(tmp_pa
     assert decided(pack) == [(0, "baseline", 5.0), (1, "keep", 3.0), (2, "discard", 9.0)]
     assert (pack / "workspace" / "value.txt").read_text() == "3\n"
     assert (marks / "tasks").read_text().split().count("propose") == 3
+
+
+def test_a_scored_workflow_binds_its_launch_params_and_resumes_with_the_recorded_ones(tmp_path: Path) -> None:
+    pack = seeded_domain(
+        tmp_path / "params",
+        textwrap.dedent(
+            """\
+            params = {"smoke": {"type": "string", "default": "true", "description": "a smoke test"}}
+            workflow(
+                type = "autoresearch",
+                tasks = default_autoresearch([command(name = "smoke", run = param("smoke"))]),
+                result = "decide",
+            )
+            """
+        ),
+    )
+    manifest = pack / "crucible.toml"
+    # the default ("true") would pass; the launch value fails the smoke test, so no candidate survives
+    done = run_crucible(
+        "run", "--manifest", manifest, "-n", "1", "--param", "smoke=false", "--ui", "headless"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'command = "false"' in (pack / "state" / "workflow.toml").read_text()
+    assert "task 'smoke' fail" in row_notes(pack)[1]
+    # a resume without --param keeps the recorded value, so the frozen workflow still matches
+    resumed = run_crucible("run", "--manifest", manifest, "--resume", "-n", "2", "--ui", "headless")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [(i, d) for i, d, _ in decided(pack)] == [(0, "baseline"), (1, "discard"), (2, "discard")]
+    assert "task 'smoke' fail" in row_notes(pack)[2]
