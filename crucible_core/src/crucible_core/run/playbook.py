@@ -105,6 +105,9 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     memory.ensure()
     started = time.monotonic()
 
+    def write_summary(spent: float) -> None:
+        log.emit(_summary(spent, elapsed + time.monotonic() - started))
+
     config = ExecutorConfig(
         workspace=workspace,
         state_dir=state,
@@ -117,7 +120,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         scoreless=True,
         after_shared_task=memory.settled,
         serial_shared=True,  # so each shared task's changes are its own commit (or discard)
-        before_shutdown=lambda spent: log.emit(_summary(spent, elapsed + time.monotonic() - started)),
+        before_shutdown=write_summary,
     )
     if request.jobs is not None:
         config.jobs = request.jobs
