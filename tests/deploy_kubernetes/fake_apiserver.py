@@ -147,6 +147,15 @@ class FakeApiServer:
             pod.setdefault("status", {}).update({"phase": phase, **status})
             self._bump(pod)
 
+    def set_status(self, plural: str, namespace: str, name: str, **status: Any) -> None:
+        """Update an object's status as a controller would (watchers and readers see it next)."""
+        with self.lock:
+            obj = self.objects.get((plural, namespace, name))
+            if obj is None:
+                return
+            obj.setdefault("status", {}).update(status)
+            self._bump(obj)
+
     def fail(self, method: str, path_pattern: str, code: int, message: str) -> None:
         self.errors.append((method, path_pattern, code, message))
 

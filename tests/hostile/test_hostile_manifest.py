@@ -283,7 +283,8 @@ def test_the_unmutated_manifest_loads_and_passes_check(tmp_path: Path) -> None:
     [
         ({"workspace": {"dir": ".."}}, 10, "[workspace].dir = '..'"),
         ({"judge": {"measure_timeout": math.inf}}, 10, "[judge].measure_timeout"),
-        ({"deploy": {"x": 1}, "scope": {"y": 2}}, 16, "[deploy], [scope]"),
+        ({"measure": {"x": 1}, "scope": {"y": 2}}, 16, "[measure], [scope]"),
+        ({"deploy": {"forge_registry": "quay.io/x"}}, 10, "unknown key 'forge_registry' in [deploy]"),
     ],
 )
 def test_the_real_cli_refuses_with_one_line_and_the_documented_code(

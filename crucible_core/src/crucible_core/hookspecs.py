@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from crucible_core.broker.outputs import OutputKindSpec
     from crucible_core.broker.tools import BrokerTool
     from crucible_core.plan.kinds import TaskKindSpec
+    from crucible_core.plan.runners import TaskRunnerFactory
     from crucible_core.protocols import (
         BackendFactory,
         HarnessFactory,
@@ -113,6 +114,15 @@ def crucible_register_publishers(register: Register[PublisherFactory]) -> None:
 
     The engine publishes each kept commit through the selected publisher after the mediation point
     admitted one `draft-pr` write to `[publish].pr_repo` (docs/broker.md, Engine writes).
+    """
+
+
+@hookspec
+def crucible_register_task_runners(register: Register[TaskRunnerFactory]) -> None:
+    """Register task runners by name ("kubernetes"): factories taking a TaskRunnerContext.
+
+    A plan run calls every factory once; one that returns a TaskRunner (not None) may run the
+    run's tasks that need a capability this machine lacks (crucible_core.plan.runners).
     """
 
 

@@ -34,6 +34,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "pack": "crucible_register_packs",
     "task kind": "crucible_register_task_kinds",
     "publisher": "crucible_register_publishers",
+    "task runner": "crucible_register_task_runners",
 }
 
 

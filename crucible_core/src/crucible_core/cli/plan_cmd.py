@@ -30,6 +30,30 @@ def _kinds() -> Registry[TaskKindSpec]:
     return load_plugins().registry("task kind")
 
 
+def _task_runners(file: Path, state: Path, profile: Path | None, env: dict[str, str], log):
+    """The task runners this run configured (none without --deploy-profile)."""
+    from crucible_core.plan.runners import TaskRunnerContext, open_task_runners
+    from crucible_core.plugins import load_plugins
+
+    if profile is None:
+        return ()
+    context = TaskRunnerContext(
+        run_name=file.resolve().parent.name,
+        state_dir=state,
+        base_dir=file.resolve().parent,
+        deploy_profile=profile.resolve(),
+        env=env,
+        emit=log.emit,
+    )
+    runners = open_task_runners(load_plugins(), context)
+    if not runners:
+        raise UsageError(
+            f"--deploy-profile {profile}: no installed plugin runs tasks from a deploy profile",
+            hint="install crucible-plugin-deploy-kubernetes",
+        )
+    return runners
+
+
 @command.command("run")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.option("--cap", "caps", multiple=True, help="A capability this substrate provides (repeatable).")
@@ -56,6 +80,12 @@ def _kinds() -> Registry[TaskKindSpec]:
 @click.option(
     "--max-time", default=None, help="Wall-clock ceiling (90s, 15m, 2h); attempts in flight are killed."
 )
+@click.option(
+    "--deploy-profile",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="Run tasks needing what this machine lacks (gpu, ...) on the profile's cluster (docs/kubernetes.md).",
+)
 def run(
     file: Path,
     caps: tuple[str, ...],
@@ -65,6 +95,7 @@ def run(
     jobs: int | None,
     agent_cmd: str | None,
     max_time: str | None,
+    deploy_profile: Path | None,
 ) -> None:
     """Run a standalone plan: no World and no Judge, so engine tasks are refused.
 
@@ -116,7 +147,10 @@ def run(
     resolution = run_services.resolve_declared(declared, os.environ) if declared else None
     log = SessionLog(log_path)
     services = None
+    runners: tuple = ()
     try:
+        runners = _task_runners(file, state, deploy_profile, config.env, log)
+        config.task_runners = runners
         if resolution is not None:
             services = run_services.open_runtime(resolution, state_dir=state, emit=log.emit)
             config.services = services
@@ -125,6 +159,8 @@ def run(
         if services is not None:
             services.reclaim(leftover)  # what a killed predecessor left, if this process never restarted it
             services.close()
+        for runner in runners:
+            runner.close()
         log.close()
     width = max(len(name) for name in report.results) if report.results else 4
     for name in plan.order:

@@ -17,7 +17,6 @@ UNSUPPORTED_SECTIONS = (
     "search",
     "service",
     "measure",
-    "deploy",
     "scope",
 )
 UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers", "codex")
@@ -113,6 +112,20 @@ class WorldSection:
 
 
 @attrs.frozen
+class DeploySection:
+    """[deploy]: where this run's tasks may run beyond this machine (docs/kubernetes.md).
+
+    Only the task-runner part is executed in this version: the deploy profile (relative to the
+    manifest) and, optionally, which kubeconfig and context reach the cluster. The
+    specification's build/deploy target keys are refused as unknown keys.
+    """
+
+    profile: str | None = None
+    kubeconfig: str | None = None  # unset: $KUBECONFIG, ~/.kube/config, or the in-cluster account
+    context: str | None = None
+
+
+@attrs.frozen
 class WorkflowSection:
     """[workflow]: the work graph's lane, its result task, and its [[workflow.task]] IR tables.
 
@@ -195,6 +208,7 @@ class Manifest:
     workflow: WorkflowSection | None = None
     preflight: PreflightSection | None = None
     publish: PublishSection | None = None  # publish-on-keep (draft pull requests)
+    deploy: DeploySection | None = None
 
     @property
     def playbook(self) -> bool:

@@ -53,6 +53,8 @@ def _shell(context: TaskContext, command: str, extra_env: dict[str, str] | None 
     env = dict(context.env)
     if extra_env:
         env.update(extra_env)
+    if context.shell is not None:  # a task runner carries the command out elsewhere
+        return context.shell(command, env, context.timeout)
     return process.run(command, cwd=context.workdir, env=env, timeout=context.timeout)
 
 
@@ -179,11 +181,15 @@ def _engine_runner(op: str) -> Callable[[TaskContext], Attempt]:
 def register_core_kinds(register: Register) -> None:
     register(
         "command",
-        TaskKindSpec("command", CommandFields, run_command, describe="a shell command in the workspace"),
+        TaskKindSpec(
+            "command", CommandFields, run_command, describe="a shell command in the workspace", remote=True
+        ),
     )
     register(
         "evaluate",
-        TaskKindSpec("evaluate", EvaluateFields, run_evaluate, describe="a graded measurement command"),
+        TaskKindSpec(
+            "evaluate", EvaluateFields, run_evaluate, describe="a graded measurement command", remote=True
+        ),
     )
     register(
         "agent",

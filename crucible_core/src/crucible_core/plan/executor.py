@@ -9,13 +9,14 @@ anything that settled.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ from crucible_core.plan.kinds import (
     TaskKindSpec,
 )
 from crucible_core.plan.output import declared_status
+from crucible_core.plan.runners import TaskRunner
 from crucible_core.plan.states import (
     BLOCK_NOTES,
     PLAN_MACHINE,
@@ -105,6 +107,8 @@ class ExecutorConfig:
     # changes are committed or discarded by themselves, never mixed with a concurrent task's).
     # Isolated tasks still run side by side.
     serial_shared: bool = False
+    # Where a task needing a capability this machine lacks may run instead (plan/runners.py).
+    task_runners: tuple[TaskRunner, ...] = ()
 
     def provided(self) -> frozenset[str]:
         """Every capability tasks may need here: --cap, "any", and each available service."""
@@ -258,7 +262,12 @@ class PlanExecutor:
             self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
         self._skip_unrunnable_advisory()
         pool_size = 1 if self.config.inline else max(1, self.config.jobs)
-        with ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="plan-task") as pool:
+        # Left on a stop (an interrupt, an error here): attempts running elsewhere end first, so
+        # leaving the pool does not wait on them and nothing is left running remotely.
+        with (
+            ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="plan-task") as pool,
+            self._runners_cancelled_on_exit(),
+        ):
             self._drive(pool, self.plan.stage(ir.Stage.MAIN))
             main_state = self._main_state()
             epilogue = [t for t in self.plan.stage(ir.Stage.EPILOGUE) if t.name not in self.status]
@@ -281,6 +290,15 @@ class PlanExecutor:
     def _before_shutdown(self) -> None:
         if self.config.before_shutdown is not None and self.config.record and self.config.ends_run:
             self.config.before_shutdown(self.spent)
+
+    @contextlib.contextmanager
+    def _runners_cancelled_on_exit(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            for runner in self.config.task_runners:
+                runner.cancel()
+            raise
 
     def _exit_token(self, main_state: PlanState) -> str:
         if main_state is PlanState.BUDGET:
@@ -331,12 +349,22 @@ class PlanExecutor:
 
     # -- static verdicts before any dispatch ---------------------------------------------
 
+    def _runner_for(self, task: ir.Task) -> TaskRunner | None:
+        """The task runner that takes this task, when this machine lacks what it needs."""
+        if task.needs in self.config.provided():
+            return None
+        spec: TaskKindSpec = self.kinds.entries[task.kind].value
+        for runner in self.config.task_runners:
+            if task.needs in runner.provides() and runner.refuses(task, spec) is None:
+                return runner
+        return None
+
     def _unrunnable(self) -> set[str]:
         caps = self.config.provided()
         bad: set[str] = set()
         for name in self.plan.order:
             task = self.tasks[name]
-            if task.needs not in caps or (
+            if (task.needs not in caps and self._runner_for(task) is None) or (
                 task.join is not ir.Join.SETTLED and any(dep in bad for dep in task.depends_on)
             ):
                 bad.add(name)
@@ -347,10 +375,20 @@ class PlanExecutor:
         for name in self.plan.order:
             if name in unrunnable and self.tasks[name].required:
                 task = self.tasks[name]
-                if task.needs not in self.config.provided():
-                    return f"required task {name!r} needs {self.config.why_missing(task.needs)}"
+                if task.needs not in self.config.provided() and self._runner_for(task) is None:
+                    return f"required task {name!r} needs {self._why_missing(task)}"
                 return f"required task {name!r} depends on work that cannot run here"
         return None
+
+    def _why_missing(self, task: ir.Task) -> str:
+        why = self.config.why_missing(task.needs)
+        spec: TaskKindSpec = self.kinds.entries[task.kind].value
+        refusals = [
+            f"{runner.name} does not take it: {refusal}"
+            for runner in self.config.task_runners
+            if task.needs in runner.provides() and (refusal := runner.refuses(task, spec)) is not None
+        ]
+        return "; ".join([why, *refusals])
 
     def _truncate(self, admitted: PlanAdmitted | None, why: str) -> PlanReport:
         # Nothing is dispatched; every task settles truncated with the verdict's reason.
@@ -372,8 +410,8 @@ class PlanExecutor:
             if name in unrunnable and name not in self.status:
                 task = self.tasks[name]
                 why = (
-                    f"needs {self.config.why_missing(task.needs)}"
-                    if task.needs not in caps
+                    f"needs {self._why_missing(task)}"
+                    if task.needs not in caps and self._runner_for(task) is None
                     else "a dependency cannot run here"
                 )
                 self._settle(task, _Settled(TaskStatus.SKIPPED, 0, 0.0, 0.0, note=why))
@@ -809,8 +847,9 @@ class PlanExecutor:
                 return Attempt(Outcome.TRANSPORT, note=reached, transport="gateway")
             env, servers = reached
             context = attrs.evolve(context, env={**context.env, **env}, mcp_servers=servers)
+        runner = self._runner_for(task)
         try:
-            attempt = spec.run(context)
+            attempt = spec.run(context) if runner is None else runner.run(context, spec)
         except Exception as exc:  # a kind's bug fails its task, not the plan
             attempt = Attempt(
                 Outcome.FAIL, note=f"internal error in {task.kind}: {type(exc).__name__}: {exc}"

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import attrs
 
 from crucible_core.plan.ir import Task
+from crucible_core.process import Completed
 
 
 class Outcome(enum.StrEnum):
@@ -57,6 +58,18 @@ class TaskContext:
     agent_runner: Callable[[TaskContext], Attempt] | None = None
     # MCP servers an agent turn of this task is given (a needed MCP service as "service.<name>").
     mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)
+    # Runs a kind's shell command somewhere else (a task runner's); None: here, under the supervisor.
+    shell: CommandShell | None = None
+
+
+class CommandShell(Protocol):
+    """Runs one shell command for a task with its environment and deadline, wherever it runs.
+
+    A failure to carry the command out at all (never started, lost with its machine) is
+    reported as `spawn_error`, which the command kinds settle as a transport failure.
+    """
+
+    def __call__(self, command: str, env: Mapping[str, str], timeout: float) -> Completed: ...
 
 
 class ServiceGate(Protocol):
@@ -107,6 +120,9 @@ class TaskKindSpec:
     allows_settled_join: bool = True
     needs_dependencies: bool = False
     describe: str = ""
+    # Its attempts only run a shell command through TaskContext.shell, so a task runner may
+    # carry them out elsewhere (command, evaluate).
+    remote: bool = False
 
 
 Register = Callable[[str, TaskKindSpec], None]

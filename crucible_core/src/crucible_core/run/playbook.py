@@ -132,8 +132,11 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
             base = memory.base_commit() or ""
             identity = run_identity(loaded, base, artifact)
             log.emit(wire.Identity(identity=identity, base_commit=base, resumed=True if prior else None))
+        config.task_runners = _task_runners(plugins, loaded, state, config, log)
         report = PlanExecutor(plan, kinds, log, config, prior).run()
     finally:
+        for runner in config.task_runners:
+            runner.close()
         log.close()
     for name in plan.order:
         result = report.results.get(name)
@@ -161,6 +164,25 @@ def _summary(spent: float, active_s: float) -> Any:
         active_s=round(active_s, 3),
         solved=False,
     )
+
+
+def _task_runners(
+    plugins: Any, loaded: LoadedManifest, state: Path, config: Any, log: Any
+) -> tuple[Any, ...]:
+    """The task runners the manifest's [deploy] section configures (none without one)."""
+    from crucible_core.plan.runners import TaskRunnerContext, open_task_runners
+
+    if loaded.manifest.deploy is None:
+        return ()
+    context = TaskRunnerContext(
+        run_name=loaded.dir.name,
+        state_dir=state,
+        base_dir=loaded.dir,
+        deploy=loaded.manifest.deploy,
+        env=dict(config.env),
+        emit=log.emit,
+    )
+    return open_task_runners(plugins, context)
 
 
 def _start_event(loaded: LoadedManifest, request: PlaybookRequest, workspace: Path) -> Any:

@@ -1,6 +1,7 @@
-"""crucible on Kubernetes: `deploy render|apply`, `ps`, `view --pod` and `remote steer|stop|status`.
+"""crucible on Kubernetes: `deploy render|apply`, `ps`, `view --pod`, `remote steer|stop|status`, task Jobs.
 
-The plugin registers CLI commands only; the Kubernetes client is imported inside them.
+The plugin registers CLI commands and the `kubernetes` task runner; the Kubernetes client is
+imported only inside them, when one runs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from crucible_core.hookspecs import hookimpl
 if TYPE_CHECKING:
     import click
 
+    from crucible_core.plan.runners import TaskRunner, TaskRunnerContext
     from crucible_core.registry import Register
 
 
@@ -23,3 +25,14 @@ def crucible_register_commands(register: Register[click.Command]) -> None:
     register("ps", ps_command)
     register("view", view_command)
     register("remote", remote)
+
+
+def _open_task_runner(context: TaskRunnerContext) -> TaskRunner | None:
+    from crucible_deploy_kubernetes.task_runner import open_runner
+
+    return open_runner(context)
+
+
+@hookimpl
+def crucible_register_task_runners(register) -> None:
+    register("kubernetes", _open_task_runner)

@@ -1,7 +1,6 @@
 """Tasks as Kubernetes Jobs: the Job a plan task runs as, and the calls that run, watch, read and delete it.
 
-This is the transport a Kubernetes task runner for the plan executor stands on; the executor does
-not call it yet. A task is a command in an image with env, a deadline and resources (a GPU when
+This is the transport the Kubernetes task runner (task_runner.py) stands on. A task is a command in an image with env, a deadline and resources (a GPU when
 the task needs one). The Job never retries on its own (backoffLimit 0): retrying is the
 executor's policy, so every attempt is a Job of its own with its own name.
 """
@@ -20,6 +19,7 @@ from crucible_deploy_kubernetes import labels as L
 from crucible_deploy_kubernetes.errors import ClusterError
 
 TASK_CONTAINER = "task"
+PACK_MOUNT = "/opt/crucible/task-pack"  # where a task's workspace ConfigMap is mounted
 # Reasons that say the attempt failed for the cluster's reasons, not the task's: retry-worthy.
 TRANSPORT_REASONS = frozenset(
     {"Evicted", "DeadlineExceeded", "Preempted", "NodeLost", "UnexpectedAdmissionError"}
@@ -39,6 +39,14 @@ class TaskSpec:
     cpu: str | None = None
     memory: str | None = None
     service_account: str | None = None
+    node_selector: dict[str, str] = attrs.field(factory=dict)
+    pull_secret: str | None = None
+    secret_env: tuple[tuple[str, str, str], ...] = ()  # (variable, Secret name, key): referenced, never held
+    labels: dict[str, str] = attrs.field(factory=dict)  # extra labels (the task's name, the profile's)
+    # A ConfigMap mounted read-only at `pack_mount`, its keys laid out as (key, path, mode).
+    pack_configmap: str | None = None
+    pack_items: tuple[tuple[str, str, int], ...] = ()
+    pack_mount: str = PACK_MOUNT
 
 
 @attrs.frozen
@@ -59,14 +67,39 @@ def render_job(spec: TaskSpec) -> client.V1Job:
         requests["cpu"] = spec.cpu
     if spec.memory:
         requests["memory"] = limits["memory"] = spec.memory
-    labels = {L.MANAGED_BY_KEY: L.MANAGED_BY_VALUE, L.RUN_LABEL: spec.run, L.MODE_LABEL: "task"}
+    labels = {
+        **spec.labels,
+        L.MANAGED_BY_KEY: L.MANAGED_BY_VALUE,
+        L.RUN_LABEL: spec.run,
+        L.MODE_LABEL: "task",
+    }
+    env = [client.V1EnvVar(name=k, value=v) for k, v in sorted(spec.env.items())]
+    env += [
+        client.V1EnvVar(
+            name=variable,
+            value_from=client.V1EnvVarSource(secret_key_ref=client.V1SecretKeySelector(name=secret, key=key)),
+        )
+        for variable, secret, key in spec.secret_env
+    ]
+    volumes: list[client.V1Volume] = []
+    mounts: list[client.V1VolumeMount] = []
+    if spec.pack_configmap is not None:
+        items = [client.V1KeyToPath(key=k, path=p, mode=m) for k, p, m in spec.pack_items]
+        volumes.append(
+            client.V1Volume(
+                name="pack",
+                config_map=client.V1ConfigMapVolumeSource(name=spec.pack_configmap, items=items or None),
+            )
+        )
+        mounts.append(client.V1VolumeMount(name="pack", mount_path=spec.pack_mount, read_only=True))
     container = client.V1Container(
         name=TASK_CONTAINER,
         image=spec.image,
         command=list(spec.command),
-        env=[client.V1EnvVar(name=k, value=v) for k, v in sorted(spec.env.items())] or None,
+        env=env or None,
         resources=client.V1ResourceRequirements(limits=limits or None, requests=requests or None),
         security_context=client.V1SecurityContext(allow_privilege_escalation=False),
+        volume_mounts=mounts or None,
     )
     return client.V1Job(
         api_version="batch/v1",
@@ -82,6 +115,11 @@ def render_job(spec: TaskSpec) -> client.V1Job:
                     restart_policy="Never",
                     service_account_name=spec.service_account,
                     containers=[container],
+                    node_selector=spec.node_selector or None,
+                    image_pull_secrets=[client.V1LocalObjectReference(name=spec.pull_secret)]
+                    if spec.pull_secret
+                    else None,
+                    volumes=volumes or None,
                 ),
             ),
         ),
@@ -171,15 +209,64 @@ class JobClient:
                 raise
 
     def delete_run(self, namespace: str, run: str) -> int:
-        """Delete every task Job of a run (a cancelled run leaves none behind); how many."""
+        """Delete every task Job of a run, and its task ConfigMaps (a cancelled run leaves none behind).
+
+        Returns how many Jobs were deleted.
+        """
+        selector = f"{L.RUN_LABEL}={run},{L.MODE_LABEL}=task"
         result = cluster.call(
             f"listing the Jobs of run {run}",
-            lambda: self.batch.list_namespaced_job(namespace, label_selector=f"{L.RUN_LABEL}={run}"),
+            lambda: self.batch.list_namespaced_job(namespace, label_selector=selector),
         )
         names = [job.metadata.name for job in result.items or [] if job.metadata and job.metadata.name]
         for name in names:
             self.delete(namespace, name)
+        maps = cluster.call(
+            f"listing the task ConfigMaps of run {run}",
+            lambda: self.core.list_namespaced_config_map(namespace, label_selector=selector),
+        )
+        for item in maps.items or []:
+            self.delete_configmap(namespace, item.metadata.name)
         return len(names)
+
+    def read(self, namespace: str, name: str) -> Any | None:
+        """The Job as the API has it now, or None when it is gone."""
+        try:
+            return cluster.call(
+                f"reading Job {namespace}/{name}", lambda: self.batch.read_namespaced_job(name, namespace)
+            )
+        except ClusterError as exc:
+            if "answered 404" in exc.message:
+                return None
+            raise
+
+    def create_configmap(self, body: client.V1ConfigMap) -> None:
+        meta = body.metadata
+        cluster.call(
+            f"creating ConfigMap {meta.namespace}/{meta.name}",
+            lambda: self.core.create_namespaced_config_map(
+                meta.namespace, body, field_manager=L.FIELD_MANAGER
+            ),
+        )
+
+    def delete_configmap(self, namespace: str, name: str) -> None:
+        try:
+            cluster.call(
+                f"deleting ConfigMap {namespace}/{name}",
+                lambda: self.core.delete_namespaced_config_map(name, namespace),
+            )
+        except ClusterError as exc:
+            if "answered 404" not in exc.message:
+                raise
+
+    def open_log(self, namespace: str, pod: str, *, follow: bool) -> Any:
+        """The task container's log as an unread HTTP response (stream it; close it to stop)."""
+        return cluster.call(
+            f"reading the log of {namespace}/{pod}",
+            lambda: self.core.read_namespaced_pod_log(
+                pod, namespace, container=TASK_CONTAINER, follow=follow, _preload_content=False
+            ),
+        )
 
     def run(self, spec: TaskSpec, *, timeout: float) -> TaskOutcome:
         """One attempt: create, wait, collect the log, classify the failure. The Job is left for its TTL."""

@@ -69,6 +69,38 @@ class SecretEnv:
     key: str
 
 
+TASK_WORKSPACES = ("pack", "image")
+
+
+@attrs.frozen
+class TasksSection:
+    """[tasks]: plan tasks this cluster runs as Jobs, for the capabilities it provides.
+
+    capabilities: the `needs` values served here ("gpu", or a label of your own such as "a100").
+    image: the image a task Job runs (unset: [image].loop); it needs /bin/sh, cp and tee.
+    workspace: "pack" ships a copy of the task's workspace in a ConfigMap (at most 900 KiB);
+      "image" runs the command in `workdir` as the image carries it.
+    gpu: the nvidia.com/gpu limit of a task needing "gpu".
+    schedule_timeout: seconds a Job may wait for its pod to start before the attempt is a
+      transport failure (retried by the task's retries).
+    node_selector: per capability, the node labels its Jobs are scheduled onto.
+    log_lines: how many of an attempt's log lines go into the session log.
+    """
+
+    capabilities: tuple[str, ...] = ("gpu",)
+    image: str | None = None
+    workspace: str = "pack"
+    workdir: str = "/work"
+    gpu: int = 1
+    cpu: str | None = None
+    memory: str | None = None
+    schedule_timeout: float = 300.0
+    node_selector: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    env: dict[str, str] = attrs.field(factory=dict)
+    secret_env: tuple[SecretEnv, ...] = ()
+    log_lines: int = 200
+
+
 @attrs.frozen
 class DeployProfile:
     cluster: ClusterSection
@@ -79,6 +111,47 @@ class DeployProfile:
     secret_env: tuple[SecretEnv, ...] = ()
     labels: dict[str, str] = attrs.field(factory=dict)  # extra labels on everything rendered
     node_selector: dict[str, str] = attrs.field(factory=dict)
+    tasks: TasksSection = TasksSection()
+
+
+def _task_problems(tasks: TasksSection) -> list[str]:
+    out: list[str] = []
+    if not tasks.capabilities:
+        out.append("[tasks].capabilities is empty (name what this cluster provides, e.g. [\"gpu\"])")
+    for i, capability in enumerate(tasks.capabilities):
+        if not capability.strip() or capability == "any":
+            out.append(f"[tasks].capabilities[{i}] = {capability!r}: name a capability (\"any\" runs here)")
+    if tasks.image is not None and not tasks.image.strip():
+        out.append("[tasks].image is empty (leave it out to use [image].loop)")
+    if tasks.workspace not in TASK_WORKSPACES:
+        out.append(f"[tasks].workspace = {tasks.workspace!r}: use \"pack\" or \"image\"")
+    if not tasks.workdir.startswith("/"):
+        out.append("[tasks].workdir must be an absolute path inside the image")
+    if tasks.gpu < 0:
+        out.append("[tasks].gpu must be >= 0")
+    for key in ("cpu", "memory"):
+        value = getattr(tasks, key)
+        if value is not None and not QUANTITY.match(value):
+            out.append(f"[tasks].{key} = {value!r} is not a Kubernetes quantity (2, 500m, 4Gi)")
+    if not 0 < tasks.schedule_timeout <= 86_400:
+        out.append("[tasks].schedule_timeout must be between 0 and 86400 seconds")
+    if not 0 <= tasks.log_lines <= 10_000:
+        out.append("[tasks].log_lines must be between 0 and 10000")
+    for capability in tasks.node_selector:
+        if capability not in tasks.capabilities:
+            out.append(f"[tasks.node_selector].{capability} names no capability in [tasks].capabilities")
+    for key in tasks.env:
+        if not ENV_NAME.match(key):
+            out.append(f"[tasks.env].{key} is not a valid environment variable name")
+    for i, entry in enumerate(tasks.secret_env):
+        where = f"[[tasks.secret_env]][{i}]"
+        if not ENV_NAME.match(entry.name):
+            out.append(f"{where}.name = {entry.name!r} is not a valid environment variable name")
+        if not entry.secret or len(entry.secret) > 253 or not DNS_SUBDOMAIN.match(entry.secret):
+            out.append(f"{where}.secret = {entry.secret!r} is not a valid Kubernetes name")
+        if not entry.key or not SECRET_KEY.match(entry.key):
+            out.append(f"{where}.key = {entry.key!r} is not a valid Secret key")
+    return out
 
 
 def _problems(profile: DeployProfile) -> list[str]:
@@ -135,6 +208,7 @@ def _problems(profile: DeployProfile) -> list[str]:
         if entry.name in seen or entry.name in profile.env:
             out.append(f"{where}.name = {entry.name!r} is set twice (in [env] or another [[secret_env]])")
         seen.add(entry.name)
+    out.extend(_task_problems(profile.tasks))
     return out
 
 

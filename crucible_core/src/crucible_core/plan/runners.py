@@ -1,0 +1,109 @@
+"""Task runners: somewhere other than this machine that can run a plan task needing what it lacks.
+
+A plan task names the capability it needs (`needs = "gpu"`). The executor runs a task here when
+this machine provides that capability (`--cap`, a service); otherwise it asks the run's task
+runners, which plugins contribute through `crucible_register_task_runners`. A runner that
+serves the capability and accepts the task runs its attempts somewhere else (a cluster Job, say)
+and returns the executor's `Attempt`, so retries, budgets and settling stay the executor's.
+
+Core never knows what a runner is built on: it sees this Protocol and the factory signature.
+A factory returns None when the run did not configure it (no deploy profile, say), so an
+installed plugin costs nothing to a run that does not use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from crucible_core.plan.ir import Task
+from crucible_core.plan.kinds import Attempt, TaskContext, TaskKindSpec
+
+if TYPE_CHECKING:
+    from crucible_core.contract import wire
+    from crucible_core.manifest.models import DeploySection
+
+
+class TaskRunner(Protocol):
+    """What the executor asks of a task runner.
+
+    name: shown in notes ("ran on kubernetes").
+    provides: the capabilities this runner serves (a task needing one of them may run here).
+    refuses: None when the runner can run this task, else why not (the kind cannot run
+      remotely, the task declares files the runner cannot bring back, ...). A refused task is
+      judged as if the runner did not exist (truncated or skipped as before).
+    run: one attempt of the task; a failure of the runner's own machinery (an API error, a
+      pod evicted, never scheduled) is `Outcome.TRANSPORT`, so the executor retries it by its
+      policy; what the task itself did (exit code, output) is judged as the kind judges it.
+      Called on a worker thread; several attempts may run at once.
+    cancel: the run is being stopped: end every attempt in flight now (they return promptly)
+      and leave nothing running. Called from another thread than `run`.
+    close: the run is over: release what the runner holds (after cancel when stopped).
+    """
+
+    name: str
+
+    def provides(self) -> frozenset[str]: ...
+
+    def refuses(self, task: Task, kind: TaskKindSpec) -> str | None: ...
+
+    def run(self, context: TaskContext, kind: TaskKindSpec) -> Attempt: ...
+
+    def cancel(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@attrs.frozen
+class TaskRunnerContext:
+    """What a runner factory is handed when a plan run opens.
+
+    run_name: a name for the run (the manifest's or plan file's directory), for labels.
+    state_dir: the run's state directory; a runner may derive a stable identity from it so a
+      resumed run recognises (and reclaims) what a killed predecessor left behind.
+    base_dir: the directory relative paths in `deploy` are resolved against.
+    deploy: the manifest's `[deploy]` table (None when there is none, or for a plan file).
+    deploy_profile: a profile path given on the command line (`plan run --deploy-profile`);
+      it takes precedence over `deploy.profile`.
+    env: the run's environment (KUBECONFIG and the like are read from here, not os.environ).
+    emit: writes one event to the run's session log (redacted there); safe from any thread.
+    """
+
+    run_name: str
+    state_dir: Path
+    base_dir: Path
+    deploy: DeploySection | None = None
+    deploy_profile: Path | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    emit: Callable[[wire.Event], Any] | None = None
+
+    def profile_path(self) -> Path | None:
+        """The deploy profile this run names: the command line's, else `[deploy].profile`."""
+        if self.deploy_profile is not None:
+            return self.deploy_profile
+        if self.deploy is not None and self.deploy.profile is not None:
+            return (self.base_dir / self.deploy.profile).resolve()
+        return None
+
+
+TaskRunnerFactory = Callable[[TaskRunnerContext], "TaskRunner | None"]
+
+
+def open_task_runners(plugins: Any, context: TaskRunnerContext) -> tuple[TaskRunner, ...]:
+    """Every registered runner that this run configured, in name order."""
+    registry = plugins.registry("task runner")
+    runners: list[TaskRunner] = []
+    for name in sorted(registry.entries):
+        factory: TaskRunnerFactory = registry.entries[name].value
+        runner = factory(context)
+        if runner is not None:
+            runners.append(runner)
+    return tuple(runners)
+
+
+def close_task_runners(runners: tuple[TaskRunner, ...]) -> None:
+    for runner in runners:
+        runner.close()

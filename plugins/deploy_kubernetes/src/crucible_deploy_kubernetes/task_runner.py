@@ -1,0 +1,563 @@
+"""The Kubernetes task runner: plan tasks needing what this machine lacks run as Jobs in the profile's cluster.
+
+The executor hands a task here when its `needs` is one of the profile's `[tasks].capabilities`
+and the machine does not provide it. Each attempt is one Job (backoffLimit 0: retrying is the
+executor's policy). The task's kind runs unchanged; only its shell command is carried out in
+the pod, so a command or evaluate task judges a Job's result exactly as it judges a local one.
+
+An attempt in the pod:
+- the workspace arrives as a ConfigMap copy ([tasks].workspace = "pack") or is the image's own;
+- CRUCIBLE_INPUTS and CRUCIBLE_TASK are set as locally; nothing else of this machine's
+  environment leaves it (only the profile's [tasks.env] and [[tasks.secret_env]] are added);
+- the command's output streams to the pod log; when it ends, the pod prints a delimiter line
+  with its exit code and then its whole stdout, which is what the kind reads as stdout;
+- the first `[tasks].log_lines` lines of the log are written to the session log as notes
+  (the session log redacts them).
+
+Failures of the cluster (never scheduled, evicted, preempted, an API error, the Job deleted by
+someone else) are transport failures, retried by the task's `retries`. The task's deadline
+runs from the moment its pod starts; at the deadline the Job is deleted and the attempt fails
+as a local command killed at its deadline does. Stopping the run deletes every Job it made.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from kubernetes import client
+
+from crucible_core.contract import wire
+from crucible_core.plan.ir import Task
+from crucible_core.plan.kinds import Attempt, Outcome, TaskContext, TaskKindSpec
+from crucible_core.plan.runners import TaskRunnerContext
+from crucible_core.process import Completed
+from crucible_deploy_kubernetes import cluster, jobs
+from crucible_deploy_kubernetes import labels as L
+from crucible_deploy_kubernetes.errors import ClusterError
+from crucible_deploy_kubernetes.profile import DeployProfile, load_profile
+from crucible_deploy_kubernetes.render import CONFIGMAP_MAX_BYTES, PACK_SKIP
+
+NAME = "kubernetes"
+TASK_LABEL = "crucible.dev/task"
+STDOUT_DELIMITER = "=== CRUCIBLE TASK STDOUT (rc="
+SETUP_FAILED = 97  # the pod script's exit code when the workspace could not be laid out
+MAX_LOG_BYTES = 1 << 20  # the tail of a pod log kept per attempt (stdout comes from its end)
+MAX_NOTE_CHARS = 500
+FORWARDED_ENV = ("CRUCIBLE_INPUTS", "CRUCIBLE_TASK")
+INPUT_FILES_ENV = "CRUCIBLE_INPUT_FILES"
+POLL_FIRST, POLL_MAX = 0.1, 2.0  # seconds between status reads while a Job runs
+# A task's deadline is enforced here; the Job's own activeDeadlineSeconds is a backstop for a
+# runner that died, so it allows for scheduling plus this much slack.
+BACKSTOP_SLACK = 60
+# Pod waiting reasons that mean it will not start by itself: the attempt is a transport failure.
+STUCK_REASONS = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError"}
+)
+
+# The pod's script: lay out the workspace, run the command with stdout also kept in a file,
+# then print the delimiter and that stdout. Plain POSIX sh: any image with sh, cp and tee works.
+TASK_SCRIPT = """\
+set -u
+work="$CRUCIBLE_TASK_WORKDIR"
+mkdir -p "$work" || exit 97
+if [ -n "${CRUCIBLE_TASK_PACK:-}" ] && [ -d "$CRUCIBLE_TASK_PACK" ]; then
+  for entry in "$CRUCIBLE_TASK_PACK"/* "$CRUCIBLE_TASK_PACK"/.[!.]*; do
+    [ -e "$entry" ] || continue
+    cp -RL "$entry" "$work"/ || exit 97
+  done
+fi
+cd "$work" || exit 97
+out="${TMPDIR:-/tmp}/crucible-task-stdout.$$"
+{ sh -c "$CRUCIBLE_TASK_COMMAND"; echo "$?" > "$out.rc"; } | tee "$out"
+rc=$(cat "$out.rc" 2>/dev/null || echo 1)
+printf '\\n=== CRUCIBLE TASK STDOUT (rc=%s) ===\\n' "$rc"
+cat "$out"
+exit "$rc"
+"""
+
+
+def dns_label(raw: str, limit: int) -> str:
+    name = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")
+    return re.sub(r"-{2,}", "-", name)[:limit].strip("-") or "task"
+
+
+def split_log(text: str) -> tuple[str, str | None, int | None]:
+    """(the live part, the stdout after the last delimiter or None, the exit code it printed)."""
+    at = text.rfind("\n" + STDOUT_DELIMITER)
+    if at < 0:
+        return text, None, None
+    live = text[:at]
+    header, _, stdout = text[at + 1 :].partition("\n")
+    match = re.fullmatch(re.escape(STDOUT_DELIMITER) + r"(-?\d+)\) ===", header.strip())
+    if match is None:
+        return text, None, None
+    return live, stdout, int(match.group(1))
+
+
+def pack_workspace(workdir: Path) -> list[tuple[str, bytes, int]]:
+    """The task's workspace as (relative path, bytes, mode): plain files only, no VCS or state."""
+    found: list[tuple[str, bytes, int]] = []
+    for root, dirs, files in os.walk(workdir, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in PACK_SKIP)
+        for name in sorted(files):
+            path = Path(root) / name
+            if path.is_symlink() or not path.is_file():
+                continue  # a link may point out of the workspace: it is not followed
+            mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            found.append((path.relative_to(workdir).as_posix(), path.read_bytes(), mode))
+    return found
+
+
+class _Cancelled(Exception):
+    """The run is stopping: the attempt ends without a verdict of its own."""
+
+
+@attrs.define
+class _Attempt:
+    """One Job in flight: what cancel and the deadline watchdog need to end it."""
+
+    namespace: str
+    job: str
+    configmap: str | None
+    response: Any = None  # the log stream being read, closed to stop reading at once
+    timed_out: bool = False
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def stop_reading(self) -> None:
+        with self.lock:
+            response = self.response
+        if response is not None:
+            with contextlib.suppress(Exception):
+                response.close()
+
+
+class KubernetesTaskRunner:
+    """Runs plan tasks as Jobs in the deploy profile's namespace (see the module docstring)."""
+
+    name = NAME
+
+    def __init__(
+        self,
+        profile: DeployProfile,
+        api: client.ApiClient,
+        *,
+        run: str,
+        emit: Callable[[wire.Event], Any] | None = None,
+    ) -> None:
+        self.profile = profile
+        self.tasks = profile.tasks
+        self.namespace = profile.cluster.namespace
+        self.run_label = run
+        self.api = api
+        self.client = jobs.JobClient(api)
+        self.emit = emit
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._in_flight: dict[str, _Attempt] = {}
+        self._attempts: dict[str, int] = {}
+
+    # -- the TaskRunner protocol ----------------------------------------------------------------
+
+    def provides(self) -> frozenset[str]:
+        return frozenset(self.tasks.capabilities)
+
+    def refuses(self, task: Task, kind: TaskKindSpec) -> str | None:
+        if not kind.remote:
+            return f"a {task.kind} task cannot run as a Job (command and evaluate tasks can)"
+        if task.emits_files:
+            return "its declared files would stay in the cluster (a Job brings back only its output)"
+        return None
+
+    def run(self, context: TaskContext, kind: TaskKindSpec) -> Attempt:
+        if self._cancel.is_set():
+            return Attempt(Outcome.TRANSPORT, note="kubernetes: the run is stopping", transport="other")
+        transport: list[str] = []
+
+        def shell(command: str, env: Mapping[str, str], timeout: float) -> Completed:
+            return self._shell(context, command, env, timeout, transport)
+
+        attempt = kind.run(attrs.evolve(context, shell=shell))
+        if attempt.outcome is Outcome.TRANSPORT and transport:
+            return attrs.evolve(attempt, note=f"kubernetes: {transport[-1]}", transport="other")
+        return attempt
+
+    def cancel(self) -> None:
+        """Delete every Job of this run, in flight or finished; attempts in flight return at once."""
+        self._cancel.set()
+        with self._lock:
+            flying = list(self._in_flight.values())
+        for attempt in flying:
+            attempt.stop_reading()
+        try:
+            self.client.delete_run(self.namespace, self.run_label)
+        except ClusterError as exc:
+            self._note(f"could not delete the run's Jobs: {exc.message}", level="warn")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.api.close()
+
+    def reclaim(self) -> int:
+        """Delete what a killed predecessor of this run left (its Jobs and ConfigMaps)."""
+        return self.client.delete_run(self.namespace, self.run_label)
+
+    # -- one attempt ----------------------------------------------------------------------------
+
+    def _next_name(self, task: str) -> str:
+        with self._lock:
+            number = self._attempts.get(task, 0) + 1
+            self._attempts[task] = number
+        prefix = f"{self.run_label[:24]}-{dns_label(task, 16)}".strip("-")
+        return f"{prefix}-{number}-{secrets.token_hex(2)}"
+
+    def _shell(
+        self, context: TaskContext, command: str, env: Mapping[str, str], timeout: float, transport: list[str]
+    ) -> Completed:
+        started = time.monotonic()
+        task = context.task.name
+        job = self._next_name(task)
+
+        def lost(why: str) -> Completed:
+            transport.append(why)
+            return Completed(-1, "", "", False, time.monotonic() - started, spawn_error=why)
+
+        try:
+            spec, configmap = self._spec(context, job, command, env, timeout)
+        except ValueError as exc:
+            return lost(str(exc))
+        attempt = _Attempt(self.namespace, job, configmap.metadata.name if configmap else None)
+        with self._lock:
+            self._in_flight[job] = attempt
+        try:
+            if configmap is not None:
+                self.client.create_configmap(configmap)
+            self.client.create(spec)
+            self._note(f"task {task}: running as Job {self.namespace}/{job}")
+            return self._follow(attempt, task, timeout, started, lost)
+        except ClusterError as exc:
+            self._discard(attempt)
+            return lost(exc.message)
+        except _Cancelled:
+            self._discard(attempt)
+            return lost("the run is stopping; its Job was deleted")
+        finally:
+            with self._lock:
+                self._in_flight.pop(job, None)
+            if attempt.configmap is not None:
+                with contextlib.suppress(ClusterError):
+                    self.client.delete_configmap(self.namespace, attempt.configmap)
+
+    def _follow(
+        self,
+        attempt: _Attempt,
+        task: str,
+        timeout: float,
+        started: float,
+        lost: Callable[[str], Completed],
+    ) -> Completed:
+        pod, waiting = self._await_start(attempt.job)
+        if pod is None:
+            self._discard(attempt)
+            return lost(waiting)
+        watchdog = threading.Timer(timeout, self._deadline, args=(attempt,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            live = self._stream(attempt, pod, task)
+            succeeded, reason = self._await_end(attempt)
+        finally:
+            watchdog.cancel()
+        text = self._final_log(pod) if reason != "Deleted" else None
+        text = live if text is None else text
+        live_part, stdout, code = split_log(text)
+        duration = time.monotonic() - started
+        if attempt.timed_out:
+            return Completed(-9, stdout or "", live_part, True, duration)
+        if self._cancel.is_set():
+            raise _Cancelled
+        if succeeded:
+            return Completed(code or 0, stdout or "", live_part, False, duration)
+        pod_reasons = self._pod_reasons(attempt.job)
+        cluster_reason = next((r for r in (*pod_reasons, reason) if r in jobs.TRANSPORT_REASONS), None)
+        if cluster_reason is not None:
+            self._discard(attempt)
+            return lost(f"Job {attempt.job} failed for the cluster's reasons ({cluster_reason})")
+        if reason == "Deleted":
+            return lost(f"Job {attempt.job} was deleted while it ran")
+        if stdout is None:
+            exit_code = self._exit_code(attempt.job)
+            if exit_code == SETUP_FAILED:
+                return lost(f"the pod of Job {attempt.job} could not lay out the task's workspace")
+            return Completed(exit_code if exit_code is not None else 1, "", live_part, False, duration)
+        return Completed(code if code is not None else 1, stdout, live_part, False, duration)
+
+    def _spec(
+        self, context: TaskContext, job: str, command: str, env: Mapping[str, str], timeout: float
+    ) -> tuple[jobs.TaskSpec, client.V1ConfigMap | None]:
+        tasks = self.tasks
+        task_env = {k: env[k] for k in FORWARDED_ENV if k in env}
+        files = env.get(INPUT_FILES_ENV)
+        if files:  # staged under the workspace, so the pack carries them: point at the pod's copy
+            with contextlib.suppress(ValueError):
+                rel = Path(files).resolve().relative_to(context.workdir.resolve())
+                task_env[INPUT_FILES_ENV] = f"{tasks.workdir.rstrip('/')}/{rel.as_posix()}"
+        task_env.update(tasks.env)
+        task_env.update(
+            {
+                "CRUCIBLE_TASK_COMMAND": command,
+                "CRUCIBLE_TASK_WORKDIR": tasks.workdir,
+                "CRUCIBLE_TASK_PACK": "",
+            }
+        )
+        labels = {**self.profile.labels, TASK_LABEL: dns_label(context.task.name, 63)}
+        configmap = None
+        items: tuple[tuple[str, str, int], ...] = ()
+        if tasks.workspace == "pack":
+            configmap, items = self._pack(context.workdir, f"{job}-ws", labels)
+            task_env["CRUCIBLE_TASK_PACK"] = jobs.PACK_MOUNT
+        needs = context.task.needs
+        spec = jobs.TaskSpec(
+            name=job,
+            namespace=self.namespace,
+            run=self.run_label,
+            image=tasks.image or self.profile.image.loop,
+            command=("/bin/sh", "-c", TASK_SCRIPT, "crucible-task"),
+            env=task_env,
+            deadline_seconds=int(tasks.schedule_timeout + timeout) + BACKSTOP_SLACK,
+            gpu=tasks.gpu if needs == "gpu" else 0,
+            cpu=tasks.cpu,
+            memory=tasks.memory,
+            service_account=None,
+            node_selector=dict(tasks.node_selector.get(needs, {})),
+            pull_secret=self.profile.image.pull_secret,
+            secret_env=tuple((e.name, e.secret, e.key) for e in tasks.secret_env),
+            labels=labels,
+            pack_configmap=configmap.metadata.name if configmap is not None else None,
+            pack_items=items,
+        )
+        return spec, configmap
+
+    def _pack(
+        self, workdir: Path, name: str, labels: dict[str, str]
+    ) -> tuple[client.V1ConfigMap, tuple[tuple[str, str, int], ...]]:
+        files = pack_workspace(workdir)
+        total = sum(len(raw) for _, raw, _ in files)
+        if total > CONFIGMAP_MAX_BYTES:
+            raise ValueError(
+                f"the task's workspace holds {total} bytes, more than a ConfigMap carries "
+                f"({CONFIGMAP_MAX_BYTES}); set [tasks].workspace = \"image\" and bake it into the image"
+            )
+        data: dict[str, str] = {}
+        binary: dict[str, str] = {}
+        items: list[tuple[str, str, int]] = []
+        for index, (rel, raw, mode) in enumerate(files):
+            key = f"f{index:04d}-{hashlib.sha1(rel.encode()).hexdigest()[:12]}"
+            try:
+                data[key] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                binary[key] = base64.b64encode(raw).decode("ascii")
+            items.append((key, rel, mode))
+        meta_labels = {
+            **labels,
+            L.MANAGED_BY_KEY: L.MANAGED_BY_VALUE,
+            L.RUN_LABEL: self.run_label,
+            L.MODE_LABEL: "task",
+        }
+        configmap = client.V1ConfigMap(
+            api_version="v1",
+            kind="ConfigMap",
+            metadata=client.V1ObjectMeta(name=name, namespace=self.namespace, labels=meta_labels),
+            data=data or None,
+            binary_data=binary or None,
+        )
+        return configmap, tuple(items)
+
+    def _sleep(self, seconds: float) -> None:
+        if self._cancel.wait(seconds):
+            raise _Cancelled
+
+    def _await_start(self, job: str) -> tuple[str | None, str]:
+        """The Job's pod once it runs (or already ended), or None and why it never started."""
+        deadline = time.monotonic() + self.tasks.schedule_timeout
+        pause = POLL_FIRST
+        last = "no pod yet"
+        while time.monotonic() < deadline:
+            current = self.client.read(self.namespace, job)
+            if current is None:
+                return None, f"Job {job} was deleted before its pod started"
+            for condition in (current.status.conditions or []) if current.status else []:
+                if condition.type == "Failed" and condition.status == "True":
+                    reason = condition.reason or "Failed"
+                    pods = self.client.pods(self.namespace, job)
+                    if pods:  # it ran and failed fast: the caller reads why
+                        return pods[0].metadata.name, ""
+                    return None, f"Job {job} failed before its pod started ({reason})"
+            for pod in self.client.pods(self.namespace, job):
+                status = pod.status
+                phase = (status.phase if status else None) or "Pending"
+                if phase in ("Running", "Succeeded", "Failed"):
+                    return pod.metadata.name, ""
+                waiting = _waiting_reason(pod)
+                if waiting in STUCK_REASONS:
+                    return None, f"the pod of Job {job} cannot start: {waiting}"
+                last = waiting or (status.reason if status and status.reason else phase)
+            self._sleep(pause)
+            pause = min(POLL_MAX, pause * 2)
+        return None, f"Job {job} was not scheduled within {self.tasks.schedule_timeout:g}s (last: {last})"
+
+    def _stream(self, attempt: _Attempt, pod: str, task: str) -> str:
+        """Follow the pod's log until it ends: notes for its first lines, the text kept (bounded)."""
+        response = self.client.open_log(self.namespace, pod, follow=True)
+        with attempt.lock:
+            attempt.response = response
+        kept = bytearray()
+        pending = b""
+        noted = skipped = 0
+        in_stdout = False
+        try:
+            with contextlib.suppress(Exception):  # a stream cut short (closed, node gone) just ends
+                for chunk in response.stream(64 * 1024):
+                    kept += chunk
+                    if len(kept) > MAX_LOG_BYTES:
+                        del kept[: len(kept) - MAX_LOG_BYTES]
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for raw in lines:
+                        line = raw.decode("utf-8", "replace")
+                        if line.startswith(STDOUT_DELIMITER):
+                            in_stdout = True  # what follows repeats stdout already shown
+                        if in_stdout or not line.strip():
+                            continue
+                        if noted < self.tasks.log_lines:
+                            self._note(f"task {task} | {line[:MAX_NOTE_CHARS]}")
+                            noted += 1
+                        else:
+                            skipped += 1
+                    if len(pending) > MAX_LOG_BYTES:
+                        pending = pending[-MAX_LOG_BYTES:]
+        finally:
+            with attempt.lock:
+                attempt.response = None
+            with contextlib.suppress(Exception):
+                response.release_conn()
+        if skipped:
+            self._note(f"task {task}: {skipped} more log line(s) not copied here ([tasks].log_lines)")
+        if self._cancel.is_set() and not attempt.timed_out:
+            raise _Cancelled
+        return kept.decode("utf-8", "replace")
+
+    def _await_end(self, attempt: _Attempt) -> tuple[bool, str | None]:
+        """Poll the Job until it completes, fails or is gone: (succeeded, failure reason)."""
+        pause = POLL_FIRST
+        while True:
+            current = self.client.read(self.namespace, attempt.job)
+            if current is None:
+                return False, "Deleted"
+            for condition in (current.status.conditions or []) if current.status else []:
+                if condition.status != "True":
+                    continue
+                if condition.type == "Complete":
+                    return True, None
+                if condition.type == "Failed":
+                    return False, condition.reason or "Failed"
+            if attempt.timed_out:
+                return False, "Deleted"
+            self._sleep(pause)
+            pause = min(POLL_MAX, pause * 2)
+
+    def _final_log(self, pod: str) -> str | None:
+        """The pod's whole log once it ended (its last MAX_LOG_BYTES), or None when unreadable."""
+        try:
+            response = self.client.open_log(self.namespace, pod, follow=False)
+        except ClusterError:
+            return None
+        kept = bytearray()
+        try:
+            for chunk in response.stream(64 * 1024):
+                kept += chunk
+                if len(kept) > MAX_LOG_BYTES:
+                    del kept[: len(kept) - MAX_LOG_BYTES]
+        except Exception:
+            return None
+        finally:
+            with contextlib.suppress(Exception):
+                response.release_conn()
+        return kept.decode("utf-8", "replace")
+
+    def _deadline(self, attempt: _Attempt) -> None:
+        """The task's deadline passed while its pod ran: delete the Job, stop reading its log."""
+        attempt.timed_out = True
+        with contextlib.suppress(ClusterError):
+            self.client.delete(self.namespace, attempt.job)
+        attempt.stop_reading()
+
+    def _discard(self, attempt: _Attempt) -> None:
+        with contextlib.suppress(ClusterError):
+            self.client.delete(self.namespace, attempt.job)
+
+    def _pod_reasons(self, job: str) -> list[str]:
+        with contextlib.suppress(ClusterError):
+            return [p.status.reason for p in self.client.pods(self.namespace, job) if p.status and p.status.reason]
+        return []
+
+    def _exit_code(self, job: str) -> int | None:
+        with contextlib.suppress(ClusterError):
+            for pod in self.client.pods(self.namespace, job):
+                for status in (pod.status.container_statuses or []) if pod.status else []:
+                    terminated = status.state.terminated if status.state else None
+                    if terminated is not None and terminated.exit_code is not None:
+                        return int(terminated.exit_code)
+        return None
+
+    def _note(self, message: str, level: str = "info") -> None:
+        if self.emit is not None:
+            self.emit(wire.Note(msg=message, level=level))
+
+
+def _waiting_reason(pod: Any) -> str | None:
+    for status in (pod.status.container_statuses or []) if pod.status else []:
+        if status.state and status.state.waiting and status.state.waiting.reason:
+            return str(status.state.waiting.reason)
+    return None
+
+
+def run_label(context: TaskRunnerContext) -> str:
+    """This run's label: its name plus a digest of its state dir, so a resume finds its own Jobs."""
+    digest = hashlib.sha256(str(context.state_dir.resolve()).encode()).hexdigest()[:8]
+    return f"{dns_label(context.run_name, 24)}-{digest}"
+
+
+def open_runner(context: TaskRunnerContext) -> KubernetesTaskRunner | None:
+    """The runner a plan run configured with a deploy profile; None when it names none."""
+    path = context.profile_path()
+    if path is None:
+        return None
+    profile = load_profile(path)
+    deploy = context.deploy
+    kubeconfig: Path | None = None
+    if deploy is not None and deploy.kubeconfig is not None:
+        kubeconfig = (context.base_dir / deploy.kubeconfig).resolve()
+    elif context.env.get("KUBECONFIG"):
+        kubeconfig = Path(context.env["KUBECONFIG"])
+    api = cluster.connect(kubeconfig, deploy.context if deploy is not None else None)
+    runner = KubernetesTaskRunner(profile, api, run=run_label(context), emit=context.emit)
+    try:
+        left = runner.reclaim()
+    except ClusterError:
+        runner.close()
+        raise
+    if left:
+        runner._note(f"kubernetes: deleted {left} Job(s) an earlier process of this run left behind")
+    return runner
+

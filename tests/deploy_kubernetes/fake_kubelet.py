@@ -1,0 +1,101 @@
+"""Plays the node and the Job controller for task Jobs on the fake API server.
+
+When a Job is created it makes the Job's pod and then, per the script given for that Job:
+"run" runs the pod's container command for real under /bin/sh (its workspace laid out from the
+ConfigMap volume the Job names, exactly as the kubelet would project it), publishes its output
+as the pod log and completes or fails the Job by the exit code; "evict" fails the pod as an
+eviction does; "hang" leaves the pod running until someone deletes the Job.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
+
+
+class FakeKubelet:
+    def __init__(self, api: FakeApiServer, root: Path) -> None:
+        self.api = api
+        self.root = root
+        self.script: list[str] = []  # one behaviour per created Job, in order; then "run"
+        self.ran: list[dict[str, str]] = []  # the environment each run pod's command saw
+        self.threads: list[threading.Thread] = []
+        api.on_create = self._created
+
+    def _created(self, plural: str, obj: dict[str, Any]) -> None:
+        if plural != "jobs":
+            return
+        behaviour = self.script.pop(0) if self.script else "run"
+        thread = threading.Thread(target=self._play, args=(obj, behaviour), daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _play(self, job: dict[str, Any], behaviour: str) -> None:
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        pod_name = f"{name}-x7k2p"
+        labels = {**job["spec"]["template"]["metadata"].get("labels", {}), "job-name": name}
+        self.api.put(
+            "pods",
+            {"metadata": {"name": pod_name, "namespace": ns, "labels": labels}, "status": {"phase": "Pending"}},
+        )
+        if behaviour == "evict":
+            self.api.set_pod_phase(ns, pod_name, "Failed", reason="Evicted", message="The node was low on memory.")
+            self.api.set_status("jobs", ns, name, failed=1, conditions=[_condition("Failed", "BackoffLimitExceeded")])
+            return
+        self.api.set_pod_phase(ns, pod_name, "Running")
+        if behaviour == "hang":
+            return
+        code, output = self._run(job, pod_name)
+        self.api.logs[(ns, pod_name)] = output
+        terminated = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
+        self.api.set_pod_phase(
+            ns, pod_name, "Succeeded" if code == 0 else "Failed",
+            containerStatuses=[{"name": "task", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+                                "state": terminated}],
+        )
+        if code == 0:
+            self.api.set_status("jobs", ns, name, succeeded=1, conditions=[_condition("Complete", None)])
+        else:
+            self.api.set_status("jobs", ns, name, failed=1, conditions=[_condition("Failed", "BackoffLimitExceeded")])
+
+    def _run(self, job: dict[str, Any], pod: str) -> tuple[int, str]:
+        spec = job["spec"]["template"]["spec"]
+        [container] = spec["containers"]
+        base = self.root / pod
+        base.mkdir(parents=True, exist_ok=True)
+        env = {e["name"]: e.get("value", "") for e in container.get("env", []) if "value" in e}
+        for mount in container.get("volumeMounts", []):
+            volume = next(v for v in spec.get("volumes", []) if v["name"] == mount["name"])
+            source = volume["configMap"]
+            configmap = self.api.get("configmaps", job["metadata"]["namespace"], source["name"]) or {}
+            target = base / "pack"
+            for item in source.get("items", []):
+                path = target / item["path"]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if item["key"] in (configmap.get("data") or {}):
+                    path.write_text(configmap["data"][item["key"]])
+                else:
+                    path.write_bytes(base64.b64decode(configmap["binaryData"][item["key"]]))
+                path.chmod(item.get("mode", 0o644))
+            env["CRUCIBLE_TASK_PACK"] = str(target)  # the mount path, as it is on this "node"
+        env["CRUCIBLE_TASK_WORKDIR"] = str(base / "work")
+        env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        env["TMPDIR"] = str(base)
+        self.ran.append(env)
+        done = subprocess.run(
+            container["command"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60
+        )
+        return done.returncode, done.stdout.decode("utf-8", "replace")
+
+
+def _condition(kind: str, reason: str | None) -> dict[str, Any]:
+    condition: dict[str, Any] = {"type": kind, "status": "True"}
+    if reason:
+        condition["reason"] = reason
+    return condition

@@ -1,0 +1,249 @@
+"""Plan tasks as Kubernetes Jobs: the real `crucible plan run` with a deploy profile, a fake API
+server (the real kubernetes client speaks to it) and a fake kubelet that runs each pod's command."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crucible_deploy_kubernetes.task_runner import split_log
+from tests.cli_support import CRUCIBLE, crucible_env
+from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
+from tests.deploy_kubernetes.fake_kubelet import FakeKubelet
+
+NS = "crucible"
+PROFILE = """\
+[cluster]
+namespace = "crucible"
+service_account = "crucible-loop"
+
+[image]
+loop = "ghcr.io/example/crucible:0.1"
+
+[tasks]
+capabilities = ["gpu", "a100"]
+schedule_timeout = 20
+log_lines = 5
+
+[tasks.node_selector]
+a100 = { "nvidia.com/gpu.product" = "A100" }
+"""
+BENCH = """\
+#!/bin/sh
+# runs in the pod: reads what the local task produced, reports a score
+n=$(printf '%s' "$CRUCIBLE_INPUTS" | sed 's/.*"n":\\([0-9]*\\).*/\\1/')
+echo "warming up with token=hunter2hunter2hunter2" >&2
+echo "ran on $(cat where.txt)"
+echo "{\\"score\\": $((n * 3)), \\"task\\": \\"$CRUCIBLE_TASK\\"}"
+"""
+
+
+def _plan(*tasks: str) -> str:
+    return "version = 1\n[budget]\nusd = 1.0\n" + "".join(tasks)
+
+
+PREP = """
+[[task]]
+name = "prep"
+kind = "command"
+command = "echo '{\\"n\\": 2}'"
+"""
+GPU_BENCH = """
+[[task]]
+name = "bench"
+kind = "command"
+command = "./bench.sh"
+depends_on = ["prep"]
+needs = "gpu"
+emits = ["score"]
+{extra}
+"""
+REPORT = """
+[[task]]
+name = "report"
+kind = "command"
+command = "printf '{\\"seen\\": %s}\\\\n' \\"$CRUCIBLE_INPUTS\\""
+depends_on = ["bench"]
+"""
+
+
+@pytest.fixture
+def rig(fake_api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "bench.sh").write_text(BENCH)
+    (workspace / "bench.sh").chmod(0o755)
+    (workspace / "where.txt").write_text("the cluster\n")
+    profile = tmp_path / "profile.toml"
+    profile.write_text(PROFILE)
+    kubelet = FakeKubelet(fake_api, tmp_path / "node")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    monkeypatch.setenv("LOCAL_ONLY_SETTING", "never-leaves-this-machine")
+    yield {"workspace": workspace, "profile": profile, "kubelet": kubelet, "dir": tmp_path}
+    for thread in kubelet.threads:
+        thread.join(timeout=10)
+
+
+def _run_plan(cli, rig: dict[str, Any], text: str, *extra: str):
+    plan = rig["dir"] / "plan.toml"
+    plan.write_text(text)
+    return cli(
+        "plan", "run", plan, "--workspace", rig["workspace"], "--deploy-profile", rig["profile"], *extra
+    )
+
+
+def _session(rig: dict[str, Any]) -> list[dict[str, Any]]:
+    lines = (rig["dir"] / "state" / "session.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _results(rig: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["task"]: e for e in _session(rig) if e["kind"] == "task_result"}
+
+
+def _posted_jobs(fake_api: FakeApiServer) -> list[dict[str, Any]]:
+    return [json.loads(c["body"]) for c in fake_api.calls_to("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")]
+
+
+def test_a_gpu_task_runs_as_a_job_and_its_output_reaches_a_local_dependent(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    done = _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra=""), REPORT))
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = _results(rig)
+    assert results["bench"]["output"] == {"score": 6, "task": "bench"}  # prep's n=2 reached the pod
+    assert results["report"]["output"] == {"seen": {"bench": {"score": 6, "task": "bench"}}}
+    assert results["bench"]["metric"] == 6 and results["bench"]["attempts"] == 1
+    [job] = _posted_jobs(fake_api)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert job["spec"]["backoffLimit"] == 0
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert json.loads(env["CRUCIBLE_INPUTS"]) == {"prep": {"n": 2}} and env["CRUCIBLE_TASK"] == "bench"
+    assert "never-leaves-this-machine" not in json.dumps(job)  # this machine's environment stays here
+    # The workspace travelled in a ConfigMap, which is gone once the attempt is over.
+    [posted_map] = fake_api.calls_to("POST", f"/api/v1/namespaces/{NS}/configmaps")
+    assert "the cluster" in posted_map["body"]
+    assert not [k for k in fake_api.objects if k[0] == "configmaps"]
+    # The pod's log reached the session log as notes, redacted; stdout is not repeated after the delimiter.
+    notes = [e["msg"] for e in _session(rig) if e["kind"] == "note" and e["msg"].startswith("task bench |")]
+    assert "task bench | ran on the cluster" in notes
+    assert any("warming up" in n and "[REDACTED]" in n for n in notes)
+    assert not any("hunter2" in n for n in notes)
+    assert sum("ran on the cluster" in n for n in notes) == 1
+
+
+def test_a_capability_label_from_the_profile_schedules_onto_its_nodes(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    bench = GPU_BENCH.format(extra="").replace('needs = "gpu"', 'needs = "a100"')
+    done = _run_plan(cli, rig, _plan(PREP, bench))
+    assert done.returncode == 0, done.stdout + done.stderr
+    [job] = _posted_jobs(fake_api)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "A100"}
+    assert "resources" not in pod["containers"][0] or not pod["containers"][0]["resources"].get("limits")
+
+
+def test_an_evicted_job_is_retried_and_then_passes(fake_api: FakeApiServer, rig: dict[str, Any], cli) -> None:
+    rig["kubelet"].script = ["evict", "run"]
+    done = _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra="")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    bench = _results(rig)["bench"]
+    assert bench["status"] == "pass" and bench["attempts"] == 2 and bench["output"]["score"] == 6
+    first, second = _posted_jobs(fake_api)
+    assert first["metadata"]["name"] != second["metadata"]["name"]  # every attempt is a Job of its own
+    assert fake_api.calls_to("DELETE", f"/jobs/{first['metadata']['name']}")  # the evicted one is cleared
+
+
+def test_evictions_past_the_retries_settle_as_transport(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    rig["kubelet"].script = ["evict", "evict"]
+    done = _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra="retries = 1")))
+    assert done.returncode == 4
+    bench = _results(rig)["bench"]
+    assert bench["status"] == "transport" and bench["attempts"] == 2
+    assert "Evicted" in bench["note"] and bench["note"].count("kubernetes:") == 2
+
+
+def test_a_failing_command_in_the_pod_is_a_measured_failure_never_retried(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    failing = GPU_BENCH.format(extra="").replace('command = "./bench.sh"', 'command = "echo nope >&2; exit 3"')
+    done = _run_plan(cli, rig, _plan(PREP, failing))
+    assert done.returncode == 4
+    bench = _results(rig)["bench"]
+    assert bench["status"] == "fail" and bench["attempts"] == 1
+    assert "exited 3" in bench["note"] and "nope" in bench["note"]
+
+
+def test_a_task_past_its_deadline_has_its_job_deleted(fake_api: FakeApiServer, rig: dict[str, Any], cli) -> None:
+    rig["kubelet"].script = ["hang"]
+    done = _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra="timeout = 1")))
+    assert done.returncode == 4
+    bench = _results(rig)["bench"]
+    assert bench["status"] == "fail" and bench["attempts"] == 1
+    assert "killed at its deadline" in bench["note"]
+    [job] = _posted_jobs(fake_api)
+    assert fake_api.calls_to("DELETE", f"/jobs/{job['metadata']['name']}")
+    assert not [k for k in fake_api.objects if k[0] in ("jobs", "configmaps")]
+
+
+def test_a_need_nobody_provides_is_still_truncated(fake_api: FakeApiServer, rig: dict[str, Any], cli) -> None:
+    tpu = GPU_BENCH.format(extra="").replace('needs = "gpu"', 'needs = "tpu"')
+    done = _run_plan(cli, rig, _plan(PREP, tpu))
+    assert done.returncode == 4
+    assert "truncated: required task 'bench' needs 'tpu'" in done.stdout
+    agent = '\n[[task]]\nname = "think"\nkind = "agent"\nprompt = "p"\nneeds = "gpu"\n'
+    (rig["dir"] / "state").rename(rig["dir"] / "state-1")
+    done = _run_plan(cli, rig, _plan(agent))
+    assert done.returncode == 4
+    assert "kubernetes does not take it: a agent task cannot run as a Job" in done.stdout
+    assert not _posted_jobs(fake_api)
+
+
+def test_stopping_the_run_deletes_its_jobs(fake_api: FakeApiServer, rig: dict[str, Any]) -> None:
+    rig["kubelet"].script = ["hang"]
+    plan = rig["dir"] / "plan.toml"
+    plan.write_text(_plan(PREP, GPU_BENCH.format(extra="")))
+    env = crucible_env(KUBECONFIG=str(rig["dir"] / "kubeconfig"))
+    argv = [str(CRUCIBLE), "plan", "run", str(plan), "--workspace", str(rig["workspace"])]
+    proc = subprocess.Popen(
+        [*argv, "--deploy-profile", str(rig["profile"])],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(600):  # until the pod runs (bounded: 60 s)
+            pods = [k for k in fake_api.objects if k[0] == "pods"]
+            if pods and fake_api.objects[pods[0]].get("status", {}).get("phase") == "Running":
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the Job's pod never started")
+        os.kill(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    [job] = _posted_jobs(fake_api)
+    assert fake_api.calls_to("DELETE", f"/jobs/{job['metadata']['name']}")
+    assert not [k for k in fake_api.objects if k[0] in ("jobs", "configmaps")]
+
+
+def test_the_log_splits_at_the_last_delimiter() -> None:
+    text = "live 1\nlive 2\n=== CRUCIBLE TASK STDOUT (rc=3) ===\nout\n"
+    assert split_log(text) == ("live 1\nlive 2", "out\n", 3)
+    assert split_log("killed before the end\n") == ("killed before the end\n", None, None)
