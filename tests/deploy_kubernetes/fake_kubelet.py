@@ -42,11 +42,18 @@ class FakeKubelet:
         labels = {**job["spec"]["template"]["metadata"].get("labels", {}), "job-name": name}
         self.api.put(
             "pods",
-            {"metadata": {"name": pod_name, "namespace": ns, "labels": labels}, "status": {"phase": "Pending"}},
+            {
+                "metadata": {"name": pod_name, "namespace": ns, "labels": labels},
+                "status": {"phase": "Pending"},
+            },
         )
         if behaviour == "evict":
-            self.api.set_pod_phase(ns, pod_name, "Failed", reason="Evicted", message="The node was low on memory.")
-            self.api.set_status("jobs", ns, name, failed=1, conditions=[_condition("Failed", "BackoffLimitExceeded")])
+            self.api.set_pod_phase(
+                ns, pod_name, "Failed", reason="Evicted", message="The node was low on memory."
+            )
+            self.api.set_status(
+                "jobs", ns, name, failed=1, conditions=[_condition("Failed", "BackoffLimitExceeded")]
+            )
             return
         self.api.set_pod_phase(ns, pod_name, "Running")
         if behaviour == "hang":
@@ -55,14 +62,26 @@ class FakeKubelet:
         self.api.logs[(ns, pod_name)] = output
         terminated = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
         self.api.set_pod_phase(
-            ns, pod_name, "Succeeded" if code == 0 else "Failed",
-            containerStatuses=[{"name": "task", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
-                                "state": terminated}],
+            ns,
+            pod_name,
+            "Succeeded" if code == 0 else "Failed",
+            containerStatuses=[
+                {
+                    "name": "task",
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": "x",
+                    "imageID": "",
+                    "state": terminated,
+                }
+            ],
         )
         if code == 0:
             self.api.set_status("jobs", ns, name, succeeded=1, conditions=[_condition("Complete", None)])
         else:
-            self.api.set_status("jobs", ns, name, failed=1, conditions=[_condition("Failed", "BackoffLimitExceeded")])
+            self.api.set_status(
+                "jobs", ns, name, failed=1, conditions=[_condition("Failed", "BackoffLimitExceeded")]
+            )
 
     def _run(self, job: dict[str, Any], pod: str) -> tuple[int, str]:
         spec = job["spec"]["template"]["spec"]

@@ -178,7 +178,9 @@ def test_evictions_past_the_retries_settle_as_transport(
 def test_a_failing_command_in_the_pod_is_a_measured_failure_never_retried(
     fake_api: FakeApiServer, rig: dict[str, Any], cli
 ) -> None:
-    failing = GPU_BENCH.format(extra="").replace('command = "./bench.sh"', 'command = "echo nope >&2; exit 3"')
+    failing = GPU_BENCH.format(extra="").replace(
+        'command = "./bench.sh"', 'command = "echo nope >&2; exit 3"'
+    )
     done = _run_plan(cli, rig, _plan(PREP, failing))
     assert done.returncode == 4
     bench = _results(rig)["bench"]
@@ -186,7 +188,9 @@ def test_a_failing_command_in_the_pod_is_a_measured_failure_never_retried(
     assert "exited 3" in bench["note"] and "nope" in bench["note"]
 
 
-def test_a_task_past_its_deadline_has_its_job_deleted(fake_api: FakeApiServer, rig: dict[str, Any], cli) -> None:
+def test_a_task_past_its_deadline_has_its_job_deleted(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
     rig["kubelet"].script = ["hang"]
     done = _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra="timeout = 1")))
     assert done.returncode == 4
@@ -233,11 +237,12 @@ def test_stopping_the_run_deletes_its_jobs(fake_api: FakeApiServer, rig: dict[st
         else:
             pytest.fail("the Job's pod never started")
         os.kill(proc.pid, signal.SIGINT)
-        proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    assert proc.returncode != 0 and "Traceback" not in err
     [job] = _posted_jobs(fake_api)
     assert fake_api.calls_to("DELETE", f"/jobs/{job['metadata']['name']}")
     assert not [k for k in fake_api.objects if k[0] in ("jobs", "configmaps")]

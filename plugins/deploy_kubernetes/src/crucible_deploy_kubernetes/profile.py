@@ -117,14 +117,14 @@ class DeployProfile:
 def _task_problems(tasks: TasksSection) -> list[str]:
     out: list[str] = []
     if not tasks.capabilities:
-        out.append("[tasks].capabilities is empty (name what this cluster provides, e.g. [\"gpu\"])")
+        out.append('[tasks].capabilities is empty (name what this cluster provides, e.g. ["gpu"])')
     for i, capability in enumerate(tasks.capabilities):
         if not capability.strip() or capability == "any":
-            out.append(f"[tasks].capabilities[{i}] = {capability!r}: name a capability (\"any\" runs here)")
+            out.append(f'[tasks].capabilities[{i}] = {capability!r}: name a capability ("any" runs here)')
     if tasks.image is not None and not tasks.image.strip():
         out.append("[tasks].image is empty (leave it out to use [image].loop)")
     if tasks.workspace not in TASK_WORKSPACES:
-        out.append(f"[tasks].workspace = {tasks.workspace!r}: use \"pack\" or \"image\"")
+        out.append(f'[tasks].workspace = {tasks.workspace!r}: use "pack" or "image"')
     if not tasks.workdir.startswith("/"):
         out.append("[tasks].workdir must be an absolute path inside the image")
     if tasks.gpu < 0:

@@ -356,7 +356,7 @@ class KubernetesTaskRunner:
         if total > CONFIGMAP_MAX_BYTES:
             raise ValueError(
                 f"the task's workspace holds {total} bytes, more than a ConfigMap carries "
-                f"({CONFIGMAP_MAX_BYTES}); set [tasks].workspace = \"image\" and bake it into the image"
+                f'({CONFIGMAP_MAX_BYTES}); set [tasks].workspace = "image" and bake it into the image'
             )
         data: dict[str, str] = {}
         binary: dict[str, str] = {}
@@ -508,7 +508,9 @@ class KubernetesTaskRunner:
 
     def _pod_reasons(self, job: str) -> list[str]:
         with contextlib.suppress(ClusterError):
-            return [p.status.reason for p in self.client.pods(self.namespace, job) if p.status and p.status.reason]
+            return [
+                p.status.reason for p in self.client.pods(self.namespace, job) if p.status and p.status.reason
+            ]
         return []
 
     def _exit_code(self, job: str) -> int | None:
@@ -560,4 +562,3 @@ def open_runner(context: TaskRunnerContext) -> KubernetesTaskRunner | None:
     if left:
         runner._note(f"kubernetes: deleted {left} Job(s) an earlier process of this run left behind")
     return runner
-
