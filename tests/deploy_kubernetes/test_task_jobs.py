@@ -14,10 +14,13 @@ from typing import Any
 
 import pytest
 
+from crucible_core.errors import ManifestError
+from crucible_deploy_kubernetes.profile import load_profile
 from crucible_deploy_kubernetes.task_runner import split_log
 from tests.cli_support import CRUCIBLE, crucible_env
 from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
 from tests.deploy_kubernetes.fake_kubelet import FakeKubelet
+from tests.deploy_kubernetes.test_render import _validate
 
 NS = "crucible"
 PROFILE = """\
@@ -132,6 +135,8 @@ def test_a_gpu_task_runs_as_a_job_and_its_output_reaches_a_local_dependent(
     # The workspace travelled in a ConfigMap, which is gone once the attempt is over.
     [posted_map] = fake_api.calls_to("POST", f"/api/v1/namespaces/{NS}/configmaps")
     assert "the cluster" in posted_map["body"]
+    _validate(job)  # both as the API's OpenAPI schemas have them, strictly
+    _validate(json.loads(posted_map["body"]))
     assert not [k for k in fake_api.objects if k[0] == "configmaps"]
     # The pod's log reached the session log as notes, redacted; stdout is not repeated after the delimiter.
     notes = [e["msg"] for e in _session(rig) if e["kind"] == "note" and e["msg"].startswith("task bench |")]
@@ -252,3 +257,20 @@ def test_the_log_splits_at_the_last_delimiter() -> None:
     text = "live 1\nlive 2\n=== CRUCIBLE TASK STDOUT (rc=3) ===\nout\n"
     assert split_log(text) == ("live 1\nlive 2", "out\n", 3)
     assert split_log("killed before the end\n") == ("killed before the end\n", None, None)
+
+
+def test_the_tasks_section_is_validated_with_its_key_paths(tmp_path: Path) -> None:
+    bad = PROFILE.replace("schedule_timeout = 20", 'schedule_timeout = 0\nworkspace = "nfs"\ncpu = "lots"')
+    bad = bad.replace('capabilities = ["gpu", "a100"]', 'capabilities = ["gpu", "any"]')
+    (tmp_path / "p.toml").write_text(bad)
+    with pytest.raises(ManifestError) as raised:
+        load_profile(tmp_path / "p.toml")
+    message = raised.value.message
+    for says in (
+        "[tasks].capabilities[1] = 'any'",
+        "[tasks].workspace = 'nfs'",
+        "[tasks].cpu = 'lots'",
+        "[tasks].schedule_timeout",
+        "[tasks.node_selector].a100 names no capability",
+    ):
+        assert says in message

@@ -272,6 +272,10 @@ def render(
                     resources=["jobs"],
                     verbs=["get", "list", "watch", "create", "delete"],
                 ),
+                # a task Job's workspace travels in a ConfigMap the runner creates and deletes
+                client.V1PolicyRule(
+                    api_groups=[""], resources=["configmaps"], verbs=["get", "list", "create", "delete"]
+                ),
             ],
         )
     )
