@@ -274,3 +274,33 @@ def test_the_tasks_section_is_validated_with_its_key_paths(tmp_path: Path) -> No
         "[tasks.node_selector].a100 names no capability",
     ):
         assert says in message
+
+
+PLAYBOOK = """\
+prep = command(name = "prep", run = "sh prep.sh")
+bench = command(name = "bench", run = "sh bench.sh", depends_on = [prep], needs = "gpu", emits = ["score"])
+workflow(type = "playbook", tasks = [prep, bench])
+"""
+
+
+def test_a_playbook_manifest_names_its_profile_in_deploy(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    pack = rig["dir"] / "pack"
+    pack.mkdir()
+    (pack / "crucible.toml").write_text(
+        '[workflow]\ntype = "playbook"\n\n[agent]\ngoal = "benchmark on a GPU"\n\n'
+        '[workspace]\ndir = "workspace"\ninject = ["bench.sh", "prep.sh"]\n\n'
+        '[deploy]\nprofile = "cluster/profile.toml"\n'
+    )
+    (pack / "workflow.star").write_text(PLAYBOOK)
+    (pack / "prep.sh").write_text("echo '{\"n\": 5}'\n")
+    (pack / "bench.sh").write_text(BENCH.replace("$(cat where.txt)", "a pod"))
+    (pack / "cluster").mkdir()
+    (pack / "cluster" / "profile.toml").write_text(PROFILE)
+    done = cli("run", "--manifest", pack / "crucible.toml", "--max-cost", "1", "--max-time", "5m")
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = [json.loads(line) for line in (pack / "state" / "session.jsonl").read_text().splitlines()]
+    [bench] = [e for e in events if e["kind"] == "task_result" and e["task"] == "bench"]
+    assert bench["status"] == "pass" and bench["output"] == {"score": 15, "task": "bench"}
+    assert len(_posted_jobs(fake_api)) == 1
