@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -18,6 +19,7 @@ from crucible_core.errors import ManifestError
 from crucible_deploy_kubernetes.profile import load_profile
 from crucible_deploy_kubernetes.task_runner import split_log
 from tests.cli_support import CRUCIBLE, crucible_env
+from tests.deploy_kubernetes.conftest import EXAMPLE
 from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
 from tests.deploy_kubernetes.fake_kubelet import FakeKubelet
 from tests.deploy_kubernetes.test_render import _validate
@@ -220,7 +222,8 @@ def test_a_need_nobody_provides_is_still_truncated(fake_api: FakeApiServer, rig:
     assert not _posted_jobs(fake_api)
 
 
-def test_stopping_the_run_deletes_its_jobs(fake_api: FakeApiServer, rig: dict[str, Any]) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_stopping_the_run_deletes_its_jobs(fake_api: FakeApiServer, rig: dict[str, Any], stop: int) -> None:
     rig["kubelet"].script = ["hang"]
     plan = rig["dir"] / "plan.toml"
     plan.write_text(_plan(PREP, GPU_BENCH.format(extra="")))
@@ -241,7 +244,7 @@ def test_stopping_the_run_deletes_its_jobs(fake_api: FakeApiServer, rig: dict[st
             time.sleep(0.1)
         else:
             pytest.fail("the Job's pod never started")
-        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, stop)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -304,3 +307,27 @@ def test_a_playbook_manifest_names_its_profile_in_deploy(
     [bench] = [e for e in events if e["kind"] == "task_result" and e["task"] == "bench"]
     assert bench["status"] == "pass" and bench["output"] == {"score": 15, "task": "bench"}
     assert len(_posted_jobs(fake_api)) == 1
+
+
+def test_the_example_gpu_plan_runs_its_benchmark_as_a_job(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    workspace = rig["dir"] / "example"
+    shutil.copytree(EXAMPLE, workspace)
+    done = cli(
+        "plan",
+        "run",
+        workspace / "gpu-plan.toml",
+        "--workspace",
+        workspace,
+        "--deploy-profile",
+        workspace / "profile.toml",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = [json.loads(line) for line in (workspace / "state" / "session.jsonl").read_text().splitlines()]
+    results = {e["task"]: e for e in events if e["kind"] == "task_result"}
+    assert results["bench"]["output"] == {"pass": True, "score": 64, "size": 4096}
+    assert results["report"]["output"] == {"bench": {"bench": {"pass": True, "score": 64, "size": 4096}}}
+    [job] = _posted_jobs(fake_api)
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert any(e["kind"] == "note" and "devices:" in e["msg"] for e in events)

@@ -105,6 +105,7 @@ def run(
     """
     from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
     from crucible_core.plan.load import plan_from_data, read_plan_file
+    from crucible_core.plan.runners import terminate_interrupts
     from crucible_core.plan.validate import validate
     from crucible_core.services import run_services
     from crucible_core.session_log import SessionLog
@@ -154,7 +155,8 @@ def run(
         if resolution is not None:
             services = run_services.open_runtime(resolution, state_dir=state, emit=log.emit)
             config.services = services
-        report = PlanExecutor(plan, kinds, log, config, prior).run()
+        with terminate_interrupts(runners):
+            report = PlanExecutor(plan, kinds, log, config, prior).run()
     finally:
         if services is not None:
             services.reclaim(leftover)  # what a killed predecessor left, if this process never restarted it

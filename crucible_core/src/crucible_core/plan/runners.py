@@ -13,7 +13,10 @@ installed plugin costs nothing to a run that does not use it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -104,6 +107,22 @@ def open_task_runners(plugins: Any, context: TaskRunnerContext) -> tuple[TaskRun
     return tuple(runners)
 
 
-def close_task_runners(runners: tuple[TaskRunner, ...]) -> None:
-    for runner in runners:
-        runner.close()
+@contextlib.contextmanager
+def terminate_interrupts(runners: tuple[TaskRunner, ...]) -> Iterator[None]:
+    """While runners are open, SIGTERM interrupts like Ctrl-C, so the executor cancels them.
+
+    A process killed by the default SIGTERM action would leave its remote attempts running
+    (a pod being deleted is sent SIGTERM first). Without runners nothing changes.
+    """
+    if not runners or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

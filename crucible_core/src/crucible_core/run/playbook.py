@@ -40,6 +40,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     from crucible_core.contract import wire
     from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
     from crucible_core.plan.load import plan_from_data
+    from crucible_core.plan.runners import terminate_interrupts
     from crucible_core.plan.validate import validate
     from crucible_core.run.git_memory import GitMemory
     from crucible_core.run.identity import run_identity
@@ -133,7 +134,8 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
             identity = run_identity(loaded, base, artifact)
             log.emit(wire.Identity(identity=identity, base_commit=base, resumed=True if prior else None))
         config.task_runners = _task_runners(plugins, loaded, state, config, log)
-        report = PlanExecutor(plan, kinds, log, config, prior).run()
+        with terminate_interrupts(config.task_runners):
+            report = PlanExecutor(plan, kinds, log, config, prior).run()
     finally:
         for runner in config.task_runners:
             runner.close()

@@ -549,7 +549,7 @@ def open_runner(context: TaskRunnerContext) -> KubernetesTaskRunner | None:
     deploy = context.deploy
     kubeconfig: Path | None = None
     if deploy is not None and deploy.kubeconfig is not None:
-        kubeconfig = (context.base_dir / deploy.kubeconfig).resolve()
+        kubeconfig = (context.base_dir / Path(deploy.kubeconfig).expanduser()).resolve()
     elif context.env.get("KUBECONFIG"):
         kubeconfig = Path(context.env["KUBECONFIG"])
     api = cluster.connect(kubeconfig, deploy.context if deploy is not None else None)
