@@ -12,9 +12,13 @@ from crucible_core.cli.plan_exposure_cmd import command as exposure
 from crucible_core.errors import ExitCode, UsageError, WorkspaceError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from crucible_core.plan.ir import ValidPlan
     from crucible_core.plan.kinds import TaskKindSpec
+    from crucible_core.plan.runners import TaskRunner
     from crucible_core.registry import Registry
+    from crucible_core.session_log import SessionLog
 
 FORMATS = ("json", "toml", "dot", "mmd")
 
@@ -30,7 +34,9 @@ def _kinds() -> Registry[TaskKindSpec]:
     return load_plugins().registry("task kind")
 
 
-def _task_runners(file: Path, state: Path, profile: Path | None, env: dict[str, str], log):
+def _task_runners(
+    file: Path, state: Path, profile: Path | None, env: Mapping[str, str], log: SessionLog
+) -> tuple[TaskRunner, ...]:
     """The task runners this run configured (none without --deploy-profile)."""
     from crucible_core.plan.runners import TaskRunnerContext, open_task_runners
     from crucible_core.plugins import load_plugins
@@ -148,7 +154,7 @@ def run(
     resolution = run_services.resolve_declared(declared, os.environ) if declared else None
     log = SessionLog(log_path)
     services = None
-    runners: tuple = ()
+    runners: tuple[TaskRunner, ...] = ()
     try:
         runners = _task_runners(file, state, deploy_profile, config.env, log)
         config.task_runners = runners

@@ -13,7 +13,7 @@ from crucible_core.hookspecs import hookimpl
 if TYPE_CHECKING:
     import click
 
-    from crucible_core.plan.runners import TaskRunner, TaskRunnerContext
+    from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, TaskRunnerFactory
     from crucible_core.registry import Register
 
 
@@ -34,5 +34,5 @@ def _open_task_runner(context: TaskRunnerContext) -> TaskRunner | None:
 
 
 @hookimpl
-def crucible_register_task_runners(register) -> None:
+def crucible_register_task_runners(register: Register[TaskRunnerFactory]) -> None:
     register("kubernetes", _open_task_runner)

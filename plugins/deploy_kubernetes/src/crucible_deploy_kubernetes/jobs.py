@@ -226,7 +226,8 @@ class JobClient:
             lambda: self.core.list_namespaced_config_map(namespace, label_selector=selector),
         )
         for item in maps.items or []:
-            self.delete_configmap(namespace, item.metadata.name)
+            if item.metadata is not None:
+                self.delete_configmap(namespace, str(item.metadata.name))
         return len(names)
 
     def read(self, namespace: str, name: str) -> Any | None:
@@ -240,13 +241,10 @@ class JobClient:
                 return None
             raise
 
-    def create_configmap(self, body: client.V1ConfigMap) -> None:
-        meta = body.metadata
+    def create_configmap(self, namespace: str, body: client.V1ConfigMap) -> None:
         cluster.call(
-            f"creating ConfigMap {meta.namespace}/{meta.name}",
-            lambda: self.core.create_namespaced_config_map(
-                meta.namespace, body, field_manager=L.FIELD_MANAGER
-            ),
+            f"creating a ConfigMap in {namespace}",
+            lambda: self.core.create_namespaced_config_map(namespace, body, field_manager=L.FIELD_MANAGER),
         )
 
     def delete_configmap(self, namespace: str, name: str) -> None:

@@ -206,7 +206,7 @@ class KubernetesTaskRunner:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self.api.close()
+            self.api.close()  # type: ignore[no-untyped-call]  # the client leaves close() unannotated
 
     def reclaim(self) -> int:
         """Delete what a killed predecessor of this run left (its Jobs and ConfigMaps)."""
@@ -236,12 +236,12 @@ class KubernetesTaskRunner:
             spec, configmap = self._spec(context, job, command, env, timeout)
         except ValueError as exc:
             return lost(str(exc))
-        attempt = _Attempt(self.namespace, job, configmap.metadata.name if configmap else None)
+        attempt = _Attempt(self.namespace, job, _workspace_map(job) if configmap is not None else None)
         with self._lock:
             self._in_flight[job] = attempt
         try:
             if configmap is not None:
-                self.client.create_configmap(configmap)
+                self.client.create_configmap(self.namespace, configmap)
             self.client.create(spec)
             self._note(f"task {task}: running as Job {self.namespace}/{job}")
             return self._follow(attempt, task, timeout, started, lost)
@@ -324,7 +324,7 @@ class KubernetesTaskRunner:
         configmap = None
         items: tuple[tuple[str, str, int], ...] = ()
         if tasks.workspace == "pack":
-            configmap, items = self._pack(context.workdir, f"{job}-ws", labels)
+            configmap, items = self._pack(context.workdir, _workspace_map(job), labels)
             task_env["CRUCIBLE_TASK_PACK"] = jobs.PACK_MOUNT
         needs = context.task.needs
         spec = jobs.TaskSpec(
@@ -343,7 +343,7 @@ class KubernetesTaskRunner:
             pull_secret=self.profile.image.pull_secret,
             secret_env=tuple((e.name, e.secret, e.key) for e in tasks.secret_env),
             labels=labels,
-            pack_configmap=configmap.metadata.name if configmap is not None else None,
+            pack_configmap=_workspace_map(job) if configmap is not None else None,
             pack_items=items,
         )
         return spec, configmap
@@ -359,7 +359,7 @@ class KubernetesTaskRunner:
                 f'({CONFIGMAP_MAX_BYTES}); set [tasks].workspace = "image" and bake it into the image'
             )
         data: dict[str, str] = {}
-        binary: dict[str, str] = {}
+        binary: dict[str, bytes | str] = {}
         items: list[tuple[str, str, int]] = []
         for index, (rel, raw, mode) in enumerate(files):
             key = f"f{index:04d}-{hashlib.sha1(rel.encode()).hexdigest()[:12]}"
@@ -525,6 +525,11 @@ class KubernetesTaskRunner:
     def _note(self, message: str, level: str = "info") -> None:
         if self.emit is not None:
             self.emit(wire.Note(msg=message, level=level))
+
+
+def _workspace_map(job: str) -> str:
+    """The ConfigMap carrying one attempt's workspace."""
+    return f"{job}-ws"
 
 
 def _waiting_reason(pod: Any) -> str | None:
