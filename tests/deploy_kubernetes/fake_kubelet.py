@@ -4,7 +4,7 @@ When a Job is created it makes the Job's pod and then, per the script given for 
 "run" runs the pod's container command for real under /bin/sh (its workspace laid out from the
 ConfigMap volume the Job names, exactly as the kubelet would project it), publishes its output
 as the pod log and completes or fails the Job by the exit code; "evict" fails the pod as an
-eviction does; "hang" leaves the pod running until someone deletes the Job.
+eviction does; "hang" leaves the pod running until someone deletes the Job; "pending" never schedules it.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ class FakeKubelet:
                 "status": {"phase": "Pending"},
             },
         )
+        if behaviour == "pending":  # no node fits: the pod is never scheduled
+            self.api.set_pod_phase(ns, pod_name, "Pending", reason="Unschedulable")
+            return
         if behaviour == "evict":
             self.api.set_pod_phase(
                 ns, pod_name, "Failed", reason="Evicted", message="The node was low on memory."

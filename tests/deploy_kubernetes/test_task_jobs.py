@@ -182,6 +182,27 @@ def test_evictions_past_the_retries_settle_as_transport(
     assert "Evicted" in bench["note"] and bench["note"].count("kubernetes:") == 2
 
 
+def test_an_api_error_is_retried_and_a_pod_never_scheduled_is_a_transport_failure(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    fake_api.fail("POST", "/apis/batch/v1/namespaces/crucible/jobs$", 500, "etcdserver: request timed out")
+    done = _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra="")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _results(rig)["bench"]["attempts"] == 2  # the refused create, then a Job that ran
+
+    (rig["dir"] / "state").rename(rig["dir"] / "state-1")
+    rig["profile"].write_text(PROFILE.replace("schedule_timeout = 20", "schedule_timeout = 0.5"))
+    rig["kubelet"].script = ["pending"]
+    done = _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra="retries = 0")))
+    assert done.returncode == 4
+    bench = _results(rig)["bench"]
+    assert (
+        bench["status"] == "transport" and "not scheduled within 0.5s (last: Unschedulable)" in bench["note"]
+    )
+    unscheduled = _posted_jobs(fake_api)[-1]["metadata"]["name"]
+    assert fake_api.get("jobs", NS, unscheduled) is None  # given up on: deleted
+
+
 def test_a_failing_command_in_the_pod_is_a_measured_failure_never_retried(
     fake_api: FakeApiServer, rig: dict[str, Any], cli
 ) -> None:
