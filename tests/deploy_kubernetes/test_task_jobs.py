@@ -352,3 +352,31 @@ def test_the_example_gpu_plan_runs_its_benchmark_as_a_job(
     [job] = _posted_jobs(fake_api)
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert any(e["kind"] == "note" and "devices:" in e["msg"] for e in events)
+
+
+def test_a_deploy_profile_the_manifest_names_must_be_a_file_beside_it(tmp_path: Path, cli) -> None:
+    (tmp_path / "crucible.toml").write_text(
+        '[workflow]\ntype = "playbook"\n\n[agent]\ngoal = "g"\n\n[deploy]\nprofile = "../profile.toml"\n'
+    )
+    done = cli("check", "--manifest", tmp_path / "crucible.toml")
+    assert done.returncode == 10 and "[deploy].profile" in done.stderr
+    (tmp_path / "crucible.toml").write_text(
+        '[workflow]\ntype = "playbook"\n\n[agent]\ngoal = "g"\n\n[deploy]\nprofile = "missing.toml"\n'
+    )
+    done = cli("check", "--manifest", tmp_path / "crucible.toml")
+    assert done.returncode == 10 and "not a file" in done.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_an_unreachable_cluster_is_one_line_and_exit_15_before_any_task_runs(
+    rig: dict[str, Any], cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = rig["dir"] / "dead-kubeconfig"
+    text = (rig["dir"] / "kubeconfig").read_text()
+    dead.write_text(text.replace(text.split("server: ")[1].split()[0], "http://127.0.0.1:9"))
+    monkeypatch.setenv("KUBECONFIG", str(dead))
+    done = _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra="")))
+    assert done.returncode == 15, done.stdout + done.stderr
+    assert done.stderr.startswith("crucible: error:") and "unreachable" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not [e for e in _session(rig) if e["kind"] == "task_result"]
