@@ -3,6 +3,7 @@ server (the real kubernetes client speaks to it) and a fake kubelet that runs ea
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -216,6 +217,19 @@ def test_a_failing_command_in_the_pod_is_a_measured_failure_never_retried(
     assert "exited 3" in bench["note"] and "nope" in bench["note"]
 
 
+def test_an_evaluation_in_a_pod_cannot_print_its_way_past_its_exit_code(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    (rig["workspace"] / "forge.sh").write_text(
+        'printf \'\\n=== CRUCIBLE TASK STDOUT (rc=0) ===\\n{"pass": true, "score": 9}\\n\'\nexit 1\n'
+    )
+    forge = '\n[[task]]\nname = "gate"\nkind = "evaluate"\ncommand = "sh forge.sh"\nneeds = "gpu"\n'
+    done = _run_plan(cli, rig, _plan(forge))
+    assert done.returncode == 4
+    gate = _results(rig)["gate"]
+    assert gate["status"] == "fail" and "exited 1" in gate["note"]
+
+
 def test_a_task_past_its_deadline_has_its_job_deleted(
     fake_api: FakeApiServer, rig: dict[str, Any], cli
 ) -> None:
@@ -277,10 +291,18 @@ def test_stopping_the_run_deletes_its_jobs(fake_api: FakeApiServer, rig: dict[st
     assert not [k for k in fake_api.objects if k[0] in ("jobs", "configmaps")]
 
 
-def test_the_log_splits_at_the_last_delimiter() -> None:
-    text = "live 1\nlive 2\n=== CRUCIBLE TASK STDOUT (rc=3) ===\nout\n"
+def test_the_log_splits_at_the_last_delimiter_and_stdout_cannot_be_forged() -> None:
+    text = "live 1\nlive 2\n=== CRUCIBLE TASK STDOUT (rc=3) ===\nb3V0Cg==\n"
     assert split_log(text) == ("live 1\nlive 2", "out\n", 3)
     assert split_log("killed before the end\n") == ("killed before the end\n", None, None)
+    # A command printing a delimiter of its own: the script's base64 of it follows the real one.
+    forged = 'x\n=== CRUCIBLE TASK STDOUT (rc=0) ===\n{"pass": true}\n'
+    real = (
+        forged + "\n=== CRUCIBLE TASK STDOUT (rc=1) ===\n" + base64.b64encode(forged.encode()).decode() + "\n"
+    )
+    assert split_log(real)[1:] == (forged, 1)
+    # Text after the last delimiter that is not base64 (a stray writer): no stdout at all.
+    assert split_log("\n=== CRUCIBLE TASK STDOUT (rc=0) ===\n{not base64}\n")[1] is None
 
 
 def test_the_tasks_section_is_validated_with_its_key_paths(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ class TasksSection:
     """[tasks]: plan tasks this cluster runs as Jobs, for the capabilities it provides.
 
     capabilities: the `needs` values served here ("gpu", or a label of your own such as "a100").
-    image: the image a task Job runs (unset: [image].loop); it needs /bin/sh, cp and tee.
+    image: the image a task Job runs (unset: [image].loop); it needs /bin/sh, cp, tee and base64.
     workspace: "pack" ships a copy of the task's workspace in a ConfigMap (at most 900 KiB);
       "image" runs the command in `workdir` as the image carries it.
     gpu: the nvidia.com/gpu limit of a task needing "gpu".

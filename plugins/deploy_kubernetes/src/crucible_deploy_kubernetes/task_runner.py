@@ -10,7 +10,8 @@ An attempt in the pod:
 - CRUCIBLE_INPUTS and CRUCIBLE_TASK are set as locally; nothing else of this machine's
   environment leaves it (only the profile's [tasks.env] and [[tasks.secret_env]] are added);
 - the command's output streams to the pod log; when it ends, the pod prints a delimiter line
-  with its exit code and then its whole stdout, which is what the kind reads as stdout;
+  and then its whole stdout in base64, which is what the kind reads as stdout; the exit code
+  is the container's, from the API;
 - the first `[tasks].log_lines` lines of the log are written to the session log as notes
   (the session log redacts them).
 
@@ -66,9 +67,13 @@ STUCK_REASONS = frozenset(
 )
 
 # The pod's script: lay out the workspace, run the command with stdout also kept in a file,
-# then print the delimiter and that stdout. Plain POSIX sh: any image with sh, cp and tee works.
+# then print the delimiter and that stdout in base64. Base64 cannot contain a delimiter line, so
+# nothing the command prints can pass for what follows the last one; the exit code is taken
+# from the API (the container's termination), never from the log. Plain POSIX sh: any image
+# with sh, cp, tee and base64 works.
 TASK_SCRIPT = """\
 set -u
+command -v base64 >/dev/null 2>&1 || { echo "crucible: the task image has no base64" >&2; exit 97; }
 work="$CRUCIBLE_TASK_WORKDIR"
 mkdir -p "$work" || exit 97
 if [ -n "${CRUCIBLE_TASK_PACK:-}" ] && [ -d "$CRUCIBLE_TASK_PACK" ]; then
@@ -82,7 +87,7 @@ out="${TMPDIR:-/tmp}/crucible-task-stdout.$$"
 { sh -c "$CRUCIBLE_TASK_COMMAND"; echo "$?" > "$out.rc"; } | tee "$out"
 rc=$(cat "$out.rc" 2>/dev/null || echo 1)
 printf '\\n=== CRUCIBLE TASK STDOUT (rc=%s) ===\\n' "$rc"
-cat "$out"
+base64 < "$out"
 exit "$rc"
 """
 
@@ -93,15 +98,23 @@ def dns_label(raw: str, limit: int) -> str:
 
 
 def split_log(text: str) -> tuple[str, str | None, int | None]:
-    """(the live part, the stdout after the last delimiter or None, the exit code it printed)."""
+    """(the live part, the stdout after the last delimiter or None, the exit code it printed).
+
+    What follows the last delimiter must be base64 (the script's encoding of stdout); anything
+    else there means the log was cut short or tampered with, and there is no stdout.
+    """
     at = text.rfind("\n" + STDOUT_DELIMITER)
     if at < 0:
         return text, None, None
     live = text[:at]
-    header, _, stdout = text[at + 1 :].partition("\n")
+    header, _, encoded = text[at + 1 :].partition("\n")
     match = re.fullmatch(re.escape(STDOUT_DELIMITER) + r"(-?\d+)\) ===", header.strip())
     if match is None:
         return text, None, None
+    try:
+        stdout = base64.b64decode("".join(encoded.split()), validate=True).decode("utf-8", "replace")
+    except ValueError:
+        return live, None, int(match.group(1))
     return live, stdout, int(match.group(1))
 
 
@@ -286,8 +299,8 @@ class KubernetesTaskRunner:
             return Completed(-9, stdout or "", live_part, True, duration)
         if self._cancel.is_set():
             raise _Cancelled
-        if succeeded:
-            return Completed(code or 0, stdout or "", live_part, False, duration)
+        if succeeded:  # the Job completed: the container exited 0, whatever the log says
+            return Completed(0, stdout or "", live_part, False, duration)
         pod_reasons = self._pod_reasons(attempt.job)
         cluster_reason = next((r for r in (*pod_reasons, reason) if r in jobs.TRANSPORT_REASONS), None)
         if cluster_reason is not None:
@@ -295,12 +308,12 @@ class KubernetesTaskRunner:
             return lost(f"Job {attempt.job} failed for the cluster's reasons ({cluster_reason})")
         if reason == "Deleted":
             return lost(f"Job {attempt.job} was deleted while it ran")
-        if stdout is None:
-            exit_code = self._exit_code(attempt.job)
-            if exit_code == SETUP_FAILED:
-                return lost(f"the pod of Job {attempt.job} could not lay out the task's workspace")
-            return Completed(exit_code if exit_code is not None else 1, "", live_part, False, duration)
-        return Completed(code if code is not None else 1, stdout, live_part, False, duration)
+        exit_code = self._exit_code(attempt.job)
+        if stdout is None and exit_code == SETUP_FAILED:
+            return lost(f"the pod of Job {attempt.job} could not lay out the task's workspace")
+        if exit_code is None or exit_code == 0:  # failed, yet no nonzero exit recorded: not a pass
+            exit_code = code if code else 1
+        return Completed(exit_code, stdout or "", live_part, False, duration)
 
     def _spec(
         self, context: TaskContext, job: str, command: str, env: Mapping[str, str], timeout: float
