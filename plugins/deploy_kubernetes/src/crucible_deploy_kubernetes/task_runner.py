@@ -219,7 +219,7 @@ class KubernetesTaskRunner:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self.api.close()  # type: ignore[no-untyped-call]  # the client leaves close() unannotated
+            self.api.close()
 
     def reclaim(self) -> int:
         """Delete what a killed predecessor of this run left (its Jobs and ConfigMaps)."""
