@@ -70,7 +70,7 @@ def test_missing_required_key(tmp_path: Path) -> None:
     assert "[judge].direction is required" in err.value.render()
 
 
-@pytest.mark.parametrize("section", ["search", "measure"])
+@pytest.mark.parametrize("section", ["measure", "scope"])
 def test_sections_this_version_does_not_execute_are_refused(tmp_path: Path, section: str) -> None:
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, BASE + f"\n[{section}]\n"))
@@ -317,12 +317,21 @@ def test_a_misspelled_key_gets_a_did_you_mean(tmp_path: Path) -> None:
 
 def test_every_unsupported_section_is_named_at_once(tmp_path: Path) -> None:
     text = BASE.replace('goal = "g"', 'goal = "g"\nallow_unverified_image = true') + (
-        '\n[search]\nx = 1\n\n[[service]]\nname = "a"\n\n[measure]\ny = 2\n'
+        '
+[scope]
+x = 1
+
+[[service]]
+name = "a"
+
+[measure]
+y = 2
+'
     )
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, text))
     message = err.value.render()
-    for name in ("[search]", "[[service]]", "[measure]", "[agent].allow_unverified_image"):
+    for name in ("[scope]", "[[service]]", "[measure]", "[agent].allow_unverified_image"):
         assert name in message
     assert "[]" not in message
     assert err.value.exit_code == ExitCode.UNSUPPORTED != ExitCode.MANIFEST

@@ -142,6 +142,39 @@ class World(Protocol):
 WorldFactory = Callable[[WorldContext], World]
 
 
+@runtime_checkable
+class ForkingWorld(Protocol):
+    """A World that can also lend out private worktrees: what a wide round needs (docs/search.md).
+
+    A wide round proposes N candidates at once, each in its own fork of the kept state, and
+    then brings each candidate's change into the main workspace to measure it there. A world
+    without these methods (the command world: its domain state lives outside the files) makes
+    a manifest with `[search].wide` refuse to start.
+    """
+
+    def fork_problem(self) -> str | None:
+        """Why this world cannot fork here (a missing tool, say), or None when it can."""
+
+    def fork(self, path: Path, token: str) -> None:
+        """Make `path` (absent) a private worktree holding the kept state `token`.
+
+        Cheap: comparable to `git worktree add`. Raises RunFailed when it cannot.
+        """
+
+    def capture(self, path: Path, token: str, into: Path) -> bool:
+        """Write the fork's change against `token` to the file `into`; False when there is none.
+
+        The file is self-contained (binary-safe): `adopt` needs nothing else, so a candidate
+        survives its fork's removal and the engine's death. Raises RunFailed when it cannot.
+        """
+
+    def adopt(self, change: Path) -> ApplyOutcome:
+        """Apply a captured change on top of the main workspace's current (kept) state."""
+
+    def remove_fork(self, path: Path) -> None:
+        """Remove a fork and every record of it; a missing or half-made fork is not an error."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Judge: measures a candidate once. The agent never receives one.
 

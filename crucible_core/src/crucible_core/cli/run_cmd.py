@@ -56,6 +56,18 @@ DEFAULT_ITERATIONS = 10
     help="How progress is shown: any registered reporter (`crucible plugins` lists them); built in: "
     "console (lines for a person), headless (quiet), jsonl (every event as JSON).",
 )
+@click.option(
+    "--wide",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Propose this many candidates at once before the deep loop (overrides [search].wide; 0: none).",
+)
+@click.option(
+    "--wide-keep",
+    type=click.IntRange(min=1),
+    default=None,
+    help="How many wide-round winners seed the deep loop (overrides [search].policy_k).",
+)
 @click.option("--resume", is_flag=True, help="Continue the run recorded in the state directory.")
 @click.option(
     "--max-park",
@@ -100,6 +112,8 @@ def command(
     state_dir: Path | None,
     steer_file: Path | None,
     ui: str,
+    wide: int | None,
+    wide_keep: int | None,
     resume: bool,
     max_park: str | None,
     pack: str | None,
@@ -158,6 +172,8 @@ def command(
         harness=harness,
         model=model,
         turn_timeout=parse_duration(turn_timeout) if turn_timeout else None,
+        wide=wide,
+        wide_keep=wide_keep,
     )
     result = execute(
         plugins,

@@ -155,6 +155,15 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
                     discarded += 1
                 if it > iteration:
                     iteration = it
+            elif row.phase == wire.WIDE_PHASE and row.decision == "keep" and row.kept_snap:
+                # a wide round's winner, kept: it moves the best, but spends no iteration
+                best_token = row.kept_snap
+                if row.sha:
+                    kept_shas.append(row.sha)
+                if ev.solved:
+                    solved = True
+                f.best_score = row.best if row.best is not None else row.score
+                f.best_tiebreak = row.best_tiebreak if row.best is not None else row.tiebreak
             row_after_step = True
         elif type(ev) is wire.Agent:
             pass  # the most frequent kind: nothing of the loop's state hangs on it

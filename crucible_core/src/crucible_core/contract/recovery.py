@@ -39,6 +39,12 @@ def classify(f: Folded) -> Recovery:
     if not f.segment_baselined:
         where = "the baseline" if f.segment_index <= 0 else f"the re-baseline of segment {f.segment_index}"
         return Recovery(RecoveryClass.DIED_IN_BASELINE, f.iteration, f"died during {where}")
+    if f.last_phase == wire.WIDE_PHASE and not wire.wide_round_decided(f.rows):
+        return Recovery(
+            RecoveryClass.DIED_IN_WIDE_ROUND,
+            f.last_phase_iter,
+            "died during the wide round; finished proposals are kept, the rest are proposed again",
+        )
     if not f.row_after_step and f.last_step_iter > f.iteration:
         it = f.last_step_iter
         if f.last_step == "decide":

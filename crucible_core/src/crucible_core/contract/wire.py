@@ -104,6 +104,16 @@ class RowWire:
         return self.phase not in ("wide", "infra")
 
 
+# A wide round's rows carry phase "wide"; its last row's note starts with WIDE_DECIDED, which is
+# how a reader (and a resume) tells a finished round from one that died part-way.
+WIDE_PHASE = "wide"
+WIDE_DECIDED = "wide round decided"
+
+
+def wide_round_decided(rows: list[RowWire]) -> bool:
+    return any(row.phase == WIDE_PHASE and row.note.startswith(WIDE_DECIDED) for row in rows)
+
+
 @attrs.frozen(kw_only=True)
 class PrLinkWire:
     url: str

@@ -14,7 +14,6 @@ from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSe
 # Sections the specification defines but this version does not execute. They are refused by
 # name rather than accepted and ignored: a run must never silently drop part of its manifest.
 UNSUPPORTED_SECTIONS = (
-    "search",
     "service",
     "measure",
     "scope",
@@ -163,6 +162,19 @@ class PreflightSection:
         return listed + tuple(r for r in self.rung if r.when == when)
 
 
+SEARCH_POLICIES = ("top-k", "halving")
+
+
+@attrs.frozen
+class SearchSection:
+    """[search]: a wide round of parallel proposals before the deep loop (docs/search.md)."""
+
+    wide: int = 0  # N isolated propose turns at once; 0 skips the wide round
+    approaches: tuple[str, ...] = ()  # one per candidate slot, biased into its prompt
+    policy: str = "top-k"  # how the measured candidates are ranked: "top-k" or "halving"
+    policy_k: int = 1  # how many winners seed the deep loop
+
+
 @attrs.frozen
 class CompositeSection:
     """A composite domain (docs/search.md#composite-worlds): several domains edited together."""
@@ -209,6 +221,7 @@ class Manifest:
     preflight: PreflightSection | None = None
     publish: PublishSection | None = None  # publish-on-keep (draft pull requests)
     deploy: DeploySection | None = None
+    search: SearchSection | None = None
 
     @property
     def playbook(self) -> bool:

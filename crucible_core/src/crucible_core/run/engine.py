@@ -47,6 +47,8 @@ class RunOptions:
     harness: str | None = None
     model: str | None = None
     turn_timeout: float | None = None
+    wide: int | None = None  # --wide N: overrides [search].wide
+    wide_keep: int | None = None  # --wide-keep K: overrides [search].policy_k
 
 
 @attrs.define
@@ -155,7 +157,10 @@ class Engine:
         token: str | None = None,
         note: str | None = None,
         margin: float | None = None,
+        phase: str | None = None,
     ) -> None:
+        """Record a decision. A `phase = "wide"` row (a wide-round candidate) spends no iteration
+        and moves no counter; its keep still moves the best (docs/search.md)."""
         seg = run.segment
         detail = (
             json.dumps(dict(reading.detail), sort_keys=True, default=str)
@@ -182,12 +187,13 @@ class Engine:
             samples=list(reading.samples) if reading else [],
             margin=margin or None,
             noise_margin=seg.noise_margin or None,
+            phase=phase,
         )
         written = self.log.emit(wire.Row(row=row, solved=bool(reading.solved) if reading else False))
         decoded = wire.from_object(written)  # the redacted row, as a reader of the log sees it
         if decoded is not None and isinstance(decoded.event, wire.Row):
             row = decoded.event.row
-        if iteration > 0:
+        if iteration > 0 and phase is None:
             run.iteration = max(run.iteration, iteration)
             # a re-baseline row sits at the current iteration and spends none
             if verdict == "keep":

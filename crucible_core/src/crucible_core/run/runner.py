@@ -51,6 +51,15 @@ from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.publish import KeptPublisher, build_publisher
 from crucible_core.run.state_lock import StateLock
 from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
+from crucible_core.run.wide import (
+    RoundFiles,
+    forget_round,
+    recorded_settings,
+    refuse_unforkable,
+    sweep_forks,
+    wide_round_due,
+    wide_settings,
+)
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
 from crucible_core.session_log import SessionLog, read_events
 from crucible_core.shell import Shell
@@ -196,6 +205,13 @@ def _execute_locked(
         plugins, loaded, paths, shell, harness=request.options.harness, model=request.options.model
     )
     agent_env = agent_environment(base_env, loaded)
+    wide = wide_settings(loaded.manifest, request.options.wide, request.options.wide_keep)
+    if folded is None:
+        forget_round(paths.private_dir)  # what an earlier run in this state directory left
+    elif wide is None:
+        wide = recorded_settings(paths.private_dir)  # a round started with --wide, resumed without it
+    if wide is not None:
+        refuse_unforkable(drivers.world, drivers.choice.world)
     # Before the log exists, so fixing the agent and running the same command again just works.
     # A workspace that setup has not finished is not looked in (a resume sets it up again);
     # a fresh run looks again once setup has made it.
@@ -317,6 +333,10 @@ def _execute_locked(
                 run = _fresh(engine, shell, started)
                 prove_environment(engine, run)
                 settled = run_baseline(engine, run)
+            if settled is None:
+                wide_round = wide_round_due(engine, run, wide, resumed=folded is not None)
+                if wide_round is not None:
+                    settled = wide_round()
             exit_ = settled or run_loop(engine, run)
             reason = _reason(exit_, run)
     except Aborted:
@@ -437,6 +457,9 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
         )
     run = run_from_fold(folded, started)
     engine.world.recover()  # a SIGKILL mid-snapshot can leave a lock behind
+    swept = sweep_forks(engine.world, RoundFiles(engine.paths.private_dir).forks)
+    if swept:
+        engine.note(f"removed {len(swept)} wide-round worktree(s) the killed process left behind")
     if run.segment.best_token:
         engine.world.restore(run.segment.best_token)  # roll a half-finished turn back to the last kept state
     else:

@@ -8,6 +8,7 @@ from pathlib import Path
 import attrs
 
 from crucible_core.protocols import ApplyOutcome, SourceChanges, Staged, WorldContext
+from crucible_world_git import forks
 from crucible_world_git.change_diff import commit_change
 from crucible_world_git.clone import clone_into
 from crucible_world_git.git_memory import BASELINE_LABEL, GitMemory
@@ -99,3 +100,19 @@ class GitWorld:
 
     def change(self, head: str, base: str | None = None) -> str:
         return commit_change(self.memory, head, base)
+
+    # -- forks for wide rounds (crucible_core.protocols.ForkingWorld) ----------------------
+    def fork_problem(self) -> str | None:
+        return forks.git_problem()
+
+    def fork(self, path: Path, token: str) -> None:
+        forks.add_fork(self.memory.workspace, path, token)
+
+    def capture(self, path: Path, token: str, into: Path) -> bool:
+        return forks.capture(path, token, into)
+
+    def adopt(self, change: Path) -> ApplyOutcome:
+        return forks.adopt(self.memory.workspace, change)
+
+    def remove_fork(self, path: Path) -> None:
+        forks.remove_fork(self.memory.workspace, path)

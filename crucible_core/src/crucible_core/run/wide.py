@@ -1,0 +1,609 @@
+"""A wide round: N candidates proposed at once in forks, measured one by one, ranked, the best kept.
+
+The round is the graph of plan/wide.py on the plan executor, with one worker per candidate:
+
+- `propose-<slot>` (worker threads, concurrently): the executor asks `WorldForks` for a fork
+  of the kept state (the World's `fork`, a git worktree under the state directory), the agent
+  takes one turn there with its slot's approach biased into the prompt, and the fork's change
+  is captured to `<private>/wide/candidates/<slot>.patch` and made durable *before* the
+  candidate's record `<slot>.json` is written. A candidate with a record is finished: a
+  resume never proposes it again. The executor removes the fork when the task settles.
+- `measure` (once every proposal settled): for each candidate in slot order, the main
+  workspace goes back to the kept state, the World adopts the captured change, and the
+  candidate is staged, preflighted and measured there as a deep candidate is. Measures are
+  strictly serial. The policy (`top-k` or `halving`, contract/policy.py) decides which
+  candidates are measured again.
+- `decide`: one `phase: "wide"` row per candidate, the best is applied once more and kept when
+  it beats the incumbent by the usual rule and margin, and the round's last row says so.
+
+Everything here runs on the engine's operations (World, Judge, backend); nothing touches git
+or a subprocess directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from crucible_core.contract import agent_wire, wire
+from crucible_core.contract.decide import Verdict, decide
+from crucible_core.contract.noise import Statistic, combine
+from crucible_core.contract.policy import Ranked, successive_halving, top_k
+from crucible_core.contract.reading import Reading
+from crucible_core.errors import ManifestError, RunFailed
+from crucible_core.manifest.loader import search_problem
+from crucible_core.manifest.paths import write_atomic
+from crucible_core.plan.executor import ExecutorConfig, PlanExecutor
+from crucible_core.plan.iteration import core_kinds
+from crucible_core.plan.kinds import Attempt, Outcome, TaskContext
+from crucible_core.plan.wide import admitted_wide_plan, slot_of
+from crucible_core.protocols import ForkingWorld, Turn, TurnResult, World
+from crucible_core.run import distress
+from crucible_core.run.agent_output import TurnOutputCap
+from crucible_core.run.context import LoopExit, Run
+from crucible_core.run.injects import refresh_frozen
+from crucible_core.run.steps import measure_staged, stage_for_measure
+
+if TYPE_CHECKING:
+    from crucible_core.manifest.models import Manifest
+    from crucible_core.run.engine import Engine
+
+WIDE_PHASE = wire.WIDE_PHASE
+# The note that opens the round's last row: a resume that finds it knows the round is over.
+DECIDED = wire.WIDE_DECIDED
+WIDE_DIR = "wide"
+
+
+@attrs.frozen
+class WideSettings:
+    """The round as this run executes it: `[search]` with the CLI's overrides applied."""
+
+    width: int
+    approaches: tuple[str, ...]
+    policy: str
+    keep: int
+
+
+def wide_settings(manifest: Manifest, wide: int | None, keep: int | None) -> WideSettings | None:
+    """The round to run, or None for a pure-deep run; ManifestError when it cannot run as asked.
+
+    `--wide N` and `--wide-keep K` override `[search].wide` and `[search].policy_k`.
+    """
+    search = manifest.search
+    width = wide if wide is not None else (search.wide if search is not None else 0)
+    if width == 0:
+        return None
+    if manifest.judge is None:
+        raise ManifestError("--wide needs a [judge]: a wide round ranks its candidates by the judge")
+    approaches = search.approaches if search is not None else ()
+    policy_k = keep if keep is not None else (search.policy_k if search is not None else 1)
+    problem = search_problem(
+        width,
+        policy_k,
+        len(approaches),
+        "--wide" if wide is not None else "[search].wide",
+        "--wide-keep" if keep is not None else "[search].policy_k",
+    )
+    if problem:
+        raise ManifestError(problem, hint="add [search].approaches, one line per candidate (docs/search.md)")
+    return WideSettings(width, approaches[:width], search.policy if search is not None else "top-k", policy_k)
+
+
+def forget_round(private_dir: Path) -> None:
+    """Drop a wide round's files before a fresh run (a fresh run has no worktree to remove)."""
+    shutil.rmtree(RoundFiles(private_dir).root, ignore_errors=True)
+
+
+def recorded_settings(private_dir: Path) -> WideSettings | None:
+    """The settings a wide round of this state directory started with, or None."""
+    try:
+        raw = json.loads((RoundFiles(private_dir).settings).read_text(encoding="utf-8"))
+        return WideSettings(
+            width=int(raw["width"]),
+            approaches=tuple(str(a) for a in raw["approaches"]),
+            policy=str(raw["policy"]),
+            keep=int(raw["keep"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def refuse_unforkable(world: World, world_name: str) -> None:
+    """A wide round needs a World that forks; say which one does not, before anything starts."""
+    if not isinstance(world, ForkingWorld):
+        raise ManifestError(
+            f"[search].wide needs a world that can fork worktrees, and the {world_name!r} world cannot",
+            hint="run without --wide / [search].wide, or use the git world (a command or composite "
+            "world keeps state a worktree cannot copy)",
+        )
+    problem = world.fork_problem()
+    if problem:
+        raise ManifestError(f"[search].wide cannot run here: {problem}", hint="install git, or run without --wide")
+
+
+# -- forks as the executor's disposable copies ------------------------------------------------
+
+
+class _Fork:
+    def __init__(self, world: ForkingWorld, path: Path) -> None:
+        self.world = world
+        self.path = path
+
+    def diff(self) -> str:
+        return ""  # the propose operation captures the change itself, durably
+
+    def discard(self) -> None:
+        self.world.remove_fork(self.path)
+
+
+class WorldForks:
+    """`DisposableCopies` for the executor, lent by the World: each copy is a fork of `token`."""
+
+    def __init__(self, world: ForkingWorld, root: Path, token: str) -> None:
+        self.world = world
+        self.root = root
+        self.token = token
+
+    def make_copy(self, label: str) -> _Fork:
+        path = self.root / label
+        try:
+            self.world.remove_fork(path)  # a fork a killed process left at this name
+            self.world.fork(path, self.token)
+        except RunFailed as exc:  # the executor settles an OSError as a transport failure
+            raise OSError(exc.message) from exc
+        return _Fork(self.world, path)
+
+
+def sweep_forks(world: World, root: Path) -> list[str]:
+    """Remove every fork under `root` (what a killed round left); the names removed."""
+    if not root.is_dir():
+        return []
+    removed = []
+    for entry in sorted(root.iterdir()):
+        if isinstance(world, ForkingWorld):
+            world.remove_fork(entry)
+        if entry.is_symlink() or entry.is_file():
+            entry.unlink()
+        elif entry.exists():
+            shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
+
+
+# -- the durable record of a proposed candidate ----------------------------------------------
+
+
+@attrs.frozen
+class Candidate:
+    """A finished proposal, as its record file says (written after its patch is durable)."""
+
+    slot: int
+    approach: str
+    ok: bool  # the turn completed
+    changed: bool  # the patch holds a change
+    note: str = ""
+    cost: float = 0.0
+
+    def to_json(self) -> bytes:
+        return json.dumps(attrs.asdict(self), sort_keys=True).encode("utf-8")
+
+    @classmethod
+    def read(cls, path: Path) -> Candidate | None:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            return cls(
+                slot=int(raw["slot"]),
+                approach=str(raw["approach"]),
+                ok=bool(raw["ok"]),
+                changed=bool(raw["changed"]),
+                note=str(raw.get("note", "")),
+                cost=float(raw.get("cost", 0.0)),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # torn or absent: the candidate is proposed again
+
+
+class RoundFiles:
+    """Where one run's wide round keeps its forks, patches, records and prompts (mode 0700)."""
+
+    def __init__(self, private_dir: Path) -> None:
+        self.root = private_dir / WIDE_DIR
+        self.forks = self.root / "forks"
+        self.candidates = self.root / "candidates"
+        self.settings = self.root / "settings.json"  # the round as started: a resume needs no --wide
+
+    def make(self) -> None:
+        for directory in (self.root, self.forks, self.candidates):
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def clear(self) -> None:
+        shutil.rmtree(self.candidates, ignore_errors=True)
+
+    def patch(self, slot: int) -> Path:
+        return self.candidates / f"{slot}.patch"
+
+    def record(self, slot: int) -> Path:
+        return self.candidates / f"{slot}.json"
+
+    def finished(self, slot: int) -> Candidate | None:
+        found = Candidate.read(self.record(slot))
+        if found is None or found.slot != slot:
+            return None
+        if found.changed and not self.patch(slot).is_file():
+            return None
+        return found
+
+
+# -- the round's operations -------------------------------------------------------------------
+
+
+class WideOperations:
+    """The engine operations of a wide round's graph (plan/wide.py), lent to the executor."""
+
+    def __init__(self, engine: Engine, run: Run, settings: WideSettings, files: RoundFiles) -> None:
+        self.engine = engine
+        self.run = run
+        self.settings = settings
+        self.files = files
+        self.error: Exception | None = None
+        self.candidates: dict[int, Candidate] = {}
+        self.readings: dict[int, list[Reading]] = {}
+        self.ranked: Ranked | None = None
+        self.exit: LoopExit | None = None
+        world = engine.world
+        assert isinstance(world, ForkingWorld)  # refuse_unforkable ran before the run started
+        self.world: ForkingWorld = world
+        self._lock = threading.Lock()  # spend and plugin hooks, from the proposal threads
+
+    def run_operation(self, op: str, context: TaskContext) -> Attempt:
+        try:
+            if op == "propose":
+                slot = slot_of(context.task.name)
+                if slot is None:
+                    return Attempt(Outcome.FAIL, note=f"{context.task.name} is not a candidate slot")
+                return self._propose(slot, context.workdir)
+            if op == "measure":
+                return self._measure()
+            if op == "decide":
+                return self._decide()
+            return Attempt(Outcome.FAIL, note=f"a wide round has no {op} operation")
+        except Exception as exc:  # re-raised once the graph settled: the run must fail
+            with self._lock:
+                if self.error is None:
+                    self.error = exc
+            return Attempt(Outcome.FAIL, note=f"{type(exc).__name__}: {exc}")
+
+    # -- propose (a worker thread, in the candidate's fork) --------------------------------
+    def _propose(self, slot: int, fork: Path) -> Attempt:
+        engine = self.engine
+        approach = self.settings.approaches[slot - 1]
+        refresh_frozen(engine.loaded.injects, fork)  # the candidate sees its gate as the main workspace does
+        turn = propose_candidate(engine, self.run, slot, self.settings.width, approach, fork, self._lock)
+        with self._lock:
+            self.run.spent += turn.cost_usd
+        changed = False
+        if turn.ok:
+            patch = self.files.patch(slot)
+            scratch = patch.with_name(f".{patch.name}.partial")
+            changed = self.world.capture(fork, self.run.segment.best_token, scratch)
+            _make_durable(scratch, patch)
+        note = turn.note if not turn.ok else ("" if changed else "no change")
+        record = Candidate(slot, approach, turn.ok, changed, note, turn.cost_usd)
+        # the record last: with it on disk the candidate is finished and never proposed again
+        write_atomic(self.files.record(slot), record.to_json(), mode=0o600)
+        engine.note(
+            f"wide candidate {slot}/{self.settings.width} proposed "
+            f"({'changed' if changed else note or 'no change'}; approach: {_short(approach)})"
+        )
+        return Attempt(Outcome.PASS, output={"changed": changed}, cost_usd=0.0)
+
+    # -- measure (the loop's thread, serial) -----------------------------------------------
+    def _measure(self) -> Attempt:
+        engine, run = self.engine, self.run
+        for slot in range(1, self.settings.width + 1):
+            found = self.files.finished(slot)
+            if found is None:
+                raise RunFailed(f"wide candidate {slot} has no record after its proposal")
+            self.candidates[slot] = found
+        measurable = [str(s) for s, c in self.candidates.items() if c.ok and c.changed]
+        judge = engine.loaded.manifest.judge
+        statistic = judge.statistic if judge is not None else Statistic.MEDIAN
+        policy = successive_halving if self.settings.policy == "halving" else top_k
+        engine.gates.check_abort()
+        self.ranked = policy(measurable, self._measure_one, self.settings.keep, engine.direction, statistic)
+        engine.world.restore(run.segment.best_token)
+        best = self.ranked.winners[0] if self.ranked.winners else None
+        return Attempt(Outcome.PASS, metric=self._score(int(best)) if best else None)
+
+    def _measure_one(self, name: str) -> float | None:
+        """Bring candidate `name` into the main workspace and measure it there; its score or None."""
+        engine, run = self.engine, self.run
+        slot = int(name)
+        reading = self._apply_and_measure(slot)
+        self.readings.setdefault(slot, []).append(reading)
+        return reading.score if reading.scoreable else None
+
+    def _apply_and_measure(self, slot: int) -> Reading:
+        engine, run = self.engine, self.run
+        engine.world.restore(run.segment.best_token)
+        adopted = self.world.adopt(self.files.patch(slot))
+        if not adopted.ok:
+            return Reading.invalid(f"the candidate did not apply: {adopted.note}")
+        staged = stage_for_measure(engine, run.iteration)
+        if staged.refused:
+            return Reading.invalid(staged.refused)
+        rejected = engine.candidate_preflight(run.iteration)
+        if rejected is not None:
+            return Reading.invalid(rejected)
+        if engine.has_candidate_rungs:
+            staged = stage_for_measure(engine, run.iteration)
+            if staged.refused:
+                return Reading.invalid(staged.refused)
+        return measure_staged(engine, run, run.iteration, staged)
+
+    def _reading(self, slot: int) -> Reading | None:
+        readings = self.readings.get(slot)
+        if not readings:
+            return None
+        judge = self.engine.loaded.manifest.judge
+        return combine(readings, judge.statistic if judge is not None else Statistic.MEDIAN)
+
+    def _score(self, slot: int) -> float | None:
+        reading = self._reading(slot)
+        return reading.score if reading is not None and reading.scoreable else None
+
+    # -- decide ----------------------------------------------------------------------------
+    def _decide(self) -> Attempt:
+        engine, run = self.engine, self.run
+        assert self.ranked is not None
+        engine.step("decide", run.iteration)
+        winners = [int(name) for name in self.ranked.winners]
+        for slot, found in sorted(self.candidates.items()):
+            if winners and slot == winners[0]:
+                continue  # the round's last row
+            rank = winners.index(slot) + 1 if slot in winners else None
+            reading = self._reading(slot) or Reading.invalid(found.note or "not measured")
+            prefix = f"wide candidate {slot}" + (f", winner {rank} of {len(winners)}" if rank else "")
+            engine.row(
+                run,
+                iteration=slot,
+                verdict="discard",
+                reading=reading,
+                note=f"{prefix} ({_short(found.approach)}): {reading.note or found.note}",
+                phase=WIDE_PHASE,
+            )
+        if not winners:
+            engine.world.restore(run.segment.best_token)
+            engine.row(
+                run,
+                iteration=0,
+                verdict="discard",
+                reading=None,
+                token=run.segment.best_token,
+                note=f"{DECIDED}: no candidate gave a valid score; the deep loop starts from the kept state",
+                phase=WIDE_PHASE,
+            )
+            return Attempt(Outcome.PASS)
+        self.exit = self._settle_winner(winners[0], len(winners))
+        return Attempt(Outcome.PASS)
+
+    def _settle_winner(self, slot: int, of: int) -> LoopExit | None:
+        engine, run = self.engine, self.run
+        seg = run.segment
+        reading = self._reading(slot)
+        assert reading is not None
+        found = self.candidates[slot]
+        margin = engine.keep_margin(run)
+        verdict = decide(reading, seg.best, engine.direction, engine.tiebreak_direction, margin)
+        sha = token = None
+        engine.world.restore(seg.best_token)
+        if verdict is not Verdict.DISCARD:
+            adopted = self.world.adopt(self.files.patch(slot))
+            staged = stage_for_measure(engine, run.iteration) if adopted.ok else None
+            if staged is None or staged.refused:
+                why = adopted.note if not adopted.ok else (staged.refused if staged else "")
+                engine.world.restore(seg.best_token)
+                verdict, reading = Verdict.DISCARD, attrs.evolve(reading, note=f"could not apply again: {why}")
+            else:
+                before = engine.world.last_commit_sha()
+                token = engine.snapshot(f"crucible: wide candidate {slot} ({_short(found.approach)})")
+                sha = engine.world.last_commit_sha()
+                if sha == before or sha in run.kept_shas:
+                    sha = None
+                seg.best_token = token
+                seg.adopt(reading, verdict)
+        kept = verdict is not Verdict.DISCARD
+        engine.row(
+            run,
+            iteration=slot,
+            verdict="keep" if kept else "discard",
+            reading=reading,
+            sha=sha,
+            token=token,
+            margin=margin,
+            note=(
+                f"{DECIDED}: candidate {slot}, winner 1 of {of} ({_short(found.approach)}), "
+                f"{'kept' if kept else 'not better than the incumbent'}: {reading.note}"
+            ),
+            phase=WIDE_PHASE,
+        )
+        if kept and reading.solved:
+            run.solved = True
+            if not engine.options.no_early_stop:
+                return LoopExit.SOLVED
+        return None
+
+
+def propose_candidate(
+    engine: Engine,
+    run: Run,
+    slot: int,
+    width: int,
+    approach: str,
+    fork: Path,
+    hooks: threading.Lock,
+) -> TurnResult:
+    """One candidate's agent turn in its fork; safe to run on several threads at once.
+
+    Each candidate has its own prompt file and workspace; the operator's steering is left for
+    the deep loop (a wide prompt carries its approach instead). Plugin turn hooks run one
+    candidate at a time, and only without a broker: its grants are per turn and serial.
+    """
+    from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT
+
+    iteration = run.iteration + 1
+    steer = (
+        f"This is wide-round candidate {slot} of {width}: several agents attack the goal at once, "
+        f"each from a different angle. Take this approach, and only this one:\n\n{approach}"
+    )
+    text = engine.render_prompt(run, iteration, steer)
+    prompt_file = engine.paths.private_dir / WIDE_DIR / f"prompt-{slot}.md"
+    write_atomic(prompt_file, engine.redactor.text(text).encode("utf-8"), mode=0o600, durable=False)
+    env = dict(engine.agent_env)
+    env.update(
+        {
+            "CRUCIBLE_PROMPT_FILE": str(prompt_file),
+            "CRUCIBLE_ITERATION": str(iteration),
+            "CRUCIBLE_WORKSPACE": str(fork),
+            "CRUCIBLE_CANDIDATE": str(slot),
+            "CRUCIBLE_APPROACH": approach,
+            distress.ENV_DIR: str(engine.paths.distress_dir),
+        }
+    )
+    agent = engine.loaded.manifest.agent
+    capped = TurnOutputCap(lambda kind, fields: _agent_event(engine, kind, fields))
+    turn = Turn(
+        iteration=iteration,
+        prompt=text,
+        workspace=fork,
+        env=env,
+        deadline_seconds=engine.options.turn_timeout or agent.turn_timeout or DEFAULT_TURN_TIMEOUT,
+        emit=capped,
+        model=engine.options.model or agent.model,
+        effort=agent.effort,
+        session=None,  # candidates are independent: no shared conversation
+    )
+    lifecycle = engine.lifecycle if engine.broker is None else None
+    if lifecycle is not None:
+        with hooks:
+            turn = lifecycle.before_turn(turn)
+    result: TurnResult | None = None
+    try:
+        result = engine.backend.run_turn(turn)
+    finally:
+        prompt_file.unlink(missing_ok=True)
+        capped.finish()
+        if lifecycle is not None:
+            with hooks:
+                lifecycle.after_turn(turn, result)
+    engine.log.emit(
+        wire.Turn(
+            iter=iteration,
+            ok=result.ok,
+            failure=result.failure.value if result.failure else None,
+            cost=result.cost_usd,
+            note=f"wide candidate {slot}: {result.note}",
+        )
+    )
+    return result
+
+
+def _agent_event(engine: Engine, kind: str, fields: Mapping[str, Any]) -> None:
+    engine.log.emit(agent_wire.to_wire(kind, fields))
+
+
+def _make_durable(scratch: Path, final: Path) -> None:
+    """fsync the captured patch and move it into place, so a kill after this keeps it whole."""
+    fd = os.open(scratch, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(scratch, 0o600)
+    os.replace(scratch, final)
+    directory = os.open(final.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+# -- the round, as the runner calls it --------------------------------------------------------
+
+
+def round_decided(run: Run) -> bool:
+    """Whether this run's wide round already ended (its last row is in the log)."""
+    return wire.wide_round_decided(run.rows)
+
+
+def run_wide_round(
+    engine: Engine, run: Run, settings: WideSettings, *, resuming: bool = False
+) -> LoopExit | None:
+    """Propose, measure, rank and decide one wide round; an exit when the run must end.
+
+    A resumed round keeps the candidates whose records are on disk and proposes the rest.
+    """
+    world = engine.world
+    assert isinstance(world, ForkingWorld)
+    files = RoundFiles(engine.paths.private_dir)
+    files.make()
+    swept = sweep_forks(world, files.forks)
+    if swept:
+        engine.note(f"removed {len(swept)} worktree(s) a killed wide round left behind")
+    if not resuming:
+        files.clear()
+        files.make()
+        write_atomic(files.settings, json.dumps(attrs.asdict(settings)).encode("utf-8"), mode=0o600)
+    engine.phase(WIDE_PHASE, run.iteration)
+    pending = [slot for slot in range(1, settings.width + 1) if files.finished(slot) is None]
+    done = settings.width - len(pending)
+    engine.note(
+        f"wide round: {settings.width} candidates ({settings.policy}, keep {settings.keep})"
+        + (f"; {done} already proposed before the resume" if resuming and done else "")
+    )
+    operations = WideOperations(engine, run, settings, files)
+    config = ExecutorConfig(
+        workspace=engine.paths.workspace,
+        state_dir=engine.paths.private_dir,
+        jobs=max(1, len(pending)),
+        engine=operations,
+        copies=WorldForks(world, files.forks, run.segment.best_token),
+        env={},
+        iteration=run.iteration,
+        inline=False,
+        record=False,
+    )
+    try:
+        PlanExecutor(admitted_wide_plan(pending), core_kinds(), engine.log, config).run()
+    finally:
+        sweep_forks(world, files.forks)  # an interrupted executor still leaves no worktree
+    if operations.error is not None:
+        raise operations.error
+    if operations.ranked is None:
+        raise RunFailed("the wide round ended without ranking its candidates", hint="see the log's notes")
+    files.clear()
+    return operations.exit
+
+
+def wide_round_due(
+    engine: Engine, run: Run, settings: WideSettings | None, *, resumed: bool
+) -> Callable[[], LoopExit | None] | None:
+    """The round to run before the deep loop, or None: it runs once, before iteration 1."""
+    if settings is None or round_decided(run):
+        return None
+    if run.iteration > 0:
+        engine.note("the wide round was not run: the deep loop had already started", level="warn")
+        return None
+    return lambda: run_wide_round(engine, run, settings, resuming=resumed)

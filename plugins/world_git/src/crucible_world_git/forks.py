@@ -1,0 +1,97 @@
+"""Forks of a git workspace for wide rounds: `git worktree` add/remove, and a candidate as a binary patch.
+
+The worktree shares the workspace's object store, so a fork costs one checkout and no copy
+of history. What a candidate changed leaves its fork as `git diff --binary` against the
+kept commit it was forked at: a self-contained file that `git apply` brings into the main
+workspace, whatever the fork's own HEAD or index were made to say by the agent.
+
+Every git call runs with hooks and the file-system monitor turned off: a candidate may have
+written either into the shared repository's configuration, and neither may run in the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from crucible_core import process
+from crucible_core.errors import RunFailed
+from crucible_core.protocols import ApplyOutcome
+
+GIT_TIMEOUT = 600.0
+_SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false")
+_TAIL = 400
+
+
+def git_problem() -> str | None:
+    if shutil.which("git") is None:
+        return "the git world forks candidates with `git worktree`, and git is not on PATH"
+    return None
+
+
+def _env() -> dict[str, str]:
+    # a GIT_DIR or GIT_INDEX_FILE of the engine's caller must not redirect a fork's operations
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    return env
+
+
+def _git(cwd: Path, *args: str) -> process.Completed:
+    return process.run(["git", *_SAFE, *args], cwd=cwd, env=_env(), timeout=GIT_TIMEOUT)
+
+
+def _why(what: str, done: process.Completed) -> str:
+    detail = (done.stderr.strip() or done.stdout.strip())[-_TAIL:]
+    return f"{what} {done.describe_failure()}" + (f": {detail}" if detail else "")
+
+
+def add_fork(workspace: Path, path: Path, commit: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = _git(workspace, "worktree", "add", "--detach", "--quiet", str(path), commit)
+    if not done.ok:
+        remove_fork(workspace, path)  # nothing half-made stays behind
+        raise RunFailed(_why("git worktree add", done), hint="check the workspace repository and the disk")
+
+
+def capture(path: Path, commit: str, into: Path) -> bool:
+    """The fork's files against `commit`, as a binary patch in `into`; False when they are the same."""
+    added = _git(path, "add", "--all")
+    if not added.ok:
+        raise RunFailed(_why("git add in the candidate's worktree", added), hint="check the candidate")
+    done = _git(
+        path,
+        "diff",
+        "--cached",
+        "--binary",
+        "--full-index",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-renames",
+        f"--output={into}",
+        commit,
+        "--",
+    )
+    if not done.ok:
+        raise RunFailed(_why("git diff in the candidate's worktree", done), hint="check the candidate")
+    return into.stat().st_size > 0
+
+
+def adopt(workspace: Path, change: Path) -> ApplyOutcome:
+    done = _git(workspace, "apply", "--binary", "--whitespace=nowarn", str(change))
+    if not done.ok:
+        return ApplyOutcome(False, _why("git apply", done))
+    return ApplyOutcome(True)
+
+
+def remove_fork(workspace: Path, path: Path) -> None:
+    """Remove the worktree and git's record of it; safe on a fork that was never finished."""
+    if path.exists() or path.is_symlink():
+        _git(workspace, "worktree", "remove", "--force", "--force", str(path))
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+    # drop the administrative entry of a worktree whose directory is already gone
+    _git(workspace, "worktree", "prune")
