@@ -41,9 +41,9 @@ while len(list((root / "started").iterdir())) < width:
     if time.monotonic() > deadline:
         sys.exit("the other candidates never started: proposals are not concurrent")
     time.sleep(0.05)
-hold = root / "hold"
-while hold.exists():  # a test holding the round open to kill the engine mid-round
-    time.sleep(0.05)
+for hold in (root / "hold", root / ("hold-" + slot)):
+    while hold.exists():  # a test holding the round open to kill the engine mid-round
+        time.sleep(0.05)
 if (root / ("fail-" + slot)).exists():
     sys.exit("candidate " + slot + " failed on purpose")
 (root / "proposed").mkdir(exist_ok=True)
@@ -191,7 +191,11 @@ def test_halving_re_measures_the_leaders(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "args", "words"),
     [
-        (search(width=3, approaches=["a", "b"]), (), "[search].wide = 3 needs at least 3 [search].approaches"),
+        (
+            search(width=3, approaches=["a", "b"]),
+            (),
+            "[search].wide = 3 needs at least 3 [search].approaches",
+        ),
         (search(policy="round-robin"), (), "[search].policy must be one of top-k, halving"),
         (search(policy_k=5), (), "[search].policy_k must be between 1 and [search].wide (4)"),
         (search(), ("--wide", "5"), "--wide = 5 needs at least 5"),
@@ -222,7 +226,7 @@ def test_a_sigkill_mid_round_resumes_without_proposing_finished_candidates_again
     manifest = make_domain(tmp_path, extra=search())
     root = manifest.parent
     (root / "hold").write_text("")
-    (root / "fail-4").write_text("")  # candidate 4 fails until the resume
+    (root / "hold-4").write_text("")  # candidate 4 is still at work when the engine dies
     proc = subprocess.Popen(
         [str(CRUCIBLE), "--manifest", str(manifest), "--iterations", "1"],
         env=crucible_env(),
@@ -231,7 +235,9 @@ def test_a_sigkill_mid_round_resumes_without_proposing_finished_candidates_again
         start_new_session=True,
     )
     try:
-        _wait_for(lambda: (root / "started").is_dir() and len(list((root / "started").iterdir())) == 4, "4 starts")
+        _wait_for(
+            lambda: (root / "started").is_dir() and len(list((root / "started").iterdir())) == 4, "4 starts"
+        )
         # let three candidates finish, then kill the engine while the fourth still works
         (root / "hold").unlink()
         records = root / "state" / "private" / "wide" / "candidates"
@@ -242,8 +248,9 @@ def test_a_sigkill_mid_round_resumes_without_proposing_finished_candidates_again
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     finished = sorted(p.stem for p in records.glob("*.json"))
-    assert len(worktrees(manifest)) > 1 or finished == ["1", "2", "3", "4"]
-    (root / "fail-4").unlink()
+    assert finished == ["1", "2", "3"]
+    assert len(worktrees(manifest)) >= 2  # candidate 4's worktree outlived the engine
+    (root / "hold-4").unlink()
     for marker in (root / "started").iterdir():
         marker.unlink()
     (root / "width").write_text(str(4 - len(finished)))  # only the unfinished candidates start again
@@ -253,7 +260,7 @@ def test_a_sigkill_mid_round_resumes_without_proposing_finished_candidates_again
     recovery = [e for e in events(manifest) if e["kind"] == "recovery"]
     assert recovery and recovery[-1]["class"] == "died_in_wide_round"
     started_again = sorted(p.name for p in (root / "started").iterdir())
-    assert started_again == sorted(set("1234") - set(finished))
+    assert started_again == ["4"]
     assert not proposed_before & set(started_again)
     wide = wide_rows(manifest)
     assert sorted(r["iter"] for r in wide) == [1, 2, 3, 4]
@@ -276,7 +283,9 @@ def test_an_operator_stop_during_the_round_leaves_no_worktree(tmp_path: Path) ->
         start_new_session=True,
     )
     try:
-        _wait_for(lambda: (root / "started").is_dir() and len(list((root / "started").iterdir())) == 4, "4 starts")
+        _wait_for(
+            lambda: (root / "started").is_dir() and len(list((root / "started").iterdir())) == 4, "4 starts"
+        )
         assert len(worktrees(manifest)) == 5  # the main workspace and four forks
         proc.send_signal(signal.SIGTERM)
         (root / "hold").unlink()

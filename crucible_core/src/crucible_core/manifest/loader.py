@@ -238,7 +238,9 @@ def _validate_search(path: Path, m: Manifest) -> None:
         )
 
 
-def search_problem(wide: int, keep: int, approaches: int, wide_key: str, keep_key: str = "[search].policy_k") -> str:
+def search_problem(
+    wide: int, keep: int, approaches: int, wide_key: str, keep_key: str = "[search].policy_k"
+) -> str:
     """Why a wide round of `wide` candidates keeping `keep` cannot run, or "" when it can.
 
     Shared by the manifest check and the `--wide` / `--wide-keep` overrides, which name

@@ -125,7 +125,9 @@ def refuse_unforkable(world: World, world_name: str) -> None:
         )
     problem = world.fork_problem()
     if problem:
-        raise ManifestError(f"[search].wide cannot run here: {problem}", hint="install git, or run without --wide")
+        raise ManifestError(
+            f"[search].wide cannot run here: {problem}", hint="install git, or run without --wide"
+        )
 
 
 # -- forks as the executor's disposable copies ------------------------------------------------
@@ -324,7 +326,6 @@ class WideOperations:
 
     def _measure_one(self, name: str) -> float | None:
         """Bring candidate `name` into the main workspace and measure it there; its score or None."""
-        engine, run = self.engine, self.run
         slot = int(name)
         reading = self._apply_and_measure(slot)
         self.readings.setdefault(slot, []).append(reading)
@@ -410,7 +411,10 @@ class WideOperations:
             if staged is None or staged.refused:
                 why = adopted.note if not adopted.ok else (staged.refused if staged else "")
                 engine.world.restore(seg.best_token)
-                verdict, reading = Verdict.DISCARD, attrs.evolve(reading, note=f"could not apply again: {why}")
+                verdict, reading = (
+                    Verdict.DISCARD,
+                    attrs.evolve(reading, note=f"could not apply again: {why}"),
+                )
             else:
                 before = engine.world.last_commit_sha()
                 token = engine.snapshot(f"crucible: wide candidate {slot} ({_short(found.approach)})")
