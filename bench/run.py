@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 from harness import DEFAULT_FILES, Options, Row, render  # noqa: E402
 
 # Benchmark modules in bench/, in the order their rows are printed.
-BENCHMARKS = ["world", "engine_overhead", "startup", "resume_fold", "plan_dag", "broker"]
+BENCHMARKS = ["world", "engine_overhead", "startup", "resume_fold", "plan_dag", "broker", "wide"]
 
 
 def load(name: str) -> ModuleType:
