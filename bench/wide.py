@@ -131,51 +131,45 @@ def _propose_row(options: Options) -> Row:
 
 
 def _fork_rows(options: Options) -> list[Row]:
+    return [_fork_row(options, files) for files in options.files]
+
+
+def _fork_row(options: Options, files: int) -> Row:
     from crucible_world_git.gitworld import GitWorld
 
-    rows = []
-    for files in options.files:
-        source = pristine(options.workdir / "world", files)
-        repo = options.workdir / "wide" / f"repo-{files}"
+    source = pristine(options.workdir / "world", files)
+    repo = options.workdir / "wide" / f"repo-{files}"
+    shutil.rmtree(repo, ignore_errors=True)
+    git(source.parent, "clone", "-q", str(source), str(repo))
+    git(repo, "config", "gc.auto", "0")
+    head = git(repo, "rev-parse", "HEAD")
+    world = GitWorld.at(repo)
+    ours_path = options.workdir / "wide" / f"fork-ours-{files}"
+    git_path = options.workdir / "wide" / f"fork-git-{files}"
+
+    def ours() -> None:
+        world.fork(ours_path, head)
+        world.remove_fork(ours_path)
+
+    def plain() -> None:
+        git(repo, "worktree", "add", "--detach", "--quiet", str(git_path), head)
+        git(repo, "worktree", "remove", "--force", str(git_path))
+
+    ours_s: list[float] = []
+    git_s: list[float] = []
+    for rep in range(options.reps + 1):
+        sides = ((ours_s, ours), (git_s, plain))
+        for samples, action in sides if rep % 2 else sides[::-1]:
+            elapsed = timed(action)
+            if rep:
+                samples.append(elapsed)
+    leftover = git(repo, "worktree", "list", "--porcelain").count("worktree ")
+    note = "" if leftover == 1 else f"MISMATCH: {leftover - 1} worktree(s) left behind"
+    if not options.keep:
         shutil.rmtree(repo, ignore_errors=True)
-        git(source.parent, "clone", "-q", str(source), str(repo))
-        git(repo, "config", "gc.auto", "0")
-        head = git(repo, "rev-parse", "HEAD")
-        world = GitWorld.at(repo)
-        ours_path = options.workdir / "wide" / f"fork-ours-{files}"
-        git_path = options.workdir / "wide" / f"fork-git-{files}"
-
-        def ours() -> None:
-            world.fork(ours_path, head)
-            world.remove_fork(ours_path)
-
-        def plain() -> None:
-            git(repo, "worktree", "add", "--detach", "--quiet", str(git_path), head)
-            git(repo, "worktree", "remove", "--force", str(git_path))
-
-        ours_s: list[float] = []
-        git_s: list[float] = []
-        for rep in range(options.reps + 1):
-            for samples, action in (
-                ((ours_s, ours), (git_s, plain)) if rep % 2 else ((git_s, plain), (ours_s, ours))
-            ):
-                elapsed = timed(action)
-                if rep:
-                    samples.append(elapsed)
-        leftover = git(repo, "worktree", "list", "--porcelain").count("worktree ")
-        note = "" if leftover == 1 else f"MISMATCH: {leftover - 1} worktree(s) left behind"
-        rows.append(
-            Row(
-                f"wide.fork  {files:,} files (create+remove)",
-                median(ours_s),
-                median(git_s),
-                FORK_TARGET,
-                note,
-            )
-        )
-        if not options.keep:
-            shutil.rmtree(repo, ignore_errors=True)
-    return rows
+    return Row(
+        f"wide.fork  {files:,} files (create+remove)", median(ours_s), median(git_s), FORK_TARGET, note
+    )
 
 
 def run(options: Options) -> list[Row]:
