@@ -280,6 +280,11 @@ class Engine:
         ]
         if self.judge.scored:
             lines.append(f"Baseline score: {seg.baseline_score}; best so far: {seg.best.score}.")
+        winners = [row for row in run.rows if row.phase == wire.WIDE_PHASE and "winner" in row.note]
+        if winners:
+            # the wide round's ranked winners seed the deep loop: the approaches that scored best
+            lines.append("The wide round's best-ranked candidates (build on what worked):")
+            lines += [f"- score {row.score}: {row.note}" for row in winners]
         for row in run.rows[-5:]:
             lines.append(f"- iteration {row.iter}: {row.decision}, score {row.score} ({row.note})")
         return "\n".join(lines)
