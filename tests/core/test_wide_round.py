@@ -15,7 +15,7 @@ from tests.core.test_resume_fold import ev, head, iteration, row
 
 
 def wide_row(slot: int, verdict: str, score: float, best: float, note: str, **extra: object) -> dict:
-    event = row(slot, verdict, score, best, **extra)
+    event = row(0, verdict, score, best, **extra)  # every wide row sits at iter 0
     event["row"]["phase"] = "wide"
     event["row"]["note"] = note
     return event

@@ -374,7 +374,7 @@ class WideOperations:
             prefix = f"wide candidate {slot}" + (f", winner {rank} of {len(winners)}" if rank else "")
             engine.row(
                 run,
-                iteration=slot,
+                iteration=0,  # the round's rows sit before iteration 1, as the wire expects
                 verdict="discard",
                 reading=reading,
                 note=f"{prefix} ({_short(found.approach)}): {reading.note or found.note}",
@@ -426,7 +426,7 @@ class WideOperations:
         kept = verdict is not Verdict.DISCARD
         engine.row(
             run,
-            iteration=slot,
+            iteration=0,  # the round's rows sit before iteration 1, as the wire expects
             verdict="keep" if kept else "discard",
             reading=reading,
             sha=sha,
