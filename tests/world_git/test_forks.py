@@ -86,3 +86,22 @@ def test_a_sweep_removes_half_made_and_orphaned_forks(world: GitWorld, tmp_path:
     assert not any(root.iterdir())
     assert git(world.memory.workspace, "worktree", "list").count("\n") == 1
     world.remove_fork(root / "never-made")  # nothing to remove is not an error
+
+
+def test_a_fork_whose_git_file_is_redirected_still_captures_its_own_change(
+    world: GitWorld, tmp_path: Path
+) -> None:
+    token = world.snapshot("kept")
+    main_index = world.memory.workspace / ".git" / "index"
+    before = main_index.read_bytes()
+    fork = tmp_path / "fork"
+    world.fork(fork, token)
+    (fork / "keep.txt").write_text("the candidate's edit\n")
+    # a hostile candidate points its worktree at the main repository's git directory
+    (fork / ".git").write_text(f"gitdir: {world.memory.workspace / '.git'}\n")
+    patch = tmp_path / "p.patch"
+    assert world.capture(fork, token, patch)
+    assert "the candidate's edit" in patch.read_text()
+    assert main_index.read_bytes() == before  # the capture staged nothing in the main repository
+    world.remove_fork(fork)
+    assert git(world.memory.workspace, "worktree", "list").count("\n") == 1

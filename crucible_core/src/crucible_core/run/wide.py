@@ -43,7 +43,7 @@ from crucible_core.manifest.paths import write_atomic
 from crucible_core.plan.executor import ExecutorConfig, PlanExecutor
 from crucible_core.plan.iteration import core_kinds
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext
-from crucible_core.plan.wide import admitted_wide_plan, slot_of
+from crucible_core.plan.wide import admitted, proposals_plan, ranking_plan, slot_of
 from crucible_core.protocols import ForkingWorld, Turn, TurnResult, World
 from crucible_core.run import distress
 from crucible_core.run.agent_output import TurnOutputCap
@@ -290,14 +290,18 @@ class WideOperations:
         turn = propose_candidate(engine, self.run, slot, self.settings.width, approach, fork, self._lock)
         with self._lock:
             self.run.spent += turn.cost_usd
-        changed = False
+        changed, ok, note = False, turn.ok, turn.note
         if turn.ok:
             patch = self.files.patch(slot)
             scratch = patch.with_name(f".{patch.name}.partial")
-            changed = self.world.capture(fork, self.run.segment.best_token, scratch)
-            _make_durable(scratch, patch)
-        note = turn.note if not turn.ok else ("" if changed else "no change")
-        record = Candidate(slot, approach, turn.ok, changed, note, turn.cost_usd)
+            try:
+                changed = self.world.capture(fork, self.run.segment.best_token, scratch)
+            except RunFailed as exc:  # a candidate that wrecked its own worktree: its failure, not the run's
+                ok, note = False, f"its change could not be captured: {exc.message}"
+            else:
+                _make_durable(scratch, patch)
+                note = "" if changed else "no change"
+        record = Candidate(slot, approach, ok, changed, note, turn.cost_usd)
         # the record last: with it on disk the candidate is finished and never proposed again
         write_atomic(self.files.record(slot), record.to_json(), mode=0o600)
         engine.note(
@@ -586,13 +590,19 @@ def run_wide_round(
         copies=WorldForks(world, files.forks, run.segment.best_token),
         env={},
         iteration=run.iteration,
-        inline=False,
+        inline=False,  # one worker thread per candidate: the turns run at the same time
         record=False,
     )
-    try:
-        PlanExecutor(admitted_wide_plan(pending), core_kinds(), engine.log, config).run()
-    finally:
-        sweep_forks(world, files.forks)  # an interrupted executor still leaves no worktree
+    if pending:
+        try:
+            PlanExecutor(admitted(proposals_plan(pending)), core_kinds(), engine.log, config).run()
+        finally:
+            sweep_forks(world, files.forks)  # an interrupted executor still leaves no worktree
+        if operations.error is not None:
+            raise operations.error
+    # measures and the keep on the loop's own thread, one at a time, as in the deep loop
+    ranking = attrs.evolve(config, jobs=1, inline=True, copies=None)
+    PlanExecutor(admitted(ranking_plan()), core_kinds(), engine.log, ranking).run()
     if operations.error is not None:
         raise operations.error
     if operations.ranked is None:

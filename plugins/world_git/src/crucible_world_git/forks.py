@@ -46,21 +46,41 @@ def _why(what: str, done: process.Completed) -> str:
     return f"{what} {done.describe_failure()}" + (f": {detail}" if detail else "")
 
 
-def add_fork(workspace: Path, path: Path, commit: str) -> None:
+def add_fork(workspace: Path, path: Path, commit: str) -> Path:
+    """Make the worktree; the git directory git made for it (read before any agent runs there)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     done = _git(workspace, "worktree", "add", "--detach", "--quiet", str(path), commit)
     if not done.ok:
         remove_fork(workspace, path)  # nothing half-made stays behind
         raise RunFailed(_why("git worktree add", done), hint="check the workspace repository and the disk")
+    try:
+        pointer = (path / ".git").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        remove_fork(workspace, path)
+        raise RunFailed(f"git worktree add left no readable .git file in {path}: {exc}") from exc
+    gitdir = Path(pointer.removeprefix("gitdir:").strip())
+    return gitdir if gitdir.is_absolute() else (path / gitdir).resolve()
 
 
-def capture(path: Path, commit: str, into: Path) -> bool:
-    """The fork's files against `commit`, as a binary patch in `into`; False when they are the same."""
-    added = _git(path, "add", "--all")
+def capture(path: Path, commit: str, into: Path, gitdir: Path | None = None) -> bool:
+    """The fork's files against `commit`, as a binary patch in `into`; False when they are the same.
+
+    With `gitdir` (what `add_fork` returned) git is told where the fork's repository is, so a
+    candidate that rewrote its worktree's `.git` file cannot point the capture at another index.
+    """
+    if gitdir is not None:
+        path_args = [f"--git-dir={gitdir}", f"--work-tree={path}"]
+        return _capture(path, commit, into, path_args)
+    return _capture(path, commit, into, [])
+
+
+def _capture(path: Path, commit: str, into: Path, where: list[str]) -> bool:
+    added = _git(path, *where, "add", "--all")
     if not added.ok:
         raise RunFailed(_why("git add in the candidate's worktree", added), hint="check the candidate")
     done = _git(
         path,
+        *where,
         "diff",
         "--cached",
         "--binary",

@@ -20,6 +20,8 @@ class GitWorld:
     """A workspace whose reversibility is its git repository; the token is a commit id."""
 
     memory: GitMemory
+    # each live fork's git directory, as git made it (the fork's own .git file is the agent's)
+    fork_gitdirs: dict[Path, Path] = attrs.field(factory=dict)
 
     @classmethod
     def from_context(cls, ctx: WorldContext) -> GitWorld:
@@ -106,13 +108,14 @@ class GitWorld:
         return forks.git_problem()
 
     def fork(self, path: Path, token: str) -> None:
-        forks.add_fork(self.memory.workspace, path, token)
+        self.fork_gitdirs[path] = forks.add_fork(self.memory.workspace, path, token)
 
     def capture(self, path: Path, token: str, into: Path) -> bool:
-        return forks.capture(path, token, into)
+        return forks.capture(path, token, into, self.fork_gitdirs.get(path))
 
     def adopt(self, change: Path) -> ApplyOutcome:
         return forks.adopt(self.memory.workspace, change)
 
     def remove_fork(self, path: Path) -> None:
         forks.remove_fork(self.memory.workspace, path)
+        self.fork_gitdirs.pop(path, None)
