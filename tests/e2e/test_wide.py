@@ -308,3 +308,15 @@ def test_an_operator_stop_during_the_round_leaves_no_worktree(tmp_path: Path) ->
     assert assert_one_trailing_shutdown(manifest)["outcome"] == "stopped"
     assert [r["iter"] for r in rows(manifest) if "phase" not in r] == [0]  # no deep iteration ran
     assert_no_fork_left(manifest)
+
+
+def test_plan_show_prints_the_wide_round_graph_the_run_executes(tmp_path: Path) -> None:
+    manifest = make_domain(tmp_path, extra=search(width=3, approaches=["a", "b", "c"]))
+    done = run_crucible("plan", "show", "--manifest", manifest, "--wide-round")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["order"] == ["propose-1", "propose-2", "propose-3", "measure", "decide"]
+    tables = {t["name"]: t for t in shown["task_tables"]}
+    assert tables["propose-2"]["isolation"] == "worktree"
+    assert tables["measure"].get("isolation", "shared") == "shared"
+    assert tables["measure"]["depends_on"] == ["propose-1", "propose-2", "propose-3"]

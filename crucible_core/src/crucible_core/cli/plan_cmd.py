@@ -190,9 +190,14 @@ def run(
     default=None,
     help="Show the iteration graph a run of this manifest executes.",
 )
+@click.option(
+    "--wide-round",
+    is_flag=True,
+    help="With --manifest: show the wide-round graph compiled from its [search] instead.",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True)
 @click.option("--cap", "caps", multiple=True, help="A capability to assume when judging truncation.")
-def show(file: Path | None, manifest: Path | None, fmt: str, caps: tuple[str, ...]) -> None:
+def show(file: Path | None, manifest: Path | None, wide_round: bool, fmt: str, caps: tuple[str, ...]) -> None:
     """Validate a plan without running it and print the admitted graph."""
     from crucible_core.plan import render
     from crucible_core.plan.load import load_plan
@@ -200,6 +205,8 @@ def show(file: Path | None, manifest: Path | None, fmt: str, caps: tuple[str, ..
 
     if (file is None) == (manifest is None):
         raise UsageError("give a plan FILE or --manifest, not both and not neither")
+    if wide_round and manifest is None:
+        raise UsageError("--wide-round shows a manifest's wide round: give --manifest")
     kinds = _kinds()
     if manifest is not None:
         from crucible_core.cli.workflow_cmd import validate_document
@@ -208,7 +215,14 @@ def show(file: Path | None, manifest: Path | None, fmt: str, caps: tuple[str, ..
 
         loaded = load_manifest(manifest)  # a broken manifest is reported as such, not as a graph
         document = effective_workflow(loaded)
-        if document is not None:
+        search = loaded.manifest.search
+        if wide_round:
+            from crucible_core.plan.wide import admitted_wide_plan
+
+            if search is None or search.wide == 0:
+                raise UsageError(f"{manifest} asks for no wide round ([search].wide is 0 or absent)")
+            plan = admitted_wide_plan(range(1, search.wide + 1))
+        elif document is not None:
             plan = validate_document(document, source=str(manifest))
         else:
             plan = validate(
