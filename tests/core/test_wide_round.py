@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from crucible_core.contract.fold import fold_objects
@@ -68,3 +70,12 @@ def test_cli_overrides_and_their_refusals() -> None:
         wide_settings(manifest(search), 4, None)
     with pytest.raises(ManifestError, match=r"--wide-keep must be between 1 and \[search\].wide \(2\)"):
         wide_settings(manifest(search), None, 3)
+
+
+def test_a_world_that_cannot_fork_refuses_the_round_by_name(tmp_path: Path) -> None:
+    from crucible_core.run.composite_world import CompositeWorld
+    from crucible_core.run.wide import refuse_unforkable
+
+    with pytest.raises(ManifestError, match="the 'composite' world cannot") as err:
+        refuse_unforkable(CompositeWorld(tmp_path, ()), "composite")
+    assert "--wide" in (err.value.hint or "")
