@@ -320,3 +320,15 @@ def test_plan_show_prints_the_wide_round_graph_the_run_executes(tmp_path: Path) 
     assert tables["propose-2"]["isolation"] == "worktree"
     assert tables["measure"].get("isolation", "shared") == "shared"
     assert tables["measure"]["depends_on"] == ["propose-1", "propose-2", "propose-3"]
+
+
+def test_check_reports_the_wide_round_and_refuses_a_world_that_cannot_fork(tmp_path: Path) -> None:
+    manifest = make_domain(tmp_path, extra=search())
+    done = run_crucible("check", "--manifest", manifest)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "wide round: 4 candidates (top-k, 1 seed the deep loop); the git world forks" in done.stdout
+    (tmp_path / "cmd").mkdir()
+    command_world = make_domain(tmp_path / "cmd", extra=search() + '\n[world]\napply_cmd = "true"\n')
+    done = run_crucible("check", "--manifest", command_world)
+    assert done.returncode != 0
+    assert "the 'command' world cannot" in done.stdout + done.stderr

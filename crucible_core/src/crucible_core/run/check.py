@@ -24,6 +24,7 @@ from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import agent_environment, engine_environment
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.preflight import Preflight
+from crucible_core.run.wide import refuse_unforkable, wide_settings
 from crucible_core.run.workspace_setup import prepare_workspace, source_notice, workspace_in_use
 from crucible_core.shell import Shell
 
@@ -237,6 +238,14 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings, ha
                 findings.add(notice.level, notice.text)
             prepare_workspace(loaded, paths, drivers.world, shell)
         _report_agent(drivers, loaded, paths.workspace, findings)
+        wide = wide_settings(m, None, None)
+        if wide is not None:
+            refuse_unforkable(drivers.world, drivers.choice.world)  # a refusal is a failed finding
+            findings.add(
+                "ok",
+                f"wide round: {wide.width} candidates ({wide.policy}, {wide.keep} seed the deep loop); "
+                f"the {drivers.choice.world} world forks worktrees",
+            )
         if m.preflight is not None:
             check_preflight(Preflight(m.preflight, shell), findings)
 
