@@ -156,7 +156,8 @@ class WorldForks:
     def make_copy(self, label: str) -> _Fork:
         path = self.root / label
         try:
-            self.world.remove_fork(path)  # a fork a killed process left at this name
+            if os.path.lexists(path):  # a fork a killed process left at this name
+                self.world.remove_fork(path)
             self.world.fork(path, self.token)
         except RunFailed as exc:  # the executor settles an OSError as a transport failure
             raise OSError(exc.message) from exc
