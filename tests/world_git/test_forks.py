@@ -105,3 +105,26 @@ def test_a_fork_whose_git_file_is_redirected_still_captures_its_own_change(
     assert main_index.read_bytes() == before  # the capture staged nothing in the main repository
     world.remove_fork(fork)
     assert git(world.memory.workspace, "worktree", "list").count("\n") == 1
+
+
+def test_forks_made_and_removed_from_several_threads_at_once_all_succeed(
+    world: GitWorld, tmp_path: Path
+) -> None:
+    # git's own `worktree add` run concurrently on one repository fails now and then; the
+    # world must not (a wide round forks every candidate at the same time)
+    from concurrent.futures import ThreadPoolExecutor
+
+    token = world.snapshot("kept")
+    root = tmp_path / "forks"
+
+    def cycle(n: int) -> bool:
+        path = root / f"propose-{n}"
+        world.fork(path, token)
+        ok = (path / "keep.txt").read_text() == "same\n"
+        world.remove_fork(path)
+        return ok
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert all(pool.map(cycle, range(24)))
+    assert git(world.memory.workspace, "worktree", "list").count("\n") == 1
+    assert not any(root.iterdir())

@@ -316,8 +316,10 @@ class WideOperations:
         engine, run = self.engine, self.run
         for slot in range(1, self.settings.width + 1):
             found = self.files.finished(slot)
-            if found is None:
-                raise RunFailed(f"wide candidate {slot} has no record after its proposal")
+            if found is None:  # the executor could not even start it (its worktree was not made)
+                approach = self.settings.approaches[slot - 1]
+                found = Candidate(slot, approach, False, False, "its proposal never ran: no worktree")
+                engine.note(f"wide candidate {slot} never ran: its worktree could not be made", "warn")
             self.candidates[slot] = found
         measurable = [str(s) for s, c in self.candidates.items() if c.ok and c.changed]
         judge = engine.loaded.manifest.judge

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from crucible_core import process
@@ -20,6 +21,10 @@ from crucible_core.errors import RunFailed
 from crucible_core.protocols import ApplyOutcome
 
 GIT_TIMEOUT = 600.0
+# git's worktree bookkeeping is not safe to run concurrently on one repository (two `worktree
+# add` read each other's half-written records; a `prune` can drop a record being written):
+# forks are made from several threads at once, so that part runs one at a time.
+_BOOKKEEPING = threading.Lock()
 _SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false")
 _TAIL = 400
 
@@ -47,9 +52,14 @@ def _why(what: str, done: process.Completed) -> str:
 
 
 def add_fork(workspace: Path, path: Path, commit: str) -> Path:
-    """Make the worktree; the git directory git made for it (read before any agent runs there)."""
+    """Make the worktree; the git directory git made for it (read before any agent runs there).
+
+    Only git's bookkeeping (`worktree add --no-checkout`) holds the lock; filling the files,
+    the slow part, runs in the fork alone, so several forks fill at the same time.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    done = _git(workspace, "worktree", "add", "--detach", "--quiet", str(path), commit)
+    with _BOOKKEEPING:
+        done = _git(workspace, "worktree", "add", "--detach", "--no-checkout", "--quiet", str(path), commit)
     if not done.ok:
         remove_fork(workspace, path)  # nothing half-made stays behind
         raise RunFailed(_why("git worktree add", done), hint="check the workspace repository and the disk")
@@ -59,7 +69,12 @@ def add_fork(workspace: Path, path: Path, commit: str) -> Path:
         remove_fork(workspace, path)
         raise RunFailed(f"git worktree add left no readable .git file in {path}: {exc}") from exc
     gitdir = Path(pointer.removeprefix("gitdir:").strip())
-    return gitdir if gitdir.is_absolute() else (path / gitdir).resolve()
+    gitdir = gitdir if gitdir.is_absolute() else (path / gitdir).resolve()
+    filled = _git(path, f"--git-dir={gitdir}", f"--work-tree={path}", "reset", "--hard", "--quiet", commit)
+    if not filled.ok:
+        remove_fork(workspace, path)
+        raise RunFailed(_why("checking out the fork", filled), hint="check the disk")
+    return gitdir
 
 
 def capture(path: Path, commit: str, into: Path, gitdir: Path | None = None) -> bool:
@@ -106,12 +121,14 @@ def adopt(workspace: Path, change: Path) -> ApplyOutcome:
 
 
 def remove_fork(workspace: Path, path: Path) -> None:
-    """Remove the worktree and git's record of it; safe on a fork that was never finished."""
-    if path.exists() or path.is_symlink():
-        _git(workspace, "worktree", "remove", "--force", "--force", str(path))
+    """Remove the worktree and git's record of it; safe on a fork that was never finished.
+
+    The files go first, outside the lock (links inside are removed, never followed); then
+    `git worktree prune` drops the record of every worktree whose directory is gone.
+    """
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.exists():
         shutil.rmtree(path, ignore_errors=True)
-    # drop the administrative entry of a worktree whose directory is already gone
-    _git(workspace, "worktree", "prune")
+    with _BOOKKEEPING:
+        _git(workspace, "worktree", "prune")
