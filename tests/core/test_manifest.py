@@ -317,16 +317,7 @@ def test_a_misspelled_key_gets_a_did_you_mean(tmp_path: Path) -> None:
 
 def test_every_unsupported_section_is_named_at_once(tmp_path: Path) -> None:
     text = BASE.replace('goal = "g"', 'goal = "g"\nallow_unverified_image = true') + (
-        '
-[scope]
-x = 1
-
-[[service]]
-name = "a"
-
-[measure]
-y = 2
-'
+        '\n[scope]\nx = 1\n\n[[service]]\nname = "a"\n\n[measure]\ny = 2\n'
     )
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, text))
