@@ -50,7 +50,6 @@ from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.publish import KeptPublisher, build_publisher
 from crucible_core.run.state_lock import StateLock
-from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
 from crucible_core.run.wide import (
     RoundFiles,
     forget_round,
@@ -60,6 +59,7 @@ from crucible_core.run.wide import (
     wide_round_due,
     wide_settings,
 )
+from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
 from crucible_core.session_log import SessionLog, read_events
 from crucible_core.shell import Shell
