@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from crucible_core.cli.options import manifest_option
 from crucible_core.errors import ExitCode
+
+if TYPE_CHECKING:
+    from crucible_core.manifest.loader import LoadedManifest
+    from crucible_core.plan.ir import ValidPlan
+    from crucible_core.services.resolve import Resolution
 
 MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
 
@@ -66,13 +72,62 @@ def _check_workflow(manifest: Path) -> bool:
     loaded = load_manifest(manifest)
     document = effective_workflow(loaded)
     if document is None:
+        _check_services(loaded, None)
         return False
     plan = validate_document(document, source=str(manifest))
     click.echo(f"ok   workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")
+    failed = _check_services(loaded, plan)
     if document["type"] == "playbook":
+        if failed:
+            click.echo("check failed")
+            sys.exit(int(ExitCode.CHECK_FAILED))
         click.echo("check passed")
         return True
+    if failed:
+        click.echo("check failed")
+        sys.exit(int(ExitCode.CHECK_FAILED))
     return False
+
+
+def _check_services(loaded: LoadedManifest, plan: ValidPlan | None) -> bool:
+    """A manifest's [[service]] resolution; True when a required task or the agent turns lose one."""
+    import os
+
+    if not loaded.services:
+        return False
+    from crucible_core.services import run_services
+
+    resolution = run_services.resolve_declared(loaded.services, os.environ)
+    needed_by: dict[str, list[str]] = {}
+    required: dict[str, bool] = {}
+    for task in plan.tasks if plan is not None else ():
+        needed_by.setdefault(task.needs, []).append(task.name)
+        required[task.name] = plan.plan.task(task.name).required if plan is not None else True
+    for name in loaded.manifest.agent.services:
+        needed_by.setdefault(f"service.{name}", []).append("agent turns")
+        required["agent turns"] = True  # a loop whose turns lose a service is refused outright
+    return _print_services(resolution, needed_by, required)
+
+
+def _print_services(
+    resolution: Resolution, needed_by: dict[str, list[str]], required: dict[str, bool]
+) -> bool:
+    from crucible_core.services.resolve import describe
+
+    failed = False
+    for line in describe(resolution, needed_by):
+        click.echo(f"{MARKS['info']} {line}")
+    for capability, why in resolution.unavailable().items():
+        for name in needed_by.get(capability, []):
+            must = required.get(name, True)
+            failed = failed or must
+            if name == "agent turns":
+                line = f"agent turns need {capability}: {why}; the run is refused"
+            else:
+                verdict = "truncates the plan" if must else "is skipped with its dependents"
+                line = f"task {name} needs {capability}: {why}; it {verdict}"
+            click.echo(f"{MARKS['fail' if must else 'warn']} {line}")
+    return failed
 
 
 def _check_plan(path: Path) -> None:
@@ -83,7 +138,6 @@ def _check_plan(path: Path) -> None:
     from crucible_core.plan.validate import validate
     from crucible_core.plugins import load_plugins
     from crucible_core.services import run_services
-    from crucible_core.services.resolve import describe
 
     kinds = load_plugins().registry("task kind")
     data = read_plan_file(path)
@@ -94,17 +148,9 @@ def _check_plan(path: Path) -> None:
     needed_by: dict[str, list[str]] = {}
     for task in plan.tasks:
         needed_by.setdefault(task.needs, []).append(task.name)
-    failed = False
-    for line in describe(resolution, needed_by):
-        click.echo(f"{MARKS['info']} {line}")
-    for capability, why in resolution.unavailable().items():
-        for name in needed_by.get(capability, []):
-            required = plan.plan.task(name).required
-            failed = failed or required
-            verdict = "truncates the plan" if required else "is skipped with its dependents"
-            click.echo(
-                f"{MARKS['fail' if required else 'warn']} task {name} needs {capability}: {why}; it {verdict}"
-            )
+    failed = _print_services(
+        resolution, needed_by, {t.name: plan.plan.task(t.name).required for t in plan.tasks}
+    )
     if failed:
         click.echo("check failed")
         sys.exit(int(ExitCode.CHECK_FAILED))

@@ -134,7 +134,6 @@ def run(
         prior = PriorRun.read(log_path)
     elif resume:
         prior = PriorRun.read(log_path)  # killed before anything was written: start from the top
-    leftover = run_services.left_running(log_path) if prior is not None else []
     config = ExecutorConfig(
         workspace=root,
         state_dir=state,
@@ -147,26 +146,18 @@ def run(
         config.max_seconds = parse_duration(max_time)
     if jobs is not None:
         config.jobs = jobs
-    # A service's secrets reach only that service's process, never a task's environment.
-    secret_names = {secret.name for service in declared for secret in service.secrets}
-    config.env = {key: value for key, value in os.environ.items() if key not in secret_names}
     # Read the catalog before the log opens: a broken catalog is refused with nothing recorded.
-    resolution = run_services.resolve_declared(declared, os.environ) if declared else None
+    planned = run_services.plan_services(declared, os.environ, log_path=log_path, resumed=prior is not None)
+    config.env = planned.task_env(os.environ)  # a service's secrets reach only that service
     log = SessionLog(log_path)
-    services = None
     runners: tuple[TaskRunner, ...] = ()
     try:
         runners = _task_runners(file, state, deploy_profile, config.env, log)
         config.task_runners = runners
-        if resolution is not None:
-            services = run_services.open_runtime(resolution, state_dir=state, emit=log.emit)
+        with planned.serving(state_dir=state, emit=log.emit) as services, terminate_interrupts(runners):
             config.services = services
-        with terminate_interrupts(runners):
             report = PlanExecutor(plan, kinds, log, config, prior).run()
     finally:
-        if services is not None:
-            services.reclaim(leftover)  # what a killed predecessor left, if this process never restarted it
-            services.close()
         for runner in runners:
             runner.close()
         log.close()

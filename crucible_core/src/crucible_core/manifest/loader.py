@@ -26,6 +26,7 @@ from crucible_core.manifest.models import (
     InjectEntry,
     Manifest,
 )
+from crucible_core.services.declaration import ServiceDeclaration, parse_declarations
 
 if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
@@ -64,6 +65,7 @@ class LoadedManifest:
     tables: DriverTables = DriverTables()  # the keys plugins own, as parsed
     settings: ResolvedSettings = ResolvedSettings()  # those keys, validated by each driver's plugin
     components: tuple[LoadedComponent, ...] = ()  # a composite's domains, in manifest order
+    services: tuple[ServiceDeclaration, ...] = ()  # [[service]], checked before any workflow compiles
 
     @property
     def world_kind(self) -> str:
@@ -185,6 +187,7 @@ def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, Dr
     """The core manifest, and the driver keys its plugins validate (manifest/driver_settings.py)."""
     _refuse_unsupported(path, raw)
     core, tables = DriverTables.split(raw)
+    core.pop("service", None)  # [[service]] tables: parse_services reads them (services/declaration.py)
     try:
         manifest = converter.structure(core, Manifest)
     except Exception as exc:  # cattrs raises several error types; all are manifest errors here
@@ -499,7 +502,9 @@ def load_manifest(path: Path, *, plugins: Plugins | None = None) -> LoadedManife
     if path.stat().st_size > MAX_MANIFEST_BYTES:
         raise ManifestError(f"{path}: larger than {MAX_MANIFEST_BYTES} bytes; this is not a manifest")
     text = path.read_bytes()
-    manifest, tables = structure_with_tables(path, parse_text(path, text))
+    raw = parse_text(path, text)
+    manifest, tables = structure_with_tables(path, raw)
+    services = parse_services(path, raw, manifest)
     _check_references(path, manifest)
     injects = expand_injects(path, manifest)
     if plugins is None:
@@ -507,8 +512,38 @@ def load_manifest(path: Path, *, plugins: Plugins | None = None) -> LoadedManife
 
         plugins = load_plugins()
     components = _load_components(path, manifest, plugins)
-    loaded = LoadedManifest(path, manifest, text, injects, tables=tables, components=components)
+    loaded = LoadedManifest(
+        path, manifest, text, injects, tables=tables, components=components, services=services
+    )
     return attrs.evolve(loaded, settings=loaded.resolve_settings(plugins))
+
+
+def parse_services(path: Path, raw: dict[str, Any], m: Manifest) -> tuple[ServiceDeclaration, ...]:
+    """The manifest's [[service]] tables, and the [agent].services that name them.
+
+    An argument may not name a path inside the pack (the manifest directory) or the workspace;
+    every problem names the service and the field (exit 10), before any workflow compiles.
+    """
+    workspace = (path.parent / m.workspace.dir).resolve()
+    declared = parse_declarations(
+        raw.get("service"), forbidden_roots=[path.parent, workspace], source=str(path)
+    )
+    names = {service.name for service in declared}
+    wanted = m.agent.services
+    problems = [
+        f"[agent].services names {name!r}, which no [[service]] declares"
+        for name in wanted
+        if name not in names
+    ]
+    problems += [
+        f"[agent].services names {name!r} twice"
+        for name in sorted({n for n in wanted if wanted.count(n) > 1})
+    ]
+    if problems:
+        raise _fail(
+            path, "; ".join(problems), hint="declare each service in a [[service]] table (docs/services.md)"
+        )
+    return declared
 
 
 def _workflow_rules(path: Path, m: Manifest) -> None:

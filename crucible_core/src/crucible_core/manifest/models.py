@@ -14,7 +14,6 @@ from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSe
 # Sections the specification defines but this version does not execute. They are refused by
 # name rather than accepted and ignored: a run must never silently drop part of its manifest.
 UNSUPPORTED_SECTIONS = (
-    "service",
     "measure",
     "scope",
 )
@@ -72,6 +71,8 @@ class AgentSection:
     session: str | None = None  # a logical conversation continued across turns
     turn_timeout: Seconds | None = None  # seconds; the supervisor kills a turn that outlives it
     broker: BrokerSection = BrokerSection()  # the broker tools turns are granted (docs/broker.md)
+    # Declared [[service]] names every agent turn needs (docs/services.md, "Services for agent turns").
+    services: tuple[str, ...] = ()
 
 
 @attrs.frozen

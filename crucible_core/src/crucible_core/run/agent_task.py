@@ -44,6 +44,7 @@ def agent_task_runner(
             model=fields.model,
             effort=fields.effort,
             session=context.task.session,
+            mcp_servers=context.mcp_servers,  # a needed MCP service, as "service.<name>"
         )
         try:
             done = backend().run_turn(turn)

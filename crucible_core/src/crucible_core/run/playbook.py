@@ -8,6 +8,7 @@ declared files of every folded task that passed.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Mapping
@@ -45,6 +46,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     from crucible_core.run.git_memory import GitMemory
     from crucible_core.run.identity import run_identity
     from crucible_core.run.injects import copy_injects, refresh_frozen
+    from crucible_core.services import run_services
     from crucible_core.session_log import SessionLog, read_events
     from crucible_core.workflow.pack import ARTIFACT_NAME, effective_workflow, plan_data, to_toml
 
@@ -125,6 +127,11 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     )
     if request.jobs is not None:
         config.jobs = request.jobs
+    # The catalog is read before the log opens: a broken one is refused with nothing recorded.
+    planned = run_services.plan_services(
+        loaded.services, os.environ, log_path=log_path, resumed=prior is not None
+    )
+    config.env = planned.task_env(os.environ)  # a service's secrets reach only that service
     log = SessionLog(log_path)
     try:
         if prior is None or prior.shutdown is None:
@@ -134,7 +141,11 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
             identity = run_identity(loaded, base, artifact)
             log.emit(wire.Identity(identity=identity, base_commit=base, resumed=True if prior else None))
         config.task_runners = _task_runners(plugins, loaded, state, config, log)
-        with terminate_interrupts(config.task_runners):
+        with (
+            planned.serving(state_dir=state, emit=log.emit) as services,
+            terminate_interrupts(config.task_runners),
+        ):
+            config.services = services
             report = PlanExecutor(plan, kinds, log, config, prior).run()
     finally:
         for runner in config.task_runners:

@@ -1,15 +1,21 @@
-"""Opening a run's services: declarations, catalog, resolution and the runtime, for `crucible plan run`.
+"""Opening a run's services: declarations, catalog, resolution and the runtime, for every kind of run.
 
-A run id is kept in the state dir so every resumption of the run hands services the same one.
+`crucible plan run`, a playbook and the loop share one order: resolve before the session log
+opens (a broken catalog is refused with nothing recorded), run the services while the run
+runs, and on every way out reclaim what a killed predecessor left and stop what this process
+started. A run id is kept in the state dir so every resumption hands services the same one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from crucible_core.contract import wire
 from crucible_core.services.catalog import load_catalog
@@ -65,11 +71,62 @@ def open_runtime(
     state_dir: Path,
     emit: Callable[[wire.Event], object],
     env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
 ) -> ServiceRuntime:
     return ServiceRuntime(
         resolution,
-        run_id=stable_run_id(state_dir),
+        run_id=run_id or stable_run_id(state_dir),
         state_dir=state_dir,
         emit=emit,
         env=dict(os.environ if env is None else env),
     )
+
+
+@attrs.frozen
+class PlannedServices:
+    """What a run settles about its services before its log opens."""
+
+    declared: tuple[ServiceDeclaration, ...]
+    resolution: Resolution | None  # None: the run declares no service
+    leftover: tuple[str, ...] = ()  # started by a killed predecessor and never recorded stopping
+
+    def task_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The environment tasks and agent turns may see: a service's secrets reach only the service."""
+        secrets = {secret.name for service in self.declared for secret in service.secrets}
+        return {key: value for key, value in env.items() if key not in secrets}
+
+    @contextlib.contextmanager
+    def serving(
+        self,
+        *,
+        state_dir: Path,
+        emit: Callable[[wire.Event], object],
+        run_id: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Iterator[ServiceRuntime | None]:
+        """The runtime while the run runs (None when nothing is declared); stopped on every way out."""
+        if self.resolution is None:
+            yield None
+            return
+        runtime = open_runtime(self.resolution, state_dir=state_dir, emit=emit, env=env, run_id=run_id)
+        try:
+            yield runtime
+        finally:
+            try:
+                runtime.reclaim(list(self.leftover))  # what a killed predecessor left, if not restarted here
+            finally:
+                runtime.close()
+
+
+def plan_services(
+    declared: tuple[ServiceDeclaration, ...],
+    env: Mapping[str, str],
+    *,
+    log_path: Path,
+    resumed: bool,
+) -> PlannedServices:
+    """Resolve the declared services (reads the catalog; a broken one is refused here) and find leftovers."""
+    if not declared:
+        return PlannedServices(declared, None)
+    leftover = tuple(left_running(log_path)) if resumed else ()
+    return PlannedServices(declared, resolve_declared(declared, env), leftover)
