@@ -170,6 +170,56 @@ def test_a_service_forward_refuses_requests_without_its_bearer(
         service.server_close()
 
 
+def test_services_the_engine_hands_a_turn_reach_the_sandbox_through_the_gateway(
+    gateway: FakeGateway, workspace: Path, private_dir: Path
+) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import attrs
+
+    from crucible_core.services.runtime import ServiceForward
+
+    class Service(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def do_GET(self) -> None:
+            body = b"the run's service"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    service = ThreadingHTTPServer(("127.0.0.1", 0), Service)
+    threading.Thread(target=service.serve_forever, daemon=True).start()
+    try:
+        bearer = "per-run-bearer-fedcba9876543210"
+        forward = ServiceForward(
+            service="tickets",
+            url="http://127.0.0.1:9/host-only",
+            bearer=bearer,
+            port=service.server_address[1],
+        )
+        # What the engine's before-turn hook leaves on the turn: the host-side forward, unusable in a sandbox.
+        turn = attrs.evolve(
+            make_turn(workspace, {"CRUCIBLE_SERVICE_TICKETS_URL": forward.url}),
+            services=(forward,),
+            mcp_servers={"service.tickets": forward.mcp_config()},
+        )
+        backend = make_backend(settings(gateway), ScriptedHarness(), workspace, private_dir)
+        assert backend.services_for(turn) == (ServiceNeed("tickets", service.server_address[1], bearer, ""),)
+        assert backend.run_turn(turn).ok
+        results = json.loads((workspace / "service-results.json").read_text())
+        assert results["service.tickets without"][0] == 401
+        assert results["service.tickets with"] == [200, "the run's service"]  # through the gateway's exposure
+        (expose,) = gateway.requests("ExposeService")
+        assert expose.name == "svc-tickets"
+    finally:
+        service.shutdown()
+        service.server_close()
+
+
 def test_a_sessions_store_follows_it_into_the_next_fresh_sandbox(
     gateway: FakeGateway, workspace: Path, private_dir: Path
 ) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from crucible_core import process
+from crucible_core.manifest.semver import admits
+from crucible_core.manifest.service_declaration import ServiceDeclarationError, parse_declarations
 from crucible_core.services.catalog import CATALOG_ENV, CatalogError, load_catalog
-from crucible_core.services.declaration import ServiceDeclarationError, parse_declarations
 from crucible_core.services.proxy import AuthenticatingForward
 from crucible_core.services.resolve import resolve
-from crucible_core.services.semver import admits
 from tests.services.support import write_catalog
 
 

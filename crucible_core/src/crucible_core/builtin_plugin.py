@@ -8,6 +8,7 @@ from crucible_core.hookspecs import hookimpl
 from crucible_core.plan.kinds import TaskKindSpec
 from crucible_core.protocols import ReporterFactory
 from crucible_core.registry import Register
+from crucible_core.run.lifecycle import TurnAdditions, TurnContext
 
 
 @hookimpl
@@ -40,3 +41,11 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
 
     for tool in BUILTIN_TOOLS:
         register(tool.name, tool)
+
+
+@hookimpl
+def crucible_before_turn(context: TurnContext) -> TurnAdditions | None:
+    """The services [agent].services names, for this turn (started at the first turn that needs them)."""
+    from crucible_core.run.service_turns import turn_additions
+
+    return turn_additions(context)

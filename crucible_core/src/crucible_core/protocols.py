@@ -13,6 +13,7 @@ from crucible_core.contract.reading import Reading
 
 if TYPE_CHECKING:
     from crucible_core.manifest.models import AgentSection, JudgeSection, Manifest, WorldSection
+    from crucible_core.services.runtime import ServiceForward
     from crucible_core.shell import Shell
 
 
@@ -262,6 +263,9 @@ class Turn:
     effort: str | None = None
     session: str | None = None
     mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)
+    # The run services this turn needs, as the engine's local forwards reach them; a backend that
+    # isolates the turn maps each onto a forward of its own (openshell: services_for).
+    services: tuple[ServiceForward, ...] = ()
 
 
 @attrs.frozen

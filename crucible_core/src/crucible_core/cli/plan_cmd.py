@@ -149,7 +149,7 @@ def run(
     # Read the catalog before the log opens: a broken catalog is refused with nothing recorded.
     planned = run_services.plan_services(declared, os.environ, log_path=log_path, resumed=prior is not None)
     config.env = planned.task_env(os.environ)  # a service's secrets reach only that service
-    log = SessionLog(log_path)
+    log = SessionLog(log_path, planned.redactor(os.environ))
     runners: tuple[TaskRunner, ...] = ()
     try:
         runners = _task_runners(file, state, deploy_profile, config.env, log)

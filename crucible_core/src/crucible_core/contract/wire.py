@@ -146,6 +146,15 @@ class ComponentIdentity:
 
 
 @attrs.frozen(kw_only=True)
+class ServiceIdentity:
+    """One resolved run service as the identity covers it: its name and the digest of its resolution
+    (tool, attested version, executable and its sha256, arguments, secret names, bounds; never a value)."""
+
+    name: str
+    digest: str
+
+
+@attrs.frozen(kw_only=True)
 class RigIdentity:
     def_ref: str = ""
     backend_name: str = ""
@@ -175,6 +184,9 @@ class RunIdentity:
     measure_cmd: str
     direction: str
     rig: RigIdentity = attrs.field(factory=RigIdentity)
+    # Ours: the run's resolved services. Digest inputs only when there are any, so a run that
+    # declares none keeps the contract's digest exactly.
+    services: list[ServiceIdentity] = ours(factory=list)
     digest: str
 
     @classmethod
@@ -188,13 +200,17 @@ class RunIdentity:
         direction: str,
         seed_hash: str = "",
         rig: RigIdentity | None = None,
+        services: list[ServiceIdentity] | None = None,
     ) -> RunIdentity:
         rig = rig or RigIdentity()
+        services = services or []
         parts: list[str] = []
         for c in components:
             parts += [c.name, c.repo, c.base_sha]
         parts += [manifest_hash, inject_hash, seed_hash, measure_cmd, direction]
         parts += [rig.def_ref, rig.backend_name, rig.backend_version]
+        for service in services:
+            parts += ["service", service.name, service.digest]
         digest = f"{IDENTITY_FORMAT}:{fnv1a_hex([p.encode('utf-8') for p in parts])}"
         return cls(
             components=components,
@@ -204,6 +220,7 @@ class RunIdentity:
             measure_cmd=measure_cmd,
             direction=direction,
             rig=rig,
+            services=services,
             digest=digest,
         )
 

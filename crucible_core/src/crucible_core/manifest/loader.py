@@ -26,7 +26,7 @@ from crucible_core.manifest.models import (
     InjectEntry,
     Manifest,
 )
-from crucible_core.services.declaration import ServiceDeclaration, parse_declarations
+from crucible_core.manifest.service_declaration import ServiceDeclaration, parse_declarations
 
 if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
@@ -187,7 +187,9 @@ def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, Dr
     """The core manifest, and the driver keys its plugins validate (manifest/driver_settings.py)."""
     _refuse_unsupported(path, raw)
     core, tables = DriverTables.split(raw)
-    core.pop("service", None)  # [[service]] tables: parse_services reads them (services/declaration.py)
+    core.pop(
+        "service", None
+    )  # [[service]] tables: parse_services reads them (manifest/service_declaration.py)
     try:
         manifest = converter.structure(core, Manifest)
     except Exception as exc:  # cattrs raises several error types; all are manifest errors here

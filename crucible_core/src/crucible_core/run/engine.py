@@ -18,7 +18,7 @@ from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import RunFailed
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths, write_atomic
-from crucible_core.protocols import AgentBackend, Judge, Turn, TurnResult, World
+from crucible_core.protocols import AgentBackend, FailureClass, Judge, Turn, TurnResult, World
 from crucible_core.redact import Redactor
 from crucible_core.run import distress
 from crucible_core.run import prompt as prompts
@@ -28,11 +28,12 @@ from crucible_core.run.context import LoopExit, Run, measure_context
 from crucible_core.run.drivers import Drivers
 from crucible_core.run.gates import Gates
 from crucible_core.run.injects import refresh_frozen
-from crucible_core.run.lifecycle import Lifecycle
+from crucible_core.run.lifecycle import Lifecycle, TurnUnavailable
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.publish import KeptPublisher
 from crucible_core.run.results_chart import RESULTS_CHART_NAME, render_results_chart
 from crucible_core.run.results_md import render_results
+from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ class Engine:
     publishing: KeptPublisher | None = None  # [publish]: each kept commit as a draft pull request
     # The pack's authored scored graph (workflow.star or [workflow]); None runs the built-in one.
     workflow: AuthoredGraph | None = None
+    # The run's resolved services (this process's catalog): the run identity covers each one.
+    service_resolution: Resolution | None = None
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))
@@ -330,13 +333,24 @@ class Engine:
             # "applied" means delivered: the prompt carrying it is handed to the agent now
             self.log.emit(wire.Steer(iter=iteration, text=steer, status="applied"))
             self.gates.steer_delivered(iteration)
+        unreachable: str | None = None
         if self.lifecycle is not None:
-            turn = self.lifecycle.before_turn(turn)
+            try:
+                turn = self.lifecycle.before_turn(turn)
+            except TurnUnavailable as exc:  # a run service the turn needs is not there now
+                unreachable = str(exc)
         result: TurnResult | None = None
         self.log.emit(wire.AgentStart(iter=iteration))
         try:
-            with self._interruptible():
-                result = self.backend.run_turn(turn)
+            if unreachable is not None:
+                result = TurnResult(False, FailureClass.SPAWN, note=unreachable)
+            else:
+                with self._interruptible():
+                    result = self.backend.run_turn(turn)
+                lost = self.lifecycle.services_lost(turn) if self.lifecycle is not None else []
+                if lost:
+                    note = f"service(s) {', '.join(lost)} exited while the turn ran"
+                    result = TurnResult(False, FailureClass.SPAWN, cost_usd=result.cost_usd, note=note)
         finally:
             with contextlib.suppress(OSError):  # the agent may have taken the directory with it
                 prompt_file.unlink(missing_ok=True)

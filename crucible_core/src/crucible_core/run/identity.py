@@ -2,7 +2,7 @@
 
 The record and its digest live in `wire.py`; this module gathers the inputs (the repository,
 the pristine base commit, the frozen manifest text hash, the inject hash, measure_cmd and
-direction) from a manifest and a workspace's base commit.
+direction) from a manifest and a workspace's base commit, and each resolved run service's digest.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import hashlib
 from crucible_core.contract import wire
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.run import composite_world
+from crucible_core.services.resolve import Resolution
 
 
 def _h(data: bytes | str) -> str:
@@ -44,9 +45,15 @@ def components(loaded: LoadedManifest, base_commit: str) -> list[wire.ComponentI
     ]
 
 
-def run_identity(loaded: LoadedManifest, base_commit: str, workflow: str | None = None) -> wire.RunIdentity:
+def run_identity(
+    loaded: LoadedManifest,
+    base_commit: str,
+    workflow: str | None = None,
+    services: Resolution | None = None,
+) -> wire.RunIdentity:
     """`workflow`: the compiled workflow TOML the run froze (its bound params included); None
-    compiles the manifest's own again with default params."""
+    compiles the manifest's own again with default params. `services`: the run's resolved
+    services (this process's catalog), covered one digest each."""
     m = loaded.manifest
     return wire.RunIdentity.build(
         components=components(loaded, base_commit),
@@ -54,6 +61,10 @@ def run_identity(loaded: LoadedManifest, base_commit: str, workflow: str | None 
         inject_hash=inject_hash(loaded),
         measure_cmd=(m.judge.measure_cmd or "") if m.judge else "",
         direction=m.judge.direction.value if m.judge else "",
+        services=[
+            wire.ServiceIdentity(name=name, digest=digest)
+            for name, digest in (services.service_digests() if services is not None else [])
+        ],
     )
 
 

@@ -8,6 +8,9 @@ Order for one process (a resume is a new process and starts again at run start):
     per iteration: crucible_before_turn -> agent turn -> crucible_after_turn -> measure -> keep/discard
     crucible_run_end (always, once, when run start was reached)
 
+A before-turn implementation may instead raise TurnUnavailable: that turn alone fails as a
+transport failure (a run service it needs is not ready), and the loop retries it.
+
 Run start and before turn may refuse: an exception there ends the run as an error naming the
 plugin (a plugin that provides something the run relies on, such as a tool server, must not
 be skipped silently). After turn and run end only observe: an exception there is noted and the
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.plugins import Plugins
     from crucible_core.protocols import Turn, TurnResult
+    from crucible_core.services.runtime import ServiceForward, ServiceRuntime
 
 # Environment variables the engine sets for every turn; a plugin's additions never replace them.
 _ENGINE_ENV_PREFIX = "CRUCIBLE_"
@@ -48,6 +52,8 @@ class RunContext:
     # The run's broker (tools, grants, the output mediation point); a transport plugin serves it
     # to turns. None when [agent.broker].enabled is false.
     broker: Broker | None = None
+    # The run's declared services (started lazily, stopped at run end); None when none are declared.
+    services: ServiceRuntime | None = None
 
 
 @attrs.frozen
@@ -62,6 +68,14 @@ class TurnAdditions:
 
     mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)  # name -> server config (Turn.mcp_servers)
     env: Mapping[str, str] = attrs.field(factory=dict)  # extra agent environment for this turn
+    # Run services the turn reaches (their forward's URL, bearer and handoff enter its env).
+    services: tuple[ServiceForward, ...] = ()
+
+
+class TurnUnavailable(Exception):
+    """Raised by a crucible_before_turn implementation that cannot give this turn what it needs now
+    (a service that is not ready or has exited): the turn fails as a transport failure, retried
+    under the loop's bound, instead of the run ending."""
 
 
 @attrs.frozen
@@ -108,9 +122,12 @@ class Lifecycle:
         context = TurnContext(self.context, turn.iteration)
         servers = dict(turn.mcp_servers)
         env = dict(turn.env)
+        services = list(turn.services)
         for owner, function in self.plugins.implementations("crucible_before_turn"):
             try:
                 added = function(context=context)
+            except TurnUnavailable:
+                raise
             except Exception as exc:
                 raise _refusal(owner, "crucible_before_turn", exc) from exc
             if added is None:
@@ -132,7 +149,19 @@ class Lifecycle:
                     continue
                 self._refuse_undisclosed(owner, key)
                 env[key] = value
-        return attrs.evolve(turn, mcp_servers=servers, env=env)
+            for forward in added.services:
+                if any(known.service == forward.service for known in services):
+                    continue
+                services.append(forward)
+                env.update(forward.env())  # the engine's own variables for a service it runs
+        return attrs.evolve(turn, mcp_servers=servers, env=env, services=tuple(services))
+
+    def services_lost(self, turn: Turn) -> list[str]:
+        """Services the turn reached that are no longer running once it ended (a transport failure)."""
+        runtime = self.context.services
+        if runtime is None:
+            return []
+        return [f.service for f in turn.services if not runtime.still_up(f"service.{f.service}")]
 
     def _refuse_undisclosed(self, owner: str, name: str) -> None:
         """A credential a plugin slips into the agent's environment is a grant like [agent].env:

@@ -132,7 +132,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         loaded.services, os.environ, log_path=log_path, resumed=prior is not None
     )
     config.env = planned.task_env(os.environ)  # a service's secrets reach only that service
-    log = SessionLog(log_path)
+    log = SessionLog(log_path, planned.redactor(os.environ))
     try:
         if prior is None or prior.shutdown is None:
             log.emit(_start_event(loaded, request, workspace))

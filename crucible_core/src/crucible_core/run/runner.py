@@ -61,6 +61,7 @@ from crucible_core.run.wide import (
 )
 from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
+from crucible_core.services import run_services
 from crucible_core.session_log import SessionLog, read_events
 from crucible_core.shell import Shell
 
@@ -198,8 +199,14 @@ def _execute_locked(
     workflow = admit_authored_graph(loaded, plugins.registry("task kind"), params)
     if workflow is not None:
         freeze_artifact(workflow, paths, resume=request.resume)
+    # The catalog is read and the services resolved before the log exists; agent turns cannot
+    # be truncated like a task, so a service they need and cannot have refuses the run here.
+    planned = run_services.plan_services(
+        loaded.services, os.environ, log_path=paths.session_log, resumed=folded is not None
+    )
+    planned.refuse_unavailable(loaded.manifest.agent.services)
     paths.ensure_state_dirs()
-    base_env = engine_environment()
+    base_env = planned.task_env(engine_environment())  # a service's secrets reach only the service
     shell = Shell(cwd=paths.workspace, env=base_env)
     drivers = build_drivers(
         plugins, loaded, paths, shell, harness=request.options.harness, model=request.options.model
@@ -221,6 +228,7 @@ def _execute_locked(
     redactor = Redactor()
     redactor.add_env(loaded.manifest.agent.env)
     redactor.add_engine_env(base_env)
+    redactor.add(planned.secret_values(os.environ))  # a service's secrets: never in the log either
     log = SessionLog(paths.session_log, redactor)
     fanout = ObserverFanout(note=lambda text: log.emit(wire.Note(msg=text, level="warn")))
     fanout.add(f"reporter {request.ui!r}", reporter.on_event)
@@ -251,6 +259,7 @@ def _execute_locked(
     recorded = folded.start.run_id if folded is not None and folded.start is not None else None
     run_id = str(recorded or uuid.uuid4().hex[:16])
     choice = drivers.choice
+    engine.service_resolution = planned.resolution
     engine.broker = broker = build_broker(
         plugins,
         declaration,
@@ -270,10 +279,18 @@ def _execute_locked(
             paths.workspace,
             base_env,
         )
+    services = planned.open(state_dir=paths.state_dir, emit=log.emit, run_id=run_id)
     engine.lifecycle = Lifecycle(
         plugins,
         RunContext(
-            loaded, paths.workspace, paths.state_dir, paths.private_dir, run_id, request.resume, broker
+            loaded,
+            paths.workspace,
+            paths.state_dir,
+            paths.private_dir,
+            run_id,
+            request.resume,
+            broker,
+            services,
         ),
         note=lambda text: engine.note(text, level="warn"),
         disclosure=declaration.capabilities,
@@ -361,9 +378,18 @@ def _execute_locked(
         if exit_ is LoopExit.STOPPED:
             gates.settle_aborts()
         engine.lifecycle.run_end(exit_.value, reason, run.iteration if run else 0)
+        _stop_services(engine, planned, services)
         _finish(engine, run, exit_, reason)
         _close_reporter(reporter, request.ui, fanout)
     return RunResult(exit_, reason, failed_code or exit_.exit_code)
+
+
+def _stop_services(engine: Engine, planned: run_services.PlannedServices, services: Any) -> None:
+    """Every path out of a run stops its services (signal, grace, kill) before the shutdown line."""
+    try:
+        planned.shut(services)
+    except Exception as exc:  # stopping must not cost the shutdown line; the guard still reaps children
+        engine.note(f"stopping the run's services failed: {type(exc).__name__}: {exc}", level="warn")
 
 
 def prove_environment(engine: Engine, run: Run) -> None:
@@ -410,12 +436,13 @@ def _fresh(engine: Engine, shell: Shell, started: float) -> Run:
         engine.note(notice.text, level=notice.level)
     base = prepare_workspace(engine.loaded, engine.paths, drivers.world, shell)
     refuse_unstartable_agent(drivers.backend, engine.agent_env, engine.paths.workspace)
-    engine.log.emit(
-        wire.Identity(
-            identity=run_identity(engine.loaded, base, engine.workflow.artifact if engine.workflow else None),
-            base_commit=base,
-        )
+    identity = run_identity(
+        engine.loaded,
+        base,
+        engine.workflow.artifact if engine.workflow else None,
+        services=engine.service_resolution,
     )
+    engine.log.emit(wire.Identity(identity=identity, base_commit=base))
     token = drivers.world.snapshot("crucible: baseline")
     segment = Segment(
         regime="", fingerprint=fingerprint(engine.goal, drivers.judge.gate, ""), best_token=token
@@ -445,7 +472,12 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
     engine.phase("starting", folded.iteration)
     original = folded.identity
     base = _base_commit(original)
-    identity = run_identity(engine.loaded, base, engine.workflow.artifact if engine.workflow else None)
+    identity = run_identity(
+        engine.loaded,
+        base,
+        engine.workflow.artifact if engine.workflow else None,
+        services=engine.service_resolution,
+    )
     engine.log.emit(wire.Identity(identity=identity, base_commit=base, resumed=True))
     if original is not None and original.identity.digest != identity.digest:
         changed = identity.differing(original.identity)
@@ -455,6 +487,8 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
             "may not be comparable",
             level="warn",
         )
+        if "services" in changed:
+            engine.note(_services_changed(original.identity, identity), level="warn")
     run = run_from_fold(folded, started)
     engine.world.recover()  # a SIGKILL mid-snapshot can leave a lock behind
     swept = sweep_forks(engine.world, RoundFiles(engine.paths.private_dir).forks)
@@ -477,6 +511,17 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
         return run, run_baseline(engine, run)
     engine.write_results(run)
     return run, None
+
+
+def _services_changed(before: wire.RunIdentity, now: wire.RunIdentity) -> str:
+    """Which services resolve differently now (another catalog entry, version or executable)."""
+    old = {s.name: s.digest for s in before.services}
+    new = {s.name: s.digest for s in now.services}
+    names = sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
+    return (
+        f"service(s) {', '.join(names)} resolve differently than when the run started: "
+        "this process runs the new resolution (recorded in the identity line above), never the old one"
+    )
 
 
 def _rearm_wait(engine: Engine, run: Run, folded: Folded) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from crucible_core.errors import ManifestError
-from crucible_core.services.semver import SemverError, parse_version
+from crucible_core.manifest.semver import SemverError, parse_version
 
 CATALOG_ENV = "CRUCIBLE_SERVICE_CATALOG"
 MAX_CATALOG_BYTES = 1 << 20

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from crucible_core.manifest.semver import admits
+from crucible_core.manifest.service_declaration import ServiceDeclaration
 from crucible_core.services.catalog import Catalog, CatalogEntry, digest_problem
-from crucible_core.services.declaration import ServiceDeclaration
-from crucible_core.services.semver import admits
 
 # Where the engine reads which secrets the operator granted this run: a comma-separated list of
 # environment variable names the operator exported for services.
@@ -82,8 +82,19 @@ class Resolution:
         return record
 
     def digest(self) -> str:
-        text = json.dumps(self.identity_record(), sort_keys=True, separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        return _digest(self.identity_record())
+
+    def service_digests(self) -> list[tuple[str, str]]:
+        """(name, digest) per declared service, in declaration order: what RunIdentity covers.
+
+        A catalog that attests another version, executable or digest changes the service's digest.
+        """
+        return [(str(record["name"]), _digest(record)) for record in self.identity_record()]
+
+
+def _digest(record: object) -> str:
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def granted_secrets(env: Mapping[str, str]) -> frozenset[str]:

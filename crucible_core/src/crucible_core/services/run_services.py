@@ -18,8 +18,14 @@ from typing import Any
 import attrs
 
 from crucible_core.contract import wire
+from crucible_core.errors import RunFailed
+from crucible_core.manifest.service_declaration import (
+    CAPABILITY_PREFIX,
+    ServiceDeclaration,
+    parse_declarations,
+)
+from crucible_core.redact import Redactor
 from crucible_core.services.catalog import load_catalog
-from crucible_core.services.declaration import ServiceDeclaration, parse_declarations
 from crucible_core.services.resolve import Resolution, granted_secrets, resolve
 from crucible_core.services.runtime import ServiceRuntime
 from crucible_core.session_log import read_events
@@ -90,10 +96,48 @@ class PlannedServices:
     resolution: Resolution | None  # None: the run declares no service
     leftover: tuple[str, ...] = ()  # started by a killed predecessor and never recorded stopping
 
+    def secret_names(self) -> frozenset[str]:
+        return frozenset(secret.name for service in self.declared for secret in service.secrets)
+
     def task_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """The environment tasks and agent turns may see: a service's secrets reach only the service."""
-        secrets = {secret.name for service in self.declared for secret in service.secrets}
+        secrets = self.secret_names()
         return {key: value for key, value in env.items() if key not in secrets}
+
+    def secret_values(self, env: Mapping[str, str]) -> list[str]:
+        """The values a redactor must mask: the declared secrets the operator exported."""
+        return [env[name] for name in sorted(self.secret_names()) if env.get(name)]
+
+    def redactor(self, env: Mapping[str, str]) -> Redactor | None:
+        """A session-log redactor masking the services' secrets (None when none are declared)."""
+        values = self.secret_values(env)
+        if not values:
+            return None
+        redactor = Redactor()
+        redactor.add(values)
+        return redactor
+
+    def open(
+        self,
+        *,
+        state_dir: Path,
+        emit: Callable[[wire.Event], object],
+        run_id: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ServiceRuntime | None:
+        """The runtime for this process (None when nothing is declared); nothing starts until needed."""
+        if self.resolution is None:
+            return None
+        return open_runtime(self.resolution, state_dir=state_dir, emit=emit, env=env, run_id=run_id)
+
+    def shut(self, runtime: ServiceRuntime | None) -> None:
+        """Reclaim what a killed predecessor left (when this process never restarted it), stop the rest."""
+        if runtime is None:
+            return
+        try:
+            runtime.reclaim(list(self.leftover))
+        finally:
+            runtime.close()
 
     @contextlib.contextmanager
     def serving(
@@ -105,17 +149,28 @@ class PlannedServices:
         env: Mapping[str, str] | None = None,
     ) -> Iterator[ServiceRuntime | None]:
         """The runtime while the run runs (None when nothing is declared); stopped on every way out."""
-        if self.resolution is None:
-            yield None
-            return
-        runtime = open_runtime(self.resolution, state_dir=state_dir, emit=emit, env=env, run_id=run_id)
+        runtime = self.open(state_dir=state_dir, emit=emit, run_id=run_id, env=env)
         try:
             yield runtime
         finally:
-            try:
-                runtime.reclaim(list(self.leftover))  # what a killed predecessor left, if not restarted here
-            finally:
-                runtime.close()
+            self.shut(runtime)
+
+    def refuse_unavailable(self, names: Iterable[str]) -> None:
+        """Agent turns cannot be truncated like a task: a service they need and cannot have refuses the run."""
+        if self.resolution is None:
+            return
+        problems = [
+            f"service {name}: {why}"
+            for name in names
+            for capability, why in self.resolution.unavailable().items()
+            if capability == CAPABILITY_PREFIX + name
+        ]
+        if problems:
+            raise RunFailed(
+                "[agent].services names a service this run cannot have: " + "; ".join(problems),
+                hint="attest its tool in the catalog (CRUCIBLE_SERVICE_CATALOG) and grant its secrets "
+                "(CRUCIBLE_SERVICE_SECRETS); `crucible check` shows the resolution",
+            )
 
 
 def plan_services(

@@ -115,8 +115,18 @@ class OpenShellBackend:
         return resolve_egress(self.settings.openshell, forwards)
 
     def services_for(self, turn: Turn) -> tuple[ServiceNeed, ...]:
-        """The run services this turn needs. Run services are not built yet: none today."""
-        return ()
+        """The run services this turn needs, from the engine's forwards: each one's own loopback
+        port, its per-run bearer and (for an MCP service) its path. The engine-side forward and
+        handoff paths are host addresses, so the sandbox gets a gateway exposure instead."""
+        return tuple(
+            ServiceNeed(
+                forward.service,
+                forward.port,
+                forward.bearer,
+                forward.mcp_path if forward.mcp_server is not None else "",
+            )
+            for forward in turn.services
+        )
 
     def run_turn(self, turn: Turn) -> TurnResult:
         return self.run_turn_with(turn, self.services_for(turn))

@@ -7,8 +7,8 @@ ExposeService publishes that forward, and the sandbox's egress gains the forward
 for that turn only. The bearer reaches the agent only in the MCP server entry of the turn
 that needs the service.
 
-Run services themselves are not built yet: `ServiceNeed` is the typed input the engine will
-hand this backend (today a test builds it).
+The engine hands each turn its run services as `Turn.services` (core's `ServiceForward`);
+`OpenShellBackend.services_for` turns each into the `ServiceNeed` this module serves.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from crucible_core.errors import ManifestError
-from crucible_core.services.semver import SemverError, parse_requirement
+from crucible_core.manifest.semver import SemverError, parse_requirement
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 CAPABILITY_PREFIX = "service."
