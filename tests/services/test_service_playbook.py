@@ -177,3 +177,29 @@ def test_check_prints_the_playbooks_service_resolution(tmp_path: Path) -> None:
     )
     assert refused.returncode == 13, refused.stdout + refused.stderr
     assert "task deploy needs service.cluster: tool 'oubliette-cluster' is not attested" in refused.stdout
+
+
+def test_the_disclosure_lists_each_service_as_a_relay(tmp_path: Path) -> None:
+    pack = write_pack(tmp_path, "http://127.0.0.1:9/mcp")
+    env = env_for(tmp_path, write_catalog(tmp_path))
+    done = run_crucible("plan", "exposure", "--manifest", pack / "crucible.toml", cwd=pack, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (relay,) = json.loads(done.stdout)["capabilities"]["relays"]
+    assert relay["service"] == "cluster" and relay["tool"] == "oubliette-cluster"
+    assert relay["secrets"] == [
+        {
+            "name": "OUBLIETTE_MCP_TOKEN",
+            "context": "service",
+            "system": "oubliette",
+            "scope": "create and delete clusters",
+        }
+    ]
+    assert relay["exposed_to"] == ["deploy", "look"]  # never "plain"
+    assert relay["forward"] == "the engine's authenticating loopback forward"
+    assert relay["handoff"] == {
+        "env": "KUBECONFIG",
+        "context": "agent",
+        "target": "the run's virtual cluster",
+        "scope": "cluster-admin inside it",
+    }
+    assert "scripted-oubliette-token" not in done.stdout

@@ -23,9 +23,11 @@ from crucible_core.broker.outputs import (
     param_problems,
 )
 from crucible_core.broker.reach import EgressReach, egress_of, unrestricted
-from crucible_core.errors import ManifestError, UncoveredGrant
+from crucible_core.errors import CrucibleError, ManifestError, UncoveredGrant
 from crucible_core.manifest.broker_sections import SecretCapability
 from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.manifest.service_declaration import ServiceSecret
+from crucible_core.services.catalog import Handoff
 
 EXPOSURE_VERSION = 1
 
@@ -49,6 +51,52 @@ class AgentEnvGrant:
 
 
 @attrs.frozen
+class ServiceRelay:
+    """One declared run service as the disclosure lists it (C-SERVICE-SECRETS): a relay that holds
+    its own secrets, reached only by the tasks that need it, perhaps handing them a credential."""
+
+    name: str
+    tool: str
+    secrets: tuple[ServiceSecret, ...]
+    exposed_to: tuple[str, ...]  # task names, and "agent turns" for [agent].services
+    forward: str  # how those tasks reach it: the engine's loopback forward, or a sandbox gateway's
+    handoff: Handoff | None = None  # a credential it hands needing tasks (enters agent context)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "service": self.name,
+            "tool": self.tool,
+            "secrets": [
+                {"name": s.name, "context": "service", "system": s.system, "scope": s.scope}
+                for s in self.secrets
+            ],
+            "exposed_to": list(self.exposed_to),
+            "forward": self.forward,
+            "handoff": None
+            if self.handoff is None
+            else {
+                "env": self.handoff.env,
+                "context": "agent",
+                "target": self.handoff.target,
+                "scope": self.handoff.scope,
+            },
+        }
+
+    def describe(self) -> str:
+        secrets = ", ".join(f"{s.name} ({s.system}: {s.scope})" for s in self.secrets) or "no secrets"
+        text = (
+            f"  service relay {self.name}: tool {self.tool} holds {secrets}; "
+            f"reached by {', '.join(self.exposed_to) or 'nothing'} through {self.forward}"
+        )
+        if self.handoff is not None:
+            text += (
+                f"; hands them {self.handoff.env} (enters the agent's context: "
+                f"{self.handoff.target}, {self.handoff.scope})"
+            )
+        return text
+
+
+@attrs.frozen
 class Disclosure:
     """What the run can reach beyond its mediated writes (C-CAPABILITY-DISCLOSURE)."""
 
@@ -59,6 +107,7 @@ class Disclosure:
     broker_tools: tuple[str, ...]  # tools granted to every turn (empty: no broker)
     # Where the agent's turns may connect, as the backend states it (broker/reach.py)
     egress: EgressReach = attrs.field(factory=lambda: unrestricted(""))
+    relays: tuple[ServiceRelay, ...] = ()  # the declared run services (service_relays)
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -77,7 +126,7 @@ class Disclosure:
             "commands_outside_sandbox": bool(self.host_commands),
             "host_commands": list(self.host_commands),
             "egress": self.egress.to_wire(),
-            "relays": [],
+            "relays": [relay.to_wire() for relay in self.relays],
             "broker_tools": list(self.broker_tools),
         }
 
@@ -161,6 +210,7 @@ class Declaration:
         lines += c.egress.describe()
         if c.host_commands:
             lines.append("  pack commands run outside any sandbox: " + ", ".join(c.host_commands))
+        lines += [relay.describe() for relay in c.relays]
         return lines
 
 
@@ -241,6 +291,54 @@ def host_commands(loaded: LoadedManifest) -> tuple[str, ...]:
     return tuple(found)
 
 
+def service_relays(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[ServiceRelay, ...]:
+    """Each declared [[service]] as a relay: its secrets, who reaches it, what it hands them.
+
+    Who needs it is read from the manifest's workflow (tasks whose `needs` names it) and from
+    [agent].services; the handoff's target and scope come from the operator's catalog, when it
+    attests the tool.
+    """
+    if not loaded.services:
+        return ()
+    from crucible_core.services.catalog import load_catalog
+    from crucible_core.workflow.pack import effective_workflow
+
+    catalog = load_catalog(environ)
+    try:
+        document = effective_workflow(loaded)
+        tasks, known = (document["task"] if document is not None else []), True
+    except CrucibleError:  # a workflow that needs --param values: name the tasks by their needs
+        tasks, known = [], False
+    needed_by: dict[str, list[str]] = {}
+    for task in tasks:
+        needed_by.setdefault(str(task.get("needs", "any")), []).append(str(task.get("name")))
+    forward = "the engine's authenticating loopback forward"
+    if loaded.manifest.agent.backend == "openshell":  # the sandboxing backend exposes it through its gateway
+        gateway = loaded.tables.agent.get("openshell", {}).get("gateway")
+        forward = f"the OpenShell gateway's exposure ({gateway or 'the active gateway'})"
+    relays = []
+    for service in loaded.services:
+        exposed = (
+            list(needed_by.get(service.capability, []))
+            if known
+            else [f"every task whose needs is {service.capability}"]
+        )
+        if service.name in loaded.manifest.agent.services:
+            exposed.append("agent turns")
+        entry = catalog.entry(service.tool)
+        relays.append(
+            ServiceRelay(
+                name=service.name,
+                tool=service.tool,
+                secrets=service.secrets,
+                exposed_to=tuple(exposed),
+                forward=forward,
+                handoff=entry.handoff if entry is not None else None,
+            )
+        )
+    return tuple(relays)
+
+
 def granted_tools(loaded: LoadedManifest, tools: Iterable[str]) -> tuple[str, ...]:
     installed = sorted(tools)
     section = loaded.manifest.agent.broker
@@ -269,6 +367,7 @@ def resolve(
     secrets = {s.name: s for s in m.capabilities.secret}
     # The selected backend states its agent's egress through its settings (broker/reach.py).
     egress = egress_of(m.agent.backend, loaded.settings.of("backend"))
+    environ = os.environ if environ is None else environ
     disclosure = Disclosure(
         secrets=tuple(m.capabilities.secret),
         agent_env=tuple(AgentEnvGrant(name, secrets.get(name)) for name in sorted(m.agent.env)),
@@ -276,8 +375,9 @@ def resolve(
         host_commands=host_commands(loaded),
         broker_tools=granted_tools(loaded, tools),
         egress=egress,
+        relays=service_relays(loaded, environ),
     )
-    outputs = resolve_outputs(loaded, kinds, os.environ if environ is None else environ)
+    outputs = resolve_outputs(loaded, kinds, environ)
     return Declaration(outputs, disclosure)
 
 
