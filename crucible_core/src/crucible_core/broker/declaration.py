@@ -23,7 +23,7 @@ from crucible_core.broker.outputs import (
     param_problems,
 )
 from crucible_core.broker.reach import EgressReach, egress_of, unrestricted
-from crucible_core.errors import CrucibleError, ManifestError, UncoveredGrant
+from crucible_core.errors import ManifestError, UncoveredGrant
 from crucible_core.manifest.broker_sections import SecretCapability
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.service_declaration import ServiceSecret
@@ -291,31 +291,36 @@ def host_commands(loaded: LoadedManifest) -> tuple[str, ...]:
     return tuple(found)
 
 
-def service_relays(loaded: LoadedManifest, environ: Mapping[str, str]) -> tuple[ServiceRelay, ...]:
+def service_relays(
+    loaded: LoadedManifest, environ: Mapping[str, str], egress: EgressReach | None = None
+) -> tuple[ServiceRelay, ...]:
     """Each declared [[service]] as a relay: its secrets, who reaches it, what it hands them.
 
-    Who needs it is read from the manifest's workflow (tasks whose `needs` names it) and from
-    [agent].services; the handoff's target and scope come from the operator's catalog, when it
+    Who needs it is read from the manifest's [[workflow.task]] tables (tasks whose `needs` names
+    it) and from [agent].services; the handoff's target and scope come from the operator's catalog, when it
     attests the tool.
     """
     if not loaded.services:
         return ()
     from crucible_core.services.catalog import load_catalog
-    from crucible_core.workflow.pack import effective_workflow
 
     catalog = load_catalog(environ)
-    try:
-        document = effective_workflow(loaded)
-        tasks, known = (document["task"] if document is not None else []), True
-    except CrucibleError:  # a workflow that needs --param values: name the tasks by their needs
-        tasks, known = [], False
+    # Tasks are named when the graph is written as [[workflow.task]] tables; a workflow.star
+    # graph is not compiled here (the broker sits below the compiler), so its tasks are named by
+    # their needs instead.
+    workflow = loaded.manifest.workflow
+    tables = workflow.task if workflow is not None else ()
+    known = bool(tables)
     needed_by: dict[str, list[str]] = {}
-    for task in tasks:
+    for task in tables:
         needed_by.setdefault(str(task.get("needs", "any")), []).append(str(task.get("name")))
     forward = "the engine's authenticating loopback forward"
-    if loaded.manifest.agent.backend == "openshell":  # the sandboxing backend exposes it through its gateway
-        gateway = loaded.tables.agent.get("openshell", {}).get("gateway")
-        forward = f"the OpenShell gateway's exposure ({gateway or 'the active gateway'})"
+    if (
+        egress is not None and egress.sandbox is not None
+    ):  # a sandboxing backend exposes it through its gateway
+        forward = (
+            f"a bearer-checking forward the {egress.by or 'sandbox'} backend exposes to {egress.sandbox}"
+        )
     relays = []
     for service in loaded.services:
         exposed = (
@@ -375,7 +380,7 @@ def resolve(
         host_commands=host_commands(loaded),
         broker_tools=granted_tools(loaded, tools),
         egress=egress,
-        relays=service_relays(loaded, environ),
+        relays=service_relays(loaded, environ, egress),
     )
     outputs = resolve_outputs(loaded, kinds, environ)
     return Declaration(outputs, disclosure)
