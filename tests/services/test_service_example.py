@@ -54,5 +54,23 @@ def test_the_service_cluster_example(tmp_path: Path) -> None:
         assert results["lint"]["output"] == {"saw_cluster": False}
         assert results["deploy"]["output"]["server"].startswith("https://vc-crucible-")
         assert json.loads((example / "oubliette" / "inventory.json").read_text()) == {}
+
+        # The same graph as a playbook manifest, in a fresh state and workspace.
+        manifest = example / "crucible.toml"
+        manifest.write_text(manifest.read_text().replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
+        shutil.rmtree(example / "state")
+        shutil.rmtree(example / "workspace")
+        played = run_crucible(
+            "run", "--manifest", manifest, "--max-cost", "0.1", "--max-time", "5m", cwd=example, env=env
+        )
+        assert played.returncode == 0, played.stdout + played.stderr
+        results = {
+            e["task"]: e
+            for e in read_events(example / "state" / "session.jsonl")
+            if e["kind"] == "task_result"
+        }
+        assert results["lint"]["output"] == {"saw_cluster": False}
+        assert results["deploy"]["output"]["server"].startswith("https://vc-crucible-")
+        assert json.loads((example / "oubliette" / "inventory.json").read_text()) == {}
     finally:
         stop(server)
