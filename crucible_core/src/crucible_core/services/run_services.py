@@ -28,6 +28,7 @@ from crucible_core.redact import Redactor
 from crucible_core.services.catalog import load_catalog
 from crucible_core.services.resolve import Resolution, granted_secrets, resolve
 from crucible_core.services.runtime import ServiceRuntime
+from crucible_core.services.termination import services_stop_on_sigterm
 from crucible_core.session_log import read_events
 
 RUN_ID_FILE = "run_id"
@@ -148,10 +149,12 @@ class PlannedServices:
         run_id: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Iterator[ServiceRuntime | None]:
-        """The runtime while the run runs (None when nothing is declared); stopped on every way out."""
+        """The runtime while the run runs (None when nothing is declared); stopped on every way out,
+        a SIGTERM included (services/termination.py)."""
         runtime = self.open(state_dir=state_dir, emit=emit, run_id=run_id, env=env)
         try:
-            yield runtime
+            with services_stop_on_sigterm(runtime):
+                yield runtime
         finally:
             self.shut(runtime)
 
