@@ -173,3 +173,52 @@ def test_a_resume_under_a_changed_catalog_is_detected_and_runs_the_new_resolutio
         len(starts) == 2 and starts[0]["resolution"] != starts[1]["resolution"]
     )  # a new instance, new resolution
     assert oubliette.inventory() == {}
+
+
+def test_a_suspended_run_stops_its_services_and_the_next_turn_starts_a_new_instance(
+    tmp_path: Path, oubliette: ScriptedOubliette
+) -> None:
+    import subprocess
+    import time
+
+    from tests.cli_support import CRUCIBLE
+
+    manifest = domain(tmp_path, oubliette.endpoint)
+    # Turn 1 pages a human (distress error): the run suspends at the next iteration head.
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        agent.read_text()
+        + "\nimport subprocess, sys\n"
+        + 'if os.environ["CRUCIBLE_ITERATION"] == "1":\n'
+        + '    subprocess.run([sys.executable, "-m", "crucible_core.cli.main", "distress", "--severity", "error",'
+        + ' "--reason", "need a human"], check=True)\n'
+    )
+    env = env_for(tmp_path, write_catalog(tmp_path), SEEN=str(tmp_path / "seen.jsonl"))
+    proc = subprocess.Popen(
+        [str(CRUCIBLE), "--manifest", str(manifest), "--iterations", "2", "--ui", "headless"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            path = manifest.parent / "state" / "session.jsonl"
+            if path.exists() and any(e["kind"] == "service_exit" for e in read_events(path)):
+                break
+            time.sleep(0.1)
+        suspended = [e for e in events(manifest) if e["kind"] == "service_exit"]
+        assert [(e["how"], e["note"]) for e in suspended] == [("stopped", "suspended: the run is distressed")]
+        assert oubliette.inventory() == {}  # nothing outlives the suspend
+        assert tool_processes(str(tmp_path)) == []
+        (manifest.parent / "state" / "distress" / "distress").unlink()  # the human's answer
+        assert proc.wait(timeout=90) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = events(manifest)
+    starts = [e for e in log if e["kind"] == "service_start"]
+    assert [(e["task"], e["attempt"]) for e in starts] == [("agent turn 1", 1), ("agent turn 2", 2)]
+    assert [e["how"] for e in log if e["kind"] == "service_exit"] == ["stopped", "stopped"]
+    assert oubliette.inventory() == {}

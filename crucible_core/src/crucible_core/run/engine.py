@@ -301,6 +301,12 @@ class Engine:
             capabilities=self.broker.prompt_text() if self.broker is not None else "",
         )
 
+    def suspend_services(self, why: str) -> None:
+        """The run parks: its services stop (signal, grace, kill) until a turn needs them again."""
+        runtime = self.lifecycle.context.services if self.lifecycle is not None else None
+        if runtime is not None:
+            runtime.suspend(f"suspended: {why}")
+
     def propose(self, run: Run, iteration: int) -> TurnResult:
         steer = self.gates.take_steer()
         text = self.render_prompt(run, iteration, steer)

@@ -150,7 +150,9 @@ class Gates:
         engine = self.engine
         on_approval = not self.paused
         distressed = distress.is_distress(run.pending)
-        engine.phase(park_phase(paused=self.paused, distressed=distressed), run.iteration)
+        phase = park_phase(paused=self.paused, distressed=distressed)
+        engine.phase(phase, run.iteration)
+        engine.suspend_services(f"the run is {phase}")  # a park may last hours: nothing runs meanwhile
         self.publish(run)
         started = self._parking_since = engine.now()
         deadline = park_deadline(started, self.max_park, self.wait_spent) if on_approval else None

@@ -103,6 +103,7 @@ class ServiceRuntime:
         self._emit_lock = threading.Lock()
         self._instances: dict[str, _Instance] = {}
         self._starts: dict[str, int] = {}
+        self._suspended: dict[str, int] = {}  # stops for a suspend: their next start is no restart
         self._bearers: dict[str, str] = {}
         self._closed = False
 
@@ -169,6 +170,14 @@ class ServiceRuntime:
             except ServiceUnavailable:
                 continue
 
+    def suspend(self, note: str) -> None:
+        """The run parks (a pause, an approval wait, a distress): stop every instance as at the end,
+        but let the next need start a new one; a stop for a suspend does not count as a restart."""
+        with self._lock:
+            for instance in list(self._instances.values()):
+                self._stop(instance, note=note)
+                self._suspended[instance.service.name] = self._suspended.get(instance.service.name, 0) + 1
+
     def close(self) -> None:
         """Stop every instance: signal, the grace period, then kill. Idempotent."""
         with self._lock:
@@ -206,7 +215,7 @@ class ServiceRuntime:
         entry = service.entry
         assert entry is not None
         count = self._starts.get(service.name, 0)
-        if count > self.resolution.bounds.restarts:
+        if count - self._suspended.get(service.name, 0) > self.resolution.bounds.restarts:
             raise ServiceUnavailable(
                 f"service {service.name} exited and reached its restart bound "
                 f"({self.resolution.bounds.restarts}); not restarted again in this run"
