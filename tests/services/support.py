@@ -127,8 +127,8 @@ def env_for(root: Path, catalog: Path | None, token: str = TOKEN, **extra: str) 
     return env
 
 
-def tool_processes(marker: str) -> list[int]:
-    """Live processes running the catalog tool whose handoff dir lies under `marker` (a test's tmp dir)."""
+def tool_processes(marker: str, tool: str = "crucible-service-oubliette") -> list[int]:
+    """Live processes running a catalog tool whose handoff dir lies under `marker` (a test's tmp dir)."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -139,6 +139,6 @@ def tool_processes(marker: str) -> list[int]:
             status = Path(f"/proc/{name}/stat").read_text()
         except OSError:
             continue
-        if b"crucible-service-oubliette" in cmdline and marker.encode() in environ and ") Z" not in status:
+        if tool.encode() in cmdline and marker.encode() in environ and ") Z" not in status:
             found.append(int(name))
     return found

@@ -546,9 +546,13 @@ class Background:
         return self.proc.returncode, killed
 
 
-def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Path) -> Background:
+def spawn(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Path, stdio: bool = False
+) -> Background:
     """Start a child that outlives this call (never through a shell); its output appends to `output`.
 
+    stdio: the child speaks a protocol over its standard streams (an MCP stdio server), so
+    `proc.stdin` and `proc.stdout` are pipes to it and only its stderr goes to `output`.
     Raises OSError when it cannot be started. The guard kills it if the engine dies.
     """
     mark = _guard.child_mark()
@@ -557,9 +561,9 @@ def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Pat
             list(argv),
             cwd=cwd,
             env={**env, SUPERVISOR_ENV: mark},
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
+            stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if stdio else sink,
+            stderr=sink if stdio else subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
         )

@@ -26,6 +26,7 @@ from crucible_core.contract import wire
 from crucible_core.services.catalog import Transport, digest_problem
 from crucible_core.services.proxy import AuthenticatingForward, mint_bearer
 from crucible_core.services.resolve import Resolution, ResolvedService
+from crucible_core.services.stdio_relay import StdioRelay
 
 RUN_ID_ENV = "CRUCIBLE_RUN_ID"
 PORT_ENV = "CRUCIBLE_SERVICE_PORT"
@@ -79,8 +80,9 @@ def free_loopback_port() -> int:
 class _Instance:
     service: ResolvedService
     child: process.Background
-    port: int
+    port: int  # where it is served on loopback: its own port, or the relay's for a stdio service
     forward: AuthenticatingForward
+    relay: StdioRelay | None = None
     ready: bool = False
 
 
@@ -194,7 +196,7 @@ class ServiceRuntime:
     def _forward_of(self, instance: _Instance) -> ServiceForward:
         entry = instance.service.entry
         assert entry is not None
-        mcp = entry.transport is Transport.MCP_HTTP
+        mcp = entry.transport in (Transport.MCP_HTTP, Transport.MCP_STDIO)
         handoff = None
         if entry.handoff is not None:
             handoff = (entry.handoff.env, str(self._handoff_dir(instance.service.name) / entry.handoff.file))
@@ -223,10 +225,6 @@ class ServiceRuntime:
         problem = digest_problem(entry)  # checked again right before every start
         if problem is not None:
             raise ServiceUnavailable(f"service {service.name} refused: {problem}")
-        if entry.transport is Transport.MCP_STDIO:
-            raise ServiceUnavailable(
-                f"service {service.name}: MCP over stdio is not served by this engine yet"
-            )
         self._starts[service.name] = count + 1
         home = self.dir / service.name
         handoff = self._handoff_dir(service.name)
@@ -234,6 +232,7 @@ class ServiceRuntime:
         os.chmod(home, 0o700)
         os.chmod(handoff, 0o700)
         port = free_loopback_port()
+        stdio = entry.transport is Transport.MCP_STDIO
         env = {key: self._env[key] for key in _BASE_ENV if key in self._env}
         env.update({s.name: self._env[s.name] for s in service.declaration.secrets if s.name in self._env})
         env.update({RUN_ID_ENV: self.run_id, PORT_ENV: str(port), HANDOFF_ENV: str(handoff)})
@@ -243,12 +242,18 @@ class ServiceRuntime:
                 cwd=home,
                 env=env,
                 output=home / "output.log",
+                stdio=stdio,
             )
         except OSError as exc:
             raise ServiceUnavailable(f"service {service.name} could not start: {exc}") from None
+        relay = None
+        if stdio:  # tasks reach it over HTTP: the engine relays to the child's stdin and stdout
+            assert child.proc.stdin is not None and child.proc.stdout is not None
+            port = free_loopback_port()
+            relay = StdioRelay(child.proc.stdin, child.proc.stdout, port, entry.mcp_path).start()
         self._bearers.setdefault(service.name, mint_bearer())
         forward = AuthenticatingForward(port, self._bearers[service.name]).start()
-        instance = _Instance(service, child, port, forward)
+        instance = _Instance(service, child, port, forward, relay)
         self._instances[service.name] = instance
         self._emit(
             wire.ServiceStart(
@@ -289,12 +294,16 @@ class ServiceRuntime:
     def _reap(self, instance: _Instance, note: str) -> None:
         status, _killed = instance.child.stop(0)
         instance.forward.close()
+        if instance.relay is not None:
+            instance.relay.close()
         self._instances.pop(instance.service.name, None)
         self._emit(wire.ServiceExit(service=instance.service.name, status=status, how="exited", note=note))
 
     def _stop(self, instance: _Instance, note: str = "") -> None:
         status, killed = instance.child.stop(self.resolution.bounds.grace_seconds)
         instance.forward.close()
+        if instance.relay is not None:
+            instance.relay.close()
         self._instances.pop(instance.service.name, None)
         self._emit(
             wire.ServiceExit(
@@ -312,7 +321,7 @@ def _listening(port: int) -> bool:
 def _probe(transport: Transport, port: int, mcp_path: str, timeout: float) -> bool:
     if not _listening(port):  # cheap: an MCP client waits out its timeout on a refused connection
         return False
-    if transport is Transport.MCP_HTTP:
+    if transport in (Transport.MCP_HTTP, Transport.MCP_STDIO):  # stdio: through the engine's relay
         return _mcp_initialize(f"http://127.0.0.1:{port}{mcp_path}", timeout)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
