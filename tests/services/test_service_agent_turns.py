@@ -222,3 +222,57 @@ def test_a_suspended_run_stops_its_services_and_the_next_turn_starts_a_new_insta
     assert [(e["task"], e["attempt"]) for e in starts] == [("agent turn 1", 1), ("agent turn 2", 2)]
     assert [e["how"] for e in log if e["kind"] == "service_exit"] == ["stopped", "stopped"]
     assert oubliette.inventory() == {}
+
+
+def test_sigkill_during_a_turn_then_resume_leaves_no_cluster_and_no_process(
+    tmp_path: Path, oubliette: ScriptedOubliette
+) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from tests.cli_support import CRUCIBLE
+
+    manifest = domain(tmp_path, oubliette.endpoint)
+    agent = tmp_path / "agent.py"
+    # The first turn holds the cluster until the engine is killed; the resumed run's turns do not.
+    agent.write_text(
+        agent.read_text()
+        + "\nimport time\n"
+        + 'marker = os.path.join(os.environ["SEEN"] + ".held")\n'
+        + "if not os.path.exists(marker):\n"
+        + "    open(marker, 'w').close()\n"
+        + "    time.sleep(60)\n"
+    )
+    env = env_for(tmp_path, write_catalog(tmp_path), SEEN=str(tmp_path / "seen.jsonl"))
+    proc = subprocess.Popen(
+        [str(CRUCIBLE), "--manifest", str(manifest), "--iterations", "2", "--ui", "headless"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (tmp_path / "seen.jsonl.held").exists():
+                break
+            time.sleep(0.1)
+        assert oubliette.inventory()  # the killed engine's cluster
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 20
+    while tool_processes(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert tool_processes(str(tmp_path)) == []  # the guard reaped the service with the engine
+    assert oubliette.inventory()  # only the resume can reclaim it
+    done = run_crucible("--manifest", manifest, "--iterations", "2", "--resume", "--ui", "headless", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert oubliette.inventory() == {}
+    assert tool_processes(str(tmp_path)) == []
+    created = [c["arguments"]["name"] for c in oubliette.calls() if c["tool"] == "oubliette_create"]
+    deleted = [c["arguments"]["name"] for c in oubliette.calls() if c["tool"] == "oubliette_delete"]
+    assert len(created) == 2 and set(created) <= set(deleted)
