@@ -276,3 +276,11 @@ def test_sigkill_during_a_turn_then_resume_leaves_no_cluster_and_no_process(
     created = [c["arguments"]["name"] for c in oubliette.calls() if c["tool"] == "oubliette_create"]
     deleted = [c["arguments"]["name"] for c in oubliette.calls() if c["tool"] == "oubliette_delete"]
     assert len(created) == 2 and set(created) <= set(deleted)
+
+
+def test_check_fails_when_the_agent_turns_would_lose_their_service(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, "http://127.0.0.1:9/mcp")
+    done = run_crucible("check", "--manifest", manifest, env=env_for(tmp_path, None))
+    assert done.returncode == 13, done.stdout + done.stderr
+    assert "needed by agent turns; UNAVAILABLE" in done.stdout
+    assert "agent turns need service.cluster: tool 'oubliette-cluster' is not attested" in done.stdout

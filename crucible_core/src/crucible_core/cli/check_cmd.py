@@ -72,7 +72,9 @@ def _check_workflow(manifest: Path) -> bool:
     loaded = load_manifest(manifest)
     document = effective_workflow(loaded)
     if document is None:
-        _check_services(loaded, None)
+        if _check_services(loaded, None):  # agent turns would lose a service: the run is refused
+            click.echo("check failed")
+            sys.exit(int(ExitCode.CHECK_FAILED))
         return False
     plan = validate_document(document, source=str(manifest))
     click.echo(f"ok   workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")

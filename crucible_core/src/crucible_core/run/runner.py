@@ -62,6 +62,7 @@ from crucible_core.run.wide import (
 from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
 from crucible_core.services import run_services
+from crucible_core.services.runtime import ServiceRuntime
 from crucible_core.session_log import SessionLog, read_events
 from crucible_core.shell import Shell
 
@@ -384,7 +385,9 @@ def _execute_locked(
     return RunResult(exit_, reason, failed_code or exit_.exit_code)
 
 
-def _stop_services(engine: Engine, planned: run_services.PlannedServices, services: Any) -> None:
+def _stop_services(
+    engine: Engine, planned: run_services.PlannedServices, services: ServiceRuntime | None
+) -> None:
     """Every path out of a run stops its services (signal, grace, kill) before the shutdown line."""
     try:
         planned.shut(services)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from crucible_core.manifest.service_declaration import CAPABILITY_PREFIX
 from crucible_core.run.lifecycle import TurnAdditions, TurnUnavailable
-from crucible_core.services.runtime import ServiceUnavailable
+from crucible_core.services.runtime import ServiceForward, ServiceUnavailable
 
 if TYPE_CHECKING:
     from crucible_core.run.lifecycle import TurnContext
@@ -32,7 +32,7 @@ def turn_additions(context: TurnContext) -> TurnAdditions | None:
     if not names:
         return None
     servers: dict[str, object] = {}
-    forwards = []
+    forwards: list[ServiceForward] = []
     for name in names:
         try:
             forward = runtime.prepare(CAPABILITY_PREFIX + name, turn_label(context.iteration))
