@@ -264,7 +264,7 @@ class Turn:
     session: str | None = None
     mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)
     # The run services this turn needs, as the engine's local forwards reach them; a backend that
-    # isolates the turn maps each onto a forward of its own (openshell: services_for).
+    # isolates the turn maps each onto a forward of its own.
     services: tuple[ServiceForward, ...] = ()
 
 
