@@ -152,3 +152,11 @@ def test_early_completion_fields_cannot_be_declared() -> None:
         )
     text = str(caught.value)
     assert "'complete' is reserved" in text and "'reason' is reserved" in text
+
+
+def test_needs_takes_one_capability_as_a_string_or_a_list_of_one() -> None:
+    plan = parse(HEAD + cmd("a", 'needs = ["service.cluster"]') + cmd("b", 'needs = "gpu"'))
+    assert plan.plan.task("a").needs == "service.cluster"
+    assert plan.plan.task("b").needs == "gpu"
+    assert "needs names one capability" in refused(cmd("a", 'needs = ["gpu", "service.cluster"]'))
+    assert "needs names one capability" in refused(cmd("a", "needs = []"))

@@ -155,6 +155,13 @@ def _task(
     field_names = {field.name for field in attrs.fields(spec.fields)}
     own = {key: value for key, value in raw.items() if key not in SHARED_KEYS or key in field_names}
     shared = {key: value for key, value in raw.items() if key in SHARED_KEYS}
+    needs = shared.get("needs")
+    if isinstance(needs, list):
+        # `needs = ["gpu"]` reads as naturally as `needs = "gpu"`; a task needs one capability.
+        if len(needs) != 1 or not isinstance(needs[0], str):
+            problems.append(f"{where}: needs names one capability (a string, or a list of one string)")
+            return None
+        shared["needs"] = needs[0]
     try:
         common = converter.structure(shared, _Shared)
     except (ClassValidationError, ValueError, TypeError) as exc:
