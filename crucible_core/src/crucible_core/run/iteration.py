@@ -82,7 +82,8 @@ class IterationOperations:
             return Attempt(Outcome.FAIL, note=applied.note)
         return Attempt(Outcome.PASS)
 
-    def _measure(self) -> Attempt:
+    def _stage_candidate(self) -> Staged | Attempt:
+        """The staged candidate, or the attempt that settles the step when there is none to judge."""
         engine, run, iteration = self.engine, self.run, self.iteration
         staged = stage_for_measure(engine, iteration)
         if staged.refused:
@@ -92,6 +93,13 @@ class IterationOperations:
             # Nothing to judge: measuring the kept state again could only "win" on noise.
             reject(engine, run, iteration, NO_CHANGE, self.turn)
             return Attempt(Outcome.SKIPPED, note=NO_CHANGE)
+        return staged
+
+    def _measure(self) -> Attempt:
+        engine, run, iteration = self.engine, self.run, self.iteration
+        staged = self._stage_candidate()
+        if isinstance(staged, Attempt):
+            return staged
         rejected = engine.candidate_preflight(iteration)
         if rejected is not None:
             reject(engine, run, iteration, rejected, self.turn)
@@ -110,15 +118,11 @@ class IterationOperations:
         """An authored graph's measurement: the score its `score` task reported, on the staged
         candidate. Evidence that did not pass never gets here (the grade is blocked, and the
         iteration is discarded as unscoreable)."""
-        engine, run, iteration = self.engine, self.run, self.iteration
+        engine, iteration = self.engine, self.iteration
         engine.step("grade", iteration)
-        staged = stage_for_measure(engine, iteration)
-        if staged.refused:
-            reject(engine, run, iteration, staged.refused, self.turn)
-            return Attempt(Outcome.FAIL, note=staged.refused)
-        if staged.unchanged:
-            reject(engine, run, iteration, NO_CHANGE, self.turn)
-            return Attempt(Outcome.SKIPPED, note=NO_CHANGE)
+        staged = self._stage_candidate()
+        if isinstance(staged, Attempt):
+            return staged
         reading = graded_reading(context)
         self.measured = Measured(iteration, reading, self.turn)
         return Attempt(Outcome.PASS, metric=reading.score if reading.valid else None)

@@ -45,6 +45,19 @@ def reject(engine: Engine, run: Run, iteration: int, why: str, turn: TurnResult 
     engine.row(run, iteration=iteration, verdict="discard", reading=Reading.invalid(why), turn=turn)
 
 
+def snapshot_keep(engine: Engine, run: Run, message: str) -> tuple[str, str | None]:
+    """Commit the kept candidate and make it the segment's best: (token, the new commit or None)."""
+    before = engine.world.last_commit_sha()
+    token = engine.snapshot(message)
+    sha = engine.world.last_commit_sha()
+    if sha == before or sha in run.kept_shas:
+        # No new commit (a world whose change lies outside its files, or an agent that moved
+        # HEAD back to an earlier kept commit): kept_shas lists each kept commit once.
+        sha = None
+    run.segment.best_token = token
+    return token, sha
+
+
 def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
     """Decide a measured candidate, then keep (snapshot) or discard (restore) and record the row."""
     engine.step("decide", measured.iteration)
@@ -59,14 +72,9 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
     if verdict is Verdict.DISCARD:
         engine.world.restore(seg.best_token)
     else:
-        before = engine.world.last_commit_sha()
-        token = engine.snapshot(f"crucible: iteration {measured.iteration} ({reading.note or 'kept'})")
-        sha = engine.world.last_commit_sha()
-        if sha == before or sha in run.kept_shas:
-            # No new commit (a world whose change lies outside its files, or an agent that moved
-            # HEAD back to an earlier kept commit): kept_shas lists each kept commit once.
-            sha = None
-        seg.best_token = token
+        token, sha = snapshot_keep(
+            engine, run, f"crucible: iteration {measured.iteration} ({reading.note or 'kept'})"
+        )
         if engine.judge.scored:
             seg.adopt(reading, verdict)
     wire_verdict = "discard" if verdict is Verdict.DISCARD else "keep"

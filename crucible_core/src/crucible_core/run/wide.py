@@ -49,7 +49,7 @@ from crucible_core.run import distress
 from crucible_core.run.agent_output import TurnOutputCap
 from crucible_core.run.context import LoopExit, Run
 from crucible_core.run.injects import refresh_frozen
-from crucible_core.run.steps import measure_staged, stage_for_measure
+from crucible_core.run.steps import measure_staged, snapshot_keep, stage_for_measure
 
 if TYPE_CHECKING:
     from crucible_core.manifest.models import Manifest
@@ -423,12 +423,9 @@ class WideOperations:
                     attrs.evolve(reading, note=f"could not apply again: {why}"),
                 )
             else:
-                before = engine.world.last_commit_sha()
-                token = engine.snapshot(f"crucible: wide candidate {slot} ({_short(found.approach)})")
-                sha = engine.world.last_commit_sha()
-                if sha == before or sha in run.kept_shas:
-                    sha = None
-                seg.best_token = token
+                token, sha = snapshot_keep(
+                    engine, run, f"crucible: wide candidate {slot} ({_short(found.approach)})"
+                )
                 seg.adopt(reading, verdict)
         kept = verdict is not Verdict.DISCARD
         engine.row(
