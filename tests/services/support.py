@@ -21,6 +21,26 @@ TOKEN = "scripted-oubliette-token"
 SCRIPTED = [sys.executable, "-m", "crucible_service_oubliette.scripted"]
 
 
+# The start of an agent stand-in: find service.cluster in the turn's MCP config and call its
+# cluster_status tool with the entry's own headers; `servers` and `found` are left bound.
+CALL_CLUSTER_STATUS = """
+import asyncio, json, os
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+with open(os.environ["CRUCIBLE_MCP_CONFIG"]) as handle:
+    servers = json.load(handle)["mcpServers"]
+entry = servers["service.cluster"]
+
+async def status():
+    http = create_mcp_http_client(headers=entry["headers"])
+    async with http, Client(streamable_http_client(entry["url"], http_client=http), mode="legacy") as client:
+        return (await client.call_tool("cluster_status", {})).structured_content
+
+found = asyncio.run(status())
+"""
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -17,6 +17,7 @@ from crucible_core.services.catalog import file_sha256
 from crucible_core.session_log import read_events
 from tests.cli_support import run_crucible
 from tests.services.support import (
+    CALL_CLUSTER_STATUS,
     TOOL,
     ScriptedOubliette,
     env_for,
@@ -26,22 +27,9 @@ from tests.services.support import (
     write_catalog,
 )
 
-AGENT = """
-import asyncio, json, os
-from mcp import Client
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-
-with open(os.environ["CRUCIBLE_MCP_CONFIG"]) as handle:
-    servers = json.load(handle)["mcpServers"]
-entry = servers["service.cluster"]
-
-async def status():
-    http = create_mcp_http_client(headers=entry["headers"])
-    async with http, Client(streamable_http_client(entry["url"], http_client=http), mode="legacy") as client:
-        return (await client.call_tool("cluster_status", {})).structured_content
-
-found = asyncio.run(status())
-kubeconfig = os.environ.get("KUBECONFIG", "")
+AGENT = (
+    CALL_CLUSTER_STATUS
+    + """kubeconfig = os.environ.get("KUBECONFIG", "")
 seen = {
     "servers": sorted(servers),
     "phase": found["phase"],
@@ -55,6 +43,7 @@ with open("value.txt") as handle:
 with open("value.txt", "w") as handle:
     handle.write(f"{value + 1}\\n")
 """
+)
 
 MANIFEST = """
 [repo]

@@ -17,6 +17,7 @@ import pytest
 from crucible_core.session_log import read_events
 from tests.cli_support import run_crucible
 from tests.services.support import (
+    CALL_CLUSTER_STATUS,
     ScriptedOubliette,
     env_for,
     scripted,
@@ -27,24 +28,12 @@ from tests.services.support import (
 
 # The agent task's stand-in: find service.cluster in the turn's MCP config, call it with the
 # entry's own headers, and write the playbook's result file.
-AGENT = """
-import asyncio, json, os
-from mcp import Client
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-
-with open(os.environ["CRUCIBLE_MCP_CONFIG"]) as handle:
-    servers = json.load(handle)["mcpServers"]
-entry = servers["service.cluster"]
-
-async def status():
-    http = create_mcp_http_client(headers=entry["headers"])
-    async with http, Client(streamable_http_client(entry["url"], http_client=http), mode="legacy") as client:
-        return (await client.call_tool("cluster_status", {})).structured_content
-
-found = asyncio.run(status())
-with open("PLAN_TASK_RESULT.json", "w") as out:
+AGENT = (
+    CALL_CLUSTER_STATUS
+    + """with open("PLAN_TASK_RESULT.json", "w") as out:
     json.dump({"servers": sorted(servers), "phase": found["phase"], "name": found["name"]}, out)
 """
+)
 
 TASKS = """
 [[workflow.task]]
