@@ -410,6 +410,26 @@ def test_noise_keys_refused(tmp_path: Path, lines: str, words: str) -> None:
     assert words in refusal(tmp_path, BASE + lines + "\n")
 
 
+@pytest.mark.parametrize("line", ['needs = "gpu"', 'needs = ["gpu"]'])
+def test_the_judge_names_the_capability_its_measure_needs(tmp_path: Path, line: str) -> None:
+    judge = load_manifest(write(tmp_path, BASE + line + "\n")).manifest.judge
+    assert judge is not None and judge.needs == "gpu"
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ('needs = ["gpu", "a100"]', "[judge].needs names one capability"),
+        ("needs = []", "[judge].needs names one capability"),
+        ('needs = "any"', "[judge].needs must name a capability"),
+        ('needs = " "', "[judge].needs must name a capability"),
+        ("needs = 3", "[judge].needs"),
+    ],
+)
+def test_judge_needs_refuses_anything_but_one_capability(tmp_path: Path, line: str, words: str) -> None:
+    assert words in refusal(tmp_path, BASE + line + "\n")
+
+
 def test_preflight_loads_rungs(tmp_path: Path) -> None:
     m = load_manifest(
         write(

@@ -13,6 +13,7 @@ from crucible_core.contract.reading import Reading
 
 if TYPE_CHECKING:
     from crucible_core.manifest.models import AgentSection, JudgeSection, Manifest, WorldSection
+    from crucible_core.process import Completed
     from crucible_core.services.runtime import ServiceForward
     from crucible_core.shell import Shell
 
@@ -182,12 +183,28 @@ class ForkingWorld(Protocol):
 
 @attrs.frozen
 class MeasureContext:
-    """The engine's numbers a judge may show the measure command (absent on the baseline)."""
+    """The engine's numbers a judge may show the measure command (absent on the baseline).
+
+    shell: set when the engine runs this measure somewhere else (a task runner serving the
+      capability the judge `needs`): the judge runs its command through it, with the
+      environment it would add locally, instead of on this machine.
+    """
 
     iteration: int
     baseline_score: float | None = None
     baseline_total: float | None = None
     best_score: float | None = None
+    shell: CommandShell | None = None
+
+
+class CommandShell(Protocol):
+    """Runs one shell command in a workspace with its environment and deadline, wherever it runs.
+
+    A failure to carry the command out at all (never started, lost with its machine) is
+    reported as `spawn_error`; the caller treats it as a transport failure, not a verdict.
+    """
+
+    def __call__(self, command: str, env: Mapping[str, str], timeout: float) -> Completed: ...
 
 
 @attrs.frozen
@@ -212,6 +229,16 @@ class Judge(Protocol):
 
     def measure(self, ctx: MeasureContext) -> Reading:
         """Measure the workspace as it is now. Never raises for a bad measure command."""
+
+
+def judge_needs(judge: Judge) -> str | None:
+    """The capability a judge's measure needs (`needs`, optional on a judge), or None for any machine.
+
+    A judge that declares one promises to run its commands through `MeasureContext.shell`
+    when the engine sets it, so its measure can be carried out where the capability is.
+    """
+    needs = getattr(judge, "needs", None)
+    return needs if isinstance(needs, str) and needs not in ("", "any") else None
 
 
 JudgeFactory = Callable[[JudgeContext], Judge]

@@ -23,13 +23,19 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
 @manifest_option
 @click.option("--harness", default=None, help="Check with this harness instead of [agent].harness.")
 @click.option(
+    "--cap",
+    "caps",
+    multiple=True,
+    help="A capability this machine provides (repeatable): a judge that needs it is measured here.",
+)
+@click.option(
     "--plan",
     "plan_file",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     default=None,
     help="Check a plan file instead: its graph, and its [[service]] resolution against the catalog.",
 )
-def command(manifest: Path, harness: str | None, plan_file: Path | None) -> None:
+def command(manifest: Path, harness: str | None, caps: tuple[str, ...], plan_file: Path | None) -> None:
     """Validate a manifest and its gate without an agent turn.
 
     Parses the manifest (unknown keys fail), resolves every referenced file and plugin name,
@@ -54,7 +60,7 @@ def command(manifest: Path, harness: str | None, plan_file: Path | None) -> None
     if _check_workflow(manifest):
         return
     loaded = load_for_run(plugins, manifest)
-    findings = check(plugins, loaded, harness=harness)
+    findings = check(plugins, loaded, harness=harness, caps=frozenset(caps))
     for level, text in findings.lines:
         click.echo(f"{MARKS[level]} {printable(text)}")
     if findings.failed:

@@ -87,7 +87,12 @@ DEFAULT_ITERATIONS = 10
     "with param = NAME must also equal. "
     "On --resume, the recorded ones unless given again.",
 )
-@click.option("--cap", "caps", multiple=True, help="A capability this substrate provides (playbooks).")
+@click.option(
+    "--cap",
+    "caps",
+    multiple=True,
+    help="A capability this machine provides (repeatable): a playbook task's or the judge's needs.",
+)
 @click.option(
     "--max-asks", type=click.IntRange(0), default=20, show_default=True, help="Asks a playbook may emit."
 )
@@ -187,6 +192,7 @@ def command(
             resume=resume,
             max_park=parse_duration(max_park) if max_park else None,
             params=_parse_params(params),
+            caps=frozenset(caps),
         ),
     )
     sys.exit(int(result.exit_code))

@@ -96,6 +96,9 @@ class JudgeSection:
     statistic: Statistic = Statistic.MEDIAN  # how the repeats fold into one score
     min_improvement: Margin = Margin()  # a keep must beat the best by more than this
     noise: str | None = None  # "auto": also require the baseline's measured spread
+    # A capability the measure needs ("gpu"): where this machine lacks it (no --cap), a task
+    # runner serving it (a [deploy] profile's cluster) carries the measure out (docs/kubernetes.md).
+    needs: str | None = None
 
 
 @attrs.frozen

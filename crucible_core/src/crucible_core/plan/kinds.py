@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import attrs
 
 from crucible_core.plan.ir import Task
-from crucible_core.process import Completed
+from crucible_core.protocols import CommandShell
 
 
 class Outcome(enum.StrEnum):
@@ -60,16 +60,6 @@ class TaskContext:
     mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)
     # Runs a kind's shell command somewhere else (a task runner's); None: here, under the supervisor.
     shell: CommandShell | None = None
-
-
-class CommandShell(Protocol):
-    """Runs one shell command for a task with its environment and deadline, wherever it runs.
-
-    A failure to carry the command out at all (never started, lost with its machine) is
-    reported as `spawn_error`, which the command kinds settle as a transport failure.
-    """
-
-    def __call__(self, command: str, env: Mapping[str, str], timeout: float) -> Completed: ...
 
 
 class ServiceGate(Protocol):
@@ -123,6 +113,9 @@ class TaskKindSpec:
     # Its attempts only run a shell command through TaskContext.shell, so a task runner may
     # carry them out elsewhere (command, evaluate).
     remote: bool = False
+    # Its attempts judge the workdir as it stands now (a candidate): a runner must carry the
+    # workdir itself there, never a copy baked into an image beforehand.
+    live_workdir: bool = False
 
 
 Register = Callable[[str, TaskKindSpec], None]

@@ -24,6 +24,7 @@ from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import agent_environment, engine_environment
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.preflight import Preflight
+from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, RemoteMeasure, open_remote_measure
 from crucible_core.run.wide import refuse_unforkable, wide_settings
 from crucible_core.run.workspace_setup import prepare_workspace, source_notice, workspace_in_use
 from crucible_core.shell import Shell
@@ -104,7 +105,13 @@ def run_selftest(
     )
 
 
-def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = None) -> Findings:
+def check(
+    plugins: Plugins,
+    loaded: LoadedManifest,
+    *,
+    harness: str | None = None,
+    caps: frozenset[str] = frozenset(),
+) -> Findings:
     findings = Findings()
     m = loaded.manifest
     findings.add("ok", f"manifest {loaded.path} parsed")
@@ -142,7 +149,7 @@ def check(plugins: Plugins, loaded: LoadedManifest, *, harness: str | None = Non
             f"measure_cmd names {rel!r} inside the workspace the agent edits, and no frozen inject "
             "re-copies it: the agent could change its own gate (add it to [workspace].inject)",
         )
-    _probe_gate(plugins, loaded, findings, harness)
+    _probe_gate(plugins, loaded, findings, harness, caps)
     return findings
 
 
@@ -224,12 +231,15 @@ def _probe_agent(plugins: Plugins, loaded: LoadedManifest, findings: Findings, h
         findings.add("fail", exc.render())
 
 
-def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings, harness: str | None) -> None:
+def _probe_gate(
+    plugins: Plugins, loaded: LoadedManifest, findings: Findings, harness: str | None, caps: frozenset[str]
+) -> None:
     m = loaded.manifest
     assert m.judge is not None
     paths = RunPaths.resolve(loaded)
     created = not workspace_in_use(paths.workspace)
     shell = Shell(cwd=paths.workspace, env=engine_environment())
+    remote: RemoteMeasure | None = None
     try:
         drivers = build_drivers(plugins, loaded, paths, shell, harness=harness, world_record=False)
         if created:
@@ -249,8 +259,27 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings, ha
         if m.preflight is not None:
             check_preflight(Preflight(m.preflight, shell), findings)
 
+        remote = open_remote_measure(
+            plugins,
+            loaded,
+            drivers.judge,
+            caps=caps,
+            # its own identity: opening reclaims what a run of that name left, never a live run's Jobs
+            state_dir=paths.state_dir / "check",
+            workspace=paths.workspace,
+            timeout=m.judge.measure_timeout or DEFAULT_MEASURE_TIMEOUT,
+            env=shell.env,
+            emit=lambda event: findings.add("info", str(getattr(event, "msg", event))),
+        )
+        if remote is not None:
+            findings.add(
+                "info", f"the judge needs {remote.needs!r}: measured on {remote.runner.name}, as a run will"
+            )
+
         def measure() -> Reading:
             refresh_frozen(loaded.injects, paths.workspace)
+            if remote is not None:
+                return remote.measure(MeasureContext(iteration=0))
             return drivers.judge.measure(MeasureContext(iteration=0))
 
         # Through the chosen judge, exactly as the run's baseline will measure.
@@ -280,5 +309,7 @@ def _probe_gate(plugins: Plugins, loaded: LoadedManifest, findings: Findings, ha
     except CrucibleError as exc:
         findings.add("fail", exc.render())
     finally:
+        if remote is not None:
+            remote.close()
         if created and paths.workspace.exists():
             shutil.rmtree(paths.workspace, ignore_errors=True)

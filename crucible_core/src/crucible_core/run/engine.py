@@ -31,6 +31,7 @@ from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle, TurnUnavailable
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.publish import KeptPublisher
+from crucible_core.run.remote_measure import RemoteMeasure
 from crucible_core.run.results_chart import RESULTS_CHART_NAME, render_results_chart
 from crucible_core.run.results_md import render_results
 from crucible_core.services.resolve import Resolution
@@ -77,6 +78,8 @@ class Engine:
     workflow: AuthoredGraph | None = None
     # The run's resolved services (this process's catalog): the run identity covers each one.
     service_resolution: Resolution | None = None
+    # The judge's measure carried out by a task runner ([judge].needs unprovided here); None: here.
+    remote_measure: RemoteMeasure | None = None
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))
@@ -399,7 +402,11 @@ class Engine:
         readings: list[Reading] = []
         for _ in range(repeats):
             with self._interruptible():
-                reading = self.judge.measure(measure_context(run, iteration))
+                context = measure_context(run, iteration)
+                if self.remote_measure is not None:
+                    reading = self.remote_measure.measure(context)
+                else:
+                    reading = self.judge.measure(context)
             self.guard_state("measure")
             readings.append(reading)
             if not reading.scoreable:

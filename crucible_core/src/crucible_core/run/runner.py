@@ -49,6 +49,7 @@ from crucible_core.run.parking import Pending
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.publish import KeptPublisher, build_publisher
+from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, HeldEvents, open_remote_measure
 from crucible_core.run.state_lock import StateLock
 from crucible_core.run.wide import (
     RoundFiles,
@@ -78,6 +79,7 @@ class RunRequest:
     resume: bool = False
     max_park: float | None = None  # seconds an approval wait may park the run; None waits indefinitely
     params: dict[str, str] = attrs.field(factory=dict)  # run parameters ([outputs] targets bind them)
+    caps: frozenset[str] = frozenset()  # --cap: capabilities this machine provides ([judge].needs)
 
 
 @attrs.frozen
@@ -213,6 +215,7 @@ def _execute_locked(
         plugins, loaded, paths, shell, harness=request.options.harness, model=request.options.model
     )
     agent_env = agent_environment(base_env, loaded)
+    m = loaded.manifest
     wide = wide_settings(loaded.manifest, request.options.wide, request.options.wide_keep)
     if folded is None:
         forget_round(paths.private_dir)  # what an earlier run in this state directory left
@@ -225,6 +228,20 @@ def _execute_locked(
     # a fresh run looks again once setup has made it.
     setup_done = folded is None or folded.fingerprint is not None
     refuse_unstartable_agent(drivers.backend, agent_env, paths.workspace if setup_done else None)
+    # Where the judge's measure runs: here, or through a task runner ([judge].needs); a need
+    # nobody serves, or an unreachable cluster, refuses the run here, before the log exists.
+    held = HeldEvents()
+    remote_measure = open_remote_measure(
+        plugins,
+        loaded,
+        drivers.judge,
+        caps=request.caps,
+        state_dir=paths.state_dir,
+        workspace=paths.workspace,
+        timeout=(m.judge.measure_timeout if m.judge else None) or DEFAULT_MEASURE_TIMEOUT,
+        env=base_env,
+        emit=held,
+    )
     reporter = make_reporter(plugins, request.ui, budget.iterations)
     redactor = Redactor()
     redactor.add_env(loaded.manifest.agent.env)
@@ -237,7 +254,6 @@ def _execute_locked(
         fanout.add(f"plugin {owner} (crucible_session_event)", functools.partial(_observe, observe))
     log.observers.append(fanout)
     goal = loaded.goal_text()
-    m = loaded.manifest
     method = (
         loaded.resolve(m.agent.method_prompt).read_text(encoding="utf-8")
         if m.agent.method_prompt
@@ -257,6 +273,9 @@ def _execute_locked(
         preflight=Preflight(m.preflight, shell) if m.preflight is not None else None,
     )
     engine.workflow = workflow
+    if remote_measure is not None:
+        engine.remote_measure = remote_measure
+        remote_measure.note = engine.note
     recorded = folded.start.run_id if folded is not None and folded.start is not None else None
     run_id = str(recorded or uuid.uuid4().hex[:16])
     choice = drivers.choice
@@ -339,6 +358,11 @@ def _execute_locked(
                 )
             )
             log.emit(wire.Exposure(**declaration.to_wire(), params=params))
+            held.release(log.emit)  # what the task runner said while opening (leftovers it deleted)
+            if remote_measure is not None:
+                engine.note(
+                    f"the judge needs {remote_measure.needs!r}: each measure runs on {remote_measure.runner.name}"
+                )
             try:
                 bridge.start(paths.control_file)
             except OSError as exc:
@@ -380,6 +404,8 @@ def _execute_locked(
             gates.settle_aborts()
         engine.lifecycle.run_end(exit_.value, reason, run.iteration if run else 0)
         _stop_services(engine, planned, services)
+        if remote_measure is not None:
+            remote_measure.close()
         _finish(engine, run, exit_, reason)
         _close_reporter(reporter, request.ui, fanout)
     return RunResult(exit_, reason, failed_code or exit_.exit_code)

@@ -55,7 +55,15 @@ STDOUT_DELIMITER = "=== CRUCIBLE TASK STDOUT (rc="
 SETUP_FAILED = 97  # the pod script's exit code when the workspace could not be laid out
 MAX_LOG_BYTES = 1 << 20  # the tail of a pod log kept per attempt (stdout comes from its end)
 MAX_NOTE_CHARS = 500
-FORWARDED_ENV = ("CRUCIBLE_INPUTS", "CRUCIBLE_TASK")
+# What crosses to the pod of this machine's environment: a task's inputs and name, and the
+# engine's numbers a judge shows its measure (no secrets among them).
+FORWARDED_ENV = (
+    "CRUCIBLE_INPUTS",
+    "CRUCIBLE_TASK",
+    "CRUCIBLE_BASELINE_SCORE",
+    "CRUCIBLE_BASELINE_TOTAL",
+    "CRUCIBLE_BEST_SCORE",
+)
 INPUT_FILES_ENV = "CRUCIBLE_INPUT_FILES"
 POLL_FIRST, POLL_MAX = 0.1, 2.0  # seconds between status reads while a Job runs
 # A task's deadline is enforced here; the Job's own activeDeadlineSeconds is a backstop for a
@@ -188,6 +196,11 @@ class KubernetesTaskRunner:
     def refuses(self, task: Task, kind: TaskKindSpec) -> str | None:
         if not kind.remote:
             return f"a {task.kind} task cannot run as a Job (command and evaluate tasks can)"
+        if kind.live_workdir and self.tasks.workspace != "pack":
+            return (
+                f"a {task.kind} judges the workspace as it stands, which an image-baked workspace is not "
+                '(set [tasks].workspace = "pack")'
+            )
         if task.emits_files:
             return "its declared files would stay in the cluster (a Job brings back only its output)"
         return None

@@ -43,6 +43,11 @@ class CommandJudge:
     def gate(self) -> str:
         return self.section.objective
 
+    @property
+    def needs(self) -> str | None:
+        """[judge].needs: the capability the measure needs (the engine decides where it runs)."""
+        return self.section.needs
+
     @classmethod
     def from_context(cls, ctx: JudgeContext) -> CommandJudge:
         if ctx.section is None or not ctx.section.measure_cmd:
@@ -51,9 +56,11 @@ class CommandJudge:
         return cls(ctx.section, ctx.shell, timeout)
 
     def measure(self, ctx: MeasureContext) -> Reading:
-        done = self.shell.run(
-            self.section.measure_cmd or "", extra_env=measure_env(ctx), timeout=self.timeout
-        )
+        command = self.section.measure_cmd or ""
+        if ctx.shell is not None:  # the engine runs this measure elsewhere (a task runner)
+            done = ctx.shell(command, measure_env(ctx), self.timeout)
+        else:
+            done = self.shell.run(command, extra_env=measure_env(ctx), timeout=self.timeout)
         if done.spawn_error or done.timed_out:
             return Reading.invalid(f"measure_cmd {done.describe_failure()}", broken=True)
         reading = parse_measure_output(done.stdout, done.exit_code)

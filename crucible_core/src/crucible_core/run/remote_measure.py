@@ -1,0 +1,222 @@
+"""The judge's measure carried out by a task runner, when the judge needs what this machine lacks.
+
+A judge may declare the capability its measure needs (`[judge].needs = "gpu"` for the command
+judge). When the run does not provide it here (`crucible run --cap gpu`), the engine hands
+each measure to a task runner that serves it (the Kubernetes Job runner, configured by the
+manifest's `[deploy]` profile). The measure is one task attempt of a kind that only runs a
+shell command, so the runner ships the candidate workspace, runs the judge's command there and
+hands back its output and exit code; the judge reads them exactly as it reads a local run.
+
+Failures of the runner's own machinery (a pod evicted, the API unreachable) are not verdicts
+on the candidate: the measure is tried again, a bounded number of times, and then reads as
+broken. An operator abort or a second Ctrl-C during a remote measure cancels the runner, so
+nothing is left running on the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from crucible_core.contract import wire
+from crucible_core.contract.reading import Reading
+from crucible_core.errors import ManifestError
+from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.plan import ir
+from crucible_core.plan.kinds import Attempt, Outcome, TaskContext, TaskKindSpec
+from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners
+from crucible_core.process import Completed
+from crucible_core.protocols import Judge, MeasureContext, judge_needs
+
+MEASURE_TASK = "measure"
+# The measure task's recorded deadline when [judge] sets none (the judge enforces its own).
+DEFAULT_MEASURE_TIMEOUT = 3600.0
+# Transport failures tried again before the measure reads as broken (an eviction, an API hiccup).
+TRANSPORT_RETRIES = 2
+
+
+class CapabilityUnavailable(ManifestError):
+    """The judge needs a capability neither this machine nor any configured task runner provides."""
+
+
+class HeldEvents:
+    """Events a runner emits before the run's start line is written: held, then written in order."""
+
+    def __init__(self) -> None:
+        self.held: list[wire.Event] = []
+        self.emit: Callable[[wire.Event], Any] | None = None
+
+    def __call__(self, event: wire.Event) -> None:
+        if self.emit is None:
+            self.held.append(event)
+        else:
+            self.emit(event)
+
+    def release(self, emit: Callable[[wire.Event], Any]) -> None:
+        self.emit = emit
+        for event in self.held:
+            emit(event)
+        self.held.clear()
+
+
+@attrs.frozen
+class MeasureFields:
+    """The measure task's own fields: none (the judge holds its command and deadline)."""
+
+
+def _unrunnable(context: TaskContext) -> Attempt:  # the kind only ever runs through RemoteMeasure
+    return Attempt(Outcome.FAIL, note="the measure kind runs only through the engine")
+
+
+# The kind a runner sees: one shell command (remote), on the workspace as it stands (a candidate).
+MEASURE_KIND = TaskKindSpec(
+    name=MEASURE_TASK,
+    fields=MeasureFields,
+    run=_unrunnable,
+    remote=True,
+    live_workdir=True,
+    describe="the judge's measure of the staged candidate",
+)
+
+
+def measure_task(needs: str, timeout: float, retries: int = TRANSPORT_RETRIES) -> ir.Task:
+    """The measure as the task a runner is asked to run."""
+    return ir.Task(
+        name=MEASURE_TASK,
+        kind=MEASURE_TASK,
+        fields=MeasureFields(),
+        needs=needs,
+        retries=retries,
+        timeout=timeout,
+    )
+
+
+@attrs.define
+class RemoteMeasure:
+    """Measures through `runner` (see the module docstring); one per run, used on the loop's thread."""
+
+    runner: TaskRunner
+    judge: Judge
+    needs: str
+    workspace: Path
+    timeout: float
+    note: Callable[[str, str], None] = lambda text, level: None
+    retries: int = TRANSPORT_RETRIES
+    cancelled: bool = False
+
+    def measure(self, ctx: MeasureContext) -> Reading:
+        why = ""
+        for attempt in range(1, self.retries + 2):
+            reading, transport = self._once(ctx)
+            if transport is None:
+                return reading
+            why = transport.removeprefix(f"{self.runner.name}: ")
+            if attempt <= self.retries:
+                self.note(f"measure on {self.runner.name}: {why}; trying again", "warn")
+        return Reading.invalid(
+            f"the measure could not be carried out on {self.runner.name} "
+            f"({self.retries + 1} attempts): {why}",
+            broken=True,
+        )
+
+    def _once(self, ctx: MeasureContext) -> tuple[Reading, str | None]:
+        """One attempt: the judge's reading, and why the runner could not carry it out (or None)."""
+        readings: list[Reading] = []
+        lost: list[str] = []
+
+        def run_kind(context: TaskContext) -> Attempt:
+            remote = context.shell
+            assert remote is not None  # a runner always lends its shell to a remote kind
+
+            def shell(command: str, env: Mapping[str, str], timeout: float) -> Completed:
+                done = remote(command, env, timeout)
+                if done.spawn_error:
+                    lost.append(done.spawn_error)
+                return done
+
+            readings.append(self.judge.measure(attrs.evolve(ctx, shell=shell)))
+            if lost:
+                return Attempt(Outcome.TRANSPORT, note=lost[-1], transport="other")
+            return Attempt(Outcome.PASS)
+
+        task = measure_task(self.needs, self.timeout, self.retries)
+        context = TaskContext(task=task, workdir=self.workspace, env={}, inputs={}, timeout=self.timeout)
+        try:
+            attempt = self.runner.run(context, attrs.evolve(MEASURE_KIND, run=run_kind))
+        except BaseException:  # an abort or a second Ctrl-C: leave nothing running on the cluster
+            self.cancel()
+            raise
+        if attempt.outcome is Outcome.TRANSPORT:
+            return Reading.invalid(attempt.note, broken=True), attempt.note or "the runner lost the attempt"
+        if not readings:  # the runner refused to run the kind at all
+            return Reading.invalid(attempt.note, broken=True), attempt.note or "nothing was measured"
+        return readings[-1], None
+
+    def cancel(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self.runner.cancel()
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def open_remote_measure(
+    plugins: Any,
+    loaded: LoadedManifest,
+    judge: Judge,
+    *,
+    caps: frozenset[str],
+    state_dir: Path,
+    workspace: Path,
+    timeout: float,
+    env: Mapping[str, str],
+    emit: Callable[[wire.Event], Any],
+) -> RemoteMeasure | None:
+    """The runner this run's measures go through, or None when they run here.
+
+    Refuses the run (CapabilityUnavailable, exit 10) when the judge needs a capability that
+    neither `--cap` nor a runner configured by the manifest's `[deploy]` section provides.
+    """
+    needs = judge_needs(judge)
+    if needs is None or needs in caps:
+        return None
+    deploy = loaded.manifest.deploy
+    if deploy is None:
+        raise CapabilityUnavailable(
+            f"the judge needs {needs!r}, which this run does not provide",
+            hint=f"pass --cap {needs} if this machine has it, or name a deploy profile whose "
+            f"[tasks].capabilities lists it in [deploy].profile (docs/kubernetes.md)",
+        )
+    context = TaskRunnerContext(
+        run_name=loaded.dir.name,
+        state_dir=state_dir,
+        base_dir=loaded.dir,
+        deploy=deploy,
+        env=dict(env),
+        emit=emit,
+    )
+    runners = open_task_runners(plugins, context)
+    task = measure_task(needs, timeout)
+    chosen: TaskRunner | None = None
+    refusals: list[str] = []
+    for runner in runners:
+        if needs not in runner.provides():
+            refusals.append(f"{runner.name} serves only {', '.join(sorted(runner.provides())) or 'nothing'}")
+        elif (refusal := runner.refuses(task, MEASURE_KIND)) is not None:
+            refusals.append(f"{runner.name} does not take it: {refusal}")
+        elif chosen is None:
+            chosen = runner
+    for runner in runners:
+        if runner is not chosen:
+            runner.close()
+    if chosen is None:
+        why = "; ".join(refusals) or "no installed plugin runs tasks for [deploy] (see `crucible plugins`)"
+        raise CapabilityUnavailable(
+            f"the judge needs {needs!r}, and no task runner can measure there: {why}",
+            hint=f"list {needs!r} in the deploy profile's [tasks].capabilities, or pass --cap {needs}",
+        )
+    return RemoteMeasure(chosen, judge, needs, workspace, timeout)
