@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.cli_support import CRUCIBLE, crucible_env
+from tests.deploy_kubernetes.conftest import EXAMPLE
 from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
 from tests.deploy_kubernetes.fake_kubelet import FakeKubelet
 from tests.deploy_kubernetes.test_render import _validate
@@ -289,3 +291,21 @@ def test_a_killed_engine_resumes_deletes_the_job_it_left_and_measures_again(
     rows = _rows(manifest)
     assert [(r["iter"], r["score"], r["decision"]) for r in rows] == [(0, 1, "baseline"), (1, 2, "keep")]
     assert len(_posted_jobs(fake_api)) == 3
+
+
+def test_the_example_gpu_judge_measures_on_the_cluster(
+    fake_api: FakeApiServer, domain: dict[str, Any], cli
+) -> None:
+    example = domain["dir"] / "gpu-judge"
+    shutil.copytree(EXAMPLE / "gpu-judge", example)
+    manifest = example / "crucible.toml"
+    done = cli("run", "--manifest", manifest, "--iterations", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [(r["score"], r["decision"]) for r in _rows(manifest)] == [(1, "baseline"), (2, "keep")]
+    jobs = _posted_jobs(fake_api)
+    assert len(jobs) == 2
+    pod = jobs[0]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert pod["containers"][0]["image"] == "ghcr.io/example/bench:0.1"
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert any(n.startswith("task measure | devices:") for n in _notes(manifest))
