@@ -309,3 +309,35 @@ def test_the_example_gpu_judge_measures_on_the_cluster(
     assert pod["containers"][0]["image"] == "ghcr.io/example/bench:0.1"
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert any(n.startswith("task measure | devices:") for n in _notes(manifest))
+
+
+GRADED = """\
+candidate = propose(name = "candidate")
+live = apply(name = "live", depends_on = [candidate])
+bench = evaluate(name = "bench", run = "sh measure.sh", depends_on = [live], emits = ["score"], needs = "gpu")
+score = grade(name = "score", evidence = [bench], score = bench)
+decision = decide(name = "d", measurement = score)
+workflow(type = "custom", tasks = [candidate, live, bench, score, decision], result = decision)
+"""
+
+
+def test_a_scored_workflows_gpu_task_runs_as_a_job(
+    fake_api: FakeApiServer, domain: dict[str, Any], cli
+) -> None:
+    manifest = _write(domain, needs="")  # the judge measures here; the graph's bench needs the GPU
+    (manifest.parent / "workflow.star").write_text(GRADED)
+    done = cli("run", "--manifest", manifest, "--iterations", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _rows(manifest)
+    assert [(r["iter"], r["score"], r["decision"]) for r in rows] == [
+        (0, 1, "baseline"),
+        (1, 2, "keep"),
+        (2, 3, "keep"),
+    ]
+    assert [r["note"] for r in rows][1:] == ["graded by bench", "graded by bench"]
+    jobs = _posted_jobs(fake_api)
+    assert [j["spec"]["template"]["metadata"]["labels"]["crucible.dev/task"] for j in jobs] == [
+        "bench",
+        "bench",
+    ]
+    assert any(n.startswith("task bench | measuring value 2 on pod") for n in _notes(manifest))

@@ -24,7 +24,7 @@ from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import agent_environment, engine_environment
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.preflight import Preflight
-from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, RemoteMeasure, open_remote_measure
+from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, RunRunners, open_run_runners
 from crucible_core.run.wide import refuse_unforkable, wide_settings
 from crucible_core.run.workspace_setup import prepare_workspace, source_notice, workspace_in_use
 from crucible_core.shell import Shell
@@ -239,7 +239,7 @@ def _probe_gate(
     paths = RunPaths.resolve(loaded)
     created = not workspace_in_use(paths.workspace)
     shell = Shell(cwd=paths.workspace, env=engine_environment())
-    remote: RemoteMeasure | None = None
+    opened = RunRunners()
     try:
         drivers = build_drivers(plugins, loaded, paths, shell, harness=harness, world_record=False)
         if created:
@@ -259,7 +259,7 @@ def _probe_gate(
         if m.preflight is not None:
             check_preflight(Preflight(m.preflight, shell), findings)
 
-        remote = open_remote_measure(
+        opened = open_run_runners(
             plugins,
             loaded,
             drivers.judge,
@@ -271,6 +271,7 @@ def _probe_gate(
             env=shell.env,
             emit=lambda event: findings.add("info", str(getattr(event, "msg", event))),
         )
+        remote = opened.measure
         if remote is not None:
             findings.add(
                 "info", f"the judge needs {remote.needs!r}: measured on {remote.runner.name}, as a run will"
@@ -309,7 +310,6 @@ def _probe_gate(
     except CrucibleError as exc:
         findings.add("fail", exc.render())
     finally:
-        if remote is not None:
-            remote.close()
+        opened.close()
         if created and paths.workspace.exists():
             shutil.rmtree(paths.workspace, ignore_errors=True)

@@ -18,6 +18,7 @@ from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import RunFailed
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths, write_atomic
+from crucible_core.plan.runners import TaskRunner
 from crucible_core.protocols import AgentBackend, FailureClass, Judge, Turn, TurnResult, World
 from crucible_core.redact import Redactor
 from crucible_core.run import distress
@@ -80,6 +81,8 @@ class Engine:
     service_resolution: Resolution | None = None
     # The judge's measure carried out by a task runner ([judge].needs unprovided here); None: here.
     remote_measure: RemoteMeasure | None = None
+    caps: frozenset[str] = frozenset()  # --cap: what this machine provides to an authored graph's tasks
+    task_runners: tuple[TaskRunner, ...] = ()  # [deploy]'s runners, for an authored graph's tasks
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))

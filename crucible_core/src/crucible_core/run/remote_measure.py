@@ -160,11 +160,21 @@ class RemoteMeasure:
             self.cancelled = True
             self.runner.cancel()
 
+
+@attrs.frozen
+class RunRunners:
+    """The task runners a loop run opened: the one measuring for the judge, and all of them for
+    an authored graph's tasks. Closed when the run ends."""
+
+    runners: tuple[TaskRunner, ...] = ()
+    measure: RemoteMeasure | None = None
+
     def close(self) -> None:
-        self.runner.close()
+        for runner in self.runners:
+            runner.close()
 
 
-def open_remote_measure(
+def open_run_runners(
     plugins: Any,
     loaded: LoadedManifest,
     judge: Judge,
@@ -175,22 +185,25 @@ def open_remote_measure(
     timeout: float,
     env: Mapping[str, str],
     emit: Callable[[wire.Event], Any],
-) -> RemoteMeasure | None:
-    """The runner this run's measures go through, or None when they run here.
+    graph: bool = False,
+) -> RunRunners:
+    """The runners `[deploy]` configures, opened when something of this run may need them: the
+    judge's measure (its `needs` not in `caps`), or, with `graph`, an authored graph's tasks.
 
     Refuses the run (CapabilityUnavailable, exit 10) when the judge needs a capability that
     neither `--cap` nor a runner configured by the manifest's `[deploy]` section provides.
     """
     needs = judge_needs(judge)
-    if needs is None or needs in caps:
-        return None
+    measured_here = needs is None or needs in caps
     deploy = loaded.manifest.deploy
-    if deploy is None:
-        raise CapabilityUnavailable(
-            f"the judge needs {needs!r}, which this run does not provide",
-            hint=f"pass --cap {needs} if this machine has it, or name a deploy profile whose "
-            f"[tasks].capabilities lists it in [deploy].profile (docs/kubernetes.md)",
-        )
+    if deploy is None or (measured_here and not graph):
+        if not measured_here:
+            raise CapabilityUnavailable(
+                f"the judge needs {needs!r}, which this run does not provide",
+                hint=f"pass --cap {needs} if this machine has it, or name a deploy profile whose "
+                f"[tasks].capabilities lists it in [deploy].profile (docs/kubernetes.md)",
+            )
+        return RunRunners()
     context = TaskRunnerContext(
         run_name=loaded.dir.name,
         state_dir=state_dir,
@@ -199,24 +212,21 @@ def open_remote_measure(
         env=dict(env),
         emit=emit,
     )
-    runners = open_task_runners(plugins, context)
+    opened = RunRunners(open_task_runners(plugins, context))
+    if needs is None or measured_here:
+        return opened
     task = measure_task(needs, timeout)
-    chosen: TaskRunner | None = None
     refusals: list[str] = []
-    for runner in runners:
+    for runner in opened.runners:
         if needs not in runner.provides():
             refusals.append(f"{runner.name} serves only {', '.join(sorted(runner.provides())) or 'nothing'}")
         elif (refusal := runner.refuses(task, MEASURE_KIND)) is not None:
             refusals.append(f"{runner.name} does not take it: {refusal}")
-        elif chosen is None:
-            chosen = runner
-    for runner in runners:
-        if runner is not chosen:
-            runner.close()
-    if chosen is None:
-        why = "; ".join(refusals) or "no installed plugin runs tasks for [deploy] (see `crucible plugins`)"
-        raise CapabilityUnavailable(
-            f"the judge needs {needs!r}, and no task runner can measure there: {why}",
-            hint=f"list {needs!r} in the deploy profile's [tasks].capabilities, or pass --cap {needs}",
-        )
-    return RemoteMeasure(chosen, judge, needs, workspace, timeout)
+        else:
+            return attrs.evolve(opened, measure=RemoteMeasure(runner, judge, needs, workspace, timeout))
+    opened.close()
+    why = "; ".join(refusals) or "no installed plugin runs tasks for [deploy] (see `crucible plugins`)"
+    raise CapabilityUnavailable(
+        f"the judge needs {needs!r}, and no task runner can measure there: {why}",
+        hint=f"list {needs!r} in the deploy profile's [tasks].capabilities, or pass --cap {needs}",
+    )

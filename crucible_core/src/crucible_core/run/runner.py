@@ -49,7 +49,7 @@ from crucible_core.run.parking import Pending
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.publish import KeptPublisher, build_publisher
-from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, HeldEvents, open_remote_measure
+from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, HeldEvents, open_run_runners
 from crucible_core.run.state_lock import StateLock
 from crucible_core.run.wide import (
     RoundFiles,
@@ -231,7 +231,7 @@ def _execute_locked(
     # Where the judge's measure runs: here, or through a task runner ([judge].needs); a need
     # nobody serves, or an unreachable cluster, refuses the run here, before the log exists.
     held = HeldEvents()
-    remote_measure = open_remote_measure(
+    opened = open_run_runners(
         plugins,
         loaded,
         drivers.judge,
@@ -241,7 +241,9 @@ def _execute_locked(
         timeout=(m.judge.measure_timeout if m.judge else None) or DEFAULT_MEASURE_TIMEOUT,
         env=base_env,
         emit=held,
+        graph=workflow is not None,  # an authored graph's tasks may need what this machine lacks
     )
+    remote_measure = opened.measure
     reporter = make_reporter(plugins, request.ui, budget.iterations)
     redactor = Redactor()
     redactor.add_env(loaded.manifest.agent.env)
@@ -273,6 +275,7 @@ def _execute_locked(
         preflight=Preflight(m.preflight, shell) if m.preflight is not None else None,
     )
     engine.workflow = workflow
+    engine.caps, engine.task_runners = request.caps, opened.runners
     if remote_measure is not None:
         engine.remote_measure = remote_measure
         remote_measure.note = engine.note
@@ -404,8 +407,7 @@ def _execute_locked(
             gates.settle_aborts()
         engine.lifecycle.run_end(exit_.value, reason, run.iteration if run else 0)
         _stop_services(engine, planned, services)
-        if remote_measure is not None:
-            remote_measure.close()
+        opened.close()
         _finish(engine, run, exit_, reason)
         _close_reporter(reporter, request.ui, fanout)
     return RunResult(exit_, reason, failed_code or exit_.exit_code)

@@ -131,6 +131,8 @@ def run_authored_iteration(engine: Engine, run: Run, iteration: int, graph: Auth
         ends_run=False,  # plan_admitted and task_result lines, additive to the loop's own events
         before_task=before_task,
         agent_runner=agent_task_runner(lambda: engine.backend, engine.loaded.manifest.agent.env, iteration),
+        caps=engine.caps,
+        task_runners=engine.task_runners,  # a task needing what this machine lacks: [deploy]'s cluster
     )
     report = PlanExecutor(graph.plan, graph.kinds, engine.log, config).run()
     run.spent += report.spent_usd  # engine operations report none: their spend is already counted
