@@ -106,6 +106,7 @@ class RemoteMeasure:
     note: Callable[[str, str], None] = lambda text, level: None
     retries: int = TRANSPORT_RETRIES
     cancelled: bool = False
+    warned: bool = False  # said once that the judge ignored the shell it was lent
 
     def measure(self, ctx: MeasureContext) -> Reading:
         why = ""
@@ -126,12 +127,14 @@ class RemoteMeasure:
         """One attempt: the judge's reading, and why the runner could not carry it out (or None)."""
         readings: list[Reading] = []
         lost: list[str] = []
+        calls: list[str] = []
 
         def run_kind(context: TaskContext) -> Attempt:
             remote = context.shell
             assert remote is not None  # a runner always lends its shell to a remote kind
 
             def shell(command: str, env: Mapping[str, str], timeout: float) -> Completed:
+                calls.append(command)
                 done = remote(command, env, timeout)
                 if done.spawn_error:
                     lost.append(done.spawn_error)
@@ -153,6 +156,14 @@ class RemoteMeasure:
             return Reading.invalid(attempt.note, broken=True), attempt.note or "the runner lost the attempt"
         if not readings:  # the runner refused to run the kind at all
             return Reading.invalid(attempt.note, broken=True), attempt.note or "nothing was measured"
+        if not calls and not self.warned:
+            # A judge declaring `needs` promises to measure through the shell it is lent.
+            self.warned = True
+            self.note(
+                f"the judge declares needs = {self.needs!r} but did not run its measure through "
+                f"the shell it was lent: it measured on this machine, not on {self.runner.name}",
+                "warn",
+            )
         return readings[-1], None
 
     def cancel(self) -> None:
