@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import kubernetes_validate
@@ -248,3 +249,75 @@ def test_a_pack_carries_plain_domain_files_only(tmp_path: Path) -> None:
         "tools/measure.sh",
         "workspace/a.py",
     ]
+
+
+def _manifest_naming_a_profile(tmp_path: Path, profile_text: str) -> Path:
+    """The example domain with a [deploy] section naming `cluster/profile.toml` beside it."""
+    domain = tmp_path / "counter"
+    shutil.copytree(EXAMPLE, domain)
+    manifest = domain / "crucible.toml"
+    manifest.write_text(manifest.read_text() + '\n[deploy]\nprofile = "cluster/profile.toml"\n')
+    (domain / "cluster").mkdir()
+    (domain / "cluster" / "profile.toml").write_text(profile_text)
+    return manifest
+
+
+def _job_rights(objects) -> list[tuple[str, str, set[str]]]:
+    """(namespace, resource, verbs) of every Role rule over what the Job runner touches."""
+    return [
+        (o.metadata.namespace, resource, set(rule.verbs))
+        for o in objects
+        if o.kind == "Role"
+        for rule in o.rules
+        for resource in rule.resources
+        if resource in ("jobs", "configmaps")
+    ]
+
+
+def test_a_loop_whose_deploy_profile_runs_tasks_may_run_jobs_in_the_tasks_namespace(tmp_path: Path) -> None:
+    # The tasks run in another namespace than the loop pod: the rights are granted there, to the
+    # loop pod's service account.
+    text = (EXAMPLE / "profile.toml").read_text().replace('namespace = "crucible"', 'namespace = "gpu-jobs"')
+    manifest = _manifest_naming_a_profile(tmp_path, text)
+    for options in (RenderOptions(), RenderOptions(playbook=True, max_cost=5, max_time="1h", pack=True)):
+        rendered = _render(options, manifest=manifest)
+        for obj in rendered.objects:
+            _validate(to_wire(obj))
+        role = next(
+            o for o in rendered.objects if o.kind == "Role" and o.metadata.name == "counter-crucible-tasks"
+        )
+        binding = next(
+            o
+            for o in rendered.objects
+            if o.kind == "RoleBinding" and o.metadata.name == "counter-crucible-tasks"
+        )
+        assert role.metadata.namespace == binding.metadata.namespace == "gpu-jobs"
+        assert [(r.api_groups, r.resources, sorted(r.verbs)) for r in role.rules] == [
+            (["batch"], ["jobs"], ["create", "delete", "get", "list", "watch"]),
+            ([""], ["configmaps"], ["create", "delete", "get", "list", "watch"]),
+            ([""], ["pods", "pods/log"], ["get", "list"]),
+        ]
+        assert binding.role_ref.name == "counter-crucible-tasks" and binding.role_ref.kind == "Role"
+        [subject] = binding.subjects
+        assert (subject.kind, subject.name, subject.namespace) == (
+            "ServiceAccount",
+            "crucible-loop",
+            "crucible",
+        )
+        # Nowhere else: the loop's own namespace grants reading pods only.
+        assert {ns for ns, _, _ in _job_rights(rendered.objects)} == {"gpu-jobs"}
+
+
+def test_a_loop_that_runs_no_task_jobs_gets_no_rights_over_jobs(tmp_path: Path) -> None:
+    # No [deploy] at all (the example), and a [deploy] profile without [tasks].
+    without_tasks = (EXAMPLE / "profile.toml").read_text().split("# Plan tasks that need")[0]
+    assert "[tasks]" not in without_tasks
+    for manifest in (EXAMPLE / "crucible.toml", _manifest_naming_a_profile(tmp_path, without_tasks)):
+        for options in (RenderOptions(), RenderOptions(playbook=True, max_cost=5, max_time="1h")):
+            rendered = _render(options, manifest=manifest)
+            assert _job_rights(rendered.objects) == []
+            assert not any(o.metadata.name.endswith("-tasks") for o in rendered.objects)
+            [role] = [o for o in rendered.objects if o.kind == "Role"]
+            assert [(r.resources, r.verbs) for r in role.rules] == [
+                (["pods", "pods/log"], ["get", "list", "watch"])
+            ]

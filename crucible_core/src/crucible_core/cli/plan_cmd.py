@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from crucible_core.plan.ir import ValidPlan
     from crucible_core.plan.kinds import TaskKindSpec
-    from crucible_core.plan.runners import TaskRunner
+    from crucible_core.plan.runners import TaskRunner, TaskRunnerContext
     from crucible_core.registry import Registry
     from crucible_core.session_log import SessionLog
 
@@ -34,12 +34,25 @@ def _kinds() -> Registry[TaskKindSpec]:
     return load_plugins().registry("task kind")
 
 
+def _open_runners(context: TaskRunnerContext) -> tuple[TaskRunner, ...]:
+    """The task runners the context configures; a --deploy-profile nobody takes is refused."""
+    from crucible_core.plan.runners import open_task_runners
+    from crucible_core.plugins import load_plugins
+
+    runners = open_task_runners(load_plugins(), context)
+    if not runners and context.deploy_profile is not None:
+        raise UsageError(
+            f"--deploy-profile {context.deploy_profile}: no installed plugin runs tasks from a deploy profile",
+            hint="install crucible-plugin-deploy-kubernetes",
+        )
+    return runners
+
+
 def _task_runners(
     file: Path, state: Path, profile: Path | None, env: Mapping[str, str], log: SessionLog
 ) -> tuple[TaskRunner, ...]:
     """The task runners this run configured (none without --deploy-profile)."""
-    from crucible_core.plan.runners import TaskRunnerContext, open_task_runners
-    from crucible_core.plugins import load_plugins
+    from crucible_core.plan.runners import TaskRunnerContext
 
     if profile is None:
         return ()
@@ -51,13 +64,7 @@ def _task_runners(
         env=env,
         emit=log.emit,
     )
-    runners = open_task_runners(load_plugins(), context)
-    if not runners:
-        raise UsageError(
-            f"--deploy-profile {profile}: no installed plugin runs tasks from a deploy profile",
-            hint="install crucible-plugin-deploy-kubernetes",
-        )
-    return runners
+    return _open_runners(context)
 
 
 @command.command("run")
@@ -188,10 +195,28 @@ def run(
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True)
 @click.option("--cap", "caps", multiple=True, help="A capability to assume when judging truncation.")
-def show(file: Path | None, manifest: Path | None, wide_round: bool, fmt: str, caps: tuple[str, ...]) -> None:
-    """Validate a plan without running it and print the admitted graph."""
+@click.option(
+    "--deploy-profile",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="Count what the profile's task runners serve (offline: no cluster is contacted).",
+)
+def show(
+    file: Path | None,
+    manifest: Path | None,
+    wide_round: bool,
+    fmt: str,
+    caps: tuple[str, ...],
+    deploy_profile: Path | None,
+) -> None:
+    """Validate a plan without running it and print the admitted graph.
+
+    The JSON form carries the verdict a run here would reach and, when task runners are
+    configured (--deploy-profile, or the manifest's [deploy]), which tasks they would take.
+    """
     from crucible_core.plan import render
     from crucible_core.plan.load import load_plan
+    from crucible_core.plan.runners import TaskRunnerContext
     from crucible_core.plan.validate import validate
 
     if (file is None) == (manifest is None):
@@ -199,6 +224,7 @@ def show(file: Path | None, manifest: Path | None, wide_round: bool, fmt: str, c
     if wide_round and manifest is None:
         raise UsageError("--wide-round shows a manifest's wide round: give --manifest")
     kinds = _kinds()
+    profile = deploy_profile.resolve() if deploy_profile is not None else None
     if manifest is not None:
         from crucible_core.cli.workflow_cmd import validate_document
         from crucible_core.manifest.loader import load_manifest
@@ -219,6 +245,8 @@ def show(file: Path | None, manifest: Path | None, wide_round: bool, fmt: str, c
             plan = validate(
                 render.default_iteration_plan(), kinds, owns_world_and_judge=True, source=str(manifest)
             )
+        deploy = loaded.manifest.deploy
+        base = loaded.dir
     else:
         assert file is not None
         from crucible_core.plan.load import read_plan_file
@@ -226,10 +254,33 @@ def show(file: Path | None, manifest: Path | None, wide_round: bool, fmt: str, c
 
         run_services.declarations_of(read_plan_file(file), [file.resolve().parent], str(file))
         plan = validate(load_plan(file, kinds), kinds, source=str(file))
-    verdict = _truncation_verdict(plan, frozenset(caps))
+        deploy = None
+        base = file.resolve().parent
+    runners: tuple[TaskRunner, ...] = ()
+    if profile is not None or deploy is not None:
+        # Asked offline: the runners say what they would take; nothing is contacted or created.
+        context = TaskRunnerContext(
+            run_name=base.name,
+            state_dir=base / "state",
+            base_dir=base,
+            deploy=deploy,
+            deploy_profile=profile,
+            env=dict(os.environ),
+            offline=True,
+        )
+        runners = _open_runners(context)
+    try:
+        verdict, runs_on = _truncation_verdict(plan, frozenset(caps), runners, kinds)
+    finally:
+        for runner in runners:
+            runner.close()
+    placed = runs_on if runners else None
     if fmt == "json":
-        click.echo(render.to_json(plan, verdict))
-    elif fmt == "toml":
+        click.echo(render.to_json(plan, verdict, placed))
+        return
+    if placed is not None:  # the graph formats have no place for it: say it beside them
+        click.echo(f"crucible: plan {verdict}", err=True)
+    if fmt == "toml":
         click.echo(render.to_toml(plan), nl=False)
     elif fmt == "dot":
         click.echo(render.to_dot(plan), nl=False)
@@ -237,10 +288,31 @@ def show(file: Path | None, manifest: Path | None, wide_round: bool, fmt: str, c
         click.echo(render.to_mermaid(plan), nl=False)
 
 
-def _truncation_verdict(plan: ValidPlan, caps: frozenset[str]) -> str:
+def _truncation_verdict(
+    plan: ValidPlan, caps: frozenset[str], runners: tuple[TaskRunner, ...], kinds: Registry[TaskKindSpec]
+) -> tuple[str, dict[str, str]]:
+    """The verdict a run here would reach, and which runner takes each task this machine cannot run."""
+    from crucible_core.plan.runners import refusals, runner_for
+
     available = caps | {"any"} | {t.needs for t in plan.tasks if t.needs.startswith("service.")}
-    missing = [t.name for t in plan.tasks if t.required and t.needs not in available]
-    return f"truncated: {', '.join(missing)} cannot run here" if missing else "runnable"
+    runs_on: dict[str, str] = {}
+    missing: list[str] = []
+    for task in plan.tasks:
+        if task.needs in available:
+            continue
+        entry = kinds.entries.get(task.kind)
+        runner = runner_for(task, entry.value, runners) if entry is not None else None
+        if runner is not None:
+            runs_on[task.name] = runner.name
+        elif task.required:
+            why = refusals(task, entry.value, runners) if entry is not None else []
+            missing.append(f"{task.name} ({'; '.join(why)})" if why else task.name)
+    if missing:
+        return f"truncated: {', '.join(missing)} cannot run here", runs_on
+    if runs_on:
+        where = ", ".join(f"{name} on {runner}" for name, runner in runs_on.items())
+        return f"runnable ({where})", runs_on
+    return "runnable", runs_on
 
 
 @command.command("states")

@@ -53,7 +53,7 @@ from crucible_core.plan.kinds import (
     TaskKindSpec,
 )
 from crucible_core.plan.output import declared_status
-from crucible_core.plan.runners import TaskRunner
+from crucible_core.plan.runners import TaskRunner, refusals, runner_for
 from crucible_core.plan.states import (
     BLOCK_NOTES,
     PLAN_MACHINE,
@@ -354,10 +354,7 @@ class PlanExecutor:
         if task.needs in self.config.provided():
             return None
         spec: TaskKindSpec = self.kinds.entries[task.kind].value
-        for runner in self.config.task_runners:
-            if task.needs in runner.provides() and runner.refuses(task, spec) is None:
-                return runner
-        return None
+        return runner_for(task, spec, self.config.task_runners)
 
     def _unrunnable(self) -> set[str]:
         caps = self.config.provided()
@@ -383,12 +380,7 @@ class PlanExecutor:
     def _why_missing(self, task: ir.Task) -> str:
         why = self.config.why_missing(task.needs)
         spec: TaskKindSpec = self.kinds.entries[task.kind].value
-        refusals = [
-            f"{runner.name} does not take it: {refusal}"
-            for runner in self.config.task_runners
-            if task.needs in runner.provides() and (refusal := runner.refuses(task, spec)) is not None
-        ]
-        return "; ".join([why, *refusals])
+        return "; ".join([why, *refusals(task, spec, self.config.task_runners)])
 
     def _truncate(self, admitted: PlanAdmitted | None, why: str) -> PlanReport:
         # Nothing is dispatched; every task settles truncated with the verdict's reason.

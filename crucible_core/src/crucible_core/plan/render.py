@@ -51,7 +51,8 @@ def task_table(task: ir.Task) -> dict[str, Any]:
     return table
 
 
-def to_json(plan: ir.ValidPlan, verdict: str) -> str:
+def to_json(plan: ir.ValidPlan, verdict: str, runs_on: dict[str, str] | None = None) -> str:
+    """The admitted plan as JSON; `runs_on` (task -> task runner) appears when runners are configured."""
     admitted = PlanAdmitted.of(plan).fields()
     document = {
         **admitted,
@@ -59,6 +60,8 @@ def to_json(plan: ir.ValidPlan, verdict: str) -> str:
         "verdict": verdict,
         "task_tables": [task_table(t) for t in plan.tasks],
     }
+    if runs_on is not None:
+        document["runs_on"] = runs_on
     return json.dumps(document, indent=2, sort_keys=True)
 
 

@@ -9,6 +9,11 @@ and returns the executor's `Attempt`, so retries, budgets and settling stay the 
 Core never knows what a runner is built on: it sees this Protocol and the factory signature.
 A factory returns None when the run did not configure it (no deploy profile, say), so an
 installed plugin costs nothing to a run that does not use it.
+
+`crucible plan show` asks the same factories with `TaskRunnerContext.offline` set: it only
+wants to know which tasks a runner would take, so the runner it gets answers `provides` and
+`refuses` exactly as in a run, but has connected to nothing and is never asked to run, cancel
+or reclaim. `runner_for` is the one rule both the executor and `plan show` place a task by.
 """
 
 from __future__ import annotations
@@ -73,6 +78,9 @@ class TaskRunnerContext:
       it takes precedence over `deploy.profile`.
     env: the run's environment (KUBECONFIG and the like are read from here, not os.environ).
     emit: writes one event to the run's session log (redacted there); safe from any thread.
+    offline: nothing will run (`plan show`): return a runner whose provides() and refuses()
+      answer as they would in a run, without reaching any remote system, creating or deleting
+      anything; only those two and close() are called. state_dir need not exist.
     """
 
     run_name: str
@@ -82,6 +90,7 @@ class TaskRunnerContext:
     deploy_profile: Path | None = None
     env: Mapping[str, str] = attrs.field(factory=dict)
     emit: Callable[[wire.Event], Any] | None = None
+    offline: bool = False
 
     def profile_path(self) -> Path | None:
         """The deploy profile this run names: the command line's, else `[deploy].profile`."""
@@ -105,6 +114,26 @@ def open_task_runners(plugins: Any, context: TaskRunnerContext) -> tuple[TaskRun
         if runner is not None:
             runners.append(runner)
     return tuple(runners)
+
+
+def runner_for(task: Task, kind: TaskKindSpec, runners: tuple[TaskRunner, ...]) -> TaskRunner | None:
+    """The first runner (in name order) that serves what the task needs and accepts it.
+
+    Asked only for a task this machine cannot run itself.
+    """
+    for runner in runners:
+        if task.needs in runner.provides() and runner.refuses(task, kind) is None:
+            return runner
+    return None
+
+
+def refusals(task: Task, kind: TaskKindSpec, runners: tuple[TaskRunner, ...]) -> list[str]:
+    """Why each runner that serves the task's need would not take it ("kubernetes does not take it: ...")."""
+    return [
+        f"{runner.name} does not take it: {refusal}"
+        for runner in runners
+        if task.needs in runner.provides() and (refusal := runner.refuses(task, kind)) is not None
+    ]
 
 
 @contextlib.contextmanager

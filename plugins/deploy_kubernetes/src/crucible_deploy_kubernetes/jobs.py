@@ -38,6 +38,7 @@ class TaskSpec:
     gpu: int = 0
     cpu: str | None = None
     memory: str | None = None
+    # None: the namespace's default account with no API token mounted (a task cannot call the API)
     service_account: str | None = None
     node_selector: dict[str, str] = attrs.field(factory=dict)
     pull_secret: str | None = None
@@ -114,6 +115,8 @@ def render_job(spec: TaskSpec) -> client.V1Job:
                 spec=client.V1PodSpec(
                     restart_policy="Never",
                     service_account_name=spec.service_account,
+                    # Only a task given an account of its own may reach the API with it.
+                    automount_service_account_token=False if spec.service_account is None else None,
                     containers=[container],
                     node_selector=spec.node_selector or None,
                     image_pull_secrets=[client.V1LocalObjectReference(name=spec.pull_secret)]

@@ -85,6 +85,9 @@ class TasksSection:
       transport failure (retried by the task's retries).
     node_selector: per capability, the node labels its Jobs are scheduled onto.
     log_lines: how many of an attempt's log lines go into the session log.
+    service_account: the identity task pods run as. Unset, they get the namespace's default
+      account with no API token mounted (automountServiceAccountToken: false), so a task cannot
+      call the cluster's API; set it only for tasks that must, with the rights they need.
     """
 
     capabilities: tuple[str, ...] = ("gpu",)
@@ -99,6 +102,7 @@ class TasksSection:
     env: dict[str, str] = attrs.field(factory=dict)
     secret_env: tuple[SecretEnv, ...] = ()
     log_lines: int = 200
+    service_account: str | None = None
 
 
 @attrs.frozen
@@ -111,7 +115,8 @@ class DeployProfile:
     secret_env: tuple[SecretEnv, ...] = ()
     labels: dict[str, str] = attrs.field(factory=dict)  # extra labels on everything rendered
     node_selector: dict[str, str] = attrs.field(factory=dict)
-    tasks: TasksSection = TasksSection()
+    # [tasks]: absent, this cluster runs no plan tasks, and a loop pod gets no rights over Jobs
+    tasks: TasksSection | None = None
 
 
 def _task_problems(tasks: TasksSection) -> list[str]:
@@ -151,6 +156,16 @@ def _task_problems(tasks: TasksSection) -> list[str]:
             out.append(f"{where}.secret = {entry.secret!r} is not a valid Kubernetes name")
         if not entry.key or not SECRET_KEY.match(entry.key):
             out.append(f"{where}.key = {entry.key!r} is not a valid Secret key")
+    account = tasks.service_account
+    if account is not None:
+        if not account:
+            out.append(
+                "[tasks].service_account is empty (leave it out for no API access, or name the account)"
+            )
+        elif len(account) > 253 or not DNS_SUBDOMAIN.match(account):
+            out.append(
+                f"[tasks].service_account = {account!r} is not a valid Kubernetes name (lowercase, digits, '-', '.')"
+            )
     return out
 
 
@@ -208,7 +223,8 @@ def _problems(profile: DeployProfile) -> list[str]:
         if entry.name in seen or entry.name in profile.env:
             out.append(f"{where}.name = {entry.name!r} is set twice (in [env] or another [[secret_env]])")
         seen.add(entry.name)
-    out.extend(_task_problems(profile.tasks))
+    if profile.tasks is not None:
+        out.extend(_task_problems(profile.tasks))
     return out
 
 

@@ -21,7 +21,7 @@ from kubernetes import client
 from crucible_core.errors import ManifestError, UsageError
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_deploy_kubernetes import labels as L
-from crucible_deploy_kubernetes.profile import DeployProfile
+from crucible_deploy_kubernetes.profile import DeployProfile, load_profile
 
 STATE_MOUNT = "/var/lib/crucible"  # the state volume; the run directory lives under it
 RUN_DIR = f"{STATE_MOUNT}/run"
@@ -256,39 +256,29 @@ def render(
                 api_version="v1", kind="ServiceAccount", metadata=_meta(sa, namespace, run, profile, mode)
             )
         )
-    # The run's own namespace: read its pods and logs, and run task Jobs (the Job runner's needs).
+    # The run's own namespace: read its pods and their logs.
     role_name = f"{run}-crucible"
-    objects.append(
-        client.V1Role(
-            api_version="rbac.authorization.k8s.io/v1",
-            kind="Role",
-            metadata=_meta(role_name, namespace, run, profile, mode),
-            rules=[
-                client.V1PolicyRule(
-                    api_groups=[""], resources=["pods", "pods/log"], verbs=["get", "list", "watch"]
-                ),
-                client.V1PolicyRule(
-                    api_groups=["batch"],
-                    resources=["jobs"],
-                    verbs=["get", "list", "watch", "create", "delete"],
-                ),
-                # a task Job's workspace travels in a ConfigMap the runner creates and deletes
-                client.V1PolicyRule(
-                    api_groups=[""], resources=["configmaps"], verbs=["get", "list", "create", "delete"]
-                ),
-            ],
-        )
-    )
     subject = client.RbacV1Subject(kind="ServiceAccount", name=sa, namespace=namespace)
-    objects.append(
-        client.V1RoleBinding(
-            api_version="rbac.authorization.k8s.io/v1",
-            kind="RoleBinding",
-            metadata=_meta(role_name, namespace, run, profile, mode),
-            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role_name),
-            subjects=[subject],
-        )
+    objects += _role_and_binding(
+        role_name,
+        namespace,
+        [
+            client.V1PolicyRule(
+                api_groups=[""], resources=["pods", "pods/log"], verbs=["get", "list", "watch"]
+            )
+        ],
+        subject,
+        run,
+        profile,
+        mode,
     )
+    # Task Jobs only when the manifest's [deploy] profile lets the run's tasks run as Jobs: a
+    # loop that cannot start a Job is not given the right to.
+    tasks = task_profile(loaded)
+    if tasks is not None:
+        objects += _role_and_binding(
+            f"{run}-crucible-tasks", tasks.cluster.namespace, task_rules(), subject, run, profile, mode
+        )
     # The namespaces the run changes (a rig, a staging deployment): the built-in `edit` role there.
     for target in profile.cluster.target_namespaces:
         objects.append(
@@ -389,6 +379,54 @@ def render(
     )
     objects.append(pod)
     return Rendered(tuple(objects), namespace, pod_name, run, image)
+
+
+def task_rules() -> list[client.V1PolicyRule]:
+    """What the Job task runner does in the tasks' namespace (task_runner.py, jobs.py)."""
+    verbs = ["create", "get", "list", "watch", "delete"]
+    return [
+        client.V1PolicyRule(api_groups=["batch"], resources=["jobs"], verbs=list(verbs)),
+        # a task Job's workspace travels in a ConfigMap the runner creates and deletes
+        client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=list(verbs)),
+        # find a Job's pod, read why it failed, follow its log
+        client.V1PolicyRule(api_groups=[""], resources=["pods", "pods/log"], verbs=["get", "list"]),
+    ]
+
+
+def task_profile(loaded: LoadedManifest) -> DeployProfile | None:
+    """The profile the manifest's `[deploy]` names, when its `[tasks]` lets the run's tasks run as Jobs."""
+    deploy = loaded.manifest.deploy
+    if deploy is None or deploy.profile is None:
+        return None
+    named = load_profile(loaded.dir / deploy.profile)  # the loader checked it is a file beside the manifest
+    return named if named.tasks is not None else None
+
+
+def _role_and_binding(
+    name: str,
+    namespace: str,
+    rules: list[client.V1PolicyRule],
+    subject: client.RbacV1Subject,
+    run: str,
+    profile: DeployProfile,
+    mode: str,
+) -> list[Any]:
+    """A Role in `namespace` and the RoleBinding that grants it to the pod's service account."""
+    return [
+        client.V1Role(
+            api_version="rbac.authorization.k8s.io/v1",
+            kind="Role",
+            metadata=_meta(name, namespace, run, profile, mode),
+            rules=rules,
+        ),
+        client.V1RoleBinding(
+            api_version="rbac.authorization.k8s.io/v1",
+            kind="RoleBinding",
+            metadata=_meta(name, namespace, run, profile, mode),
+            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=name),
+            subjects=[subject],
+        ),
+    ]
 
 
 def _env(

@@ -39,6 +39,7 @@ import attrs
 from kubernetes import client
 
 from crucible_core.contract import wire
+from crucible_core.errors import ManifestError
 from crucible_core.plan.ir import Task
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext, TaskKindSpec
 from crucible_core.plan.runners import TaskRunnerContext
@@ -176,6 +177,8 @@ class KubernetesTaskRunner:
         run: str,
         emit: Callable[[wire.Event], Any] | None = None,
     ) -> None:
+        if profile.tasks is None:  # open_runner refuses such a profile before it gets here
+            raise ValueError("a deploy profile without [tasks] runs no plan tasks")
         self.profile = profile
         self.tasks = profile.tasks
         self.namespace = profile.cluster.namespace
@@ -364,7 +367,7 @@ class KubernetesTaskRunner:
             gpu=tasks.gpu if needs == "gpu" else 0,
             cpu=tasks.cpu,
             memory=tasks.memory,
-            service_account=None,
+            service_account=tasks.service_account,
             node_selector=dict(tasks.node_selector.get(needs, {})),
             pull_secret=self.profile.image.pull_secret,
             secret_env=tuple((e.name, e.secret, e.key) for e in tasks.secret_env),
@@ -577,6 +580,13 @@ def open_runner(context: TaskRunnerContext) -> KubernetesTaskRunner | None:
     if path is None:
         return None
     profile = load_profile(path)
+    if profile.tasks is None:
+        raise ManifestError(
+            f"deploy profile {path} has no [tasks] section, so its cluster runs no plan tasks",
+            hint='add [tasks] with capabilities = ["gpu"] (docs/kubernetes.md#plan-tasks-as-jobs)',
+        )
+    if context.offline:  # plan show: only provides/refuses are asked; the client never calls out
+        return KubernetesTaskRunner(profile, client.ApiClient(), run=run_label(context))
     deploy = context.deploy
     kubeconfig: Path | None = None
     if deploy is not None and deploy.kubeconfig is not None:
