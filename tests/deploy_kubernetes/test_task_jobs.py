@@ -135,6 +135,9 @@ def test_a_gpu_task_runs_as_a_job_and_its_output_reaches_a_local_dependent(
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert json.loads(env["CRUCIBLE_INPUTS"]) == {"prep": {"n": 2}} and env["CRUCIBLE_TASK"] == "bench"
     assert "never-leaves-this-machine" not in json.dumps(job)  # this machine's environment stays here
+    # No account of its own: the namespace's default, with no API token in the pod.
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
     # The workspace travelled in a ConfigMap, which is gone once the attempt is over.
     [posted_map] = fake_api.calls_to("POST", f"/api/v1/namespaces/{NS}/configmaps")
     assert "the cluster" in posted_map["body"]
@@ -159,6 +162,35 @@ def test_a_capability_label_from_the_profile_schedules_onto_its_nodes(
     pod = job["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "A100"}
     assert "resources" not in pod["containers"][0] or not pod["containers"][0]["resources"].get("limits")
+
+
+def test_a_tasks_service_account_is_the_identity_of_its_pods(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    rig["profile"].write_text(
+        PROFILE.replace("log_lines = 5", 'log_lines = 5\nservice_account = "bench-runner"')
+    )
+    done = _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra="")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    [job] = _posted_jobs(fake_api)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "bench-runner"
+    assert "automountServiceAccountToken" not in pod  # the account's own setting decides
+    _validate(job)
+
+
+def test_a_tasks_service_account_is_checked_like_every_name(tmp_path: Path) -> None:
+    for value, says in (
+        ('"Bench_Runner"', "[tasks].service_account = 'Bench_Runner' is not a valid Kubernetes name"),
+        ('""', "[tasks].service_account is empty"),
+        ("7", "[tasks].service_account"),
+    ):
+        (tmp_path / "p.toml").write_text(
+            PROFILE.replace("log_lines = 5", f"log_lines = 5\nservice_account = {value}")
+        )
+        with pytest.raises(ManifestError) as raised:
+            load_profile(tmp_path / "p.toml")
+        assert says in raised.value.message
 
 
 def test_an_evicted_job_is_retried_and_then_passes(fake_api: FakeApiServer, rig: dict[str, Any], cli) -> None:
@@ -402,3 +434,80 @@ def test_an_unreachable_cluster_is_one_line_and_exit_15_before_any_task_runs(
     assert done.stderr.startswith("crucible: error:") and "unreachable" in done.stderr
     assert "Traceback" not in done.stderr
     assert not [e for e in _session(rig) if e["kind"] == "task_result"]
+
+
+def _show(cli, *args: Any):
+    done = cli("plan", "show", *args)
+    return done, (json.loads(done.stdout) if done.returncode == 0 and done.stdout.startswith("{") else None)
+
+
+def test_plan_show_counts_what_the_profile_serves_without_reaching_the_cluster(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    plan = rig["dir"] / "plan.toml"
+    plan.write_text(_plan(PREP, GPU_BENCH.format(extra=""), REPORT))
+    done, shown = _show(cli, plan)
+    assert shown is not None and shown["verdict"] == "truncated: bench cannot run here"
+    assert "runs_on" not in shown
+    done, shown = _show(cli, plan, "--deploy-profile", rig["profile"])
+    assert shown is not None, done.stderr
+    assert shown["verdict"] == "runnable (bench on kubernetes)"
+    assert shown["runs_on"] == {"bench": "kubernetes"}  # prep and report run here
+    done, _ = _show(cli, plan, "--deploy-profile", rig["profile"], "--format", "mmd")
+    assert done.returncode == 0 and done.stdout.startswith("flowchart")
+    assert "plan runnable (bench on kubernetes)" in done.stderr
+    # A --cap this machine declares keeps the task here.
+    _, shown = _show(cli, plan, "--deploy-profile", rig["profile"], "--cap", "gpu")
+    assert shown is not None and shown["verdict"] == "runnable" and shown["runs_on"] == {}
+    # A task the runner refuses is still truncated, and the verdict says why.
+    refused = GPU_BENCH.format(extra='emits_files = ["out/trace.json"]')
+    plan.write_text(_plan(PREP, refused))
+    _, shown = _show(cli, plan, "--deploy-profile", rig["profile"])
+    assert shown is not None and shown["verdict"].startswith("truncated: bench (kubernetes does not take it:")
+    assert shown["runs_on"] == {}
+    assert fake_api.calls == []  # offline: not even the reclaim a run does first
+    assert not (rig["dir"] / "state").exists()
+
+
+def test_plan_show_reads_a_manifests_deploy_section(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    pack = rig["dir"] / "pack"
+    pack.mkdir()
+    (pack / "crucible.toml").write_text(
+        '[workflow]\ntype = "playbook"\n\n[agent]\ngoal = "benchmark on a GPU"\n\n'
+        '[workspace]\ndir = "workspace"\ninject = ["bench.sh", "prep.sh"]\n\n'
+        '[deploy]\nprofile = "cluster/profile.toml"\n'
+    )
+    (pack / "workflow.star").write_text(PLAYBOOK)
+    for name in ("prep.sh", "bench.sh"):
+        (pack / name).write_text("true\n")
+    (pack / "cluster").mkdir()
+    (pack / "cluster" / "profile.toml").write_text(PROFILE)
+    done, shown = _show(cli, "--manifest", pack / "crucible.toml")
+    assert shown is not None, done.stderr
+    assert shown["verdict"] == "runnable (bench on kubernetes)" and shown["runs_on"] == {
+        "bench": "kubernetes"
+    }
+    # --deploy-profile overrides the manifest's: this one serves only "a100".
+    other = rig["dir"] / "a100.toml"
+    other.write_text(PROFILE.replace('capabilities = ["gpu", "a100"]', 'capabilities = ["a100"]'))
+    other.write_text(other.read_text().split("[tasks.node_selector]")[0])
+    _, shown = _show(cli, "--manifest", pack / "crucible.toml", "--deploy-profile", other)
+    assert shown is not None and shown["verdict"] == "truncated: bench cannot run here"
+    assert fake_api.calls == []
+
+
+def test_a_profile_without_tasks_runs_none_and_says_so(
+    fake_api: FakeApiServer, rig: dict[str, Any], cli
+) -> None:
+    rig["profile"].write_text(PROFILE.split("[tasks]")[0])
+    plan = rig["dir"] / "plan.toml"
+    plan.write_text(_plan(PREP, GPU_BENCH.format(extra="")))
+    for done in (
+        cli("plan", "show", plan, "--deploy-profile", rig["profile"]),
+        _run_plan(cli, rig, _plan(PREP, GPU_BENCH.format(extra=""))),
+    ):
+        assert done.returncode == 10, done.stdout + done.stderr
+        assert "has no [tasks] section" in done.stderr and "Traceback" not in done.stderr
+    assert not _posted_jobs(fake_api)
