@@ -123,6 +123,7 @@ def crucible_register_task_runners(register: Register[TaskRunnerFactory]) -> Non
 
     A plan run calls every factory once; one that returns a TaskRunner (not None) may run the
     run's tasks that need a capability this machine lacks (crucible_core.plan.runners).
+    `plan show` calls them with `context.offline` set and only asks provides/refuses.
     """
 
 
