@@ -306,6 +306,11 @@ def test_a_loop_whose_deploy_profile_runs_tasks_may_run_jobs_in_the_tasks_namesp
         )
         # Nowhere else: the loop's own namespace grants reading pods only.
         assert {ns for ns, _, _ in _job_rights(rendered.objects)} == {"gpu-jobs"}
+    # The GPU-judge example measures as Jobs: its loop pod may run them, in its own namespace.
+    judged = _render(RenderOptions(), manifest=EXAMPLE / "gpu-judge" / "crucible.toml")
+    for obj in judged.objects:
+        _validate(to_wire(obj))
+    assert {ns for ns, _, _ in _job_rights(judged.objects)} == {"crucible"}
 
 
 def test_a_loop_that_runs_no_task_jobs_gets_no_rights_over_jobs(tmp_path: Path) -> None:
