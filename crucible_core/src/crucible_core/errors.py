@@ -51,6 +51,11 @@ class UnsupportedSectionError(ManifestError):
     exit_code = ExitCode.UNSUPPORTED
 
 
+class CapabilityUnserved(ManifestError):
+    """Work the manifest sends elsewhere (`[search].needs`) has nowhere to run: not on this
+    machine (`--cap`), and no task runner (a `[deploy]` profile) serves it or can carry it out."""
+
+
 class WorkspaceError(CrucibleError):
     exit_code = ExitCode.WORKSPACE
 

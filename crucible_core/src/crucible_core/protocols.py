@@ -197,14 +197,41 @@ class MeasureContext:
     shell: CommandShell | None = None
 
 
+@attrs.frozen
+class ShellStdin:
+    """What a command reads on its standard input (an agent turn's prompt).
+
+    file_env: a variable the shell sets to the path of a file holding the same bytes, where the
+      command runs (a turn's CRUCIBLE_PROMPT_FILE), so a command may read either.
+    """
+
+    data: bytes
+    file_env: str | None = None
+
+
 class CommandShell(Protocol):
     """Runs one shell command in a workspace with its environment and deadline, wherever it runs.
 
     A failure to carry the command out at all (never started, lost with its machine) is
     reported as `spawn_error`; the caller treats it as a transport failure, not a verdict.
+
+    stdin: the command's standard input (none: empty).
+    returns_workspace: the command edits its workspace and the caller reads the edits there
+      afterwards; a shell running elsewhere brings the workspace the command left back into
+      the task's workdir before it returns (only when the command succeeded). A workspace
+      that cannot be brought back makes the command's result a failure that says why.
+      Only a kind whose spec says `returns_workspace` asks for it.
     """
 
-    def __call__(self, command: str, env: Mapping[str, str], timeout: float) -> Completed: ...
+    def __call__(
+        self,
+        command: str,
+        env: Mapping[str, str],
+        timeout: float,
+        *,
+        stdin: ShellStdin | None = None,
+        returns_workspace: bool = False,
+    ) -> Completed: ...
 
 
 @attrs.frozen
@@ -325,6 +352,38 @@ class AgentBackend(Protocol):
 
 
 BackendFactory = Callable[[BackendContext], AgentBackend]
+
+
+@attrs.frozen
+class ShellTurn:
+    """One agent turn as a single shell command: a turn a task runner can carry out elsewhere.
+
+    command: run by `sh -c` in the turn's workspace.
+    env: the command's environment as it would run here (a runner sends on only the names it
+      forwards, never this machine's whole environment).
+    stdin: the prompt, on standard input; `stdin_file_env` names the variable that points at a
+      file holding the same bytes (the runner sets it to the path where the command runs).
+    finish: what the command did (a `crucible_core.process.Completed`) -> the turn's result.
+    """
+
+    command: str
+    env: Mapping[str, str]
+    stdin: bytes
+    stdin_file_env: str | None
+    finish: Callable[[Completed], TurnResult]
+
+
+@runtime_checkable
+class ShellTurnBackend(Protocol):
+    """A backend whose turn is one shell command (the `command` backend).
+
+    A wide round whose `[search].needs` this machine lacks hands each proposal's command to a
+    task runner; a backend without `shell_turn` (an agent program with its own session, a
+    sandbox) cannot be carried out that way, and such a run is refused at start.
+    """
+
+    def shell_turn(self, turn: Turn) -> ShellTurn:
+        """The turn as one command; it must not start anything."""
 
 
 @attrs.frozen

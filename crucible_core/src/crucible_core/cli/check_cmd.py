@@ -26,7 +26,8 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
     "--cap",
     "caps",
     multiple=True,
-    help="A capability this machine provides (repeatable): a judge that needs it is measured here.",
+    help="A capability this machine provides (repeatable), as the run will declare it: a judge or "
+    "wide-round proposals that need it run here.",
 )
 @click.option(
     "--plan",

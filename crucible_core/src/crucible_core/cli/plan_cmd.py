@@ -238,7 +238,7 @@ def show(
 
             if search is None or search.wide == 0:
                 raise UsageError(f"{manifest} asks for no wide round ([search].wide is 0 or absent)")
-            plan = admitted_wide_plan(range(1, search.wide + 1))
+            plan = admitted_wide_plan(range(1, search.wide + 1), search.needs)
         elif document is not None:
             plan = validate_document(document, source=str(manifest))
         else:

@@ -91,7 +91,8 @@ DEFAULT_ITERATIONS = 10
     "--cap",
     "caps",
     multiple=True,
-    help="A capability this machine provides (repeatable): a playbook task's or the judge's needs.",
+    help="A capability this machine provides (repeatable): playbook tasks, the judge's measure and "
+    "wide-round proposals ([search].needs) needing it run here.",
 )
 @click.option(
     "--max-asks", type=click.IntRange(0), default=20, show_default=True, help="Asks a playbook may emit."
@@ -131,7 +132,8 @@ def command(
     """Run the keep/discard loop over a manifest.
 
     Exit codes: 0 the run completed (iterations or budget spent, or solved); 2 the agent
-    escalated; 3 stopped by an operator; 4 the run failed; 10 bad manifest; 11 workspace or
+    escalated; 3 stopped by an operator; 4 the run failed; 10 bad manifest (or [search].needs
+    served nowhere); 11 workspace or
     state conflict; 12 unknown or duplicate plugin; 16 a manifest section this version does
     not support. See `crucible help cli`.
     """

@@ -23,7 +23,14 @@ from crucible_core.contract.noise import Margin, MarginError, Statistic, parse_m
 from crucible_core.contract.reading import Direction
 from crucible_core.durations import DURATION_FORMS, duration_problem, duration_seconds
 from crucible_core.manifest.broker_sections import FixedTarget, OpenTarget
-from crucible_core.manifest.models import ComponentEntry, InjectEntry, Manifest, PreflightRung, Seconds
+from crucible_core.manifest.models import (
+    Capability,
+    ComponentEntry,
+    InjectEntry,
+    Manifest,
+    PreflightRung,
+    Seconds,
+)
 
 converter = cattrs.Converter(forbid_extra_keys=True)
 
@@ -111,6 +118,20 @@ def _strict_int(value: Any, _type: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ManifestValueError(f"expected an integer, not {show(value)}")
     return value
+
+
+def _capability(value: Any, _type: Any) -> Capability:
+    """One capability: `needs = "gpu"`, or a list of one as a plan task's `needs` also reads."""
+    if isinstance(value, list):
+        if len(value) != 1:
+            raise ManifestValueError(
+                f"names one capability (a string, or a list of one string), not {show(value)}"
+            )
+        value = value[0]
+    text = _strict_str(value, str).strip()
+    if not text:
+        raise ManifestValueError("must name a capability, not an empty string")
+    return Capability(text)
 
 
 def _seconds(value: Any, _type: Any) -> Seconds:
@@ -242,6 +263,7 @@ def _table_hook_factory(cl: type, conv: cattrs.Converter) -> Any:
 # Registered before the str hook: Direction is a str subclass and would otherwise match it.
 converter.register_structure_hook(Direction, _direction)
 converter.register_structure_hook(Seconds, _seconds)
+converter.register_structure_hook(Capability, _capability)
 converter.register_structure_hook(str, _strict_str)
 converter.register_structure_hook(bool, _strict_bool)
 converter.register_structure_hook(float, _strict_float)

@@ -26,6 +26,10 @@ class Seconds(float):
     """A duration in seconds; the manifest may write it as a number or as text like "90s", "1h30m"."""
 
 
+class Capability(str):
+    """A capability a piece of work needs ("gpu"); the manifest may write it as a list of one."""
+
+
 REPO_STARTS = ("head", "worktree")
 
 
@@ -177,6 +181,9 @@ class SearchSection:
     approaches: tuple[str, ...] = ()  # one per candidate slot, biased into its prompt
     policy: str = "top-k"  # how the measured candidates are ranked: "top-k" or "halving"
     policy_k: int = 1  # how many winners seed the deep loop
+    # What each proposal needs ("gpu"): run here when `--cap` declares it, else by a task runner
+    # that serves it (a [deploy] profile's cluster); None: proposals run here.
+    needs: Capability | None = None
 
 
 @attrs.frozen

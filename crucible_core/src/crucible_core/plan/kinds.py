@@ -111,11 +111,15 @@ class TaskKindSpec:
     needs_dependencies: bool = False
     describe: str = ""
     # Its attempts only run a shell command through TaskContext.shell, so a task runner may
-    # carry them out elsewhere (command, evaluate).
+    # carry them out elsewhere (command, evaluate, a wide round's proposal).
     remote: bool = False
     # Its attempts judge the workdir as it stands now (a candidate): a runner must carry the
     # workdir itself there, never a copy baked into an image beforehand.
     live_workdir: bool = False
+    # Its command edits the workspace and the kind reads the result there afterwards (a wide
+    # proposal's fork is captured as a diff): a runner that takes it must bring the workspace
+    # the command left back (CommandShell's returns_workspace), or refuse it.
+    returns_workspace: bool = False
 
 
 Register = Callable[[str, TaskKindSpec], None]

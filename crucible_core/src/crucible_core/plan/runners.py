@@ -6,6 +6,10 @@ runners, which plugins contribute through `crucible_register_task_runners`. A ru
 serves the capability and accepts the task runs its attempts somewhere else (a cluster Job, say)
 and returns the executor's `Attempt`, so retries, budgets and settling stay the executor's.
 
+A kind whose spec says `returns_workspace` (a wide round's proposal) edits its workspace and
+reads the edits afterwards: a runner that takes it must bring the workspace the command left
+back into the task's workdir (`CommandShell`'s `returns_workspace`), or refuse the task.
+
 Core never knows what a runner is built on: it sees this Protocol and the factory signature.
 A factory returns None when the run did not configure it (no deploy profile, say), so an
 installed plugin costs nothing to a run that does not use it.
@@ -41,12 +45,14 @@ class TaskRunner(Protocol):
     name: shown in notes ("ran on kubernetes").
     provides: the capabilities this runner serves (a task needing one of them may run here).
     refuses: None when the runner can run this task, else why not (the kind cannot run
-      remotely, the task declares files the runner cannot bring back, ...). A refused task is
-      judged as if the runner did not exist (truncated or skipped as before).
+      remotely, the task declares files the runner cannot bring back, the kind needs its
+      workspace back and the runner cannot return it, ...). A refused task is judged as if
+      the runner did not exist (truncated or skipped as before).
     run: one attempt of the task; a failure of the runner's own machinery (an API error, a
       pod evicted, never scheduled) is `Outcome.TRANSPORT`, so the executor retries it by its
       policy; what the task itself did (exit code, output) is judged as the kind judges it.
-      Called on a worker thread; several attempts may run at once.
+      Called on a worker thread; several attempts may run at once. A remote kind runs as
+      `kind.run(context with shell=...)`: the runner lends its `CommandShell`.
     cancel: the run is being stopped: end every attempt in flight now (they return promptly)
       and leave nothing running. Called from another thread than `run`.
     close: the run is over: release what the runner holds (after cancel when stopped).

@@ -231,6 +231,27 @@ def _probe_agent(plugins: Plugins, loaded: LoadedManifest, findings: Findings, h
         findings.add("fail", exc.render())
 
 
+def _report_placement(
+    plugins: Plugins, loaded: LoadedManifest, drivers: Drivers, needs: str | None, caps: frozenset[str]
+) -> str:
+    """Where the wide proposals will run (a refusal raises CapabilityUnserved); nothing remote is touched."""
+    from crucible_core.run.wide_placement import place_proposals
+
+    placement = place_proposals(
+        plugins,
+        loaded,
+        state_dir=RunPaths.resolve(loaded).state_dir,
+        needs=needs,
+        caps=caps,
+        backend=drivers.backend,
+        backend_name=drivers.choice.backend,
+        env=engine_environment(),
+        probe=True,
+    )
+    placement.close()
+    return placement.describe()
+
+
 def _probe_gate(
     plugins: Plugins, loaded: LoadedManifest, findings: Findings, harness: str | None, caps: frozenset[str]
 ) -> None:
@@ -256,6 +277,12 @@ def _probe_gate(
                 f"wide round: {wide.width} candidates ({wide.policy}, {wide.keep} seed the deep loop); "
                 f"the {drivers.choice.world} world forks worktrees",
             )
+            try:
+                findings.add(
+                    "ok", f"wide round: {_report_placement(plugins, loaded, drivers, wide.needs, caps)}"
+                )
+            except CrucibleError as exc:
+                findings.add("fail", f"wide round: {exc.render()}")
         if m.preflight is not None:
             check_preflight(Preflight(m.preflight, shell), findings)
 

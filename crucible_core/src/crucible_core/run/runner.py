@@ -60,6 +60,7 @@ from crucible_core.run.wide import (
     wide_round_due,
     wide_settings,
 )
+from crucible_core.run.wide_placement import place_proposals
 from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
 from crucible_core.services import run_services
@@ -79,7 +80,7 @@ class RunRequest:
     resume: bool = False
     max_park: float | None = None  # seconds an approval wait may park the run; None waits indefinitely
     params: dict[str, str] = attrs.field(factory=dict)  # run parameters ([outputs] targets bind them)
-    caps: frozenset[str] = frozenset()  # --cap: capabilities this machine provides ([judge].needs)
+    caps: frozenset[str] = frozenset()  # --cap: what this machine provides ([judge]/[search].needs)
 
 
 @attrs.frozen
@@ -244,12 +245,29 @@ def _execute_locked(
         graph=workflow is not None,  # an authored graph's tasks may need what this machine lacks
     )
     remote_measure = opened.measure
+    # Last before the log: where the wide proposals run (a task runner may be opened for them).
+    placement = (
+        place_proposals(
+            plugins,
+            loaded,
+            state_dir=paths.state_dir,
+            needs=wide.needs,
+            caps=request.caps,
+            backend=drivers.backend,
+            backend_name=drivers.choice.backend,
+            env=base_env,
+        )
+        if wide is not None
+        else None
+    )
     reporter = make_reporter(plugins, request.ui, budget.iterations)
     redactor = Redactor()
     redactor.add_env(loaded.manifest.agent.env)
     redactor.add_engine_env(base_env)
     redactor.add(planned.secret_values(os.environ))  # a service's secrets: never in the log either
     log = SessionLog(paths.session_log, redactor)
+    if placement is not None:
+        placement.events.attach(log.emit)
     fanout = ObserverFanout(note=lambda text: log.emit(wire.Note(msg=text, level="warn")))
     fanout.add(f"reporter {request.ui!r}", reporter.on_event)
     for owner, observe in plugins.implementations("crucible_session_event"):
@@ -379,7 +397,9 @@ def _execute_locked(
                 prove_environment(engine, run)
                 settled = run_baseline(engine, run)
             if settled is None:
-                wide_round = wide_round_due(engine, run, wide, resumed=folded is not None)
+                wide_round = wide_round_due(
+                    engine, run, wide, resumed=folded is not None, placement=placement
+                )
                 if wide_round is not None:
                     settled = wide_round()
             exit_ = settled or run_loop(engine, run)
@@ -408,6 +428,8 @@ def _execute_locked(
         engine.lifecycle.run_end(exit_.value, reason, run.iteration if run else 0)
         _stop_services(engine, planned, services)
         opened.close()
+        if placement is not None:
+            placement.close()
         _finish(engine, run, exit_, reason)
         _close_reporter(reporter, request.ui, fanout)
     return RunResult(exit_, reason, failed_code or exit_.exit_code)

@@ -4,7 +4,9 @@ The round is the graph of plan/wide.py on the plan executor, with one worker per
 
 - `propose-<slot>` (worker threads, concurrently): the executor asks `WorldForks` for a fork
   of the kept state (the World's `fork`, a git worktree under the state directory), the agent
-  takes one turn there with its slot's approach biased into the prompt, and the fork's change
+  takes one turn there with its slot's approach biased into the prompt (or, when
+  `[search].needs` sends it elsewhere, the backend's turn command runs through the task
+  runner's shell, which brings the fork back edited; run/wide_placement.py), and the fork's change
   is captured to `<private>/wide/candidates/<slot>.patch` and made durable *before* the
   candidate's record `<slot>.json` is written. A candidate with a record is finished: a
   resume never proposes it again. The executor removes the fork when the task settles.
@@ -41,10 +43,19 @@ from crucible_core.errors import ManifestError, RunFailed
 from crucible_core.manifest.loader import search_problem
 from crucible_core.manifest.paths import write_atomic
 from crucible_core.plan.executor import ExecutorConfig, PlanExecutor
-from crucible_core.plan.iteration import core_kinds
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext
-from crucible_core.plan.wide import admitted, proposals_plan, ranking_plan, slot_of
-from crucible_core.protocols import ForkingWorld, Turn, TurnResult, World
+from crucible_core.plan.wide import admitted, proposals_plan, ranking_plan, slot_of, wide_kinds
+from crucible_core.protocols import (
+    AgentBackend,
+    CommandShell,
+    FailureClass,
+    ForkingWorld,
+    ShellStdin,
+    ShellTurnBackend,
+    Turn,
+    TurnResult,
+    World,
+)
 from crucible_core.run import distress
 from crucible_core.run.agent_output import TurnOutputCap
 from crucible_core.run.context import LoopExit, Run
@@ -54,6 +65,7 @@ from crucible_core.run.steps import measure_staged, snapshot_keep, stage_for_mea
 if TYPE_CHECKING:
     from crucible_core.manifest.models import Manifest
     from crucible_core.run.engine import Engine
+    from crucible_core.run.wide_placement import ProposalPlacement
 
 WIDE_PHASE = wire.WIDE_PHASE
 # The note that opens the round's last row: a resume that finds it knows the round is over.
@@ -69,6 +81,7 @@ class WideSettings:
     approaches: tuple[str, ...]
     policy: str
     keep: int
+    needs: str | None = None  # [search].needs: what each proposal needs (run/wide_placement.py)
 
 
 def wide_settings(manifest: Manifest, wide: int | None, keep: int | None) -> WideSettings | None:
@@ -93,7 +106,13 @@ def wide_settings(manifest: Manifest, wide: int | None, keep: int | None) -> Wid
     )
     if problem:
         raise ManifestError(problem, hint="add [search].approaches, one line per candidate (docs/search.md)")
-    return WideSettings(width, approaches[:width], search.policy if search is not None else "top-k", policy_k)
+    return WideSettings(
+        width,
+        approaches[:width],
+        search.policy if search is not None else "top-k",
+        policy_k,
+        str(search.needs) if search is not None and search.needs is not None else None,
+    )
 
 
 def forget_round(private_dir: Path) -> None:
@@ -110,6 +129,7 @@ def recorded_settings(private_dir: Path) -> WideSettings | None:
             approaches=tuple(str(a) for a in raw["approaches"]),
             policy=str(raw["policy"]),
             keep=int(raw["keep"]),
+            needs=str(raw["needs"]) if raw.get("needs") is not None else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -271,7 +291,7 @@ class WideOperations:
                 slot = slot_of(context.task.name)
                 if slot is None:
                     return Attempt(Outcome.FAIL, note=f"{context.task.name} is not a candidate slot")
-                return self._propose(slot, context.workdir)
+                return self._propose(slot, context.workdir, context.shell)
             if op == "measure":
                 return self._measure()
             if op == "decide":
@@ -284,13 +304,19 @@ class WideOperations:
             return Attempt(Outcome.FAIL, note=f"{type(exc).__name__}: {exc}")
 
     # -- propose (a worker thread, in the candidate's fork) --------------------------------
-    def _propose(self, slot: int, fork: Path) -> Attempt:
+    def _propose(self, slot: int, fork: Path, shell: CommandShell | None) -> Attempt:
         engine = self.engine
         approach = self.settings.approaches[slot - 1]
         refresh_frozen(engine.loaded.injects, fork)  # the candidate sees its gate as the main workspace does
-        turn = propose_candidate(engine, self.run, slot, self.settings.width, approach, fork, self._lock)
+        turn = propose_candidate(
+            engine, self.run, slot, self.settings.width, approach, fork, self._lock, shell=shell
+        )
         with self._lock:
             self.run.spent += turn.cost_usd
+        if shell is not None and turn.transport_failure:
+            # Lost with the machine it ran on (an evicted pod): no record, so the executor's
+            # retries propose it again in the same fork (which came back untouched).
+            return Attempt(Outcome.TRANSPORT, note=turn.note, cost_usd=0.0, transport="agent")
         changed, ok, note = False, turn.ok, turn.note
         if turn.ok:
             patch = self.files.patch(slot)
@@ -316,10 +342,15 @@ class WideOperations:
         engine, run = self.engine, self.run
         for slot in range(1, self.settings.width + 1):
             found = self.files.finished(slot)
-            if found is None:  # the executor could not even start it (its worktree was not made)
+            if found is None:  # never finished: no worktree, or its machine lost on every attempt
                 approach = self.settings.approaches[slot - 1]
-                found = Candidate(slot, approach, False, False, "its proposal never ran: no worktree")
-                engine.note(f"wide candidate {slot} never ran: its worktree could not be made", "warn")
+                why = (
+                    "its worktree could not be made"
+                    if self.settings.needs is None
+                    else "its worktree could not be made, or every attempt was lost with its machine"
+                )
+                found = Candidate(slot, approach, False, False, f"its proposal never finished: {why}")
+                engine.note(f"wide candidate {slot} never finished: {why}", "warn")
             self.candidates[slot] = found
         measurable = [str(s) for s, c in self.candidates.items() if c.ok and c.changed]
         judge = engine.loaded.manifest.judge
@@ -459,12 +490,15 @@ def propose_candidate(
     approach: str,
     fork: Path,
     hooks: threading.Lock,
+    *,
+    shell: CommandShell | None = None,
 ) -> TurnResult:
     """One candidate's agent turn in its fork; safe to run on several threads at once.
 
     Each candidate has its own prompt file and workspace; the operator's steering is left for
     the deep loop (a wide prompt carries its approach instead). Plugin turn hooks run one
     candidate at a time, and only without a broker: its grants are per turn and serial.
+    With a task runner's `shell` the turn's command runs there (`remote_turn`).
     """
     from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT
 
@@ -506,7 +540,7 @@ def propose_candidate(
             turn = lifecycle.before_turn(turn)
     result: TurnResult | None = None
     try:
-        result = engine.backend.run_turn(turn)
+        result = engine.backend.run_turn(turn) if shell is None else remote_turn(engine.backend, turn, shell)
     finally:
         prompt_file.unlink(missing_ok=True)
         capped.finish()
@@ -523,6 +557,27 @@ def propose_candidate(
         )
     )
     return result
+
+
+def remote_turn(backend: AgentBackend, turn: Turn, shell: CommandShell) -> TurnResult:
+    """The turn's one command, carried out by a task runner's shell; the fork comes back edited.
+
+    The placement refused a backend without `shell_turn` at start; one reaching here anyway
+    fails its candidate rather than running the turn on this machine.
+    """
+    if not isinstance(backend, ShellTurnBackend):
+        return TurnResult(False, FailureClass.COMMAND, note="the backend's turn is not one shell command")
+    from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT
+
+    command = backend.shell_turn(turn)
+    done = shell(
+        command.command,
+        command.env,
+        turn.deadline_seconds or DEFAULT_TURN_TIMEOUT,
+        stdin=ShellStdin(command.stdin, command.stdin_file_env),
+        returns_workspace=True,
+    )
+    return command.finish(done)
 
 
 def _agent_event(engine: Engine, kind: str, fields: Mapping[str, Any]) -> None:
@@ -559,11 +614,17 @@ def round_decided(run: Run) -> bool:
 
 
 def run_wide_round(
-    engine: Engine, run: Run, settings: WideSettings, *, resuming: bool = False
+    engine: Engine,
+    run: Run,
+    settings: WideSettings,
+    *,
+    resuming: bool = False,
+    placement: ProposalPlacement | None = None,
 ) -> LoopExit | None:
     """Propose, measure, rank and decide one wide round; an exit when the run must end.
 
     A resumed round keeps the candidates whose records are on disk and proposes the rest.
+    `placement` says where the proposals run (run/wide_placement.py); None: here.
     """
     world = engine.world
     assert isinstance(world, ForkingWorld)
@@ -582,6 +643,7 @@ def run_wide_round(
     engine.note(
         f"wide round: {settings.width} candidates ({settings.policy}, keep {settings.keep})"
         + (f"; {done} already proposed before the resume" if resuming and done else "")
+        + (f"; {placement.describe()}" if placement is not None and placement.needs else "")
     )
     operations = WideOperations(engine, run, settings, files)
     config = ExecutorConfig(
@@ -594,17 +656,20 @@ def run_wide_round(
         iteration=run.iteration,
         inline=False,  # one worker thread per candidate: the turns run at the same time
         record=False,
+        caps=placement.caps if placement is not None else frozenset(),
+        task_runners=placement.runners if placement is not None else (),
     )
     if pending:
         try:
-            PlanExecutor(admitted(proposals_plan(pending)), core_kinds(), engine.log, config).run()
+            proposals = admitted(proposals_plan(pending, settings.needs))
+            PlanExecutor(proposals, wide_kinds(), engine.log, config).run()
         finally:
             sweep_forks(world, files.forks)  # an interrupted executor still leaves no worktree
         if operations.error is not None:
             raise operations.error
     # measures and the keep on the loop's own thread, one at a time, as in the deep loop
-    ranking = attrs.evolve(config, jobs=1, inline=True, copies=None)
-    PlanExecutor(admitted(ranking_plan()), core_kinds(), engine.log, ranking).run()
+    ranking = attrs.evolve(config, jobs=1, inline=True, copies=None, task_runners=())
+    PlanExecutor(admitted(ranking_plan()), wide_kinds(), engine.log, ranking).run()
     if operations.error is not None:
         raise operations.error
     if operations.ranked is None:
@@ -614,7 +679,12 @@ def run_wide_round(
 
 
 def wide_round_due(
-    engine: Engine, run: Run, settings: WideSettings | None, *, resumed: bool
+    engine: Engine,
+    run: Run,
+    settings: WideSettings | None,
+    *,
+    resumed: bool,
+    placement: ProposalPlacement | None = None,
 ) -> Callable[[], LoopExit | None] | None:
     """The round to run before the deep loop, or None: it runs once, before iteration 1."""
     if settings is None or round_decided(run):
@@ -622,4 +692,4 @@ def wide_round_due(
     if run.iteration > 0:
         engine.note("the wide round was not run: the deep loop had already started", level="warn")
         return None
-    return lambda: run_wide_round(engine, run, settings, resuming=resumed)
+    return lambda: run_wide_round(engine, run, settings, resuming=resumed, placement=placement)

@@ -13,7 +13,9 @@ import attrs
 from crucible_core import process
 from crucible_core.errors import ManifestError
 from crucible_core.mcp_config import ENV_MCP_CONFIG, mcp_config_file
-from crucible_core.protocols import BackendContext, FailureClass, Harness, Turn, TurnResult
+from crucible_core.protocols import BackendContext, FailureClass, Harness, ShellTurn, Turn, TurnResult
+
+PROMPT_FILE_ENV = "CRUCIBLE_PROMPT_FILE"
 
 # A first word that the shell itself handles (a builtin or a keyword): nothing to look up.
 _SHELL_WORDS = frozenset(
@@ -123,29 +125,47 @@ class CommandBackend:
     def preflight(self, env: Mapping[str, str], workspace: Path | None) -> list[str]:
         return command_program_problems(self.agent_cmd, env, workspace)
 
+    def shell_turn(self, turn: Turn) -> ShellTurn:
+        """The turn as agent_cmd under `sh -c`, the prompt on stdin and in $CRUCIBLE_PROMPT_FILE.
+
+        A wide round whose proposals run elsewhere (a cluster Job) carries this command out
+        there; `run_turn` carries it out here.
+        """
+        return ShellTurn(
+            command=self.agent_cmd,
+            env=dict(turn.env),
+            stdin=turn.prompt.encode("utf-8"),
+            stdin_file_env=PROMPT_FILE_ENV,
+            finish=_turn_result,
+        )
+
     def run_turn(self, turn: Turn) -> TurnResult:
+        shell_turn = self.shell_turn(turn)
         with mcp_config_file(turn.mcp_servers) as mcp_config:
-            env = dict(turn.env)
+            env = dict(shell_turn.env)
             if mcp_config is not None:
                 env[ENV_MCP_CONFIG] = str(mcp_config)
             done = process.run(
-                self.agent_cmd,
+                shell_turn.command,
                 cwd=turn.workspace,
                 env=env,
                 timeout=turn.deadline_seconds,
-                stdin_data=turn.prompt.encode("utf-8"),
+                stdin_data=shell_turn.stdin,
                 on_stdout_line=lambda line: turn.emit("agent_text", {"text": line}) if line.strip() else None,
             )
-        if done.spawn_error:
-            return TurnResult(False, FailureClass.SPAWN, note=done.describe_failure())
-        if done.timed_out:
-            return TurnResult(False, FailureClass.TIMEOUT, note=done.describe_failure())
-        if done.exit_code != 0:
-            detail = _tail(done.stderr) or "no stderr"
-            return TurnResult(
-                False, FailureClass.COMMAND, note=f"agent_cmd {done.describe_failure()}: {detail}"
-            )
-        return TurnResult(True, note="agent_cmd finished")
+        return shell_turn.finish(done)
+
+
+def _turn_result(done: process.Completed) -> TurnResult:
+    """What agent_cmd's exit says about the turn, wherever it ran."""
+    if done.spawn_error:
+        return TurnResult(False, FailureClass.SPAWN, note=done.describe_failure())
+    if done.timed_out:
+        return TurnResult(False, FailureClass.TIMEOUT, note=done.describe_failure())
+    if done.exit_code != 0:
+        detail = _tail(done.stderr) or "no stderr"
+        return TurnResult(False, FailureClass.COMMAND, note=f"agent_cmd {done.describe_failure()}: {detail}")
+    return TurnResult(True, note="agent_cmd finished")
 
 
 @attrs.frozen

@@ -15,6 +15,14 @@ An attempt in the pod:
 - the first `[tasks].log_lines` lines of the log are written to the session log as notes
   (the session log redacts them).
 
+A kind that needs its workspace back (a wide round's proposal: `returns_workspace`) also
+ships its standard input (the agent's prompt) in the pack, outside the copied workspace, and
+the variable naming it (CRUCIBLE_PROMPT_FILE) points at it in the pod; the turn's own
+variables (CRUCIBLE_ITERATION, CRUCIBLE_CANDIDATE, CRUCIBLE_APPROACH) go along, and
+CRUCIBLE_WORKSPACE names the pod's workdir. When the command succeeds the pod prints the
+workdir as a gzipped tar in base64 after a delimiter of its own; workspace_return.py checks it
+as hostile input and lays it over the task's workdir (the fork) before the kind reads it.
+
 Failures of the cluster (never scheduled, evicted, preempted, an API error, the Job deleted by
 someone else) are transport failures, retried by the task's `retries`. The task's deadline
 runs from the moment its pod starts; at the deadline the Job is deleted and the attempt fails
@@ -44,11 +52,18 @@ from crucible_core.plan.ir import Task
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext, TaskKindSpec
 from crucible_core.plan.runners import TaskRunnerContext
 from crucible_core.process import Completed
+from crucible_core.protocols import ShellStdin
 from crucible_deploy_kubernetes import cluster, jobs
 from crucible_deploy_kubernetes import labels as L
 from crucible_deploy_kubernetes.errors import ClusterError
 from crucible_deploy_kubernetes.profile import DeployProfile, load_profile
 from crucible_deploy_kubernetes.render import CONFIGMAP_MAX_BYTES, PACK_SKIP
+from crucible_deploy_kubernetes.workspace_return import (
+    MAX_ENCODED_CHARS,
+    ReturnRefused,
+    bring_back,
+    split_workspace,
+)
 
 NAME = "kubernetes"
 TASK_LABEL = "crucible.dev/task"
@@ -65,6 +80,12 @@ FORWARDED_ENV = (
     "CRUCIBLE_BASELINE_TOTAL",
     "CRUCIBLE_BEST_SCORE",
 )
+# An agent turn's own variables (a wide proposal's), sent along as the local agent_cmd has them.
+FORWARDED_TURN_ENV = ("CRUCIBLE_ITERATION", "CRUCIBLE_CANDIDATE", "CRUCIBLE_APPROACH")
+WORKSPACE_ENV = "CRUCIBLE_WORKSPACE"  # set in the pod to its workdir when the command had it
+# The pack entry holding a command's standard input: beside the workspace copy, never in it.
+STDIN_NAME = ".crucible-task-stdin"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 INPUT_FILES_ENV = "CRUCIBLE_INPUT_FILES"
 POLL_FIRST, POLL_MAX = 0.1, 2.0  # seconds between status reads while a Job runs
 # A task's deadline is enforced here; the Job's own activeDeadlineSeconds is a backstop for a
@@ -83,20 +104,33 @@ STUCK_REASONS = frozenset(
 TASK_SCRIPT = """\
 set -u
 command -v base64 >/dev/null 2>&1 || { echo "crucible: the task image has no base64" >&2; exit 97; }
+if [ -n "${CRUCIBLE_TASK_RETURN:-}" ]; then
+  { command -v tar && command -v gzip; } >/dev/null 2>&1 || {
+    echo "crucible: the task image has no tar or gzip, which bring the workspace back" >&2; exit 97; }
+fi
 work="$CRUCIBLE_TASK_WORKDIR"
 mkdir -p "$work" || exit 97
+input=/dev/null
 if [ -n "${CRUCIBLE_TASK_PACK:-}" ] && [ -d "$CRUCIBLE_TASK_PACK" ]; then
   for entry in "$CRUCIBLE_TASK_PACK"/* "$CRUCIBLE_TASK_PACK"/.[!.]*; do
     [ -e "$entry" ] || continue
+    [ "$entry" = "$CRUCIBLE_TASK_PACK/.crucible-task-stdin" ] && continue
     cp -RL "$entry" "$work"/ || exit 97
   done
+  [ -f "$CRUCIBLE_TASK_PACK/.crucible-task-stdin" ] && input="$CRUCIBLE_TASK_PACK/.crucible-task-stdin"
 fi
+[ -n "${CRUCIBLE_TASK_STDIN_ENV:-}" ] && export "$CRUCIBLE_TASK_STDIN_ENV=$input"
+[ -n "${CRUCIBLE_WORKSPACE+x}" ] && export CRUCIBLE_WORKSPACE="$work"
 cd "$work" || exit 97
 out="${TMPDIR:-/tmp}/crucible-task-stdout.$$"
-{ sh -c "$CRUCIBLE_TASK_COMMAND"; echo "$?" > "$out.rc"; } | tee "$out"
+{ sh -c "$CRUCIBLE_TASK_COMMAND" < "$input"; echo "$?" > "$out.rc"; } | tee "$out"
 rc=$(cat "$out.rc" 2>/dev/null || echo 1)
 printf '\\n=== CRUCIBLE TASK STDOUT (rc=%s) ===\\n' "$rc"
 base64 < "$out"
+if [ -n "${CRUCIBLE_TASK_RETURN:-}" ] && [ "$rc" = 0 ]; then
+  printf '\\n=== CRUCIBLE TASK WORKSPACE ===\\n'
+  tar -cf - . | gzip -c | base64
+fi
 exit "$rc"
 """
 
@@ -136,6 +170,8 @@ def pack_workspace(workdir: Path) -> list[tuple[str, bytes, int]]:
             path = Path(root) / name
             if path.is_symlink() or not path.is_file():
                 continue  # a link may point out of the workspace: it is not followed
+            if name == ".git" or (name == STDIN_NAME and Path(root) == workdir):
+                continue  # a worktree's pointer to its repository; the name stdin travels under
             mode = 0o755 if os.access(path, os.X_OK) else 0o644
             found.append((path.relative_to(workdir).as_posix(), path.read_bytes(), mode))
     return found
@@ -154,6 +190,8 @@ class _Attempt:
     configmap: str | None
     response: Any = None  # the log stream being read, closed to stop reading at once
     timed_out: bool = False
+    log_limit: int = MAX_LOG_BYTES  # the tail of the pod log kept (more when a workspace comes back)
+    workspace: str | None = None  # the base64 workspace section the pod printed, if any
     lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def stop_reading(self) -> None:
@@ -206,6 +244,11 @@ class KubernetesTaskRunner:
             )
         if task.emits_files:
             return "its declared files would stay in the cluster (a Job brings back only its output)"
+        if kind.returns_workspace and self.tasks.workspace != "pack":
+            return (
+                'its workspace must travel to the pod and back, which [tasks].workspace = "pack" '
+                'does (the profile says "image")'
+            )
         return None
 
     def run(self, context: TaskContext, kind: TaskKindSpec) -> Attempt:
@@ -213,8 +256,15 @@ class KubernetesTaskRunner:
             return Attempt(Outcome.TRANSPORT, note="kubernetes: the run is stopping", transport="other")
         transport: list[str] = []
 
-        def shell(command: str, env: Mapping[str, str], timeout: float) -> Completed:
-            return self._shell(context, command, env, timeout, transport)
+        def shell(
+            command: str,
+            env: Mapping[str, str],
+            timeout: float,
+            *,
+            stdin: ShellStdin | None = None,
+            returns_workspace: bool = False,
+        ) -> Completed:
+            return self._shell(context, command, env, timeout, transport, stdin, returns_workspace)
 
         attempt = kind.run(attrs.evolve(context, shell=shell))
         if attempt.outcome is Outcome.TRANSPORT and transport:
@@ -251,7 +301,14 @@ class KubernetesTaskRunner:
         return f"{prefix}-{number}-{secrets.token_hex(2)}"
 
     def _shell(
-        self, context: TaskContext, command: str, env: Mapping[str, str], timeout: float, transport: list[str]
+        self,
+        context: TaskContext,
+        command: str,
+        env: Mapping[str, str],
+        timeout: float,
+        transport: list[str],
+        stdin: ShellStdin | None = None,
+        returns_workspace: bool = False,
     ) -> Completed:
         started = time.monotonic()
         task = context.task.name
@@ -262,10 +319,14 @@ class KubernetesTaskRunner:
             return Completed(-1, "", "", False, time.monotonic() - started, spawn_error=why)
 
         try:
-            spec, configmap = self._spec(context, job, command, env, timeout)
+            spec, configmap, shipped = self._spec(
+                context, job, command, env, timeout, stdin, returns_workspace
+            )
         except ValueError as exc:
             return lost(str(exc))
         attempt = _Attempt(self.namespace, job, _workspace_map(job) if configmap is not None else None)
+        if returns_workspace:
+            attempt.log_limit = MAX_LOG_BYTES + MAX_ENCODED_CHARS
         with self._lock:
             self._in_flight[job] = attempt
         try:
@@ -273,7 +334,10 @@ class KubernetesTaskRunner:
                 self.client.create_configmap(self.namespace, configmap)
             self.client.create(spec)
             self._note(f"task {task}: running as Job {self.namespace}/{job}")
-            return self._follow(attempt, task, timeout, started, lost)
+            done = self._follow(attempt, task, timeout, started, lost)
+            if returns_workspace and done.ok:
+                done = self._bring_back(context.workdir, attempt, shipped, done, task)
+            return done
         except ClusterError as exc:
             self._discard(attempt)
             return lost(exc.message)
@@ -307,8 +371,9 @@ class KubernetesTaskRunner:
             succeeded, reason = self._await_end(attempt)
         finally:
             watchdog.cancel()
-        text = self._final_log(pod) if reason != "Deleted" else None
+        text = self._final_log(pod, attempt.log_limit) if reason != "Deleted" else None
         text = live if text is None else text
+        text, attempt.workspace = split_workspace(text, STDOUT_DELIMITER)
         live_part, stdout, code = split_log(text)
         duration = time.monotonic() - started
         if attempt.timed_out:
@@ -331,11 +396,41 @@ class KubernetesTaskRunner:
             exit_code = code if code else 1
         return Completed(exit_code, stdout or "", live_part, False, duration)
 
+    def _bring_back(
+        self, workdir: Path, attempt: _Attempt, shipped: tuple[str, ...], done: Completed, task: str
+    ) -> Completed:
+        """Lay the workspace the command left over `workdir`; a failed result saying why when it cannot."""
+        try:
+            if attempt.workspace is None:
+                raise ReturnRefused("the pod printed no workspace after the command (its log was cut short)")
+            written, deleted = bring_back(workdir, attempt.workspace, shipped, PACK_SKIP | {STDIN_NAME})
+        except ReturnRefused as exc:
+            self._note(f"task {task}: the workspace it left was refused: {exc}", level="warn")
+            why = f"crucible: the workspace the command left was refused: {exc}"
+            return attrs.evolve(done, exit_code=1, stderr=f"{done.stderr}\n{why}".lstrip("\n"))
+        self._note(f"task {task}: its workspace came back ({written} file(s), {deleted} deleted)")
+        return done
+
     def _spec(
-        self, context: TaskContext, job: str, command: str, env: Mapping[str, str], timeout: float
-    ) -> tuple[jobs.TaskSpec, client.V1ConfigMap | None]:
+        self,
+        context: TaskContext,
+        job: str,
+        command: str,
+        env: Mapping[str, str],
+        timeout: float,
+        stdin: ShellStdin | None = None,
+        returns_workspace: bool = False,
+    ) -> tuple[jobs.TaskSpec, client.V1ConfigMap | None, tuple[str, ...]]:
         tasks = self.tasks
-        task_env = {k: env[k] for k in FORWARDED_ENV if k in env}
+        task_env = {k: env[k] for k in (*FORWARDED_ENV, *FORWARDED_TURN_ENV) if k in env}
+        if WORKSPACE_ENV in env:
+            task_env[WORKSPACE_ENV] = ""  # the pod script sets it to its workdir
+        if stdin is not None and stdin.file_env is not None:
+            if not _ENV_NAME.fullmatch(stdin.file_env):
+                raise ValueError(f"{stdin.file_env!r} is not a variable name")
+            task_env["CRUCIBLE_TASK_STDIN_ENV"] = stdin.file_env
+        if returns_workspace:
+            task_env["CRUCIBLE_TASK_RETURN"] = "1"
         files = env.get(INPUT_FILES_ENV)
         if files:  # staged under the workspace, so the pack carries them: point at the pod's copy
             with contextlib.suppress(ValueError):
@@ -352,9 +447,17 @@ class KubernetesTaskRunner:
         labels = {**self.profile.labels, TASK_LABEL: dns_label(context.task.name, 63)}
         configmap = None
         items: tuple[tuple[str, str, int], ...] = ()
+        shipped: tuple[str, ...] = ()
         if tasks.workspace == "pack":
-            configmap, items = self._pack(context.workdir, _workspace_map(job), labels)
+            configmap, items = self._pack(
+                context.workdir, _workspace_map(job), labels, stdin.data if stdin is not None else None
+            )
+            shipped = tuple(rel for _, rel, _ in items if rel != STDIN_NAME)
             task_env["CRUCIBLE_TASK_PACK"] = jobs.PACK_MOUNT
+        elif stdin is not None or returns_workspace:
+            raise ValueError(
+                'a command with input or a workspace to bring back needs [tasks].workspace = "pack"'
+            )
         needs = context.task.needs
         spec = jobs.TaskSpec(
             name=job,
@@ -375,12 +478,14 @@ class KubernetesTaskRunner:
             pack_configmap=_workspace_map(job) if configmap is not None else None,
             pack_items=items,
         )
-        return spec, configmap
+        return spec, configmap, shipped
 
     def _pack(
-        self, workdir: Path, name: str, labels: dict[str, str]
+        self, workdir: Path, name: str, labels: dict[str, str], stdin: bytes | None = None
     ) -> tuple[client.V1ConfigMap, tuple[tuple[str, str, int], ...]]:
         files = pack_workspace(workdir)
+        if stdin is not None:
+            files.append((STDIN_NAME, stdin, 0o644))
         total = sum(len(raw) for _, raw, _ in files)
         if total > CONFIGMAP_MAX_BYTES:
             raise ValueError(
@@ -458,8 +563,8 @@ class KubernetesTaskRunner:
             with contextlib.suppress(Exception):  # a stream cut short (closed, node gone) just ends
                 for chunk in response.stream(64 * 1024):
                     kept += chunk
-                    if len(kept) > MAX_LOG_BYTES:
-                        del kept[: len(kept) - MAX_LOG_BYTES]
+                    if len(kept) > attempt.log_limit:
+                        del kept[: len(kept) - attempt.log_limit]
                     pending += chunk
                     *lines, pending = pending.split(b"\n")
                     for raw in lines:
@@ -505,8 +610,8 @@ class KubernetesTaskRunner:
             self._sleep(pause)
             pause = min(POLL_MAX, pause * 2)
 
-    def _final_log(self, pod: str) -> str | None:
-        """The pod's whole log once it ended (its last MAX_LOG_BYTES), or None when unreadable."""
+    def _final_log(self, pod: str, limit: int = MAX_LOG_BYTES) -> str | None:
+        """The pod's whole log once it ended (its last `limit` bytes), or None when unreadable."""
         try:
             response = self.client.open_log(self.namespace, pod, follow=False)
         except ClusterError:
@@ -515,8 +620,8 @@ class KubernetesTaskRunner:
         try:
             for chunk in response.stream(64 * 1024):
                 kept += chunk
-                if len(kept) > MAX_LOG_BYTES:
-                    del kept[: len(kept) - MAX_LOG_BYTES]
+                if len(kept) > limit:
+                    del kept[: len(kept) - limit]
         except Exception:
             return None
         finally:

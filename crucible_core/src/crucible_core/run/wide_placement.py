@@ -1,0 +1,153 @@
+"""Where a wide round's proposals run: here, or through a task runner that serves `[search].needs`.
+
+`[search].needs` names what each proposal needs ("gpu"). When this run declares it (`crucible
+run --cap gpu`), the proposals run here as always. Otherwise a task runner that serves it (the
+Kubernetes one, configured by a `[deploy]` profile) carries each proposal's agent turn out
+elsewhere: the backend's turn as one shell command (`ShellTurnBackend`), the fork shipped
+there and brought back edited. When neither can, the run is refused before anything starts,
+saying what to configure; so is a backend whose turn is not one command.
+
+The runners are opened before the session log exists (a refusal leaves nothing behind); what
+they note while opening (a killed predecessor's Jobs reclaimed) is held and written once the
+log is open.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from crucible_core.contract import wire
+from crucible_core.errors import CapabilityUnserved
+from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners
+from crucible_core.plan.wide import WIDE_PROPOSE, proposals_plan
+from crucible_core.protocols import AgentBackend, ShellTurnBackend
+
+HERE = "here"
+
+
+class HeldEvents:
+    """An emit callback that holds events until a log is attached, then forwards them."""
+
+    def __init__(self) -> None:
+        self._held: list[wire.Event] = []
+        self._target: Callable[[wire.Event], Any] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, event: wire.Event) -> None:
+        with self._lock:
+            target = self._target
+            if target is None:
+                self._held.append(event)
+                return
+        target(event)
+
+    def attach(self, emit: Callable[[wire.Event], Any]) -> None:
+        with self._lock:
+            held, self._held = self._held, []
+            self._target = emit
+        for event in held:
+            emit(event)
+
+
+@attrs.frozen
+class ProposalPlacement:
+    """Where this run's wide proposals go, and what the executor needs to send them there.
+
+    caps: what this run declares it provides (`--cap`).
+    runners: the task runners opened for the proposals (empty when they run here); the run
+      closes them when it ends.
+    where: for notes and `crucible check`: "here", or the runner that takes them.
+    """
+
+    needs: str | None
+    caps: frozenset[str]
+    runners: tuple[TaskRunner, ...] = ()
+    where: str = HERE
+    events: HeldEvents = attrs.field(factory=HeldEvents)
+
+    @property
+    def remote(self) -> bool:
+        return self.where != HERE
+
+    def describe(self) -> str:
+        if self.needs is None:
+            return "the proposals run on this machine"
+        if not self.remote:
+            return f"the proposals need {self.needs!r}, which this run declares (--cap): they run on this machine"
+        return f"the proposals need {self.needs!r}, which this machine lacks: they run through the {self.where} task runner"
+
+    def close(self) -> None:
+        for runner in self.runners:
+            runner.close()
+
+
+def place_proposals(
+    plugins: Any,
+    loaded: LoadedManifest,
+    *,
+    state_dir: Path,
+    needs: str | None,
+    caps: frozenset[str],
+    backend: AgentBackend,
+    backend_name: str,
+    env: Mapping[str, str],
+    probe: bool = False,
+) -> ProposalPlacement:
+    """Decide where the proposals run; CapabilityUnserved when they cannot run anywhere.
+
+    `probe` (crucible check) asks the runners only what they would do: nothing in a cluster is
+    touched.
+    """
+    if needs is None or needs in caps or needs == "any":
+        return ProposalPlacement(needs, caps)
+    hint = (
+        f"add a [deploy] profile whose [tasks].capabilities lists {needs!r} (docs/kubernetes.md), "
+        f"or run on a machine that has it with `crucible run --cap {needs}`"
+    )
+    if not isinstance(backend, ShellTurnBackend):
+        raise CapabilityUnserved(
+            f"[search].needs = {needs!r} sends each wide proposal's agent turn to another machine, "
+            f"and the {backend_name!r} backend cannot: its turn is not one shell command",
+            hint=f'use backend = "command" for the wide round, or declare {needs!r} here with --cap {needs}',
+        )
+    events = HeldEvents()
+    runners: tuple[TaskRunner, ...] = ()
+    if loaded.manifest.deploy is not None:
+        context = TaskRunnerContext(
+            run_name=loaded.dir.name,
+            state_dir=state_dir,
+            base_dir=loaded.dir,
+            deploy=loaded.manifest.deploy,
+            env=dict(env),
+            emit=events,
+            offline=probe,
+        )
+        runners = open_task_runners(plugins, context)
+    task = proposals_plan([1], needs).tasks[0]
+    refusals: list[str] = []
+    for runner in runners:
+        if needs not in runner.provides():
+            continue
+        refusal = runner.refuses(task, WIDE_PROPOSE)
+        if refusal is None:
+            return ProposalPlacement(needs, caps, runners, runner.name, events)
+        refusals.append(f"the {runner.name} task runner serves it but does not take a proposal: {refusal}")
+    for runner in runners:
+        runner.close()
+    where = (
+        "; ".join(refusals)
+        if refusals
+        else (
+            "no task runner serves it"
+            + ("" if loaded.manifest.deploy is not None else " (the manifest has no [deploy] section)")
+        )
+    )
+    raise CapabilityUnserved(
+        f"[search].needs = {needs!r}: this run does not declare it (--cap) and {where}", hint=hint
+    )
