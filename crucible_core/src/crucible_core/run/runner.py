@@ -60,7 +60,7 @@ from crucible_core.run.wide import (
     wide_round_due,
     wide_settings,
 )
-from crucible_core.run.wide_placement import place_proposals
+from crucible_core.run.wide_placement import place_proposals, refuse_unsendable_turns
 from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
 from crucible_core.services import run_services
@@ -224,13 +224,17 @@ def _execute_locked(
         wide = recorded_settings(paths.private_dir)  # a round started with --wide, resumed without it
     if wide is not None:
         refuse_unforkable(drivers.world, drivers.choice.world)
+    # A wide round sent elsewhere needs a backend whose turn is one command: said before anything.
+    wide_needs = wide.needs if wide is not None else None
+    refuse_unsendable_turns(wide_needs, request.caps, drivers.backend, drivers.choice.agent_name())
     # Before the log exists, so fixing the agent and running the same command again just works.
     # A workspace that setup has not finished is not looked in (a resume sets it up again);
     # a fresh run looks again once setup has made it.
     setup_done = folded is None or folded.fingerprint is not None
     refuse_unstartable_agent(drivers.backend, agent_env, paths.workspace if setup_done else None)
-    # Where the judge's measure runs: here, or through a task runner ([judge].needs); a need
-    # nobody serves, or an unreachable cluster, refuses the run here, before the log exists.
+    # Where the judge's measure and the wide proposals run: here, or through the task runners
+    # [deploy] configures; a need nobody serves, or an unreachable cluster, refuses the run
+    # here, before the log exists.
     held = HeldEvents()
     opened = open_run_runners(
         plugins,
@@ -243,31 +247,34 @@ def _execute_locked(
         env=base_env,
         emit=held,
         graph=workflow is not None,  # an authored graph's tasks may need what this machine lacks
+        wide_needs=wide_needs,
     )
     remote_measure = opened.measure
-    # Last before the log: where the wide proposals run (a task runner may be opened for them).
-    placement = (
-        place_proposals(
-            plugins,
-            loaded,
-            state_dir=paths.state_dir,
-            needs=wide.needs,
-            caps=request.caps,
-            backend=drivers.backend,
-            backend_name=drivers.choice.backend,
-            env=base_env,
+    try:
+        placement = (
+            place_proposals(
+                plugins,
+                loaded,
+                state_dir=paths.state_dir,
+                needs=wide_needs,
+                caps=request.caps,
+                backend=drivers.backend,
+                backend_name=drivers.choice.agent_name(),
+                env=base_env,
+                runners=opened.runners,
+            )
+            if wide is not None
+            else None
         )
-        if wide is not None
-        else None
-    )
+    except CrucibleError:
+        opened.close()
+        raise
     reporter = make_reporter(plugins, request.ui, budget.iterations)
     redactor = Redactor()
     redactor.add_env(loaded.manifest.agent.env)
     redactor.add_engine_env(base_env)
     redactor.add(planned.secret_values(os.environ))  # a service's secrets: never in the log either
     log = SessionLog(paths.session_log, redactor)
-    if placement is not None:
-        placement.events.attach(log.emit)
     fanout = ObserverFanout(note=lambda text: log.emit(wire.Note(msg=text, level="warn")))
     fanout.add(f"reporter {request.ui!r}", reporter.on_event)
     for owner, observe in plugins.implementations("crucible_session_event"):
@@ -427,9 +434,7 @@ def _execute_locked(
             gates.settle_aborts()
         engine.lifecycle.run_end(exit_.value, reason, run.iteration if run else 0)
         _stop_services(engine, planned, services)
-        opened.close()
-        if placement is not None:
-            placement.close()
+        opened.close()  # the wide proposals' runners among them
         _finish(engine, run, exit_, reason)
         _close_reporter(reporter, request.ui, fanout)
     return RunResult(exit_, reason, failed_code or exit_.exit_code)
