@@ -7,13 +7,17 @@ the workspace archive the pod prints."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli_support import CRUCIBLE, crucible_env
 from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
 from tests.deploy_kubernetes.fake_kubelet import FakeKubelet
 
@@ -88,7 +92,9 @@ def make_domain(tmp_path: Path, *, needs: str = '"gpu"', deploy: str = DEPLOY) -
 
 
 @pytest.fixture
-def kubelet(fake_api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKubelet]:
+def kubelet(
+    fake_api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeKubelet]:
     node = FakeKubelet(fake_api, tmp_path / "node")
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     monkeypatch.setenv("LOCAL_ONLY_SETTING", "never-leaves-this-machine")
@@ -139,17 +145,26 @@ def test_a_wide_round_fans_out_as_jobs_and_the_best_candidate_comes_back_and_is_
 ) -> None:
     manifest = make_domain(tmp_path)
     checked = cli("check", "--manifest", manifest)
-    assert "the proposals need 'gpu', which this machine lacks: they run through the kubernetes" in checked.stdout
+    assert (
+        "the proposals need 'gpu', which this machine lacks: they run through the kubernetes"
+        in checked.stdout
+    )
     assert not _posted_jobs(fake_api)  # check touched nothing in the cluster
     done = cli("run", "--manifest", manifest, "--iterations", "0", "--ui", "headless")
     assert done.returncode == 0, done.stdout + done.stderr
     jobs = _posted_jobs(fake_api)
     assert len(jobs) == 3
-    envs = [{e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]} for job in jobs]
+    envs = [
+        {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        for job in jobs
+    ]
     assert sorted(env["CRUCIBLE_CANDIDATE"] for env in envs) == ["1", "2", "3"]
     assert all(env["CRUCIBLE_TASK_COMMAND"] == "sh propose.sh" for env in envs)
     assert all(env["CRUCIBLE_TASK_STDIN_ENV"] == "CRUCIBLE_PROMPT_FILE" for env in envs)
-    assert all(job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"} for job in jobs)
+    assert all(
+        job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+        for job in jobs
+    )
     posted = json.dumps(jobs) + json.dumps([c["body"] for c in fake_api.calls_to("POST", "/configmaps")])
     assert "never-leaves-this-machine" not in posted  # this machine's environment stays here
     assert "gitdir:" not in posted  # the fork's pointer into the state directory is not shipped
@@ -207,3 +222,34 @@ def test_proposals_that_can_run_nowhere_are_refused_before_anything_starts(
     assert words in done.stderr and "--cap" in done.stderr
     assert not (manifest.parent / "state" / "session.jsonl").exists()
     assert not _posted_jobs(fake_api)
+
+
+def test_aborting_the_run_mid_round_deletes_every_proposal_job(
+    fake_api: FakeApiServer, kubelet: FakeKubelet, tmp_path: Path
+) -> None:
+    kubelet.script = ["hang", "hang", "hang"]
+    manifest = make_domain(tmp_path)
+    env = crucible_env(KUBECONFIG=str(tmp_path / "kubeconfig"))
+    argv = [str(CRUCIBLE), "run", "--manifest", str(manifest), "--iterations", "0", "--ui", "headless"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):  # until the three pods run (bounded: 60 s)
+            pods = [v for k, v in fake_api.objects.items() if k[0] == "pods"]
+            if len(pods) == 3 and all(p.get("status", {}).get("phase") == "Running" for p in pods):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the proposals' pods never started")
+        os.kill(proc.pid, signal.SIGINT)  # a stop waits for the round; the second one aborts it
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 3 and "Traceback" not in err, err
+    for job in _posted_jobs(fake_api):
+        assert fake_api.calls_to("DELETE", f"/jobs/{job['metadata']['name']}")
+    assert not [k for k in fake_api.objects if k[0] in ("jobs", "configmaps")]
+    assert _events(manifest)[-1]["kind"] == "shutdown"
