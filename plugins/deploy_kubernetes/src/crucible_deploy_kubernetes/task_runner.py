@@ -323,6 +323,7 @@ class KubernetesTaskRunner:
                 context, job, command, env, timeout, stdin, returns_workspace
             )
         except ValueError as exc:
+            self._note(f"task {task}: {exc}", level="warn")
             return lost(str(exc))
         attempt = _Attempt(self.namespace, job, _workspace_map(job) if configmap is not None else None)
         if returns_workspace:
