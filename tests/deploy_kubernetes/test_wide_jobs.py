@@ -203,6 +203,12 @@ def test_with_the_capability_declared_here_the_proposals_run_here_and_no_job_is_
         ('"gpu"', "", (), "[search].needs = 'gpu': this run does not declare it (--cap) and no task runner"),
         ('["gpu"]', "", (), "a [deploy] profile whose [tasks].capabilities lists 'gpu'"),
         ('"a100"', DEPLOY, (), "no task runner serves it"),
+        (
+            '"gpu"',
+            DEPLOY,
+            ("--harness", "claude"),
+            "and the 'local' backend cannot: its turn is not one shell",
+        ),
     ],
 )
 def test_proposals_that_can_run_nowhere_are_refused_before_anything_starts(
@@ -217,6 +223,9 @@ def test_proposals_that_can_run_nowhere_are_refused_before_anything_starts(
 ) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     manifest = make_domain(tmp_path, needs=needs, deploy=deploy)
+    if extra:  # an agent program with a session of its own: its turn is not one command
+        text = manifest.read_text().replace('backend = "command"', 'backend = "local"')
+        manifest.write_text(text)
     done = cli("run", "--manifest", manifest, "--iterations", "0", "--ui", "headless", *extra)
     assert done.returncode == 10, done.stdout + done.stderr
     assert words in done.stderr and "--cap" in done.stderr
