@@ -65,6 +65,7 @@ inject = ["measure.py"]
 backend = "command"
 agent_cmd = "sh propose.sh"
 goal = "Lower the cost in program.txt."
+env = {{ AGENT_ONLY_TOKEN = "agent-only-value-7f3a9c" }}
 
 [judge]
 measure_cmd = "python3 measure.py"
@@ -167,6 +168,7 @@ def test_a_wide_round_fans_out_as_jobs_and_the_best_candidate_comes_back_and_is_
     )
     posted = json.dumps(jobs) + json.dumps([c["body"] for c in fake_api.calls_to("POST", "/configmaps")])
     assert "never-leaves-this-machine" not in posted  # this machine's environment stays here
+    assert "agent-only-value-7f3a9c" not in posted  # and so does [agent].env
     assert "gitdir:" not in posted  # the fork's pointer into the state directory is not shipped
     assert not [k for k in fake_api.objects if k[0] == "configmaps"]  # every pack is cleaned up
     _assert_best_kept(manifest)

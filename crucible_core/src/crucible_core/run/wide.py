@@ -508,8 +508,11 @@ def propose_candidate(
         f"each from a different angle. Take this approach, and only this one:\n\n{approach}"
     )
     text = engine.render_prompt(run, iteration, steer)
+    redacted = engine.redactor.text(text)
+    if shell is not None:
+        text = redacted  # the prompt leaves this machine: only as the prompt file has it
     prompt_file = engine.paths.private_dir / WIDE_DIR / f"prompt-{slot}.md"
-    write_atomic(prompt_file, engine.redactor.text(text).encode("utf-8"), mode=0o600, durable=False)
+    write_atomic(prompt_file, redacted.encode("utf-8"), mode=0o600, durable=False)
     env = dict(engine.agent_env)
     env.update(
         {
