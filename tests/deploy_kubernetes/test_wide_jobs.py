@@ -209,7 +209,7 @@ def test_with_the_capability_declared_here_the_proposals_run_here_and_no_job_is_
             '"gpu"',
             DEPLOY,
             ("--harness", "claude"),
-            "and the 'local' backend cannot: its turn is not one shell",
+            "and the local (harness claude) backend cannot: its turn is not one",
         ),
     ],
 )

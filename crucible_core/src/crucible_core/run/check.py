@@ -244,7 +244,7 @@ def _report_placement(
         needs=needs,
         caps=caps,
         backend=drivers.backend,
-        backend_name=drivers.choice.backend,
+        backend_name=drivers.choice.agent_name(),
         env=engine_environment(),
         probe=True,
     )

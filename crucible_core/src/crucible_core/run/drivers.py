@@ -39,6 +39,10 @@ class DriverChoice:
     # reach the host's servers). False: the run starts no broker server for nobody to call.
     takes_mcp: bool = False
 
+    def agent_name(self) -> str:
+        """The backend, and the harness it runs: how a refusal names the agent."""
+        return f"{self.backend} (harness {self.harness})" if self.runs_harness else self.backend
+
     @classmethod
     def of(cls, loaded: LoadedManifest, plugins: Plugins, *, harness: str | None = None) -> DriverChoice:
         m = loaded.manifest

@@ -113,7 +113,7 @@ def place_proposals(
     if not isinstance(backend, ShellTurnBackend):
         raise CapabilityUnserved(
             f"[search].needs = {needs!r} sends each wide proposal's agent turn to another machine, "
-            f"and the {backend_name!r} backend cannot: its turn is not one shell command",
+            f"and the {backend_name} backend cannot: its turn is not one shell command",
             hint=f'use backend = "command" for the wide round, or declare {needs!r} here with --cap {needs}',
         )
     events = HeldEvents()
@@ -140,14 +140,24 @@ def place_proposals(
         refusals.append(f"the {runner.name} task runner serves it but does not take a proposal: {refusal}")
     for runner in runners:
         runner.close()
-    where = (
-        "; ".join(refusals)
-        if refusals
-        else (
-            "no task runner serves it"
-            + ("" if loaded.manifest.deploy is not None else " (the manifest has no [deploy] section)")
+    if refusals:
+        where = "; ".join(refusals)
+    elif loaded.manifest.deploy is None:
+        where = "no task runner serves it (the manifest has no [deploy] section)"
+    elif not runners:
+        where = (
+            "no task runner serves it (no installed plugin runs tasks from [deploy]; "
+            "the Kubernetes one is crucible-plugin-deploy-kubernetes)"
         )
-    )
+    else:
+        where = (
+            "no task runner serves it ("
+            + ", ".join(
+                f"{runner.name} serves {', '.join(sorted(runner.provides())) or 'nothing'}"
+                for runner in runners
+            )
+            + ")"
+        )
     raise CapabilityUnserved(
         f"[search].needs = {needs!r}: this run does not declare it (--cap) and {where}", hint=hint
     )
