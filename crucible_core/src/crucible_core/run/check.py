@@ -246,7 +246,6 @@ def _report_placement(
         backend=drivers.backend,
         backend_name=drivers.choice.agent_name(),
         env=engine_environment(),
-        probe=True,
     )
     placement.close()
     return placement.describe()

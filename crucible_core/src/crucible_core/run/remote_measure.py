@@ -29,7 +29,7 @@ from crucible_core.plan import ir
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext, TaskKindSpec
 from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners
 from crucible_core.process import Completed
-from crucible_core.protocols import Judge, MeasureContext, judge_needs
+from crucible_core.protocols import Judge, MeasureContext, ShellStdin, judge_needs
 
 MEASURE_TASK = "measure"
 # The measure task's recorded deadline when [judge] sets none (the judge enforces its own).
@@ -133,9 +133,16 @@ class RemoteMeasure:
             remote = context.shell
             assert remote is not None  # a runner always lends its shell to a remote kind
 
-            def shell(command: str, env: Mapping[str, str], timeout: float) -> Completed:
+            def shell(
+                command: str,
+                env: Mapping[str, str],
+                timeout: float,
+                *,
+                stdin: ShellStdin | None = None,
+                returns_workspace: bool = False,
+            ) -> Completed:
                 calls.append(command)
-                done = remote(command, env, timeout)
+                done = remote(command, env, timeout, stdin=stdin, returns_workspace=returns_workspace)
                 if done.spawn_error:
                     lost.append(done.spawn_error)
                 return done
@@ -197,9 +204,12 @@ def open_run_runners(
     env: Mapping[str, str],
     emit: Callable[[wire.Event], Any],
     graph: bool = False,
+    wide_needs: str | None = None,
 ) -> RunRunners:
     """The runners `[deploy]` configures, opened when something of this run may need them: the
-    judge's measure (its `needs` not in `caps`), or, with `graph`, an authored graph's tasks.
+    judge's measure (its `needs` not in `caps`), with `graph` an authored graph's tasks, or the
+    wide round's proposals (`wide_needs`, `[search].needs`, not in `caps`; the wide round
+    decides which runner takes them: run/wide_placement.py).
 
     Refuses the run (CapabilityUnavailable, exit 10) when the judge needs a capability that
     neither `--cap` nor a runner configured by the manifest's `[deploy]` section provides.
@@ -207,7 +217,8 @@ def open_run_runners(
     needs = judge_needs(judge)
     measured_here = needs is None or needs in caps
     deploy = loaded.manifest.deploy
-    if deploy is None or (measured_here and not graph):
+    proposals_here = wide_needs is None or wide_needs in caps or wide_needs == "any"
+    if deploy is None or (measured_here and not graph and proposals_here):
         if not measured_here:
             raise CapabilityUnavailable(
                 f"the judge needs {needs!r}, which this run does not provide",

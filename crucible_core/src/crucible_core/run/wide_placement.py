@@ -7,21 +7,19 @@ elsewhere: the backend's turn as one shell command (`ShellTurnBackend`), the for
 there and brought back edited. When neither can, the run is refused before anything starts,
 saying what to configure; so is a backend whose turn is not one command.
 
-The runners are opened before the session log exists (a refusal leaves nothing behind); what
-they note while opening (a killed predecessor's Jobs reclaimed) is held and written once the
-log is open.
+A run hands in the runners it opened for everything (run/remote_measure.py's
+`open_run_runners`, before the session log exists); `crucible check` lets this module open
+them itself, as a probe that touches nothing remote.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from crucible_core.contract import wire
 from crucible_core.errors import CapabilityUnserved
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners
@@ -31,28 +29,21 @@ from crucible_core.protocols import AgentBackend, ShellTurnBackend
 HERE = "here"
 
 
-class HeldEvents:
-    """An emit callback that holds events until a log is attached, then forwards them."""
+def sent_elsewhere(needs: str | None, caps: frozenset[str]) -> bool:
+    """Whether proposals needing `needs` leave this machine (it is not declared here)."""
+    return needs is not None and needs != "any" and needs not in caps
 
-    def __init__(self) -> None:
-        self._held: list[wire.Event] = []
-        self._target: Callable[[wire.Event], Any] | None = None
-        self._lock = threading.Lock()
 
-    def __call__(self, event: wire.Event) -> None:
-        with self._lock:
-            target = self._target
-            if target is None:
-                self._held.append(event)
-                return
-        target(event)
-
-    def attach(self, emit: Callable[[wire.Event], Any]) -> None:
-        with self._lock:
-            held, self._held = self._held, []
-            self._target = emit
-        for event in held:
-            emit(event)
+def refuse_unsendable_turns(
+    needs: str | None, caps: frozenset[str], backend: AgentBackend, backend_name: str
+) -> None:
+    """A round sent elsewhere needs a backend whose turn is one shell command (CapabilityUnserved)."""
+    if sent_elsewhere(needs, caps) and not isinstance(backend, ShellTurnBackend):
+        raise CapabilityUnserved(
+            f"[search].needs = {needs!r} sends each wide proposal's agent turn to another machine, "
+            f"and the {backend_name} backend cannot: its turn is not one shell command",
+            hint=f'use backend = "command" for the wide round, or declare {needs!r} here with --cap {needs}',
+        )
 
 
 @attrs.frozen
@@ -60,16 +51,16 @@ class ProposalPlacement:
     """Where this run's wide proposals go, and what the executor needs to send them there.
 
     caps: what this run declares it provides (`--cap`).
-    runners: the task runners opened for the proposals (empty when they run here); the run
-      closes them when it ends.
+    runners: the task runners the proposals' executor may use (empty when they run here).
     where: for notes and `crucible check`: "here", or the runner that takes them.
+    owned: the runners were opened for this placement alone (`crucible check`): `close` them.
     """
 
     needs: str | None
     caps: frozenset[str]
     runners: tuple[TaskRunner, ...] = ()
     where: str = HERE
-    events: HeldEvents = attrs.field(factory=HeldEvents)
+    owned: bool = False
 
     @property
     def remote(self) -> bool:
@@ -83,8 +74,9 @@ class ProposalPlacement:
         return f"the proposals need {self.needs!r}, which this machine lacks: they run through the {self.where} task runner"
 
     def close(self) -> None:
-        for runner in self.runners:
-            runner.close()
+        if self.owned:
+            for runner in self.runners:
+                runner.close()
 
 
 def place_proposals(
@@ -97,38 +89,34 @@ def place_proposals(
     backend: AgentBackend,
     backend_name: str,
     env: Mapping[str, str],
-    probe: bool = False,
+    runners: tuple[TaskRunner, ...] | None = None,
 ) -> ProposalPlacement:
     """Decide where the proposals run; CapabilityUnserved when they cannot run anywhere.
 
-    `probe` (crucible check) asks the runners only what they would do: nothing in a cluster is
-    touched.
+    `runners`: the run's open task runners. None (`crucible check`) opens them here as a
+    probe, which touches nothing remote; the placement then owns them.
     """
-    if needs is None or needs in caps or needs == "any":
+    if not sent_elsewhere(needs, caps):
         return ProposalPlacement(needs, caps)
+    assert needs is not None
+    refuse_unsendable_turns(needs, caps, backend, backend_name)
     hint = (
         f"add a [deploy] profile whose [tasks].capabilities lists {needs!r} (docs/kubernetes.md), "
         f"or run on a machine that has it with `crucible run --cap {needs}`"
     )
-    if not isinstance(backend, ShellTurnBackend):
-        raise CapabilityUnserved(
-            f"[search].needs = {needs!r} sends each wide proposal's agent turn to another machine, "
-            f"and the {backend_name} backend cannot: its turn is not one shell command",
-            hint=f'use backend = "command" for the wide round, or declare {needs!r} here with --cap {needs}',
-        )
-    events = HeldEvents()
-    runners: tuple[TaskRunner, ...] = ()
-    if loaded.manifest.deploy is not None:
-        context = TaskRunnerContext(
-            run_name=loaded.dir.name,
-            state_dir=state_dir,
-            base_dir=loaded.dir,
-            deploy=loaded.manifest.deploy,
-            env=dict(env),
-            emit=events,
-            offline=probe,
-        )
-        runners = open_task_runners(plugins, context)
+    owned = runners is None
+    if runners is None:
+        runners = ()
+        if loaded.manifest.deploy is not None:
+            context = TaskRunnerContext(
+                run_name=loaded.dir.name,
+                state_dir=state_dir,
+                base_dir=loaded.dir,
+                deploy=loaded.manifest.deploy,
+                env=dict(env),
+                offline=True,
+            )
+            runners = open_task_runners(plugins, context)
     task = proposals_plan([1], needs).tasks[0]
     refusals: list[str] = []
     for runner in runners:
@@ -136,10 +124,11 @@ def place_proposals(
             continue
         refusal = runner.refuses(task, WIDE_PROPOSE)
         if refusal is None:
-            return ProposalPlacement(needs, caps, runners, runner.name, events)
+            return ProposalPlacement(needs, caps, runners, runner.name, owned)
         refusals.append(f"the {runner.name} task runner serves it but does not take a proposal: {refusal}")
-    for runner in runners:
-        runner.close()
+    if owned:
+        for runner in runners:
+            runner.close()
     if refusals:
         where = "; ".join(refusals)
     elif loaded.manifest.deploy is None:
