@@ -142,7 +142,10 @@ class RemoteMeasure:
                 returns_workspace: bool = False,
             ) -> Completed:
                 calls.append(command)
-                done = remote(command, env, timeout, stdin=stdin, returns_workspace=returns_workspace)
+                if stdin is None and not returns_workspace:  # all a measure asks for
+                    done = remote(command, env, timeout)
+                else:
+                    done = remote(command, env, timeout, stdin=stdin, returns_workspace=returns_workspace)
                 if done.spawn_error:
                     lost.append(done.spawn_error)
                 return done
