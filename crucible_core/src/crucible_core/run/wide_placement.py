@@ -22,7 +22,7 @@ import attrs
 
 from crucible_core.errors import CapabilityUnserved
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners
+from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners, refusals, runner_for
 from crucible_core.plan.wide import WIDE_PROPOSE, proposals_plan
 from crucible_core.protocols import AgentBackend, ShellTurnBackend
 
@@ -118,19 +118,15 @@ def place_proposals(
             )
             runners = open_task_runners(plugins, context)
     task = proposals_plan([1], needs).tasks[0]
-    refusals: list[str] = []
-    for runner in runners:
-        if needs not in runner.provides():
-            continue
-        refusal = runner.refuses(task, WIDE_PROPOSE)
-        if refusal is None:
-            return ProposalPlacement(needs, caps, runners, runner.name, owned)
-        refusals.append(f"the {runner.name} task runner serves it but does not take a proposal: {refusal}")
+    chosen = runner_for(task, WIDE_PROPOSE, runners)  # the executor's own rule, so they agree
+    if chosen is not None:
+        return ProposalPlacement(needs, caps, runners, chosen.name, owned)
+    declined = refusals(task, WIDE_PROPOSE, runners)
     if owned:
         for runner in runners:
             runner.close()
-    if refusals:
-        where = "; ".join(refusals)
+    if declined:
+        where = "; ".join(declined)
     elif loaded.manifest.deploy is None:
         where = "no task runner serves it (the manifest has no [deploy] section)"
     elif not runners:
