@@ -52,8 +52,9 @@ class UnsupportedSectionError(ManifestError):
 
 
 class CapabilityUnserved(ManifestError):
-    """Work the manifest sends elsewhere (`[search].needs`) has nowhere to run: not on this
-    machine (`--cap`), and no task runner (a `[deploy]` profile) serves it or can carry it out."""
+    """Work the manifest says needs a capability (`[judge].needs`, `[search].needs`) has nowhere
+    to run: not on this machine (`--cap`), and no task runner (a `[deploy]` profile) serves it
+    or can carry it out."""
 
 
 class WorkspaceError(CrucibleError):

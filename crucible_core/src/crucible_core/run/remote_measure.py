@@ -23,7 +23,7 @@ import attrs
 
 from crucible_core.contract import wire
 from crucible_core.contract.reading import Reading
-from crucible_core.errors import ManifestError
+from crucible_core.errors import CapabilityUnserved
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.plan import ir
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext, TaskKindSpec
@@ -36,10 +36,6 @@ MEASURE_TASK = "measure"
 DEFAULT_MEASURE_TIMEOUT = 3600.0
 # Transport failures tried again before the measure reads as broken (an eviction, an API hiccup).
 TRANSPORT_RETRIES = 2
-
-
-class CapabilityUnavailable(ManifestError):
-    """The judge needs a capability neither this machine nor any configured task runner provides."""
 
 
 class HeldEvents:
@@ -214,7 +210,7 @@ def open_run_runners(
     wide round's proposals (`wide_needs`, `[search].needs`, not in `caps`; the wide round
     decides which runner takes them: run/wide_placement.py).
 
-    Refuses the run (CapabilityUnavailable, exit 10) when the judge needs a capability that
+    Refuses the run (CapabilityUnserved, exit 10) when the judge needs a capability that
     neither `--cap` nor a runner configured by the manifest's `[deploy]` section provides.
     """
     needs = judge_needs(judge)
@@ -223,7 +219,7 @@ def open_run_runners(
     proposals_here = wide_needs is None or wide_needs in caps or wide_needs == "any"
     if deploy is None or (measured_here and not graph and proposals_here):
         if not measured_here:
-            raise CapabilityUnavailable(
+            raise CapabilityUnserved(
                 f"the judge needs {needs!r}, which this run does not provide",
                 hint=f"pass --cap {needs} if this machine has it, or name a deploy profile whose "
                 f"[tasks].capabilities lists it in [deploy].profile (docs/kubernetes.md)",
@@ -251,7 +247,7 @@ def open_run_runners(
             return attrs.evolve(opened, measure=RemoteMeasure(runner, judge, needs, workspace, timeout))
     opened.close()
     why = "; ".join(refusals) or "no installed plugin runs tasks for [deploy] (see `crucible plugins`)"
-    raise CapabilityUnavailable(
+    raise CapabilityUnserved(
         f"the judge needs {needs!r}, and no task runner can measure there: {why}",
         hint=f"list {needs!r} in the deploy profile's [tasks].capabilities, or pass --cap {needs}",
     )
