@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from pathlib import Path
 
 from crucible_core.errors import WorkspaceError
@@ -86,9 +87,19 @@ class StateLock:
             self._fd = -1
 
 
-def _read_pid(fd: int) -> str:
-    try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        return "?"
-    return text if text.isdigit() else "?"
+def _read_pid(fd: int, *, attempts: int = 50, pause: float = 0.01) -> str:
+    """The holder's pid as its lock file says, or "?".
+
+    The holder writes its pid just after it takes the lock, so an engine refused in that
+    instant can find the file still empty: it looks again for a moment (bounded, 0.5 s).
+    """
+    for attempt in range(attempts):
+        try:
+            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            return "?"
+        if text.isdigit():
+            return text
+        if attempt + 1 < attempts:
+            time.sleep(pause)
+    return "?"
