@@ -44,6 +44,20 @@ def test_show_prints_the_admitted_graph_in_every_format(tmp_path: Path) -> None:
     assert "t0 --> t1" in run_crucible("plan", "show", plan, "--format", "mmd").stdout
 
 
+def test_show_predicts_truncation_as_a_run_would_through_dependencies(tmp_path: Path) -> None:
+    # An advisory task that cannot run here is skipped, and a required task waiting for it to
+    # pass (join = "passed") can never start: the run truncates, so show must say so too.
+    plan = tmp_path / "plan.toml"
+    advisory = PLAN.replace('emits = ["score"]', 'emits = ["score"]\nneeds = "tpu"\nrequired = false')
+    advisory = advisory.replace('depends_on = ["a"]', 'depends_on = ["a"]\njoin = "passed"')
+    plan.write_text(advisory)
+    shown = json.loads(run_crucible("plan", "show", plan).stdout)
+    assert shown["verdict"] == "truncated: pick (depends on work that cannot run here) cannot run here"
+    assert json.loads(run_crucible("plan", "show", plan, "--cap", "tpu").stdout)["verdict"] == "runnable"
+    ran = run_crucible("plan", "run", plan, "--workspace", tmp_path)
+    assert ran.returncode != 0 and "truncated" in ran.stdout + ran.stderr
+
+
 def test_show_manifest_prints_the_default_iteration_graph(example) -> None:
     manifest = example("counter")
     shown = run_crucible("plan", "show", "--manifest", manifest, "--format", "json")

@@ -292,21 +292,32 @@ def _truncation_verdict(
     plan: ValidPlan, caps: frozenset[str], runners: tuple[TaskRunner, ...], kinds: Registry[TaskKindSpec]
 ) -> tuple[str, dict[str, str]]:
     """The verdict a run here would reach, and which runner takes each task this machine cannot run."""
+    from crucible_core.plan.ir import Join
     from crucible_core.plan.runners import refusals, runner_for
 
     available = caps | {"any"} | {t.needs for t in plan.tasks if t.needs.startswith("service.")}
     runs_on: dict[str, str] = {}
     missing: list[str] = []
-    for task in plan.tasks:
+    unrunnable: set[str] = set()  # as the executor judges it: a task, or one it waits on, cannot run
+    by_name = {task.name: task for task in plan.tasks}
+    for name in plan.order:
+        task = by_name[name]
+        if task.join is not Join.SETTLED and any(dep in unrunnable for dep in task.depends_on):
+            unrunnable.add(name)
+            if task.required:
+                missing.append(f"{name} (depends on work that cannot run here)")
+            continue
         if task.needs in available:
             continue
         entry = kinds.entries.get(task.kind)
         runner = runner_for(task, entry.value, runners) if entry is not None else None
         if runner is not None:
-            runs_on[task.name] = runner.name
-        elif task.required:
+            runs_on[name] = runner.name
+            continue
+        unrunnable.add(name)
+        if task.required:
             why = refusals(task, entry.value, runners) if entry is not None else []
-            missing.append(f"{task.name} ({'; '.join(why)})" if why else task.name)
+            missing.append(f"{name} ({'; '.join(why)})" if why else name)
     if missing:
         return f"truncated: {', '.join(missing)} cannot run here", runs_on
     if runs_on:
