@@ -299,13 +299,16 @@ def _truncation_verdict(
     runs_on: dict[str, str] = {}
     missing: list[str] = []
     unrunnable: set[str] = set()  # as the executor judges it: a task, or one it waits on, cannot run
+    named: set[str] = set()  # required tasks the verdict names (their dependents are not repeated)
     by_name = {task.name: task for task in plan.tasks}
     for name in plan.order:
         task = by_name[name]
-        if task.join is not Join.SETTLED and any(dep in unrunnable for dep in task.depends_on):
+        blocked = [dep for dep in task.depends_on if dep in unrunnable]
+        if task.join is not Join.SETTLED and blocked:
             unrunnable.add(name)
-            if task.required:
+            if task.required and not any(dep in named for dep in blocked):  # else its cause is named
                 missing.append(f"{name} (depends on work that cannot run here)")
+                named.add(name)
             continue
         if task.needs in available:
             continue
@@ -318,6 +321,7 @@ def _truncation_verdict(
         if task.required:
             why = refusals(task, entry.value, runners) if entry is not None else []
             missing.append(f"{name} ({'; '.join(why)})" if why else name)
+            named.add(name)
     if missing:
         return f"truncated: {', '.join(missing)} cannot run here", runs_on
     if runs_on:
