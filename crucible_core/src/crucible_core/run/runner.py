@@ -38,7 +38,7 @@ from crucible_core.run import distress
 from crucible_core.run.agent_ready import refuse_unstartable_agent
 from crucible_core.run.assemble import build_engine
 from crucible_core.run.budget import Budget
-from crucible_core.run.drivers import DriverChoice, build_drivers
+from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import Engine, RunOptions, agent_environment, engine_environment
 from crucible_core.run.gates import Aborted, Gates
 from crucible_core.run.identity import run_identity
@@ -49,10 +49,11 @@ from crucible_core.run.parking import Pending
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.publish import KeptPublisher, build_publisher
-from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, HeldEvents, open_run_runners
+from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, HeldEvents, RunRunners, open_run_runners
 from crucible_core.run.state_lock import StateLock
 from crucible_core.run.wide import (
     RoundFiles,
+    WideSettings,
     forget_round,
     recorded_settings,
     refuse_unforkable,
@@ -60,7 +61,7 @@ from crucible_core.run.wide import (
     wide_round_due,
     wide_settings,
 )
-from crucible_core.run.wide_placement import place_proposals, refuse_unsendable_turns
+from crucible_core.run.wide_placement import ProposalPlacement, place_proposals, refuse_unsendable_turns
 from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
 from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
 from crucible_core.services import run_services
@@ -225,50 +226,19 @@ def _execute_locked(
     if wide is not None:
         refuse_unforkable(drivers.world, drivers.choice.world)
     # A wide round sent elsewhere needs a backend whose turn is one command: said before anything.
-    wide_needs = wide.needs if wide is not None else None
-    refuse_unsendable_turns(wide_needs, request.caps, drivers.backend, drivers.choice.agent_name())
+    refuse_unsendable_turns(
+        wide.needs if wide is not None else None, request.caps, drivers.backend, drivers.choice.agent_name()
+    )
     # Before the log exists, so fixing the agent and running the same command again just works.
     # A workspace that setup has not finished is not looked in (a resume sets it up again);
     # a fresh run looks again once setup has made it.
     setup_done = folded is None or folded.fingerprint is not None
     refuse_unstartable_agent(drivers.backend, agent_env, paths.workspace if setup_done else None)
-    # Where the judge's measure and the wide proposals run: here, or through the task runners
-    # [deploy] configures; a need nobody serves, or an unreachable cluster, refuses the run
-    # here, before the log exists.
-    held = HeldEvents()
-    opened = open_run_runners(
-        plugins,
-        loaded,
-        drivers.judge,
-        caps=request.caps,
-        state_dir=paths.state_dir,
-        workspace=paths.workspace,
-        timeout=(m.judge.measure_timeout if m.judge else None) or DEFAULT_MEASURE_TIMEOUT,
-        env=base_env,
-        emit=held,
-        graph=workflow is not None,  # an authored graph's tasks may need what this machine lacks
-        wide_needs=wide_needs,
+    held = HeldEvents()  # what the runners say while opening, written after the start line
+    opened, placement = _open_runners(
+        plugins, request, loaded, paths, drivers, base_env, held, graph=workflow is not None, wide=wide
     )
     remote_measure = opened.measure
-    try:
-        placement = (
-            place_proposals(
-                plugins,
-                loaded,
-                state_dir=paths.state_dir,
-                needs=wide_needs,
-                caps=request.caps,
-                backend=drivers.backend,
-                backend_name=drivers.choice.agent_name(),
-                env=base_env,
-                runners=opened.runners,
-            )
-            if wide is not None
-            else None
-        )
-    except CrucibleError:
-        opened.close()
-        raise
     reporter = make_reporter(plugins, request.ui, budget.iterations)
     redactor = Redactor()
     redactor.add_env(loaded.manifest.agent.env)
@@ -438,6 +408,56 @@ def _execute_locked(
         _finish(engine, run, exit_, reason)
         _close_reporter(reporter, request.ui, fanout)
     return RunResult(exit_, reason, failed_code or exit_.exit_code)
+
+
+def _open_runners(
+    plugins: Plugins,
+    request: RunRequest,
+    loaded: LoadedManifest,
+    paths: RunPaths,
+    drivers: Drivers,
+    env: dict[str, str],
+    held: HeldEvents,
+    *,
+    graph: bool,
+    wide: WideSettings | None,
+) -> tuple[RunRunners, ProposalPlacement | None]:
+    """Where the judge's measure, an authored graph's tasks and the wide proposals run: here, or
+    through the task runners [deploy] configures. A need nobody serves, or an unreachable
+    cluster, refuses the run here, before the log exists."""
+    judge = loaded.manifest.judge
+    wide_needs = wide.needs if wide is not None else None
+    opened = open_run_runners(
+        plugins,
+        loaded,
+        drivers.judge,
+        caps=request.caps,
+        state_dir=paths.state_dir,
+        workspace=paths.workspace,
+        timeout=(judge.measure_timeout if judge else None) or DEFAULT_MEASURE_TIMEOUT,
+        env=env,
+        emit=held,
+        graph=graph,
+        wide_needs=wide_needs,
+    )
+    if wide is None:
+        return opened, None
+    try:
+        placement = place_proposals(
+            plugins,
+            loaded,
+            state_dir=paths.state_dir,
+            needs=wide_needs,
+            caps=request.caps,
+            backend=drivers.backend,
+            backend_name=drivers.choice.agent_name(),
+            env=env,
+            runners=opened.runners,
+        )
+    except CrucibleError:
+        opened.close()
+        raise
+    return opened, placement
 
 
 def _stop_services(
