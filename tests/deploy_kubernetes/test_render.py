@@ -317,12 +317,58 @@ def test_a_loop_that_runs_no_task_jobs_gets_no_rights_over_jobs(tmp_path: Path) 
     # No [deploy] at all (the example), and a [deploy] profile without [tasks].
     without_tasks = (EXAMPLE / "profile.toml").read_text().split("# Plan tasks that need")[0]
     assert "[tasks]" not in without_tasks
-    for manifest in (EXAMPLE / "crucible.toml", _manifest_naming_a_profile(tmp_path, without_tasks)):
-        for options in (RenderOptions(), RenderOptions(playbook=True, max_cost=5, max_time="1h")):
-            rendered = _render(options, manifest=manifest)
-            assert _job_rights(rendered.objects) == []
-            assert not any(o.metadata.name.endswith("-tasks") for o in rendered.objects)
-            [role] = [o for o in rendered.objects if o.kind == "Role"]
-            assert [(r.resources, r.verbs) for r in role.rules] == [
-                (["pods", "pods/log"], ["get", "list", "watch"])
-            ]
+    named = _manifest_naming_a_profile(tmp_path, without_tasks)
+    for manifest, options in (
+        (EXAMPLE / "crucible.toml", RenderOptions()),
+        (EXAMPLE / "crucible.toml", RenderOptions(playbook=True, max_cost=5, max_time="1h")),
+        (named, RenderOptions()),  # a playbook naming it is refused: see the next test
+    ):
+        rendered = _render(options, manifest=manifest)
+        assert _job_rights(rendered.objects) == []
+        assert not any(o.metadata.name.endswith("-tasks") for o in rendered.objects)
+        [role] = [o for o in rendered.objects if o.kind == "Role"]
+        assert [(r.resources, r.verbs) for r in role.rules] == [
+            (["pods", "pods/log"], ["get", "list", "watch"])
+        ]
+
+
+def test_a_playbook_naming_a_profile_without_tasks_is_refused_at_render_time(tmp_path: Path) -> None:
+    # Its pod's `plan run` would refuse that profile before running anything: say so now.
+    without_tasks = (EXAMPLE / "profile.toml").read_text().split("# Plan tasks that need")[0]
+    manifest = _manifest_naming_a_profile(tmp_path, without_tasks)
+    done = run_crucible(
+        "deploy",
+        "render",
+        "--playbook",
+        "--manifest",
+        manifest,
+        "--profile",
+        EXAMPLE / "profile.toml",
+        "--no-pin",
+        "--max-cost",
+        "5",
+        "--max-time",
+        "1h",
+    )
+    assert done.returncode == 10, done.stdout + done.stderr
+    assert str(manifest.parent / "cluster" / "profile.toml") in done.stderr
+    assert "no [tasks] section" in done.stderr and done.stdout == ""
+    # The same profile with [tasks] renders.
+    (manifest.parent / "cluster" / "profile.toml").write_text((EXAMPLE / "profile.toml").read_text())
+    assert (
+        run_crucible(
+            "deploy",
+            "render",
+            "--playbook",
+            "--manifest",
+            manifest,
+            "--profile",
+            EXAMPLE / "profile.toml",
+            "--no-pin",
+            "--max-cost",
+            "5",
+            "--max-time",
+            "1h",
+        ).returncode
+        == 0
+    )

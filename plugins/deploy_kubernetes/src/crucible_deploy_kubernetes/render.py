@@ -242,6 +242,8 @@ def render(
     """Every object of the run, in apply order. `pin` resolves an image tag to a digest reference."""
     check_options(options)
     check_secrets(loaded, profile, options)
+    if options.playbook:
+        check_playbook_tasks(loaded)
     run = L.run_name(options.name or loaded.dir.name)
     namespace = profile.cluster.namespace
     mode = "playbook" if options.playbook else "loop"
@@ -391,6 +393,25 @@ def task_rules() -> list[client.V1PolicyRule]:
         # find a Job's pod, read why it failed, follow its log
         client.V1PolicyRule(api_groups=[""], resources=["pods", "pods/log"], verbs=["get", "list"]),
     ]
+
+
+def check_playbook_tasks(loaded: LoadedManifest) -> None:
+    """A playbook whose `[deploy].profile` runs no tasks is refused now, not when its pod starts.
+
+    The playbook pod's `plan run` opens the task runner from that profile and refuses one
+    without `[tasks]` before any task runs; rendering such a pod would only deploy a failure.
+    """
+    deploy = loaded.manifest.deploy
+    if deploy is None or deploy.profile is None:
+        return
+    path = loaded.dir / deploy.profile
+    if load_profile(path).tasks is None:
+        raise ManifestError(
+            f"the manifest's [deploy].profile names {path}, which has no [tasks] section: the "
+            "playbook pod's plan run would refuse it at start",
+            hint='add [tasks] with capabilities = ["gpu"] to that profile '
+            "(docs/kubernetes.md#plan-tasks-as-jobs), or drop [deploy].profile from the manifest",
+        )
 
 
 def task_profile(loaded: LoadedManifest) -> DeployProfile | None:
