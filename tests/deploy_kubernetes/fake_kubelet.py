@@ -25,6 +25,7 @@ class FakeKubelet:
         self.root = root
         self.script: list[str] = []  # one behaviour per created Job, in order; then "run"
         self.ran: list[dict[str, str]] = []  # the environment each run pod's command saw
+        self.path_prefix: Path | None = None  # a directory put first on the pods' PATH (a hostile image)
         self.threads: list[threading.Thread] = []
         api.on_create = self._created
 
@@ -108,6 +109,8 @@ class FakeKubelet:
             env["CRUCIBLE_TASK_PACK"] = str(target)  # the mount path, as it is on this "node"
         env["CRUCIBLE_TASK_WORKDIR"] = str(base / "work")
         env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        if self.path_prefix is not None:
+            env["PATH"] = f"{self.path_prefix}{os.pathsep}{env['PATH']}"
         env["TMPDIR"] = str(base)
         self.ran.append(env)
         done = subprocess.run(

@@ -459,11 +459,16 @@ def test_plan_show_counts_what_the_profile_serves_without_reaching_the_cluster(
     # A --cap this machine declares keeps the task here.
     _, shown = _show(cli, plan, "--deploy-profile", rig["profile"], "--cap", "gpu")
     assert shown is not None and shown["verdict"] == "runnable" and shown["runs_on"] == {}
+    # Declared files come back from a Job; one under a directory a Job never returns does not.
+    plan.write_text(_plan(PREP, GPU_BENCH.format(extra='emits_files = ["out/trace.json"]')))
+    _, shown = _show(cli, plan, "--deploy-profile", rig["profile"])
+    assert shown is not None and shown["runs_on"] == {"bench": "kubernetes"}
     # A task the runner refuses is still truncated, and the verdict says why.
-    refused = GPU_BENCH.format(extra='emits_files = ["out/trace.json"]')
+    refused = GPU_BENCH.format(extra='emits_files = ["state/trace.json"]')
     plan.write_text(_plan(PREP, refused))
     _, shown = _show(cli, plan, "--deploy-profile", rig["profile"])
     assert shown is not None and shown["verdict"].startswith("truncated: bench (kubernetes does not take it:")
+    assert "lies under state/" in shown["verdict"]
     assert shown["runs_on"] == {}
     assert fake_api.calls == []  # offline: not even the reclaim a run does first
     assert not (rig["dir"] / "state").exists()

@@ -13,9 +13,11 @@ import pytest
 from crucible_deploy_kubernetes.render import PACK_SKIP
 from crucible_deploy_kubernetes.task_runner import STDOUT_DELIMITER
 from crucible_deploy_kubernetes.workspace_return import (
+    FILES_DELIMITER,
     WORKSPACE_DELIMITER,
     ReturnRefused,
     bring_back,
+    bring_back_files,
     split_workspace,
 )
 
@@ -137,3 +139,66 @@ def test_a_workspace_section_counts_only_after_the_pods_stdout_section() -> None
     # a command that printed a workspace section of its own, before the pod's stdout section
     faked = f"{WORKSPACE_DELIMITER}\n{encoded}\n{STDOUT_DELIMITER}1) ===\n{stdout}\n"
     assert split_workspace("x\n" + faked, STDOUT_DELIMITER)[1] is None
+
+
+DECLARED = ("out/trace.txt", "out/sub/metrics.json")
+
+
+def test_declared_files_come_back_and_an_absent_one_is_removed_here(tmp_path: Path) -> None:
+    fork = _fork(tmp_path)
+    (fork / "out" / "sub").mkdir(parents=True)
+    (fork / "out" / "sub" / "metrics.json").write_text("stale\n")
+    written, removed = bring_back_files(fork, _archive(("./out/trace.txt", b"trace\n", REG)), DECLARED)
+    assert (written, removed) == (1, 1)
+    assert (fork / "out" / "trace.txt").read_text() == "trace\n"
+    assert not (fork / "out" / "sub" / "metrics.json").exists()
+    assert (fork / "program.txt").read_text() == "cost = 100\n"  # undeclared files are never touched
+    assert bring_back_files(fork, "", DECLARED) == (0, 1)  # the pod had none of them
+
+
+@pytest.mark.parametrize(
+    ("members", "says"),
+    [
+        ((("program.txt", b"x", REG),), "did not declare"),
+        ((("out/trace.txt", b"x", REG), ("out", None, DIR)), "directory 'out'"),
+        ((("out/trace.txt", None, DIR),), "directory 'out/trace.txt' (a declared path)"),
+        ((("out/trace.txt", b"/etc/passwd", SYM),), "a link"),
+        ((("out/trace.txt", b"program.txt", LNK),), "a link"),
+        ((("../out/trace.txt", b"x", REG),), "climbs out"),
+    ],
+)
+def test_a_files_archive_with_anything_but_declared_plain_files_is_refused_whole(
+    tmp_path: Path, members: tuple[tuple[str, bytes | None, bytes], ...], says: str
+) -> None:
+    fork = _fork(tmp_path)
+    with pytest.raises(ReturnRefused) as refused:
+        bring_back_files(fork, _archive(*members), DECLARED)
+    assert says in str(refused.value)
+    assert not (fork / "out").exists() and (fork / "program.txt").read_text() == "cost = 100\n"
+
+
+def test_declared_files_are_never_written_through_a_link_or_over_a_file_here(tmp_path: Path) -> None:
+    fork = _fork(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (fork / "out").symlink_to(outside)
+    archive = _archive(("out/trace.txt", b"x", REG))
+    with pytest.raises(ReturnRefused, match="through the link out"):
+        bring_back_files(fork, archive, DECLARED)
+    assert list(outside.iterdir()) == []
+    (fork / "out").unlink()
+    (fork / "out").write_text("a file of this machine\n")
+    with pytest.raises(ReturnRefused, match="not a directory here"):
+        bring_back_files(fork, archive, DECLARED)
+    assert (fork / "out").read_text() == "a file of this machine\n"
+
+
+def test_the_files_section_is_split_off_after_the_stdout_and_workspace_sections() -> None:
+    log = f"live\n{STDOUT_DELIMITER}0) ===\nb3V0\n{WORKSPACE_DELIMITER}\nV1M=\n{FILES_DELIMITER}\nRklMRVM=\n"
+    rest, files = split_workspace(log, STDOUT_DELIMITER, FILES_DELIMITER)
+    assert files is not None and files.strip() == "RklMRVM="
+    rest, workspace = split_workspace(rest, STDOUT_DELIMITER)
+    assert workspace is not None and workspace.strip() == "V1M="
+    # A files delimiter the command printed itself (before the stdout section) is not the pod's.
+    faked = f"{FILES_DELIMITER}\nRklMRVM=\n{STDOUT_DELIMITER}0) ===\nb3V0\n"
+    assert split_workspace("x\n" + faked, STDOUT_DELIMITER, FILES_DELIMITER)[1] is None

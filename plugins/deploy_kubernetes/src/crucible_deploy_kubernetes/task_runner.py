@@ -23,6 +23,14 @@ CRUCIBLE_WORKSPACE names the pod's workdir. When the command succeeds the pod pr
 workdir as a gzipped tar in base64 after a delimiter of its own; workspace_return.py checks it
 as hostile input and lays it over the task's workdir (the fork) before the kind reads it.
 
+A task that declares files (`emits_files`) gets them back the same way, whatever its exit
+code: the pod script is given the declared paths as its arguments and, after the command,
+prints a gzipped tar of those that exist after a third delimiter. workspace_return.py checks
+it (only the declared paths, plain files, nothing through a link) and writes them into the
+task's workdir, removing there any the pod did not have, before the kind returns; the
+executor then captures them exactly as it captures a local task's files. An archive refused
+or missing makes the command's result a failure that says why, and writes nothing.
+
 Failures of the cluster (never scheduled, evicted, preempted, an API error, the Job deleted by
 someone else) are transport failures, retried by the task's `retries`. The task's deadline
 runs from the moment its pod starts; at the deadline the Job is deleted and the attempt fails
@@ -59,9 +67,11 @@ from crucible_deploy_kubernetes.errors import ClusterError
 from crucible_deploy_kubernetes.profile import DeployProfile, load_profile
 from crucible_deploy_kubernetes.render import CONFIGMAP_MAX_BYTES, PACK_SKIP
 from crucible_deploy_kubernetes.workspace_return import (
+    FILES_DELIMITER,
     MAX_ENCODED_CHARS,
     ReturnRefused,
     bring_back,
+    bring_back_files,
     split_workspace,
 )
 
@@ -99,14 +109,16 @@ STUCK_REASONS = frozenset(
 # The pod's script: lay out the workspace, run the command with stdout also kept in a file,
 # then print the delimiter and that stdout in base64. Base64 cannot contain a delimiter line, so
 # nothing the command prints can pass for what follows the last one; the exit code is taken
-# from the API (the container's termination), never from the log. Plain POSIX sh: any image
-# with sh, cp, tee and base64 works.
+# from the API (the container's termination), never from the log. Its arguments are the
+# task's declared files, printed last as a tar of those present (each as ./path, so no name
+# reads as an option). Plain POSIX sh: any image with sh, cp, tee and base64 works (tar and
+# gzip too when something comes back).
 TASK_SCRIPT = """\
 set -u
 command -v base64 >/dev/null 2>&1 || { echo "crucible: the task image has no base64" >&2; exit 97; }
-if [ -n "${CRUCIBLE_TASK_RETURN:-}" ]; then
+if [ -n "${CRUCIBLE_TASK_RETURN:-}" ] || [ "$#" -gt 0 ]; then
   { command -v tar && command -v gzip; } >/dev/null 2>&1 || {
-    echo "crucible: the task image has no tar or gzip, which bring the workspace back" >&2; exit 97; }
+    echo "crucible: the task image has no tar or gzip, which bring files back" >&2; exit 97; }
 fi
 work="$CRUCIBLE_TASK_WORKDIR"
 mkdir -p "$work" || exit 97
@@ -130,6 +142,14 @@ base64 < "$out"
 if [ -n "${CRUCIBLE_TASK_RETURN:-}" ] && [ "$rc" = 0 ]; then
   printf '\\n=== CRUCIBLE TASK WORKSPACE ===\\n'
   tar -cf - . | gzip -c | base64
+fi
+if [ "$#" -gt 0 ]; then
+  printf '\\n=== CRUCIBLE TASK FILES ===\\n'
+  for declared in "$@"; do
+    shift
+    if [ -e "$declared" ] || [ -L "$declared" ]; then set -- "$@" "./$declared"; fi
+  done
+  if [ "$#" -gt 0 ]; then tar -cf - "$@" | gzip -c | base64; fi
 fi
 exit "$rc"
 """
@@ -192,6 +212,8 @@ class _Attempt:
     timed_out: bool = False
     log_limit: int = MAX_LOG_BYTES  # the tail of the pod log kept (more when a workspace comes back)
     workspace: str | None = None  # the base64 workspace section the pod printed, if any
+    declared: tuple[str, ...] = ()  # the task's emits_files, which the pod prints back
+    files: str | None = None  # the base64 declared-files section the pod printed, if any
     lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def stop_reading(self) -> None:
@@ -242,8 +264,13 @@ class KubernetesTaskRunner:
                 f"a {task.kind} judges the workspace as it stands, which an image-baked workspace is not "
                 '(set [tasks].workspace = "pack")'
             )
-        if task.emits_files:
-            return "its declared files would stay in the cluster (a Job brings back only its output)"
+        for path in task.emits_files:
+            hidden = next((part for part in path.split("/")[:-1] if part in PACK_SKIP), None)
+            if hidden is not None:
+                return (
+                    f"its declared file {path!r} lies under {hidden}/, which a Job never brings back "
+                    "(the workspace's VCS, state and environment stay this machine's)"
+                )
         if kind.returns_workspace and self.tasks.workspace != "pack":
             return (
                 'its workspace must travel to the pod and back, which [tasks].workspace = "pack" '
@@ -325,9 +352,13 @@ class KubernetesTaskRunner:
         except ValueError as exc:
             self._note(f"task {task}: {exc}", level="warn")
             return lost(str(exc))
-        attempt = _Attempt(self.namespace, job, _workspace_map(job) if configmap is not None else None)
-        if returns_workspace:
-            attempt.log_limit = MAX_LOG_BYTES + MAX_ENCODED_CHARS
+        attempt = _Attempt(
+            self.namespace,
+            job,
+            _workspace_map(job) if configmap is not None else None,
+            declared=context.task.emits_files,
+        )
+        attempt.log_limit = MAX_LOG_BYTES + MAX_ENCODED_CHARS * (returns_workspace + bool(attempt.declared))
         with self._lock:
             self._in_flight[job] = attempt
         try:
@@ -338,6 +369,8 @@ class KubernetesTaskRunner:
             done = self._follow(attempt, task, timeout, started, lost)
             if returns_workspace and done.ok:
                 done = self._bring_back(context.workdir, attempt, shipped, done, task)
+            if attempt.declared and done.spawn_error is None and not done.timed_out:
+                done = self._bring_files(context.workdir, attempt, done, task)
             return done
         except ClusterError as exc:
             self._discard(attempt)
@@ -374,6 +407,8 @@ class KubernetesTaskRunner:
             watchdog.cancel()
         text = self._final_log(pod, attempt.log_limit) if reason != "Deleted" else None
         text = live if text is None else text
+        if attempt.declared:  # printed last: split off first
+            text, attempt.files = split_workspace(text, STDOUT_DELIMITER, FILES_DELIMITER)
         text, attempt.workspace = split_workspace(text, STDOUT_DELIMITER)
         live_part, stdout, code = split_log(text)
         duration = time.monotonic() - started
@@ -410,6 +445,26 @@ class KubernetesTaskRunner:
             why = f"crucible: the workspace the command left was refused: {exc}"
             return attrs.evolve(done, exit_code=1, stderr=f"{done.stderr}\n{why}".lstrip("\n"))
         self._note(f"task {task}: its workspace came back ({written} file(s), {deleted} deleted)")
+        return done
+
+    def _bring_files(self, workdir: Path, attempt: _Attempt, done: Completed, task: str) -> Completed:
+        """Write the declared files the pod printed into `workdir`; a failed result saying why when refused."""
+        try:
+            if attempt.files is None:
+                raise ReturnRefused(
+                    "the pod printed no declared files after the command (its log was cut short)"
+                )
+            written, _ = bring_back_files(workdir, attempt.files, attempt.declared)
+        except ReturnRefused as exc:
+            self._note(f"task {task}: its declared files were refused: {exc}", level="warn")
+            why = f"crucible: the declared files the command left were refused: {exc}"
+            code = done.exit_code if done.exit_code != 0 else 1
+            return attrs.evolve(done, exit_code=code, stderr=f"{done.stderr}\n{why}".lstrip("\n"))
+        missing = len(attempt.declared) - written
+        self._note(
+            f"task {task}: {written} declared file(s) came back"
+            + (f", {missing} absent in the pod" if missing else "")
+        )
         return done
 
     def _spec(
@@ -465,7 +520,7 @@ class KubernetesTaskRunner:
             namespace=self.namespace,
             run=self.run_label,
             image=tasks.image or self.profile.image.loop,
-            command=("/bin/sh", "-c", TASK_SCRIPT, "crucible-task"),
+            command=("/bin/sh", "-c", TASK_SCRIPT, "crucible-task", *context.task.emits_files),
             env=task_env,
             deadline_seconds=int(tasks.schedule_timeout + timeout) + BACKSTOP_SLACK,
             gpu=tasks.gpu if needs == "gpu" else 0,

@@ -12,6 +12,13 @@ that is absolute or climbs out (`..`), or holds anything but plain files and dir
 (links, devices, fifos). Members under the pack's skip list (`.git`, `state`, `.venv`,
 `__pycache__`) are ignored, never written; nothing is ever written through a symbolic link,
 and a path whose parent in the fork is a link refuses the archive.
+
+A task that declares files (`emits_files`) gets only those back, in an archive of their own
+after another delimiter, whatever its command's exit code: the same checks apply, and besides
+every member must be one of the declared paths and a plain file. They are written into the
+task's workdir on this machine, where the executor captures them as it captures a local
+task's; a declared path the pod did not have is removed here too, so it is missing for the
+capture exactly as it was in the pod.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from pathlib import Path, PurePosixPath
 import attrs
 
 WORKSPACE_DELIMITER = "=== CRUCIBLE TASK WORKSPACE ==="
+FILES_DELIMITER = "=== CRUCIBLE TASK FILES ==="
 MAX_ARCHIVE_BYTES = 16 << 20  # the gzipped archive, decoded
 MAX_UNPACKED_BYTES = 64 << 20  # the tar stream once unzipped (file contents and headers)
 MAX_MEMBERS = 20_000
@@ -52,18 +60,21 @@ class ReturnedWorkspace:
     directories: tuple[str, ...]
 
 
-def split_workspace(text: str, stdout_delimiter: str) -> tuple[str, str | None]:
-    """(the log before the workspace section, the section's base64 text, or None when there is none).
+def split_workspace(
+    text: str, stdout_delimiter: str, delimiter: str = WORKSPACE_DELIMITER
+) -> tuple[str, str | None]:
+    """(the log before the section `delimiter` opens, its base64 text, or None when there is none).
 
     The section counts only when it follows the script's stdout section: anything the command
-    printed comes before that, so a delimiter it faked is never taken for the pod's own.
+    printed comes before that, so a delimiter it faked is never taken for the pod's own. The
+    script prints its sections in a fixed order; split the last one off first.
     """
-    at = text.rfind("\n" + WORKSPACE_DELIMITER)
+    at = text.rfind("\n" + delimiter)
     stdout_at = text.rfind("\n" + stdout_delimiter)
     if at < 0 or stdout_at < 0 or stdout_at > at:
         return text, None
     head, _, encoded = text[at + 1 :].partition("\n")
-    if head.strip() != WORKSPACE_DELIMITER:
+    if head.strip() != delimiter:
         return text, None
     return text[:at], encoded
 
@@ -209,3 +220,69 @@ def bring_back(root: Path, encoded: str, shipped: Iterable[str], skip: frozenset
         return replace_workspace(root, returned, shipped)
     except OSError as exc:  # a path the file system refuses (too long, a name it cannot hold)
         raise ReturnRefused(f"the workspace could not be laid over the fork: {exc}") from None
+
+
+def _refuse_what_is_not_a_directory(root: Path, rel: str) -> None:
+    """Every existing parent of `rel` in `root` must be a real directory: never a link, never a file.
+
+    A declared file is written where the task's own command would have written it; it never
+    replaces a file of this machine's workdir with a directory, nor passes through a link.
+    """
+    current = root
+    for part in rel.split("/")[:-1]:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise ReturnRefused(f"{rel!r} would be written through the link {current.relative_to(root)!s}")
+        if not stat.S_ISDIR(mode):
+            raise ReturnRefused(
+                f"{rel!r} cannot be written: {current.relative_to(root)!s} is not a directory here"
+            )
+    target = root / rel
+    if target.is_dir() and not target.is_symlink():
+        raise ReturnRefused(f"{rel!r} is a directory here, not a declared file")
+
+
+def check_declared(returned: ReturnedWorkspace, declared: Iterable[str]) -> None:
+    """Only the declared paths, each a plain file, may come back; ReturnRefused names the first other."""
+    wanted = set(declared)
+    for rel in returned.directories:
+        what = "a declared path" if rel in wanted else "not declared"
+        raise ReturnRefused(
+            f"the archive holds the directory {rel!r} ({what}): only declared files come back"
+        )
+    for item in returned.files:
+        if item.path not in wanted:
+            raise ReturnRefused(f"the archive holds {item.path!r}, which the task did not declare")
+
+
+def bring_back_files(root: Path, encoded: str, declared: tuple[str, ...]) -> tuple[int, int]:
+    """Lay a task's declared files over `root`: (files written, declared files removed as absent).
+
+    `encoded` is the files section the pod printed (empty when it had none of them). The archive
+    is refused whole, before anything is written, for every reason `bring_back` refuses one and
+    when it holds anything but the declared paths as plain files; nothing is written through a
+    link or over a directory of `root`, and an absent path's local file (or link, never its
+    target) is removed so the capture finds it missing.
+    """
+    if encoded.strip():
+        returned = read_archive(decode_archive(encoded), frozenset())
+    else:
+        returned = ReturnedWorkspace((), ())
+    check_declared(returned, declared)
+    for rel in declared:
+        _refuse_what_is_not_a_directory(root, rel)
+    kept = {item.path for item in returned.files}
+    try:
+        written, deleted = replace_workspace(root, returned, declared)
+        for rel in declared:
+            target = root / rel
+            if rel not in kept and target.is_symlink():
+                target.unlink()  # the link itself: a missing declared file, as in the pod
+                deleted += 1
+    except OSError as exc:
+        raise ReturnRefused(f"the declared files could not be written: {exc}") from None
+    return written, deleted
