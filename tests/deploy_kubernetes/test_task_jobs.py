@@ -468,7 +468,7 @@ def test_plan_show_counts_what_the_profile_serves_without_reaching_the_cluster(
     plan.write_text(_plan(PREP, refused))
     _, shown = _show(cli, plan, "--deploy-profile", rig["profile"])
     assert shown is not None and shown["verdict"].startswith("truncated: bench (kubernetes does not take it:")
-    assert "lies under state/" in shown["verdict"]
+    assert "is or lies under state" in shown["verdict"]
     assert shown["runs_on"] == {}
     assert fake_api.calls == []  # offline: not even the reclaim a run does first
     assert not (rig["dir"] / "state").exists()

@@ -165,6 +165,7 @@ def test_declared_files_come_back_and_an_absent_one_is_removed_here(tmp_path: Pa
         ((("out/trace.txt", b"/etc/passwd", SYM),), "a link"),
         ((("out/trace.txt", b"program.txt", LNK),), "a link"),
         ((("../out/trace.txt", b"x", REG),), "climbs out"),
+        ((("out/trace.txt", b"x", REG), ("./out/trace.txt", b"y", REG)), "twice"),
     ],
 )
 def test_a_files_archive_with_anything_but_declared_plain_files_is_refused_whole(

@@ -265,10 +265,10 @@ class KubernetesTaskRunner:
                 '(set [tasks].workspace = "pack")'
             )
         for path in task.emits_files:
-            hidden = next((part for part in path.split("/")[:-1] if part in PACK_SKIP), None)
+            hidden = next((part for part in path.split("/") if part in PACK_SKIP), None)
             if hidden is not None:
                 return (
-                    f"its declared file {path!r} lies under {hidden}/, which a Job never brings back "
+                    f"its declared file {path!r} is or lies under {hidden}, which a Job never brings back "
                     "(the workspace's VCS, state and environment stay this machine's)"
                 )
         if kind.returns_workspace and self.tasks.workspace != "pack":

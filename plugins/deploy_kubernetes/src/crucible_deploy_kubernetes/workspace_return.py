@@ -254,9 +254,13 @@ def check_declared(returned: ReturnedWorkspace, declared: Iterable[str]) -> None
         raise ReturnRefused(
             f"the archive holds the directory {rel!r} ({what}): only declared files come back"
         )
+    seen: set[str] = set()
     for item in returned.files:
         if item.path not in wanted:
             raise ReturnRefused(f"the archive holds {item.path!r}, which the task did not declare")
+        if item.path in seen:
+            raise ReturnRefused(f"the archive holds {item.path!r} twice")
+        seen.add(item.path)
 
 
 def bring_back_files(root: Path, encoded: str, declared: tuple[str, ...]) -> tuple[int, int]:
