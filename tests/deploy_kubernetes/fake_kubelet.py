@@ -93,6 +93,7 @@ class FakeKubelet:
         base = self.root / pod
         base.mkdir(parents=True, exist_ok=True)
         env = {e["name"]: e.get("value", "") for e in container.get("env", []) if "value" in e}
+        env.update(self._secret_env(job["metadata"]["namespace"], container))
         for mount in container.get("volumeMounts", []):
             volume = next(v for v in spec.get("volumes", []) if v["name"] == mount["name"])
             source = volume["configMap"]
@@ -117,6 +118,17 @@ class FakeKubelet:
             container["command"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60
         )
         return done.returncode, done.stdout.decode("utf-8", "replace")
+
+
+    def _secret_env(self, namespace: str, container: dict[str, Any]) -> dict[str, str]:
+        """The variables a container takes from Secrets (secretKeyRef), as the kubelet resolves them."""
+        found: dict[str, str] = {}
+        for entry in container.get("env", []):
+            ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
+            secret = self.api.get("secrets", namespace, ref["name"]) if ref else None
+            if ref and secret and ref["key"] in (secret.get("data") or {}):
+                found[entry["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+        return found
 
 
 def _condition(kind: str, reason: str | None) -> dict[str, Any]:

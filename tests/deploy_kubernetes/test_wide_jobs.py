@@ -208,8 +208,8 @@ def test_with_the_capability_declared_here_the_proposals_run_here_and_no_job_is_
         (
             '"gpu"',
             DEPLOY,
-            ("--harness", "claude"),
-            "and the local (harness claude) backend cannot: its turn is not one",
+            ("--harness", "anthropic"),
+            "and the local (harness anthropic) backend cannot: its turn is not one",
         ),
     ],
 )
@@ -225,7 +225,7 @@ def test_proposals_that_can_run_nowhere_are_refused_before_anything_starts(
 ) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     manifest = make_domain(tmp_path, needs=needs, deploy=deploy)
-    if extra:  # an agent program with a session of its own: its turn is not one command
+    if extra:  # an agent loop in this process (the SDK harness): its turn is not one command
         text = manifest.read_text().replace('backend = "command"', 'backend = "local"')
         manifest.write_text(text)
     done = cli("run", "--manifest", manifest, "--iterations", "0", "--ui", "headless", *extra)

@@ -375,11 +375,13 @@ class ShellTurn:
 
 @runtime_checkable
 class ShellTurnBackend(Protocol):
-    """A backend whose turn is one shell command (the `command` backend).
+    """A backend whose turn is one shell command: the `command` backend, and the `local` backend
+    over a `SandboxHarness` (its sandbox command, written out for a pod).
 
     A wide round whose `[search].needs` this machine lacks hands each proposal's command to a
-    task runner; a backend without `shell_turn` (an agent program with its own session, a
-    sandbox) cannot be carried out that way, and such a run is refused at start.
+    task runner; a backend without `shell_turn` (a harness that cannot describe its turn as a
+    command, a sandbox of its own) cannot be carried out that way, and such a run is refused
+    at start.
     """
 
     def shell_turn(self, turn: Turn) -> ShellTurn:

@@ -3,8 +3,9 @@
 `[search].needs` names what each proposal needs ("gpu"). When this run declares it (`crucible
 run --cap gpu`), the proposals run here as always. Otherwise a task runner that serves it (the
 Kubernetes one, configured by a `[deploy]` profile) carries each proposal's agent turn out
-elsewhere: the backend's turn as one shell command (`ShellTurnBackend`), the fork shipped
-there and brought back edited. When neither can, the run is refused before anything starts,
+elsewhere: the backend's turn as one shell command (`ShellTurnBackend`: the `command` backend,
+or the `local` backend over a harness that describes its turn as a command, like claude), the
+fork shipped there and brought back edited. When neither can, the run is refused before anything starts,
 saying what to configure; so is a backend whose turn is not one command.
 
 A run hands in the runners it opened for everything (run/remote_measure.py's
@@ -41,8 +42,13 @@ def refuse_unsendable_turns(
     if sent_elsewhere(needs, caps) and not isinstance(backend, ShellTurnBackend):
         raise CapabilityUnserved(
             f"[search].needs = {needs!r} sends each wide proposal's agent turn to another machine, "
-            f"and the {backend_name} backend cannot: its turn is not one shell command",
-            hint=f'use backend = "command" for the wide round, or declare {needs!r} here with --cap {needs}',
+            f"and the {backend_name} backend cannot: its turn is not one shell command "
+            "(the command backend's is, and so is the local backend's with a harness that describes "
+            "its turn as a command, such as claude)",
+            hint=(
+                f'use backend = "command", or backend = "local" with harness = "claude", '
+                f"or declare {needs!r} here with --cap {needs}"
+            ),
         )
 
 

@@ -10,10 +10,19 @@ from pathlib import Path
 
 import attrs
 
+from crucible_backend_local.pod_turn import sandbox_shell_turn
 from crucible_core import process
 from crucible_core.errors import ManifestError
 from crucible_core.mcp_config import ENV_MCP_CONFIG, mcp_config_file
-from crucible_core.protocols import BackendContext, FailureClass, Harness, ShellTurn, Turn, TurnResult
+from crucible_core.protocols import (
+    BackendContext,
+    FailureClass,
+    Harness,
+    SandboxHarness,
+    ShellTurn,
+    Turn,
+    TurnResult,
+)
 
 PROMPT_FILE_ENV = "CRUCIBLE_PROMPT_FILE"
 
@@ -181,7 +190,10 @@ class LocalBackend:
 
     @classmethod
     def from_context(cls, ctx: BackendContext) -> LocalBackend:
-        return cls(ctx.resolve_harness(ctx.harness_name))
+        harness = ctx.resolve_harness(ctx.harness_name)
+        if isinstance(harness, SandboxHarness):
+            return SendableLocalBackend(harness)
+        return cls(harness)
 
     def preflight(self, env: Mapping[str, str], workspace: Path | None) -> list[str]:
         check = getattr(self.harness, "preflight", None)
@@ -189,3 +201,19 @@ class LocalBackend:
 
     def run_turn(self, turn: Turn) -> TurnResult:
         return self.harness.run(turn)
+
+
+@attrs.frozen
+class SendableLocalBackend(LocalBackend):
+    """The `local` backend over a harness that can describe its turn as a command (`SandboxHarness`).
+
+    Here its turns run as for any harness; it is also a `ShellTurnBackend`, so a wide round whose
+    proposals need what this machine lacks can send each turn to a task runner's pod
+    (pod_turn.py). A harness without `sandbox_command` gets the plain `LocalBackend`, which a
+    run sending its turns elsewhere refuses at start.
+    """
+
+    def shell_turn(self, turn: Turn) -> ShellTurn:
+        """The turn as one command for a pod: the harness's sandbox command, this machine's env left out."""
+        assert isinstance(self.harness, SandboxHarness)  # from_context chose this class for it
+        return sandbox_shell_turn(self.harness, turn)
