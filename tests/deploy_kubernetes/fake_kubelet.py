@@ -119,7 +119,6 @@ class FakeKubelet:
         )
         return done.returncode, done.stdout.decode("utf-8", "replace")
 
-
     def _secret_env(self, namespace: str, container: dict[str, Any]) -> dict[str, str]:
         """The variables a container takes from Secrets (secretKeyRef), as the kubelet resolves them."""
         found: dict[str, str] = {}

@@ -81,7 +81,7 @@ profile = "profile.toml"
 # runs in the pod's workdir with a home of its own, then write ten times its candidate number.
 EDIT = (
     '[ "$CRUCIBLE_WORKSPACE" = "$(pwd)" ] && [ "$HOME" != "$ORIGINAL_HOME" ] && '
-    'echo $((CRUCIBLE_CANDIDATE * 10)) > value.txt'
+    "echo $((CRUCIBLE_CANDIDATE * 10)) > value.txt"
 )
 
 
@@ -159,7 +159,10 @@ def test_a_wide_round_of_claude_agents_runs_as_jobs_and_the_best_edit_is_kept(
         env = {e["name"]: e for e in container["env"]}
         command = env["CRUCIBLE_TASK_COMMAND"]["value"]
         assert "'claude' '--print'" in command and "bypassPermissions" in command
-        assert env["ANTHROPIC_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "anthropic", "key": "api-key"}
+        assert env["ANTHROPIC_API_KEY"]["valueFrom"]["secretKeyRef"] == {
+            "name": "anthropic",
+            "key": "api-key",
+        }
         assert env["ANTHROPIC_BASE_URL"]["value"] == fake.base_url
     posted = json.dumps(jobs) + json.dumps([c["body"] for c in fake_api.calls_to("POST", "/configmaps")])
     assert LOCAL_KEY not in posted and str(home) not in posted  # this machine's key and paths stay here
