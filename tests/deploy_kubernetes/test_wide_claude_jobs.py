@@ -145,6 +145,9 @@ def test_a_wide_round_of_claude_agents_runs_as_jobs_and_the_best_edit_is_kept(
     monkeypatch.setenv("ORIGINAL_HOME", str(home))  # not forwarded: the pod's check sees it empty
     monkeypatch.setenv("ANTHROPIC_API_KEY", LOCAL_KEY)
     manifest = make_domain(tmp_path, fake)
+    checked = cli("check", "--manifest", manifest)
+    assert "they run through the kubernetes task runner" in checked.stdout, checked.stdout + checked.stderr
+    assert not fake_api.calls_to("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")
     try:
         done = cli("run", "--manifest", manifest, "--iterations", "0", "--ui", "headless")
     finally:
