@@ -33,6 +33,15 @@ def registry() -> Iterator[FakeRegistry]:
         yield reg
 
 
+def task_profile(tasks_extra: str = "") -> str:
+    """A small deploy profile whose cluster serves "gpu" task Jobs; `tasks_extra` follows [tasks]."""
+    return (
+        '[cluster]\nnamespace = "crucible"\nservice_account = "crucible-loop"\n\n'
+        '[image]\nloop = "ghcr.io/example/crucible:0.1"\n\n'
+        '[tasks]\ncapabilities = ["gpu"]\nschedule_timeout = 20\n' + tasks_extra
+    )
+
+
 def write_profile(
     directory: Path, text: str | None = None, *, image: str = "ghcr.io/example/crucible:0.1"
 ) -> Path:

@@ -17,25 +17,12 @@ from typing import Any
 import pytest
 
 from tests.cli_support import CRUCIBLE, crucible_env
-from tests.deploy_kubernetes.conftest import EXAMPLE
+from tests.deploy_kubernetes.conftest import EXAMPLE, task_profile
 from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
 from tests.deploy_kubernetes.fake_kubelet import FakeKubelet
 from tests.deploy_kubernetes.test_render import _validate
 
 NS = "crucible"
-PROFILE = """\
-[cluster]
-namespace = "crucible"
-service_account = "crucible-loop"
-
-[image]
-loop = "ghcr.io/example/crucible:0.1"
-
-[tasks]
-capabilities = ["gpu"]
-schedule_timeout = 20
-{extra}
-"""
 # Where it ran is part of the note: in a pod the script runs in the workdir the Job laid out.
 MEASURE = """\
 #!/bin/sh
@@ -88,7 +75,7 @@ def _write(
     domain: dict[str, Any], *, needs: str = 'needs = "gpu"', deploy: str = DEPLOY, extra: str = ""
 ) -> Path:
     root = domain["root"]
-    (root / "profile.toml").write_text(PROFILE.format(extra=extra))
+    (root / "profile.toml").write_text(task_profile(extra))
     manifest = root / "crucible.toml"
     manifest.write_text(MANIFEST.format(needs=needs, deploy=deploy))
     return manifest

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.deploy_kubernetes.conftest import task_profile
 from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
 from tests.deploy_kubernetes.fake_kubelet import FakeKubelet
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, Script, Text, call
@@ -25,17 +26,8 @@ pytestmark = pytest.mark.claude_cli
 NS = "crucible"
 LOCAL_KEY = "sk-ant-api03-this-machine-only-5e1d"  # the engine's own key: must never reach the cluster
 POD_KEY = "sk-ant-api03-from-the-cluster-secret-77b2"
-PROFILE = """\
-[cluster]
-namespace = "crucible"
-service_account = "crucible-loop"
-
-[image]
-loop = "ghcr.io/example/crucible:0.1"
-
-[tasks]
-capabilities = ["gpu"]
-schedule_timeout = 20
+PROFILE = task_profile(
+    """\
 log_lines = 3
 
 [tasks.env]
@@ -47,6 +39,7 @@ name = "ANTHROPIC_API_KEY"
 secret = "anthropic"
 key = "api-key"
 """
+)
 MANIFEST = """\
 [repo]
 path = "."

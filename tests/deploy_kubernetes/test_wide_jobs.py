@@ -18,23 +18,12 @@ from typing import Any
 import pytest
 
 from tests.cli_support import CRUCIBLE, crucible_env
+from tests.deploy_kubernetes.conftest import task_profile
 from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
 from tests.deploy_kubernetes.fake_kubelet import FakeKubelet
 
 NS = "crucible"
-PROFILE = """\
-[cluster]
-namespace = "crucible"
-service_account = "crucible-loop"
-
-[image]
-loop = "ghcr.io/example/crucible:0.1"
-
-[tasks]
-capabilities = ["gpu"]
-schedule_timeout = 20
-log_lines = 5
-"""
+PROFILE = task_profile("log_lines = 5\n")
 # The proposer, as it runs in the pod: it proves the prompt arrived (file and stdin), that
 # CRUCIBLE_WORKSPACE is where it runs, then edits, adds and deletes files.
 PROPOSE = """\
