@@ -332,6 +332,20 @@ def test_a_loop_that_runs_no_task_jobs_gets_no_rights_over_jobs(tmp_path: Path) 
         ]
 
 
+def test_a_loop_whose_judge_needs_a_runner_refuses_a_profile_without_tasks(tmp_path: Path) -> None:
+    without_tasks = (EXAMPLE / "profile.toml").read_text().split("# Plan tasks that need")[0]
+    manifest = _manifest_naming_a_profile(tmp_path, without_tasks)
+    manifest.write_text(
+        manifest.read_text().replace('objective = "value"', 'objective = "value"\nneeds = "gpu"')
+    )
+    argv = ("deploy", "render", "--manifest", manifest, "--profile", EXAMPLE / "profile.toml", "--no-pin")
+    done = run_crucible(*argv)
+    assert done.returncode == 10, done.stdout + done.stderr
+    assert "no [tasks] section: the loop pod's run would refuse it at start" in done.stderr
+    (manifest.parent / "cluster" / "profile.toml").write_text((EXAMPLE / "profile.toml").read_text())
+    assert run_crucible(*argv).returncode == 0
+
+
 def test_a_playbook_naming_a_profile_without_tasks_is_refused_at_render_time(tmp_path: Path) -> None:
     # Its pod's `plan run` would refuse that profile before running anything: say so now.
     without_tasks = (EXAMPLE / "profile.toml").read_text().split("# Plan tasks that need")[0]

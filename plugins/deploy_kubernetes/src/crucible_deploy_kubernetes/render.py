@@ -242,8 +242,7 @@ def render(
     """Every object of the run, in apply order. `pin` resolves an image tag to a digest reference."""
     check_options(options)
     check_secrets(loaded, profile, options)
-    if options.playbook:
-        check_playbook_tasks(loaded)
+    check_deploy_tasks(loaded, playbook=options.playbook)
     run = L.run_name(options.name or loaded.dir.name)
     namespace = profile.cluster.namespace
     mode = "playbook" if options.playbook else "loop"
@@ -395,20 +394,30 @@ def task_rules() -> list[client.V1PolicyRule]:
     ]
 
 
-def check_playbook_tasks(loaded: LoadedManifest) -> None:
-    """A playbook whose `[deploy].profile` runs no tasks is refused now, not when its pod starts.
-
-    The playbook pod's `plan run` opens the task runner from that profile and refuses one
-    without `[tasks]` before any task runs; rendering such a pod would only deploy a failure.
-    """
+def check_deploy_tasks(loaded: LoadedManifest, *, playbook: bool) -> None:
+    """A pod whose run would open the `[deploy]` profile's task runner, naming a profile without
+    `[tasks]`, is refused now rather than when the pod starts (its run would refuse that profile
+    before doing anything). A playbook's plan run always opens it; a loop opens it when the judge
+    or the wide round needs a capability (`needs`) or the manifest authors its own graph."""
     deploy = loaded.manifest.deploy
     if deploy is None or deploy.profile is None:
         return
+    m = loaded.manifest
+    opens_runner = (
+        playbook
+        or (m.judge is not None and m.judge.needs is not None)
+        or (m.search is not None and m.search.needs is not None)
+        or m.workflow is not None
+        or (loaded.dir / "workflow.star").is_file()
+    )
+    if not opens_runner:
+        return
     path = loaded.dir / deploy.profile
     if load_profile(path).tasks is None:
+        who = "the playbook pod's plan run" if playbook else "the loop pod's run"
         raise ManifestError(
-            f"the manifest's [deploy].profile names {path}, which has no [tasks] section: the "
-            "playbook pod's plan run would refuse it at start",
+            f"the manifest's [deploy].profile names {path}, which has no [tasks] section: "
+            f"{who} would refuse it at start",
             hint='add [tasks] with capabilities = ["gpu"] to that profile '
             "(docs/kubernetes.md#plan-tasks-as-jobs), or drop [deploy].profile from the manifest",
         )
