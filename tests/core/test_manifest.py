@@ -419,10 +419,10 @@ def test_the_judge_names_the_capability_its_measure_needs(tmp_path: Path, line: 
 @pytest.mark.parametrize(
     ("line", "words"),
     [
-        ('needs = ["gpu", "a100"]', "[judge].needs names one capability"),
-        ("needs = []", "[judge].needs names one capability"),
-        ('needs = "any"', "[judge].needs must name a capability"),
-        ('needs = " "', "[judge].needs must name a capability"),
+        ('needs = ["gpu", "a100"]', "[judge].needs: names one capability"),
+        ("needs = []", "[judge].needs: names one capability"),
+        ('needs = "any"', "[judge].needs: must name a capability"),
+        ('needs = " "', "[judge].needs: must name a capability"),
         ("needs = 3", "[judge].needs"),
     ],
 )

@@ -179,17 +179,6 @@ def _refuse_unsupported(path: Path, raw: dict[str, Any]) -> None:
         )
 
 
-def _one_capability(path: Path, core: dict[str, Any], section: str) -> None:
-    """`needs = ["gpu"]` reads as `needs = "gpu"`, as in plans; a longer list is refused (one capability)."""
-    table = core.get(section)
-    if not isinstance(table, dict) or not isinstance(table.get("needs"), list):
-        return
-    needs = table["needs"]
-    if len(needs) != 1 or not isinstance(needs[0], str):
-        raise _fail(path, f"[{section}].needs names one capability (a string, or a list of one string)")
-    core[section] = {**table, "needs": needs[0]}
-
-
 def structure(path: Path, raw: dict[str, Any]) -> Manifest:
     return structure_with_tables(path, raw)[0]
 
@@ -198,7 +187,6 @@ def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, Dr
     """The core manifest, and the driver keys its plugins validate (manifest/driver_settings.py)."""
     _refuse_unsupported(path, raw)
     core, tables = DriverTables.split(raw)
-    _one_capability(path, core, "judge")
     core.pop(
         "service", None
     )  # [[service]] tables: parse_services reads them (manifest/service_declaration.py)
@@ -361,10 +349,10 @@ def _validate_rules(path: Path, m: Manifest) -> None:
                 '[judge].noise = "auto" needs [judge].repeats of at least 2 to see the spread',
                 hint="repeats = 5 is a good start",
             )
-        if m.judge.needs is not None and (not m.judge.needs.strip() or m.judge.needs == "any"):
+        if m.judge.needs == "any":  # the converter refused an empty one; "any" would name none
             raise _fail(
                 path,
-                f"[judge].needs must name a capability (got {show(m.judge.needs)})",
+                f"[judge].needs: must name a capability, not {show(m.judge.needs)}",
                 hint='leave it out to measure on this machine, or name one, e.g. needs = "gpu"',
             )
         if m.judge_kind() == "command" and not (m.judge.measure_cmd or "").strip():

@@ -102,7 +102,7 @@ class JudgeSection:
     noise: str | None = None  # "auto": also require the baseline's measured spread
     # A capability the measure needs ("gpu"): where this machine lacks it (no --cap), a task
     # runner serving it (a [deploy] profile's cluster) carries the measure out (docs/kubernetes.md).
-    needs: str | None = None
+    needs: Capability | None = None
 
 
 @attrs.frozen
