@@ -292,35 +292,36 @@ def _truncation_verdict(
     plan: ValidPlan, caps: frozenset[str], runners: tuple[TaskRunner, ...], kinds: Registry[TaskKindSpec]
 ) -> tuple[str, dict[str, str]]:
     """The verdict a run here would reach, and which runner takes each task this machine cannot run."""
-    from crucible_core.plan.ir import Join
-    from crucible_core.plan.runners import refusals, runner_for
+    from crucible_core.plan.ir import Task
+    from crucible_core.plan.runners import refusals, runner_for, unrunnable_tasks
 
     available = caps | {"any"} | {t.needs for t in plan.tasks if t.needs.startswith("service.")}
+
+    def place(task: Task) -> TaskRunner | None:
+        entry = kinds.entries.get(task.kind)  # a wide round's own kind is not in the registry
+        return runner_for(task, entry.value, runners) if entry is not None else None
+
+    unrunnable = unrunnable_tasks(plan, available, place)
+    by_name = {task.name: task for task in plan.tasks}
     runs_on: dict[str, str] = {}
     missing: list[str] = []
-    unrunnable: set[str] = set()  # as the executor judges it: a task, or one it waits on, cannot run
     named: set[str] = set()  # required tasks the verdict names (their dependents are not repeated)
-    by_name = {task.name: task for task in plan.tasks}
     for name in plan.order:
         task = by_name[name]
-        blocked = [dep for dep in task.depends_on if dep in unrunnable]
-        if task.join is not Join.SETTLED and blocked:
-            unrunnable.add(name)
-            if task.required and not any(dep in named for dep in blocked):  # else its cause is named
-                missing.append(f"{name} (depends on work that cannot run here)")
-                named.add(name)
+        runner = place(task) if task.needs not in available else None
+        if name not in unrunnable:
+            if runner is not None:
+                runs_on[name] = runner.name
             continue
-        if task.needs in available:
+        if not task.required:
             continue
-        entry = kinds.entries.get(task.kind)
-        runner = runner_for(task, entry.value, runners) if entry is not None else None
-        if runner is not None:
-            runs_on[name] = runner.name
-            continue
-        unrunnable.add(name)
-        if task.required:
+        if task.needs not in available and runner is None:
+            entry = kinds.entries.get(task.kind)
             why = refusals(task, entry.value, runners) if entry is not None else []
             missing.append(f"{name} ({'; '.join(why)})" if why else name)
+            named.add(name)
+        elif not any(dep in named for dep in task.depends_on if dep in unrunnable):  # else its cause is named
+            missing.append(f"{name} (depends on work that cannot run here)")
             named.add(name)
     if missing:
         return f"truncated: {', '.join(missing)} cannot run here", runs_on

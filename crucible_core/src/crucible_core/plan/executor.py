@@ -53,7 +53,7 @@ from crucible_core.plan.kinds import (
     TaskKindSpec,
 )
 from crucible_core.plan.output import declared_status
-from crucible_core.plan.runners import TaskRunner, refusals, runner_for
+from crucible_core.plan.runners import TaskRunner, refusals, runner_for, unrunnable_tasks
 from crucible_core.plan.states import (
     BLOCK_NOTES,
     PLAN_MACHINE,
@@ -357,15 +357,7 @@ class PlanExecutor:
         return runner_for(task, spec, self.config.task_runners)
 
     def _unrunnable(self) -> set[str]:
-        caps = self.config.provided()
-        bad: set[str] = set()
-        for name in self.plan.order:
-            task = self.tasks[name]
-            if (task.needs not in caps and self._runner_for(task) is None) or (
-                task.join is not ir.Join.SETTLED and any(dep in bad for dep in task.depends_on)
-            ):
-                bad.add(name)
-        return bad
+        return unrunnable_tasks(self.plan, self.config.provided(), self._runner_for)
 
     def _truncation(self) -> str | None:
         unrunnable = self._unrunnable()

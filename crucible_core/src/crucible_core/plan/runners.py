@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from crucible_core.plan.ir import Task
+from crucible_core.plan.ir import Join, Task, ValidPlan
 from crucible_core.plan.kinds import Attempt, TaskContext, TaskKindSpec
 
 if TYPE_CHECKING:
@@ -140,6 +140,25 @@ def refusals(task: Task, kind: TaskKindSpec, runners: tuple[TaskRunner, ...]) ->
         for runner in runners
         if task.needs in runner.provides() and (refusal := runner.refuses(task, kind)) is not None
     ]
+
+
+def unrunnable_tasks(
+    plan: ValidPlan, provided: frozenset[str], place: Callable[[Task], TaskRunner | None]
+) -> set[str]:
+    """The tasks a run could never start: each needing what this machine does not provide and
+    no runner takes (`place`), and each waiting on such a task unless its join is "settled".
+
+    The one rule the executor truncates a plan by and `plan show` predicts it with.
+    """
+    tasks = {task.name: task for task in plan.tasks}
+    unrunnable: set[str] = set()
+    for name in plan.order:
+        task = tasks[name]
+        if (task.needs not in provided and place(task) is None) or (
+            task.join is not Join.SETTLED and any(dep in unrunnable for dep in task.depends_on)
+        ):
+            unrunnable.add(name)
+    return unrunnable
 
 
 @contextlib.contextmanager
