@@ -516,3 +516,27 @@ def test_a_profile_without_tasks_runs_none_and_says_so(
         assert done.returncode == 10, done.stdout + done.stderr
         assert "has no [tasks] section" in done.stderr and "Traceback" not in done.stderr
     assert not _posted_jobs(fake_api)
+
+
+def test_a_workspace_too_large_for_a_configmap_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crucible_deploy_kubernetes.render import CONFIGMAP_MAX_BYTES
+    from crucible_deploy_kubernetes.task_runner import STDIN_NAME, pack_workspace
+
+    (tmp_path / "small.txt").write_text("x")
+    (tmp_path / ".git").write_text("gitdir: /elsewhere\n")  # a worktree's pointer: never shipped
+    (tmp_path / "link").symlink_to("/etc/hostname")  # never followed
+    assert [(rel, raw) for rel, raw, _ in pack_workspace(tmp_path, b"prompt")] == [
+        ("small.txt", b"x"),
+        (STDIN_NAME, b"prompt"),
+    ]
+    with open(tmp_path / "huge.bin", "wb") as handle:  # sparse: large on paper, nothing to read
+        handle.truncate(CONFIGMAP_MAX_BYTES)
+
+    def no_read(self: Path) -> bytes:
+        raise AssertionError(f"{self} was read")
+
+    monkeypatch.setattr(Path, "read_bytes", no_read)
+    with pytest.raises(ValueError, match=f"holds {CONFIGMAP_MAX_BYTES + 1} bytes, more than a ConfigMap"):
+        pack_workspace(tmp_path)

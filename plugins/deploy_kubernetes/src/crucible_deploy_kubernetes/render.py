@@ -181,11 +181,13 @@ def _number(value: float | None) -> str:
     return "0" if value is None else (str(int(value)) if float(value).is_integer() else repr(value))
 
 
-def pack_files(directory: Path, workspace_dir: str) -> list[tuple[str, bytes]]:
-    """The domain directory's files (relative posix path, bytes): no state, workspace or VCS data."""
-    workspace_top = Path(workspace_dir).parts[:1]  # () when the workspace is the directory itself
-    skip_top = PACK_SKIP | set(workspace_top)
-    found: list[tuple[str, bytes]] = []
+def plain_files(directory: Path, skip_top: frozenset[str] = frozenset()) -> list[tuple[str, Path]]:
+    """Every plain file below `directory` as (relative posix path, path), in a stable order.
+
+    A symbolic link is never followed nor taken (it could reach outside the directory); the
+    PACK_SKIP directories are left out at any depth, the `skip_top` ones at the top only.
+    """
+    found: list[tuple[str, Path]] = []
     for root, dirs, files in os.walk(directory, followlinks=False):
         rel_root = Path(root).relative_to(directory)
         dirs[:] = sorted(
@@ -194,9 +196,15 @@ def pack_files(directory: Path, workspace_dir: str) -> list[tuple[str, bytes]]:
         for name in sorted(files):
             path = Path(root) / name
             if path.is_symlink() or not path.is_file():
-                continue  # a link could reach outside the domain; packs carry plain files only
-            found.append(((rel_root / name).as_posix(), path.read_bytes()))
+                continue
+            found.append(((rel_root / name).as_posix(), path))
     return found
+
+
+def pack_files(directory: Path, workspace_dir: str) -> list[tuple[str, bytes]]:
+    """The domain directory's files (relative posix path, bytes): no state, workspace or VCS data."""
+    workspace_top = frozenset(Path(workspace_dir).parts[:1])  # empty when the workspace is the directory
+    return [(rel, path.read_bytes()) for rel, path in plain_files(directory, workspace_top)]
 
 
 def _pack_configmap(

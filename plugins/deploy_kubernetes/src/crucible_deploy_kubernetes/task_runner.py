@@ -48,7 +48,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
@@ -65,7 +65,7 @@ from crucible_deploy_kubernetes import cluster, jobs
 from crucible_deploy_kubernetes import labels as L
 from crucible_deploy_kubernetes.errors import ClusterError
 from crucible_deploy_kubernetes.profile import DeployProfile, load_profile
-from crucible_deploy_kubernetes.render import CONFIGMAP_MAX_BYTES, PACK_SKIP
+from crucible_deploy_kubernetes.render import CONFIGMAP_MAX_BYTES, PACK_SKIP, plain_files
 from crucible_deploy_kubernetes.workspace_return import (
     FILES_DELIMITER,
     MAX_ENCODED_CHARS,
@@ -181,19 +181,25 @@ def split_log(text: str) -> tuple[str, str | None, int | None]:
     return live, stdout, int(match.group(1))
 
 
-def pack_workspace(workdir: Path) -> list[tuple[str, bytes, int]]:
-    """The task's workspace as (relative path, bytes, mode): plain files only, no VCS or state."""
-    found: list[tuple[str, bytes, int]] = []
-    for root, dirs, files in os.walk(workdir, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in PACK_SKIP)
-        for name in sorted(files):
-            path = Path(root) / name
-            if path.is_symlink() or not path.is_file():
-                continue  # a link may point out of the workspace: it is not followed
-            if name == ".git" or (name == STDIN_NAME and Path(root) == workdir):
-                continue  # a worktree's pointer to its repository; the name stdin travels under
-            mode = 0o755 if os.access(path, os.X_OK) else 0o644
-            found.append((path.relative_to(workdir).as_posix(), path.read_bytes(), mode))
+def pack_workspace(workdir: Path, stdin: bytes | None = None) -> list[tuple[str, bytes, int]]:
+    """The task's workspace as (relative path, bytes, mode): plain files only, no VCS or state,
+    plus `stdin` under STDIN_NAME. The sizes are added up before anything is read, so a
+    workspace larger than a ConfigMap carries is refused (ValueError) without reading it."""
+    chosen = [
+        (rel, path)
+        for rel, path in plain_files(workdir)
+        # a worktree's pointer to its repository; the name stdin travels under
+        if PurePosixPath(rel).name != ".git" and rel != STDIN_NAME
+    ]
+    total = sum(path.stat().st_size for _, path in chosen) + len(stdin or b"")
+    if total > CONFIGMAP_MAX_BYTES:
+        raise ValueError(
+            f"the task's workspace holds {total} bytes, more than a ConfigMap carries "
+            f'({CONFIGMAP_MAX_BYTES}); set [tasks].workspace = "image" and bake it into the image'
+        )
+    found = [(rel, path.read_bytes(), 0o755 if os.access(path, os.X_OK) else 0o644) for rel, path in chosen]
+    if stdin is not None:
+        found.append((STDIN_NAME, stdin, 0o644))
     return found
 
 
@@ -539,15 +545,7 @@ class KubernetesTaskRunner:
     def _pack(
         self, workdir: Path, name: str, labels: dict[str, str], stdin: bytes | None = None
     ) -> tuple[client.V1ConfigMap, tuple[tuple[str, str, int], ...]]:
-        files = pack_workspace(workdir)
-        if stdin is not None:
-            files.append((STDIN_NAME, stdin, 0o644))
-        total = sum(len(raw) for _, raw, _ in files)
-        if total > CONFIGMAP_MAX_BYTES:
-            raise ValueError(
-                f"the task's workspace holds {total} bytes, more than a ConfigMap carries "
-                f'({CONFIGMAP_MAX_BYTES}); set [tasks].workspace = "image" and bake it into the image'
-            )
+        files = pack_workspace(workdir, stdin)
         data: dict[str, str] = {}
         binary: dict[str, bytes | str] = {}
         items: list[tuple[str, str, int]] = []
