@@ -53,7 +53,7 @@ def loads_bounded(text: str | bytes, *, max_chars: int, max_depth: int) -> Any:
     if nesting_depth(text) > max_depth:
         raise JsonRefused(f"nests deeper than {max_depth} levels")
     try:
-        return json.loads(text, parse_int=_bounded_int)
+        value = json.loads(text, parse_int=_bounded_int)
     except JsonRefused:
         raise
     except json.JSONDecodeError as exc:
@@ -63,3 +63,26 @@ def loads_bounded(text: str | bytes, *, max_chars: int, max_depth: int) -> Any:
         RecursionError,
     ) as exc:  # belt and braces: the checks above should make these unreachable
         raise JsonRefused(f"could not be parsed ({type(exc).__name__})") from None
+    if "\\u" in text and _holds_lone_surrogate(value):
+        # json.loads turns a "\\ud800" escape into a str that no UTF-8 writer accepts: a note
+        # or reason carrying it would crash every later write of the log, so refuse it here.
+        raise JsonRefused("holds a lone surrogate escape (not valid text)")
+    return value
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """True when a string anywhere in `value` (keys included) cannot be encoded as UTF-8."""
+    pending = [value]
+    while pending:  # iterative: the depth is bounded already, but no recursion is cheaper still
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False

@@ -1,0 +1,89 @@
+"""Reading a file the agent (or a measure) may have written: a regular file only, never through a link, bounded.
+
+Everything in the workspace is hostile input. A planted FIFO makes a plain `open()` block
+forever, a symbolic or hard link carries a read out of the workspace, and a huge file costs
+memory. `read_regular` opens without following a final link and without blocking, checks with
+`fstat` on the open descriptor (no race between the check and the read) that it holds a regular
+file, and reads at most `max_bytes`. `load_json` adds the bounded JSON parse of
+`contract.json_bounds`, which also refuses text that cannot be written back out (lone
+surrogates).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
+
+# Read in chunks of this size; a regular file's reported size is not trusted (it may grow).
+_CHUNK = 1 << 16
+_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class AgentFileRefused(ValueError):
+    """The path holds something the engine will not read; the message says what, in a few words."""
+
+
+def read_regular(path: Path | str | bytes, max_bytes: int) -> bytes:
+    """The bytes of the regular file at `path`, at most `max_bytes` of them.
+
+    Raises FileNotFoundError when nothing is there (callers usually treat that as "no marker"),
+    and AgentFileRefused for a symbolic link, a FIFO, a socket, a device, a directory, a file
+    longer than `max_bytes`, or one that cannot be opened.
+    """
+    try:
+        fd = os.open(path, _FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise AgentFileRefused("a symbolic link (never followed)") from None
+        if exc.errno == errno.ENXIO:  # a FIFO or socket with no writer, opened non-blocking
+            raise AgentFileRefused("not a regular file") from None
+        raise AgentFileRefused(f"cannot be opened ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise AgentFileRefused("not a regular file")
+        if info.st_size > max_bytes:
+            raise AgentFileRefused(f"{info.st_size} bytes long (at most {max_bytes})")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise AgentFileRefused(f"longer than {max_bytes} bytes")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise AgentFileRefused(f"cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+def is_regular(path: Path | str | bytes) -> bool:
+    """True when `path` itself (not a link's target) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def load_json(path: Path | str | bytes, *, max_bytes: int, max_depth: int) -> Any:
+    """The JSON value in the agent-written file at `path`, bounded in size and nesting.
+
+    Raises FileNotFoundError when absent, AgentFileRefused for anything that is not a small
+    regular file, and JsonRefused (also a ValueError) for text that is not bounded, valid JSON.
+    """
+    data = read_regular(path, max_bytes)
+    return loads_bounded(data, max_chars=max_bytes, max_depth=max_depth)
+
+
+__all__ = ["AgentFileRefused", "JsonRefused", "is_regular", "load_json", "read_regular"]
