@@ -14,12 +14,14 @@ import signal
 import subprocess
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
+from tests.core.test_process import processes_with, wait_until_gone
 from tests.hostile.test_hostile_world import tree_outside_workspace
 
 # A task body: on the first process only, the task named by $KILL_AT arms and waits to be killed.
@@ -283,3 +285,26 @@ def test_a_resumed_playbook_ends_as_an_uninterrupted_one_wherever_it_was_killed(
         resumed = killed_then_resumed(pack, env_for(tmp_path / kill_at, kill_at))
         assert resumed.returncode == 0, (kill_at, resumed.stdout + resumed.stderr)
         assert outcome(pack) == expected, kill_at
+
+
+def test_what_a_task_leaves_running_is_killed_before_the_next_task(tmp_path: Path) -> None:
+    """The promise (docs/operating.md): a descendant that keeps the task's group, or leaves it
+    but keeps the task's environment mark, dies when the task ends. (One that also scrubs its
+    environment, `setsid env -i`, is the documented limit of a local backend.)"""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    pack = pack_with(
+        tmp_path,
+        f"""\
+        leave = command(name = "leave", run = "sh -c 'sleep 300; :' {marker} & setsid sh -c 'sleep 300; :' {marker} & sleep 0.3")
+        after = command(name = "after", run = "if ps -eo args | grep -q '[s]leep 300; : {marker}'; then exit 1; fi", depends_on = [leave])
+        workflow(type = "playbook", tasks = [leave, after])
+        """,
+    )
+    try:
+        done = run_crucible(*argv(pack)[1:], cwd=pack, env=env_for(tmp_path))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert task_results(pack) == {"leave": "pass", "after": "pass"}  # gone before "after" ran
+        assert wait_until_gone(marker, seconds=5) == []
+    finally:
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)

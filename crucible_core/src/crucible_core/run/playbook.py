@@ -3,7 +3,8 @@
 No World, no Judge, no engine operations. Each settled task writes one task_result row
 (score null); the run exits 0 iff its verdict is valid. A resume folds settled tasks from the
 log, never re-dispatches them, and rebuilds the workspace from the pristine start plus the
-declared files of every folded task that passed.
+declared files of every folded task that passed in the shared workspace, each committed as
+that task's.
 """
 
 from __future__ import annotations
