@@ -78,7 +78,13 @@ class GitMemory:
         base commit, with the engine's record of the repository files git reads."""
         if self.base_commit() is not None:
             return
-        made = not os.path.lexists(self.git_dir)
+        kind = _kind(self.git_dir)
+        if kind is not None and not stat.S_ISDIR(kind):
+            raise WorkspaceError(
+                f"{self.git_dir} is not a directory (a linked worktree, a submodule or a link)",
+                hint="a playbook's git memory needs a workspace with a repository of its own",
+            )
+        made = kind is None
         if made:
             self._git("init", "-q", restore=False)
             _replace(self.git_dir / "info" / "exclude", "".join(f"/{name}\n" for name in EXCLUDED).encode())
