@@ -37,6 +37,7 @@ from crucible_core.plan.events import (
     TaskResult,
 )
 from crucible_core.plan.files import (
+    FILES_DIR_NAME,
     INPUTS_DIR,
     CaptureRefused,
     FileStore,
@@ -216,7 +217,7 @@ class PlanExecutor:
         self._stage_pending: set[str] = set()
         self._file_emitters = {task.name for task in plan.tasks if task.emits_files}
         self._copies = config.copies
-        self.files = FileStore(config.state_dir / "files", max_total_bytes(dict(config.env)))
+        self.files = FileStore(config.state_dir / FILES_DIR_NAME, max_total_bytes(dict(config.env)))
         self.deadline: float | None = None
         if config.max_seconds is not None:
             self.deadline = time.monotonic() + config.max_seconds - config.elapsed_before

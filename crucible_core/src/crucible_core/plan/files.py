@@ -12,12 +12,16 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_BYTES_ENV = "CRUCIBLE_PLAN_FILES_MAX_BYTES"
 INPUTS_DIR = Path(".crucible") / "inputs"
+# The store's directory under the state dir: one published set per producing task.
+FILES_DIR_NAME = "files"
+# Written last into a published set: the set is whole. The engine's, never one of the task's files.
+COMPLETE_MARKER = ".complete"
 
 
 def max_total_bytes(environ: dict[str, str] | None = None) -> int:
@@ -89,14 +93,25 @@ class FileStore:
         return self.directory / task
 
     def has(self, task: str) -> bool:
-        return (self.set_dir(task) / ".complete").exists()
+        return (self.set_dir(task) / COMPLETE_MARKER).exists()
 
     def used_bytes(self) -> int:
         total = 0
         for path in self.directory.rglob("*"):
-            if path.is_file() and path.name != ".complete":
+            if path.is_file() and path.name != COMPLETE_MARKER:
                 total += path.stat().st_size
         return total
+
+    def captured(self, task: str) -> list[tuple[str, Path]]:
+        """A complete set's files as (declared path, stored copy), in path order; the marker is not one."""
+        root = self.set_dir(task)
+        if not self.has(task):
+            return []
+        return [
+            (path.relative_to(root).as_posix(), path)
+            for path in sorted(root.rglob("*"))
+            if path != root / COMPLETE_MARKER and path.is_file() and not path.is_symlink()
+        ]
 
     def remove(self, task: str) -> None:
         shutil.rmtree(self.set_dir(task), ignore_errors=True)
@@ -123,7 +138,7 @@ class FileStore:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
         staging.mkdir(parents=True, exist_ok=True)
-        (staging / ".complete").write_text("ok\n")
+        (staging / COMPLETE_MARKER).write_text("ok\n")
         os.replace(staging, self.set_dir(task))
 
     def stage(self, producers: Iterable[str], root: Path, consumer: str) -> tuple[Path, list[str]]:
@@ -135,11 +150,16 @@ class FileStore:
             if not self.has(producer):
                 continue
             source = self.set_dir(producer)
-            shutil.copytree(source, target / producer, ignore=shutil.ignore_patterns(".complete"))
+            shutil.copytree(source, target / producer, ignore=_marker_of(source))
             staged.append(producer)
         for path in sorted(target.rglob("*"), reverse=True) if target.exists() else ():
             path.chmod(0o555 if path.is_dir() else 0o444)
         return target, staged
+
+
+def _marker_of(root: Path) -> Callable[[str, list[str]], list[str]]:
+    """copytree's ignore: the set's own marker, not a declared file that happens to share its name."""
+    return lambda directory, names: [COMPLETE_MARKER] if Path(directory) == root else []
 
 
 def unstage(target: Path) -> None:
