@@ -308,3 +308,25 @@ def test_what_a_task_leaves_running_is_killed_before_the_next_task(tmp_path: Pat
     finally:
         for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_reflog_links_packed_refs_fifos_and_alternates_neither_leak_nor_hang(tmp_path: Path) -> None:
+    """A hard link at a reflog would carry the engine's reflog line into a file elsewhere; a FIFO at
+    packed-refs or a ref would block git; alternates would lend another repository's objects."""
+    pack = pack_with(
+        tmp_path,
+        """\
+        plant = command(name = "plant", run = 'mkdir -p .git/logs/refs/heads && ln -f "$EVIL/sink" .git/logs/HEAD && ln -f "$EVIL/sink" .git/logs/refs/heads/$(git symbolic-ref --short HEAD) && rm -f .git/packed-refs && mkfifo .git/packed-refs && mkfifo .git/refs/heads/trap && echo "$PACK/other/.git/objects" > .git/objects/info/alternates && echo x > x.txt')
+        after = command(name = "after", run = "echo after > after.txt", depends_on = [plant])
+        workflow(type = "playbook", tasks = [plant, after])
+        """,
+    )
+    sink = tmp_path / "evil" / "sink"
+    sink.write_text("outside the workspace\n")
+    done = run_crucible(*argv(pack)[1:], cwd=pack, env=env_for(tmp_path), timeout=90)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sink.read_text() == "outside the workspace\n"  # no reflog line went through the link
+    assert task_results(pack) == {"plant": "pass", "after": "pass"}
+    workspace = pack / "workspace"
+    assert not (workspace / ".git" / "objects" / "info" / "alternates").exists()
+    assert set(memory(workspace, "ls-files").split()) == {"x.txt", "after.txt"}

@@ -50,6 +50,7 @@ ENGINE_CONFIG = (
     "-c", "core.sshCommand=false",
     "-c", "init.templateDir=",
     "-c", "gc.auto=0",  # no gc detached into the background
+    "-c", "core.logAllRefUpdates=false",  # no new reflogs (existing ones are checked before each call)
     "-c", "maintenance.auto=false",
 )  # fmt: skip
 # Engine files a task leaves behind that belong to no commit.
@@ -57,6 +58,7 @@ EXCLUDED = (INPUTS_DIR.parts[0], "PLAN_TASK_RESULT.json")
 # The repository files git reads on every call that the engine keeps as it recorded them.
 RECORDED = ("config", "info/exclude")
 BASE = "base"  # the record of the playbook's base commit (the pristine start)
+ALTERNATES = ("objects/info/alternates", "objects/info/http-alternates")
 MAX_RECORD_BYTES = 1 << 20
 
 
@@ -115,9 +117,17 @@ class GitMemory:
             if _read(self.git_dir / name) != wanted:
                 _replace(self.git_dir / name, wanted)
         _remove(self.git_dir / "commondir")
+        # Alternates would let git count another repository's objects as this one's.
+        for name in ALTERNATES:
+            _remove(self.git_dir / name)
         index = _kind(self.git_dir / "index")
         if index is not None and not stat.S_ISREG(index):
             _remove(self.git_dir / "index")  # git makes a new one; a FIFO there would block it
+        packed = _kind(self.git_dir / "packed-refs")
+        if packed is not None and not stat.S_ISREG(packed):
+            _remove(self.git_dir / "packed-refs")
+        for tree in ("refs", "logs"):
+            _drop_unsafe_entries(self.git_dir / tree)
 
     def settled(self, task: str, passed: bool, quiescent: bool) -> None:
         if passed:
@@ -166,6 +176,29 @@ def _read(path: Path) -> bytes | None:
         return read_regular(path, MAX_RECORD_BYTES)
     except (FileNotFoundError, NotADirectoryError, AgentFileRefused):
         return None
+
+
+def _drop_unsafe_entries(root: Path) -> None:
+    """Remove what git would block on or write through under refs/ or logs/: FIFOs, sockets,
+    devices, symbolic links, and (for reflogs, which git appends to in place) hard-linked files.
+
+    git writes a ref by renaming a new file over it, but appends a reflog line to the file that
+    is there: a hard link at .git/logs/HEAD would carry the engine's line into a file elsewhere.
+    """
+    kind = _kind(root)
+    if kind is None:
+        return
+    if not stat.S_ISDIR(kind):
+        _remove(root)
+        return
+    for current, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            path = Path(current) / name
+            info = os.lstat(path)
+            if stat.S_ISDIR(info.st_mode):
+                continue
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+                os.unlink(path)
 
 
 def _kind(path: Path) -> int | None:
