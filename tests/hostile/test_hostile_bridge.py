@@ -91,3 +91,30 @@ def test_trickling_clients_are_cut_off_and_a_flood_is_refused(bridge: ControlBri
     assert len(replies) == len(held), "a trickling client held its connection past the read deadline"
     assert all("not complete within" in r["error"] for r in replies.values())
     assert send(tmp_path, {"cmd": "status"})["ok"]  # the slots came back
+
+
+@pytest.mark.parametrize(
+    "cap",
+    [
+        '"max_time": NaN',
+        '"max_time": Infinity',
+        '"max_time": 1e308',
+        '"max_time": -Infinity',
+        '"max_cost": NaN',
+        '"max_cost": Infinity',
+        '"max_cost": 1e308',
+        '"iterations": 1000000000000',
+        '"max_time": "400d"',
+    ],
+)
+def test_set_budget_refuses_a_cap_that_is_not_finite_and_in_range(
+    bridge: ControlBridge, tmp_path: Path, cap: str
+) -> None:
+    token = json.loads((tmp_path / "control.json").read_text())["token"]
+    with connect(tmp_path) as conn:
+        conn.sendall(f'{{"cmd": "set-budget", {cap}, "token": "{token}"}}\n'.encode())
+        reply = reply_to(conn)
+    assert reply["ok"] is False, reply
+    assert "from 0 to" in reply["error"] or "longer than a year" in reply["error"], reply
+    assert not (tmp_path / "admissions.jsonl").exists()  # refused before anything is recorded
+    assert bridge.inbox.take() == []
