@@ -223,11 +223,16 @@ class Ledger:
         with self._lock:
             return sorted((e for e in self.entries.values() if e.outcome is None), key=lambda e: e.seq)
 
-    def latest(self, inputs: frozenset[str]) -> Entry | None:
-        """The most recent admission among `inputs` that was not rejected (a level: pause, budget)."""
+    def granted(self, inputs: frozenset[str]) -> list[Entry]:
+        """The admissions among `inputs` that were not rejected, in admission order."""
         with self._lock:
             found = [e for e in self.entries.values() if e.input in inputs and e.outcome != "rejected"]
-        return max(found, key=lambda e: e.seq) if found else None
+        return sorted(found, key=lambda e: e.seq)
+
+    def latest(self, inputs: frozenset[str]) -> Entry | None:
+        """The most recent admission among `inputs` that was not rejected (a level: pause, budget)."""
+        found = self.granted(inputs)
+        return found[-1] if found else None
 
 
 def valid_id(value: object) -> bool:
