@@ -1,8 +1,12 @@
-"""The operator's values: budget caps bounded at every entry, and a resume's flags over the ledger."""
+"""The operator's values and the operator's way in: caps bounded at every entry, a resume's flags
+over the ledger, and a live run's bridge under a flood of local connections."""
 
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,6 +14,7 @@ from typing import Any
 import pytest
 
 from crucible_core.contract.fold import Folded, fold_objects, fold_path
+from crucible_core.control.bridge import MAX_CONNECTIONS
 from crucible_core.control.ledger import Ledger
 from crucible_core.errors import WorkspaceError
 from crucible_core.run.budget import Budget
@@ -148,3 +153,59 @@ def test_a_resumes_iterations_win_over_an_earlier_crucible_budget_and_are_kept(t
         e for e in read_events(manifest.parent / "state" / "admissions.jsonl") if e["kind"] == "admitted"
     ]
     assert [e.get("iterations") for e in admitted if e["input"] == "set-budget"] == [6, 3]
+
+
+# -- 10. a flood of local connections ------------------------------------------------------------
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no thread count")
+
+
+def test_the_operator_gets_through_a_flood_of_reconnecting_local_connections(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, PROPOSER)
+    proc = start(manifest, "--iterations", "1", AT="1")
+    wait_for(manifest, proc, proposing(1))
+    record = json.loads((manifest.parent / "state" / "control.json").read_text())
+    address = (record["host"], record["port"])
+    done = threading.Event()
+    flooders = 3 * MAX_CONNECTIONS  # far more than the bridge holds: it must evict, not refuse
+    opened = [0] * flooders
+
+    def flood(index: int) -> None:
+        # connect, start a request that never finishes (no token), hold it until the bridge lets
+        # go, and connect again at once
+        while not done.is_set():
+            try:
+                with socket.create_connection(address, timeout=10) as conn:
+                    opened[index] += 1
+                    conn.sendall(b'{"cmd": "status"')
+                    conn.recv(4096)
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=flood, args=(n,), daemon=True) for n in range(flooders)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while sum(opened) < 4 * flooders:  # the flood is at full strength before the operator comes
+            assert time.monotonic() < deadline, f"the flood never got going ({sum(opened)} connections)"
+            time.sleep(0.05)
+        threads_during = _threads(proc.pid)
+        status = run_crucible("status", "--manifest", manifest)
+        stop = run_crucible("stop", "--manifest", manifest)
+        flooded = sum(opened)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert status.returncode == 0 and "running iteration 1" in status.stdout, (status.stdout, status.stderr)
+    assert stop.returncode == 0 and "stop: accepted" in stop.stdout, stop.stderr
+    assert flooded >= 4 * flooders
+    assert threads_during <= 8, f"the bridge spent a thread per connection ({threads_during} threads)"
+    (tmp_path / "go").touch()
+    assert proc.wait(timeout=60) == 3, proc.communicate()

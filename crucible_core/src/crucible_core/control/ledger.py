@@ -1,7 +1,7 @@
 """The admission ledger (state/admissions.jsonl, RFC-0001:C-LEDGER): every operator input, admitted then settled.
 
 Per key there is exactly one `admitted` line and at most one `settled` line; the first
-outcome wins. The ledger is written from the bridge's threads (admit) and the loop (settle),
+outcome wins. The ledger is written from the bridge's thread (admit) and the loop (settle),
 so every write and the in-memory index share one lock.
 """
 
