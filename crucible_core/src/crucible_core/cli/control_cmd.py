@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from crucible_core.cli.options import manifest_option, state_dir_option
+from crucible_core.cli.options import budget_cap, manifest_option, state_dir_option
 from crucible_core.control.orders import ORDERS, Payload
 
 Handler = Callable[..., dict[str, Any]]
@@ -84,8 +84,14 @@ _PAYLOAD_OPTIONS: dict[Payload, tuple[Any, ...]] = {
     Payload.TEXT: (click.argument("text"),),
     Payload.REGIME: (click.argument("regime"),),
     Payload.BUDGET: (
-        click.option("--iterations", type=click.IntRange(min=0), default=None, help="Total agent turns."),
-        click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="USD."),
+        click.option(
+            "--iterations",
+            metavar="N",
+            callback=budget_cap("iterations"),
+            default=None,
+            help="Total agent turns.",
+        ),
+        click.option("--max-cost", metavar="USD", callback=budget_cap("max_cost"), default=None, help="USD."),
         click.option("--max-time", default=None, help="Active wall-clock (90s, 15m, 2h)."),
     ),
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from crucible_core.errors import ControlError
 
 CONNECT_TIMEOUT = 5.0
 REPLY_TIMEOUT = 30.0
+BUSY_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8)  # the waits before each new try when the bridge is busy
 
 
 class RunUnreachable(ControlError):
@@ -46,6 +48,22 @@ def send(state_dir: Path, request: dict[str, Any], name: str | None = None) -> d
     record = read_control(state_dir)
     payload = {**request, "token": record.get("token")}
     address = (record.get("host") or "127.0.0.1", record["port"])
+    reply = _exchange(address, payload)
+    for pause in BUSY_PAUSES:
+        # A busy bridge did not read the request (a flood of other connections pushed it out
+        # before it arrived), so sending it again cannot act twice.
+        if not (isinstance(reply, dict) and reply.get("busy") is True):
+            break
+        time.sleep(pause)
+        reply = _exchange(address, payload)
+    if not isinstance(reply, dict) or not reply.get("ok"):
+        error = reply.get("error") if isinstance(reply, dict) else reply
+        raise ControlError(f"the run refused {name or request.get('cmd')}: {error}")
+    return reply
+
+
+def _exchange(address: tuple[str, int], payload: dict[str, Any]) -> Any:
+    """One connection: the request line out, the reply line back, parsed."""
     try:
         with socket.create_connection(address, timeout=CONNECT_TIMEOUT) as conn:
             conn.settimeout(REPLY_TIMEOUT)
@@ -57,13 +75,9 @@ def send(state_dir: Path, request: dict[str, Any], name: str | None = None) -> d
             hint="the run may have ended; `crucible run --resume` continues it",
         ) from None
     try:
-        reply = json.loads(reply_line)
+        return json.loads(reply_line)
     except ValueError:
         raise ControlError("the control bridge sent no reply", hint="the run may be shutting down") from None
-    if not isinstance(reply, dict) or not reply.get("ok"):
-        error = reply.get("error") if isinstance(reply, dict) else reply
-        raise ControlError(f"the run refused {name or request.get('cmd')}: {error}")
-    return reply
 
 
 def live_run(state_dir: Path) -> dict[str, Any] | None:

@@ -31,7 +31,7 @@ def _unbound(*_args: Any) -> Any:
 class Gates:
     """What the loop asks between iterations and around a turn: operator orders, steering, escalation, parking.
 
-    Orders arrive on the control bridge's threads and wait in the inbox; the loop takes them
+    Orders arrive on the control bridge's thread and wait in the inbox; the loop takes them
     here, at its own safe points, and settles each in the admission ledger once it took effect.
     The two loop operations a gate needs (re-baseline after a re-scope, discard an escalated
     candidate) are handed in as functions, so the gates never import the loop.

@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from crucible_core.redact import Redactor
 from crucible_core.run import distress
 from crucible_core.run.agent_ready import refuse_unstartable_agent
 from crucible_core.run.assemble import build_engine
-from crucible_core.run.budget import Budget
+from crucible_core.run.budget import Budget, layered_budget
 from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import Engine, RunOptions, agent_environment, engine_environment
 from crucible_core.run.gates import Aborted, Gates
@@ -184,7 +184,8 @@ def _execute_locked(
                 hint="start the run without --resume",
             )
         refuse_disagreeing_log(folded, paths)
-        budget = resumed_budget(request.budget, folded)
+        changes = Ledger(paths.admissions).granted(orders.REAPPLIED_ON_RESUME)  # read only
+        budget = resumed_budget(request.budget, folded, [entry.payload for entry in changes])
         ended = already_ended(folded, budget, no_early_stop=request.options.no_early_stop)
         if ended is not None:
             sys.stderr.write(f"crucible: {ended}\n")
@@ -324,6 +325,8 @@ def _execute_locked(
     ]
     for warning in gates.ledger.problems:
         engine.note(warning, level="warn")
+    if folded is not None:
+        record_resume_budget(gates.ledger, request.budget, engine.note)
     started = time.monotonic()
     runs_harness = drivers.choice.runs_harness  # the start line names only what the backend runs
     exit_, reason = LoopExit.ERROR, "engine error"
@@ -578,7 +581,7 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
         # a log that names no snapshot (crucible's own, before its first keep): leave the world as it is
         engine.note("the log names no kept snapshot to restore; the workspace is used as it stands", "warn")
     _rearm_wait(engine, run, folded)
-    engine.budget = rearm(engine.gates, engine.budget)
+    rearm(engine.gates)
     engine.budget_event(run)  # views continue the run's clock and caps from here, not from zero
     if engine.gates.paused:
         engine.note("the operator's pause is still in force: parked until `crucible unpause`")
@@ -699,8 +702,10 @@ def run_from_fold(f: Folded, started: float) -> Run:
     )
 
 
-def resumed_budget(given: Budget, f: Folded) -> Budget:
-    """Flags given to the resume win; the rest comes from the run's original start line."""
+def resumed_budget(given: Budget, f: Folded, changes: Iterable[Mapping[str, Any]] = ()) -> Budget:
+    """The budget a resume runs under: the original start's caps, then every budget change the
+    operator made (in ledger order, earlier resumes' flags among them), then the resume's own
+    flags, which win over all of them."""
     start = f.start
     if start is None:
         original: dict[str, Any] = {}
@@ -712,11 +717,25 @@ def resumed_budget(given: Budget, f: Folded) -> Budget:
             "max_cost": start.max_cost or None,
             "max_time": float(start.max_secs) if start.max_secs else None,
         }
-    return Budget(
-        iterations=given.iterations if given.iterations is not None else original.get("iterations"),
-        max_cost=given.max_cost if given.max_cost is not None else original.get("max_cost"),
-        max_time=given.max_time if given.max_time is not None else original.get("max_time"),
-    )
+    return layered_budget(original, *changes, given.to_wire())
+
+
+def record_resume_budget(ledger: Ledger, given: Budget, note: Callable[[str, str], None]) -> None:
+    """Record the budget flags given to a resume in the ledger, settled at once, so that a later
+    resume without flags still keeps them (a note says so when the ledger cannot be written)."""
+    flags = {name: value for name, value in given.to_wire().items() if value is not None}
+    if not flags:
+        return
+    try:
+        entry = ledger.admit(orders.SET_BUDGET, flags).entry
+    except OSError as exc:
+        note(
+            f"the resume's budget flags could not be recorded in the admission ledger ({exc}): "
+            "they hold for this process; give them again to a later resume",
+            "warn",
+        )
+        return
+    ledger.settle(entry.key, "applied", "the budget flags given to `crucible run --resume`")
 
 
 def already_ended(f: Folded, budget: Budget, *, no_early_stop: bool = False) -> str | None:
@@ -744,16 +763,16 @@ def already_ended(f: Folded, budget: Budget, *, no_early_stop: bool = False) -> 
     )
 
 
-def rearm(gates: Gates, budget: Budget) -> Budget:
-    """Re-arm what the ledger says is owed and close out what this resume overrides (C-LEDGER)."""
+def rearm(gates: Gates) -> None:
+    """Re-arm what the ledger says is owed and close out what this resume overrides (C-LEDGER).
+
+    The budget changes are already in the resumed budget (`resumed_budget`); here they are settled.
+    """
     ledger = gates.ledger
     if ledger is None:
-        return budget
+        return
     level = ledger.latest(orders.PAUSE_LEVEL)
     gates.paused = level is not None and level.input == orders.PAUSE
-    for entry in sorted(ledger.entries.values(), key=lambda e: e.seq):
-        if entry.input in orders.REAPPLIED_ON_RESUME and entry.outcome != "rejected":
-            budget = attrs.evolve(budget, **entry.payload)  # the live cap is every granted change in order
     for entry in ledger.owed():
         spec = orders.BY_NAME.get(entry.input)
         on_resume = spec.on_resume if spec is not None else orders.OnResume.OVERRIDE
@@ -766,9 +785,8 @@ def rearm(gates: Gates, budget: Budget) -> Budget:
                 ledger.settle(entry.key, "applied", "re-armed on resume")
             else:
                 ledger.settle(entry.key, "superseded", "a later pause or resume overrides it")
-        else:  # REAPPLY: already folded into the budget above
+        else:  # REAPPLY: already folded into the resumed budget
             ledger.settle(entry.key, "applied", "re-armed on resume")
-    return budget
 
 
 class _AbortSignal:
