@@ -386,3 +386,17 @@ def test_a_playbook_naming_a_profile_without_tasks_is_refused_at_render_time(tmp
         ).returncode
         == 0
     )
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [("--max-cost", "nan"), ("--max-cost", "inf"), ("--max-cost", "1e308"), ("--iterations", "10000000000")],
+)
+def test_render_bounds_budget_flags_as_the_pods_run_does(flag: tuple[str, str]) -> None:
+    """A NaN or unbounded cap is refused at render, not by the pod's `crucible run` after it starts."""
+    done = run_crucible(
+        "deploy", "render", "--manifest", EXAMPLE / "crucible.toml", "--profile", EXAMPLE / "profile.toml",
+        "--no-pin", *flag,
+    )  # fmt: skip
+    assert done.returncode == 64, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
