@@ -118,6 +118,8 @@ def test_an_agent_that_cuts_the_log_and_kills_the_engine_loses_no_kept_commit(
     done = resume(cli, manifest, 4)
     assert done.code == 0, done.err
     log = events(manifest)
+    # the cut log ends where a process dying between keeping and logging would leave it
+    assert [e["class"] for e in log if e["kind"] == "recovery"] == ["died_deciding"]
     assert git(workspace, "merge-base", "--is-ancestor", second, "HEAD").returncode == 0
     recovered = [e for e in log if e["kind"] == "segment" and e.get("reason") == "recovered"]
     assert [e["snapshot"] for e in recovered] == [second]

@@ -81,9 +81,13 @@ class GitWorld:
         if record is None or not record.exists():
             return None
         latest, base = record.kept(), record.base()
-        if latest is None or base is None or not record.has_commit(latest):
+        if latest is None or base is None:
             return None
-        return RecordedKept(latest=latest, setup=base)
+        try:
+            held = record.has_commit(latest)
+        except OSError:  # a record it cannot read names nothing: the resume goes by the log
+            held = False
+        return RecordedKept(latest=latest, setup=base) if held else None
 
     def snapshot(self, label: str) -> str:
         return self.memory.snapshot(label)
