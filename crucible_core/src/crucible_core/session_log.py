@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible_core.contract import wire
-from crucible_core.errors import RunFailed
+from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_core.redact import Redactor
 
 WIRE_VERSION = wire.WIRE_VERSION
@@ -41,7 +42,7 @@ class SessionLog:
         # time. Re-entrant: an observer that fails is noted through emit on the same thread.
         self._lock = threading.RLock()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         self._repair_torn_tail()
         self._twin = tempfile.TemporaryFile(dir=path.parent, buffering=0)  # noqa: SIM115 (closed in close())
         with open(path, "rb") as handle:
@@ -154,6 +155,34 @@ class SessionLog:
             self._twin.close()
 
 
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a FIFO"}
+
+
+def log_size(path: Path) -> int:
+    """The size of the session log at `path`, 0 when there is none.
+
+    Raises WorkspaceError when something other than a regular file stands there (a directory,
+    a link, a FIFO): the engine neither reads through it nor appends to it.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise WorkspaceError(
+            f"cannot read the session log {path}: {exc.strerror or exc}",
+            hint="make the state directory readable again, then run the same command",
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        what = _KINDS.get(stat.S_IFMT(st.st_mode), "a special file")
+        raise WorkspaceError(
+            f"the session log {path} is {what}, not a regular file",
+            hint="move it aside; put a copy of the log back and resume, or move the workspace "
+            "aside too and start afresh",
+        )
+    return st.st_size
+
+
 def read_lines(path: Path) -> Iterator[wire.Line]:
     """Every decodable line of a session log, through the wire; blank, torn and mistyped lines are skipped."""
     if not path.exists():
@@ -171,11 +200,6 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
         return
     with open(path, "rb") as handle:
         for raw in handle:
-            if not raw.strip():
-                continue
-            try:
-                event = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if isinstance(event, dict) and isinstance(event.get("kind"), str):
+            event = wire.parse_object(raw)
+            if event is not None:
                 yield event

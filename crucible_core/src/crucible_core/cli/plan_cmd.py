@@ -121,7 +121,7 @@ def run(
     from crucible_core.plan.runners import terminate_interrupts
     from crucible_core.plan.validate import validate
     from crucible_core.services import run_services
-    from crucible_core.session_log import SessionLog
+    from crucible_core.session_log import SessionLog, log_size
 
     kinds = _kinds()
     data = read_plan_file(file)
@@ -132,7 +132,7 @@ def run(
     state = (state_dir or file.resolve().parent / "state").resolve()
     log_path = state / "session.jsonl"
     prior = None
-    if log_path.exists() and log_path.stat().st_size > 0:
+    if log_size(log_path) > 0:
         if not resume:
             raise WorkspaceError(
                 f"{state} already holds a plan run",

@@ -1036,8 +1036,9 @@ def from_object(obj: Any) -> Line | None:
 _loads = json.JSONDecoder().decode
 
 
-def decode_line(raw: str | bytes) -> Line | None:
-    """Decode one NDJSON line; None for blank, torn or mistyped lines (readers skip them)."""
+def parse_object(raw: str | bytes) -> dict[str, Any] | None:
+    """One NDJSON line as a JSON object with a string `kind`, or None: blank, torn, not UTF-8,
+    not an event object, or nested too deep to parse (anyone who can reach a log can write one)."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         if not text or text.isspace():
@@ -1045,7 +1046,13 @@ def decode_line(raw: str | bytes) -> Line | None:
         obj = _loads(text)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
-    return from_object(obj)
+    return obj if type(obj) is dict and isinstance(obj.get("kind"), str) else None
+
+
+def decode_line(raw: str | bytes) -> Line | None:
+    """Decode one NDJSON line; None for blank, torn or mistyped lines (readers skip them)."""
+    obj = parse_object(raw)
+    return from_object(obj) if obj is not None else None
 
 
 def decode(raw: str | bytes) -> Event | None:

@@ -56,7 +56,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     from crucible_core.run.identity import run_identity
     from crucible_core.run.injects import copy_injects, refresh_frozen
     from crucible_core.services import run_services
-    from crucible_core.session_log import SessionLog, read_events
+    from crucible_core.session_log import SessionLog, log_size, read_events
     from crucible_core.workflow.pack import ARTIFACT_NAME, effective_workflow, plan_data, to_toml
 
     if request.iterations is not None and request.iterations > 1:
@@ -94,7 +94,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     elapsed = 0.0
     memory = GitMemory(workspace, state / PRIVATE_DIR_NAME / "playbook-git")
     rebuilt = False
-    if log_path.exists() and log_path.stat().st_size > 0:
+    if log_size(log_path) > 0:
         if not request.resume:
             raise WorkspaceError(f"{state} already holds a run", hint="pass --resume to continue it")
         frozen = state / ARTIFACT_NAME

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core.protocols import ApplyOutcome, SourceChanges, Staged, WorldContext
+from crucible_core.protocols import ApplyOutcome, RecordedKept, SourceChanges, Staged, WorldContext
 from crucible_world_git import forks
 from crucible_world_git.change_diff import commit_change
 from crucible_world_git.clone import clone_into
@@ -74,6 +74,20 @@ class GitWorld:
             memory.clear_stale_locks()
             if record is not None and not record.exists() and memory.damage() is None:
                 memory.start_record()  # a run set up before the world kept a record
+
+    def recorded_kept(self) -> RecordedKept | None:
+        """The record's latest kept commit and the base setup made, when the record holds both."""
+        record = self.memory.record
+        if record is None or not record.exists():
+            return None
+        latest, base = record.kept(), record.base()
+        if latest is None or base is None:
+            return None
+        try:
+            held = record.has_commit(latest)
+        except OSError:  # a record it cannot read names nothing: the resume goes by the log
+            held = False
+        return RecordedKept(latest=latest, setup=base) if held else None
 
     def snapshot(self, label: str) -> str:
         return self.memory.snapshot(label)

@@ -186,6 +186,9 @@ class KeptRecord:
         self.close()
         dotgit = workspace / ".git"
         aside = self._move_aside(dotgit)
+        if not workspace.is_dir():
+            workspace.mkdir(parents=True)
+            aside = "the whole workspace was gone; its files come back from the record"
         Repo.init(str(workspace)).close()
         _copy_objects(self.objects, dotgit / "objects")
         for name, target in (("config", dotgit / "config"), ("exclude", dotgit / "info" / "exclude")):
