@@ -11,12 +11,14 @@ Reflog lines go through head_ref's append, which never writes through a link.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 from dulwich.config import ConfigFile, StackedConfig
 from dulwich.repo import Repo
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_world_git import head_ref
 
 IDENTITY = b"crucible <crucible@localhost>"
@@ -104,3 +106,30 @@ def format_problem(config: bytes) -> str | None:
     if extensions.get(b"refstorage", b"files") != b"files":
         return "keeps its refs in a reftable; crucible supports the files ref storage"
     return None
+
+
+def config_problem(path: Path) -> str | None:
+    """format_problem of the config file at `path`, read bounded and never from a FIFO or through a link."""
+    try:
+        return format_problem(read_regular(path, MAX_CONFIG_BYTES))
+    except (FileNotFoundError, AgentFileRefused):
+        return None  # no usable file: the engine's own configuration is all there is
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Put `data` at `path` in a directory the agent can write: a fresh file renamed over whatever stood there.
+
+    The temporary file is made with O_EXCL | O_NOFOLLOW, so a link planted at its name is
+    never written through either.
+    """
+    tmp = path.with_name(f".{path.name}.crucible-tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

@@ -8,7 +8,6 @@ directories above a change, and writes only the paths that differ.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import time
@@ -112,12 +111,15 @@ class GitMemory:
         from dulwich.object_store import DiskObjectStore
 
         if self.record is None or not self.record.exists():
+            from crucible_world_git.engine_repo import config_problem
+
             # Once the record exists its copy of the config is put back; before, this one is the user's.
-            problem = _format_problem(Path(repo.commondir()) / "config")
+            problem = config_problem(Path(repo.commondir()) / "config")
             if problem is not None:
                 repo.close()
                 raise WorkspaceError(
-                    f"{self.workspace} {problem}", hint="use a sha1 repository with files refs for the workspace"
+                    f"{self.workspace} {problem}",
+                    hint="use a sha1 repository with files refs for the workspace",
                 )
         store = repo.object_store
         assert isinstance(store, DiskObjectStore)
@@ -174,6 +176,8 @@ class GitMemory:
         next: the measure, the next turn, the user after the run. Only a workspace whose `.git`
         is its own directory: a linked worktree's config is its main repository's, not the run's.
         """
+        from crucible_world_git.engine_repo import replace_file
+
         if self.record is None or not self.record.exists():
             return
         if self._recorded_config is None:
@@ -188,7 +192,7 @@ class GitMemory:
                 return
         except (FileNotFoundError, AgentFileRefused):
             pass  # gone, or a link, FIFO or oversized file in its place: replaced below
-        write_replacing(path, wanted)
+        replace_file(path, wanted)
         self.note(
             "the agent changed the workspace repository's .git/config; put back the one recorded at "
             "setup (the engine never reads it, and the measure and the user get git as it was)"
@@ -703,28 +707,3 @@ def _nested_head(full: bytes) -> bytes | None:
             return bytes.fromhex(nested.head().decode())
     except (NotGitRepository, KeyError, OSError):
         return None
-
-
-def _format_problem(config: Path) -> str | None:
-    """What engine_repo.format_problem says of the config file at `config` (bounded; never a FIFO)."""
-    from crucible_world_git.engine_repo import MAX_CONFIG_BYTES, format_problem
-
-    try:
-        return format_problem(read_regular(config, MAX_CONFIG_BYTES))
-    except (FileNotFoundError, AgentFileRefused):
-        return None  # no usable file: the engine's own configuration is all there is
-
-
-def write_replacing(path: Path, data: bytes) -> None:
-    """Put `data` at `path` through a fresh file renamed over it: whatever stood there is replaced, not written through."""
-    tmp = path.with_name(f".{path.name}.crucible-tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)

@@ -35,7 +35,11 @@ class GitWorld:
         if private is None:
             return cls.at(ctx.workspace, ctx.spared, note=ctx.note)
         return cls.at(
-            ctx.workspace, ctx.spared, record=private / "kept-record", note=ctx.note, scratch=private / "engine-git"
+            ctx.workspace,
+            ctx.spared,
+            record=private / "kept-record",
+            note=ctx.note,
+            scratch=private / "engine-git",
         )
 
     @classmethod
