@@ -308,6 +308,28 @@ def test_planted_configuration_never_runs_in_a_wide_rounds_forks(plot: Plot, kin
     assert plot.outside_state() == outside
 
 
+def test_looking_at_the_source_repository_runs_nothing_of_its_config(plot: Plot) -> None:
+    """[repo].path is often the user's project around the workspace, which a local agent can
+    reach: the engine's look at its uncommitted files runs none of its filters."""
+    source = plot.root / "source"
+    source.mkdir()
+    subprocess.run(["git", "init", "-q", str(source)], check=True, env=_clean_env())
+    (source / "value.txt").write_text("1\n")
+    subprocess.run(["git", "add", "-A"], cwd=source, check=True, env=_clean_env())
+    subprocess.run(
+        ["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "s"],
+        cwd=source,
+        check=True,
+        env=_clean_env(),
+    )
+    plant_filters(plot, source)
+    plant_includes(plot, source)
+    (source / "value.txt").write_text("2\n")
+    changes = GitWorld.at(plot.workspace).source_changes(str(source))
+    assert changes is not None and "value.txt" in changes.paths
+    assert plot.left_marks() == []
+
+
 def test_a_redirected_common_directory_is_rebuilt_not_written(plot: Plot) -> None:
     seen: list[str] = []
     world = _world(plot, seen)
