@@ -42,20 +42,25 @@ def _why(what: str, done: process.Completed) -> str:
     return f"{what} {done.describe_failure()}" + (f": {detail}" if detail else "")
 
 
-def add_fork(objects: Path, path: Path, commit: str, engine_dir: Path, exclude: bytes) -> None:
+def add_fork(
+    path: Path, commit: str, engine_dir: Path, objects: Path, agent_objects: Path, exclude: bytes
+) -> None:
     """Check `commit` out at `path` (which must not exist) through the new engine git directory `engine_dir`.
 
-    `objects` is the workspace's object directory, read through alternates; `exclude` is what
-    the engine's git ignores besides the fork's .gitignore files (the workspace's info/exclude).
+    The engine's git reads `commit` from `objects` first (the world's private record of kept
+    history, out of the agent's reach, when there is one), then from `agent_objects` (the
+    workspace's), which the agent's repository in the fork borrows. `exclude` is what the
+    engine's git ignores besides the fork's .gitignore files (the workspace's info/exclude).
     """
     path.mkdir(parents=True)
     try:
-        make_git_dir(engine_dir, head=commit, exclude=exclude, alternates=(objects,))
+        alternates = tuple(dict.fromkeys((objects, agent_objects)))
+        make_git_dir(engine_dir, head=commit, exclude=exclude, alternates=alternates)
         filled = _git(engine_dir, path, "reset", "--hard", "--quiet", commit)
         if not filled.ok:
             raise RunFailed(_why("checking out the fork", filled), hint="check the disk")
         # The agent's own repository: the same commit, index and excludes, none of it read again.
-        make_git_dir(path / ".git", head=commit, exclude=exclude, alternates=(objects,))
+        make_git_dir(path / ".git", head=commit, exclude=exclude, alternates=(agent_objects,))
         shutil.copyfile(engine_dir / "index", path / ".git" / "index")
     except BaseException:
         remove_fork(path, None)  # nothing half-made stays behind (the caller removes engine_dir's home)

@@ -127,9 +127,12 @@ class GitWorld:
 
     def fork(self, path: Path, token: str) -> None:
         memory = self.memory
+        workspace_objects = Path(memory.db.store.path)
+        record = memory.record
+        objects = record.objects if record is not None and record.exists() else workspace_objects
         home = Path(tempfile.mkdtemp(prefix="fork-", dir=self._scratch()))
         try:
-            forks.add_fork(Path(memory.db.store.path), path, token, home / "git", self._fork_excludes())
+            forks.add_fork(path, token, home / "git", objects, workspace_objects, self._fork_excludes())
         except BaseException:
             shutil.rmtree(home, ignore_errors=True)
             raise
