@@ -20,6 +20,7 @@ from dulwich.repo import Repo
 
 from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_world_git import head_ref
+from crucible_world_git.checkout import write_all
 
 IDENTITY = b"crucible <crucible@localhost>"
 ENGINE_CONFIG = (
@@ -127,9 +128,7 @@ def replace_file(path: Path, data: bytes) -> None:
         tmp.unlink()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
     finally:
         os.close(fd)
     os.replace(tmp, path)
