@@ -124,10 +124,18 @@ def worktrees(manifest: Path) -> list[str]:
     return [line for line in done.stdout.splitlines() if line.startswith("worktree ")]
 
 
+def forks(manifest: Path) -> list[str]:
+    """The forks on disk, and beside each the engine git directory the world made for it."""
+    private = manifest.parent / "state" / "private"
+    found = []
+    for where in (private / "wide" / "forks", private / "world" / "engine-git"):
+        found += sorted(p.name for p in where.iterdir()) if where.is_dir() else []
+    return found
+
+
 def assert_no_fork_left(manifest: Path) -> None:
-    assert len(worktrees(manifest)) == 1, worktrees(manifest)  # the main workspace only
-    forks = manifest.parent / "state" / "private" / "wide" / "forks"
-    assert not forks.exists() or not any(forks.iterdir())
+    assert len(worktrees(manifest)) == 1, worktrees(manifest)  # the main workspace only, as ever
+    assert forks(manifest) == []
 
 
 def wide_rows(manifest: Path) -> list[dict]:
@@ -260,7 +268,7 @@ def test_a_sigkill_mid_round_resumes_without_proposing_finished_candidates_again
             os.killpg(proc.pid, signal.SIGKILL)
     finished = sorted(p.stem for p in records.glob("*.json"))
     assert finished == ["1", "2", "3"]
-    assert len(worktrees(manifest)) >= 2  # candidate 4's worktree outlived the engine
+    assert len(forks(manifest)) >= 2  # candidate 4's fork (and its engine git directory) outlived the engine
     (root / "hold-4").unlink()
     for marker in (root / "started").iterdir():
         marker.unlink()
@@ -297,7 +305,7 @@ def test_an_operator_stop_during_the_round_leaves_no_worktree(tmp_path: Path) ->
         _wait_for(
             lambda: (root / "started").is_dir() and len(list((root / "started").iterdir())) == 4, "4 starts"
         )
-        assert len(worktrees(manifest)) == 5  # the main workspace and four forks
+        assert len(forks(manifest)) == 8  # four forks, each with its engine git directory
         proc.send_signal(signal.SIGTERM)
         (root / "hold").unlink()
         _, stderr = proc.communicate(timeout=60)

@@ -1,14 +1,14 @@
-"""Which untracked paths git ignores: .gitignore files, info/exclude and the user's excludes file."""
+"""Which untracked paths git ignores: the workspace's .gitignore files and the repository's info/exclude.
+
+Nothing outside the workspace decides what is kept: no `core.excludesFile`, no user-wide ignore
+file, and matching is case-sensitive whatever `core.ignoreCase` says (the engine never reads
+configuration; see engine_repo).
+"""
 
 from __future__ import annotations
 
 import os
 from contextlib import suppress
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from dulwich.config import Config
-    from dulwich.repo import Repo
 
 
 class IgnoreRules:
@@ -18,15 +18,13 @@ class IgnoreRules:
     directory itself, as git decides; files inside a walked directory are asked one by one.
     """
 
-    def __init__(self, repo: Repo, config: Config, exclude_file: str) -> None:
-        from dulwich.ignore import IgnoreFilter, IgnoreFilterManager, default_user_ignore_filter_path
+    def __init__(self, workspace: str, exclude_file: str) -> None:
+        from dulwich.ignore import IgnoreFilter, IgnoreFilterManager
 
         global_filters = []
-        for path in (exclude_file, default_user_ignore_filter_path(config)):
-            with suppress(OSError):
-                global_filters.append(IgnoreFilter.from_path(os.path.expanduser(path)))
-        ignorecase = config.get_boolean((b"core",), b"ignorecase", False)
-        self._manager = IgnoreFilterManager(repo.path, global_filters, ignorecase)
+        with suppress(OSError):
+            global_filters.append(IgnoreFilter.from_path(exclude_file))
+        self._manager = IgnoreFilterManager(workspace, global_filters, False)
 
     def ignores_file(self, path: bytes) -> bool:
         return self._manager.is_ignored(os.fsdecode(path)) is True

@@ -89,6 +89,13 @@ class KeptRecord:
     def base(self) -> str | None:
         return _read_text(self.directory / "base") or None
 
+    def config(self) -> bytes | None:
+        """The workspace repository's `.git/config` as it was at setup (None when it had none)."""
+        try:
+            return (self.directory / "config").read_bytes()
+        except FileNotFoundError:
+            return None
+
     def same_dotgit_file(self, dotgit: Path) -> bool:
         """Whether a `.git` file is the one the workspace had at setup (a linked worktree)."""
         try:
@@ -181,7 +188,7 @@ class KeptRecord:
 
         Returns where the damaged repository went (or that it was removed).
         """
-        from dulwich.repo import Repo
+        from crucible_world_git.engine_repo import init_repo
 
         self.close()
         dotgit = workspace / ".git"
@@ -189,7 +196,7 @@ class KeptRecord:
         if not workspace.is_dir():
             workspace.mkdir(parents=True)
             aside = "the whole workspace was gone; its files come back from the record"
-        Repo.init(str(workspace)).close()
+        init_repo(workspace).close()
         _copy_objects(self.objects, dotgit / "objects")
         for name, target in (("config", dotgit / "config"), ("exclude", dotgit / "info" / "exclude")):
             saved = self.directory / name
