@@ -24,6 +24,7 @@ STANDARD_SET = {
     "crucible-plugin-backend-local",
     "crucible-plugin-backend-openshell",
     "crucible-plugin-harness-claude",
+    "crucible-plugin-harness-codex",
     "crucible-plugin-deploy-kubernetes",
     "crucible-plugin-broker-mcp",
     "crucible-plugin-service-oubliette",
