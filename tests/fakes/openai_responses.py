@@ -115,15 +115,27 @@ class Recorded:
     body: Any
 
 
-def tool_names(request: Mapping[str, Any]) -> list[str]:
-    names = []
+def offered_tools(request: Mapping[str, Any]) -> dict[str, tuple[str | None, str]]:
+    """The tools a request offers, each by the name a script calls it: a namespace's tools as
+    `<namespace>__<tool>` (MCP: mcp__server__tool), mapped to (namespace, the tool's own name)."""
+    offered: dict[str, tuple[str | None, str]] = {}
     for tool in request.get("tools") or ():
-        if isinstance(tool, Mapping):
-            names.append(str(tool.get("name") or tool.get("type")))
-    return names
+        if not isinstance(tool, Mapping):
+            continue
+        if tool.get("type") == "namespace":
+            for inner in tool.get("tools") or ():
+                offered[f"{tool.get('name')}__{inner.get('name')}"] = (str(tool.get("name")), str(inner.get("name")))
+        else:
+            name = str(tool.get("name") or tool.get("type"))
+            offered[name] = (None, name)
+    return offered
 
 
-def _shell_call(offered: Sequence[str], script: str) -> Call:
+def tool_names(request: Mapping[str, Any]) -> list[str]:
+    return list(offered_tools(request))
+
+
+def _shell_call(offered: Mapping[str, Any], script: str) -> Call:
     """The shell call in the form the request's tool list asks for (Codex picks it by model family)."""
     if "exec_command" in offered:
         return Call("exec_command", {"cmd": script})
@@ -132,7 +144,7 @@ def _shell_call(offered: Sequence[str], script: str) -> Call:
     return Call("shell", {"command": ["bash", "-lc", script]})
 
 
-def _output_items(reply: Reply, offered: Sequence[str]) -> list[dict[str, Any]]:
+def _output_items(reply: Reply, offered: Mapping[str, tuple[str | None, str]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for item in reply.items:
         if isinstance(item, Text):
@@ -155,16 +167,18 @@ def _output_items(reply: Reply, offered: Sequence[str]) -> list[dict[str, Any]]:
             )
         else:
             called = _shell_call(offered, str(item.arguments["script"])) if item.name == "@shell" else item
-            out.append(
-                {
-                    "type": "function_call",
-                    "id": _new_id("fc"),
-                    "call_id": _new_id("call"),
-                    "name": called.name,
-                    "arguments": json.dumps(dict(called.arguments)),
-                    "status": "completed",
-                }
-            )
+            entry = {
+                "type": "function_call",
+                "id": _new_id("fc"),
+                "call_id": _new_id("call"),
+                "name": called.name,
+                "arguments": json.dumps(dict(called.arguments)),
+                "status": "completed",
+            }
+            namespace, own_name = offered.get(called.name, (None, called.name))
+            if namespace is not None:  # a namespaced tool is called by its own name within it
+                entry.update(name=own_name, namespace=namespace)
+            out.append(entry)
     return out
 
 
@@ -178,7 +192,7 @@ def _usage(reply: Reply) -> dict[str, Any]:
     }
 
 
-def sse_events(reply: Reply, model: str, offered: Sequence[str]) -> Iterator[dict[str, Any]]:
+def sse_events(reply: Reply, model: str, offered: Mapping[str, tuple[str | None, str]]) -> Iterator[dict[str, Any]]:
     """The event sequence the Responses API streams for one response."""
     response_id = _new_id("resp")
     shell_of = {
@@ -342,7 +356,7 @@ class FakeResponses:
                 self.send_header("cache-control", "no-cache")
                 self.send_header("connection", "close")
                 self.end_headers()
-                for event in sse_events(reply, model, tool_names(body)):
+                for event in sse_events(reply, model, offered_tools(body)):
                     self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
                     self.wfile.flush()
                 self.close_connection = True
