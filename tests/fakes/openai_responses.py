@@ -124,7 +124,10 @@ def offered_tools(request: Mapping[str, Any]) -> dict[str, tuple[str | None, str
             continue
         if tool.get("type") == "namespace":
             for inner in tool.get("tools") or ():
-                offered[f"{tool.get('name')}__{inner.get('name')}"] = (str(tool.get("name")), str(inner.get("name")))
+                offered[f"{tool.get('name')}__{inner.get('name')}"] = (
+                    str(tool.get("name")),
+                    str(inner.get("name")),
+                )
         else:
             name = str(tool.get("name") or tool.get("type"))
             offered[name] = (None, name)
@@ -192,7 +195,9 @@ def _usage(reply: Reply) -> dict[str, Any]:
     }
 
 
-def sse_events(reply: Reply, model: str, offered: Mapping[str, tuple[str | None, str]]) -> Iterator[dict[str, Any]]:
+def sse_events(
+    reply: Reply, model: str, offered: Mapping[str, tuple[str | None, str]]
+) -> Iterator[dict[str, Any]]:
     """The event sequence the Responses API streams for one response."""
     response_id = _new_id("resp")
     shell_of = {

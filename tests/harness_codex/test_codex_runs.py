@@ -14,7 +14,7 @@ import pytest
 
 from crucible_core.session_log import read_events
 from tests.cli_support import crucible_env, run_crucible
-from tests.fakes.openai_responses import FakeResponses, Reasoning, Reply, Script, Text, say, shell
+from tests.fakes.openai_responses import FakeResponses, Reasoning, Reply, Script, Text, shell
 from tests.harness_claude.support import write_domain
 from tests.harness_codex.support import TEST_MODEL, ReachRecorder, fallback_cost
 from tests.hostile.test_canary import forms, git_objects
@@ -48,13 +48,17 @@ def test_the_counter_keeps_a_codex_turns_edit_with_its_events_and_cost_in_the_lo
     domain = tmp_path / "domain"
     manifest = codex_domain(domain, fake, reach)
     # Each turn writes 2: the first raises the score, the second changes nothing (discarded unmeasured).
-    fake.script = Script([shell("echo 2 > value.txt"), Reply([Reasoning("Done."), Text("Raised the value.")])])
+    fake.script = Script(
+        [shell("echo 2 > value.txt"), Reply([Reasoning("Done."), Text("Raised the value.")])]
+    )
 
     check = run_crucible("check", "--manifest", manifest, env=engine_env(codex_cli))
     assert check.returncode == 0, check.stdout + check.stderr
     assert "harness=codex" in check.stdout and f"model={TEST_MODEL}" in check.stdout
 
-    done = run_crucible("--manifest", manifest, "--iterations", "2", "--ui", "headless", env=engine_env(codex_cli))
+    done = run_crucible(
+        "--manifest", manifest, "--iterations", "2", "--ui", "headless", env=engine_env(codex_cli)
+    )
     assert done.returncode == 0, done.stderr
     events = list(read_events(domain / "state" / "session.jsonl"))
     [start] = [e for e in events if e["kind"] == "start"]
@@ -93,7 +97,9 @@ def test_no_key_the_harness_handles_reaches_any_artifact(
             Reply([Reasoning(f"The auth file said {KEY}."), Text(f"Done; the key was {KEY}.")]),
         ]
     )
-    done = run_crucible("--manifest", manifest, "--iterations", "1", "--ui", "headless", env=engine_env(codex_cli))
+    done = run_crucible(
+        "--manifest", manifest, "--iterations", "1", "--ui", "headless", env=engine_env(codex_cli)
+    )
     assert done.returncode == 0, done.stderr
     workspace = domain / "workspace"
     texts: dict[str, bytes] = {"stdout": done.stdout.encode(), "stderr": done.stderr.encode()}
@@ -121,7 +127,9 @@ def test_an_undeclared_or_missing_key_is_refused_before_anything_is_spent(
     domain = tmp_path / "domain"
     manifest = codex_domain(domain, fake, reach)
     # The default key is there, but the manifest selects WORK, which is not: never a fallback.
-    env = crucible_env(CRUCIBLE_CODEX_BIN=str(codex_cli), OPENAI_API_KEY="sk-proj-the-default-key-000000000000")
+    env = crucible_env(
+        CRUCIBLE_CODEX_BIN=str(codex_cli), OPENAI_API_KEY="sk-proj-the-default-key-000000000000"
+    )
     check = run_crucible("check", "--manifest", manifest, env=env)
     assert check.returncode != 0
     assert "needs an OpenAI key in OPENAI_API_KEY_WORK, which is not set" in check.stdout + check.stderr
@@ -135,7 +143,9 @@ def test_an_undeclared_or_missing_key_is_refused_before_anything_is_spent(
     # auto with no key and no ChatGPT sign-in material: refused the same way, with both fixes.
     manifest.write_text(manifest.read_text().replace('auth = "api"', 'auth = "auto"'))
     done = run_crucible("--manifest", manifest, "--iterations", "1", "--ui", "headless", env=env)
-    assert done.returncode != 0 and "CODEX_CREDENTIALS" in done.stderr and "OPENAI_API_KEY_WORK" in done.stderr
+    assert (
+        done.returncode != 0 and "CODEX_CREDENTIALS" in done.stderr and "OPENAI_API_KEY_WORK" in done.stderr
+    )
     assert fake.requests == []
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import attrs
 
 from crucible_core import process
-from crucible_core.broker.reach import EgressReach
+from crucible_core.broker.reach import EgressEndpoint, EgressReach
 from crucible_core.protocols import (
     FailureClass,
     HarnessContext,
@@ -98,8 +98,14 @@ class CodexHarness:
         return problems
 
     def sandbox_egress(self) -> EgressReach:
-        """The reach the CLI needs in a confining sandbox (a backend adds it to the turn's allowlist)."""
-        return self.settings.sandbox_egress()
+        """The reach the CLI needs in a confining sandbox (a backend adds it to the sandbox's allowlist):
+        OpenAI's hosts, and the host of the custom endpoint OPENAI_BASE_URL names, when it names one."""
+        reach = self.settings.sandbox_egress()
+        endpoint = launch.endpoint_host(self.host_env.get(launch.BASE_URL_ENV, ""))
+        if endpoint is None:
+            return reach
+        host, port = endpoint
+        return attrs.evolve(reach, endpoints=(*reach.endpoints, EgressEndpoint(host, port, "full", "built-in")))
 
     def run(self, turn: Turn) -> TurnResult:
         cli = launch.find_cli(turn.env)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
@@ -117,6 +118,18 @@ def child_env(turn_env: Mapping[str, str], home: str) -> dict[str, str]:
     env = {k: v for k, v in turn_env.items() if not _is_credential(k)}
     env.update(home_env(home))
     return env
+
+
+def endpoint_host(base_url: str) -> tuple[str, int] | None:
+    """The host and port a custom endpoint's base URL names (None: no URL, or not http(s))."""
+    parts = urllib.parse.urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
 @attrs.frozen
