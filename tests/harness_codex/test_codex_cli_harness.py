@@ -161,3 +161,16 @@ def test_a_turn_that_never_started_leaves_its_session_open(
     result = codex.run(make_turn(workspace, env, Recorder(), session="solver"))
     assert result.failure is FailureClass.SPAWN and "config error" in result.note
     assert not codex.marks.used("solver")  # the retry of this transport failure may run
+
+
+def test_homes_a_killed_engine_left_go_at_the_first_turn_not_when_a_check_builds_the_harness(
+    fake: FakeResponses, codex_cli: Path, workspace: Path, private_dir: Path, tmp_path: Path
+) -> None:
+    left = private_dir / "codex-homes" / "turn-3-deadbeef" / ".codex"
+    left.mkdir(parents=True)
+    (left / "auth.json").write_text('{"OPENAI_API_KEY": "sk-left-behind"}')
+    codex = harness(private_dir)  # what `crucible check` does while a run may be mid-turn
+    assert (left / "auth.json").exists()
+    fake.script = Script([say("Done.")])
+    assert codex.run(make_turn(workspace, turn_env(fake, tmp_path / "home", codex_cli), Recorder())).ok
+    assert list((private_dir / "codex-homes").iterdir()) == []

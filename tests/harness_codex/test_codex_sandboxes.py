@@ -65,6 +65,12 @@ def test_the_counter_runs_a_codex_turn_in_a_sandbox_seeded_from_the_engine(
     manifest = openshell_codex_domain(domain, fake, gateway)
     fake.script = EDIT
 
+    # Without the key the run is refused before any sandbox is made (the CLI is the image's).
+    keyless = {k: v for k, v in engine_env(codex_cli).items() if k != "OPENAI_API_KEY_WORK"}
+    refused = run_crucible("--manifest", manifest, "-n", "1", "--ui", "headless", env=keyless)
+    assert refused.returncode != 0 and "export OPENAI_API_KEY_WORK=<key>" in refused.stderr
+    assert gateway.requests("CreateSandbox") == [] and fake.requests == []
+
     check = run_crucible("check", "--manifest", manifest, env=engine_env(codex_cli))
     assert check.returncode == 0, check.stdout + check.stderr
     for host in SANDBOX_HOSTS:  # the disclosure states the harness's reach

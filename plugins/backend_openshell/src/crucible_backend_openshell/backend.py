@@ -122,6 +122,12 @@ class OpenShellBackend:
             harness_reach=reach if isinstance(reach, EgressReach) else None,
         )
 
+    def preflight(self, env: Mapping[str, str], workspace: Path | None) -> list[str]:
+        """What the harness says would stop its sandboxed turn before any sandbox is made (a
+        credential it resolves on this host); its program is the image's, so it is not looked for here."""
+        check = getattr(self.harness, "sandbox_preflight", None)
+        return list(check(env)) if callable(check) else []
+
     def resolved_egress(self, services: Sequence[ServiceNeed] = ()) -> ResolvedEgress:
         endpoint = _gateway_endpoint(self.settings.openshell.gateway)
         forwards = [(need.name, endpoint) for need in services if endpoint is not None]

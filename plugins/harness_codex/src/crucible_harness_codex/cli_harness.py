@@ -3,8 +3,9 @@
 Each turn gets a home of its own (HOME, CODEX_HOME and the XDG directories), made fresh under
 the run's private state and removed when the turn ends: the CLI's config, the auth file holding
 the turn's credential, its caches and its transcript never land in a user's home, the workspace
-or anything the run keeps. A home a killed engine left behind is removed when the next
-harness is built (a resume).
+or anything the run keeps. A home a killed engine left behind is removed before this engine
+makes its first one (a resume); never earlier, since building a harness (`crucible check`)
+must not touch the homes of a run in progress.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -59,11 +61,31 @@ class Prepared:
     secrets: tuple[str, ...] = attrs.field(repr=False)
 
 
+@attrs.define
+class _Homes:
+    """Where turn homes are made; the first one made sweeps what a killed engine left there."""
+
+    root: Path
+    swept: bool = False
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def make(self, iteration: int) -> Path:
+        with self.lock:  # a wide round's turns start together: none may sweep another's home
+            if not self.swept:
+                shutil.rmtree(self.root, ignore_errors=True)
+                self.swept = True
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(self.root, 0o700)
+            home = self.root / f"turn-{iteration}-{secrets.token_hex(4)}"
+            home.mkdir(mode=0o700)
+            return home
+
+
 @attrs.frozen
 class CodexHarness:
     settings: CodexSettings
     marks: SessionMarks
-    homes: Path  # where turn homes are made (mode 0700, in the run's private state)
+    homes: _Homes  # where turn homes are made (mode 0700, in the run's private state)
     refresher: Refresher
     # The engine's environment with [agent].env over it: where a sandboxed turn's credential is
     # resolved (the sandbox itself is given only the disclosed variables).
@@ -72,22 +94,22 @@ class CodexHarness:
     @classmethod
     def from_context(cls, ctx: HarnessContext) -> CodexHarness:
         settings = ctx.settings if isinstance(ctx.settings, CodexSettings) else CodexSettings()
-        homes = ctx.private_dir / _HOMES
-        # What a killed predecessor left (an auth file among it) goes before anything else runs.
-        shutil.rmtree(homes, ignore_errors=True)
         return cls(
             settings,
             SessionMarks.under(ctx.private_dir),
-            homes,
+            _Homes(ctx.private_dir / _HOMES),
             Refresher.for_engine(),
             {**os.environ, **ctx.agent.env},
         )
 
     def preflight(self, env: Mapping[str, str]) -> list[str]:
-        problems = []
+        """What would stop a turn on this host: the CLI not found, no credential, each with its fix."""
         cli = launch.find_cli(env)
-        if cli.path is None:
-            problems.append(cli.missing_note())
+        return ([cli.missing_note()] if cli.path is None else []) + self.sandbox_preflight(env)
+
+    def sandbox_preflight(self, env: Mapping[str, str]) -> list[str]:
+        """What would stop a sandboxed turn: the credential, resolved on this host (the CLI is the image's)."""
+        problems = []
         selection = self._select(env)
         if isinstance(selection, auth.Refused):
             problems.append(selection.reason)
@@ -105,7 +127,9 @@ class CodexHarness:
         if endpoint is None:
             return reach
         host, port = endpoint
-        return attrs.evolve(reach, endpoints=(*reach.endpoints, EgressEndpoint(host, port, "full", "built-in")))
+        return attrs.evolve(
+            reach, endpoints=(*reach.endpoints, EgressEndpoint(host, port, "full", "built-in"))
+        )
 
     def run(self, turn: Turn) -> TurnResult:
         cli = launch.find_cli(turn.env)
@@ -224,10 +248,7 @@ class CodexHarness:
 
     @contextlib.contextmanager
     def _turn_home(self, iteration: int) -> Iterator[Path]:
-        self.homes.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.homes, 0o700)
-        home = self.homes / f"turn-{iteration}-{secrets.token_hex(4)}"
-        home.mkdir(mode=0o700)
+        home = self.homes.make(iteration)
         try:
             yield home
         finally:
