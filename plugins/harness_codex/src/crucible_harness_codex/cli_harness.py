@@ -15,7 +15,7 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -59,6 +59,16 @@ class Prepared:
     auth_file: bytes | None = attrs.field(repr=False)
     endpoint: launch.Endpoint
     secrets: tuple[str, ...] = attrs.field(repr=False)
+
+
+@attrs.frozen
+class _Opened:
+    """A turn about to start: its credential, model and stream decoder, and how its end is judged."""
+
+    prepared: Prepared
+    model: str
+    decoder: ExecDecoder
+    verdict: Callable[..., TurnResult]  # (Completed, fallback_cost=0.0): closes the session, masks the note
 
 
 @attrs.define
@@ -135,36 +145,22 @@ class CodexHarness:
         cli = launch.find_cli(turn.env)
         if cli.path is None:
             return TurnResult(False, FailureClass.SPAWN, note=cli.missing_note())
-        refused = self._session_refusal(turn)
-        if refused is not None:
-            return refused
-        prepared = self._prepare(turn.env)
-        if isinstance(prepared, TurnResult):
-            return prepared
-        self._announce_session(turn)
-        model = self.settings.choose_model(turn.model)
-        hidden = _hidden(prepared, turn)
-        decoder = ExecDecoder(lambda kind, fields: turn.emit(kind, events.mask(fields, hidden)), model)
+        opened = self._open(turn, lambda: self._prepare(turn.env))
+        if isinstance(opened, TurnResult):
+            return opened
         with self._turn_home(turn.iteration) as home:
-            codex_home = home / ".codex"
-            files = self._files(str(home), model, turn, prepared)
-            for path, data in files.items():
+            for path, data in self._files(str(home), turn, opened).items():
                 _write_private(Path(path), data)
             done = process.run(
-                launch.build_argv(cli.path, model=model, effort=turn.effort),
+                launch.build_argv(cli.path, model=opened.model, effort=turn.effort),
                 cwd=turn.workspace,
                 env=launch.child_env(turn.env, str(home)),
                 timeout=turn.deadline_seconds,
                 stdin_data=turn.prompt.encode("utf-8"),
-                on_stdout_line=decoder.feed,
+                on_stdout_line=opened.decoder.feed,
             )
-            fallback = 0.0
-            if not decoder.completed:
-                recorded = recorded_usage(codex_home)
-                fallback = cost_usd(model, recorded) if recorded is not None else 0.0
-        self._close_session(turn, decoder)
-        result = classify(done, decoder, fallback_cost=fallback)
-        return attrs.evolve(result, note=events.mask(result.note, hidden))
+            recorded = None if opened.decoder.completed else recorded_usage(home / ".codex")
+        return opened.verdict(done, cost_usd(opened.model, recorded) if recorded is not None else 0.0)
 
     def sandbox_command(self, turn: Turn, layout: SandboxLayout) -> SandboxCommand | TurnResult:
         """The turn as a command for a sandboxing backend; the box, not the CLI, is the boundary.
@@ -176,33 +172,21 @@ class CodexHarness:
         pod's own environment holds the key the config names, and a ChatGPT sign-in is refused
         (its token is minted only by the engine).
         """
-        refused = self._session_refusal(turn)
-        if refused is not None:
-            return refused
-        prepared = self._prepare(self.host_env) if layout.carries_secrets else self._pod_credential()
-        if isinstance(prepared, TurnResult):
-            return prepared
-        self._announce_session(turn)
-        model = self.settings.choose_model(turn.model)
-        hidden = _hidden(prepared, turn)
-        decoder = ExecDecoder(lambda kind, fields: turn.emit(kind, events.mask(fields, hidden)), model)
+        prepare = (lambda: self._prepare(self.host_env)) if layout.carries_secrets else self._pod_credential
+        opened = self._open(turn, prepare)
+        if isinstance(opened, TurnResult):
+            return opened
         cli = turn.env.get(launch.CLI_BIN_ENV) or launch.CLI_NAME
-        argv = launch.build_argv(cli, model=model, effort=turn.effort)
+        argv = launch.build_argv(cli, model=opened.model, effort=turn.effort)
         if not layout.carries_secrets:
             argv = ["sh", "-c", _POD_SCRIPT, *argv[:-1]]
-
-        def finish(done: process.Completed) -> TurnResult:
-            self._close_session(turn, decoder)
-            result = classify(done, decoder)
-            return attrs.evolve(result, note=events.mask(result.note, hidden))
-
         return SandboxCommand(
             argv=tuple(argv),
             env=launch.child_env(turn.env, layout.home),
             stdin=turn.prompt.encode("utf-8"),
-            on_stdout_line=decoder.feed,
-            finish=finish,
-            files=self._files(layout.home, model, turn, prepared),
+            on_stdout_line=opened.decoder.feed,
+            finish=opened.verdict,
+            files=self._files(layout.home, turn, opened),
         )
 
     # -- the pieces -----------------------------------------------------------------------------
@@ -237,9 +221,30 @@ class CodexHarness:
             )
         return Prepared(None, launch.Endpoint(env_key=table.key_variable), ())
 
-    def _files(self, home: str, model: str, turn: Turn, prepared: Prepared) -> dict[str, bytes]:
+    def _open(self, turn: Turn, prepare: Callable[[], Prepared | TurnResult]) -> _Opened | TurnResult:
+        """Everything before the CLI starts: the session rule, the credential, the stream decoder."""
+        refused = self._session_refusal(turn)
+        if refused is not None:
+            return refused
+        prepared = prepare()
+        if isinstance(prepared, TurnResult):
+            return prepared
+        self._announce_session(turn)
+        hidden = _hidden(prepared, turn)
+        model = self.settings.choose_model(turn.model)
+        decoder = ExecDecoder(lambda kind, fields: turn.emit(kind, events.mask(fields, hidden)), model)
+
+        def verdict(done: process.Completed, fallback_cost: float = 0.0) -> TurnResult:
+            self._close_session(turn, decoder)
+            result = classify(done, decoder, fallback_cost=fallback_cost)
+            return attrs.evolve(result, note=events.mask(result.note, hidden))
+
+        return _Opened(prepared, model, decoder, verdict)
+
+    def _files(self, home: str, turn: Turn, opened: _Opened) -> dict[str, bytes]:
+        prepared = opened.prepared
         config = launch.config(
-            model=model, endpoint=prepared.endpoint, mcp_servers=turn.mcp_servers, effort=turn.effort
+            model=opened.model, endpoint=prepared.endpoint, mcp_servers=turn.mcp_servers, effort=turn.effort
         )
         files = {f"{home}/.codex/config.toml": launch.toml_text(config).encode("utf-8")}
         if prepared.auth_file is not None:
