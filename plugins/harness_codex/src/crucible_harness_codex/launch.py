@@ -105,7 +105,7 @@ def home_env(home: str) -> dict[str, str]:
 
 
 def _is_credential(name: str) -> bool:
-    return name.startswith(("OPENAI_API_KEY", "CODEX_")) or name in ("CODEX_CREDENTIALS", "OPENAI_ADMIN_KEY")
+    return name.startswith(("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "CODEX_"))
 
 
 def child_env(turn_env: Mapping[str, str], home: str) -> dict[str, str]:
