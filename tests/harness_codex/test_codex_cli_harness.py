@@ -174,3 +174,13 @@ def test_homes_a_killed_engine_left_go_at_the_first_turn_not_when_a_check_builds
     fake.script = Script([say("Done.")])
     assert codex.run(make_turn(workspace, turn_env(fake, tmp_path / "home", codex_cli), Recorder())).ok
     assert list((private_dir / "codex-homes").iterdir()) == []
+
+
+def test_a_turn_the_provider_fails_midway_is_charged_the_requests_it_made(
+    fake: FakeResponses, codex_cli: Path, workspace: Path, private_dir: Path, tmp_path: Path
+) -> None:
+    fake.script = Script([shell("true"), api_error(400, "context_length_exceeded", "too long")])
+    env = turn_env(fake, tmp_path / "home", codex_cli)
+    result = harness(private_dir).run(make_turn(workspace, env, Recorder()))
+    assert not result.ok and result.failure is FailureClass.PROVIDER
+    assert result.cost_usd == pytest.approx(fallback_cost((2000, 500, 100)))  # the first request's

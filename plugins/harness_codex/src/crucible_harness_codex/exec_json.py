@@ -148,13 +148,7 @@ class ExecDecoder:
         self.failure = _error_text(error) or self.last_error or "the turn failed"
         self.emit(
             events.AGENT_RESULT,
-            {
-                "ok": False,
-                "subtype": "error",
-                "turns": 1,
-                "cost_usd": self.cost_usd,
-                "text": events.clip(self.failure),
-            },
+            {"ok": False, "subtype": "error", "turns": 1, "text": events.clip(self.failure)},
         )
 
     def _error(self, message: Mapping[str, Any]) -> None:

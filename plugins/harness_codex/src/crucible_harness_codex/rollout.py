@@ -29,7 +29,8 @@ def recorded_usage(codex_home: Path) -> Usage | None:
         text = read_regular(newest, MAX_ROLLOUT_BYTES).decode("utf-8", errors="replace")
     except (OSError, AgentFileRefused):
         return None
-    for line in reversed(text.splitlines()):
+    totals = []
+    for line in text.splitlines():
         if '"token_usage_record"' not in line and '"token_count"' not in line:
             continue
         try:
@@ -41,5 +42,7 @@ def recorded_usage(codex_home: Path) -> Usage | None:
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             continue
         if isinstance(total, dict):
-            return Usage.of(total)
-    return None
+            totals.append(Usage.of(total))
+    # Running totals only grow, but the CLI records a zeroed one when the context overflows:
+    # the largest is what was spent.
+    return max(totals, key=lambda u: u.input_tokens + u.output_tokens, default=None)

@@ -32,7 +32,8 @@ def classify(done: Completed, decoder: ExecDecoder, *, fallback_cost: float = 0.
         return TurnResult(
             False, FailureClass.SPAWN, note=_note(f"could not start the Codex CLI: {done.spawn_error}")
         )
-    cost = decoder.cost_usd if decoder.completed or decoder.failure is not None else fallback_cost
+    # Only turn.completed reports usage; any other end is charged what was recorded elsewhere.
+    cost = decoder.cost_usd if decoder.completed else fallback_cost
     estimate = f"cost estimated from recorded usage: ${cost:.4f}" if cost and not decoder.completed else ""
     if done.timed_out:
         return TurnResult(
