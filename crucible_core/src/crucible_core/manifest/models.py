@@ -17,7 +17,7 @@ UNSUPPORTED_SECTIONS = (
     "measure",
     "scope",
 )
-UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers", "codex")
+UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers")
 UNSUPPORTED_AGENT_KEYS = ("allow_unverified_image",)  # image verification for sandboxing backends
 UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
 
