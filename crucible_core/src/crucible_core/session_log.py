@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible_core.contract import wire
+from crucible_core.contract.json_bounds import loads_valid_text, without_lone_surrogates
 from crucible_core.errors import RunFailed
 from crucible_core.redact import Redactor
 
@@ -64,7 +65,13 @@ class SessionLog:
         """Write one wire event (stamped with the time) and return the line's object as written."""
         with self._lock:
             obj: dict[str, Any] = self.redactor.obj(wire.envelope(event, round(time.time(), 3)))
-            data = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+            text = json.dumps(obj, separators=(",", ":"), default=str)
+            if "\\ud" in text:  # json.dumps writes every non-ASCII character as a lowercase escape
+                # a lone surrogate that reached an event (whatever its source) is written, and
+                # shown to observers, as U+FFFD: no reader of this line can then fail to print it
+                obj = without_lone_surrogates(obj)
+                text = json.dumps(obj, separators=(",", ":"), default=str)
+            data = (text + "\n").encode("utf-8")
             os.write(self._fd, data)
             self._twin.write(data)
             self._size += len(data)
@@ -174,8 +181,8 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
             if not raw.strip():
                 continue
             try:
-                event = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                event = loads_valid_text(raw)
+            except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                 continue
             if isinstance(event, dict) and isinstance(event.get("kind"), str):
                 yield event

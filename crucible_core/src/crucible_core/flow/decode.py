@@ -10,12 +10,12 @@ the package looks at raw lines.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from crucible_core.contract import wire
+from crucible_core.contract.json_bounds import loads_valid_text
 
 Event = dict[str, Any]
 
@@ -42,8 +42,8 @@ def decode_lines(lines: Iterable[bytes | str]) -> Iterator[Event]:
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            value = loads_valid_text(raw)
+        except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             continue  # a torn tail from a killed writer
         if isinstance(value, dict) and isinstance(value.get("kind"), str):
             yield from decode_event(value)
