@@ -15,10 +15,9 @@ import re
 # format characters that reorder or hide text (bidirectional marks, overrides and isolates,
 # zero-width characters, the byte-order mark).
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-_CONTROLS_BUT_TAB = re.compile(
-    r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
-)
+_BEYOND_C0 = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+_CONTROLS = re.compile(rf"[\x00-\x1f{_BEYOND_C0}]")
+_CONTROLS_BUT_TAB = re.compile(rf"[\x00-\x08\x0a-\x1f{_BEYOND_C0}]")
 _LONE_SURROGATES = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 

@@ -4,8 +4,9 @@ The guard refuses, before the SDK sees a byte: a peer that is not loopback (403)
 without the run's bearer token or with a wrong one (401), a body over the size bound (413), and
 a request over the concurrency bound (503). A request the SDK rejects as malformed (a batch, a
 non-object, a missing field) gets a short JSON-RPC error of ours: the SDK's own message is a
-pydantic report that echoes the input and names library internals. Tool calls run on worker threads, so a slow tool
-never stalls the listener; a tool that raises comes back as an MCP tool error.
+pydantic report that echoes the input and names library internals. Tool calls run on worker
+threads, so a slow tool never stalls the listener; a tool that raises comes back as an MCP tool
+error.
 
 The server lives inside the engine process (a daemon thread with its own event loop), so it
 cannot outlive the engine: a SIGKILL takes the socket with the process.
