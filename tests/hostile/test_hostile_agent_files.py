@@ -33,7 +33,6 @@ from tests.live_support import domain, events, start, wait_for
 
 DEEP = "[" * 100_000 + "]" * 100_000
 ESCAPES = "\\u001b]0;PWNED\\u0007\\u001b[2J\\u009b31m\\u202e"  # as JSON escapes
-HUNG = "the engine hung"
 
 
 @attrs.frozen
@@ -67,7 +66,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 90) -> tuple[str, str]:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        pytest.fail(HUNG)
+        pytest.fail("the engine hung")
 
 
 def notes(log: list[dict[str, Any]]) -> list[str]:
