@@ -15,6 +15,7 @@ INFRASTRUCTURE = {
     "shell",
     "session_log",
     "redact",
+    "agent_files",
     "protocols",
     "registry",
     "plugins",
