@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from crucible_core.flow.decode import read_session
+from crucible_core.flow.fold import fold_flow
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 from tests.e2e.session import assert_one_trailing_shutdown, events, rows
 
@@ -172,6 +174,14 @@ def test_a_wide_round_proposes_concurrently_measures_serially_and_keeps_the_best
     deep = [r for r in rows(manifest) if "phase" not in r]
     assert [r["iter"] for r in deep] == [0, 1, 2]
     assert [r["score"] for r in deep] == [100, 69, 68]
+    # the flow page draws the round before iteration 1, and the best it kept
+    flow = fold_flow(read_session(root / "state" / "session.jsonl"))
+    assert [(it.iter, it.decision, it.score, it.best) for it in flow.iterations] == [
+        (0, "keep", 70, 70),
+        (1, "keep", 69, 69),
+        (2, "keep", 68, 68),
+    ]
+    assert flow.iterations[0].wide and len(flow.iterations[0].candidates) == 4
     assert assert_one_trailing_shutdown(manifest)["outcome"] == "finished"
     assert (root / "workspace" / "program.txt").read_text() == "cost = 68\n"
     assert_no_fork_left(manifest)

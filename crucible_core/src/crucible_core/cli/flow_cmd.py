@@ -63,4 +63,4 @@ def command(session: Path, out: Path, spans: Path | None) -> None:
         out.write_text(render(model), encoding="utf-8")
     except OSError as exc:
         raise WorkspaceError(f"cannot write {out}: {exc.strerror}", hint="pick another --out") from exc
-    click.echo(f"wrote {out} ({len(model.iterations)} iterations, outcome {model.header.outcome})")
+    click.echo(f"wrote {out} ({len(model.deep_iterations)} iterations, outcome {model.header.outcome})")

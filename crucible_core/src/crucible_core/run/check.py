@@ -181,9 +181,15 @@ def _report_declaration(plugins: Plugins, loaded: LoadedManifest, findings: Find
         findings.add("fail", problem)
 
 
-def report_spread(repeats: int, first: Reading, measure: Callable[[], Reading], findings: Findings) -> None:
-    """With `[judge].repeats`, measure the workspace that many times and show the spread a
-    `noise = "auto"` run would take as its margin."""
+# A `noise = "auto"` margin this large a share of the score keeps only changes larger than it.
+LARGE_MARGIN_SHARE = 0.10
+
+
+def report_spread(
+    repeats: int, first: Reading, measure: Callable[[], Reading], findings: Findings, *, auto: bool
+) -> None:
+    """With `[judge].repeats`, measure the workspace that many times and show the margin a
+    `noise = "auto"` run would take; with `auto` (the margin in force), warn when it is large."""
     readings = [first, *(measure() for _ in range(repeats - 1))]
     scores = [r.score for r in readings if r.scoreable and r.score is not None]
     if len(scores) < len(readings):
@@ -191,10 +197,25 @@ def report_spread(repeats: int, first: Reading, measure: Callable[[], Reading], 
             "fail", f"{len(readings) - len(scores)} of {repeats} repeated measures gave no valid reading"
         )
         return
+    median, margin = statistics.median(scores), noise_margin(scores)
     findings.add(
         "info",
-        f"{repeats} measures: median {statistics.median(scores):g}, spread {noise_margin(scores):g} "
-        f'(the margin noise = "auto" would require)',
+        f"{repeats} measures: median {median:g}, low {min(scores):g}, high {max(scores):g}; "
+        f'margin {margin:g} (what noise = "auto" would require)',
+    )
+    if not auto or margin <= 0:
+        return
+    if median == 0:
+        size = "more than the score itself (0)"
+    elif margin >= LARGE_MARGIN_SHARE * abs(median):
+        size = f"{margin / abs(median):.0%} of the score {median:g}"
+    else:
+        return
+    findings.add(
+        "warn",
+        f'noise = "auto" sets a margin of {margin:g}, {size}: only a candidate better than the best '
+        f"by more than that is kept. Steady the measure (a longer benchmark, a quieter machine), "
+        f'or drop noise = "auto" for a min_improvement you choose',
     )
 
 
@@ -327,7 +348,7 @@ def _probe_gate(
             f"score={reading.score} {reading.note}".rstrip(),
         )
         if m.judge.repeats > 1:
-            report_spread(m.judge.repeats, reading, measure, findings)
+            report_spread(m.judge.repeats, reading, measure, findings, auto=m.judge.noise == "auto")
         if m.judge.selftest is None:
             findings.add("warn", "no [judge.selftest]: the gate has not been shown to tell good from bad")
         else:
