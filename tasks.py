@@ -28,6 +28,7 @@ MEMBERS = [
     "plugins/backend_local",
     "plugins/backend_openshell",
     "plugins/harness_claude",
+    "plugins/harness_acp",
     "plugins/deploy_kubernetes",
     "plugins/broker_mcp",
     "plugins/service_oubliette",
@@ -36,6 +37,10 @@ DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The Claude Code CLI the harness tests drive, pinned; installed under .cache/ when npm exists.
 CLAUDE_CLI_PACKAGE = "@anthropic-ai/claude-code@2.1.328"
 CLAUDE_PREFIX = ROOT / ".cache" / "claude-cli"
+# The ACP agents the acp harness tests drive, pinned: claude-agent-acp reports usage and cost and
+# does its own file work; claude-code-acp routes file and terminal work through the client.
+ACP_AGENT_PACKAGES = ("@zed-industries/claude-agent-acp@0.23.1", "@zed-industries/claude-code-acp@0.16.2")
+ACP_PREFIX = ROOT / ".cache" / "acp-agents"
 
 
 def sh(*argv: str | Path, **kwargs) -> None:
@@ -72,22 +77,31 @@ def ensure_venv() -> None:
     stamp_file.write_text(stamp)
 
 
-def ensure_claude_cli() -> None:
-    """Install the pinned Claude Code CLI for the harness tests; without npm those tests skip."""
-    marker = CLAUDE_PREFIX / ".installed"
-    if marker.exists() and marker.read_text() == CLAUDE_CLI_PACKAGE:
+def ensure_npm_packages(prefix: Path, packages: tuple[str, ...], what: str) -> None:
+    """Install pinned npm packages under .cache/ for the tests that drive them; without npm those tests skip."""
+    marker = prefix / ".installed"
+    wanted = " ".join(packages)
+    if marker.exists() and marker.read_text() == wanted:
         return
     npm = shutil.which("npm")
     if npm is None:
-        print("npm not found: the Claude Code CLI tests will be skipped", flush=True)
+        print(f"npm not found: the {what} tests will be skipped", flush=True)
         return
-    CLAUDE_PREFIX.mkdir(parents=True, exist_ok=True)
+    prefix.mkdir(parents=True, exist_ok=True)
     try:
-        sh(npm, "install", "--no-audit", "--no-fund", "--prefix", CLAUDE_PREFIX, CLAUDE_CLI_PACKAGE)
+        sh(npm, "install", "--no-audit", "--no-fund", "--prefix", prefix, *packages)
     except subprocess.CalledProcessError:
-        print("could not install the Claude Code CLI: its tests will be skipped", flush=True)
+        print(f"could not install the {what}: its tests will be skipped", flush=True)
         return
-    marker.write_text(CLAUDE_CLI_PACKAGE)
+    marker.write_text(wanted)
+
+
+def ensure_claude_cli() -> None:
+    ensure_npm_packages(CLAUDE_PREFIX, (CLAUDE_CLI_PACKAGE,), "Claude Code CLI")
+
+
+def ensure_acp_agents() -> None:
+    ensure_npm_packages(ACP_PREFIX, ACP_AGENT_PACKAGES, "ACP agents")
 
 
 def demo(extra: list[str]) -> int:
@@ -102,10 +116,14 @@ def demo(extra: list[str]) -> int:
 def test(extra: list[str]) -> int:
     ensure_venv()
     ensure_claude_cli()
+    ensure_acp_agents()
     env = dict(os.environ)
     cli = CLAUDE_PREFIX / "node_modules" / ".bin" / "claude"
     if cli.exists():
         env["CRUCIBLE_TEST_CLAUDE_CLI"] = str(cli)
+    agents = ACP_PREFIX / "node_modules" / ".bin"
+    if (ACP_PREFIX / ".installed").exists():
+        env["CRUCIBLE_TEST_ACP_AGENTS"] = str(agents)
     return subprocess.run([str(BIN / "python"), "-m", "pytest", *extra], cwd=ROOT, env=env).returncode
 
 

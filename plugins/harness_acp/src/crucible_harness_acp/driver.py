@@ -1,0 +1,457 @@
+"""The ACP client of one turn, run as a process of its own: `python -m crucible_harness_acp.driver CONFIG`.
+
+The harness starts this driver under crucible's supervisor (own process group, deadline,
+bounded capture), so the agent it starts in turn lives and dies with the turn, on the host
+and inside a sandbox alike. The driver reads the prompt on stdin, starts the agent with the
+turn's environment, speaks the Agent Client Protocol to it over its stdio (through the
+`agent-client-protocol` SDK), and answers what the agent asks of its client:
+
+- permission requests, default-deny against the grant (policy.py);
+- file reads and writes, inside the workspace only (confine.py);
+- terminals, in the workspace, when running commands is granted (terminals.py).
+
+Each decision and each session update becomes one JSON line on stdout (events.py); the last
+line is the turn's end. The agent's own stderr passes through to ours, which the supervisor keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp.interfaces import Agent
+from acp.schema import (
+    AcpMcpServer,
+    AllowedOutcome,
+    ClientCapabilities,
+    CreateElicitationResponse,
+    CreateTerminalResponse,
+    DeclineElicitationResponse,
+    DeniedOutcome,
+    ElicitationMode,
+    EnvVariable,
+    FileSystemCapabilities,
+    HttpHeader,
+    HttpMcpServer,
+    Implementation,
+    KillTerminalResponse,
+    McpServerStdio,
+    PermissionOption,
+    ReadTextFileResponse,
+    ReleaseTerminalResponse,
+    RequestPermissionResponse,
+    SseMcpServer,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    ToolCallUpdate,
+    WaitForTerminalExitResponse,
+    WriteTextFileResponse,
+)
+
+from crucible_harness_acp import confine, events
+from crucible_harness_acp.config import TurnConfig
+from crucible_harness_acp.policy import Grant, Option, decide, path_problem
+from crucible_harness_acp.terminals import TerminalRefused, Terminals, exit_status
+from crucible_harness_acp.updates import UpdateDecoder
+
+# The longest JSON-RPC line read from the agent: a file's text travels in one.
+LINE_LIMIT = 16 << 20
+# JSON-RPC's "invalid params": the request asked for something the client refuses to do.
+REFUSED = -32602
+AUTH_REQUIRED = -32000
+
+McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
+
+
+class TurnFailed(Exception):
+    """The turn cannot go on; `failure` is the class the harness reports (spawn, provider, agent, stream)."""
+
+    def __init__(self, failure: str, note: str) -> None:
+        super().__init__(note)
+        self.failure = failure
+        self.note = note
+
+
+class Out:
+    """The driver's stdout: one JSON object per line, flushed at once."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def write(self, obj: Mapping[str, Any]) -> None:
+        self.stream.write(json.dumps(obj, default=str) + "\n")
+        self.stream.flush()
+
+    def event(self, kind: str, fields: Mapping[str, Any]) -> None:
+        self.write({events.LINE_EVENT: kind, "fields": fields})
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    dumped = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped if isinstance(dumped, dict) else {}
+
+
+def _refuse(reason: str) -> RequestError:
+    return RequestError(REFUSED, f"refused by crucible: {reason}")
+
+
+class TurnClient:
+    """The client side of the ACP connection for one turn."""
+
+    def __init__(self, workspace: Path, grant: Grant, out: Out) -> None:
+        self.workspace = workspace
+        self.grant = grant
+        self.out = out
+        self.decoder = UpdateDecoder(out.event, on_cost=lambda cost: out.write({events.LINE_COST: cost}))
+        self.terminals = Terminals(dict(os.environ))
+
+    def on_connect(self, conn: Agent) -> None:
+        pass
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.decoder.feed(_wire(update))
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        view = self.decoder.call(_wire(tool_call))
+        problems = [p for p in (path_problem(self.workspace, path) for path in view.locations) if p]
+        decision = decide(self.grant, view, problems, [Option(o.option_id, o.kind) for o in options])
+        self.out.event(
+            events.AGENT_PERMISSION,
+            {
+                "id": view.id,
+                "tool": events.clip(view.names[0] if view.names else view.title, 300),
+                "title": events.clip(view.title, 300),
+                "family": decision.family,
+                "decision": "allowed" if decision.allowed else "denied",
+                "reason": events.clip(decision.reason, 500),
+            },
+        )
+        if decision.option_id is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=decision.option_id)
+        )
+
+    def _file_decision(self, operation: str, path: str, family: str) -> None:
+        if family not in self.grant.allow:
+            self._record_file(operation, path, f"tool family {family!r} is not granted by [agent.acp].allow")
+            raise _refuse(f"{operation} is not granted")
+
+    def _record_file(self, operation: str, path: str, refusal: str | None) -> None:
+        self.out.event(
+            events.AGENT_FILE,
+            {
+                "operation": operation,
+                "path": events.clip(path, 500),
+                "decision": "denied" if refusal else "allowed",
+                "reason": events.clip(refusal or "inside the workspace", 500),
+            },
+        )
+
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> ReadTextFileResponse:
+        self._file_decision("read", path, "read")
+        try:
+            content = confine.read_text(self.workspace, path, line, limit)
+        except confine.Refused as exc:
+            self._record_file("read", path, str(exc))
+            raise _refuse(str(exc)) from None
+        self._record_file("read", path, None)
+        return ReadTextFileResponse(content=content)
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **kwargs: Any
+    ) -> WriteTextFileResponse:
+        self._file_decision("write", path, "edit")
+        try:
+            confine.write_text(self.workspace, path, content)
+        except confine.Refused as exc:
+            self._record_file("write", path, str(exc))
+            raise _refuse(str(exc)) from None
+        self._record_file("write", path, None)
+        return WriteTextFileResponse()
+
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
+    ) -> CreateTerminalResponse:
+        shown = events.clip(" ".join([command, *(args or [])]), 500)
+        refusal = None
+        if "execute" not in self.grant.allow:
+            refusal = "tool family 'execute' is not granted by [agent.acp].allow"
+        elif cwd is not None:
+            refusal = path_problem(self.workspace, cwd)
+        terminal_id = ""
+        if refusal is None:
+            try:
+                terminal_id = await self.terminals.create(
+                    command,
+                    list(args or []),
+                    {v.name: v.value for v in env or []},
+                    self.workspace / cwd if cwd else self.workspace,
+                    output_byte_limit,
+                )
+            except TerminalRefused as exc:
+                refusal = str(exc)
+        self.out.event(
+            events.AGENT_TERMINAL,
+            {
+                "id": terminal_id or None,
+                "command": shown,
+                "cwd": events.clip(cwd or str(self.workspace), 500),
+                "decision": "denied" if refusal else "allowed",
+                "reason": refusal or "running commands is granted",
+            },
+        )
+        if refusal:
+            raise _refuse(refusal)
+        return CreateTerminalResponse(terminal_id=terminal_id)
+
+    def _terminal(self, terminal_id: str) -> Any:
+        try:
+            return self.terminals.get(terminal_id)
+        except TerminalRefused as exc:
+            raise _refuse(str(exc)) from None
+
+    async def terminal_output(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> TerminalOutputResponse:
+        terminal = self._terminal(terminal_id)
+        code = terminal.proc.returncode
+        status = None
+        if code is not None:
+            exit_code, signal = exit_status(code)
+            status = TerminalExitStatus(exit_code=exit_code, signal=signal)
+        return TerminalOutputResponse(
+            output=terminal.text(), truncated=terminal.truncated, exit_status=status
+        )
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> WaitForTerminalExitResponse:
+        self._terminal(terminal_id)
+        exit_code, signal = exit_status(await self.terminals.wait(terminal_id))
+        self.out.event(events.AGENT_TERMINAL, {"id": terminal_id, "exit_code": exit_code, "signal": signal})
+        return WaitForTerminalExitResponse(exit_code=exit_code, signal=signal)
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> KillTerminalResponse:
+        self._terminal(terminal_id).kill()
+        return KillTerminalResponse()
+
+    async def release_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> ReleaseTerminalResponse:
+        self._terminal(terminal_id)
+        self.terminals.release(terminal_id)
+        return ReleaseTerminalResponse()
+
+    async def create_elicitation(
+        self, message: str, mode: ElicitationMode, **kwargs: Any
+    ) -> CreateElicitationResponse:
+        # Nobody is there to answer a question mid-turn: the agent is told no, and the log says so.
+        self.out.event(
+            events.AGENT_NOTE, {"text": events.clip(f"declined the agent's question: {message}", 500)}
+        )
+        return DeclineElicitationResponse(action="decline")
+
+    async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+
+def mcp_servers(servers: Mapping[str, Any], capabilities: Any) -> list[McpServer]:
+    """The turn's MCP servers (the mcpServers config shape) in ACP's form, for session/new.
+
+    A server the agent cannot take (it advertises no HTTP or SSE transport) fails the turn:
+    the run granted tools the agent would otherwise silently lack.
+    """
+    converted: list[McpServer] = []
+    for name, entry in servers.items():
+        if not isinstance(entry, Mapping):
+            continue
+        kind = entry.get("type") or ("stdio" if "command" in entry else "http")
+        if kind in ("http", "sse"):
+            if not getattr(capabilities, kind, False):
+                raise TurnFailed(
+                    "spawn",
+                    f"the agent does not accept {kind.upper()} MCP servers, so it cannot reach {name!r} "
+                    "(the broker and run services are served over HTTP): use an agent that does",
+                )
+            headers = [HttpHeader(name=k, value=str(v)) for k, v in dict(entry.get("headers") or {}).items()]
+            url = str(entry["url"])
+            if kind == "http":
+                converted.append(HttpMcpServer(type="http", name=name, url=url, headers=headers))
+            else:
+                converted.append(SseMcpServer(type="sse", name=name, url=url, headers=headers))
+        else:
+            env = [EnvVariable(name=k, value=str(v)) for k, v in dict(entry.get("env") or {}).items()]
+            args = [str(a) for a in entry.get("args") or []]
+            converted.append(McpServerStdio(name=name, command=str(entry["command"]), args=args, env=env))
+    return converted
+
+
+def _request_error_text(exc: RequestError) -> str:
+    data = exc.data
+    detail = data.get("details") if isinstance(data, Mapping) else data
+    text = str(exc) if detail in (None, "") else f"{exc}: {detail}"
+    return events.clip(text, 500)
+
+
+def _prompt_failure(exc: RequestError) -> TurnFailed:
+    """An error the agent answered session/prompt with: the provider's, or the agent's own."""
+    text = _request_error_text(exc)
+    if exc.code == AUTH_REQUIRED:
+        return TurnFailed("provider", f"the agent needs authentication it does not have: {text}")
+    # Agents relay the model provider's failure as the error's text ("API Error: 529 ...").
+    if "api error" in text.lower() or "overloaded" in text.lower():
+        return TurnFailed("provider", f"the model provider failed: {text}")
+    return TurnFailed("agent", f"the agent ended the turn with an error: {text}")
+
+
+async def _choose(conn: Any, session: Any, category: str, value: str, what: str, out: Out) -> None:
+    """Select a session config option (the model, the thought level) when the agent offers one."""
+    options = getattr(session, "config_options", None) or []
+    option = next(
+        (
+            o
+            for o in options
+            if getattr(o, "category", None) == category or getattr(o, "id", None) == category
+        ),
+        None,
+    )
+    if option is None:
+        out.event(events.AGENT_NOTE, {"text": f"the agent offers no {what} choice: {value!r} is not applied"})
+        return
+    try:
+        await conn.set_config_option(config_id=option.id, session_id=session.session_id, value=value)
+    except RequestError as exc:
+        raise TurnFailed("spawn", f"the agent refused {what} {value!r}: {_request_error_text(exc)}") from None
+
+
+async def drive(config: TurnConfig, prompt: str, out: Out) -> dict[str, Any]:
+    """Run the turn; return the end record (stop reason, usage, cost)."""
+    workspace = Path(os.path.realpath(config.workspace))
+    grant = Grant(frozenset(config.allow), tuple(config.mcp_servers))
+    client = TurnClient(workspace, grant, out)
+    started = time.monotonic()
+    begun = False  # the session exists: a broken connection from here on is a stream failure
+    try:
+        async with spawn_agent_process(
+            client,
+            config.command[0],
+            *config.command[1:],
+            env=dict(os.environ),
+            cwd=workspace,
+            transport_kwargs={"stderr": None, "limit": LINE_LIMIT},
+        ) as (conn, _process):
+            try:
+                init = await conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    client_capabilities=ClientCapabilities(
+                        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
+                    ),
+                    client_info=Implementation(name="crucible", version="0.1.0"),
+                )
+                capabilities = getattr(init.agent_capabilities, "mcp_capabilities", None)
+                servers = mcp_servers(config.mcp_servers, capabilities)
+                session = await conn.new_session(cwd=str(workspace), mcp_servers=servers)
+            except RequestError as exc:
+                if exc.code == AUTH_REQUIRED:
+                    note = f"the agent needs authentication: {_request_error_text(exc)}"
+                    raise TurnFailed("provider", note) from None
+                note = f"the agent refused to start a session: {_request_error_text(exc)}"
+                raise TurnFailed("spawn", note) from None
+            begun = True
+            if config.model:
+                await _choose(conn, session, "model", config.model, "model", out)
+            if config.effort:
+                await _choose(conn, session, "thought_level", config.effort, "reasoning effort", out)
+            info = init.agent_info
+            current_model = next(
+                (
+                    getattr(o, "current_value", None)
+                    for o in getattr(session, "config_options", None) or []
+                    if getattr(o, "category", None) == "model" or getattr(o, "id", None) == "model"
+                ),
+                None,
+            )
+            out.event(
+                events.AGENT_START,
+                {
+                    "harness": "acp",
+                    "agent": info.name if info else None,
+                    "version": info.version if info else None,
+                    "model": config.model or current_model,
+                    "permission_mode": grant.describe(),
+                    "mcp_servers": sorted(config.mcp_servers),
+                },
+            )
+            try:
+                response = await conn.prompt(session_id=session.session_id, prompt=[text_block(prompt)])
+            except RequestError as exc:
+                client.decoder.finish()
+                raise _prompt_failure(exc) from None
+            client.decoder.finish()
+            await client.terminals.close()
+    except (ConnectionError, asyncio.IncompleteReadError) as exc:
+        client.decoder.finish()
+        if not begun:
+            note = f"the agent closed the connection before a session began ({exc}): is it an ACP agent?"
+            raise TurnFailed("spawn", note) from None
+        raise TurnFailed("stream", f"the connection to the agent broke off: {exc}") from None
+    except OSError as exc:  # the agent program could not be started
+        note = f"could not start the agent {config.command[0]!r}: {exc.strerror or exc}"
+        raise TurnFailed("spawn", note) from None
+    usage = _wire(response.usage) if response.usage is not None else None
+    return {
+        "stop_reason": str(response.stop_reason),
+        "usage": usage,
+        "cost_usd": client.decoder.cost_usd,
+        "text": events.clip(client.decoder.last_text, 600),
+        "duration_ms": round((time.monotonic() - started) * 1000),
+    }
+
+
+def main(argv: Sequence[str]) -> int:
+    out = Out(sys.stdout)
+    if len(argv) != 1:
+        out.write({events.LINE_END: {"failure": "spawn", "note": "usage: driver CONFIG"}})
+        return 2
+    try:
+        config = TurnConfig.from_json(Path(argv[0]).read_bytes())
+        prompt = sys.stdin.read()
+        end = asyncio.run(drive(config, prompt, out))
+    except TurnFailed as exc:
+        out.write({events.LINE_END: {"failure": exc.failure, "note": exc.note}})
+        return 1
+    except Exception as exc:  # an answer the SDK could not decode, or a fault of ours: still one end line
+        note = events.clip(f"the acp driver failed: {exc!r}", 600)
+        out.write({events.LINE_END: {"failure": "stream", "note": note}})
+        return 1
+    out.write({events.LINE_END: end})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
