@@ -55,8 +55,8 @@ class AcpHarness:
     table: AcpTable
     manifest_dir: Path
     private_dir: Path
-    # Home variables the manifest's [agent].env sets itself: left as the manifest says.
-    kept_home: frozenset[str] = frozenset()
+    # The variables the manifest's [agent].env sets itself (a home of its own, ...): left as written.
+    manifest_env: frozenset[str] = frozenset()
 
     @classmethod
     def from_context(cls, ctx: HarnessContext) -> AcpHarness:
@@ -66,8 +66,7 @@ class AcpHarness:
                 'harness = "acp" needs an [agent.acp] table naming the agent command',
                 hint='add [agent.acp] with command = ["<your ACP agent>"] (docs/agents.md)',
             )
-        kept = frozenset(name for name in launch.HOME_DIRS if name in ctx.agent.env)
-        return cls(settings.acp, ctx.manifest_dir, ctx.private_dir, kept)
+        return cls(settings.acp, ctx.manifest_dir, ctx.private_dir, frozenset(ctx.agent.env))
 
     def preflight(self, env: Mapping[str, str]) -> list[str]:
         return launch.preflight_problems(self.table, env, self.manifest_dir)
@@ -91,7 +90,7 @@ class AcpHarness:
             config = folder / "turn.json"
             self._config(turn, lookup.argv, str(turn.workspace)).write(config)
             stream = DriverStream(turn.emit, _secrets(turn, self.table))
-            env = launch.child_env(turn.env, launch.home_env(str(home), self.kept_home))
+            env = launch.child_env(turn.env, launch.home_env(str(home), self.manifest_env), self.manifest_env)
             done = process.run(
                 [sys.executable, "-m", DRIVER_MODULE, str(config)],
                 cwd=turn.workspace,
@@ -119,7 +118,7 @@ class AcpHarness:
             return TurnResult(False, FailureClass.SPAWN, note=note)
         config = PurePosixPath(layout.private) / "acp-turn.json"
         stream = DriverStream(turn.emit, _secrets(turn, self.table))
-        env = launch.child_env(turn.env, launch.home_env(layout.home, self.kept_home))
+        env = launch.child_env(turn.env, launch.home_env(layout.home, self.manifest_env), self.manifest_env)
         return SandboxCommand(
             argv=(SANDBOX_PYTHON, "-m", DRIVER_MODULE, str(config)),
             env=env,

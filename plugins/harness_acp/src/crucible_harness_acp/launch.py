@@ -26,6 +26,10 @@ QUIET_DEFAULTS: Mapping[str, str] = {
 # Variables a parent Claude Code session sets; inherited, they make a Claude-based agent
 # believe it is nested inside that session (crucible may well be run from one).
 _PARENT_SESSION_VARS = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT")
+# Says "a sandbox is the boundary" to Claude-based agents, which then offer to skip their
+# permission prompts (and claude-agent-acp fails to open a session as root). On the host it is
+# never true of the turn, whatever container the engine itself runs in; [agent].env may still set it.
+_SANDBOX_CLAIM = "IS_SANDBOX"
 # Each turn gets a home of its own, so nothing the agent writes lands in the user's: these
 # variables point into it unless [agent].env names them.
 HOME_DIRS: Mapping[str, str] = {
@@ -42,8 +46,15 @@ def home_env(home: str, keep: Collection[str]) -> dict[str, str]:
     return {name: f"{home}/{sub}" if sub else home for name, sub in HOME_DIRS.items() if name not in keep}
 
 
-def child_env(turn_env: Mapping[str, str], home: Mapping[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in turn_env.items() if k not in _PARENT_SESSION_VARS}
+def child_env(
+    turn_env: Mapping[str, str], home: Mapping[str, str], manifest_env: Collection[str]
+) -> dict[str, str]:
+    """The agent's environment: the turn's, its own home, quiet defaults; inherited claims dropped.
+
+    `manifest_env` names the variables the manifest's [agent].env sets: those are kept as written.
+    """
+    dropped = (*_PARENT_SESSION_VARS, _SANDBOX_CLAIM)
+    env = {k: v for k, v in turn_env.items() if k not in dropped or k in manifest_env}
     env.update(home)
     for key, value in QUIET_DEFAULTS.items():
         env.setdefault(key, value)
