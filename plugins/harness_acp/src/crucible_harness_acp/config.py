@@ -2,7 +2,9 @@
 
 The file may carry tokens (an MCP server's bearer header), so it lives in a private directory
 outside the run's state and workspace (the layout's private directory in a sandbox) and is
-removed with the turn. The agent's environment is not in it: the driver inherits that.
+removed with the turn. The agent's environment is not in it: the driver inherits that. Nor is
+the workspace: it is the directory the driver starts in, which is the one path every place a
+turn runs agrees on (the host's workspace, a sandbox's workdir, a pod's task directory).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ DRIVER_MODULE = "crucible_harness_acp.driver"
 @attrs.frozen
 class TurnConfig:
     command: tuple[str, ...]  # the agent's argv
-    workspace: str  # the session's cwd: requests are answered inside it only
     allow: tuple[str, ...]  # the granted tool families
     mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)  # name -> {"type": "http", "url", "headers"}
     model: str | None = None
@@ -38,7 +39,6 @@ class TurnConfig:
         data = json.loads(raw)
         return cls(
             command=tuple(str(word) for word in data["command"]),
-            workspace=str(data["workspace"]),
             allow=tuple(str(family) for family in data["allow"]),
             mcp_servers=dict(data.get("mcp_servers") or {}),
             model=data.get("model"),

@@ -351,7 +351,7 @@ async def _choose(conn: Any, session: Any, category: str, value: str, what: str,
 
 async def drive(config: TurnConfig, prompt: str, out: Out) -> dict[str, Any]:
     """Run the turn; return the end record (stop reason, usage, cost)."""
-    workspace = Path(os.path.realpath(config.workspace))
+    workspace = Path.cwd().resolve()  # requests are answered inside it only
     grant = Grant(frozenset(config.allow), tuple(config.mcp_servers))
     client = TurnClient(workspace, grant, out)
     started = time.monotonic()

@@ -88,7 +88,7 @@ class AcpHarness:
             home = folder / "home"
             home.mkdir(mode=0o700)
             config = folder / "turn.json"
-            self._config(turn, lookup.argv, str(turn.workspace)).write(config)
+            self._config(turn, lookup.argv).write(config)
             stream = DriverStream(turn.emit, _secrets(turn, self.table))
             env = launch.child_env(turn.env, launch.home_env(str(home), self.manifest_env), self.manifest_env)
             done = process.run(
@@ -125,15 +125,14 @@ class AcpHarness:
             stdin=turn.prompt.encode("utf-8"),
             on_stdout_line=stream.feed,
             finish=lambda done: self._finish(turn, stream, done),
-            files={str(config): self._config(turn, self.table.command, layout.workdir).to_json()},
+            files={str(config): self._config(turn, self.table.command).to_json()},
         )
 
     # -- shared --------------------------------------------------------------------------------------
 
-    def _config(self, turn: Turn, argv: tuple[str, ...], workspace: str) -> TurnConfig:
+    def _config(self, turn: Turn, argv: tuple[str, ...]) -> TurnConfig:
         return TurnConfig(
             command=argv,
-            workspace=workspace,
             allow=self.table.allow,
             mcp_servers=dict(turn.mcp_servers),
             model=self.table.model or turn.model,
