@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness_acp.support import AGENT_SDK, CLIENT_FS, agent_path
+from tests.harness_claude.conftest import fake  # noqa: F401  (the scripted model server)
 
 SKIP = (
     "the pinned ACP agents are not installed: `python3 tasks.py test` installs them into "
@@ -33,12 +32,6 @@ def sdk_agent() -> Path:
 def fs_agent() -> Path:
     """claude-code-acp: routes file and terminal work through the client."""
     return _agent(CLIENT_FS)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture

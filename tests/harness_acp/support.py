@@ -12,7 +12,7 @@ from crucible_core.protocols import HarnessContext
 from crucible_harness_acp.harness import AcpHarness
 from crucible_harness_acp.settings import DEFAULT_ALLOW, AcpSettings, AcpTable
 from tests.fakes.anthropic_api import FakeAnthropic
-from tests.harness_claude.support import MEASURE, toml_table
+from tests.harness_claude.support import write_domain as claude_domain
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where `python3 tasks.py test` installs the pinned agents; the env var is what it passes on.
@@ -58,51 +58,21 @@ def make_harness(
     return AcpHarness.from_context(context)
 
 
-def write_domain(
-    root: Path,
-    agent_env: dict[str, str],
-    command: Sequence[str],
-    *,
-    allow: Sequence[str] = DEFAULT_ALLOW,
-    harness: str = "acp",
-    session: str | None = None,
-) -> Path:
-    """The counter-like domain: value.txt is the score, the local backend runs the given harness,
-    and the manifest carries the [agent.acp] table whichever harness it selects."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "value.txt").write_text("1\n")
-    measure = root / "measure.sh"
-    measure.write_text(MEASURE)
-    measure.chmod(0o755)
-    session_line = f'session = "{session}"\n' if session else ""
-    manifest = root / "crucible.toml"
-    manifest.write_text(
-        f"""
-[repo]
-path = "."
-
-[workspace]
-dir = "workspace"
-setup_cmd = "mkdir -p workspace && cp value.txt workspace/"
-inject = ["measure.sh"]
-
-[agent]
-backend = "local"
-harness = "{harness}"
-model = "claude-sonnet-4-6"
-goal = "Raise the integer in value.txt."
-turn_timeout = 90
-{session_line}env = {toml_table(agent_env)}
-
-[agent.acp]
-command = {json.dumps(list(command))}
-allow = {json.dumps(list(allow))}
-credentials = ["ANTHROPIC_API_KEY"]
-
-[judge]
-measure_cmd = "./measure.sh"
-direction = "higher"
-objective = "value"
-"""
+def acp_table(command: Sequence[str], allow: Sequence[str] = DEFAULT_ALLOW) -> str:
+    return (
+        f"\n[agent.acp]\ncommand = {json.dumps(list(command))}\nallow = {json.dumps(list(allow))}\n"
+        'credentials = ["ANTHROPIC_API_KEY"]\n'
     )
+
+
+def with_acp(manifest: Path, command: Sequence[str], *, harness: str = "acp") -> Path:
+    """A counter manifest of the Claude harness tests, given the [agent.acp] table and `harness`."""
+    text = manifest.read_text().replace('harness = "claude"', f'harness = "{harness}"')
+    manifest.write_text(text + acp_table(command))
     return manifest
+
+
+def write_domain(root: Path, agent_env: dict[str, str], command: Sequence[str]) -> Path:
+    """The counter-like domain (value.txt is the score) on the local backend with harness = "acp";
+    the manifest is the Claude harness tests' one plus the [agent.acp] table."""
+    return with_acp(claude_domain(root, agent_env), command)

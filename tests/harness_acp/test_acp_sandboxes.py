@@ -14,10 +14,11 @@ from crucible_backend_local.backends import SendableLocalBackend
 from crucible_core import process
 from crucible_core.session_log import read_events
 from tests.backend_openshell.fake_gateway import FakeGateway
-from tests.backend_openshell.support import IMAGE, sandbox_path
+from tests.backend_openshell.support import sandbox_path
+from tests.backend_openshell.test_openshell_runs import openshell_domain
 from tests.cli_support import crucible_env, run_crucible
 from tests.fakes.anthropic_api import FakeAnthropic, Script, call, say
-from tests.harness_acp.support import AGENT_SDK, TEST_KEY, make_harness, model_env, write_domain
+from tests.harness_acp.support import AGENT_SDK, TEST_KEY, make_harness, model_env, with_acp
 from tests.harness_claude.support import Recorder, make_turn
 
 pytestmark = pytest.mark.acp_agent
@@ -48,16 +49,8 @@ def test_the_counter_keeps_an_acp_turn_run_in_an_openshell_sandbox(
         ]
     )
     domain = tmp_path / "domain"
-    manifest = write_domain(domain, {"ANTHROPIC_BASE_URL": fake.base_url}, [AGENT_SDK])
-    port = fake.base_url.rsplit(":", 1)[1].strip("/")
-    text = manifest.read_text().replace(
-        'backend = "local"', f'backend = "openshell"\nsandbox_image = "{IMAGE}"'
-    )
-    text += (
-        f'\n[agent.openshell]\ngateway = "{gateway.address}"\n'
-        f'endpoints = ["127.0.0.1:{port}:full"]\nproviders = ["anthropic"]\n'
-    )
-    manifest.write_text(text)
+    # The openshell tests' counter domain, with the harness flipped to acp: configuration only.
+    manifest = with_acp(openshell_domain(domain, fake, gateway), [AGENT_SDK])
 
     done = run_crucible(
         "--manifest", manifest, "-n", "1", "--ui", "headless", env=crucible_env(), timeout=240
