@@ -75,7 +75,13 @@ def test_tools_of_crucibles_mcp_servers_are_the_mcp_family() -> None:
     broker = ToolCallView("t1", "mcp__crucible__distress", "other")
     service = ToolCallView("t2", "query", "other", names=("mcp__service_db__query",))
     foreign = ToolCallView("t3", "mcp__elsewhere__steal", "other")
-    assert [grant.family(c) for c in (broker, service, foreign)] == ["mcp", "mcp", "other"]
+    disguised = ToolCallView("t4", "mcp__crucible__distress", "execute")  # a command named like a broker tool
+    assert [grant.family(c) for c in (broker, service, foreign, disguised)] == [
+        "mcp",
+        "mcp",
+        "other",
+        "execute",
+    ]
     assert decide(grant, broker, [], OPTIONS).allowed and not decide(grant, foreign, [], OPTIONS).allowed
 
 

@@ -84,11 +84,15 @@ class Grant:
     mcp_servers: tuple[str, ...] = ()  # the servers crucible handed this session
 
     def family(self, call: ToolCallView) -> str:
-        """The tool family a call belongs to: "mcp" for a tool of crucible's servers, else its ACP kind."""
+        """The tool family a call belongs to: its ACP kind, or "mcp" for a kind-less ("other") tool
+        of crucible's servers. The kind comes first, so a command cannot pass as an MCP tool by
+        its name."""
+        if call.kind in TOOL_KINDS and call.kind != "other":
+            return call.kind
         prefixes = _server_prefixes(self.mcp_servers)
         if prefixes and any(name.startswith(prefixes) for name in (call.title, *call.names)):
             return MCP_FAMILY
-        return call.kind if call.kind in TOOL_KINDS else "other"
+        return "other"
 
     def describe(self) -> str:
         granted = ", ".join(sorted(self.allow)) or "nothing"
