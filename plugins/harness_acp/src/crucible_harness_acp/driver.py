@@ -103,17 +103,17 @@ def _prompt_failure(exc: RequestError) -> TurnFailed:
     return TurnFailed("agent", f"the agent ended the turn with an error: {text}")
 
 
+def _option(session: Any, category: str) -> Any:
+    """The session's config option of a category (model, thought_level), or None when it has none."""
+    for option in getattr(session, "config_options", None) or []:
+        if category in (getattr(option, "category", None), getattr(option, "id", None)):
+            return option
+    return None
+
+
 async def _choose(conn: Any, session: Any, category: str, value: str, what: str, out: Out) -> None:
     """Select a session config option (the model, the thought level) when the agent offers one."""
-    options = getattr(session, "config_options", None) or []
-    option = next(
-        (
-            o
-            for o in options
-            if getattr(o, "category", None) == category or getattr(o, "id", None) == category
-        ),
-        None,
-    )
+    option = _option(session, category)
     if option is None:
         out.event(events.AGENT_NOTE, {"text": f"the agent offers no {what} choice: {value!r} is not applied"})
         return
@@ -162,14 +162,7 @@ async def drive(config: TurnConfig, prompt: str, out: Out) -> dict[str, Any]:
             if config.effort:
                 await _choose(conn, session, "thought_level", config.effort, "reasoning effort", out)
             info = init.agent_info
-            current_model = next(
-                (
-                    getattr(o, "current_value", None)
-                    for o in getattr(session, "config_options", None) or []
-                    if getattr(o, "category", None) == "model" or getattr(o, "id", None) == "model"
-                ),
-                None,
-            )
+            current_model = getattr(_option(session, "model"), "current_value", None)
             out.event(
                 events.AGENT_START,
                 {
@@ -184,10 +177,10 @@ async def drive(config: TurnConfig, prompt: str, out: Out) -> dict[str, Any]:
             try:
                 response = await conn.prompt(session_id=session.session_id, prompt=[text_block(prompt)])
             except RequestError as exc:
-                client.decoder.finish()
                 raise _prompt_failure(exc) from None
-            client.decoder.finish()
-            await client.terminals.close()
+            finally:
+                client.decoder.finish()
+                await client.terminals.close()
     except (ConnectionError, asyncio.IncompleteReadError) as exc:
         client.decoder.finish()
         if not begun:

@@ -77,7 +77,7 @@ class AcpHarness:
         missing = launch.missing_credentials(self.table, turn.env)
         if missing:
             return TurnResult(False, FailureClass.SPAWN, note="; ".join(missing))
-        refused = self._refusal(turn)
+        refused = self._open_session(turn)
         if refused is not None:
             return refused
         lookup = launch.find_command(self.table.command, turn.env, self.manifest_dir)
@@ -110,7 +110,7 @@ class AcpHarness:
         PATH, its home is the layout's, and the turn's configuration travels as a 0600 file in the
         layout's private directory. The credentials are not checked here: a sandbox gets them from
         its gateway's providers or the deploy profile, which this side cannot see."""
-        refused = self._refusal(turn)
+        refused = self._open_session(turn)
         if refused is not None:
             return refused
         if os.sep in self.table.command[0] and not os.path.isabs(self.table.command[0]):
@@ -139,9 +139,11 @@ class AcpHarness:
             effort=turn.effort,
         )
 
-    def _refusal(self, turn: Turn) -> TurnResult | None:
-        """A logical session's second turn: ACP sessions here live one turn, and starting afresh
-        would pass a new conversation off as the old one."""
+    def _open_session(self, turn: Turn) -> TurnResult | None:
+        """Announce a logical session's first turn; refuse its second (None: the turn may run).
+
+        ACP sessions here live one turn, and starting afresh under the old name would pass a
+        new conversation off as the old one."""
         if not turn.session:
             return None
         if self._session_marker(turn.session).exists():
