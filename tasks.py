@@ -29,6 +29,7 @@ MEMBERS = [
     "plugins/backend_openshell",
     "plugins/harness_claude",
     "plugins/harness_codex",
+    "plugins/harness_acp",
     "plugins/deploy_kubernetes",
     "plugins/broker_mcp",
     "plugins/service_oubliette",
@@ -40,6 +41,10 @@ CLAUDE_PREFIX = ROOT / ".cache" / "claude-cli"
 # The Codex CLI the codex harness tests drive, pinned the same way, under .cache/codex-cli.
 CODEX_CLI_PACKAGE = "@openai/codex@0.171.0"
 CODEX_PREFIX = ROOT / ".cache" / "codex-cli"
+# The ACP agents the acp harness tests drive, pinned: claude-agent-acp reports usage and cost and
+# does its own file work; claude-code-acp routes file and terminal work through the client.
+ACP_AGENT_PACKAGES = ("@zed-industries/claude-agent-acp@0.23.1", "@zed-industries/claude-code-acp@0.16.2")
+ACP_PREFIX = ROOT / ".cache" / "acp-agents"
 
 
 def sh(*argv: str | Path, **kwargs) -> None:
@@ -76,22 +81,23 @@ def ensure_venv() -> None:
     stamp_file.write_text(stamp)
 
 
-def ensure_npm_cli(package: str, prefix: Path, label: str) -> None:
-    """Install a pinned agent CLI for its harness tests; without npm those tests skip."""
+def ensure_npm_packages(prefix: Path, packages: tuple[str, ...], what: str) -> None:
+    """Install pinned npm packages under .cache/ for the tests that drive them; without npm those tests skip."""
     marker = prefix / ".installed"
-    if marker.exists() and marker.read_text() == package:
+    wanted = " ".join(packages)
+    if marker.exists() and marker.read_text() == wanted:
         return
     npm = shutil.which("npm")
     if npm is None:
-        print(f"npm not found: the {label} tests will be skipped", flush=True)
+        print(f"npm not found: the {what} tests will be skipped", flush=True)
         return
     prefix.mkdir(parents=True, exist_ok=True)
     try:
-        sh(npm, "install", "--no-audit", "--no-fund", "--prefix", prefix, package)
+        sh(npm, "install", "--no-audit", "--no-fund", "--prefix", prefix, *packages)
     except subprocess.CalledProcessError:
-        print(f"could not install the {label}: its tests will be skipped", flush=True)
+        print(f"could not install the {what}: its tests will be skipped", flush=True)
         return
-    marker.write_text(package)
+    marker.write_text(wanted)
 
 
 def demo(extra: list[str]) -> int:
@@ -105,8 +111,9 @@ def demo(extra: list[str]) -> int:
 
 def test(extra: list[str]) -> int:
     ensure_venv()
-    ensure_npm_cli(CLAUDE_CLI_PACKAGE, CLAUDE_PREFIX, "Claude Code CLI")
-    ensure_npm_cli(CODEX_CLI_PACKAGE, CODEX_PREFIX, "Codex CLI")
+    ensure_npm_packages(CLAUDE_PREFIX, (CLAUDE_CLI_PACKAGE,), "Claude Code CLI")
+    ensure_npm_packages(CODEX_PREFIX, (CODEX_CLI_PACKAGE,), "Codex CLI")
+    ensure_npm_packages(ACP_PREFIX, ACP_AGENT_PACKAGES, "ACP agents")
     env = dict(os.environ)
     cli = CLAUDE_PREFIX / "node_modules" / ".bin" / "claude"
     if cli.exists():
@@ -114,6 +121,9 @@ def test(extra: list[str]) -> int:
     codex = CODEX_PREFIX / "node_modules" / ".bin" / "codex"
     if codex.exists():
         env["CRUCIBLE_TEST_CODEX_CLI"] = str(codex)
+    agents = ACP_PREFIX / "node_modules" / ".bin"
+    if (ACP_PREFIX / ".installed").exists():
+        env["CRUCIBLE_TEST_ACP_AGENTS"] = str(agents)
     return subprocess.run([str(BIN / "python"), "-m", "pytest", *extra], cwd=ROOT, env=env).returncode
 
 

@@ -25,6 +25,7 @@ STANDARD_SET = {
     "crucible-plugin-backend-openshell",
     "crucible-plugin-harness-claude",
     "crucible-plugin-harness-codex",
+    "crucible-plugin-harness-acp",
     "crucible-plugin-deploy-kubernetes",
     "crucible-plugin-broker-mcp",
     "crucible-plugin-service-oubliette",
@@ -136,6 +137,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/backend_openshell",
         "plugins/harness_claude",
         "plugins/harness_codex",
+        "plugins/harness_acp",
         "plugins/deploy_kubernetes",
         "plugins/broker_mcp",
     ]
