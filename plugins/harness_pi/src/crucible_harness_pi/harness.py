@@ -1,0 +1,143 @@
+"""The `pi` harness: one turn of `pi --mode json --print`, as one command wherever it runs.
+
+The command is a small `sh` script that seeds models.json from the turn's environment (the
+shared seed step) and then execs pi with the prompt on stdin; on the host `run` carries it out
+with a home of its own (crucible_harness_endpoint.host_turn). Pi runs `--offline` (no update
+check, no package checks, no install telemetry) under a PI_CODING_AGENT_DIR of the turn's own.
+
+Pi has no MCP client: a run that grants the broker's tools is refused when the harness is built,
+before anything starts, rather than running an agent that cannot reach them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from crucible_core.errors import ManifestError
+from crucible_core.protocols import (
+    FailureClass,
+    HarnessContext,
+    SandboxCommand,
+    SandboxLayout,
+    Turn,
+    TurnResult,
+)
+from crucible_harness_endpoint.cli_lookup import PROGRAM_STEP, AgentCli
+from crucible_harness_endpoint.endpoint import (
+    PROVIDER,
+    Wire,
+    resolve_model,
+    sandbox_egress,
+    seed_step,
+    template_name,
+)
+from crucible_harness_endpoint.host_turn import preflight_problems, run_on_host
+from crucible_harness_endpoint.toolbox import ToolboxError, install_toolbox, resolve_toolbox
+from crucible_harness_endpoint.turn_env import turn_env
+from crucible_harness_pi import config
+from crucible_harness_pi.settings import SKILLS_DIR, PiSettings
+from crucible_harness_pi.stream import HARNESS, PiStream
+from crucible_harness_pi.verdict import classify
+
+CLI = AgentCli("pi", "CRUCIBLE_PI_BIN", "npm install -g @mariozechner/pi-coding-agent")
+
+QUIET_DEFAULTS: Mapping[str, str] = {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"}
+# pi is a node script: the process that opens the socket is node (OpenShell matches the
+# kernel-resolved binary), so the allowlist carries node beside pi.
+SANDBOX_BINARIES = ("/usr/local/bin/pi", "/usr/bin/node", "/usr/local/bin/node")
+
+# [agent].effort as pi's --thinking level: pi's ceiling is xhigh.
+THINKING = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
+
+
+def wrapper(layout: SandboxLayout, model: str) -> str:
+    """The turn's `sh` script: argv `$1` is the CLI, the rest pi's arguments."""
+    return f"""\
+{PROGRAM_STEP}{seed_step(f"{agent_dir(layout)}/models.json", f"{layout.private}/templates", model)}
+exec "$crucible_cli" "$@"
+"""
+
+
+def agent_dir(layout: SandboxLayout) -> str:
+    return f"{layout.home}/.pi/agent"
+
+
+def grants_broker_tools(ctx: HarnessContext) -> bool:
+    """Whether the manifest grants the broker's tools: unset `tools` grants every installed one."""
+    broker = ctx.agent.broker
+    return broker.enabled and (broker.tools is None or bool(broker.tools))
+
+
+@attrs.frozen
+class PiHarness:
+    model: str
+    thinking: str | None = None
+    toolbox: Path | None = None
+
+    @classmethod
+    def from_context(cls, ctx: HarnessContext) -> PiHarness:
+        settings = ctx.settings if isinstance(ctx.settings, PiSettings) else PiSettings()
+        if ctx.agent.session:
+            raise ManifestError(
+                f'harness "pi" cannot continue [agent].session = "{ctx.agent.session}" across turns',
+                hint='use harness = "claude" for a logical session, or remove [agent].session',
+            )
+        if grants_broker_tools(ctx):
+            raise ManifestError(
+                "harness pi has no MCP client, so it cannot call the broker tools this run grants",
+                hint="set [agent.broker] enabled = false (or tools = []), or use harness opencode",
+            )
+        effort = ctx.agent.effort
+        if effort is not None and effort not in THINKING:
+            raise ManifestError(
+                f"[agent].effort = {effort!r} is not one of {', '.join(THINKING)}",
+                hint="pi takes it as --thinking (max becomes xhigh)",
+            )
+        model = resolve_model(settings.pi.model, ctx.agent.model, HARNESS)
+        thinking = THINKING[effort] if effort is not None else None
+        return cls(model, thinking, resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir))
+
+    def preflight(self, env: Mapping[str, str]) -> list[str]:
+        return preflight_problems(CLI, env)
+
+    def run(self, turn: Turn) -> TurnResult:
+        return run_on_host(CLI, self._describe, turn, prefix="crucible-pi-")
+
+    def sandbox_command(self, turn: Turn, layout: SandboxLayout) -> SandboxCommand | TurnResult:
+        return self._describe(turn, layout, CLI.in_sandbox(turn.env))
+
+    def sandbox_egress(self, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+        """What a confining sandbox (openshell) must let this harness's turn reach, besides its built-ins."""
+        return sandbox_egress(env, SANDBOX_BINARIES)
+
+    def _describe(self, turn: Turn, layout: SandboxLayout, cli: str) -> SandboxCommand | TurnResult:
+        if self.toolbox is not None:
+            try:
+                install_toolbox(self.toolbox, turn.workspace, SKILLS_DIR)
+            except ToolboxError as exc:
+                return TurnResult(False, FailureClass.SPAWN, note=str(exc))
+        reasoning = self.thinking is not None
+        files = {
+            f"{layout.private}/templates/{template_name(wire)}": config.render_models(
+                wire, self.model, reasoning=reasoning
+            ).encode("utf-8")
+            for wire in Wire
+        }
+        files[f"{agent_dir(layout)}/settings.json"] = config.render_settings().encode("utf-8")
+        env = turn_env(turn.env, layout.home, QUIET_DEFAULTS, PI_CODING_AGENT_DIR=agent_dir(layout))
+        argv = ["sh", "-c", wrapper(layout, self.model), "crucible-pi", cli]
+        argv += ["--mode", "json", "--print", "--offline", "--provider", PROVIDER, "--model", self.model]
+        if self.thinking is not None:
+            argv += ["--thinking", self.thinking]
+        stream = PiStream(turn.emit, self.model)
+        return SandboxCommand(
+            argv=tuple(argv),
+            env=env,
+            stdin=turn.prompt.encode("utf-8"),
+            on_stdout_line=stream.feed,
+            finish=lambda done: classify(done, stream),
+            files=files,
+        )
