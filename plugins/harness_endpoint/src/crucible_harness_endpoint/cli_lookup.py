@@ -42,10 +42,12 @@ class AgentCli:
 
 
 # The first lines of a turn's `sh` script whose `$1` is the CLI: it must be there (127 says it
-# is not, as a shell would), then the script's arguments are the CLI's.
+# is not, as a shell would), then the script's arguments are the CLI's; the turn's TMPDIR
+# (turn_env) is made.
 PROGRAM_STEP = """\
 crucible_cli=$1
 shift
 command -v "$crucible_cli" >/dev/null 2>&1 || {
   printf '%s\\n' "crucible: $crucible_cli is not on the PATH" >&2; exit 127; }
+mkdir -p "${TMPDIR:-/tmp}" || exit 1
 """

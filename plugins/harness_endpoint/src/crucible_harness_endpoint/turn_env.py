@@ -6,9 +6,10 @@ from collections.abc import Mapping
 
 
 def turn_env(base: Mapping[str, str], home: str, quiet: Mapping[str, str], **own: str) -> dict[str, str]:
-    """`base` (the turn's environment) with `quiet` filled in where it sets nothing, HOME and the
-    XDG directories under `home` (so nothing the CLI or its tools keep lands in the user's home,
-    and nothing outlives the turn), and the harness's `own` variables over everything."""
+    """`base` (the turn's environment) with `quiet` filled in where it sets nothing, HOME, the XDG
+    directories and TMPDIR under `home` (so nothing the CLI or its tools keep lands in the user's
+    home or outlives the turn: the CLIs' runtimes unpack native libraries into TMPDIR), and the
+    harness's `own` variables over everything. The turn's script makes TMPDIR (cli_lookup.PROGRAM_STEP)."""
     env = dict(base)
     for key, value in quiet.items():
         env.setdefault(key, value)
@@ -19,6 +20,7 @@ def turn_env(base: Mapping[str, str], home: str, quiet: Mapping[str, str], **own
             "XDG_DATA_HOME": f"{home}/.local/share",
             "XDG_CACHE_HOME": f"{home}/.cache",
             "XDG_STATE_HOME": f"{home}/.local/state",
+            "TMPDIR": f"{home}/tmp",
         }
     )
     env.update(own)
