@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from crucible_backend_openshell import runs
-from crucible_backend_openshell.egress import ResolvedEgress, resolve_egress
+from crucible_backend_openshell.egress import ResolvedEgress, harness_reach, resolve_egress
 from crucible_backend_openshell.services import ServiceNeed, bearer_forward, mcp_entry
 from crucible_backend_openshell.settings import Endpoint, OpenShellSettings
 from crucible_backend_openshell.transfer import TransferError, pack_files, pack_workspace, sync_back
@@ -84,6 +84,7 @@ class OpenShellBackend:
     private_dir: Path
     excluded: tuple[str, ...]  # workspace-relative engine paths that never travel
     environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
+    harness_name: str = ""
 
     @classmethod
     def from_context(cls, ctx: BackendContext) -> OpenShellBackend:
@@ -101,18 +102,27 @@ class OpenShellBackend:
         if not isinstance(harness, SandboxHarness):
             raise ManifestError(
                 f"harness {ctx.harness_name!r} cannot run inside an OpenShell sandbox",
-                hint='use harness = "claude" with backend = "openshell"',
+                hint='use a harness that can describe its turn for a sandbox: claude, opencode or pi',
             )
         state_dir = ctx.private_dir.parent
         excluded = ["RESULTS.md", "ESCALATION.json", "PROVISIONING_PENDING.json"]
         with contextlib.suppress(ValueError):
             excluded.append(state_dir.resolve().relative_to(ctx.workspace.resolve()).as_posix() + "/")
-        return cls(settings, harness, dict(ctx.agent.env), ctx.workspace, ctx.private_dir, tuple(excluded))
+        return cls(
+            settings,
+            harness,
+            dict(ctx.agent.env),
+            ctx.workspace,
+            ctx.private_dir,
+            tuple(excluded),
+            harness_name=ctx.harness_name,
+        )
 
     def resolved_egress(self, services: Sequence[ServiceNeed] = ()) -> ResolvedEgress:
         endpoint = _gateway_endpoint(self.settings.openshell.gateway)
         forwards = [(need.name, endpoint) for need in services if endpoint is not None]
-        return resolve_egress(self.settings.openshell, forwards)
+        own = harness_reach(self.harness, self.harness_name, self.disclosed_env)
+        return resolve_egress(self.settings.openshell, forwards, own)
 
     def services_for(self, turn: Turn) -> tuple[ServiceNeed, ...]:
         """The run services this turn needs, from the engine's forwards: each one's own loopback
