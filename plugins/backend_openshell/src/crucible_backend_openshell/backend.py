@@ -102,7 +102,7 @@ class OpenShellBackend:
         if not isinstance(harness, SandboxHarness):
             raise ManifestError(
                 f"harness {ctx.harness_name!r} cannot run inside an OpenShell sandbox",
-                hint='use a harness that can describe its turn for a sandbox: claude, opencode or pi',
+                hint="use a harness that can describe its turn for a sandbox: claude, opencode or pi",
             )
         state_dir = ctx.private_dir.parent
         excluded = ["RESULTS.md", "ESCALATION.json", "PROVISIONING_PENDING.json"]
