@@ -127,6 +127,29 @@ objective = "value"
     return manifest
 
 
+def assert_no_secret_written(domain: Path, secrets: tuple[str, ...], *outputs: str) -> None:
+    """The whole-run canary scan (tests/hostile/test_canary.py) over a finished domain: no secret, in
+    any form (plain or base64), in the state, RESULTS.md, the workspace repository's files and
+    objects (commit messages carry turn notes), nor in what crucible printed."""
+    from tests.hostile.test_canary import forms, git_objects
+
+    workspace = domain / "workspace"
+    texts = {f"output {i}": out.encode() for i, out in enumerate(outputs)}
+    for path in [*(domain / "state").rglob("*"), workspace / "RESULTS.md", *(workspace / ".git").rglob("*")]:
+        if path.is_file() and "objects" not in path.relative_to(domain).parts:
+            texts[str(path)] = path.read_bytes()
+    commits = 0
+    for index, (kind, body) in enumerate(git_objects(workspace)):
+        commits += kind == "commit"
+        texts[f"{kind} object {index}"] = body
+    assert commits >= 2 and any(name.endswith("session.jsonl") for name in texts)
+    for name, data in texts.items():
+        text = data.decode("utf-8", "replace")
+        for secret in secrets:
+            for form in forms(secret):
+                assert form not in text, f"{form!r} (a form of {secret!r}) in {name}"
+
+
 def agent_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The session log's agent events (nested under `kind: agent`), in order."""
     return [e["event"] for e in events if e["kind"] == "agent"]

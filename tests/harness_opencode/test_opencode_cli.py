@@ -112,8 +112,10 @@ def test_a_turn_edits_the_workspace_in_a_home_of_its_own_with_every_outside_reac
     assert provider["npm"] == "@ai-sdk/openai-compatible"
     assert provider["options"] == {"baseURL": fake.base_url, "apiKey": "{env:OPENAI_API_KEY}"}
     assert TEST_KEY not in config
-    # Only the endpoint was asked for anything: no catalogue, no registry, no update check.
+    # Only the endpoint was asked for anything (no catalogue, no registry, no update check), and
+    # only for the agent's steps: the session's title is ours, not one more model call.
     assert {r.path for r in fake.requests} == {"/v1/chat/completions"}
+    assert all(r.body.get("tools") for r in fake.requests) and len(fake.requests) == 3
 
 
 def test_a_provider_error_fails_the_turn_as_the_providers(

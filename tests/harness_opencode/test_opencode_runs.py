@@ -18,6 +18,7 @@ from tests.fakes.openai_chat import FakeOpenAIChat
 from tests.harness_endpoint.support import (
     PER_CALL,
     agent_events,
+    assert_no_secret_written,
     edit_script,
     endpoint_env,
     write_domain,
@@ -78,15 +79,7 @@ def test_the_counter_keeps_an_opencode_edit_with_its_events_and_cost_and_leaks_n
     assert steps and all(r.headers["authorization"] == f"Bearer {API_KEY}" for r in steps)
     assert ENV_SECRET in json.dumps(steps[-1].body["messages"])
     # ... and no file the run wrote, nor its output, holds any of them: the evidence is masked.
-    written = [p for p in (domain / "state").rglob("*") if p.is_file()]
-    written += [p for p in (domain / "workspace").iterdir() if p.is_file() and p.name != "value.txt"]
-    assert domain / "state" / "session.jsonl" in written and domain / "workspace" / "RESULTS.md" in written
-    for path in written:
-        content = path.read_bytes().decode("utf-8", errors="replace")
-        for canary in (API_KEY, ENV_SECRET, SHAPED):
-            assert canary not in content, f"{canary} leaked into {path}"
-    for stream in (done.stdout, done.stderr):
-        assert not any(canary in stream for canary in (API_KEY, ENV_SECRET, SHAPED))
+    assert_no_secret_written(domain, (API_KEY, ENV_SECRET, SHAPED), done.stdout, done.stderr)
     bash_result = next(e for e in agent if e["kind"] == "tool" and "result" in e)
     assert "token is [REDACTED]" in bash_result["result"]
     # The turn's home (opencode's config, database and the export) did not outlive the turn.

@@ -15,6 +15,7 @@ from tests.fakes.openai_chat import FakeOpenAIChat
 from tests.harness_endpoint.support import (
     PER_CALL,
     agent_events,
+    assert_no_secret_written,
     edit_script,
     endpoint_env,
     write_domain,
@@ -72,15 +73,7 @@ def test_the_counter_keeps_a_pi_edit_with_its_events_and_cost_and_leaks_no_secre
     steps = fake.chat_requests()
     assert steps and all(r.headers["authorization"] == f"Bearer {API_KEY}" for r in steps)
     assert ENV_SECRET in json.dumps(steps[-1].body["messages"])
-    written = [p for p in (domain / "state").rglob("*") if p.is_file()]
-    written += [p for p in (domain / "workspace").iterdir() if p.is_file() and p.name != "value.txt"]
-    assert domain / "state" / "session.jsonl" in written and domain / "workspace" / "RESULTS.md" in written
-    for path in written:
-        content = path.read_bytes().decode("utf-8", errors="replace")
-        for canary in (API_KEY, ENV_SECRET, SHAPED):
-            assert canary not in content, f"{canary} leaked into {path}"
-    for stream in (done.stdout, done.stderr):
-        assert not any(canary in stream for canary in (API_KEY, ENV_SECRET, SHAPED))
+    assert_no_secret_written(domain, (API_KEY, ENV_SECRET, SHAPED), done.stdout, done.stderr)
     bash_result = next(e for e in agent if e["kind"] == "tool" and "result" in e)
     assert "token is [REDACTED]" in bash_result["result"]
     # pi's agent directory (models.json, its session file) did not outlive the turn.

@@ -158,6 +158,9 @@ class OpenCodeHarness:
             "--thinking",
             "--model",
             f"{PROVIDER}/{self.model}",
+            # A title of our own: opencode would otherwise spend a model call per turn writing one.
+            "--title",
+            f"crucible iteration {turn.iteration}",
         ]
         stream = OpenCodeStream(turn.emit, self.model, nonce)
         return SandboxCommand(
