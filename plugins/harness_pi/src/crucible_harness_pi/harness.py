@@ -1,8 +1,9 @@
 """The `pi` harness: one turn of `pi --mode json --print`, as one command wherever it runs.
 
 The command is a small `sh` script that seeds models.json from the turn's environment (the
-shared seed step) and then execs pi with the prompt on stdin; on the host `run` carries it out
-with a home of its own (crucible_harness_endpoint.host_turn). Pi runs `--offline` (no update
+shared seed step) and then runs pi with the prompt on stdin, passing its stream on without the
+partial-message lines; on the host `run` carries it out with a home of its own
+(crucible_harness_endpoint.host_turn). Pi runs `--offline` (no update
 check, no package checks, no install telemetry) under a PI_CODING_AGENT_DIR of the turn's own.
 
 Pi has no MCP client: a run that grants the broker's tools is refused when the harness is built,
@@ -57,7 +58,12 @@ def wrapper(layout: SandboxLayout, model: str) -> str:
     """The turn's `sh` script: argv `$1` is the CLI, the rest pi's arguments."""
     return f"""\
 {PROGRAM_STEP}{seed_step(f"{agent_dir(layout)}/models.json", f"{layout.private}/templates", model)}
-exec "$crucible_cli" "$@"
+# Each message_update line repeats the whole message so far: left in, a long turn's output
+# would grow quadratically past what a pod's log carries back. message_end repeats it once.
+{{ "$crucible_cli" "$@"; printf '%s\\n' "$?" > "$TMPDIR/pi.status"; }} |
+  awk 'index($0, "{{\\"type\\":\\"message_update\\"") != 1 {{ print; fflush() }}'
+crucible_status=$(cat "$TMPDIR/pi.status" 2>/dev/null) || crucible_status=1
+exit "$crucible_status"
 """
 
 
