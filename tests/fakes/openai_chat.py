@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.anthropic_api import MAX_STALL_SECONDS, Recorded, Reply, Script, Text, Thinking, say
+from tests.fakes.anthropic_api import Reply, Script, Text, Thinking, say
+from tests.fakes.scripted_server import JsonHandler, Recorded, ScriptedServer
 
 _ids = itertools.count(1)
 
@@ -101,124 +100,56 @@ def _is_agent_step(recorded: Recorded) -> bool:
     )
 
 
-class FakeOpenAIChat:
-    """The server. Use as a context manager; `base_url` (ending in /v1) is what OPENAI_BASE_URL should say."""
+class _ChatHandler(JsonHandler):
+    def _error(self, status: int, kind: str, message: str) -> None:
+        self.send_json(status, {"error": {"message": message, "type": kind, "param": None, "code": kind}})
+
+    def do_GET(self) -> None:
+        self.record()
+        if self.path.split("?", 1)[0].endswith("/models"):
+            self.send_json(200, {"object": "list", "data": []})
+            return
+        self._error(404, "not_found", "not here")
+
+    def do_POST(self) -> None:
+        body = self.read_body()
+        self.record(body)
+        if not self.path.split("?", 1)[0].endswith("/chat/completions") or not isinstance(body, dict):
+            self._error(404, "not_found", self.path)
+            return
+        reply = self.fake.script.pick(body)
+        model = str(body.get("model") or "scripted-model")
+        if reply.stall:
+            self.stall()
+            return
+        if reply.error is not None:
+            status, kind = reply.error
+            self._error(status, kind, f"scripted {kind}")
+            return
+        if not body.get("stream"):
+            self.send_json(200, _completion(reply, model))
+            return
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        self.start_events()
+        for chunk in _chunks(reply, model, include_usage):
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+class FakeOpenAIChat(ScriptedServer):
+    """Chat Completions. Use as a context manager; `base_url` (ending in /v1) is what OPENAI_BASE_URL should say."""
+
+    handler = _ChatHandler
+    base_path = "/v1"
+    script: Script
 
     def __init__(self, script: Script | None = None) -> None:
-        self.script = script or Script([say("done")])
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def __enter__(self) -> FakeOpenAIChat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        super().__init__(script or Script([say("done")]))
 
     def chat_requests(self) -> list[Recorded]:
         """The recorded completions that carried tools: the agent's own steps, not side errands."""
-        with self._lock:
-            return [r for r in self.requests if _is_agent_step(r)]
-
-    def _record(self, recorded: Recorded) -> None:
-        with self._lock:
-            self.requests.append(recorded)
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _headers(self) -> dict[str, str]:
-                return {k.lower(): v for k, v in self.headers.items()}
-
-            def _body(self) -> Any:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    return json.loads(raw) if raw else None
-                except ValueError:
-                    return raw.decode("utf-8", errors="replace")
-
-            def _json(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _error(self, status: int, kind: str, message: str) -> None:
-                self._json(status, {"error": {"message": message, "type": kind, "param": None, "code": kind}})
-
-            def do_GET(self) -> None:
-                fake._record(Recorded("GET", self.path, self._headers(), None))
-                if self.path.split("?", 1)[0].endswith("/models"):
-                    self._json(200, {"object": "list", "data": []})
-                    return
-                self._error(404, "not_found", "not here")
-
-            def do_POST(self) -> None:
-                body = self._body()
-                fake._record(Recorded("POST", self.path, self._headers(), body))
-                if not self.path.split("?", 1)[0].endswith("/chat/completions") or not isinstance(body, dict):
-                    self._error(404, "not_found", self.path)
-                    return
-                reply = fake.script.pick(body)
-                model = str(body.get("model") or "scripted-model")
-                if reply.stall:
-                    self._stall()
-                    return
-                if reply.error is not None:
-                    status, kind = reply.error
-                    self._error(status, kind, f"scripted {kind}")
-                    return
-                if body.get("stream"):
-                    options = body.get("stream_options")
-                    include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-                    self._stream(reply, model, include_usage)
-                else:
-                    self._json(200, _completion(reply, model))
-
-            def _stall(self) -> None:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.end_headers()
-                self.wfile.flush()
-                fake._closing.wait(MAX_STALL_SECONDS)
-                self.close_connection = True
-
-            def _stream(self, reply: Reply, model: str, include_usage: bool) -> None:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("connection", "close")
-                self.end_headers()
-                for chunk in _chunks(reply, model, include_usage):
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                    self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-                self.close_connection = True
-
-        return Handler
+        return self.recorded(_is_agent_step)
