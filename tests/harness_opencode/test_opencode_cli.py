@@ -9,21 +9,15 @@ from pathlib import Path
 import pytest
 
 from crucible_backend_local.backends import SendableLocalBackend
-from crucible_backend_openshell.egress import harness_reach, resolve_egress
-from crucible_backend_openshell.gateway import policy_message
 from crucible_core import process
-from crucible_core.manifest.loader import load_manifest
 from crucible_core.manifest.models import AgentSection, BrokerSection
 from crucible_core.protocols import FailureClass, HarnessContext
-from crucible_core.session_log import read_events
 from crucible_harness_opencode.harness import OpenCodeHarness
 from crucible_harness_opencode.settings import OpenCodeSettings
-from tests.backend_openshell.fake_gateway import FakeGateway
-from tests.backend_openshell.support import IMAGE, sandbox_path
-from tests.cli_support import crucible_env, run_crucible
 from tests.fakes.anthropic_api import Script, api_error
 from tests.fakes.openai_chat import FakeOpenAIChat
 from tests.harness_claude.support import Recorder, make_turn
+from tests.harness_endpoint.scenarios import kept_in_a_sandbox
 from tests.harness_endpoint.support import (
     MODEL,
     PER_CALL,
@@ -31,7 +25,6 @@ from tests.harness_endpoint.support import (
     edit_script,
     endpoint_env,
     turn_env,
-    write_domain,
 )
 
 pytestmark = pytest.mark.opencode_cli
@@ -178,37 +171,5 @@ def test_the_turn_written_out_for_a_pod_runs_with_the_pods_key_and_none_of_this_
 def test_the_counter_runs_an_opencode_turn_in_a_sandbox_with_a_key_only_the_gateway_holds(
     fake: FakeOpenAIChat, opencode_cli: Path, tmp_path: Path
 ) -> None:
-    gateway_root = tmp_path / "gateway"
-    gateway_root.mkdir()
-    # The key is the gateway's: the sandbox gets it as a provider credential, crucible never sees it.
-    providers = {"endpoint": {"OPENAI_API_KEY": TEST_KEY}}
-    with FakeGateway(gateway_root, path=sandbox_path(opencode_cli.parent), providers=providers) as gateway:
-        domain = tmp_path / "domain"
-        manifest = write_domain(domain, "opencode", {"OPENAI_BASE_URL": fake.base_url})
-        fake.script = edit_script("opencode", gateway_root / "sandbox" / "workspace" / "value.txt")
-        text = manifest.read_text().replace(
-            'backend = "local"', f'backend = "openshell"\nsandbox_image = "{IMAGE}"'
-        )
-        text += f'\n[agent.openshell]\ngateway = "{gateway.address}"\nproviders = ["endpoint"]\n'
-        manifest.write_text(text)
-
-        done = run_crucible(
-            "--manifest", manifest, "-n", "1", "--ui", "headless", env=crucible_env(), timeout=600
-        )
-        assert done.returncode == 0, done.stderr
-
-        events = list(read_events(domain / "state" / "session.jsonl"))
-        rows = [(e["row"]["decision"], e["row"]["score"]) for e in events if e["kind"] == "row"]
-        assert rows == [("baseline", 1), ("keep", 2)]
-        [turn] = [e for e in events if e["kind"] == "turn"]
-        assert turn["cost"] == pytest.approx(3 * PER_CALL)
-        # the egress: the built-ins plus what this harness's turn needs (its endpoint, its binary)
-        (create,) = gateway.requests("CreateSandbox")
-        table = load_manifest(manifest).settings.of("backend").openshell
-        reach = harness_reach(harness(tmp_path), "opencode", {"OPENAI_BASE_URL": fake.base_url})
-        assert create.spec.policy == policy_message(resolve_egress(table, (), reach))
-        port = int(fake.base_url.rsplit(":", 1)[1].split("/")[0])
-        assert [(e.host, e.port) for e in reach.endpoints] == [("api.openai.com", 443), ("127.0.0.1", port)]
-        assert reach.binaries == ("/usr/local/bin/opencode",)
-        assert TEST_KEY.encode() not in b"".join(r.SerializeToString() for _, r in gateway.calls)
-        assert gateway.sandboxes == {}
+    reach = kept_in_a_sandbox("opencode", opencode_cli, fake, tmp_path, harness(tmp_path))
+    assert reach.binaries == ("/usr/local/bin/opencode",)

@@ -14,7 +14,6 @@ XDG directories, so nothing lands in the user's home and no conversation outlive
 
 from __future__ import annotations
 
-import functools
 import secrets
 import shlex
 from collections.abc import Mapping
@@ -22,26 +21,22 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core.errors import ManifestError
 from crucible_core.protocols import (
-    FailureClass,
     HarnessContext,
     SandboxCommand,
     SandboxLayout,
     Turn,
-    TurnResult,
 )
+from crucible_harness_endpoint.cli_harness import EndpointCliHarness, refuse_session
 from crucible_harness_endpoint.cli_lookup import PROGRAM_STEP, AgentCli
 from crucible_harness_endpoint.endpoint import (
     PROVIDER,
     Wire,
     resolve_model,
-    sandbox_egress,
     seed_step,
     template_name,
 )
-from crucible_harness_endpoint.host_turn import preflight_problems, run_on_host
-from crucible_harness_endpoint.toolbox import ToolboxError, install_toolbox, resolve_toolbox
+from crucible_harness_endpoint.toolbox import resolve_toolbox
 from crucible_harness_endpoint.turn_env import turn_env
 from crucible_harness_opencode import config
 from crucible_harness_opencode.settings import SKILLS_DIR, OpenCodeSettings
@@ -95,45 +90,22 @@ exit "$crucible_status"
 
 
 @attrs.frozen
-class OpenCodeHarness:
+class OpenCodeHarness(EndpointCliHarness):
+    cli = CLI
+    skills_dir = SKILLS_DIR
+    sandbox_binaries = SANDBOX_BINARIES
     model: str
     toolbox: Path | None = None
 
     @classmethod
     def from_context(cls, ctx: HarnessContext) -> OpenCodeHarness:
         settings = ctx.settings if isinstance(ctx.settings, OpenCodeSettings) else OpenCodeSettings()
-        if ctx.agent.session:
-            raise ManifestError(
-                f'harness "opencode" cannot continue [agent].session = "{ctx.agent.session}" across turns',
-                hint='use harness = "claude" for a logical session, or remove [agent].session',
-            )
+        refuse_session(HARNESS, ctx.agent.session)
         model = resolve_model(settings.opencode.model, ctx.agent.model, HARNESS)
         return cls(model, resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir))
 
-    def preflight(self, env: Mapping[str, str]) -> list[str]:
-        return preflight_problems(CLI, env)
-
-    def run(self, turn: Turn) -> TurnResult:
-        return run_on_host(
-            CLI, functools.partial(self._describe, confined=False), turn, prefix="crucible-opencode-"
-        )
-
-    def sandbox_command(self, turn: Turn, layout: SandboxLayout) -> SandboxCommand | TurnResult:
-        """The turn for a sandbox or a pod: every permission allowed, because the box is the boundary."""
-        return self._describe(turn, layout, CLI.in_sandbox(turn.env), confined=True)
-
-    def sandbox_egress(self, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
-        """What a confining sandbox (openshell) must let this harness's turn reach, besides its built-ins."""
-        return sandbox_egress(env, SANDBOX_BINARIES)
-
-    def _describe(
-        self, turn: Turn, layout: SandboxLayout, cli: str, *, confined: bool
-    ) -> SandboxCommand | TurnResult:
-        if self.toolbox is not None:
-            try:
-                install_toolbox(self.toolbox, turn.workspace, SKILLS_DIR)
-            except ToolboxError as exc:
-                return TurnResult(False, FailureClass.SPAWN, note=str(exc))
+    def command(self, turn: Turn, layout: SandboxLayout, program: str, *, confined: bool) -> SandboxCommand:
+        """`confined` (a sandbox or pod): every permission allowed, because the box is the boundary."""
         nonce = secrets.token_hex(8)
         files = {
             f"{layout.private}/templates/{template_name(wire)}": config.render(
@@ -149,7 +121,7 @@ class OpenCodeHarness:
             "-c",
             wrapper(layout, self.model, nonce),
             "crucible-opencode",
-            cli,
+            program,
             "--format",
             "json",
             "--pure",

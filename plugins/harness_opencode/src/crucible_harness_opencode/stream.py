@@ -6,8 +6,6 @@ the reader of the log only: text, reasoning and tool calls as they happen. The t
 then prints `opencode export` of the session between two marker lines, and that export is the
 transcript: the result, the token usage and the error, if any, come from it alone. A turn
 without one is a transcript error, never a free success (verdict.py).
-
-Never raises: this runs on the supervisor's stdout pump, and a line it cannot read is counted.
 """
 
 from __future__ import annotations
@@ -20,11 +18,11 @@ import attrs
 
 from crucible_core.protocols import AgentEventSink
 from crucible_harness_endpoint import events
+from crucible_harness_endpoint.json_stream import JsonStream
 from crucible_harness_endpoint.pricing import Usage, cost_usd
 
 HARNESS = "opencode"
 MAX_EXPORT_BYTES = 32 * 1024 * 1024  # a session export beyond this is refused, not held in memory
-_KEPT_BAD_LINES = 3
 
 
 def begin_marker(nonce: str) -> str:
@@ -94,15 +92,13 @@ def read_export(document: Any) -> Transcript | str:
 
 
 @attrs.define
-class OpenCodeStream:
+class OpenCodeStream(JsonStream):
     emit: AgentEventSink
     model: str
     nonce: str  # the export's marker lines carry it
     session_id: str | None = None  # the run's session, once its first event named it
     stream_usage: Usage = Usage()  # the step_finish tokens: only a cost estimate when there is no export
     stream_error: str | None = None
-    undecodable: int = 0
-    bad_lines: list[str] = attrs.field(factory=list)
     transcript: Transcript | None = None
     export_problem: str | None = None  # why the export that arrived could not be read
     _export: list[str] | None = None  # the export's lines while they arrive
@@ -115,31 +111,12 @@ class OpenCodeStream:
     def feed(self, line: str) -> None:
         if self._export is not None:
             self._collect(line)
-            return
-        stripped = line.strip()
-        if stripped == begin_marker(self.nonce):
+        elif line.strip() == begin_marker(self.nonce):
             self._export, self._export_bytes = [], 0
-            return
-        if not stripped:
-            return
-        try:
-            message = json.loads(stripped)
-        except (ValueError, RecursionError):
-            message = None
-        if not isinstance(message, dict):
-            self._bad(stripped)
-            return
-        try:
-            self._event(message)
-        except Exception as exc:  # a malformed event is a bad line, never a stalled pump
-            self._bad(f"{stripped} ({exc!r})")
+        else:
+            super().feed(line)
 
-    def _bad(self, line: str) -> None:
-        self.undecodable += 1
-        if len(self.bad_lines) < _KEPT_BAD_LINES:
-            self.bad_lines.append(events.clip(line, 200))
-
-    def _event(self, message: Mapping[str, Any]) -> None:
+    def event(self, message: Mapping[str, Any]) -> None:
         if self.session_id is None and events.text(message.get("sessionID")):
             self.session_id = message["sessionID"]
             self.emit(events.AGENT_START, {"harness": HARNESS, "model": self.model})

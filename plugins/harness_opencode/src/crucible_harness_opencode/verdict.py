@@ -10,26 +10,15 @@ from __future__ import annotations
 from crucible_core.process import Completed
 from crucible_core.protocols import FailureClass, TurnResult
 from crucible_harness_endpoint import events
-from crucible_harness_endpoint.endpoint import refusal
+from crucible_harness_endpoint.verdict import ended_early
 from crucible_harness_opencode.stream import OpenCodeStream
 
 
 def classify(done: Completed, stream: OpenCodeStream) -> TurnResult:
-    if done.spawn_error:
-        return TurnResult(
-            False, FailureClass.SPAWN, note=events.note(f"could not start opencode: {done.spawn_error}")
-        )
-    refused = refusal(done)
-    if refused is not None:
-        return TurnResult(False, FailureClass.SPAWN, note=events.note(refused))
     cost = stream.cost_usd
-    if done.timed_out:
-        return TurnResult(
-            False,
-            FailureClass.TIMEOUT,
-            cost_usd=cost,
-            note=events.note(f"opencode {done.describe_failure()}"),
-        )
+    early = ended_early(done, "opencode", cost)
+    if early is not None:
+        return early
     transcript = stream.transcript
     if transcript is None:
         if not stream.started:
@@ -39,7 +28,7 @@ def classify(done: Completed, stream: OpenCodeStream) -> TurnResult:
                 FailureClass.SPAWN,
                 note=events.note(f"opencode {done.describe_failure()} before its stream began", detail),
             )
-        why = stream.export_problem or "opencode left no session export"
+        why = events.note(stream.export_problem or "opencode left no session export", stream.bad_note())
         return TurnResult(
             False,
             FailureClass.STREAM,

@@ -19,24 +19,21 @@ import attrs
 
 from crucible_core.errors import ManifestError
 from crucible_core.protocols import (
-    FailureClass,
     HarnessContext,
     SandboxCommand,
     SandboxLayout,
     Turn,
-    TurnResult,
 )
+from crucible_harness_endpoint.cli_harness import EndpointCliHarness, refuse_session
 from crucible_harness_endpoint.cli_lookup import PROGRAM_STEP, AgentCli
 from crucible_harness_endpoint.endpoint import (
     PROVIDER,
     Wire,
     resolve_model,
-    sandbox_egress,
     seed_step,
     template_name,
 )
-from crucible_harness_endpoint.host_turn import preflight_problems, run_on_host
-from crucible_harness_endpoint.toolbox import ToolboxError, install_toolbox, resolve_toolbox
+from crucible_harness_endpoint.toolbox import resolve_toolbox
 from crucible_harness_endpoint.turn_env import turn_env
 from crucible_harness_pi import config
 from crucible_harness_pi.settings import SKILLS_DIR, PiSettings
@@ -78,7 +75,10 @@ def grants_broker_tools(ctx: HarnessContext) -> bool:
 
 
 @attrs.frozen
-class PiHarness:
+class PiHarness(EndpointCliHarness):
+    cli = CLI
+    skills_dir = SKILLS_DIR
+    sandbox_binaries = SANDBOX_BINARIES
     model: str
     thinking: str | None = None
     toolbox: Path | None = None
@@ -86,11 +86,7 @@ class PiHarness:
     @classmethod
     def from_context(cls, ctx: HarnessContext) -> PiHarness:
         settings = ctx.settings if isinstance(ctx.settings, PiSettings) else PiSettings()
-        if ctx.agent.session:
-            raise ManifestError(
-                f'harness "pi" cannot continue [agent].session = "{ctx.agent.session}" across turns',
-                hint='use harness = "claude" for a logical session, or remove [agent].session',
-            )
+        refuse_session(HARNESS, ctx.agent.session)
         if grants_broker_tools(ctx):
             raise ManifestError(
                 "harness pi has no MCP client, so it cannot call the broker tools this run grants",
@@ -106,25 +102,8 @@ class PiHarness:
         thinking = THINKING[effort] if effort is not None else None
         return cls(model, thinking, resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir))
 
-    def preflight(self, env: Mapping[str, str]) -> list[str]:
-        return preflight_problems(CLI, env)
-
-    def run(self, turn: Turn) -> TurnResult:
-        return run_on_host(CLI, self._describe, turn, prefix="crucible-pi-")
-
-    def sandbox_command(self, turn: Turn, layout: SandboxLayout) -> SandboxCommand | TurnResult:
-        return self._describe(turn, layout, CLI.in_sandbox(turn.env))
-
-    def sandbox_egress(self, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
-        """What a confining sandbox (openshell) must let this harness's turn reach, besides its built-ins."""
-        return sandbox_egress(env, SANDBOX_BINARIES)
-
-    def _describe(self, turn: Turn, layout: SandboxLayout, cli: str) -> SandboxCommand | TurnResult:
-        if self.toolbox is not None:
-            try:
-                install_toolbox(self.toolbox, turn.workspace, SKILLS_DIR)
-            except ToolboxError as exc:
-                return TurnResult(False, FailureClass.SPAWN, note=str(exc))
+    def command(self, turn: Turn, layout: SandboxLayout, program: str, *, confined: bool) -> SandboxCommand:
+        """The same command wherever it runs: pi asks no permission questions."""
         reasoning = self.thinking is not None
         files = {
             f"{layout.private}/templates/{template_name(wire)}": config.render_models(
@@ -134,7 +113,7 @@ class PiHarness:
         }
         files[f"{agent_dir(layout)}/settings.json"] = config.render_settings().encode("utf-8")
         env = turn_env(turn.env, layout.home, QUIET_DEFAULTS, PI_CODING_AGENT_DIR=agent_dir(layout))
-        argv = ["sh", "-c", wrapper(layout, self.model), "crucible-pi", cli]
+        argv = ["sh", "-c", wrapper(layout, self.model), "crucible-pi", program]
         argv += ["--mode", "json", "--print", "--offline", "--provider", PROVIDER, "--model", self.model]
         if self.thinking is not None:
             argv += ["--thinking", self.thinking]

@@ -4,13 +4,10 @@ Pi writes its events from its own process and ends them with `agent_end`, so the
 complete: it carries the result and the token usage, and the session file pi keeps is not
 needed. `message_update` lines (each repeats the whole message so far) are skipped unread; the
 finished message comes again in `message_end`.
-
-Never raises: this runs on the supervisor's stdout pump, and a line it cannot read is counted.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,10 +15,10 @@ import attrs
 
 from crucible_core.protocols import AgentEventSink
 from crucible_harness_endpoint import events
+from crucible_harness_endpoint.json_stream import JsonStream
 from crucible_harness_endpoint.pricing import Usage, cost_usd
 
 HARNESS = "pi"
-_KEPT_BAD_LINES = 3
 _PARTIAL_PREFIX = '{"type":"message_update"'
 
 
@@ -41,7 +38,7 @@ def _usage(raw: Any) -> tuple[Usage, float]:
 
 
 @attrs.define
-class PiStream:
+class PiStream(JsonStream):
     emit: AgentEventSink
     model: str
     started: bool = False  # the session header arrived: pi is up and talking
@@ -52,31 +49,11 @@ class PiStream:
     stop_reason: str | None = None  # the last assistant message's
     error: str | None = None  # its error message, when it stopped on one
     text: str = ""  # the last thing the agent said
-    undecodable: int = 0
-    bad_lines: list[str] = attrs.field(factory=list)
 
-    def feed(self, line: str) -> None:
-        stripped = line.strip()
-        if not stripped or stripped.startswith(_PARTIAL_PREFIX):
-            return
-        try:
-            message = json.loads(stripped)
-        except (ValueError, RecursionError):
-            message = None
-        if not isinstance(message, dict):
-            self._bad(stripped)
-            return
-        try:
-            self._event(message)
-        except Exception as exc:  # a malformed event is a bad line, never a stalled pump
-            self._bad(f"{stripped} ({exc!r})")
+    def skip(self, line: str) -> bool:
+        return line.startswith(_PARTIAL_PREFIX)
 
-    def _bad(self, line: str) -> None:
-        self.undecodable += 1
-        if len(self.bad_lines) < _KEPT_BAD_LINES:
-            self.bad_lines.append(events.clip(line, 200))
-
-    def _event(self, message: Mapping[str, Any]) -> None:
+    def event(self, message: Mapping[str, Any]) -> None:
         kind = message.get("type")
         if kind == "session" and not self.started:
             self.started = True

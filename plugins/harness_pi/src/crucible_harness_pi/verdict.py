@@ -9,23 +9,15 @@ from __future__ import annotations
 from crucible_core.process import Completed
 from crucible_core.protocols import FailureClass, TurnResult
 from crucible_harness_endpoint import events
-from crucible_harness_endpoint.endpoint import refusal
+from crucible_harness_endpoint.verdict import ended_early
 from crucible_harness_pi.stream import PiStream
 
 
 def classify(done: Completed, stream: PiStream) -> TurnResult:
-    if done.spawn_error:
-        return TurnResult(
-            False, FailureClass.SPAWN, note=events.note(f"could not start pi: {done.spawn_error}")
-        )
-    refused = refusal(done)
-    if refused is not None:
-        return TurnResult(False, FailureClass.SPAWN, note=events.note(refused))
     cost = stream.cost_usd
-    if done.timed_out:
-        return TurnResult(
-            False, FailureClass.TIMEOUT, cost_usd=cost, note=events.note(f"pi {done.describe_failure()}")
-        )
+    early = ended_early(done, "pi", cost)
+    if early is not None:
+        return early
     if not stream.started:
         return TurnResult(
             False,
@@ -35,11 +27,7 @@ def classify(done: Completed, stream: PiStream) -> TurnResult:
             ),
         )
     if not stream.ended:
-        detail = events.stderr_tail(done.stderr)
-        if stream.undecodable:
-            detail = events.note(
-                f"{stream.undecodable} undecodable stream line(s), e.g. {stream.bad_lines[0]!r}", detail
-            )
+        detail = events.note(stream.bad_note(), events.stderr_tail(done.stderr))
         return TurnResult(
             False,
             FailureClass.STREAM,
