@@ -15,7 +15,7 @@ from crucible_core.errors import ManifestError
 from crucible_core.protocols import FailureClass, SandboxCommand, SandboxLayout, Turn, TurnResult
 from crucible_harness_endpoint import endpoint
 from crucible_harness_endpoint.cli_lookup import AgentCli
-from crucible_harness_endpoint.endpoint import Wire, credential_problem, endpoint_hosts, refusal, seed_step
+from crucible_harness_endpoint.endpoint import credential_problem, endpoint_hosts, refusal, seed_step
 from crucible_harness_endpoint.host_turn import run_on_host
 from crucible_harness_endpoint.pricing import FALLBACK, PRICES, Usage, cost_usd, price_of
 from crucible_harness_endpoint.toolbox import install_toolbox, resolve_toolbox
@@ -26,15 +26,15 @@ from tests.harness_claude.support import Recorder, make_turn
 
 
 def seed(tmp_path: Path, env: dict[str, str], model: str = "gpt-4.1") -> tuple[process.Completed, str]:
-    templates = tmp_path / "templates"
-    templates.mkdir(exist_ok=True)
-    for wire in Wire:
-        (templates / endpoint.template_name(wire)).write_text(
-            f'{{"wire": "{wire}", "url": "{endpoint.BASE_URL_SLOT}"}}'
-        )
+    files = endpoint.template_files(
+        str(tmp_path), lambda wire: f'{{"wire": "{wire}", "url": "{endpoint.BASE_URL_SLOT}"}}'
+    )
+    for path, data in files.items():
+        Path(path).parent.mkdir(exist_ok=True)
+        Path(path).write_bytes(data)
     config = tmp_path / "out.json"
     config.unlink(missing_ok=True)
-    script = seed_step(str(config), str(templates), model) + 'stat -c %a "$crucible_config"\n'
+    script = seed_step(str(config), str(tmp_path), model) + 'stat -c %a "$crucible_config"\n'
     done = process.run(["sh", "-c", script], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", **env}, timeout=30)
     return done, config.read_text() if config.exists() else ""
 

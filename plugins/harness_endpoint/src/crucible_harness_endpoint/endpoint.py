@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from crucible_core.errors import ManifestError
@@ -101,21 +101,22 @@ def refusal(done: Completed) -> str | None:
     return None
 
 
-def template_name(wire: Wire) -> str:
-    return f"{wire.value}.json"
+def template_files(private: str, render: Callable[[Wire], str]) -> dict[str, bytes]:
+    """The harness's config template for each API, as files of the turn's private directory."""
+    return {f"{private}/templates/{wire.value}.json": render(wire).encode("utf-8") for wire in Wire}
 
 
-def seed_step(config: str, templates: str, model: str) -> str:
+def seed_step(config: str, private: str, model: str) -> str:
     """`sh` lines that choose the API from the environment, then write `config` from its template.
 
-    `templates` is the directory holding one template per `Wire` (`template_name`). On a missing
-    key or a base URL no JSON string may hold, the lines print why on stderr and exit
+    `private` is the turn's private directory, holding the templates (`template_files`). On a
+    missing key or a base URL no JSON string may hold, the lines print why on stderr and exit
     REFUSED_EXIT, so nothing has been started and nothing spent.
     """
     refuse = f'printf "%s\\n" "{REFUSED_PREFIX}$crucible_why" >&2; exit {REFUSED_EXIT}'
     return f"""\
 crucible_config={shlex.quote(config)}
-crucible_templates={shlex.quote(templates)}
+crucible_templates={shlex.quote(f"{private}/templates")}
 crucible_model={shlex.quote(model)}
 if [ -n "${{OPENAI_BASE_URL:-}}" ]; then
   crucible_wire={Wire.CHAT.value} crucible_url=$OPENAI_BASE_URL

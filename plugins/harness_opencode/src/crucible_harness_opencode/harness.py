@@ -31,10 +31,9 @@ from crucible_harness_endpoint.cli_harness import EndpointCliHarness, refuse_ses
 from crucible_harness_endpoint.cli_lookup import PROGRAM_STEP, AgentCli
 from crucible_harness_endpoint.endpoint import (
     PROVIDER,
-    Wire,
     resolve_model,
     seed_step,
-    template_name,
+    template_files,
 )
 from crucible_harness_endpoint.toolbox import resolve_toolbox
 from crucible_harness_endpoint.turn_env import turn_env
@@ -66,7 +65,7 @@ def wrapper(layout: SandboxLayout, model: str, nonce: str) -> str:
     private = layout.private
     q = shlex.quote
     return f"""\
-{PROGRAM_STEP}{seed_step(f"{private}/opencode.json", f"{private}/templates", model)}
+{PROGRAM_STEP}{seed_step(f"{private}/opencode.json", private, model)}
 crucible_private={q(private)}
 # The run's first event names its session; it is kept to export the session afterwards.
 {{ "$crucible_cli" run "$@"; printf '%s\\n' "$?" > "$crucible_private/run.status"; }} |
@@ -107,12 +106,9 @@ class OpenCodeHarness(EndpointCliHarness):
     def command(self, turn: Turn, layout: SandboxLayout, program: str, *, confined: bool) -> SandboxCommand:
         """`confined` (a sandbox or pod): every permission allowed, because the box is the boundary."""
         nonce = secrets.token_hex(8)
-        files = {
-            f"{layout.private}/templates/{template_name(wire)}": config.render(
-                wire, self.model, turn.mcp_servers, confined=confined
-            ).encode("utf-8")
-            for wire in Wire
-        }
+        files = template_files(
+            layout.private, lambda wire: config.render(wire, self.model, turn.mcp_servers, confined=confined)
+        )
         env = turn_env(
             turn.env, layout.home, QUIET_DEFAULTS, OPENCODE_CONFIG=f"{layout.private}/opencode.json"
         )

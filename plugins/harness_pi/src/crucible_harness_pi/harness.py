@@ -28,10 +28,9 @@ from crucible_harness_endpoint.cli_harness import EndpointCliHarness, refuse_ses
 from crucible_harness_endpoint.cli_lookup import PROGRAM_STEP, AgentCli
 from crucible_harness_endpoint.endpoint import (
     PROVIDER,
-    Wire,
     resolve_model,
     seed_step,
-    template_name,
+    template_files,
 )
 from crucible_harness_endpoint.toolbox import resolve_toolbox
 from crucible_harness_endpoint.turn_env import turn_env
@@ -54,7 +53,7 @@ THINKING = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", 
 def wrapper(layout: SandboxLayout, model: str) -> str:
     """The turn's `sh` script: argv `$1` is the CLI, the rest pi's arguments."""
     return f"""\
-{PROGRAM_STEP}{seed_step(f"{agent_dir(layout)}/models.json", f"{layout.private}/templates", model)}
+{PROGRAM_STEP}{seed_step(f"{agent_dir(layout)}/models.json", layout.private, model)}
 # Each message_update line repeats the whole message so far: left in, a long turn's output
 # would grow quadratically past what a pod's log carries back. message_end repeats it once.
 {{ "$crucible_cli" "$@"; printf '%s\\n' "$?" > "$TMPDIR/pi.status"; }} |
@@ -105,12 +104,9 @@ class PiHarness(EndpointCliHarness):
     def command(self, turn: Turn, layout: SandboxLayout, program: str, *, confined: bool) -> SandboxCommand:
         """The same command wherever it runs: pi asks no permission questions."""
         reasoning = self.thinking is not None
-        files = {
-            f"{layout.private}/templates/{template_name(wire)}": config.render_models(
-                wire, self.model, reasoning=reasoning
-            ).encode("utf-8")
-            for wire in Wire
-        }
+        files = template_files(
+            layout.private, lambda wire: config.render_models(wire, self.model, reasoning=reasoning)
+        )
         files[f"{agent_dir(layout)}/settings.json"] = config.render_settings().encode("utf-8")
         env = turn_env(turn.env, layout.home, QUIET_DEFAULTS, PI_CODING_AGENT_DIR=agent_dir(layout))
         argv = ["sh", "-c", wrapper(layout, self.model), "crucible-pi", program]
