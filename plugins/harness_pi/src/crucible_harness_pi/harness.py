@@ -12,6 +12,7 @@ before anything starts, rather than running an agent that cannot reach them.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -56,9 +57,10 @@ def wrapper(layout: SandboxLayout, model: str) -> str:
 {PROGRAM_STEP}{seed_step(f"{agent_dir(layout)}/models.json", layout.private, model)}
 # Each message_update line repeats the whole message so far: left in, a long turn's output
 # would grow quadratically past what a pod's log carries back. message_end repeats it once.
-{{ "$crucible_cli" "$@"; printf '%s\\n' "$?" > "$TMPDIR/pi.status"; }} |
+crucible_status_file={shlex.quote(layout.private)}/pi.status
+{{ "$crucible_cli" "$@"; printf '%s\\n' "$?" > "$crucible_status_file"; }} |
   awk 'index($0, "{{\\"type\\":\\"message_update\\"") != 1 {{ print; fflush() }}'
-crucible_status=$(cat "$TMPDIR/pi.status" 2>/dev/null) || crucible_status=1
+crucible_status=$(cat "$crucible_status_file" 2>/dev/null) || crucible_status=1
 exit "$crucible_status"
 """
 
