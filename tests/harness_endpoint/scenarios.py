@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from crucible_backend_openshell.egress import HarnessReach, harness_reach, resolve_egress
+from crucible_backend_openshell.egress import resolve_egress
 from crucible_backend_openshell.gateway import policy_message
+from crucible_core.broker.reach import EgressEndpoint, EgressReach
 from crucible_core.manifest.loader import load_manifest
 from crucible_core.session_log import read_events
 from tests.backend_openshell.fake_gateway import FakeGateway
@@ -105,11 +106,12 @@ def counter_kept_without_a_leak(
 
 
 def kept_in_a_sandbox(
-    harness: str, cli: Path, fake: FakeOpenAIChat, tmp_path: Path, built: object
-) -> HarnessReach:
+    harness: str, cli: Path, fake: FakeOpenAIChat, tmp_path: Path, binaries: tuple[str, ...]
+) -> None:
     """The counter with backend = "openshell": the key is the gateway's, injected into the sandbox as
     a provider credential, and the turn's own first lines seed the CLI from it there. The sandbox's
-    egress is the built-ins plus what `built` (this harness) says its turn needs, returned."""
+    egress is the built-ins plus what this harness's turns need: the endpoint [agent].env names
+    (and api.openai.com), and `binaries`."""
     gateway_root = tmp_path / "gateway"
     gateway_root.mkdir()
     providers = {"endpoint": {"OPENAI_API_KEY": TEST_KEY}}
@@ -136,10 +138,15 @@ def kept_in_a_sandbox(
         assert all(r.headers["authorization"] == f"Bearer {TEST_KEY}" for r in fake.chat_requests())
         (create,) = gateway.requests("CreateSandbox")
         table = load_manifest(manifest).settings.of("backend").openshell
-        reach = harness_reach(built, harness, {"OPENAI_BASE_URL": fake.base_url})
-        assert create.spec.policy == policy_message(resolve_egress(table, (), reach))
         port = int(fake.base_url.rsplit(":", 1)[1].split("/")[0])
-        assert [(e.host, e.port) for e in reach.endpoints] == [("api.openai.com", 443), ("127.0.0.1", port)]
+        needed = EgressReach(
+            restricted=True,
+            endpoints=(
+                EgressEndpoint("api.openai.com", 443, "full", "built-in"),
+                EgressEndpoint("127.0.0.1", port, "full", "built-in"),
+            ),
+            binaries=binaries,
+        )
+        assert create.spec.policy == policy_message(resolve_egress(table, (), needed))
         assert TEST_KEY.encode() not in b"".join(r.SerializeToString() for _, r in gateway.calls)
         assert gateway.sandboxes == {}
-        return reach

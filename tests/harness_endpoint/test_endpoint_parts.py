@@ -110,7 +110,25 @@ def test_the_endpoint_hosts_a_sandbox_must_reach() -> None:
     assert endpoint_hosts({}) == [("api.openai.com", 443)]
     env = {"OPENAI_BASE_URL": "http://vllm.internal:8000/v1", "ANTHROPIC_BASE_URL": "https://gw.example"}
     assert endpoint_hosts(env) == [("api.openai.com", 443), ("vllm.internal", 8000), ("gw.example", 443)]
-    assert endpoint_hosts({"OPENAI_BASE_URL": "http://[::1:bad"}) == [("api.openai.com", 443)]
+    for odd in (
+        "http://[::1:bad",
+        "http://[::1]:8000/v1",
+        "http://my_host:80/v1",
+        "file:///tmp/x",
+        "gw:8000",
+    ):
+        assert endpoint_hosts({"OPENAI_BASE_URL": odd}) == [("api.openai.com", 443)], odd
+
+
+def test_a_harness_states_the_reach_its_sandboxed_turns_need() -> None:
+    from crucible_harness_endpoint.endpoint import sandbox_reach
+
+    reach = sandbox_reach({"OPENAI_BASE_URL": "http://vllm.internal:8000/v1"}, ["/usr/local/bin/agent"])
+    assert reach.restricted and reach.binaries == ("/usr/local/bin/agent",)
+    assert [(e.host, e.port, e.access) for e in reach.endpoints] == [
+        ("api.openai.com", 443, "full"),
+        ("vllm.internal", 8000, "full"),
+    ]
 
 
 def test_no_model_named_anywhere_is_refused_with_where_to_name_one() -> None:

@@ -151,5 +151,6 @@ def test_the_turn_written_out_for_a_pod_runs_with_the_pods_key_and_none_of_this_
 def test_the_counter_runs_a_pi_turn_in_a_sandbox_with_a_key_only_the_gateway_holds(
     fake: FakeOpenAIChat, pi_cli: Path, tmp_path: Path
 ) -> None:
-    reach = kept_in_a_sandbox("pi", pi_cli, fake, tmp_path, harness(tmp_path))
-    assert reach.binaries == ("/usr/local/bin/pi", "/usr/bin/node", "/usr/local/bin/node")
+    kept_in_a_sandbox(
+        "pi", pi_cli, fake, tmp_path, ("/usr/local/bin/pi", "/usr/bin/node", "/usr/local/bin/node")
+    )

@@ -2,23 +2,22 @@
 
 Deny by default: the sandbox reaches only what this resolves to. With `inherit_defaults` the
 manifest's endpoints and binaries are appended to the built-ins (duplicates dropped, a
-built-in is never removed); without it the list is exactly what the manifest names. What the
-turn's harness says its program needs (an optional `sandbox_egress(env)` on the harness: its
-model endpoint, the binary that opens the socket) counts as standing reach of that harness: it
-is added with the built-ins and for that harness's turns only, so a claude turn's allowlist
-stays exactly the built-ins'. Engine plumbing (the forward of a run service a turn needs) is
-appended either way, because the domain opted into it by needing the service, and only for the
-sandbox of that turn.
+built-in is never removed); without it the list is exactly what the manifest names. Engine
+plumbing (the forward of a run service a turn needs) is appended either way, because the
+domain opted into it by needing the service, and only for the sandbox of that turn. So is the
+reach the selected harness's program needs to run at all (`sandbox_egress()` on the harness:
+its provider's API, its sign-in service), and only in that harness's sandboxes: a claude turn's
+allowlist carries nothing another harness needs.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 
-from crucible_backend_openshell.settings import BINARY_PATH, Endpoint, OpenShellTable
+from crucible_backend_openshell.settings import Endpoint, OpenShellTable
+from crucible_core.broker.reach import EgressReach
 
 # Standing reach every sandbox gets unless the manifest opts out: the public forges, PyPI,
 # the model providers the Claude harness talks to (Anthropic, Vertex), and the npm registry
@@ -50,7 +49,7 @@ BUILTIN_BINARIES: tuple[str, ...] = (
 @attrs.frozen
 class EgressEntry:
     endpoint: Endpoint
-    source: str  # "built-in", "manifest", "harness NAME", or "service NAME" (engine plumbing)
+    source: str  # "built-in", "manifest", or "service NAME" (engine plumbing)
 
 
 @attrs.frozen
@@ -83,45 +82,25 @@ def _dedupe(entries: Iterable[EgressEntry]) -> tuple[EgressEntry, ...]:
     return tuple(kept)
 
 
-@attrs.frozen
-class HarnessReach:
-    """What a harness's program needs to reach from a sandbox (its `sandbox_egress(env)`)."""
-
-    harness: str
-    endpoints: tuple[Endpoint, ...] = ()
-    binaries: tuple[str, ...] = ()
-
-
-def harness_reach(harness: object, name: str, env: Mapping[str, str]) -> HarnessReach:
-    """Ask a harness what its turn in `env` must reach; a harness that does not say needs nothing extra.
-
-    An entry that is not a valid endpoint (a base URL with an odd host) is left out: the turn then
-    fails to reach it, loudly, rather than the allowlist growing past what it can express.
-    """
-    ask = getattr(harness, "sandbox_egress", None)
-    if ask is None:
-        return HarnessReach(name)
-    spelled, binaries = ask(env)
-    endpoints = []
-    for text in spelled:
-        with contextlib.suppress(ValueError):
-            endpoints.append(Endpoint.parse(text))
-    return HarnessReach(name, tuple(endpoints), tuple(b for b in binaries if BINARY_PATH.fullmatch(b)))
-
-
 def resolve_egress(
     table: OpenShellTable,
     service_forwards: Sequence[tuple[str, Endpoint]] = (),
-    harness: HarnessReach | None = None,
+    harness: EgressReach | None = None,
 ) -> ResolvedEgress:
     manifest = [EgressEntry(e, "manifest") for e in table.parsed_endpoints()]
     builtins = [EgressEntry(e, "built-in") for e in BUILTIN_ENDPOINTS] if table.inherit_defaults else []
-    own = harness if harness is not None and table.inherit_defaults else HarnessReach("")
-    standing = [EgressEntry(e, f"harness {own.harness}") for e in own.endpoints]
+    needed = [
+        EgressEntry(Endpoint(e.host, e.port, e.access), "harness")
+        for e in (harness.endpoints if harness is not None else ())
+    ]
     plumbing = [EgressEntry(endpoint, f"service {name}") for name, endpoint in service_forwards]
-    binaries = [*(BUILTIN_BINARIES if table.inherit_defaults else ()), *own.binaries, *table.binaries]
+    binaries = [
+        *(BUILTIN_BINARIES if table.inherit_defaults else ()),
+        *(harness.binaries if harness is not None else ()),
+        *table.binaries,
+    ]
     return ResolvedEgress(
-        _dedupe([*builtins, *standing, *manifest, *plumbing]),
+        _dedupe([*builtins, *manifest, *needed, *plumbing]),
         tuple(dict.fromkeys(binaries)),
         table.inherit_defaults,
     )

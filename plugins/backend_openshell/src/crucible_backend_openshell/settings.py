@@ -17,7 +17,7 @@ from crucible_core.manifest.models import Seconds
 ACCESS_CLASSES = ("read-only", "read-write", "full")
 ENFORCEMENT_MODES = ("enforce", "audit")
 _HOST = re.compile(r"(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
-BINARY_PATH = re.compile(r"/[^\0\n]{0,1023}")
+_BINARY = re.compile(r"/[^\0\n]{0,1023}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _PROVIDER = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 
@@ -102,7 +102,7 @@ class OpenShellTable:
         for text in self.endpoints:
             Endpoint.parse(text)
         for binary in self.binaries:
-            if not BINARY_PATH.fullmatch(binary):
+            if not _BINARY.fullmatch(binary):
                 raise ValueError(f"binary {binary!r} must be an absolute path")
         for provider in self.providers:
             if not _PROVIDER.fullmatch(provider):

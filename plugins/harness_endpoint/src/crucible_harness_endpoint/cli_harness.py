@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
+from crucible_core.broker.reach import EgressReach
 from crucible_core.errors import ManifestError
 from crucible_core.protocols import FailureClass, SandboxCommand, SandboxLayout, Turn, TurnResult
 from crucible_harness_endpoint.cli_lookup import AgentCli
-from crucible_harness_endpoint.endpoint import sandbox_egress
+from crucible_harness_endpoint.endpoint import sandbox_reach
 from crucible_harness_endpoint.host_turn import preflight_problems, run_on_host
 from crucible_harness_endpoint.toolbox import ToolboxError, install_toolbox
 
@@ -35,6 +36,7 @@ class EndpointCliHarness:
     skills_dir: ClassVar[str]  # where the CLI looks for the workspace's skills
     sandbox_binaries: ClassVar[tuple[str, ...]]  # the programs that open its connections
     toolbox: Path | None  # the manifest's toolbox_dir, resolved
+    agent_env: Mapping[str, str]  # [agent].env: what a sandbox's turn is handed (its endpoint)
 
     def command(self, turn: Turn, layout: SandboxLayout, program: str, *, confined: bool) -> SandboxCommand:
         """The turn as one command running `program`; `confined`: a sandbox or pod is the boundary."""
@@ -50,9 +52,10 @@ class EndpointCliHarness:
     def sandbox_command(self, turn: Turn, layout: SandboxLayout) -> SandboxCommand | TurnResult:
         return self._describe(turn, layout, self.cli.in_sandbox(turn.env), confined=True)
 
-    def sandbox_egress(self, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
-        """What a confining sandbox (openshell) must let this harness's turn reach, besides its built-ins."""
-        return sandbox_egress(env, self.sandbox_binaries)
+    def sandbox_egress(self) -> EgressReach:
+        """What a confining sandbox (openshell) must let this harness's turns reach: the endpoint
+        [agent].env names (and api.openai.com), and the CLI's programs."""
+        return sandbox_reach(self.agent_env, self.sandbox_binaries)
 
     def _describe(
         self, turn: Turn, layout: SandboxLayout, program: str, *, confined: bool

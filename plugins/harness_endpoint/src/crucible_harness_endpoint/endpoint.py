@@ -20,10 +20,12 @@ it back from the environment by name.
 from __future__ import annotations
 
 import enum
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from crucible_core.broker.reach import EgressEndpoint, EgressReach
 from crucible_core.errors import ManifestError
 from crucible_core.process import Completed
 
@@ -31,6 +33,7 @@ PROVIDER = "crucible"  # the provider id both CLIs get, and the prefix opencode'
 OPENAI_URL = "https://api.openai.com/v1"
 ANTHROPIC_URL = "https://api.anthropic.com"
 BASE_URL_SLOT = "@@crucible-base-url@@"  # where a template's base URL goes; JSON-safe as it is
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
 # The exit status and stderr prefix of a turn the seed step refused (no key): not the CLI's.
 REFUSED_EXIT = 78
@@ -69,26 +72,27 @@ def credential_problem(env: Mapping[str, str]) -> str | None:
 
 
 def endpoint_hosts(env: Mapping[str, str]) -> list[tuple[str, int]]:
-    """The (host, port) pairs a turn in `env` may reach for its model: api.openai.com, and each base URL's host."""
+    """The (host, port) pairs a turn in `env` may reach for its model: api.openai.com, and each base
+    URL's host. A URL that names no plain host name (an IP literal in brackets, a typo) adds
+    nothing: the turn then fails to reach it, loudly, rather than the allowlist holding a guess."""
     hosts = [("api.openai.com", 443)]
     for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
-        url = env.get(name)
-        if not url:
-            continue
         try:
-            parts = urlsplit(url)
+            parts = urlsplit(env.get(name, "").strip())
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
-            continue  # not a URL: the turn's CLI will say so; nothing to allow
-        if parts.hostname and (parts.hostname, port) not in hosts:
-            hosts.append((parts.hostname, port))
+            continue
+        host = parts.hostname or ""
+        if parts.scheme in ("http", "https") and _HOST.fullmatch(host) and (host, port) not in hosts:
+            hosts.append((host, port))
     return hosts
 
 
-def sandbox_egress(env: Mapping[str, str], binaries: Sequence[str]) -> tuple[list[str], list[str]]:
-    """What a confining sandbox must let a turn in `env` reach: the endpoint's hosts (as
-    `host:port:access`), and the programs of the CLI that open the connections."""
-    return [f"{host}:{port}:full" for host, port in endpoint_hosts(env)], list(binaries)
+def sandbox_reach(env: Mapping[str, str], binaries: Sequence[str]) -> EgressReach:
+    """What a confining sandbox must let a turn in `env` reach (its endpoint's hosts), and the
+    programs of the CLI that open those connections: standing reach of the harness."""
+    endpoints = tuple(EgressEndpoint(host, port, "full", "built-in") for host, port in endpoint_hosts(env))
+    return EgressReach(restricted=True, endpoints=endpoints, binaries=tuple(binaries))
 
 
 def refusal(done: Completed) -> str | None:

@@ -95,13 +95,14 @@ class OpenCodeHarness(EndpointCliHarness):
     sandbox_binaries = SANDBOX_BINARIES
     model: str
     toolbox: Path | None = None
+    agent_env: Mapping[str, str] = attrs.field(factory=dict)
 
     @classmethod
     def from_context(cls, ctx: HarnessContext) -> OpenCodeHarness:
         settings = ctx.settings if isinstance(ctx.settings, OpenCodeSettings) else OpenCodeSettings()
         refuse_session(HARNESS, ctx.agent.session)
         model = resolve_model(settings.opencode.model, ctx.agent.model, HARNESS)
-        return cls(model, resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir))
+        return cls(model, resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir), dict(ctx.agent.env))
 
     def command(self, turn: Turn, layout: SandboxLayout, program: str, *, confined: bool) -> SandboxCommand:
         """`confined` (a sandbox or pod): every permission allowed, because the box is the boundary."""

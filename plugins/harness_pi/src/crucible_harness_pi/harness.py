@@ -83,6 +83,7 @@ class PiHarness(EndpointCliHarness):
     model: str
     thinking: str | None = None
     toolbox: Path | None = None
+    agent_env: Mapping[str, str] = attrs.field(factory=dict)
 
     @classmethod
     def from_context(cls, ctx: HarnessContext) -> PiHarness:
@@ -101,7 +102,9 @@ class PiHarness(EndpointCliHarness):
             )
         model = resolve_model(settings.pi.model, ctx.agent.model, HARNESS)
         thinking = THINKING[effort] if effort is not None else None
-        return cls(model, thinking, resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir))
+        return cls(
+            model, thinking, resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir), dict(ctx.agent.env)
+        )
 
     def command(self, turn: Turn, layout: SandboxLayout, program: str, *, confined: bool) -> SandboxCommand:
         """The same command wherever it runs: pi asks no permission questions."""
