@@ -3,6 +3,7 @@ directory, the CLI lookup, the toolbox; and that `crucible --help` loads none of
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from crucible_harness_endpoint.cli_lookup import AgentCli
 from crucible_harness_endpoint.endpoint import credential_problem, endpoint_hosts, refusal, seed_step
 from crucible_harness_endpoint.host_turn import run_on_host
 from crucible_harness_endpoint.pricing import FALLBACK, PRICES, Usage, cost_usd, price_of
-from crucible_harness_endpoint.toolbox import install_toolbox, resolve_toolbox
+from crucible_harness_endpoint.toolbox import ToolboxError, install_toolbox, resolve_toolbox
 from tests.cli_support import crucible_env
 from tests.harness_claude.support import Recorder, make_turn
 
@@ -280,3 +281,37 @@ def test_crucible_help_imports_none_of_the_harnesses_and_loading_plugins_only_th
             ]
         )
     )
+
+
+@pytest.mark.parametrize("plant", ["skills dir", "skill dir", "skill file", "hard link"])
+def test_the_toolbox_never_writes_through_what_the_agent_planted(tmp_path: Path, plant: str) -> None:
+    """The skills directory outlives restores (it is spared), so an earlier turn may have left links
+    in it: the next turn's copy must not write outside the workspace through them."""
+    (tmp_path / "box" / "s").mkdir(parents=True)
+    (tmp_path / "box" / "s" / "SKILL.md").write_text("mine")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "SKILL.md").write_text("precious")
+    ws = tmp_path / "ws"
+    skills = ws / ".agents" / "skills"
+    skills.mkdir(parents=True)
+    if plant == "skills dir":
+        skills.rmdir()
+        skills.symlink_to(outside)
+    elif plant == "skill dir":
+        (skills / "s").symlink_to(outside)
+    else:
+        (skills / "s").mkdir()
+        if plant == "skill file":
+            (skills / "s" / "SKILL.md").symlink_to(outside / "SKILL.md")
+        else:
+            os.link(outside / "SKILL.md", skills / "s" / "SKILL.md")
+    if plant in ("skills dir", "skill dir"):  # a directory on the way is a link: refused
+        with pytest.raises(ToolboxError, match="is a link"):
+            install_toolbox(tmp_path / "box", ws, ".agents/skills")
+    else:  # a planted file is replaced, not written through
+        install_toolbox(tmp_path / "box", ws, ".agents/skills")
+        assert (skills / "s" / "SKILL.md").read_text() == "mine" and not (
+            skills / "s" / "SKILL.md"
+        ).is_symlink()
+    assert (outside / "SKILL.md").read_text() == "precious" and sorted(os.listdir(outside)) == ["SKILL.md"]
