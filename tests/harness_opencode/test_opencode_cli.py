@@ -14,7 +14,7 @@ from crucible_core.manifest.models import AgentSection, BrokerSection
 from crucible_core.protocols import FailureClass, HarnessContext
 from crucible_harness_opencode.harness import OpenCodeHarness
 from crucible_harness_opencode.settings import OpenCodeSettings
-from tests.fakes.anthropic_api import Script, api_error
+from tests.fakes.anthropic_api import Script, api_error, call, say
 from tests.fakes.openai_chat import FakeOpenAIChat
 from tests.harness_claude.support import Recorder, make_turn
 from tests.harness_endpoint.scenarios import kept_in_a_sandbox
@@ -172,3 +172,21 @@ def test_the_counter_runs_an_opencode_turn_in_a_sandbox_with_a_key_only_the_gate
     fake: FakeOpenAIChat, opencode_cli: Path, tmp_path: Path
 ) -> None:
     kept_in_a_sandbox("opencode", opencode_cli, fake, tmp_path, ("/usr/local/bin/opencode",))
+
+
+def test_on_the_host_a_read_outside_the_workspace_is_refused_not_asked(
+    fake: FakeOpenAIChat, opencode_cli: Path, tmp_path: Path
+) -> None:
+    ws = workspace(tmp_path)
+    outside = tmp_path / "elsewhere" / "notes.txt"
+    outside.parent.mkdir()
+    outside.write_text("outside-the-workspace-3f9a\n")
+    fake.script = Script([call("read", filePath=str(outside)), say("Could not read it.")])
+    recorder = Recorder()
+    result = harness(tmp_path).run(
+        make_turn(ws, turn_env(fake, "opencode", opencode_cli), recorder, model=MODEL)
+    )
+    assert result.ok, result.note  # the turn went on: the refusal was the tool's answer
+    [read] = recorder.of("agent_tool_result")
+    assert read["is_error"] and "outside-the-workspace-3f9a" not in read["content"]
+    assert "outside-the-workspace-3f9a" not in json.dumps(fake.chat_requests()[-1].body)
