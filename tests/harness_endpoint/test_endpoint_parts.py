@@ -315,3 +315,20 @@ def test_the_toolbox_never_writes_through_what_the_agent_planted(tmp_path: Path,
             skills / "s" / "SKILL.md"
         ).is_symlink()
     assert (outside / "SKILL.md").read_text() == "precious" and sorted(os.listdir(outside)) == ["SKILL.md"]
+
+
+def test_a_killed_engines_turn_directory_is_swept_and_nothing_else(tmp_path: Path) -> None:
+    from crucible_harness_endpoint.host_turn import sweep_orphans
+
+    gone = subprocess.Popen(["true"])  # a pid that has exited
+    gone.wait()
+    orphan = tmp_path / f"crucible-x-{gone.pid}-abc"
+    live = tmp_path / f"crucible-x-{os.getpid()}-def"
+    other = tmp_path / "crucible-x-notapid"
+    planted = tmp_path / f"crucible-x-{gone.pid}-link"
+    for folder in (orphan, live, other):
+        folder.mkdir()
+        (folder / "opencode.db").write_text("a conversation")
+    planted.symlink_to(live)
+    assert sweep_orphans("crucible-x-", tmp_path) == [orphan]
+    assert not orphan.exists() and live.exists() and other.exists() and planted.is_symlink()

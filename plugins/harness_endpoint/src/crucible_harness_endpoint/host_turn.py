@@ -5,13 +5,16 @@ the seed step must run where the key is. On the `local` backend that command run
 layout is the workspace plus a fresh private directory (mode 0700, outside the workspace and
 the run's state) holding the turn's home and its 0600 files (configs that may carry an MCP
 bearer), removed when the turn ends. Nothing the CLI writes for itself outlives the turn, and
-nothing lands in the user's home.
+nothing lands in the user's home. The directory's name carries the engine's pid, so the
+directory of a turn whose engine was killed (SIGKILL: no cleanup ran) is removed at the next
+turn of any engine on this host.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -47,6 +50,36 @@ def _write_private(base: Path, path: str, data: bytes) -> None:
         handle.write(data)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: theirs to clean up
+    return True
+
+
+def sweep_orphans(prefix: str, root: Path | None = None) -> list[Path]:
+    """Remove the turn directories `prefix` names whose engine is gone; return them.
+
+    Only real directories this user owns are touched (never a link someone put in /tmp).
+    """
+    removed = []
+    for path in (root or Path(tempfile.gettempdir())).glob(f"{prefix}*"):
+        pid = path.name[len(prefix) :].split("-", 1)[0]
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not (pid.isdigit() and stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()):
+            continue
+        if not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 def run_on_host(cli: AgentCli, describe: Describe, turn: Turn, *, prefix: str) -> TurnResult:
     """Describe the turn for a layout on this host, run it under the supervisor, and judge it.
 
@@ -58,7 +91,8 @@ def run_on_host(cli: AgentCli, describe: Describe, turn: Turn, *, prefix: str) -
     credentials = credential_problem(turn.env)
     if credentials:
         return TurnResult(False, FailureClass.SPAWN, note=credentials)
-    base = Path(tempfile.mkdtemp(prefix=prefix))  # mode 0700
+    sweep_orphans(prefix)
+    base = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))  # mode 0700
     try:
         layout = SandboxLayout(
             workdir=str(turn.workspace), home=str(base / "home"), private=str(base / "private")
