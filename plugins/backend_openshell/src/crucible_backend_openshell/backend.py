@@ -104,7 +104,7 @@ class OpenShellBackend:
         if not isinstance(harness, SandboxHarness):
             raise ManifestError(
                 f"harness {ctx.harness_name!r} cannot run inside an OpenShell sandbox",
-                hint='use a harness that can run in a sandbox (claude, codex) with backend = "openshell"',
+                hint='use a harness that can run in a sandbox (claude, codex, opencode, pi or acp) with backend = "openshell"',
             )
         state_dir = ctx.private_dir.parent
         excluded = ["RESULTS.md", "ESCALATION.json", "PROVISIONING_PENDING.json"]
