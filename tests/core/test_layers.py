@@ -16,6 +16,8 @@ INFRASTRUCTURE = {
     "session_log",
     "redact",
     "agent_files",
+    "workspace_files",
+    "sealed_git",
     "protocols",
     "registry",
     "plugins",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -178,3 +179,32 @@ def test_the_toolbox_is_laid_over_existing_skills_and_resets_edits(tmp_path: Pat
     install_toolbox(toolbox, workspace)
     assert copied.read_text() == "frozen"
     assert (own / "SKILL.md").read_text() == "the project's own"
+
+
+@pytest.mark.parametrize("plant", ["skills dir", "skill dir", "skill file", "hard link"])
+def test_the_toolbox_never_writes_through_what_the_agent_planted(tmp_path: Path, plant: str) -> None:
+    """`.claude/skills` outlives restores, so an earlier turn may have left links there: the next
+    turn's copy replaces them and never writes outside the workspace."""
+    toolbox = tmp_path / "toolbox"
+    (toolbox / "s").mkdir(parents=True)
+    (toolbox / "s" / "SKILL.md").write_text("frozen")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "SKILL.md").write_text("precious")
+    skills = tmp_path / "ws" / ".claude" / "skills"
+    skills.mkdir(parents=True)
+    if plant == "skills dir":
+        skills.rmdir()
+        skills.symlink_to(outside)
+    elif plant == "skill dir":
+        (skills / "s").symlink_to(outside)
+    else:
+        (skills / "s").mkdir()
+        if plant == "skill file":
+            (skills / "s" / "SKILL.md").symlink_to(outside / "SKILL.md")
+        else:
+            os.link(outside / "SKILL.md", skills / "s" / "SKILL.md")
+    install_toolbox(toolbox, tmp_path / "ws")
+    assert (outside / "SKILL.md").read_text() == "precious" and sorted(os.listdir(outside)) == ["SKILL.md"]
+    copied = skills / "s" / "SKILL.md"
+    assert copied.read_text() == "frozen" and not copied.is_symlink() and os.lstat(copied).st_nlink == 1

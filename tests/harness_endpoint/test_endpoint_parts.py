@@ -19,7 +19,7 @@ from crucible_harness_endpoint.cli_lookup import AgentCli
 from crucible_harness_endpoint.endpoint import credential_problem, endpoint_hosts, refusal, seed_step
 from crucible_harness_endpoint.host_turn import run_on_host
 from crucible_harness_endpoint.pricing import FALLBACK, PRICES, Usage, cost_usd, price_of
-from crucible_harness_endpoint.toolbox import ToolboxError, install_toolbox, resolve_toolbox
+from crucible_harness_endpoint.toolbox import install_toolbox, resolve_toolbox
 from tests.cli_support import crucible_env
 from tests.harness_claude.support import Recorder, make_turn
 
@@ -306,14 +306,11 @@ def test_the_toolbox_never_writes_through_what_the_agent_planted(tmp_path: Path,
             (skills / "s" / "SKILL.md").symlink_to(outside / "SKILL.md")
         else:
             os.link(outside / "SKILL.md", skills / "s" / "SKILL.md")
-    if plant in ("skills dir", "skill dir"):  # a directory on the way is a link: refused
-        with pytest.raises(ToolboxError, match="is a link"):
-            install_toolbox(tmp_path / "box", ws, ".agents/skills")
-    else:  # a planted file is replaced, not written through
-        install_toolbox(tmp_path / "box", ws, ".agents/skills")
-        assert (skills / "s" / "SKILL.md").read_text() == "mine" and not (
-            skills / "s" / "SKILL.md"
-        ).is_symlink()
+    # A link on the way is replaced by a real directory, a planted file is replaced: never written through.
+    install_toolbox(tmp_path / "box", ws, ".agents/skills")
+    copied = skills / "s" / "SKILL.md"
+    assert copied.read_text() == "mine" and not copied.is_symlink() and os.lstat(copied).st_nlink == 1
+    assert not skills.is_symlink() and not (skills / "s").is_symlink()
     assert (outside / "SKILL.md").read_text() == "precious" and sorted(os.listdir(outside)) == ["SKILL.md"]
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from crucible_core.errors import ManifestError
 from crucible_core.manifest.containment import escape_problem, text_problem
+from crucible_core.workspace_files import copy_tree_into
 
 
 class ToolboxError(Exception):
@@ -28,46 +28,20 @@ def resolve_toolbox(toolbox_dir: str | None, manifest_dir: Path) -> Path | None:
     return path
 
 
-def _real_directory(path: Path) -> None:
-    """`path` as a directory of the workspace's own: made when missing, refused when it is a link."""
-    if path.is_symlink():
-        raise ToolboxError(f"{path} is a link: the toolbox is not copied through it")
-    path.mkdir(mode=0o755, exist_ok=True)
-    if not path.is_dir() or path.is_symlink():
-        raise ToolboxError(f"{path} is not a directory")
-
-
 def install_toolbox(toolbox: Path, workspace: Path, skills_dir: str) -> Path:
     """Copy the toolbox over `<workspace>/<skills_dir>`: copied, not linked, and again every turn,
     so the manifest's copy stays out of the agent's reach and an agent's edit to a toolbox skill
     does not outlive its turn. Skills the workspace already has stay.
 
     The skills directory outlives restores (it is spared), so what an earlier turn left there is
-    the agent's: a directory on the way that is a link is refused, and each file is replaced (the
-    old one unlinked, a new one created) rather than written into, so neither a link nor a hard
-    link carries the copy outside the workspace.
+    the agent's: the copy never writes through a link or a hard link planted there (a link where
+    a directory belongs is replaced by a real directory; a file is replaced, not written into).
     """
     if not toolbox.is_dir():
         raise ToolboxError(f"[agent].toolbox_dir {toolbox} is not a directory")
     target = workspace / skills_dir
     try:
-        here = workspace
-        for name in Path(skills_dir).parts:
-            here = here / name
-            _real_directory(here)
-        for folder, _directories, files in os.walk(toolbox):  # not into the toolbox's own links
-            here = target / Path(folder).relative_to(toolbox)
-            _real_directory(here)
-            for name in files:
-                source = Path(folder) / name
-                if source.is_symlink() or not source.is_file():
-                    continue  # the toolbox's own links and specials are not skills' files
-                destination = here / name
-                if destination.is_symlink() or destination.is_file():
-                    destination.unlink()
-                fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-                with os.fdopen(fd, "wb") as out:
-                    out.write(source.read_bytes())
+        copy_tree_into(toolbox, workspace, skills_dir)
     except OSError as exc:
         raise ToolboxError(f"could not copy [agent].toolbox_dir {toolbox} into {target}: {exc}") from exc
     return target
