@@ -208,3 +208,23 @@ def test_the_toolbox_never_writes_through_what_the_agent_planted(tmp_path: Path,
     assert (outside / "SKILL.md").read_text() == "precious" and sorted(os.listdir(outside)) == ["SKILL.md"]
     copied = skills / "s" / "SKILL.md"
     assert copied.read_text() == "frozen" and not copied.is_symlink() and os.lstat(copied).st_nlink == 1
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_an_inherited_sandbox_claim_does_not_bypass_permissions_on_the_host(
+    workspace: Path, private_dir: Path, tmp_path: Path, declared: bool
+) -> None:
+    """IS_SANDBOX=1 in the engine's own environment (a container crucible happens to run in) is not a
+    statement about the turn: a host turn keeps acceptEdits unless the manifest's [agent].env says so."""
+    record = tmp_path / "argv"
+    env = stand_in_cli(tmp_path, f'printf "%s\\n" "$@" "IS_SANDBOX=$IS_SANDBOX" > {record}\nexit 1\n')
+    env["IS_SANDBOX"] = "1"  # inherited
+    agent = {"env": {"IS_SANDBOX": "1"}} if declared else {}
+    harness = ClaudeCodeHarness.from_context(harness_context(tmp_path, private_dir, **agent))
+    harness.run(make_turn(workspace, env, Recorder()))
+    argv = record.read_text().splitlines()
+    mode = argv[argv.index("--permission-mode") + 1] if "--permission-mode" in argv else None
+    if declared:
+        assert mode == "bypassPermissions" and "IS_SANDBOX=1" in argv
+    else:
+        assert mode != "bypassPermissions" and "IS_SANDBOX=" in argv
