@@ -43,7 +43,7 @@ class CrucibleGroup(click.Group):
     """Lazy built-ins plus commands plugins register through crucible_register_commands."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(BUILTIN_COMMANDS)
+        return sorted({*BUILTIN_COMMANDS, *_plugin_commands()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in BUILTIN_COMMANDS:
@@ -60,8 +60,18 @@ class CrucibleGroup(click.Group):
         rows = [(name, BUILTIN_COMMANDS[name][1]) for name in sorted(BUILTIN_COMMANDS)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+        added = _plugin_commands()
+        if added:
+            with formatter.section("Commands from plugins"):
+                formatter.write_dl(sorted(added.items()))
         formatter.write_paragraph()
-        formatter.write_text("Plugins may add commands; `crucible plugins` lists them.")
+        formatter.write_text("`crucible plugins` lists the installed plugins and what each adds.")
+
+
+def _plugin_commands() -> dict[str, str]:
+    from crucible_core.cli.plugin_commands import plugin_commands
+
+    return plugin_commands(frozenset(BUILTIN_COMMANDS))
 
 
 @click.group(cls=CrucibleGroup, context_settings={"help_option_names": ["-h", "--help"]})

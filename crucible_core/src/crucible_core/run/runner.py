@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import signal
@@ -253,8 +252,7 @@ def _execute_locked(
     log = SessionLog(paths.session_log, redactor)
     fanout = ObserverFanout(note=lambda text: log.emit(wire.Note(msg=text, level="warn")))
     fanout.add(f"reporter {request.ui!r}", reporter.on_event)
-    for owner, observe in plugins.implementations("crucible_session_event"):
-        fanout.add(f"plugin {owner} (crucible_session_event)", functools.partial(_observe, observe))
+    fanout.add_plugins(plugins, "crucible_session_event")
     log.observers.append(fanout)
     goal = loaded.goal_text()
     method = (
@@ -495,10 +493,6 @@ def prove_environment(engine: Engine, run: Run) -> None:
             token=run.segment.best_token,
         )
         raise
-
-
-def _observe(function: Callable[..., Any], event: Any) -> None:
-    function(event=event)
 
 
 def _close_reporter(reporter: Reporter, name: str, fanout: ObserverFanout) -> None:
