@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import os
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -195,7 +196,15 @@ def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, Dr
     except Exception as exc:  # cattrs raises several error types; all are manifest errors here
         problems = describe_structure_error(exc) + tables.near_misses()
         raise _fail(path, "; ".join(problems), hint="see `crucible help manifest` for every key") from None
-    _validate_rules(path, manifest)
+    try:
+        _validate_rules(path, manifest)
+    except ManifestError as exc:
+        # a core rule refused the table; a plugin-bound key spelled like a core key is likely why
+        misses = tables.near_misses(cutoff=0.75)
+        if misses:
+            refused = exc.message.removeprefix(f"{path}: ")
+            raise _fail(path, "; ".join([*misses, refused]), hint=exc.hint) from None
+        raise
     if manifest.composite is not None and tables.world:
         _refuse_composite_world(path)
     return manifest, tables
@@ -502,9 +511,12 @@ def load_manifest(path: Path, *, plugins: Plugins | None = None) -> LoadedManife
     """
     path = Path(path)
     if not path.is_file():
+        above = manifest_above(path)
         raise ManifestError(
             f"{path}: no such manifest file",
-            hint="pass --manifest PATH, or run `crucible init` to scaffold one",
+            hint=f"pass -m {above}, or run from {above.parent}"
+            if above is not None
+            else "pass --manifest PATH, or run `crucible init` to scaffold one",
         )
     path = path.resolve()
     if path.stat().st_size > MAX_MANIFEST_BYTES:
@@ -524,6 +536,18 @@ def load_manifest(path: Path, *, plugins: Plugins | None = None) -> LoadedManife
         path, manifest, text, injects, tables=tables, components=components, services=services
     )
     return attrs.evolve(loaded, settings=loaded.resolve_settings(plugins))
+
+
+def manifest_above(path: Path) -> Path | None:
+    """For a relative manifest path that is not here (a command run from a subdirectory): the
+    nearest directory above the current one holding it, as a path relative to here, or None."""
+    if path.is_absolute() or path.is_file():
+        return None
+    here = Path.cwd()
+    for directory in here.parents:
+        if (directory / path).is_file():
+            return Path(os.path.relpath(directory / path, here))
+    return None
 
 
 def parse_services(path: Path, raw: dict[str, Any], m: Manifest) -> tuple[ServiceDeclaration, ...]:
