@@ -503,3 +503,29 @@ def test_composite_refusals(tmp_path: Path, edit: object, words: str) -> None:
 def test_components_need_a_composite_table(tmp_path: Path) -> None:
     text = BASE + '\n[[component]]\ndomain = "a"\n'
     assert "need a [composite] table" in refusal(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("files", "rel", "expected"),
+    [
+        ({".gitignore": "workspace/\n"}, "workspace", True),
+        ({".gitignore": "/workspace/\n"}, "workspace", True),
+        ({".gitignore": "/workspace/\n"}, "sub/workspace", False),  # anchored at the root
+        ({".gitignore": "workspace\n"}, "sub/workspace", True),  # a name matches at any depth
+        ({"sub/.gitignore": "/state/\n"}, "sub/state", True),
+        ({".gitignore": "sub/\n"}, "sub/state", True),  # a parent that is ignored
+        ({".gitignore": "work*\n!workspace\n"}, "workspace", False),  # the last match decides
+        ({".gitignore": "**/state\n"}, "a/b/state", True),
+        ({".git/info/exclude": "state/\n"}, "state", True),
+        ({".gitignore": "# workspace/\nstat\n"}, "state", False),
+    ],
+)
+def test_the_ignore_reading_follows_the_usual_gitignore_patterns(
+    tmp_path: Path, files: dict[str, str], rel: str, expected: bool
+) -> None:
+    from crucible_core.manifest.ignore_rules import ignored
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert ignored(tmp_path, rel) is expected
