@@ -207,6 +207,14 @@ def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, Dr
         raise
     if manifest.composite is not None and tables.world:
         _refuse_composite_world(path)
+    if manifest.composite is not None and manifest.playbook:
+        # C-PLAYBOOK-COMPOSITE permits it (a valid manifest); this version's playbook lane does
+        # not assemble components into its workspace yet, so it is refused as unsupported.
+        raise UnsupportedSectionError(
+            f"{path}: a composite playbook is not supported by this version: the playbook lane "
+            "does not assemble [[component]] workspaces yet",
+            hint="run the playbook over one domain, or give the composite a [judge] and run it as a loop",
+        )
     return manifest, tables
 
 
@@ -287,8 +295,12 @@ def _validate_composite(path: Path, m: Manifest) -> None:
             "a composite has no [repo], setup_cmd or carry_forward of its own: each [[component]]'s "
             "domain brings its own",
         )
-    if m.judge is None:
-        raise _fail(path, "[composite] needs a [judge]: one combined gate scores the assembled components")
+    if m.judge is None and not m.playbook:
+        raise _fail(
+            path,
+            "[composite] needs a [judge]: one combined gate scores the assembled components",
+            hint='without a judge, make it a playbook ([workflow] type = "playbook")',
+        )
     if m.world.kind:
         _refuse_composite_world(path)
     names = set()
@@ -317,12 +329,15 @@ def _validate_rules(path: Path, m: Manifest) -> None:
     _workflow_rules(path, m)
     _validate_composite(path, m)
     if m.repo is None:
-        # a playbook may start empty; a composite's components bring their own repositories
-        if m.workspace.setup_cmd is None and not m.playbook and m.composite is None:
+        # Only a playbook may start empty (C-MANIFEST); a composite's components bring their own
+        # repositories. A setup_cmd builds the workspace, but the run's identity and its record
+        # name the repository it stands for, so it does not replace [repo].
+        if not m.playbook and m.composite is None:
             raise _fail(
                 path,
-                "[repo] is required unless [workspace].setup_cmd builds the workspace",
-                hint='add [repo] with path = "." or url = "...", or a setup_cmd',
+                "[repo] is required: only a playbook may leave it out",
+                hint='add [repo] with path = "." or url = "..." (a setup_cmd still builds the '
+                'workspace), or make the manifest a playbook ([workflow] type = "playbook", no [judge])',
             )
     elif (m.repo.url is None) == (m.repo.path is None):
         raise _fail(path, "[repo] must set exactly one of url and path")
