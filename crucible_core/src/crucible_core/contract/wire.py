@@ -775,6 +775,16 @@ class ServiceExit:
 
 
 @attrs.frozen(kw_only=True)
+class ServiceReclaim:
+    """Ours: a resumed run ran a service's catalog reclaim command (no instance was started)."""
+
+    KIND: ClassVar[str] = "service_reclaim"
+    service: str
+    status: int | None = None  # its exit status; None when it could not run
+    note: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class Unknown:
     """A kind this reader does not know (a newer writer's): kept as its tag, counted by folds."""
 
@@ -816,6 +826,7 @@ Event: TypeAlias = (
     | ServiceStart
     | ServiceReady
     | ServiceExit
+    | ServiceReclaim
     | Unknown
 )
 
@@ -855,6 +866,7 @@ OUR_KINDS: tuple[type, ...] = (
     ServiceStart,
     ServiceReady,
     ServiceExit,
+    ServiceReclaim,
 )
 # Every event class declares its wire name as a `KIND` class variable.
 KINDS: dict[str, type] = {vars(c)["KIND"]: c for c in CONTRACT_KINDS + OUR_KINDS}
