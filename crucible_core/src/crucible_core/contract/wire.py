@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeAlias
 
@@ -30,6 +31,7 @@ WIRE_VERSION = 1
 IDENTITY_FORMAT = "v2"  # the contract's digest format: v2 added seed_hash to the digest inputs
 
 _OMIT = "wire_omit_empty"
+_OMIT_NONE = "none"  # the _OMIT value of a field omitted only when None
 _NAME = "wire_name"
 
 
@@ -43,6 +45,12 @@ def ours(default: Any = None, *, factory: Callable[[], Any] | None = None) -> An
 def omitted(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
     """A contract field written only when non-empty (serde `skip_serializing_if`)."""
     return ours(default, factory=factory)
+
+
+def omitted_if_none() -> Any:
+    """A contract field written unless it is None (serde `skip_serializing_if = "Option::is_none"`):
+    an empty value is still a value."""
+    return attrs.field(default=None, metadata={_OMIT: _OMIT_NONE})
 
 
 def renamed(name: str, **kwargs: Any) -> Any:
@@ -122,6 +130,16 @@ class PrLinkWire:
     branch: str = ""
 
 
+STAGE_ITERATION = "iteration"
+STAGE_EPILOGUE = "epilogue"
+
+
+def _wire_stage(stage: str) -> str:
+    # The plan IR calls the per-iteration graph "main"; the wire (and logs our older writers
+    # left) say "iteration", the contract's token: both read as it.
+    return STAGE_ITERATION if stage == "main" else stage
+
+
 @attrs.frozen(kw_only=True)
 class PlanTaskWire:
     """One admitted plan task (what a viewer draws; `stage = "epilogue"` is never part of a verdict)."""
@@ -133,7 +151,7 @@ class PlanTaskWire:
     needs: str = ""
     required: bool = False
     join: str = ""
-    stage: str = ""
+    stage: str = attrs.field(default="", converter=_wire_stage)  # "iteration" or "epilogue"
     over: str = ""
     max_fanout: int = 0
 
@@ -363,6 +381,20 @@ class AgentExit:
     code: int = 0
 
 
+@attrs.frozen(kw_only=True)
+class AgentSandboxLog:
+    """One line of the sandbox's own log, replayed into the turn's stream, with the engine's
+    verdict on whether it reports a policy denial (so no consumer re-derives it from the text)."""
+
+    KIND: ClassVar[str] = "sandbox_log"
+    ts_ms: int = 0
+    level: str = ""
+    target: str = ""  # the subsystem that wrote it (proxy, supervisor, ...)
+    message: str = ""
+    denial: bool = False  # it reports a blocked egress attempt
+    fields: dict[str, str] = omitted(factory=dict)  # the line's own structured fields, verbatim
+
+
 class RawStream(enum.StrEnum):
     STDOUT = "stdout"
     STDERR = "stderr"
@@ -389,6 +421,7 @@ AgentEvent: TypeAlias = (
     | AgentError
     | AgentResult
     | AgentExit
+    | AgentSandboxLog
     | AgentRaw
 )
 AGENT_KINDS: dict[str, type] = {
@@ -407,6 +440,7 @@ AGENT_KINDS: dict[str, type] = {
         AgentError,
         AgentResult,
         AgentExit,
+        AgentSandboxLog,
         AgentRaw,
     )
 }
@@ -579,11 +613,69 @@ class PlanAdmitted:
     tasks: list[PlanTaskWire]
 
 
+MAX_ASK_KEY_BYTES = 256  # the contract's bound for keys that cross to an orchestrator
+
+
+def ask_key_problem(key: object, *, what: str = "an ask key") -> str | None:
+    """Why `key` cannot be an ask key (the contract's AskKey rules), or None.
+
+    A key names the same item on every run and survives an NDJSON field, a queue key and a
+    primary key: non-empty, at most 256 bytes, no control character, no whitespace.
+    """
+    if not isinstance(key, str):
+        return f"{what} must be a string"
+    if not key:
+        return f"{what} is empty"
+    size = len(key.encode("utf-8", "surrogatepass"))
+    if size > MAX_ASK_KEY_BYTES:
+        return f"{what} is {size} bytes; at most {MAX_ASK_KEY_BYTES}"
+    shown = key if len(key) <= 40 else key[:40] + "..."
+    if any(unicodedata.category(ch) == "Cc" for ch in key):
+        return f"{what} {shown!r} contains a control character"
+    if any(ch.isspace() for ch in key):
+        return f"{what} {shown!r} contains whitespace"
+    return None
+
+
+def ask_workflow_problem(workflow: object) -> str | None:
+    """Why `workflow` cannot name an ask's workflow, or None: a key's rules, and no ':' (the
+    orchestrator's queue key is `ask:<workflow>:<key>`, split from the left)."""
+    problem = ask_key_problem(workflow, what="an ask's workflow name")
+    if problem is None and ":" in str(workflow):
+        return f"an ask's workflow name {workflow!r} contains ':'"
+    return problem
+
+
+def ask_problem(item: object) -> str | None:
+    """Why `item` is not an ask ({key, workflow, params}), or None."""
+    if not isinstance(item, dict) or set(item) - {"key", "workflow", "params"}:
+        return "an ask is {key, workflow, params} and nothing else"
+    return ask_key_problem(item.get("key")) or ask_workflow_problem(item.get("workflow"))
+
+
+def _refuse(problem: Callable[[Any], str | None]) -> Callable[[Any, Any, Any], None]:
+    def check(_instance: Any, _attribute: Any, value: Any) -> None:
+        found = problem(value)
+        if found is not None:
+            raise ValueError(found)
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class Ask:
+    """One proposed unit of work for an orchestrator; refused on decode as on construction."""
+
+    key: str = attrs.field(validator=_refuse(ask_key_problem))
+    workflow: str = attrs.field(validator=_refuse(ask_workflow_problem))
+    params: Any = None
+
+
 @attrs.frozen(kw_only=True)
 class AsksEmitted:
     KIND: ClassVar[str] = "asks_emitted"
     task: str
-    asks: list[Any]
+    asks: list[Ask]
 
 
 @attrs.frozen(kw_only=True)
@@ -599,7 +691,7 @@ class TaskResult:
     attempts: int = 0
     cost_usd: float = 0.0
     metric: float | None = omitted()
-    output: Any = omitted()
+    output: Any = omitted_if_none()  # `{}` is an output (the task printed one), not an absence
     note: str = ""
     secs: float = 0.0
     trace_id: str = ""
@@ -966,6 +1058,7 @@ def _make_converter() -> cattrs.Converter:
         RowWire,
         PrLinkWire,
         PlanTaskWire,
+        Ask,
         ComponentIdentity,
         RigIdentity,
         RunIdentity,
@@ -999,13 +1092,14 @@ def to_fields(event: Event) -> dict[str, Any]:
     fields = converter.unstructure(event, type(event))
     if isinstance(event, Agent):
         fields["event"] = converter.unstructure(event.event, AgentEvent)
-    return {k: v for k, v in fields.items() if not (_is_empty(v) and _omittable(type(event), k))}
+    return {k: v for k, v in fields.items() if not (_is_empty(v) and _omittable(type(event), k, v))}
 
 
-def _omittable(cls: type, name: str) -> bool:
+def _omittable(cls: type, name: str, value: Any) -> bool:
     for f in attrs.fields(cls):
         if f.metadata.get(_NAME, f.name) == name:
-            return bool(f.metadata.get(_OMIT))
+            omit = f.metadata.get(_OMIT)
+            return value is None if omit == _OMIT_NONE else bool(omit)
     return False
 
 
