@@ -149,8 +149,8 @@ def test_a_catalog_reclaim_command_cleans_up_without_starting_a_service(tmp_path
     with `reclaim_args` in the catalog, the attested executable runs once to reclaim, under the
     run id, and no instance (no port, no readiness, no service_start) is made."""
     from crucible_core.contract import wire
-    from crucible_core.services.runtime import ServiceRuntime
     from crucible_core.services.run_services import left_running
+    from crucible_core.services.runtime import ServiceRuntime
 
     record = tmp_path / "calls.txt"
     tool = tmp_path / "tool"

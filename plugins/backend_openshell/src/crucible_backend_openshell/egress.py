@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from crucible_backend_openshell.settings import Endpoint, OpenShellTable
+from crucible_core.broker.reach import BUILTIN
 
 # Standing reach every sandbox gets unless the manifest opts out: the public forges, PyPI,
 # the model providers the Claude harness talks to (Anthropic, Vertex), and the npm registry
@@ -45,7 +46,7 @@ BUILTIN_BINARIES: tuple[str, ...] = (
 @attrs.frozen
 class EgressEntry:
     endpoint: Endpoint
-    source: str  # "built-in", "manifest", or "service NAME" (engine plumbing)
+    source: str  # "builtin", "manifest", or "service NAME" (engine plumbing)
 
 
 @attrs.frozen
@@ -82,7 +83,7 @@ def resolve_egress(
     table: OpenShellTable, service_forwards: Sequence[tuple[str, Endpoint]] = ()
 ) -> ResolvedEgress:
     manifest = [EgressEntry(e, "manifest") for e in table.parsed_endpoints()]
-    builtins = [EgressEntry(e, "built-in") for e in BUILTIN_ENDPOINTS] if table.inherit_defaults else []
+    builtins = [EgressEntry(e, BUILTIN) for e in BUILTIN_ENDPOINTS] if table.inherit_defaults else []
     plumbing = [EgressEntry(endpoint, f"service {name}") for name, endpoint in service_forwards]
     binaries = [*(BUILTIN_BINARIES if table.inherit_defaults else ()), *table.binaries]
     return ResolvedEgress(
