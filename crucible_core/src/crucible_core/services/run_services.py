@@ -44,7 +44,7 @@ def stable_run_id(state_dir: Path) -> str:
     except OSError:
         pass
     run_id = uuid.uuid4().hex[:16]
-    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.write_text(run_id + "\n")
     return run_id
 
