@@ -317,12 +317,12 @@ def test_a_misspelled_key_gets_a_did_you_mean(tmp_path: Path) -> None:
 
 def test_every_unsupported_section_is_named_at_once(tmp_path: Path) -> None:
     text = BASE.replace('goal = "g"', 'goal = "g"\nallow_unverified_image = true') + (
-        '\n[scope]\nx = 1\n\n[[agent.relay]]\nname = "a"\n\n[measure]\ny = 2\n'
+        '\n[scope]\nx = 1\n\n[[agent.relay]]\nname = "a"\n\n[measure]\ny = 2\n\n[rig]\nbackend = "helm"\n'
     )
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, text))
     message = err.value.render()
-    for name in ("[scope]", "[[agent.relay]]", "[measure]", "[agent].allow_unverified_image"):
+    for name in ("[scope]", "[[agent.relay]]", "[measure]", "[rig]", "[agent].allow_unverified_image"):
         assert name in message
     assert "[]" not in message
     assert err.value.exit_code == ExitCode.UNSUPPORTED != ExitCode.MANIFEST
