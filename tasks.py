@@ -28,6 +28,7 @@ MEMBERS = [
     "plugins/backend_local",
     "plugins/backend_openshell",
     "plugins/harness_claude",
+    "plugins/harness_codex",
     "plugins/deploy_kubernetes",
     "plugins/broker_mcp",
     "plugins/service_oubliette",
@@ -36,6 +37,9 @@ DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The Claude Code CLI the harness tests drive, pinned; installed under .cache/ when npm exists.
 CLAUDE_CLI_PACKAGE = "@anthropic-ai/claude-code@2.1.328"
 CLAUDE_PREFIX = ROOT / ".cache" / "claude-cli"
+# The Codex CLI the codex harness tests drive, pinned the same way, under .cache/codex-cli.
+CODEX_CLI_PACKAGE = "@openai/codex@0.171.0"
+CODEX_PREFIX = ROOT / ".cache" / "codex-cli"
 
 
 def sh(*argv: str | Path, **kwargs) -> None:
@@ -72,22 +76,22 @@ def ensure_venv() -> None:
     stamp_file.write_text(stamp)
 
 
-def ensure_claude_cli() -> None:
-    """Install the pinned Claude Code CLI for the harness tests; without npm those tests skip."""
-    marker = CLAUDE_PREFIX / ".installed"
-    if marker.exists() and marker.read_text() == CLAUDE_CLI_PACKAGE:
+def ensure_npm_cli(package: str, prefix: Path, label: str) -> None:
+    """Install a pinned agent CLI for its harness tests; without npm those tests skip."""
+    marker = prefix / ".installed"
+    if marker.exists() and marker.read_text() == package:
         return
     npm = shutil.which("npm")
     if npm is None:
-        print("npm not found: the Claude Code CLI tests will be skipped", flush=True)
+        print(f"npm not found: the {label} tests will be skipped", flush=True)
         return
-    CLAUDE_PREFIX.mkdir(parents=True, exist_ok=True)
+    prefix.mkdir(parents=True, exist_ok=True)
     try:
-        sh(npm, "install", "--no-audit", "--no-fund", "--prefix", CLAUDE_PREFIX, CLAUDE_CLI_PACKAGE)
+        sh(npm, "install", "--no-audit", "--no-fund", "--prefix", prefix, package)
     except subprocess.CalledProcessError:
-        print("could not install the Claude Code CLI: its tests will be skipped", flush=True)
+        print(f"could not install the {label}: its tests will be skipped", flush=True)
         return
-    marker.write_text(CLAUDE_CLI_PACKAGE)
+    marker.write_text(package)
 
 
 def demo(extra: list[str]) -> int:
@@ -101,11 +105,15 @@ def demo(extra: list[str]) -> int:
 
 def test(extra: list[str]) -> int:
     ensure_venv()
-    ensure_claude_cli()
+    ensure_npm_cli(CLAUDE_CLI_PACKAGE, CLAUDE_PREFIX, "Claude Code CLI")
+    ensure_npm_cli(CODEX_CLI_PACKAGE, CODEX_PREFIX, "Codex CLI")
     env = dict(os.environ)
     cli = CLAUDE_PREFIX / "node_modules" / ".bin" / "claude"
     if cli.exists():
         env["CRUCIBLE_TEST_CLAUDE_CLI"] = str(cli)
+    codex = CODEX_PREFIX / "node_modules" / ".bin" / "codex"
+    if codex.exists():
+        env["CRUCIBLE_TEST_CODEX_CLI"] = str(codex)
     return subprocess.run([str(BIN / "python"), "-m", "pytest", *extra], cwd=ROOT, env=env).returncode
 
 

@@ -24,6 +24,7 @@ STANDARD_SET = {
     "crucible-plugin-backend-local",
     "crucible-plugin-backend-openshell",
     "crucible-plugin-harness-claude",
+    "crucible-plugin-harness-codex",
     "crucible-plugin-deploy-kubernetes",
     "crucible-plugin-broker-mcp",
     "crucible-plugin-service-oubliette",
@@ -134,6 +135,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
     members += [
         "plugins/backend_openshell",
         "plugins/harness_claude",
+        "plugins/harness_codex",
         "plugins/deploy_kubernetes",
         "plugins/broker_mcp",
     ]

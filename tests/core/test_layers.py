@@ -15,7 +15,7 @@ INFRASTRUCTURE = {
     "shell",
     "session_log",
     "redact",
-    "agent_files",  # docs/architecture.md lists it with the infrastructure modules
+    "agent_files",
     "protocols",
     "registry",
     "plugins",

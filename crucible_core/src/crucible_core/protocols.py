@@ -441,6 +441,11 @@ class SandboxLayout:
     workdir: str  # the uploaded workspace, the program's working directory
     home: str  # HOME for the program
     private: str  # a directory for files only the program reads (configs holding tokens)
+    # Whether the command's `files` stay private to this sandbox (uploaded into it, 0600, gone
+    # with it), so a harness may seed a credential the engine holds there. False where the
+    # command and its files travel inside another system's records (a task pod's Job): the
+    # credential must then come from that place's own environment.
+    carries_secrets: bool = True
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible_core.contract import wire
+from crucible_core.contract.json_bounds import without_lone_surrogates
 from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_core.redact import Redactor
 
@@ -79,7 +80,13 @@ class SessionLog:
             self._seq += 1
             line = {"v": WIRE_VERSION, "seq": self._seq, **wire.envelope(event, round(time.time(), 3))}
             obj: dict[str, Any] = self.redactor.obj(line)
-            data = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+            text = json.dumps(obj, separators=(",", ":"), default=str)
+            if "\\ud" in text:  # json.dumps writes every non-ASCII character as a lowercase escape
+                # a lone surrogate that reached an event (whatever its source) is written, and
+                # shown to observers, as U+FFFD: no reader of this line can then fail to print it
+                obj = without_lone_surrogates(obj)
+                text = json.dumps(obj, separators=(",", ":"), default=str)
+            data = (text + "\n").encode("utf-8")
             os.write(self._fd, data)
             self._twin.write(data)
             self._size += len(data)

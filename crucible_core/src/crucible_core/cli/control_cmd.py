@@ -137,8 +137,10 @@ def status(manifest: Path, state_dir: Path | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(st))
         return
+    from crucible_core.contract.plain_text import plain
+
     for line in status_lines(st):
-        click.echo(line)
+        click.echo(plain(line))  # the regime and the approval handle are the agent's words
     approval = st.get("approval") or {}
     if approval.get("handle") == "distress":
         from crucible_core.control.client import state_dir_for

@@ -116,6 +116,7 @@ def run(
     passing verdict, 10 when the plan file was refused, 11 when the state dir already holds
     a run and --resume was not given.
     """
+    from crucible_core.contract.plain_text import plain
     from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
     from crucible_core.plan.load import plan_from_data, read_plan_file
     from crucible_core.plan.runners import terminate_interrupts
@@ -172,7 +173,7 @@ def run(
     for name in plan.order:
         result = report.results.get(name)
         if result is not None:
-            note = f"  {result.note}" if result.note else ""
+            note = f"  {plain(result.note)}" if result.note else ""  # a task's words: no escapes
             click.echo(f"{name.ljust(width)}  {result.status:<9}{note}")
     click.echo(f"plan {report.verdict}: {report.reason} (spent ${report.spent_usd:.4f})")
     if report.verdict != "pass":

@@ -61,6 +61,7 @@ def _cell(value: Any) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: best, baseline, kept, rows.")
 def command(manifest: Path, state_dir: Path | None, session: Path | None, as_json: bool) -> None:
     """Print a run's results from its session log (a live run's too: it reads what is written)."""
+    from crucible_core.contract.plain_text import plain
     from crucible_core.flow.decode import read_session
     from crucible_core.flow.fold import fold_flow
 
@@ -72,8 +73,9 @@ def command(manifest: Path, state_dir: Path | None, session: Path | None, as_jso
         click.echo(json.dumps(doc, indent=2))
         return
     pct = "" if doc["improvement_pct"] is None else f" ({doc['improvement_pct']:+.1f}%)"
+    # what the log holds is printed plain: a note is the measure's words, no escape of it runs
     click.echo(
-        f"{doc['objective'] or 'run'}: best {_cell(doc['best'])} vs baseline {_cell(doc['baseline'])}{pct}, "
+        f"{plain(doc['objective'] or 'run')}: best {_cell(doc['best'])} vs baseline {_cell(doc['baseline'])}{pct}, "
         f"{doc['direction']} is better; kept {doc['kept']}, discarded {doc['discarded']}, "
         f"invalid {doc['invalid']}; outcome {doc['outcome']}"
     )
@@ -81,5 +83,5 @@ def command(manifest: Path, state_dir: Path | None, session: Path | None, as_jso
         pct = "" if row["improvement_pct"] is None else f"{row['improvement_pct']:+.1f}%"
         click.echo(
             f"{row['iter']:>5}  {row['decision']:<8} {_cell(row['score']):>10} {_cell(row['best']):>10} "
-            f"{pct:>8}  {row['note'][:80]}"
+            f"{pct:>8}  {plain(row['note'])[:80]}"
         )

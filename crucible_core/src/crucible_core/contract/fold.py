@@ -8,7 +8,6 @@ is one loop with a type dispatch ordered by frequency; it keeps references to th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import attrs
 
 from crucible_core.contract import wire
+from crucible_core.contract.json_bounds import loads_valid_text
 
 # Phases in which the loop idles and the budget clock stops.
 PARKED_PHASES = frozenset({"parked", "paused", "distressed"})
@@ -311,7 +311,7 @@ def _repeated(seen: set[tuple[str, float, int]], kind: str, ts: float | None, it
 
 def decode_lines(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
     """JSON object lines of an NDJSON file that is not the session log (the admission ledger)."""
-    loads = json.loads
+    loads = loads_valid_text
     for raw in lines:
         try:
             event = loads(raw)

@@ -11,7 +11,8 @@ the `{"v":1,"ts":...,"kind":...}` envelope, the nested `row` object, agent event
   a blank, torn or mistyped line decodes to None, and a missing optional field takes its default.
 
 Our own additions are optional fields (marked `ours()`, omitted when empty) or additive kinds
-(`step`, `turn`, `steer`); nothing of the contract is renamed. Pure: no I/O, no project imports.
+(`step`, `turn`, `steer`); nothing of the contract is renamed. Pure: no I/O, nothing imported
+from outside `contract`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from crucible_core.contract.json_bounds import loads_valid_text
 
 WIRE_VERSION = 1
 IDENTITY_FORMAT = "v2"  # the contract's digest format: v2 added seed_hash to the digest inputs
@@ -1139,9 +1142,6 @@ def from_object(obj: Any) -> Line | None:
     return Line(event, ts)
 
 
-_loads = json.JSONDecoder().decode
-
-
 def parse_object(raw: str | bytes) -> dict[str, Any] | None:
     """One NDJSON line as a JSON object with a string `kind`, or None: blank, torn, not UTF-8,
     not an event object, or nested too deep to parse (anyone who can reach a log can write one)."""
@@ -1149,7 +1149,7 @@ def parse_object(raw: str | bytes) -> dict[str, Any] | None:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         if not text or text.isspace():
             return None
-        obj = _loads(text)
+        obj = loads_valid_text(text)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
     return obj if type(obj) is dict and isinstance(obj.get("kind"), str) else None

@@ -17,6 +17,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 from crucible_core.control.commands import MUTATING, READ_ONLY, STOPPING, BadRequest, payload_of
 from crucible_core.control.inbox import Inbox, Order
@@ -120,11 +121,11 @@ class ControlBridge:
         if self._server is None or self._control_file is None:
             return None
         record = json.dumps(self._record()).encode("utf-8")
-        try:
-            if self._control_file.read_bytes() == record:
+        # the state directory is within a local agent's reach: a FIFO planted here must not
+        # block the engine, it is replaced like any other change
+        with contextlib.suppress(FileNotFoundError, AgentFileRefused):
+            if read_regular(self._control_file, len(record)) == record:
                 return None
-        except OSError:
-            pass
         write_atomic(self._control_file, record, mode=0o600)
         return "the control record"
 

@@ -8,9 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from crucible_core.agent_files import read_regular
 from crucible_core.errors import ControlError
 
 CONNECT_TIMEOUT = 5.0
+MAX_CONTROL_BYTES = 4096  # control.json holds a host, a port, a token and a pid
 REPLY_TIMEOUT = 30.0
 BUSY_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8)  # the waits before each new try when the bridge is busy
 
@@ -27,7 +29,8 @@ def state_dir_for(manifest: Path, state_dir: Path | None) -> Path:
 def read_control(state_dir: Path) -> dict[str, Any]:
     path = state_dir / "control.json"
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        # read like any file a local agent can reach: a FIFO or a link there is refused at once
+        record = json.loads(read_regular(path, MAX_CONTROL_BYTES))
     except FileNotFoundError:
         raise RunUnreachable(
             f"no run is reachable: {path} does not exist",

@@ -18,7 +18,7 @@ UNSUPPORTED_SECTIONS = (
     "scope",
     "rig",  # ADR-0013's rig backends ([rig].backend)
 )
-UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers", "codex")
+UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers")
 UNSUPPORTED_AGENT_KEYS = ("allow_unverified_image",)  # image verification for sandboxing backends
 UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
 

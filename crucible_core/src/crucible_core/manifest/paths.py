@@ -29,7 +29,8 @@ class RunPaths:
             manifest_dir=loaded.dir,
             workspace=loaded.workspace,
             state_dir=(state_dir or loaded.dir / DEFAULT_STATE_DIR_NAME).resolve(),
-            steer_file=(steer or loaded.dir / "STEER.md").resolve(),
+            # the directory resolved, the name not: a link standing at STEER.md is never followed
+            steer_file=_resolve_parent(steer or loaded.dir / "STEER.md"),
         )
         problem = overlap_problem(paths.workspace, paths.state_dir)
         if problem:
@@ -96,6 +97,11 @@ class RunPaths:
                 continue
             spared.append(rel + "/" if path == self.state_dir else rel)
         return tuple(spared)
+
+
+def _resolve_parent(path: Path) -> Path:
+    absolute = path.absolute()
+    return absolute.parent.resolve() / absolute.name
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:

@@ -784,7 +784,7 @@ class PlanExecutor:
             self.config.engine,
             self.config.agent_runner,
         )
-        before = fingerprint(root, task.emits_files) if task.emits_files else {}
+        before = fingerprint(root, task.emits_files, self.files.max_bytes) if task.emits_files else {}
         attempts, cost = 0, 0.0
         notes: list[str] = []
         while True:

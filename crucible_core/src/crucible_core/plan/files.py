@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
+
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_BYTES_ENV = "CRUCIBLE_PLAN_FILES_MAX_BYTES"
 INPUTS_DIR = Path(".crucible") / "inputs"
@@ -33,12 +35,12 @@ class CaptureRefused(Exception):
     """A declared path could not be captured; the message says which and why."""
 
 
-def read_confined(root: Path, rel: str) -> bytes:
-    """A declared file's bytes, refusing links of any kind and anything that is not a regular file.
+def read_confined(root: Path, rel: str, max_bytes: int) -> bytes:
+    """A declared file's bytes (at most `max_bytes`), refusing links of any kind and anything that is not a regular file.
 
     Each component is checked with lstat (no symbolic link anywhere on the path), and the file
-    is opened without following links and checked to have a single link: a hard link to a
-    file outside the workspace cannot be told apart by resolving names.
+    is opened without following links or blocking (a FIFO) and checked to have a single link:
+    a hard link to a file outside the workspace cannot be told apart by resolving names.
     """
     current = root
     parts = rel.split("/")
@@ -50,33 +52,20 @@ def read_confined(root: Path, rel: str) -> bytes:
             raise CaptureRefused(f"{rel}: absent") from None
         if not stat.S_ISDIR(info.st_mode):
             raise CaptureRefused(f"{rel}: {part} is a link or not a directory")
-    target = current / parts[-1]
     try:
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+        return read_regular(current / parts[-1], max_bytes, single_link=True)
     except FileNotFoundError:
         raise CaptureRefused(f"{rel}: absent") from None
-    except OSError as exc:
-        raise CaptureRefused(f"{rel}: cannot open without following links ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise CaptureRefused(f"{rel}: not a regular file")
-        if info.st_nlink != 1:
-            raise CaptureRefused(f"{rel}: has {info.st_nlink} hard links")
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    except AgentFileRefused as exc:
+        raise CaptureRefused(f"{rel}: {exc}") from None
 
 
-def fingerprint(root: Path, paths: Iterable[str]) -> dict[str, str | None]:
+def fingerprint(root: Path, paths: Iterable[str], max_bytes: int) -> dict[str, str | None]:
     """What each declared path held before an attempt: the failing-capture provenance check."""
     prints: dict[str, str | None] = {}
     for rel in paths:
         try:
-            prints[rel] = hashlib.sha256(read_confined(root, rel)).hexdigest()
+            prints[rel] = hashlib.sha256(read_confined(root, rel, max_bytes)).hexdigest()
         except CaptureRefused:
             prints[rel] = None
     return prints
@@ -123,7 +112,7 @@ class FileStore:
         self.remove(task)
         contents: dict[str, bytes] = {}
         for rel in paths:
-            data = read_confined(root, rel)
+            data = read_confined(root, rel, self.max_bytes)
             if before is not None and before.get(rel) == hashlib.sha256(data).hexdigest():
                 raise CaptureRefused(f"{rel}: not written by this attempt")
             contents[rel] = data

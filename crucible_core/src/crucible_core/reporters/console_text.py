@@ -11,10 +11,10 @@ import codecs
 from typing import Any
 
 from crucible_core.contract import wire
+from crucible_core.contract.plain_text import plain
 from crucible_core.durations import short_duration
 from crucible_core.flow.model import improvement_pct
 from crucible_core.reporters.console_view import ConsoleView, row_label
-from crucible_core.reporters.output import plain
 from crucible_core.reporters.sparkline import sparkline
 from crucible_core.run.budget import describe_caps
 
