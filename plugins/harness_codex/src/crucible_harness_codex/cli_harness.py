@@ -137,9 +137,7 @@ class CodexHarness:
         if endpoint is None:
             return reach
         host, port = endpoint
-        return attrs.evolve(
-            reach, endpoints=(*reach.endpoints, EgressEndpoint(host, port, "full", BUILTIN))
-        )
+        return attrs.evolve(reach, endpoints=(*reach.endpoints, EgressEndpoint(host, port, "full", BUILTIN)))
 
     def run(self, turn: Turn) -> TurnResult:
         cli = launch.find_cli(turn.env)
