@@ -36,9 +36,8 @@ class EgressEndpoint:
     host: str
     port: int
     access: str
-    source: str = attrs.field(
-        converter=_source
-    )  # "builtin" (standing reach) or "manifest" (the pack named it)
+    # "builtin" (standing reach) or "manifest" (the pack named it)
+    source: str = attrs.field(converter=_source)
 
     def to_wire(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "access": self.access, "source": self.source}

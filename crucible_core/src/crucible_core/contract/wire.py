@@ -133,13 +133,12 @@ class PrLinkWire:
     branch: str = ""
 
 
-STAGE_ITERATION = "iteration"
-STAGE_EPILOGUE = "epilogue"
+STAGE_ITERATION = "iteration"  # the contract's token for the per-iteration graph ("epilogue" the other)
 
 
 def _wire_stage(stage: str) -> str:
-    # The plan IR calls the per-iteration graph "main"; the wire (and logs our older writers
-    # left) say "iteration", the contract's token: both read as it.
+    # The plan IR calls the per-iteration graph "main", and so did logs our older writers left:
+    # both are written and read as the contract's "iteration".
     return STAGE_ITERATION if stage == "main" else stage
 
 

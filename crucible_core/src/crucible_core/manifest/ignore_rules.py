@@ -2,8 +2,8 @@
 
 `crucible init` writes the workspace and state directories into `.gitignore`, and `crucible
 check` warns when they are not ignored: otherwise the `git add -A` a first commit uses adds
-the run's state (the next run then finds a session log it did not write) and the workspace
-(a git repository of its own, added as an embedded one). This is a reading of `.gitignore`
+the run's state (its log then travels in every commit and clone of the repository) and the
+workspace (a git repository of its own, added as an embedded one). This is a reading of `.gitignore`
 files and `.git/info/exclude`, not of git itself: the usual patterns (names, anchored paths,
 `*` and `**`, `!` negation) are understood; a user's global excludes file is not read.
 """

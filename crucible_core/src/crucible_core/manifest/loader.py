@@ -295,12 +295,8 @@ def _validate_composite(path: Path, m: Manifest) -> None:
             "a composite has no [repo], setup_cmd or carry_forward of its own: each [[component]]'s "
             "domain brings its own",
         )
-    if m.judge is None and not m.playbook:
-        raise _fail(
-            path,
-            "[composite] needs a [judge]: one combined gate scores the assembled components",
-            hint='without a judge, make it a playbook ([workflow] type = "playbook")',
-        )
+    if m.judge is None and not m.playbook:  # a judgeless composite playbook is valid (C-PLAYBOOK-COMPOSITE)
+        raise _fail(path, "[composite] needs a [judge]: one combined gate scores the assembled components")
     if m.world.kind:
         _refuse_composite_world(path)
     names = set()
