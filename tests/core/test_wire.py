@@ -329,4 +329,4 @@ def test_every_line_of_the_crucible_log_but_the_torn_one_round_trips() -> None:
     for raw, line in decoded:
         if line is None or isinstance(line.event, wire.Unknown):
             continue
-        assert json.loads(wire.encode(line.event, line.ts)) == json.loads(raw), raw
+        assert json.loads(wire.encode(line.event, line.ts, line.seq)) == json.loads(raw), raw

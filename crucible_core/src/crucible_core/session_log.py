@@ -78,8 +78,7 @@ class SessionLog:
         """Write one wire event (stamped with the time) and return the line's object as written."""
         with self._lock:
             self._seq += 1
-            line = {"v": WIRE_VERSION, "seq": self._seq, **wire.envelope(event, round(time.time(), 3))}
-            obj: dict[str, Any] = self.redactor.obj(line)
+            obj: dict[str, Any] = self.redactor.obj(wire.envelope(event, round(time.time(), 3), self._seq))
             text = json.dumps(obj, separators=(",", ":"), default=str)
             if "\\ud" in text:  # json.dumps writes every non-ASCII character as a lowercase escape
                 # a lone surrogate that reached an event (whatever its source) is written, and
@@ -181,10 +180,9 @@ def _last_seq(fd: int, size: int, window: int = 1 << 20) -> int | None:
     start = max(0, size - window)
     tail = os.pread(fd, size - start, start)
     for raw in reversed(tail.split(b"\n")):
-        obj = wire.parse_object(raw)
-        seq = obj.get("seq") if obj is not None else None
-        if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
-            return seq
+        line = wire.decode_line(raw)
+        if line is not None and line.seq is not None:
+            return line.seq
     return None
 
 

@@ -968,10 +968,12 @@ KINDS: dict[str, type] = {vars(c)["KIND"]: c for c in CONTRACT_KINDS + OUR_KINDS
 
 @attrs.frozen
 class Line:
-    """One decoded line: the event, and when it was written if the writer stamped it."""
+    """One decoded line: the event, when it was written and its place in the log (`seq`), if the
+    writer stamped them."""
 
     event: Event
     ts: float | None = None
+    seq: int | None = None
 
 
 # -- the converter ----------------------------------------------------------------------------
@@ -1105,9 +1107,13 @@ def _omittable(cls: type, name: str, value: Any) -> bool:
     return False
 
 
-def envelope(event: Event, ts: float | None = None) -> dict[str, Any]:
-    """The whole line as a JSON object: `v`, the optional `ts`, the `kind` tag, then the fields."""
+def envelope(event: Event, ts: float | None = None, seq: int | None = None) -> dict[str, Any]:
+    """The whole line as a JSON object: `v`, the optional `seq` and `ts`, the `kind` tag, then the
+    fields. `seq` is the line's place in its log (ours, additive: the session log numbers every
+    line; a reader that does not know it ignores it)."""
     head: dict[str, Any] = {"v": WIRE_VERSION}
+    if seq is not None:
+        head["seq"] = seq
     if ts is not None:
         head["ts"] = ts
     kind = event.kind if isinstance(event, Unknown) else event.KIND
@@ -1116,9 +1122,9 @@ def envelope(event: Event, ts: float | None = None) -> dict[str, Any]:
     return {**head, "kind": kind, **fields}
 
 
-def encode(event: Event, ts: float | None = None) -> str:
+def encode(event: Event, ts: float | None = None, seq: int | None = None) -> str:
     """One NDJSON line (no newline)."""
-    return json.dumps(envelope(event, ts), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(envelope(event, ts, seq), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def from_object(obj: Any) -> Line | None:
@@ -1131,14 +1137,16 @@ def from_object(obj: Any) -> Line | None:
     ts_raw = obj.get("ts")
     ts_type = type(ts_raw)
     ts = float(ts_raw) if isinstance(ts_raw, int | float) and ts_type is not bool else None
+    seq_raw = obj.get("seq")
+    seq = seq_raw if type(seq_raw) is int and seq_raw >= 0 else None
     hook = _HOOKS.get(kind)
     if hook is None:
-        return Line(Unknown(kind=kind), ts)
+        return Line(Unknown(kind=kind), ts, seq)
     try:
         event = hook[0](obj, hook[1])
     except (Exception, RecursionError):  # a mistyped line is skipped like a torn one
         return None
-    return Line(event, ts)
+    return Line(event, ts, seq)
 
 
 def parse_object(raw: str | bytes) -> dict[str, Any] | None:
