@@ -178,6 +178,17 @@ def test_the_profile_is_strict_and_names_every_key_path(tmp_path: Path) -> None:
     assert "[[secret_env]][0].secret is empty" in raised.value.message
 
 
+def test_render_finds_crucible_toml_like_every_other_command(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    named = cli(
+        "deploy", "render", "-m", EXAMPLE / "crucible.toml", "-p", EXAMPLE / "profile.toml", "--no-pin"
+    )
+    assert named.returncode == 0, named.stderr
+    monkeypatch.chdir(EXAMPLE)
+    found = cli("deploy", "render", "-p", "profile.toml", "--no-pin")
+    assert found.returncode == 0, found.stderr
+    assert found.stdout == named.stdout
+
+
 def test_a_missing_credential_secret_is_one_line_at_render_time(tmp_path: Path, cli) -> None:
     manifest_dir = tmp_path / "claude-run"
     manifest_dir.mkdir()

@@ -74,7 +74,7 @@ def test_the_counter_runs_a_codex_turn_in_a_sandbox_seeded_from_the_engine(
     check = run_crucible("check", "--manifest", manifest, env=engine_env(codex_cli))
     assert check.returncode == 0, check.stdout + check.stderr
     for host in SANDBOX_HOSTS:  # the disclosure states the harness's reach
-        assert f"{host}:443 full (built-in)" in check.stdout, check.stdout
+        assert f"{host}:443 full (builtin)" in check.stdout, check.stdout
 
     done = run_crucible("--manifest", manifest, "-n", "1", "--ui", "headless", env=engine_env(codex_cli))
     assert done.returncode == 0, done.stderr

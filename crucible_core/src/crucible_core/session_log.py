@@ -1,4 +1,4 @@
-"""The append-only session log (state/session.jsonl): redacted NDJSON, flushed per line, torn tails skipped."""
+"""The append-only session log (state/session.jsonl): redacted NDJSON, one `seq` per line, flushed per line, torn tails skipped."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_core.redact import Redactor
 
 WIRE_VERSION = wire.WIRE_VERSION
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
 
 Observer = Callable[[Mapping[str, Any]], None]
 
@@ -42,14 +44,24 @@ class SessionLog:
         # The broker records tool calls from its own thread; one event (line and observers) at a
         # time. Re-entrant: an observer that fails is noted through emit on the same thread.
         self._lock = threading.RLock()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        # The log's directory is the run's state directory: private to the user who runs the
+        # engine (0700), and the log itself 0600, whatever an earlier version or umask left.
+        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        os.chmod(path.parent, PRIVATE_DIR_MODE)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+        os.fchmod(self._fd, PRIVATE_FILE_MODE)
         self._repair_torn_tail()
         self._twin = tempfile.TemporaryFile(dir=path.parent, buffering=0)  # noqa: SIM115 (closed in close())
+        lines = 0
         with open(path, "rb") as handle:
             while chunk := handle.read(1 << 20):
                 self._twin.write(chunk)
+                lines += chunk.count(b"\n")
         self._size = os.fstat(self._twin.fileno()).st_size
+        # Every line carries `seq`, its place in the log, continued across resumptions; a log an
+        # older writer left (no seq) is counted in lines.
+        last = _last_seq(self._twin.fileno(), self._size)
+        self._seq = last if last is not None else lines
 
     def _repair_torn_tail(self) -> None:
         # A predecessor killed mid-write may have left a line without its newline; terminate it
@@ -65,7 +77,8 @@ class SessionLog:
     def emit(self, event: wire.Event) -> dict[str, Any]:
         """Write one wire event (stamped with the time) and return the line's object as written."""
         with self._lock:
-            obj: dict[str, Any] = self.redactor.obj(wire.envelope(event, round(time.time(), 3)))
+            self._seq += 1
+            obj: dict[str, Any] = self.redactor.obj(wire.envelope(event, round(time.time(), 3), self._seq))
             text = json.dumps(obj, separators=(",", ":"), default=str)
             if "\\ud" in text:  # json.dumps writes every non-ASCII character as a lowercase escape
                 # a lone surrogate that reached an event (whatever its source) is written, and
@@ -132,7 +145,7 @@ class SessionLog:
     def _rewrite_from_twin(self, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.restore{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
         try:
             offset = 0
             while offset < self._size:
@@ -160,6 +173,17 @@ class SessionLog:
             os.close(self._fd)
             self._fd = -1
             self._twin.close()
+
+
+def _last_seq(fd: int, size: int, window: int = 1 << 20) -> int | None:
+    """The `seq` of the last line in the log's final `window` bytes that carries one, or None."""
+    start = max(0, size - window)
+    tail = os.pread(fd, size - start, start)
+    for raw in reversed(tail.split(b"\n")):
+        line = wire.decode_line(raw)
+        if line is not None and line.seq is not None:
+            return line.seq
+    return None
 
 
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a FIFO"}

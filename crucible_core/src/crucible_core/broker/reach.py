@@ -20,7 +20,13 @@ import attrs
 
 from crucible_core.errors import PluginError
 
-EGRESS_SOURCES = ("built-in", "manifest")  # standing reach, or reach the manifest names
+BUILTIN = "builtin"  # the disclosure's label for standing reach (C-CAPABILITY-DISCLOSURE)
+EGRESS_SOURCES = (BUILTIN, "manifest")  # standing reach, or reach the manifest names
+
+
+def _source(label: str) -> str:
+    # "built-in" is how this engine spelled it before; the specification's label is "builtin"
+    return BUILTIN if label == "built-in" else label
 
 
 @attrs.frozen
@@ -30,7 +36,8 @@ class EgressEndpoint:
     host: str
     port: int
     access: str
-    source: str  # "built-in" (standing reach) or "manifest" (the pack named it)
+    # "builtin" (standing reach) or "manifest" (the pack named it)
+    source: str = attrs.field(converter=_source)
 
     def to_wire(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "access": self.access, "source": self.source}

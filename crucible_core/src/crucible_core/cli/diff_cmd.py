@@ -7,7 +7,13 @@ from pathlib import Path
 
 import click
 
-from crucible_core.cli.options import manifest_option, session_log_path, session_option, state_dir_option
+from crucible_core.cli.options import (
+    manifest_option,
+    missing_log_hint,
+    session_log_path,
+    session_option,
+    state_dir_option,
+)
 from crucible_core.errors import UsageError, WorkspaceError
 
 
@@ -49,7 +55,7 @@ def command(
     paths = RunPaths.resolve(loaded, state_dir=state_dir)
     log = session_log_path(manifest, state_dir, session)
     if not log.is_file():
-        raise WorkspaceError(f"no session log at {log}", hint="has this manifest run yet?")
+        raise WorkspaceError(f"no session log at {log}", hint=missing_log_hint(manifest, session))
     events = read_session(log)
     wanted = iteration_change(events, iteration) if iteration is not None else best_change(events)
     if not paths.workspace.is_dir():

@@ -56,6 +56,14 @@ class CrucibleGroup(click.Group):
         registry = load_plugins().registry("command")
         return registry.entries[cmd_name].value if cmd_name in registry else None
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if args and self.get_command(ctx, name) is None and not name.startswith("-"):
+            raise click.UsageError(f"no such command {name!r}{_did_you_mean(ctx, self, name)}", ctx)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, BUILTIN_COMMANDS[name][1]) for name in sorted(BUILTIN_COMMANDS)]
         with formatter.section("Commands"):
@@ -72,6 +80,17 @@ def _plugin_commands() -> dict[str, str]:
     from crucible_core.cli.plugin_commands import plugin_commands
 
     return plugin_commands(frozenset(BUILTIN_COMMANDS))
+
+
+def _did_you_mean(ctx: click.Context, group: CrucibleGroup, name: str) -> str:
+    """` (did you mean 'run'?)` for a mistyped command, built-in or a plugin's; "" when none is close."""
+    import difflib
+
+    from crucible_core.plugins import load_plugins
+
+    known = [*group.list_commands(ctx), *load_plugins().registry("command").entries]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 @click.group(cls=CrucibleGroup, context_settings={"help_option_names": ["-h", "--help"]})

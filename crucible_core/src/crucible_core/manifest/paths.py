@@ -76,10 +76,11 @@ class RunPaths:
         return self.state_dir / "distress"
 
     def ensure_state_dirs(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.distress_dir.mkdir(exist_ok=True)
-        self.private_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.private_dir, 0o700)
+        """The state directory and its parts, private to the user who runs the engine (0700):
+        the log, the ledger and the engine's records are nobody else's to read."""
+        for directory in (self.state_dir, self.distress_dir, self.private_dir):
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(directory, 0o700)
 
     def spared_in_workspace(self) -> tuple[str, ...]:
         """Workspace-relative paths a restore must keep: engine files that live inside it."""

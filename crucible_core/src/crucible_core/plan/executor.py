@@ -910,15 +910,12 @@ class PlanExecutor:
             return (), "asks must be a list of {key, workflow, params} objects"
         asks = []
         for item in raw:
-            if (
-                not isinstance(item, dict)
-                or set(item) - {"key", "workflow", "params"}
-                or not isinstance(item.get("key"), str)
-                or not item["key"]
-                or not isinstance(item.get("workflow"), str)
-                or not isinstance(item.get("params", {}), dict)
-            ):
-                return (), "each ask must be {key: string, workflow: string, params: object} and nothing else"
+            # the wire's own rules (a key that crosses runs, a workflow name), so what is emitted decodes
+            problem = wire.ask_problem(item)
+            if problem is None and not isinstance(item.get("params", {}), dict):
+                problem = "an ask's params must be an object"
+            if problem is not None:
+                return (), f"each ask must be {{key, workflow, params}}: {problem}"
             asks.append({"key": item["key"], "workflow": item["workflow"], "params": item.get("params", {})})
         with self._lock:
             if self.asks_emitted + len(asks) > self.config.max_asks:

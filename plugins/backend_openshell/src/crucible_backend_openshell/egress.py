@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from crucible_backend_openshell.settings import Endpoint, OpenShellTable
-from crucible_core.broker.reach import EgressReach
+from crucible_core.broker.reach import BUILTIN, EgressReach
 
 # Standing reach every sandbox gets unless the manifest opts out: the public forges, PyPI,
 # the model providers the Claude harness talks to (Anthropic, Vertex), and the npm registry
@@ -49,7 +49,7 @@ BUILTIN_BINARIES: tuple[str, ...] = (
 @attrs.frozen
 class EgressEntry:
     endpoint: Endpoint
-    source: str  # "built-in", "manifest", or "service NAME" (engine plumbing)
+    source: str  # "builtin", "manifest", or "service NAME" (engine plumbing)
 
 
 @attrs.frozen
@@ -88,7 +88,7 @@ def resolve_egress(
     harness: EgressReach | None = None,
 ) -> ResolvedEgress:
     manifest = [EgressEntry(e, "manifest") for e in table.parsed_endpoints()]
-    builtins = [EgressEntry(e, "built-in") for e in BUILTIN_ENDPOINTS] if table.inherit_defaults else []
+    builtins = [EgressEntry(e, BUILTIN) for e in BUILTIN_ENDPOINTS] if table.inherit_defaults else []
     needed = [
         EgressEntry(Endpoint(e.host, e.port, e.access), "harness")
         for e in (harness.endpoints if harness is not None else ())

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from crucible_core.cli.options import budget_cap
+from crucible_core.cli.options import budget_cap, manifest_option
 from crucible_core.errors import ControlError, UsageError
 
 DEFAULT_ITERATIONS = 10
@@ -48,13 +48,7 @@ def _refuse_value(flag: str, why: str) -> Any:
 
 def _render_options(func: Any) -> Any:
     decorators = [
-        click.option(
-            "--manifest",
-            "-m",
-            type=click.Path(path_type=Path, dir_okay=False),
-            required=True,
-            help="The run's crucible.toml.",
-        ),
+        manifest_option,  # as every other command: default ./crucible.toml
         click.option(
             "--profile",
             "-p",

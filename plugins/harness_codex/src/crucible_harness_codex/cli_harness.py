@@ -21,7 +21,7 @@ from pathlib import Path
 import attrs
 
 from crucible_core import process
-from crucible_core.broker.reach import EgressEndpoint, EgressReach
+from crucible_core.broker.reach import BUILTIN, EgressEndpoint, EgressReach
 from crucible_core.protocols import (
     FailureClass,
     HarnessContext,
@@ -137,9 +137,7 @@ class CodexHarness:
         if endpoint is None:
             return reach
         host, port = endpoint
-        return attrs.evolve(
-            reach, endpoints=(*reach.endpoints, EgressEndpoint(host, port, "full", "built-in"))
-        )
+        return attrs.evolve(reach, endpoints=(*reach.endpoints, EgressEndpoint(host, port, "full", BUILTIN)))
 
     def run(self, turn: Turn) -> TurnResult:
         cli = launch.find_cli(turn.env)

@@ -10,7 +10,7 @@ import re
 
 import attrs
 
-from crucible_core.broker.reach import EgressEndpoint, EgressReach
+from crucible_core.broker.reach import BUILTIN, EgressEndpoint, EgressReach
 
 # The model a turn uses when neither [agent.codex].model nor a non-Claude [agent].model names one.
 DEFAULT_MODEL = "gpt-5.6-sol"
@@ -68,7 +68,7 @@ class CodexSettings:
         """The reach the CLI needs inside a confining sandbox, added to that backend's allowlist."""
         return EgressReach(
             restricted=True,
-            endpoints=tuple(EgressEndpoint(host, 443, "full", "built-in") for host in SANDBOX_HOSTS),
+            endpoints=tuple(EgressEndpoint(host, 443, "full", BUILTIN) for host in SANDBOX_HOSTS),
             binaries=SANDBOX_BINARIES,
         )
 
