@@ -86,10 +86,7 @@ def _did_you_mean(ctx: click.Context, group: CrucibleGroup, name: str) -> str:
     """` (did you mean 'run'?)` for a mistyped command, built-in or a plugin's; "" when none is close."""
     import difflib
 
-    from crucible_core.plugins import load_plugins
-
-    known = [*group.list_commands(ctx), *load_plugins().registry("command").entries]
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name, group.list_commands(ctx), n=1, cutoff=0.6)  # plugins' too
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
