@@ -16,7 +16,7 @@ import attrs
 
 from crucible_core import __version__
 from crucible_core.broker.declaration import refuse_uncovered
-from crucible_core.broker.service import build_broker, declaration_for, recorded_params
+from crucible_core.broker.service import Broker, build_broker, declaration_for, recorded_params
 from crucible_core.contract import wire
 from crucible_core.contract.decide import Best
 from crucible_core.contract.fold import Folded, fold_path
@@ -25,7 +25,7 @@ from crucible_core.contract.recovery import FINAL_OUTCOMES, classify, unlogged_k
 from crucible_core.control import orders
 from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.client import live_run
-from crucible_core.control.inbox import Order
+from crucible_core.control.inbox import Inbox, Order
 from crucible_core.control.ledger import Ledger
 from crucible_core.errors import CrucibleError, ExitCode, PreflightFailed, ResumeConflict, WorkspaceError
 from crucible_core.manifest.loader import LoadedManifest, load_manifest
@@ -260,6 +260,56 @@ def _execute_locked(
         if m.agent.method_prompt
         else DEFAULT_METHOD
     )
+    recorded = folded.start.run_id if folded is not None and folded.start is not None else None
+    run_id = str(recorded or uuid.uuid4().hex[:16])
+    choice = drivers.choice
+    services = planned.open(state_dir=paths.state_dir, emit=log.emit, run_id=run_id)
+    ledger = Ledger(paths.admissions, redact=redactor.obj)
+    inbox = Inbox()
+    bridge = ControlBridge(ledger, inbox)
+
+    def make_broker(engine: Engine) -> Broker:
+        return build_broker(
+            plugins,
+            declaration,
+            engine,
+            resumed=request.resume,
+            params=params,
+            # No server for an agent that cannot call one (saves the SDK import and start, ~1 s CPU).
+            unreachable=choice.mcp_unreachable(plugins),
+        )
+
+    def make_publishing(engine: Engine) -> KeptPublisher | None:
+        if publisher is None or loaded.manifest.publish is None:
+            return None
+        assert engine.broker is not None
+        return KeptPublisher(
+            loaded.manifest.publish,
+            publisher,
+            engine.broker.mediator.admit,
+            engine.note,
+            run_id,
+            paths.workspace,
+            base_env,
+        )
+
+    def make_lifecycle(engine: Engine) -> Lifecycle:
+        return Lifecycle(
+            plugins,
+            RunContext(
+                loaded,
+                paths.workspace,
+                paths.state_dir,
+                paths.private_dir,
+                run_id,
+                request.resume,
+                engine.broker,
+                services,
+            ),
+            note=lambda text: engine.note(text, level="warn"),
+            disclosure=declaration.capabilities,
+        )
+
     engine = build_engine(
         loaded=loaded,
         paths=paths,
@@ -272,64 +322,29 @@ def _execute_locked(
         goal=goal,
         method_template=method,
         preflight=Preflight(m.preflight, shell) if m.preflight is not None else None,
-    )
-    engine.workflow = workflow
-    engine.caps, engine.task_runners = request.caps, opened.runners
-    if remote_measure is not None:
-        engine.remote_measure = remote_measure
-        remote_measure.note = engine.note
-    recorded = folded.start.run_id if folded is not None and folded.start is not None else None
-    run_id = str(recorded or uuid.uuid4().hex[:16])
-    choice = drivers.choice
-    engine.service_resolution = planned.resolution
-    engine.broker = broker = build_broker(
-        plugins,
-        declaration,
-        engine,
-        resumed=request.resume,
-        params=params,
-        # No server for an agent that cannot call one (saves the SDK import and start, ~1 s CPU).
-        unreachable=choice.mcp_unreachable(plugins),
-    )
-    if publisher is not None and loaded.manifest.publish is not None:
-        engine.publishing = KeptPublisher(
-            loaded.manifest.publish,
-            publisher,
-            broker.mediator.admit,
-            engine.note,
-            run_id,
-            paths.workspace,
-            base_env,
-        )
-    services = planned.open(state_dir=paths.state_dir, emit=log.emit, run_id=run_id)
-    engine.lifecycle = Lifecycle(
-        plugins,
-        RunContext(
-            loaded,
-            paths.workspace,
-            paths.state_dir,
-            paths.private_dir,
-            run_id,
-            request.resume,
-            broker,
-            services,
-        ),
-        note=lambda text: engine.note(text, level="warn"),
-        disclosure=declaration.capabilities,
+        workflow=workflow,
+        caps=request.caps,
+        task_runners=opened.runners,
+        remote_measure=remote_measure,
+        service_resolution=planned.resolution,
+        inbox=inbox,
+        ledger=ledger,
+        max_park=request.max_park,
+        state_guards=[
+            lambda: "the state lock" if lock.reassert() else None,
+            ledger.restore_if_damaged,
+            bridge.restore_record,
+        ],
+        broker=make_broker,
+        publishing=make_publishing,
+        lifecycle=make_lifecycle,
     )
     gates = engine.gates
-    gates.max_park = request.max_park
-    gates.ledger = Ledger(paths.admissions, redact=redactor.obj)
-    bridge = ControlBridge(gates.ledger, gates.inbox)
-    engine.state_guards += [
-        lambda: "the state lock" if lock.reassert() else None,
-        gates.ledger.restore_if_damaged,
-        bridge.restore_record,
-    ]
-    for warning in gates.ledger.problems:
+    assert engine.lifecycle is not None
+    for warning in ledger.problems:
         engine.note(warning, level="warn")
     if folded is not None:
-        record_resume_budget(gates.ledger, request.budget, engine.note)
+        record_resume_budget(ledger, request.budget, engine.note)
     started = time.monotonic()
     runs_harness = drivers.choice.runs_harness  # the start line names only what the backend runs
     exit_, reason = LoopExit.ERROR, "engine error"
