@@ -140,7 +140,8 @@ def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> N
     from crucible_core.hookspecs import hookimpl
     from crucible_core.plugins import load_plugins
     from crucible_core.run.budget import Budget
-    from crucible_core.run.runner import RunRequest, execute
+    from crucible_core.session.entry import execute
+    from crucible_core.session.request import SessionRequest
 
     agent = (
         'cat \\"$CRUCIBLE_PROMPT_FILE\\" > ../prompt.txt; '
@@ -158,9 +159,9 @@ def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> N
     module.crucible_register_backends = crucible_register_backends  # type: ignore[attr-defined]
     plugins = load_plugins(names=["core", "world_git", "judge_command", "backend_local", "broker_mcp"])
     plugins.register_module(module, name="plain", distribution="crucible-plugin-plain", version="0")
-    result = execute(plugins, RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless"))
+    result = execute(plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless"))
     root = manifest.parent
-    assert result.exit.value == "finished", result.reason
+    assert result.outcome == "finished", result.reason
     assert (root / "mcp.txt").read_text().strip() == "none"  # no MCP server handed to the turn
     assert "token" not in (root / "broker-dir.txt").read_text()  # and none was started
     prompt = (root / "prompt.txt").read_text()

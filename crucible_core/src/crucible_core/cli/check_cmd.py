@@ -48,9 +48,9 @@ def command(manifest: Path, harness: str | None, caps: tuple[str, ...], plan_fil
     manifest that does not load, 16 for one this version does not support.
     """
     from crucible_core.contract.plain_text import plain
+    from crucible_core.manifest.loader import load_manifest
     from crucible_core.plugins import load_plugins
     from crucible_core.run.check import check
-    from crucible_core.run.runner import load_for_run
 
     if plan_file is not None:
         _check_plan(plan_file)
@@ -60,7 +60,7 @@ def command(manifest: Path, harness: str | None, caps: tuple[str, ...], plan_fil
         click.echo(f"WARN plugin {failure.name} ({failure.distribution}) failed to load: {failure.error}")
     if _check_workflow(manifest):
         return
-    loaded = load_for_run(plugins, manifest)
+    loaded = load_manifest(manifest, plugins=plugins)
     findings = check(plugins, loaded, harness=harness, caps=frozenset(caps))
     for level, text in findings.lines:
         click.echo(f"{MARKS[level]} {plain(text)}")
