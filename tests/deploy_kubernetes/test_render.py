@@ -96,7 +96,8 @@ def test_pack_and_playbook_renders_validate() -> None:
     assert pod.spec.restart_policy == "Never"
     assert pod.spec.volumes[0].empty_dir is not None  # a playbook pod keeps no state
     assert pod.spec.containers[0].args == ["--max-cost", "20", "--max-time", "2h", "--param", "issue=42"]
-    assert "crucible plan run" in pod.spec.containers[0].command[2]
+    # the manifest declares the playbook: `crucible run` runs it
+    assert "crucible run --manifest" in pod.spec.containers[0].command[2]
     assert not any(o.kind == "PersistentVolumeClaim" for o in playbook.objects)
 
 
