@@ -23,6 +23,7 @@ from crucible_core.flow.model import (
 
 _EVIDENCE_STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
 _FINAL_TEXT_CHARS = 4000
+UNDISPATCHED = "undispatched"  # an ended run's task with no result (early completion, a stop)
 OUTPUT_CHARS = 2000  # a task's output as the views carry it: enough to read, never a whole file
 
 
@@ -319,6 +320,10 @@ class _Folder:
             (TaskStanding(t.required, t.stage, None if t.status == "pending" else t.status) for t in m.plan),
             outcome,
         )
+        if outcome is not None:  # the run ended: a task with no result never will have one
+            for task in m.plan:
+                if task.status == "pending":
+                    task.status = UNDISPATCHED
         if not h.spent_usd:
             h.spent_usd = round(sum(t.cost_usd for t in m.plan), 6)
         if not h.elapsed_secs and self.active_s is not None:

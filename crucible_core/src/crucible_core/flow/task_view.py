@@ -57,14 +57,14 @@ def roles(task: PlanTask) -> list[str]:
 
 def _task_line(task: PlanTask, width: int) -> str:
     secs = _secs(task.secs) if task.attempts else "-"  # blocked, truncated or pending: it never ran
-    tries = f"{task.attempts}x" if task.status != "pending" else "-"
+    tries = f"{task.attempts}x" if task.attempts else "-"
     tags = "".join(f"[{tag}] " for tag in roles(task))
     words = [_cut(task.note, TEXT_CHARS)] if task.note else []
     if task.output:
         words.append("out " + _cut(task.output, TEXT_CHARS))
     name = _cut(task.name, width)
     return (
-        f"{name:<{width}}  {plain(task.status):<9} {secs:>8} {tries:>3}  ${task.cost_usd:.4f}  "
+        f"{name:<{width}}  {plain(task.status):<12} {secs:>8} {tries:>3}  ${task.cost_usd:.4f}  "
         f"{tags}{'; '.join(words)}"
     ).rstrip()
 
@@ -79,7 +79,7 @@ def task_table(model: FlowModel) -> list[str]:
     width = min(max((len(plain(t.name)) for t in model.plan), default=4), NAME_WIDTH)
     lines = []
     if model.plan:
-        lines.append(f"{'task':<{width}}  {'status':<9} {'time':>8} {'try':>3}  {'cost':<7}  note; output")
+        lines.append(f"{'task':<{width}}  {'status':<12} {'time':>8} {'try':>3}  {'cost':<7}  note; output")
     lines += [_task_line(task, width) for task in model.plan]
     resumes = [r.recovery for r in model.resumes]
     lines.append(
