@@ -150,7 +150,7 @@ def test_the_flow_of_a_playbook_is_its_task_graph(playbook: Path, tmp_path: Path
     page = (tmp_path / "flow.html").read_text()
     assert 'class="task-graph"' in page and "score-chart" not in page and "no iterations" not in page
     assert page.count('class="node st-pass"') == 6 and page.count('class="edge"') == 4
-    assert "verdict: <b><span class=\"verdict-pass\">valid</span>" in page
+    assert 'verdict: <b><span class="verdict-pass">valid</span>' in page
 
 
 # -- a plan file ----------------------------------------------------------------------------------
@@ -176,7 +176,12 @@ def test_show_presents_a_failed_plan_with_each_tasks_fate(plan: Path) -> None:
 def test_results_json_of_a_plan_carries_the_log_as_written(plan: Path) -> None:
     assert out("results", "--state-dir", plan) == out("show", "--state-dir", plan)
     doc = json.loads(out("results", "--json", "--state-dir", plan))
-    assert (doc["kind"], doc["verdict"], doc["outcome"], doc["objective"]) == ("plan", "fail", "finished", None)
+    assert (doc["kind"], doc["verdict"], doc["outcome"], doc["objective"]) == (
+        "plan",
+        "fail",
+        "finished",
+        None,
+    )
     tasks = {t["name"]: t for t in doc["tasks"]}
     assert tasks["test"]["note"] == "exited 3: \x1b]0;pwned\x07\x1b[31mred alert"  # JSON escapes it
     assert (tasks["report"]["status"], tasks["report"]["attempts"]) == ("blocked", 0)
@@ -186,6 +191,8 @@ def test_results_json_of_a_plan_carries_the_log_as_written(plan: Path) -> None:
 def test_status_of_a_finished_plan_reads_its_log(plan: Path) -> None:
     text = out("status", "--state-dir", plan)
     assert text.split("\n", 1)[1] == out("show", "--state-dir", plan)
+    assert "\nplan fail; outcome finished (failed: " in text
+    assert json.loads(out("status", "--json", "--state-dir", plan))["tasks"][2]["status"] == "fail"
 
 
 def test_the_flow_of_a_plan_escapes_what_its_tasks_wrote(plan: Path, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;mar
 header{background:#24292f;color:#fff;padding:12px 20px;display:flex;flex-wrap:wrap;gap:8px 24px;align-items:baseline}
 header h1{font-size:16px;margin:0;flex-basis:100%;font-weight:600}
 header .kv{font-size:13px;opacity:.95}header .kv b{font-weight:600}
-.outcome-solved,.outcome-finished,.outcome-complete,.verdict-pass{color:#7ee787}
+.outcome-solved,.outcome-finished,.verdict-pass{color:#7ee787}
 .outcome-error,.outcome-escalated,.outcome-stalled,.verdict-fail{color:#ffa198}
 header .muted{color:#afb8c1}
 main{padding:12px 20px}section{margin-bottom:18px}h2{font-size:14px;margin:6px 0}
@@ -267,11 +267,8 @@ def _task_header(model: FlowModel) -> str:
     verdict = verdict_word(h.kind, h.verdict)
     kv = [
         ("verdict", f'<span class="verdict-{_e(h.verdict or "none")}">{_e(verdict)}</span>'),
-        (
-            "outcome",
-            f'<span class="outcome-{_e(h.outcome)}">{_e(h.outcome)}</span>'
-            + (f' <span class="muted">({_e(h.reason)})</span>' if h.reason else ""),
-        ),
+        # how dispatch stopped, uncoloured: `finished` says nothing of success, the verdict does
+        ("outcome", _e(h.outcome) + (f' <span class="muted">({_e(h.reason)})</span>' if h.reason else "")),
         ("run", _e(f"{'playbook' if h.kind == 'playbook' else 'plan file'}, {tally(model.plan)}")),
         ("spend", f"${h.spent_usd:.2f}"),
     ]
@@ -309,13 +306,12 @@ def _render_task_run(model: FlowModel) -> str:
     """The page of a playbook or a plan file: its graph coloured by status, a task's detail on
     click, and the table of every task."""
     h = model.header
-    main = [t for t in model.plan if t.stage != EPILOGUE]
+    epilogue = sum(1 for t in model.plan if t.stage == EPILOGUE)
     title = h.goal.strip().splitlines()[0] if h.goal.strip() else h.kind
-    graph = render_task_graph(
-        model.plan,
-        title=f"{len(main)} task(s) in the graph"
-        + (" and the epilogue" if len(main) < len(model.plan) else ""),
+    graph_title = f"{len(model.plan) - epilogue} task(s) in the graph" + (
+        f", {epilogue} in the epilogue" if epilogue else ""
     )
+    graph = render_task_graph(model.plan, title=graph_title)
     version = max((t.plan_version for t in model.plan), default=0)
     table = _plan_table(
         "Tasks" + (f" (plan version {version})" if version else ""), model.plan, measures=True
