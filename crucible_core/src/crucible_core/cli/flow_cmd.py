@@ -70,10 +70,10 @@ def command(
     h = model.header
     if model.is_task_run:
         from crucible_core.contract.run_kind import verdict_word
-        from crucible_core.flow.task_view import tally
+        from crucible_core.flow.task_view import run_tally
 
         # the log's words: no escape sequence reaches the terminal
-        what = f"{h.kind}: {tally(model.plan)}, verdict {verdict_word(h.kind, h.verdict)}, outcome {plain(h.outcome)}"
+        what = f"{h.kind}: {run_tally(model)}, verdict {verdict_word(h.kind, h.verdict)}, outcome {plain(h.outcome)}"
     else:
         what = f"{len(model.deep_iterations)} iterations, outcome {h.outcome}"
     click.echo(f"wrote {out} ({what})")

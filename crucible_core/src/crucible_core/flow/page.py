@@ -16,7 +16,7 @@ from crucible_core.contract.run_kind import EPILOGUE, verdict_word
 from crucible_core.flow.model import FlowModel, Iteration, PlanTask, versus_baseline
 from crucible_core.flow.score_chart import ChartPoint, render_score_chart
 from crucible_core.flow.task_graph import render_task_graph
-from crucible_core.flow.task_view import tally
+from crucible_core.flow.task_view import counted, run_tally
 
 # No network at all: the page may only use what it carries.
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -52,7 +52,7 @@ table{border-collapse:collapse;font-size:12px;background:#fff}td,th{border:1px s
 .st-pass,.st-passed{color:#1a7f37}.st-fail,.st-failed,.st-blocked,.st-transport{color:#cf222e}
 #detail{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:10px 14px;font-size:13px;min-height:40px}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:6px;border-radius:4px;max-height:320px;overflow:auto}
-.graph{overflow-x:auto;max-width:100%;box-sizing:border-box}.node{cursor:pointer}.node:focus{outline:none}
+.task-graph-box{overflow-x:auto;max-width:100%;box-sizing:border-box}.node{cursor:pointer}.node:focus{outline:none}
 .node.selected rect,.node:hover rect{stroke:#0969da;stroke-width:2.5}
 td.output{font-family:ui-monospace,monospace;max-width:420px;overflow-wrap:anywhere}
 """
@@ -191,11 +191,8 @@ def _column(model: FlowModel, it: Iteration) -> str:
         )
         parts.append(f'<div class="muted">wide round</div><div class="wide">{cands}</div>')
     if it.plan:
-        statuses: dict[str, int] = {}
-        for task in it.plan:
-            statuses[task.status] = statuses.get(task.status, 0) + 1
-        tally = ", ".join(f"{count} {status}" for status, count in statuses.items())
-        parts.append(f'<div class="muted graph">graph tasks: {_e(tally)}</div>')
+        counts = counted(task.status for task in it.plan)
+        parts.append(f'<div class="muted graph">graph tasks: {_e(counts)}</div>')
     if it.note:
         parts.append(f'<div class="note" title="{_e(it.note)}">{_e(it.note[:90])}</div>')
     parts.append("</div>")
@@ -269,7 +266,7 @@ def _task_header(model: FlowModel) -> str:
         ("verdict", f'<span class="verdict-{_e(h.verdict or "none")}">{_e(verdict)}</span>'),
         # how dispatch stopped, uncoloured: `finished` says nothing of success, the verdict does
         ("outcome", _e(h.outcome) + (f' <span class="muted">({_e(h.reason)})</span>' if h.reason else "")),
-        ("run", _e(f"{'playbook' if h.kind == 'playbook' else 'plan file'}, {tally(model.plan)}")),
+        ("run", _e(f"{'playbook' if h.kind == 'playbook' else 'plan file'}, {run_tally(model)}")),
         ("spend", f"${h.spent_usd:.2f}"),
     ]
     if h.elapsed_secs:
@@ -324,7 +321,7 @@ def _render_task_run(model: FlowModel) -> str:
             f"<title>crucible flow: {_e(title[:80])}</title><style>{_CSS}</style></head><body>",
             _task_header(model),
             "<main>",
-            f'<section><h2>Task graph</h2><div class="chart graph">'
+            f'<section><h2>Task graph</h2><div class="chart task-graph-box">'
             f"{graph if model.plan else '<p>no tasks admitted</p>'}</div></section>",
             '<section><div id="detail"><p class="muted">Click a task for its note and output.</p></div></section>',
             f'<section class="plan">{table}</section>',

@@ -8,6 +8,7 @@ JSON carries the log's text as it was written (redacted then), outputs cut at OU
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crucible_core.contract.plain_text import plain
@@ -41,13 +42,23 @@ def headline(model: FlowModel) -> str:
     return f"{h.kind} {verdict}; outcome {plain(h.outcome)}{reason}"
 
 
-def tally(tasks: list[PlanTask]) -> str:
-    """`6 tasks: 5 pass, 1 fail`, statuses in the order they first appear."""
+def counted(statuses: Iterable[str]) -> str:
+    """`5 pass, 1 fail`: each status and how many hold it, in the order they first appear."""
     counts: dict[str, int] = {}
-    for task in tasks:
-        counts[task.status] = counts.get(task.status, 0) + 1
-    shown = ", ".join(f"{count} {plain(status)}" for status, count in counts.items())
-    return f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}" + (f": {shown}" if shown else "")
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return ", ".join(f"{count} {status}" for status, count in counts.items())
+
+
+def tally(statuses: Sequence[str]) -> str:
+    """`6 tasks: 5 pass, 1 fail`."""
+    shown = counted(plain(status) for status in statuses)
+    return f"{len(statuses)} task{'s' if len(statuses) != 1 else ''}" + (f": {shown}" if shown else "")
+
+
+def run_tally(model: FlowModel) -> str:
+    """The tally of a task run's tasks."""
+    return tally([task.status for task in model.plan])
 
 
 def roles(task: PlanTask) -> list[str]:
@@ -83,7 +94,7 @@ def task_table(model: FlowModel) -> list[str]:
     lines += [_task_line(task, width) for task in model.plan]
     resumes = [r.recovery for r in model.resumes]
     lines.append(
-        f"{tally(model.plan)}; spent ${model.header.spent_usd:.4f}; resumed {len(resumes)} time(s)"
+        f"{run_tally(model)}; spent ${model.header.spent_usd:.4f}; resumed {len(resumes)} time(s)"
         + (": " + ", ".join(plain(r) for r in resumes if r) if any(resumes) else "")
     )
     return lines
