@@ -68,15 +68,10 @@ def run_plan(folder: Path, text: str) -> Path:
     return folder / "state"
 
 
-@pytest.fixture(scope="module")
-def playbook(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """examples/playbook run once to its end; returns its manifest."""
-    folder = tmp_path_factory.mktemp("views") / "playbook"
-    shutil.copytree(EXAMPLES / "playbook", folder, ignore=shutil.ignore_patterns("workspace", "state"))
-    manifest = folder / "crucible.toml"
-    done = crucible_in_process("run", "--manifest", manifest, "--max-cost", "0.5", "--max-time", "5m")
-    assert done.exit_code == 0, done.output
-    return manifest
+@pytest.fixture
+def playbook(finished_playbook: Path) -> Path:
+    """examples/playbook run once to its end (tests/conftest.py); its manifest."""
+    return finished_playbook
 
 
 @pytest.fixture(scope="module")

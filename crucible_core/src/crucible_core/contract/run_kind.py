@@ -22,6 +22,7 @@ import attrs
 
 TASK_GATE = "task"  # the task lane's gate label, which a playbook carries too (RFC-0002:C-PLAYBOOK-LANE)
 EPILOGUE = "epilogue"
+UNDISPATCHED = "undispatched"  # what the views call an ended run's task that has no result
 # Outcomes that fail the verdict whatever the tasks say: an exhausted ceiling, an engine error.
 _FAILING_OUTCOMES = frozenset({"budget", "error"})
 _PASSING_STATUSES = frozenset({"pass", "skipped"})

@@ -8,7 +8,7 @@ from typing import Any
 
 from crucible_core.contract.decide import INVALID, shown_decision
 from crucible_core.contract.noise import note_with_margin
-from crucible_core.contract.run_kind import TaskStanding, run_kind, task_verdict
+from crucible_core.contract.run_kind import UNDISPATCHED, TaskStanding, run_kind, task_verdict
 from crucible_core.contract.wire import WIDE_DECIDED
 from crucible_core.flow.model import (
     Candidate,
@@ -23,7 +23,6 @@ from crucible_core.flow.model import (
 
 _EVIDENCE_STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
 _FINAL_TEXT_CHARS = 4000
-UNDISPATCHED = "undispatched"  # an ended run's task with no result (early completion, a stop)
 OUTPUT_CHARS = 2000  # a task's output as the views carry it: enough to read, never a whole file
 
 

@@ -20,7 +20,8 @@ TEXT_CHARS = 100  # of a note, and of an output, on a task's line
 NO_SHUTDOWN = "none yet (the run is live, or died without a shutdown line)"
 
 
-def _secs(secs: float) -> str:
+def task_time(secs: float) -> str:
+    """How long a task's attempts ran: `0.01s`, `3m05s`, `1h02m`."""
     if secs < 60:
         return f"{secs:.2f}s"
     minutes, seconds = divmod(int(secs), 60)
@@ -61,13 +62,17 @@ def run_tally(model: FlowModel) -> str:
     return tally([task.status for task in model.plan])
 
 
-def roles(task: PlanTask) -> list[str]:
+def roles_of(stage: str, required: bool) -> list[str]:
     """What sets a task apart from a required main-graph one: `epilogue`, `advisory`."""
-    return (["epilogue"] if task.stage == EPILOGUE else []) + ([] if task.required else ["advisory"])
+    return (["epilogue"] if stage == EPILOGUE else []) + ([] if required else ["advisory"])
+
+
+def roles(task: PlanTask) -> list[str]:
+    return roles_of(task.stage, task.required)
 
 
 def _task_line(task: PlanTask, width: int) -> str:
-    secs = _secs(task.secs) if task.attempts else "-"  # blocked, truncated or pending: it never ran
+    secs = task_time(task.secs) if task.attempts else "-"  # blocked, truncated or pending: it never ran
     tries = f"{task.attempts}x" if task.attempts else "-"
     tags = "".join(f"[{tag}] " for tag in roles(task))
     words = [_cut(task.note, TEXT_CHARS)] if task.note else []
