@@ -73,7 +73,7 @@ def render_task_graph(tasks: Sequence[PlanTask], *, title: str = "task graph") -
     for col in cols:
         rows.append(filled.get(col, 0))
         filled[col] = rows[-1] + 1
-    width = PAD * 2 + max(len(filled), 1) * (NODE_W + GAP_X) - GAP_X
+    width = PAD * 2 + (max(cols, default=0) + 1) * (NODE_W + GAP_X) - GAP_X
     height = PAD * 2 + 18 + max(filled.values(), default=1) * (NODE_H + GAP_Y) - GAP_Y
 
     def x(n: int) -> int:
