@@ -23,7 +23,6 @@ def show_log(path: Path, as_json: bool) -> None:
 
     A playbook's or a plan file's log is shown as its tasks (flow/task_view.py), a loop's as its rows.
     """
-    from crucible_core.contract.decide import shown_decision
     from crucible_core.contract.fold import fold_path
     from crucible_core.contract.run_kind import RunKind
     from crucible_core.errors import WorkspaceError
@@ -48,9 +47,6 @@ def show_log(path: Path, as_json: bool) -> None:
             f"{path} holds no readable session events", hint="is this a crucible session log?"
         )
     view = {"kind": RunKind.LOOP.value, **run_view(folded)}
-    # every view's word for a discard without a valid reading: `invalid` (contract/decide.py)
-    for shown, row in zip(view["rows"], folded.rows, strict=True):
-        shown["decision"] = shown_decision(row.decision, row.valid)
     click.echo(json.dumps(view) if as_json else render_text(view))
 
 
