@@ -206,16 +206,10 @@ class ObjectDatabase:
         renamed into place by dulwich) before any loose file goes.
         """
         self._add_pack(len(shas), ((sha, *self.read(sha)) for sha in shas))
-        emptied = set()
+        # The emptied fan-out directories stay: the next objects written go there.
         for sha in shas:
-            directory, path = self._loose_path(sha)
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            emptied.add(directory)
-        for directory in emptied:
-            with contextlib.suppress(OSError):  # still holds objects: stays
-                os.rmdir(directory)
-        self._made_dirs.clear()
+                os.unlink(self._loose_path(sha)[1])
 
     def _add_pack(self, count: int, objects: Iterator[tuple[bytes, bytes, bytes]]) -> None:
         from dulwich.pack import UnpackedObject

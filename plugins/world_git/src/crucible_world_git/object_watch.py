@@ -18,11 +18,19 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 import zlib
 from collections.abc import Callable
 
 # (file type and mode, inode, size, ctime): what a write, a rename or a chmod always changes.
 Sig = tuple[int, int, int, int]
+# A directory's (inode, mtime, ctime): an entry added, removed or renamed in it moves both
+# times, and setting the mtime back (utime) moves the ctime.
+DirSig = tuple[int, int, int]
+# A file or directory changed this close to the moment it was looked at may change again within
+# the same file-system clock tick without its times moving (git's "racy" case): it is read or
+# listed again at the next check.
+_RACY_NS = 1_000_000_000
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1 << 16
@@ -42,14 +50,24 @@ class ObjectWatch:
     def __init__(self, objects_dir: bytes) -> None:
         self.root = objects_dir
         self._known: dict[bytes, Sig] | None = None
+        self._racy: set[bytes] = set()  # files whose signature was taken racily: verified again
+        # Each directory's signature and entry names when it was last listed, and when that was.
+        self._listed: dict[bytes, tuple[DirSig, list[bytes], int]] = {}
 
     def forget(self) -> None:
         """Start over: the next check takes the store as it finds it (after a rebuild, say)."""
         self._known = None
+        self._racy.clear()
+        self._listed.clear()
 
     def baseline(self) -> None:
         """Take the store as it is now as known (the engine just rewrote it)."""
-        self._known, _ = _listing(self.root)
+        started = time.time_ns()
+        self._known, _ = self._listing()
+        self._remember_racy(self._known, started)
+
+    def _remember_racy(self, seen: dict[bytes, Sig], started: int) -> None:
+        self._racy = {rel for rel, sig in seen.items() if sig[3] >= started - _RACY_NS}
 
     def loose(self) -> list[bytes]:
         """The raw ids of the loose objects seen at the last check."""
@@ -59,6 +77,7 @@ class ObjectWatch:
         """The engine itself just put this file (path relative to objects/) in place."""
         if self._known is not None:
             self._known[rel] = _sig(os.lstat(self.root + b"/" + rel))
+            self._racy.add(rel)
 
     def check(
         self,
@@ -72,7 +91,8 @@ class ObjectWatch:
         they are (None: all of them). `present(raw id)` says whether the store still holds an
         object, `needed(raw id)` whether kept history does.
         """
-        seen, odd = _listing(self.root)
+        started = time.time_ns()
+        seen, odd = self._listing()
         if odd is not None:
             return odd, False
         known = self._known
@@ -84,7 +104,8 @@ class ObjectWatch:
             ]
             vanished: list[bytes] = []
         else:
-            changed = [rel for rel, sig in seen.items() if known.get(rel) != sig]
+            racy = self._racy
+            changed = [rel for rel, sig in seen.items() if known.get(rel) != sig or rel in racy]
             vanished = [rel for rel in known if rel not in seen]
         repacked = False
         for rel in changed:
@@ -97,35 +118,48 @@ class ObjectWatch:
             if why is not None:
                 return why, True
         self._known = seen
+        self._remember_racy(seen, started)
         return None, bool(vanished)
 
+    def _listing(self) -> tuple[dict[bytes, Sig], str | None]:
+        """Every file below objects/ with its signature; or why something there is not a plain file.
 
-def _listing(root: bytes) -> tuple[dict[bytes, Sig], str | None]:
-    """Every file below `root` with its signature; or why something there is not a plain file."""
-    seen: dict[bytes, Sig] = {}
-    pending = [b""]
-    lstat = os.lstat
-    while pending:
-        rel = pending.pop()
-        path = root + b"/" + rel if rel else root
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            names = os.listdir(path)
+        One lstat per directory and per file, with full paths (no directory is opened); a
+        directory is listed again only when its signature moved or it was listed racily.
+        """
+        seen: dict[bytes, Sig] = {}
+        listed = self._listed
+        lstat = os.lstat
+        pending = [b""]
+        while pending:
+            rel = pending.pop()
+            path = self.root + b"/" + rel if rel else self.root
+            try:
+                st = lstat(path)
+            except FileNotFoundError:
+                continue  # removed since its parent was listed
+            if not stat.S_ISDIR(st.st_mode):
+                return seen, f"objects/{os.fsdecode(rel)} is not a directory"
+            dir_sig = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+            before = listed.get(rel)
+            if before is not None and before[0] == dir_sig and st.st_ctime_ns < before[2] - _RACY_NS:
+                names = before[1]
+            else:
+                names = os.listdir(path)
+                listed[rel] = (dir_sig, names, time.time_ns())
             prefix = rel + b"/" if rel else b""
             for name in names:
                 try:
-                    st = lstat(name, dir_fd=fd)
+                    child = lstat(path + b"/" + name)
                 except FileNotFoundError:
                     continue  # a temporary file renamed away meanwhile
-                if stat.S_ISDIR(st.st_mode):
+                if stat.S_ISDIR(child.st_mode):
                     pending.append(prefix + name)
-                elif stat.S_ISREG(st.st_mode):
-                    seen[prefix + name] = _sig(st)
+                elif stat.S_ISREG(child.st_mode):
+                    seen[prefix + name] = _sig(child)
                 else:
                     return seen, f"objects/{os.fsdecode(prefix + name)} is not a regular file"
-        finally:
-            os.close(fd)
-    return seen, None
+        return seen, None
 
 
 def _loose_id(rel: bytes) -> bytes | None:
