@@ -22,6 +22,8 @@ import time
 import zlib
 from collections.abc import Callable
 
+from crucible_world_git.loose_objects import open_regular
+
 # (file type and mode, inode, size, ctime): what a write, a rename or a chmod always changes.
 Sig = tuple[int, int, int, int]
 # A directory's (inode, mtime, ctime): an entry added, removed or renamed in it moves both
@@ -32,7 +34,6 @@ DirSig = tuple[int, int, int]
 # listed again at the next check.
 _RACY_NS = 1_000_000_000
 
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1 << 16
 _KINDS = (b"blob", b"tree", b"commit", b"tag")
 # Files git ends with a SHA-1 of everything before it.
@@ -124,8 +125,8 @@ class ObjectWatch:
     def _listing(self) -> tuple[dict[bytes, Sig], str | None]:
         """Every file below objects/ with its signature; or why something there is not a plain file.
 
-        One lstat per directory and per file, with full paths (no directory is opened); a
-        directory is listed again only when its signature moved or it was listed racily.
+        One lstat per directory and per file, by full path; a directory is listed again only
+        when its signature moved or it was listed racily.
         """
         seen: dict[bytes, Sig] = {}
         listed = self._listed
@@ -200,44 +201,29 @@ def _vanished(
     return None
 
 
-def _open(path: bytes) -> int | None:
-    try:
-        fd = os.open(path, _READ)
-    except OSError:
-        return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return fd
-
-
 def _loose_ok(path: bytes, sha: bytes) -> bool:
     """Whether the file inflates to one whole object whose id is `sha`."""
-    fd = _open(path)
-    if fd is None:
-        return False
     inflate = zlib.decompressobj()
     digest = hashlib.sha1()
     head = b""
     total = 0
     try:
-        while chunk := os.read(fd, _CHUNK):
-            data = inflate.decompress(chunk)
-            if len(head) < 32:
-                head += data[:32]
+        with open_regular(path) as f:
+            while chunk := f.read(_CHUNK):
+                data = inflate.decompress(chunk)
+                if len(head) < 32:
+                    head += data[:32]
+                digest.update(data)
+                total += len(data)
+                if inflate.eof:
+                    break
+            data = inflate.flush()
             digest.update(data)
             total += len(data)
-            if inflate.eof:
-                break
-        data = inflate.flush()
-        digest.update(data)
-        total += len(data)
-        if not inflate.eof or inflate.unused_data or os.read(fd, 1):
-            return False
+            if not inflate.eof or inflate.unused_data or f.read(1):
+                return False
     except (OSError, zlib.error):
         return False
-    finally:
-        os.close(fd)
     kind, space, rest = head.partition(b" ")
     size, nul, _ = rest.partition(b"\0")
     if kind not in _KINDS or not space or not nul or not size.isdigit():
@@ -247,22 +233,16 @@ def _loose_ok(path: bytes, sha: bytes) -> bool:
 
 def _sealed_ok(path: bytes) -> bool:
     """Whether the file's last 20 bytes are the SHA-1 of the rest."""
-    fd = _open(path)
-    if fd is None:
-        return False
     try:
-        left = os.fstat(fd).st_size - 20
-        if left < 0:
-            return False
-        digest = hashlib.sha1()
-        while left > 0:
-            chunk = os.read(fd, min(_CHUNK, left))
-            if not chunk:
-                return False
-            digest.update(chunk)
-            left -= len(chunk)
-        return os.read(fd, 21) == digest.digest()
+        with open_regular(path) as f:
+            left = os.fstat(f.fileno()).st_size - 20
+            digest = hashlib.sha1()
+            while left > 0:
+                chunk = f.read(min(_CHUNK, left))
+                if not chunk:
+                    return False
+                digest.update(chunk)
+                left -= len(chunk)
+            return left == 0 and f.read(21) == digest.digest()
     except OSError:
         return False
-    finally:
-        os.close(fd)
