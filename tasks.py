@@ -28,14 +28,33 @@ MEMBERS = [
     "plugins/backend_local",
     "plugins/backend_openshell",
     "plugins/harness_claude",
+    "plugins/harness_codex",
+    "plugins/harness_acp",
+    "plugins/harness_endpoint",
+    "plugins/harness_opencode",
+    "plugins/harness_pi",
     "plugins/deploy_kubernetes",
     "plugins/broker_mcp",
     "plugins/service_oubliette",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
-# The Claude Code CLI the harness tests drive, pinned; installed under .cache/ when npm exists.
-CLAUDE_CLI_PACKAGE = "@anthropic-ai/claude-code@2.1.328"
-CLAUDE_PREFIX = ROOT / ".cache" / "claude-cli"
+# The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm
+# exists, and its path handed to the tests in the named variable (without npm those tests skip).
+AGENT_CLIS = [
+    # (npm package@version..., directory under .cache, binary ("": the bin directory), variable)
+    (("@anthropic-ai/claude-code@2.1.328",), "claude-cli", "claude", "CRUCIBLE_TEST_CLAUDE_CLI"),
+    (("@openai/codex@0.171.0",), "codex-cli", "codex", "CRUCIBLE_TEST_CODEX_CLI"),
+    (("opencode-ai@1.18.33",), "opencode-cli", "opencode", "CRUCIBLE_TEST_OPENCODE_CLI"),
+    (("@mariozechner/pi-coding-agent@0.73.1",), "pi-cli", "pi", "CRUCIBLE_TEST_PI_CLI"),
+    # The ACP agents: claude-agent-acp reports usage and cost and does its own file work;
+    # claude-code-acp routes file and terminal work through the client.
+    (
+        ("@zed-industries/claude-agent-acp@0.23.1", "@zed-industries/claude-code-acp@0.16.2"),
+        "acp-agents",
+        "",
+        "CRUCIBLE_TEST_ACP_AGENTS",
+    ),
+]
 
 
 def sh(*argv: str | Path, **kwargs) -> None:
@@ -72,22 +91,29 @@ def ensure_venv() -> None:
     stamp_file.write_text(stamp)
 
 
-def ensure_claude_cli() -> None:
-    """Install the pinned Claude Code CLI for the harness tests; without npm those tests skip."""
-    marker = CLAUDE_PREFIX / ".installed"
-    if marker.exists() and marker.read_text() == CLAUDE_CLI_PACKAGE:
-        return
+def ensure_agent_clis() -> dict[str, str]:
+    """Install the pinned agent CLIs for the harness tests; the variables naming those installed."""
+    found: dict[str, str] = {}
     npm = shutil.which("npm")
-    if npm is None:
-        print("npm not found: the Claude Code CLI tests will be skipped", flush=True)
-        return
-    CLAUDE_PREFIX.mkdir(parents=True, exist_ok=True)
-    try:
-        sh(npm, "install", "--no-audit", "--no-fund", "--prefix", CLAUDE_PREFIX, CLAUDE_CLI_PACKAGE)
-    except subprocess.CalledProcessError:
-        print("could not install the Claude Code CLI: its tests will be skipped", flush=True)
-        return
-    marker.write_text(CLAUDE_CLI_PACKAGE)
+    for packages, folder, binary, variable in AGENT_CLIS:
+        prefix = ROOT / ".cache" / folder
+        marker = prefix / ".installed"
+        wanted = " ".join(packages)
+        if not (marker.exists() and marker.read_text() == wanted):
+            if npm is None:
+                print(f"npm not found: the tests needing {wanted} will be skipped", flush=True)
+                continue
+            prefix.mkdir(parents=True, exist_ok=True)
+            try:
+                sh(npm, "install", "--no-audit", "--no-fund", "--prefix", prefix, *packages)
+            except subprocess.CalledProcessError:
+                print(f"could not install {wanted}: its tests will be skipped", flush=True)
+                continue
+            marker.write_text(wanted)
+        cli = prefix / "node_modules" / ".bin" / binary
+        if cli.exists():
+            found[variable] = str(cli)
+    return found
 
 
 def demo(extra: list[str]) -> int:
@@ -101,11 +127,7 @@ def demo(extra: list[str]) -> int:
 
 def test(extra: list[str]) -> int:
     ensure_venv()
-    ensure_claude_cli()
-    env = dict(os.environ)
-    cli = CLAUDE_PREFIX / "node_modules" / ".bin" / "claude"
-    if cli.exists():
-        env["CRUCIBLE_TEST_CLAUDE_CLI"] = str(cli)
+    env = {**os.environ, **ensure_agent_clis()}
     return subprocess.run([str(BIN / "python"), "-m", "pytest", *extra], cwd=ROOT, env=env).returncode
 
 

@@ -101,7 +101,7 @@ def test_the_counter_runs_a_claude_turn_in_a_sandbox_and_keeps_it(
     assert check.returncode == 0, check.stdout + check.stderr
     assert "backend openshell: sandbox image ghcr.io/crucible/test-sandbox:1" in check.stdout
     assert f"127.0.0.1:{fake.base_url.rsplit(':', 1)[1].strip('/')}:full (manifest)" in check.stdout
-    assert "api.anthropic.com:443:full (built-in)" in check.stdout
+    assert "api.anthropic.com:443:full (builtin)" in check.stdout
 
     done = run_crucible("--manifest", manifest, "-n", "1", "--ui", "headless", env=engine_env())
     assert done.returncode == 0, done.stderr

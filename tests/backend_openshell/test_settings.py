@@ -119,7 +119,7 @@ def test_the_disclosure_lists_the_sandbox_egress_everywhere_it_is_printed(tmp_pa
     from crucible_core.broker.service import declaration_for
     from crucible_core.plugins import load_plugins
     from crucible_core.run.prompt import DEFAULT_METHOD, render
-    from tests.cli_support import run_crucible
+    from tests.cli_support import ROOT, run_crucible
 
     text = BASE + '[agent.openshell]\nendpoints = ["models.internal:8443:read-write"]\n'
     loaded = load(tmp_path, text)
@@ -135,7 +135,7 @@ def test_the_disclosure_lists_the_sandbox_egress_everywhere_it_is_printed(tmp_pa
 
     lines = declaration.describe()
     assert "    models.internal:8443 read-write (manifest)" in lines
-    assert "    pypi.org:443 read-only (built-in)" in lines
+    assert "    pypi.org:443 read-only (builtin)" in lines
     prompt = render(DEFAULT_METHOD, goal="g", status="", steer="", capabilities="\n".join(lines))
     assert "models.internal:8443 read-write (manifest)" in prompt and "unrestricted" not in prompt
 
@@ -143,6 +143,9 @@ def test_the_disclosure_lists_the_sandbox_egress_everywhere_it_is_printed(tmp_pa
     assert done.returncode == 0, done.stderr
     wire = json.loads(done.stdout)["capabilities"]["egress"]
     assert wire["restricted"] is True and wire["by"] == "openshell"
+    assert {e["source"] for e in wire["endpoints"]} == {"builtin", "manifest"}  # the spec's labels
+    guide = (ROOT / "docs" / "agents.md").read_text()  # says what the disclosure records, as it is
+    assert "not on main" not in guide and "labelled\n`builtin` or `manifest`" in guide
     assert {"host": "models.internal", "port": 8443, "access": "read-write", "source": "manifest"} in wire[
         "endpoints"
     ]

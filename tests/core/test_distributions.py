@@ -24,6 +24,11 @@ STANDARD_SET = {
     "crucible-plugin-backend-local",
     "crucible-plugin-backend-openshell",
     "crucible-plugin-harness-claude",
+    "crucible-plugin-harness-codex",
+    "crucible-plugin-harness-acp",
+    "crucible-harness-endpoint",
+    "crucible-plugin-harness-opencode",
+    "crucible-plugin-harness-pi",
     "crucible-plugin-deploy-kubernetes",
     "crucible-plugin-broker-mcp",
     "crucible-plugin-service-oubliette",
@@ -134,6 +139,11 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
     members += [
         "plugins/backend_openshell",
         "plugins/harness_claude",
+        "plugins/harness_codex",
+        "plugins/harness_acp",
+        "plugins/harness_endpoint",
+        "plugins/harness_opencode",
+        "plugins/harness_pi",
         "plugins/deploy_kubernetes",
         "plugins/broker_mcp",
     ]

@@ -23,6 +23,7 @@ from crucible_core.run.budget import Budget
 from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
 from crucible_core.run.runner import RunRequest, execute
 from crucible_core.session_log import read_events
+from tests.cli_support import crucible_env, run_crucible
 
 STANDARD = ["core", "world_git", "judge_command", "backend_local"]
 
@@ -342,3 +343,86 @@ def test_before_turn_additions_reach_the_turn_first_server_name_wins(tmp_path: P
     assert given.mcp_servers == {"broker": {"url": "two"}, "tools": {"command": "t"}}
     assert given.env == {"PATH": "/bin", "A": "1", "B": "2"}
     assert len(notes) == 1 and "crucible-plugin-test_plugin_0" in notes[0] and "'broker'" in notes[0]
+
+
+def test_a_raising_observer_called_first_does_not_cost_the_others_an_event(example) -> None:
+    """pluggy stops a call at the first exception: the plugins after the faulty one still hear it."""
+    manifest = example("counter")
+
+    def observe(event: Any) -> None:
+        if event["kind"] == "row" and event["row"]["iter"] == 1:
+            raise RuntimeError("dashboard down")
+
+    recorder = Recorder()
+    # registered last, so pluggy calls it first
+    result = run(
+        fresh_plugins(recorder.module(), raising_module(crucible_session_event=observe)), manifest, 3
+    )
+    assert result.exit_code == 0
+    assert [c for c in recorder.calls if c[0] == "row"] == [("row", i) for i in range(4)]
+
+
+def test_implementations_taking_fewer_arguments_than_the_spec_are_called(example) -> None:
+    """pluggy hands an implementation only the arguments it names (crucible called them with all)."""
+    manifest = example("counter")
+    heard: list[str] = []
+    plugins = fresh_plugins(
+        raising_module(
+            crucible_run_start=lambda: heard.append("start"),
+            crucible_after_turn=lambda context: heard.append(f"after {context.iteration}"),
+            crucible_run_end=lambda: heard.append("end"),
+            crucible_session_event=lambda: heard.append("event"),
+        )
+    )
+    result = run(plugins, manifest, 2)
+    assert result.exit_code == 0
+    assert [h for h in heard if h != "event"] == ["start", "after 1", "after 2", "end"]
+    assert heard.count("event") > 5
+    notes = [e["msg"] for e in log(manifest) if e["kind"] == "note"]
+    assert not any("raised" in n for n in notes)
+
+
+def test_a_hook_wrapper_around_before_turn_runs_and_sees_every_plugins_additions(
+    example, tmp_path: Path
+) -> None:
+    manifest = example("counter")
+    seen = tmp_path / "seen.txt"
+    manifest.write_text(
+        manifest.read_text().replace(
+            'agent_cmd = "./bump.sh"', f'agent_cmd = "./bump.sh && echo $WRAPPED >> {seen}"'
+        )
+        + '\n[[capabilities.secret]]\nname = "WRAPPED"\ncontext = "agent"\nsystem = "test"\nscope = "a test value"\n'
+    )
+    wrapped: list[int] = []
+
+    def crucible_before_turn(context: TurnContext) -> Any:
+        results = yield  # every other plugin's TurnAdditions
+        wrapped.append(len(results))
+        return [*results, TurnAdditions(env={"WRAPPED": f"turn-{context.iteration}"})]
+
+    module = types.ModuleType("wrapping_plugin")
+    module.crucible_before_turn = hookimpl(wrapper=True)(crucible_before_turn)  # type: ignore[attr-defined]
+    recorder = Recorder()
+    recorder.on_before_turn = lambda i: TurnAdditions(mcp_servers={"recorded": {"command": "true"}})
+    result = run(fresh_plugins(recorder.module(), module), manifest, 2)
+    assert result.exit_code == 0, result.reason
+    assert wrapped == [1, 1]  # it wrapped the recorder's implementation, once per turn
+    assert seen.read_text().split() == ["turn-1", "turn-2"]  # what it added reached the turn
+
+
+def test_crucible_trace_plugins_prints_each_hook_call(example) -> None:
+    manifest = example("counter")
+    done = run_crucible(
+        "run", "--manifest", manifest, "--iterations", "1", "--ui", "headless",
+        env=crucible_env(CRUCIBLE_TRACE_PLUGINS="1"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("crucible: hook ")]
+    hooks = {line.split()[2] for line in lines}
+    assert {
+        "crucible_register_worlds",
+        "crucible_run_start",
+        "crucible_before_turn",
+        "crucible_run_end",
+    } <= hooks
+    assert all(line.endswith(" ms") or " ms raised " in line for line in lines)

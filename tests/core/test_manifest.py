@@ -317,24 +317,32 @@ def test_a_misspelled_key_gets_a_did_you_mean(tmp_path: Path) -> None:
 
 def test_every_unsupported_section_is_named_at_once(tmp_path: Path) -> None:
     text = BASE.replace('goal = "g"', 'goal = "g"\nallow_unverified_image = true') + (
-        '\n[scope]\nx = 1\n\n[[agent.relay]]\nname = "a"\n\n[measure]\ny = 2\n'
+        '\n[scope]\nx = 1\n\n[[agent.relay]]\nname = "a"\n\n[measure]\ny = 2\n\n[rig]\nbackend = "helm"\n'
     )
     with pytest.raises(UnsupportedSectionError) as err:
         load_manifest(write(tmp_path, text))
     message = err.value.render()
-    for name in ("[scope]", "[[agent.relay]]", "[measure]", "[agent].allow_unverified_image"):
+    for name in ("[scope]", "[[agent.relay]]", "[measure]", "[rig]", "[agent].allow_unverified_image"):
         assert name in message
     assert "[]" not in message
     assert err.value.exit_code == ExitCode.UNSUPPORTED != ExitCode.MANIFEST
 
 
-def test_repo_is_optional_when_setup_cmd_builds_the_workspace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("judge", [True, False])
+def test_only_a_playbook_may_leave_out_repo_even_with_a_setup_cmd(tmp_path: Path, judge: bool) -> None:
     text = BASE.replace('[repo]\npath = "."\n', "").replace(
         "[agent]", '[workspace]\nsetup_cmd = "mkdir workspace"\n\n[agent]'
     )
-    assert load_manifest(write(tmp_path, text)).manifest.repo is None
-    message = refusal(tmp_path, BASE.replace('[repo]\npath = "."\n', ""))
-    assert "[repo] is required unless [workspace].setup_cmd" in message
+    if not judge:  # a task manifest is no playbook either
+        text = text.split("[judge]")[0]
+    message = refusal(tmp_path, text)
+    assert "[repo] is required: only a playbook may leave it out" in message
+    assert "[repo] is required" in refusal(tmp_path, BASE.replace('[repo]\npath = "."\n', ""))
+    playbook = (
+        text.split("[judge]")[0]
+        + '\n[workflow]\ntype = "playbook"\n[[workflow.task]]\nname = "a"\nkind = "command"\nrun = "true"\n'
+    )
+    assert load_manifest(write(tmp_path, playbook)).manifest.repo is None
 
 
 @pytest.mark.parametrize("setup", ["", 'setup_cmd = "mkdir workspace"'])
@@ -500,6 +508,47 @@ def test_composite_refusals(tmp_path: Path, edit: object, words: str) -> None:
     assert words in err.value.render()
 
 
+def test_a_judgeless_composite_is_refused_unless_it_is_a_playbook(tmp_path: Path) -> None:
+    composite_dir(tmp_path, "")
+    judgeless = COMPOSITE.replace('[judge]\nmeasure_cmd = "./measure.sh"\ndirection = "higher"\n', "")
+    assert "[composite] needs a [judge]" in refusal(tmp_path, judgeless)
+    playbook = (
+        judgeless
+        + '\n[workflow]\ntype = "playbook"\n[[workflow.task]]\nname = "a"\nkind = "command"\nrun = "true"\n'
+    )
+    with pytest.raises(UnsupportedSectionError) as err:  # valid (C-PLAYBOOK-COMPOSITE), not run yet
+        load_manifest(write(tmp_path, playbook))
+    assert "composite playbook is not supported by this version" in err.value.render()
+    assert "needs a [judge]" not in err.value.render()
+    assert err.value.exit_code == ExitCode.UNSUPPORTED
+
+
 def test_components_need_a_composite_table(tmp_path: Path) -> None:
     text = BASE + '\n[[component]]\ndomain = "a"\n'
     assert "need a [composite] table" in refusal(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("files", "rel", "expected"),
+    [
+        ({".gitignore": "workspace/\n"}, "workspace", True),
+        ({".gitignore": "/workspace/\n"}, "workspace", True),
+        ({".gitignore": "/workspace/\n"}, "sub/workspace", False),  # anchored at the root
+        ({".gitignore": "workspace\n"}, "sub/workspace", True),  # a name matches at any depth
+        ({"sub/.gitignore": "/state/\n"}, "sub/state", True),
+        ({".gitignore": "sub/\n"}, "sub/state", True),  # a parent that is ignored
+        ({".gitignore": "work*\n!workspace\n"}, "workspace", False),  # the last match decides
+        ({".gitignore": "**/state\n"}, "a/b/state", True),
+        ({".git/info/exclude": "state/\n"}, "state", True),
+        ({".gitignore": "# workspace/\nstat\n"}, "state", False),
+    ],
+)
+def test_the_ignore_reading_follows_the_usual_gitignore_patterns(
+    tmp_path: Path, files: dict[str, str], rel: str, expected: bool
+) -> None:
+    from crucible_core.manifest.ignore_rules import ignored
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert ignored(tmp_path, rel) is expected

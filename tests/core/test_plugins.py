@@ -301,3 +301,24 @@ def test_every_driver_kind_is_chosen_by_any_registered_name(tmp_path: Path) -> N
         version="0",
     )
     choice.verify(plugins)  # every name resolves to the third-party drivers
+
+
+def test_plugin_commands_show_in_help_and_completion(tmp_path: Path) -> None:
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    shown = run_crucible("--help", env=env)
+    assert shown.returncode == 0, shown.stderr
+    plugin_part = shown.stdout.split("Commands from plugins:")[1]
+    assert {"deploy", "ps", "remote", "view"} <= {
+        line.split()[0] for line in plugin_part.splitlines() if line.startswith("  ")
+    }
+    (cached,) = (tmp_path / "cache").glob("plugin-commands-*.json")
+    completion = run_crucible(
+        env={**env, "_CRUCIBLE_COMPLETE": "bash_complete", "COMP_WORDS": "crucible de", "COMP_CWORD": "1"}
+    )
+    assert "plain,deploy" in completion.stdout.splitlines()
+    # The next --help reads the cache instead of loading every plugin: what it holds is what shows.
+    cached.write_text(json.dumps({"from-the-cache": "Proves the cache is read."}))
+    assert "from-the-cache" in run_crucible("--help", env=env).stdout
+    # Narrowing the plugin set is another key: the deploy plugin's commands are not listed then.
+    narrowed = run_crucible("--help", env={**env, "CRUCIBLE_LOAD_PLUGINS": "world_git"})
+    assert "Commands from plugins" not in narrowed.stdout and "deploy" not in narrowed.stdout

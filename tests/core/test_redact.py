@@ -24,16 +24,22 @@ def test_letters_glued_in_front_of_a_key_shape_do_not_hide_it() -> None:
     assert "sk-ant" not in text and "ghp_" not in text
 
 
+@pytest.mark.parametrize("suffix", [b"", b"!", b" and what follows"])
 @pytest.mark.parametrize("prefix", [b"", b"a", b"ab", b"some longer prefix "])
 @pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode])
-def test_base64_forms_are_masked_at_every_alignment(redactor: Redactor, prefix: bytes, encode: Any) -> None:
-    blob = encode(prefix + SECRET.encode() + b" and what follows").decode()
+def test_base64_forms_are_masked_at_every_alignment(
+    redactor: Redactor, prefix: bytes, suffix: bytes, encode: Any
+) -> None:
+    blob = encode(prefix + SECRET.encode() + suffix).decode()
     masked = redactor.text(f"payload {blob} end")
-    assert MASK in masked
-    # at most the two partial groups at the value's ends stay: 4 characters, not 3 bytes of it
-    left, _right = masked.split(" ")[1].split(MASK)
-    encoded_prefix = encode(prefix).decode().rstrip("=")
-    assert len(left) - len(encoded_prefix) <= 3
+    left, right = masked.removeprefix("payload ").removesuffix(" end").split(MASK)
+    # no character that carries a bit of the value stays, nor the padding after it: what is left
+    # is what the prefix and the suffix alone encode to
+    start, end = len(prefix), len(prefix) + len(SECRET)
+    assert blob.startswith(left) and len(left) <= 4 * start // 3
+    assert blob.endswith(right) and len(blob) - len(right) >= -(-4 * end // 3)
+    if not suffix:
+        assert right == ""  # the padding went with the value's last characters
 
 
 def test_a_value_split_over_lines_is_masked(redactor: Redactor) -> None:

@@ -187,6 +187,7 @@ def test_every_agent_kind_nests_under_agent_and_round_trips() -> None:
         wire.AgentError(error_type="e", message="m"),
         wire.AgentResult(subtype="success", turns=3, cost_usd=0.8),
         wire.AgentExit(code=0),
+        wire.AgentSandboxLog(level="WARN", target="proxy", message="CONNECT denied", denial=True),
         wire.AgentRaw(text="line", stream=wire.RawStream.STDERR),
     ]
     assert {type(e) for e in events} == set(wire.AGENT_KINDS.values())
@@ -209,6 +210,86 @@ def test_harness_events_are_written_in_the_contracts_agent_vocabulary() -> None:
     other = agent_wire.to_wire("agent_something_new", {"x": 1})
     assert isinstance(other, wire.Agent) and isinstance(other.event, wire.AgentLog)
     assert other.event.label == "agent_something_new"
+
+
+def test_a_sandbox_log_line_decodes_with_its_structure_and_is_not_dropped() -> None:
+    line = (
+        '{"v":1,"kind":"agent","event":{"kind":"sandbox_log","ts_ms":1787759206035,"level":"WARN",'
+        '"target":"proxy","message":"CONNECT denied api.example.com:443","denial":true,'
+        '"fields":{"denial_stage":"connect"}}}'
+    )
+    event = wire.decode(line)
+    assert event == wire.Agent(
+        event=wire.AgentSandboxLog(
+            ts_ms=1787759206035,
+            level="WARN",
+            target="proxy",
+            message="CONNECT denied api.example.com:443",
+            denial=True,
+            fields={"denial_stage": "connect"},
+        )
+    )
+    assert json.loads(wire.encode(event)) == json.loads(line)
+    plain = json.loads(wire.encode(wire.Agent(event=wire.AgentSandboxLog(level="INFO", message="up"))))
+    assert "fields" not in plain["event"] and plain["event"]["denial"] is False
+    from_harness = agent_wire.to_wire("sandbox_log", {"level": "WARN", "denial": True, "fields": {"n": 1}})
+    assert from_harness == wire.Agent(
+        event=wire.AgentSandboxLog(level="WARN", denial=True, fields={"n": "1"})
+    )
+
+
+def test_a_plan_task_stage_is_the_contracts_iteration_or_epilogue() -> None:
+    admitted = wire.PlanAdmitted(
+        plan_version=1,
+        budget_usd=1.0,
+        tasks=[
+            wire.PlanTaskWire(name="a", kind="command", stage="main"),
+            wire.PlanTaskWire(name="b", kind="command", stage="epilogue"),
+        ],
+    )
+    assert [t["stage"] for t in json.loads(wire.encode(admitted))["tasks"]] == ["iteration", "epilogue"]
+    older = '{"v":1,"kind":"plan_admitted","plan_version":1,"budget_usd":1.0,"tasks":[{"name":"a","kind":"command","stage":"main"}]}'
+    decoded = wire.decode(older)
+    assert isinstance(decoded, wire.PlanAdmitted) and decoded.tasks[0].stage == "iteration"
+
+
+def test_an_empty_task_output_is_written_and_read_back() -> None:
+    empty = json.loads(wire.encode(wire.TaskResult(task="t", status="pass", output={})))
+    assert empty["output"] == {}
+    assert "output" not in json.loads(wire.encode(wire.TaskResult(task="t", status="pass")))
+    decoded = wire.decode('{"v":1,"kind":"task_result","task":"t","status":"pass","output":{}}')
+    assert isinstance(decoded, wire.TaskResult) and decoded.output == {}
+
+
+@pytest.mark.parametrize(
+    "ask",
+    [
+        {"key": "with space", "workflow": "w", "params": None},
+        {"key": "", "workflow": "w"},
+        {"key": "a\u0007b", "workflow": "w"},
+        {"key": "x" * 257, "workflow": "w"},
+        {"key": "k", "workflow": "impl:paper"},
+        {"key": "k", "workflow": "two words"},
+    ],
+)
+def test_an_ask_with_an_unusable_key_or_workflow_does_not_decode(ask: dict[str, Any]) -> None:
+    line = json.dumps({"v": 1, "kind": "asks_emitted", "task": "classify", "asks": [ask]})
+    assert wire.decode(line) is None
+    assert wire.ask_problem(ask) is not None
+    with pytest.raises(ValueError):
+        wire.Ask(**{"params": None, **ask})
+
+
+def test_a_usable_ask_round_trips_with_its_params() -> None:
+    key = "x" * 256  # the bound itself is fine; a colon in a key is too
+    for ask in (
+        {"key": "arxiv.org/abs/2401.12345", "workflow": "implement-paper", "params": {"n": 1}},
+        {"key": "jira:INFERENG-42", "workflow": "w", "params": None},
+        {"key": key, "workflow": "w", "params": None},
+    ):
+        event = wire.decode(json.dumps({"v": 1, "kind": "asks_emitted", "task": "c", "asks": [ask]}))
+        assert isinstance(event, wire.AsksEmitted) and wire.ask_problem(ask) is None
+        assert json.loads(wire.encode(event))["asks"] == [ask]
 
 
 def test_a_crucible_written_log_folds_to_its_best_kept_set_spend_and_resumes() -> None:
@@ -248,4 +329,4 @@ def test_every_line_of_the_crucible_log_but_the_torn_one_round_trips() -> None:
     for raw, line in decoded:
         if line is None or isinstance(line.event, wire.Unknown):
             continue
-        assert json.loads(wire.encode(line.event, line.ts)) == json.loads(raw), raw
+        assert json.loads(wire.encode(line.event, line.ts, line.seq)) == json.loads(raw), raw

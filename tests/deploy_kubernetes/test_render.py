@@ -178,6 +178,17 @@ def test_the_profile_is_strict_and_names_every_key_path(tmp_path: Path) -> None:
     assert "[[secret_env]][0].secret is empty" in raised.value.message
 
 
+def test_render_finds_crucible_toml_like_every_other_command(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    named = cli(
+        "deploy", "render", "-m", EXAMPLE / "crucible.toml", "-p", EXAMPLE / "profile.toml", "--no-pin"
+    )
+    assert named.returncode == 0, named.stderr
+    monkeypatch.chdir(EXAMPLE)
+    found = cli("deploy", "render", "-p", "profile.toml", "--no-pin")
+    assert found.returncode == 0, found.stderr
+    assert found.stdout == named.stdout
+
+
 def test_a_missing_credential_secret_is_one_line_at_render_time(tmp_path: Path, cli) -> None:
     manifest_dir = tmp_path / "claude-run"
     manifest_dir.mkdir()
@@ -386,3 +397,17 @@ def test_a_playbook_naming_a_profile_without_tasks_is_refused_at_render_time(tmp
         ).returncode
         == 0
     )
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [("--max-cost", "nan"), ("--max-cost", "inf"), ("--max-cost", "1e308"), ("--iterations", "10000000000")],
+)
+def test_render_bounds_budget_flags_as_the_pods_run_does(flag: tuple[str, str]) -> None:
+    """A NaN or unbounded cap is refused at render, not by the pod's `crucible run` after it starts."""
+    done = run_crucible(
+        "deploy", "render", "--manifest", EXAMPLE / "crucible.toml", "--profile", EXAMPLE / "profile.toml",
+        "--no-pin", *flag,
+    )  # fmt: skip
+    assert done.returncode == 64, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""

@@ -32,6 +32,25 @@ def test_unknown_key(example) -> None:
     assert_clean_error(run_crucible("--manifest", manifest), 10, "mesure_cmd", "[judge]")
 
 
+def test_a_misspelled_required_key_names_the_key_it_probably_is(example) -> None:
+    manifest = example("counter")
+    manifest.write_text(manifest.read_text().replace("measure_cmd =", "measure_cmdd ="))
+    assert_clean_error(
+        run_crucible("--manifest", manifest),
+        10,
+        "unknown key 'measure_cmdd' in [judge] (did you mean measure_cmd?)",
+        "[judge].measure_cmd is required",
+    )
+
+
+def test_a_misspelled_core_agent_key_is_named_by_core_not_the_backend(example) -> None:
+    manifest = example("counter")
+    manifest.write_text(manifest.read_text().replace("goal =", "gaol ="))
+    done = run_crucible("--manifest", manifest)
+    assert_clean_error(done, 10, "unknown key 'gaol' in [agent] (did you mean goal?)")
+    assert "checked by" not in done.stderr and "backend-local" not in done.stderr
+
+
 def test_missing_manifest(tmp_path: Path) -> None:
     assert_clean_error(
         run_crucible("--manifest", tmp_path / "nope.toml"), 10, "no such manifest", "crucible init"
@@ -59,6 +78,8 @@ def test_unknown_backend_suggests(example) -> None:
         ("true", "no JSON verdict"),
         ("echo '{\"valid\": tru'", "not valid JSON"),
         ('echo \'{"valid": true, "score": 9}\'; exit 3', "exited 3"),
+        ("echo '{\"valid\": true}'", 'says "valid": true but has no "score"'),
+        ('echo \'{"valid": "yes", "score": 1}\'', "\"valid\" must be true or false, not 'yes'"),
     ],
 )
 def test_a_measure_that_prints_garbage_reads_invalid_and_the_run_stops_at_its_baseline(

@@ -125,7 +125,9 @@ def test_the_readme_commands_work_as_written(tmp_path: Path) -> None:
         done = subprocess.run(["sh", "-c", command], cwd=repo, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
     assert (repo / "flow.html").is_file()
-    assert "run ended: finished (iterations spent (6))" in done.stderr
+    assert "crucible diff --best | git apply" in walk  # the walk ends with the result in the checkout
+    assert (repo / "progress.txt").read_text().splitlines() == [f"step {n}" for n in range(1, 7)]
+    assert git(repo, "status", "--porcelain").split() == ["??", "flow.html", "??", "progress.txt"]
 
 
 def test_uncommitted_edits_are_named_and_start_from_worktree_carries_them(tmp_path: Path) -> None:

@@ -93,11 +93,14 @@ def test_a_manifest_whose_workspace_is_its_own_directory_is_refused_and_nothing_
     assert (repo / "value.txt").read_text() == "1\n"
 
 
-def test_without_repo_a_setup_cmd_builds_the_workspace(example) -> None:
+def test_a_setup_cmd_does_not_stand_in_for_repo(example) -> None:
+    """Only a playbook may leave out [repo] (C-MANIFEST); a setup_cmd builds the workspace of a
+    manifest that still names its repository, and the run records it."""
     manifest = example("counter")
     manifest.write_text(manifest.read_text().replace('[repo]\npath = "."\n', ""))
     assert "[repo]" not in manifest.read_text()
-    assert run_crucible("check", "--manifest", manifest).returncode == 0
-    done = run_crucible("--manifest", manifest, "--iterations", "1")
-    assert done.returncode == 0, done.stderr
-    assert [r["score"] for r in rows(manifest)] == [0, 1]
+    for command in (["check"], ["run", "--iterations", "1"]):
+        done = run_crucible(*command, "--manifest", manifest)
+        assert done.returncode == 10, done.stdout + done.stderr
+        assert "[repo] is required: only a playbook may leave it out" in done.stderr
+    assert not (manifest.parent / "state").exists() and not (manifest.parent / "workspace").exists()

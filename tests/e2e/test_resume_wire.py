@@ -44,7 +44,7 @@ def test_our_log_is_the_wire_and_show_reads_it(tmp_path: Path) -> None:
     for raw in lines:
         line = wire.decode_line(raw)
         assert line is not None and not isinstance(line.event, wire.Unknown), raw
-        assert json.loads(wire.encode(line.event, line.ts)) == json.loads(raw), raw
+        assert json.loads(wire.encode(line.event, line.ts, line.seq)) == json.loads(raw), raw
     assert [(r["iter"], r["decision"]) for r in rows(manifest)] == [(0, "baseline"), (1, "keep"), (2, "keep")]
     shown = run_crucible("show", "--json", "--manifest", manifest)
     assert shown.returncode == 0, shown.stderr

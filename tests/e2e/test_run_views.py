@@ -91,6 +91,74 @@ def test_results_json_for_scripts(alternating_run: Path) -> None:
     assert "best 5 vs baseline 1 (+400.0%)" in text.stdout
 
 
+UNEVEN = """#!/bin/sh
+# +2 on iterations 1 and 4, a value the measure cannot read on 2, a worse value on 3
+set -eu
+case "$CRUCIBLE_ITERATION" in
+  2) echo oops > value.txt ;;
+  3) echo 1 > value.txt ;;
+  *) echo $(($(cat value.txt) + 2)) > value.txt ;;
+esac
+"""
+
+
+@pytest.fixture(scope="module")
+def uneven_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A counter run from 0: 1 keep (2), 2 invalid, 3 discard (1), 4 keep (4); and its console."""
+    folder = tmp_path_factory.mktemp("uneven") / "counter"
+    shutil.copytree(
+        EXAMPLES / "counter", folder, ignore=shutil.ignore_patterns("workspace", "state", "STEER.md")
+    )
+    manifest = folder / "crucible.toml"
+    (folder / "uneven.sh").write_text(UNEVEN)
+    (folder / "uneven.sh").chmod(0o755)
+    text = manifest.read_text().replace("cp value.txt bump.sh", "cp value.txt uneven.sh")
+    manifest.write_text(text.replace('agent_cmd = "./bump.sh"', 'agent_cmd = "./uneven.sh"'))
+    done = run_crucible("--manifest", manifest, "--iterations", "4")
+    assert done.returncode == 0, done.stderr
+    return manifest, done.stderr
+
+
+def test_an_invalid_iteration_has_one_name_and_one_count_in_every_view(
+    uneven_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Issue 28: the console said "invalid" while results, show, RESULTS.md and the flow page
+    said "discard" and "invalid 0". A discard without a valid reading is `invalid` everywhere,
+    and counted among the discarded, as the console counts it."""
+    manifest, console = uneven_run
+    decisions = ["keep", "invalid", "discard", "keep"]
+    assert "iter 2/4 invalid" in console and "2 kept, 2 discarded (1 invalid)" in console
+
+    doc = json.loads(run_crucible("results", "--json", "--manifest", manifest).stdout)
+    assert [r["decision"] for r in doc["rows"]] == decisions
+    assert (doc["kept"], doc["discarded"], doc["invalid"]) == (2, 2, 1)
+    text = run_crucible("results", "--manifest", manifest).stdout
+    assert "kept 2, discarded 2 (1 invalid)" in text and "    2  invalid " in text
+
+    shown = json.loads(run_crucible("show", "--json", "--manifest", manifest).stdout)
+    assert [r["decision"] for r in shown["rows"]] == ["baseline", *decisions]
+    assert "iter    2  invalid " in run_crucible("show", "--manifest", manifest).stdout
+
+    results_md = (manifest.parent / "workspace" / "RESULTS.md").read_text()
+    assert "| 2 | invalid | - | 2 | - |" in results_md and "| 3 | discard | 1 | 2 | +1 |" in results_md
+
+    out = tmp_path / "flow.json"
+    session = manifest.parent / "state" / "session.jsonl"
+    assert run_crucible("flow", "--session", session, "--out", out).returncode == 0
+    flow = json.loads(out.read_text())
+    assert [it["decision"] for it in flow["iterations"]] == decisions
+    h = flow["header"]
+    assert (h["kept"], h["discarded"], h["invalid"]) == (2, 2, 1)
+
+
+def test_a_baseline_of_zero_still_shows_how_far_each_score_moved(uneven_run: tuple[Path, str]) -> None:
+    manifest, _ = uneven_run
+    results_md = (manifest.parent / "workspace" / "RESULTS.md").read_text()
+    assert "| 1 | keep | 2 | 2 | +2 |" in results_md and "| 4 | keep | 4 | 4 | +4 |" in results_md
+    text = run_crucible("results", "--manifest", manifest).stdout
+    assert "best 4 vs baseline 0 (+4)" in text
+
+
 def test_completion_scripts_for_each_shell(tmp_path: Path) -> None:
     for shell, marker in (
         ("bash", "complete -o nosort -F"),

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from crucible_core.flow.decode import read_session
+from crucible_core.flow.fold import fold_flow
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 from tests.e2e.session import assert_one_trailing_shutdown, events, rows
 
@@ -124,10 +126,18 @@ def worktrees(manifest: Path) -> list[str]:
     return [line for line in done.stdout.splitlines() if line.startswith("worktree ")]
 
 
+def forks(manifest: Path) -> list[str]:
+    """The forks on disk, and beside each the engine git directory the world made for it."""
+    private = manifest.parent / "state" / "private"
+    found = []
+    for where in (private / "wide" / "forks", private / "world" / "engine-git"):
+        found += sorted(p.name for p in where.iterdir()) if where.is_dir() else []
+    return found
+
+
 def assert_no_fork_left(manifest: Path) -> None:
-    assert len(worktrees(manifest)) == 1, worktrees(manifest)  # the main workspace only
-    forks = manifest.parent / "state" / "private" / "wide" / "forks"
-    assert not forks.exists() or not any(forks.iterdir())
+    assert len(worktrees(manifest)) == 1, worktrees(manifest)  # the main workspace only, as ever
+    assert forks(manifest) == []
 
 
 def wide_rows(manifest: Path) -> list[dict]:
@@ -164,6 +174,14 @@ def test_a_wide_round_proposes_concurrently_measures_serially_and_keeps_the_best
     deep = [r for r in rows(manifest) if "phase" not in r]
     assert [r["iter"] for r in deep] == [0, 1, 2]
     assert [r["score"] for r in deep] == [100, 69, 68]
+    # the flow page draws the round before iteration 1, and the best it kept
+    flow = fold_flow(read_session(root / "state" / "session.jsonl"))
+    assert [(it.iter, it.decision, it.score, it.best) for it in flow.iterations] == [
+        (0, "keep", 70, 70),
+        (1, "keep", 69, 69),
+        (2, "keep", 68, 68),
+    ]
+    assert flow.iterations[0].wide and len(flow.iterations[0].candidates) == 4
     assert assert_one_trailing_shutdown(manifest)["outcome"] == "finished"
     assert (root / "workspace" / "program.txt").read_text() == "cost = 68\n"
     assert_no_fork_left(manifest)
@@ -260,7 +278,7 @@ def test_a_sigkill_mid_round_resumes_without_proposing_finished_candidates_again
             os.killpg(proc.pid, signal.SIGKILL)
     finished = sorted(p.stem for p in records.glob("*.json"))
     assert finished == ["1", "2", "3"]
-    assert len(worktrees(manifest)) >= 2  # candidate 4's worktree outlived the engine
+    assert len(forks(manifest)) >= 2  # candidate 4's fork (and its engine git directory) outlived the engine
     (root / "hold-4").unlink()
     for marker in (root / "started").iterdir():
         marker.unlink()
@@ -297,7 +315,7 @@ def test_an_operator_stop_during_the_round_leaves_no_worktree(tmp_path: Path) ->
         _wait_for(
             lambda: (root / "started").is_dir() and len(list((root / "started").iterdir())) == 4, "4 starts"
         )
-        assert len(worktrees(manifest)) == 5  # the main workspace and four forks
+        assert len(forks(manifest)) == 8  # four forks, each with its engine git directory
         proc.send_signal(signal.SIGTERM)
         (root / "hold").unlink()
         _, stderr = proc.communicate(timeout=60)

@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Iterator, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import attrs
 
-# How long a stalled reply may hold its connection open at most: a test that forgets to stop
-# the server must not leave a thread behind forever.
-MAX_STALL_SECONDS = 60.0
+from tests.fakes.scripted_server import JsonHandler, Recorded, ScriptedServer
 
 _ids = itertools.count(1)
 
@@ -113,14 +109,6 @@ def _steps_since_prompt(messages: Sequence[Mapping[str, Any]]) -> int:
     return steps
 
 
-@attrs.frozen
-class Recorded:
-    method: str
-    path: str
-    headers: Mapping[str, str]  # names in lower case
-    body: Any
-
-
 def _message_json(reply: Reply, model: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     for block in reply.blocks:
@@ -199,132 +187,58 @@ def _is_agent_step(recorded: Recorded) -> bool:
     return path == "/v1/messages" and isinstance(recorded.body, dict) and bool(recorded.body.get("tools"))
 
 
-class FakeAnthropic:
-    """The server. Use as a context manager; `base_url` is what ANTHROPIC_BASE_URL should say."""
+class _MessagesHandler(JsonHandler):
+    def reply_headers(self) -> dict[str, str]:
+        return {"request-id": _new_id("req")}
+
+    def do_GET(self) -> None:
+        self.record()
+        self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not here"}})
+
+    def do_HEAD(self) -> None:
+        self.record()
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        body = self.read_body()
+        self.record(body)
+        path = self.path.split("?", 1)[0]
+        if path == "/v1/messages/count_tokens":
+            self.send_json(200, {"input_tokens": len(json.dumps(body)) // 4})
+            return
+        if path != "/v1/messages" or not isinstance(body, dict):
+            self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+            return
+        reply = self.fake.script.pick(body)
+        model = str(body.get("model") or "claude-sonnet-4-6")
+        if reply.stall:
+            self.stall()
+            return
+        if reply.error is not None:
+            status, kind = reply.error
+            self.send_json(status, {"type": "error", "error": {"type": kind, "message": f"scripted {kind}"}})
+            return
+        if not body.get("stream"):
+            self.send_json(200, _message_json(reply, model))
+            return
+        self.start_events()
+        for name, data in _sse_events(reply, model):
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+            self.wfile.flush()
+        self.close_connection = True
+
+
+class FakeAnthropic(ScriptedServer):
+    """The Messages API. Use as a context manager; `base_url` is what ANTHROPIC_BASE_URL should say."""
+
+    handler = _MessagesHandler
+    script: Script
 
     def __init__(self, script: Script | None = None) -> None:
-        self.script = script or Script([say("done")])
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> FakeAnthropic:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        super().__init__(script or Script([say("done")]))
 
     def message_requests(self) -> list[Recorded]:
         """The recorded model calls that carried tools: the agent's own steps, not side errands."""
-        with self._lock:
-            return [r for r in self.requests if _is_agent_step(r)]
-
-    def _record(self, recorded: Recorded) -> None:
-        with self._lock:
-            self.requests.append(recorded)
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _headers(self) -> dict[str, str]:
-                return {k.lower(): v for k, v in self.headers.items()}
-
-            def _body(self) -> Any:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    return json.loads(raw) if raw else None
-                except ValueError:
-                    return raw.decode("utf-8", errors="replace")
-
-            def _json(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", _new_id("req"))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                fake._record(Recorded("GET", self.path, self._headers(), None))
-                self._json(
-                    404, {"type": "error", "error": {"type": "not_found_error", "message": "not here"}}
-                )
-
-            def do_HEAD(self) -> None:
-                fake._record(Recorded("HEAD", self.path, self._headers(), None))
-                self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def do_POST(self) -> None:
-                body = self._body()
-                fake._record(Recorded("POST", self.path, self._headers(), body))
-                path = self.path.split("?", 1)[0]
-                if path == "/v1/messages/count_tokens":
-                    self._json(200, {"input_tokens": len(json.dumps(body)) // 4})
-                    return
-                if path != "/v1/messages" or not isinstance(body, dict):
-                    self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
-                    return
-                reply = fake.script.pick(body)
-                model = str(body.get("model") or "claude-sonnet-4-6")
-                if reply.stall:
-                    self._stall()
-                    return
-                if reply.error is not None:
-                    status, kind = reply.error
-                    self._json(
-                        status, {"type": "error", "error": {"type": kind, "message": f"scripted {kind}"}}
-                    )
-                    return
-                if body.get("stream"):
-                    self._stream(reply, model)
-                else:
-                    self._json(200, _message_json(reply, model))
-
-            def _stall(self) -> None:
-                # Headers go out so the client believes a stream is coming, then nothing does.
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.end_headers()
-                self.wfile.flush()
-                fake._closing.wait(MAX_STALL_SECONDS)
-                self.close_connection = True
-
-            def _stream(self, reply: Reply, model: str) -> None:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("request-id", _new_id("req"))
-                self.send_header("connection", "close")
-                self.end_headers()
-                for name, data in _sse_events(reply, model):
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-                    self.wfile.flush()
-                self.close_connection = True
-
-        return Handler
+        return self.recorded(_is_agent_step)

@@ -85,3 +85,45 @@ def test_the_page_shows_columns_chart_and_detail_on_click(browser, tmp_path: Pat
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
     page.close()
+
+
+OUR_RUN = Path(__file__).parent / "fixtures" / "our_run.jsonl"  # described in test_flow_model.py
+
+
+def test_our_run_wide_round_plans_outlier_and_a_zero_baseline_in_the_browser(browser, tmp_path: Path) -> None:
+    page_file = tmp_path / "ours.html"
+    page_file.write_text(render_html(fold_flow(read_session(OUR_RUN))), encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_file.as_uri())
+
+    # the wide round before iteration 1 has its own column, and the best it kept holds after it
+    columns = page.locator(".lane .col")
+    assert columns.count() == 6
+    assert columns.first.locator("h3").inner_text().startswith("wide round")
+    assert columns.first.locator(".cand").count() == 2
+    assert "best 3" in page.locator(".col[data-iter='1']").inner_text()
+    assert "iterations: 5 of 5; kept 2, discarded 3 (1 invalid)" in page.locator("header").inner_text()
+    assert page.locator(".col[data-iter='1'] .badge").inner_text() == "invalid"
+
+    # a baseline of 0 still says how far each score moved
+    assert "vs baseline +4" in page.locator(".col[data-iter='2']").inner_text()
+
+    # one far-out score is drawn on the edge; the others spread over the plot instead of a line
+    assert page.locator("svg.score-chart .point").count() == 6
+    assert page.locator("svg.score-chart .point.clipped").count() == 1
+    chart = page.locator("svg.score-chart").bounding_box()
+    ys = [box["y"] for box in (c.bounding_box() for c in page.locator("svg.score-chart circle").all()) if box]
+    assert chart is not None and max(ys) - min(ys) > chart["height"] / 4  # with -500 on the axis: 2px
+
+    # each iteration's graph, labelled, in its own detail; no unlabelled table for the whole run
+    assert page.locator("section.plan").count() == 0
+    page.click(".col[data-iter='1']")
+    detail = page.locator("#detail")
+    assert "Plan tasks of iteration 1" in detail.inner_text()
+    assert detail.locator("td.st-fail").inner_text() == "fail"
+    page.click(".col[data-iter='2']")
+    assert "Plan tasks of iteration 2" in detail.inner_text() and detail.locator("td.st-fail").count() == 0
+    assert errors == []
+    page.close()

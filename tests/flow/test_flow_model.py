@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from crucible_core.flow.decode import decode_lines, read_session
@@ -27,7 +28,8 @@ def test_header_carries_goal_identity_outcome_best_and_spend() -> None:
     assert (h.baseline, h.best) == (277.0, 231.0)
     assert round(h.improvement_pct, 1) == 16.6  # lower is better: (277 - 231) / 277
     assert (h.spent_usd, h.elapsed_secs) == (2.89, 1388.0)
-    assert (h.kept, h.discarded, h.invalid) == (3, 1, 1)
+    # counted as the console counts: the invalid iteration is one of the discarded
+    assert (h.kept, h.discarded, h.invalid) == (3, 2, 1)
 
 
 def test_iterations_fold_agent_turns_ladders_and_decisions() -> None:
@@ -161,3 +163,69 @@ def test_kept_states_for_diff_come_from_the_contract_rows() -> None:
     assert iteration_change(events, 4).head == "c0ffee4"  # the wide round's kept candidate
     with pytest.raises(UsageError, match="iteration 2 was not kept"):
         iteration_change(events, 2)
+
+
+# our_run.jsonl is a log in the shape our own engine writes, written by hand: higher is better
+# from a baseline of 0; a wide round before iteration 1 keeps 3; a scored workflow admits its
+# graph every iteration; iteration 1 is invalid (a discard whose reading is not valid); a 0.5
+# margin holds back iteration 3; iteration 4 scores far out (-500).
+OUR_RUN = Path(__file__).parent / "fixtures" / "our_run.jsonl"
+
+
+def our_model():
+    return fold_flow(read_session(OUR_RUN))
+
+
+def test_the_wide_round_before_iteration_1_is_a_column_and_moves_the_best() -> None:
+    m = our_model()
+    assert [(it.iter, it.decision, it.score) for it in m.iterations] == [
+        (0, "keep", 3.0),
+        (1, "invalid", None),
+        (2, "keep", 4.0),
+        (3, "discard", 4.2),
+        (4, "discard", -500.0),
+        (5, "keep", 6.0),
+    ]
+    wide = m.iterations[0]
+    assert wide.wide and [(c.decision, c.score) for c in wide.candidates] == [("discard", 2.0), ("keep", 3.0)]
+    assert [it.best for it in m.iterations] == [3.0, 3.0, 4.0, 4.0, 4.0, 6.0]  # the wide keep holds
+    # the round spends no iteration: counted as the console counts
+    assert [it.iter for it in m.deep_iterations] == [1, 2, 3, 4, 5]
+    assert (m.header.kept, m.header.discarded, m.header.invalid) == (2, 3, 1)
+
+
+def test_a_discard_a_margin_held_back_names_the_score_it_needed() -> None:
+    three = our_model().iterations[3]
+    assert three.note == "needed above 4.5 (best 4, margin 0.5); value=4.2"
+
+
+def test_each_iteration_keeps_its_own_graph() -> None:
+    m = our_model()
+    assert m.plan == []  # no run-level plan: the graph belongs to each iteration
+    by_iter = {it.iter: {t.name: t.status for t in it.plan} for it in m.iterations}
+    assert by_iter[1] == {"candidate": "pass", "review": "fail", "score": "blocked", "decide": "blocked"}
+    assert by_iter[2] == {"candidate": "pass", "review": "pass", "score": "pass", "decide": "pass"}
+    assert by_iter[0] == {}
+    page = render_html(m)
+    assert "Plan tasks of iteration 1" in page and "Plan tasks of the run" not in page
+
+
+def test_versus_a_baseline_of_zero_is_the_change_itself() -> None:
+    from crucible_core.flow.model import versus_baseline
+
+    assert versus_baseline(0.0, 4.0, "higher") == "+4" and versus_baseline(0.0, 4.0, "lower") == "-4"
+    assert versus_baseline(200.0, 150.0, "lower") == "+25.0%" and versus_baseline(None, 1.0, "higher") == ""
+    page = render_html(our_model())
+    assert "vs baseline +4 · best 4" in page and "best: <b>6 vs baseline 0 +6</b>" in page
+
+
+def test_a_far_out_score_is_drawn_on_the_edge_and_the_rest_fill_the_chart() -> None:
+    points = [ChartPoint(n, 10.0 + n / 10, "discard", 10.0) for n in range(1, 6)]
+    points.append(ChartPoint(6, 900.0, "discard", 10.0))
+    svg = render_score_chart(points, baseline=10.0, direction="lower", height=240)
+    assert svg.count('class="point clipped"') == 1 and "900 (off the scale)" in svg
+    ys = [float(y) for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', svg)]
+    assert max(ys) - min(ys) > 100  # the five ordinary scores spread over the plot, not one pixel
+    # none far out, or too few values to tell: nothing is clipped
+    assert "clipped" not in render_score_chart(points[:5], baseline=10.0)
+    assert "clipped" not in render_score_chart([ChartPoint(1, 10.0, "discard"), points[-1]], baseline=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -24,10 +25,10 @@ def test_loading_plugins_registers_both_harnesses_without_importing_the_sdk() ->
         "import sys\n"
         "from crucible_core.plugins import load_plugins\n"
         "names = load_plugins().registry('harness').names()\n"
-        "print(names, 'anthropic' in sys.modules)\n"
+        "print({'anthropic', 'claude'} <= set(names), 'anthropic' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "['anthropic', 'claude'] False"
+    assert done.stdout.strip() == "True False"
 
 
 # -- pricing -----------------------------------------------------------------------------
@@ -178,3 +179,52 @@ def test_the_toolbox_is_laid_over_existing_skills_and_resets_edits(tmp_path: Pat
     install_toolbox(toolbox, workspace)
     assert copied.read_text() == "frozen"
     assert (own / "SKILL.md").read_text() == "the project's own"
+
+
+@pytest.mark.parametrize("plant", ["skills dir", "skill dir", "skill file", "hard link"])
+def test_the_toolbox_never_writes_through_what_the_agent_planted(tmp_path: Path, plant: str) -> None:
+    """`.claude/skills` outlives restores, so an earlier turn may have left links there: the next
+    turn's copy replaces them and never writes outside the workspace."""
+    toolbox = tmp_path / "toolbox"
+    (toolbox / "s").mkdir(parents=True)
+    (toolbox / "s" / "SKILL.md").write_text("frozen")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "SKILL.md").write_text("precious")
+    skills = tmp_path / "ws" / ".claude" / "skills"
+    skills.mkdir(parents=True)
+    if plant == "skills dir":
+        skills.rmdir()
+        skills.symlink_to(outside)
+    elif plant == "skill dir":
+        (skills / "s").symlink_to(outside)
+    else:
+        (skills / "s").mkdir()
+        if plant == "skill file":
+            (skills / "s" / "SKILL.md").symlink_to(outside / "SKILL.md")
+        else:
+            os.link(outside / "SKILL.md", skills / "s" / "SKILL.md")
+    install_toolbox(toolbox, tmp_path / "ws")
+    assert (outside / "SKILL.md").read_text() == "precious" and sorted(os.listdir(outside)) == ["SKILL.md"]
+    copied = skills / "s" / "SKILL.md"
+    assert copied.read_text() == "frozen" and not copied.is_symlink() and os.lstat(copied).st_nlink == 1
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_an_inherited_sandbox_claim_does_not_bypass_permissions_on_the_host(
+    workspace: Path, private_dir: Path, tmp_path: Path, declared: bool
+) -> None:
+    """IS_SANDBOX=1 in the engine's own environment (a container crucible happens to run in) is not a
+    statement about the turn: a host turn keeps acceptEdits unless the manifest's [agent].env says so."""
+    record = tmp_path / "argv"
+    env = stand_in_cli(tmp_path, f'printf "%s\\n" "$@" "IS_SANDBOX=$IS_SANDBOX" > {record}\nexit 1\n')
+    env["IS_SANDBOX"] = "1"  # inherited
+    agent = {"env": {"IS_SANDBOX": "1"}} if declared else {}
+    harness = ClaudeCodeHarness.from_context(harness_context(tmp_path, private_dir, **agent))
+    harness.run(make_turn(workspace, env, Recorder()))
+    argv = record.read_text().splitlines()
+    mode = argv[argv.index("--permission-mode") + 1] if "--permission-mode" in argv else None
+    if declared:
+        assert mode == "bypassPermissions" and "IS_SANDBOX=1" in argv
+    else:
+        assert mode != "bypassPermissions" and "IS_SANDBOX=" in argv

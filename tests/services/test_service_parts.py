@@ -61,6 +61,14 @@ def test_declarations_are_refused_naming_the_service_and_the_field(tmp_path: Pat
     (tmp_path / "ws").mkdir()
     inside = problems([{"name": "a", "tool": "t", "args": ["--config=../ws/x"]}], [tmp_path / "ws"])
     assert "service 'a': field args" in inside[0] and "names a path inside" in inside[0]
+    # The tool runs in <state>/services/<name>: from there, ../../../workspace is the workspace.
+    climbing = problems(
+        [{"name": "a", "tool": "t", "args": ["../../../workspace/evil.py", "-v"]}], [tmp_path / "ws"]
+    )
+    assert (
+        len(climbing) == 1
+        and "'../../../workspace/evil.py' climbs out of the directory the tool runs in" in climbing[0]
+    )
     fine = parse_declarations(
         [{"name": "a", "tool": "t", "args": ["--endpoint", "http://127.0.0.1:1/mcp", "-v"], "version": "^1"}],
         forbidden_roots=[tmp_path / "ws"],
@@ -134,3 +142,40 @@ def test_a_service_ignoring_the_stop_signal_is_killed_after_the_grace(tmp_path: 
     )
     status, killed = polite.stop(5)
     assert not killed and status == -15
+
+
+def test_a_catalog_reclaim_command_cleans_up_without_starting_a_service(tmp_path: Path) -> None:
+    """A resumed run whose remaining tasks need no service must not start one (C-SERVICE-LIFECYCLE):
+    with `reclaim_args` in the catalog, the attested executable runs once to reclaim, under the
+    run id, and no instance (no port, no readiness, no service_start) is made."""
+    from crucible_core.contract import wire
+    from crucible_core.services.run_services import left_running
+    from crucible_core.services.runtime import ServiceRuntime
+
+    record = tmp_path / "calls.txt"
+    tool = tmp_path / "tool"
+    tool.write_text(
+        f"#!{sys.executable}\nimport os, sys\n"
+        f"open({str(record)!r}, 'a').write(' '.join(sys.argv[1:]) + ' ' + os.environ['CRUCIBLE_RUN_ID'] + ' '"
+        " + str('CRUCIBLE_SERVICE_PORT' in os.environ) + '\\n')\n"
+    )
+    tool.chmod(0o755)
+    catalog_path = write_catalog(tmp_path, tool)
+    catalog_path.write_text(catalog_path.read_text() + 'reclaim_args = ["--reclaim", "--all"]\n')
+    declared = parse_declarations([{"name": "cluster", "tool": "oubliette-cluster", "args": ["--serve"]}])
+    resolution = resolve(declared, load_catalog({CATALOG_ENV: str(catalog_path)}), frozenset())
+    events: list[object] = []
+    runtime = ServiceRuntime(
+        resolution, run_id="run-7", state_dir=tmp_path / "state", emit=events.append, env={}
+    )
+    try:
+        runtime.reclaim(["cluster"])
+    finally:
+        runtime.close()
+    assert record.read_text() == "--reclaim --all run-7 False\n"  # once, no port: not a service
+    assert events == [wire.ServiceReclaim(service="cluster", status=0, note="")]
+    # recorded in the log, the reclaim closes what the killed instance left running
+    log = tmp_path / "session.jsonl"
+    lines = [wire.ServiceStart(service="cluster", port=1, task="t", attempt=1, resolution="r"), *events]
+    log.write_text("".join(wire.encode(event) + "\n" for event in lines))  # type: ignore[arg-type]
+    assert left_running(log) == []

@@ -190,6 +190,22 @@ def test_asks_are_recorded_and_bounded(tmp_path: Path) -> None:
     assert not [e for e in events(pack) if e["kind"] == "asks_emitted"]
 
 
+def test_an_ask_whose_key_the_wire_refuses_fails_its_task_and_is_never_written(tmp_path: Path) -> None:
+    asks = json.dumps({"asks": [{"key": "two words", "workflow": "fix"}]})
+    pack = write_pack(
+        tmp_path,
+        f"""\
+        emit = command(name = "emit", run = '''echo '{asks}' ''')
+        workflow(type = "playbook", tasks = [emit])
+        """,
+    )
+    done = play(pack, "--max-time", "1m")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    assert rows(pack)["emit"]["status"] == "fail" and "contains whitespace" in rows(pack)["emit"]["note"]
+    assert not [e for e in events(pack) if e["kind"] == "asks_emitted"]
+
+
 def test_frozen_injects_are_restored_before_every_task(tmp_path: Path) -> None:
     pack = write_pack(
         tmp_path,

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from crucible_core.flow.decode import read_session
+from crucible_core.flow.fold import fold_flow
 from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, EXAMPLES, crucible_env, run_crucible
 
@@ -148,7 +150,13 @@ def test_adversarial_review_keeps_a_better_candidate_and_discards_the_rest(tmp_p
     (summary,) = [e for e in events(pack) if e["kind"] == "summary"]
     assert summary["kept"] == 1 and summary["discarded"] == 2 and summary["best_score"] == 3.0
     shown = run_crucible("results", "--manifest", pack / "crucible.toml", cwd=pack, env=env)
-    assert shown.returncode == 0 and "kept 1, discarded 2" in shown.stdout
+    assert shown.returncode == 0 and "kept 1, discarded 2 (1 invalid)" in shown.stdout
+    # the flow page shows each iteration's own graph, not the last one's as the run's plan
+    flow = fold_flow(read_session(pack / "state" / "session.jsonl"))
+    assert flow.plan == []
+    graphs = {it.iter: {t.name: t.status for t in it.plan} for it in flow.iterations}
+    assert graphs[1]["critic-correctness"] == "pass" and graphs[1]["keep-if-better"] == "pass"
+    assert graphs[3]["critic-correctness"] == "fail" and graphs[3]["keep-if-better"] == "blocked"
 
 
 SEEDED_PROPOSE = """\

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -97,7 +98,8 @@ def test_a_fork_whose_git_file_is_redirected_still_captures_its_own_change(
     fork = tmp_path / "fork"
     world.fork(fork, token)
     (fork / "keep.txt").write_text("the candidate's edit\n")
-    # a hostile candidate points its worktree at the main repository's git directory
+    # a hostile candidate points its fork's git at the main repository's git directory
+    shutil.rmtree(fork / ".git")
     (fork / ".git").write_text(f"gitdir: {world.memory.workspace / '.git'}\n")
     patch = tmp_path / "p.patch"
     assert world.capture(fork, token, patch)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from crucible_core.sealed_git import ATTRIBUTES
 from tests.world_git.support import GIT_ENV, Twin, git, symlink, write
 
 FIXED_DATE = {"GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
@@ -77,8 +79,6 @@ def edit_nested_repository(root: Path) -> None:
     git(nested, "init", "-q", "-b", "main")
     write(nested, "dep.txt", "dependency\n")
     env = {**GIT_ENV, **FIXED_DATE}
-    import subprocess
-
     subprocess.run(["git", "add", "-A"], cwd=nested, env=env, check=True)
     subprocess.run(["git", "commit", "-q", "-m", "dep"], cwd=nested, env=env, check=True)
     write(root, "not-a-repo/.git/placeholder", "an invalid .git directory is just files\n")
@@ -334,7 +334,9 @@ def test_executable_bits_follow_the_umask_on_checkout(tmp_path: Path) -> None:
     assert mode & 0o100 and mode & 0o777 == os.lstat(twin.oracle / "tools/run.sh").st_mode & 0o777
 
 
-def test_gitattributes_conversions_match_git(tmp_path: Path) -> None:
+def test_gitattributes_never_convert_what_is_kept(tmp_path: Path) -> None:
+    """A file is kept byte for byte as the measure read it, and a checkout writes those bytes
+    back, whatever .gitattributes asks for; the oracle is git with every conversion turned off."""
     base = tmp_path / "base"
     base.mkdir()
     git(base, "init", "-q", "-b", "main")
@@ -344,22 +346,28 @@ def test_gitattributes_conversions_match_git(tmp_path: Path) -> None:
     git(base, "add", "-A")
     git(base, "commit", "-q", "-m", "attributes")
     twin = Twin.create(tmp_path, base)
+    for side in (twin.oracle, twin.ours):  # git's side converts nothing either
+        (side / ".git" / "info" / "attributes").write_text(ATTRIBUTES)
     start = twin.snapshot("start")
 
     def crlf(root: Path) -> None:
-        (root / "dos.txt").write_bytes(b"one\r\ntwo\r\n")  # text=auto stores it with LF
-        (root / "data.bin").write_bytes(b"raw\r\nbytes\r\n")  # -text: stored as is
-        (root / "new.bat").write_bytes(b"echo two\n")
+        (root / "dos.txt").write_bytes(b"one\r\ntwo\r\n")  # text=auto would store it with LF
+        (root / "data.bin").write_bytes(b"raw\r\nbytes\r\n")
+        (root / "new.bat").write_bytes(b"echo two\n")  # eol=crlf would check it out with CRLF
 
     twin.edit(crlf)
     after = twin.snapshot("crlf")
     twin.assert_same()
-    assert git(twin.ours, "cat-file", "-p", f"{after[1]}:dos.txt") == "one\ntwo\n"
+    blob = subprocess.run(
+        ["git", "cat-file", "blob", f"{after[1]}:dos.txt"], cwd=twin.ours, env=GIT_ENV, capture_output=True
+    )
+    assert blob.stdout == b"one\r\ntwo\r\n"
 
     twin.restore(*start)
-    twin.restore(*after)  # a checkout writes *.bat with CRLF, as git's does
+    twin.restore(*after)
     twin.assert_same()
-    assert (twin.ours / "new.bat").read_bytes() == b"echo two\r\n"
+    assert (twin.ours / "new.bat").read_bytes() == b"echo two\n"
+    assert (twin.ours / "dos.txt").read_bytes() == b"one\r\ntwo\r\n"
 
 
 def test_a_directory_replaced_by_a_symlink_never_leads_outside(tmp_path: Path) -> None:

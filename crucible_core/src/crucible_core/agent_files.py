@@ -23,22 +23,30 @@ from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 _CHUNK = 1 << 16
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
+# What a marker the agent writes (ESCALATION.json, PROVISIONING_PENDING.json, the distress
+# marker) may hold: far above any honest one, far below what could cost memory or a recursion.
+MAX_MARKER_BYTES = 64 * 1024
+MAX_MARKER_DEPTH = 32
+
 
 class AgentFileRefused(ValueError):
     """The path holds something the engine will not read; the message says what, in a few words."""
 
 
-def read_regular(path: Path | str | bytes, max_bytes: int) -> bytes:
+def read_regular(path: Path | str | bytes, max_bytes: int, *, single_link: bool = False) -> bytes:
     """The bytes of the regular file at `path`, at most `max_bytes` of them.
 
     Raises FileNotFoundError when nothing is there (callers usually treat that as "no marker"),
     and AgentFileRefused for a symbolic link, a FIFO, a socket, a device, a directory, a file
-    longer than `max_bytes`, or one that cannot be opened.
+    longer than `max_bytes`, or one that cannot be opened. `single_link=True` also refuses a
+    file with more than one hard link (a capture must not take a file from outside the workspace).
     """
     try:
         fd = os.open(path, _FLAGS)
     except FileNotFoundError:
         raise
+    except NotADirectoryError:  # a file stands where a parent directory belongs: nothing is there
+        raise FileNotFoundError(errno.ENOENT, "no such file", os.fsdecode(path)) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise AgentFileRefused("a symbolic link (never followed)") from None
@@ -49,6 +57,8 @@ def read_regular(path: Path | str | bytes, max_bytes: int) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise AgentFileRefused("not a regular file")
+        if single_link and info.st_nlink != 1:
+            raise AgentFileRefused(f"has {info.st_nlink} hard links")
         if info.st_size > max_bytes:
             raise AgentFileRefused(f"{info.st_size} bytes long (at most {max_bytes})")
         chunks: list[bytes] = []
@@ -86,4 +96,12 @@ def load_json(path: Path | str | bytes, *, max_bytes: int, max_depth: int) -> An
     return loads_bounded(data, max_chars=max_bytes, max_depth=max_depth)
 
 
-__all__ = ["AgentFileRefused", "JsonRefused", "is_regular", "load_json", "read_regular"]
+__all__ = [
+    "MAX_MARKER_BYTES",
+    "MAX_MARKER_DEPTH",
+    "AgentFileRefused",
+    "JsonRefused",
+    "is_regular",
+    "load_json",
+    "read_regular",
+]

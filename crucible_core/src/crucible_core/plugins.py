@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import functools
 import os
+import sys
+import time
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -18,6 +21,7 @@ from crucible_core.registry import Registry
 
 ENTRY_POINT_GROUP = "crucible"
 LOAD_ENV = "CRUCIBLE_LOAD_PLUGINS"
+TRACE_ENV = "CRUCIBLE_TRACE_PLUGINS"
 CORE_PLUGIN = "core"
 
 # registry kind -> the registration hook that fills it
@@ -77,23 +81,28 @@ class Plugins:
     def registry(self, kind: str, *, strict: bool = True) -> Registry[Any]:
         """The named drivers of one kind, collected from every plugin on first use.
 
+        The registration hook is called through pluggy one plugin at a time (pluggy's order), so
+        each registration is credited to its plugin and a duplicate names both.
         strict (what a run wants) raises when two plugins registered one name; a listing asks
         for strict=False and shows the conflicts instead.
         """
         registry = self._registries.get(kind)
         if registry is None:
             registry = Registry(kind, unloaded=tuple(sorted({f.distribution for f in self.failures})))
-            caller = getattr(self.pm.hook, REGISTRATION_HOOKS[kind])
-            # Call each implementation ourselves so every registration knows whose it is.
-            for impl in reversed(caller.get_hookimpls()):
+            hook = REGISTRATION_HOOKS[kind]
+            everyone = self.pm.get_plugins()
+            for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):
+                if _is_wrapper(impl):
+                    continue
                 owner = self.distribution_of(impl.plugin)
+                alone = self.pm.subset_hook_caller(hook, remove_plugins=everyone - {impl.plugin})
                 try:
-                    impl.function(register=functools.partial(_register_into, registry, owner))
+                    alone(register=functools.partial(_register_into, registry, owner))
                 except CrucibleError:
                     raise
                 except Exception as exc:
                     raise PluginError(
-                        f"plugin {owner}: {caller.name} raised {type(exc).__name__}: {exc}",
+                        f"plugin {owner}: {hook} raised {type(exc).__name__}: {exc}",
                         hint="fix or uninstall the plugin, or leave it out with CRUCIBLE_LOAD_PLUGINS",
                     ) from exc
             self._registries[kind] = registry
@@ -121,16 +130,119 @@ class Plugins:
         self.infos.append(PluginInfo(name, distribution, version, module.__name__, hooks))
         self._registries.clear()
 
-    def implementations(self, hook: str) -> list[tuple[str, Callable[..., Any]]]:
-        """One hook's implementations in pluggy's call order, each named by its distribution.
+    def call(self, hook: str, **kwargs: Any) -> list[Any]:
+        """Call `hook` through pluggy (argument pruning, wrappers, tracing); its non-None results.
 
-        Callers that must survive a faulty plugin call these one by one instead of through
-        `self.hook`, which stops at the first exception and cannot say whose it was.
+        An implementation that raises ends the call as HookFailed, which names its plugin.
         """
         caller = getattr(self.pm.hook, hook)
-        return [
-            (self.distribution_of(impl.plugin), impl.function) for impl in reversed(caller.get_hookimpls())
-        ]
+        token = _CALLING.set((self, _implementation_codes(caller)))
+        try:
+            results: list[Any] = caller(**kwargs)
+        except Exception as exc:
+            raise HookFailed(self.owner_of(exc, hook), hook, exc) from exc
+        finally:
+            _CALLING.reset(token)
+        return results
+
+    def observe(self, hook: str, *, mute: set[object] | None = None, **kwargs: Any) -> list[str]:
+        """Call an observing hook so that every implementation hears it, whatever another one does.
+
+        pluggy stops a call at the first exception; here the plugins after the one that raised
+        are called again on their own (through pluggy, in its order). Returns one line per fault
+        for the caller to record once the event is delivered. With `mute`, a plugin that raised
+        is added to it and skipped from then on (an observer of every event, disabled after one
+        fault); without it, every call asks every plugin again.
+        """
+        faults: list[str] = []
+        skipped: set[object] = set(mute or ())
+        while True:
+            caller = (
+                self.pm.subset_hook_caller(hook, remove_plugins=skipped)
+                if skipped
+                else getattr(self.pm.hook, hook)
+            )
+            order = [impl.plugin for impl in reversed(caller.get_hookimpls()) if not _is_wrapper(impl)]
+            try:
+                caller(**kwargs)
+                return faults
+            except Exception as exc:
+                impl = _implementation_in(exc, _implementation_codes(caller))
+                owner = self.distribution_of(impl.plugin) if impl is not None else "a plugin"
+                faults.append(f"plugin {owner}: {hook} raised {type(exc).__name__}: {exc} (ignored)")
+                if impl is None or impl.plugin not in order:
+                    return faults  # a wrapper or pluggy itself: every implementation was reached
+                if mute is not None:
+                    mute.add(impl.plugin)
+                skipped.update(order[: order.index(impl.plugin) + 1])
+
+    def owner_of(self, exc: BaseException, hook: str) -> str:
+        """The distribution whose implementation of `hook` raised `exc` (found on its traceback)."""
+        impl = _implementation_in(exc, _implementation_codes(getattr(self.pm.hook, hook)))
+        return self.distribution_of(impl.plugin) if impl is not None else "?"
+
+
+# The hook call under way on this thread (Plugins.call), so a value a plugin builds during it can
+# say which plugin built it (implementer()): pluggy returns results without their owners.
+_CALLING: contextvars.ContextVar[tuple[Plugins, dict[types.CodeType, Any]] | None] = contextvars.ContextVar(
+    "crucible_hook_call", default=None
+)
+
+
+def implementer() -> str | None:
+    """The distribution whose hook implementation is running now, inside Plugins.call; else None."""
+    calling = _CALLING.get()
+    if calling is None:
+        return None
+    plugins, codes = calling
+    impl = _implementation_on_stack(codes)
+    return plugins.distribution_of(impl.plugin) if impl is not None else None
+
+
+class HookFailed(Exception):
+    """A plugin's implementation raised during a hook call; `owner` names its distribution."""
+
+    def __init__(self, owner: str, hook: str, error: Exception) -> None:
+        super().__init__(f"plugin {owner}: {hook} raised {type(error).__name__}: {error}")
+        self.owner = owner
+        self.hook = hook
+        self.error = error
+
+
+def _is_wrapper(impl: Any) -> bool:
+    return bool(impl.wrapper or impl.hookwrapper)
+
+
+def _implementation_codes(caller: Any) -> dict[types.CodeType, Any]:
+    """Each implementation's code object -> the implementation, or None where several plugins share
+    one code object (one function registered twice): a frame of it cannot say whose it is."""
+    found: dict[types.CodeType, Any] = {}
+    for impl in caller.get_hookimpls():
+        code = getattr(impl.function, "__code__", None)
+        if isinstance(code, types.CodeType):
+            found[code] = None if code in found else impl
+    return found
+
+
+def _implementation_in(exc: BaseException, codes: dict[types.CodeType, Any]) -> Any:
+    """The implementation pluggy called on the way to `exc`: the outermost of its traceback frames."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code in codes:
+            return codes[code]  # None when it cannot be told whose
+        tb = tb.tb_next
+    return None
+
+
+def _implementation_on_stack(codes: dict[types.CodeType, Any]) -> Any:
+    """The implementation now running below the caller (a register callback's caller), or None."""
+    frame: types.FrameType | None = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code in codes:
+            return codes[frame.f_code]  # None when it cannot be told whose
+        frame = frame.f_back
+    return None
 
 
 def _hook_names() -> list[str]:
@@ -166,10 +278,32 @@ def _register_into(
     registry.add(name, value, owner, settings=settings, traits=traits)
 
 
-def new_manager() -> pluggy.PluginManager:
+def new_manager(environ: dict[str, str] | None = None) -> pluggy.PluginManager:
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
+    if (environ if environ is not None else os.environ).get(TRACE_ENV, "") not in ("", "0"):
+        trace_hook_calls(pm, sys.stderr)
     return pm
+
+
+def trace_hook_calls(pm: pluggy.PluginManager, stream: Any) -> None:
+    """Print each hook call with the plugins it reached and how long it took (CRUCIBLE_TRACE_PLUGINS=1)."""
+    started: list[float] = []
+
+    def before(hook: str, impls: Any, kwargs: Any) -> None:
+        started.append(time.perf_counter())
+
+    def after(outcome: Any, hook: str, impls: Any, kwargs: Any) -> None:
+        elapsed = (time.perf_counter() - started.pop()) * 1000
+        names = ", ".join(pm.get_name(impl.plugin) or "?" for impl in reversed(impls))
+        failed = f" raised {type(outcome.exception).__name__}" if outcome.exception is not None else ""
+        try:
+            stream.write(f"crucible: hook {hook} [{names or 'no implementation'}] {elapsed:.2f} ms{failed}\n")
+            stream.flush()
+        except (OSError, ValueError):  # nobody reads stderr any more: tracing must not break a run
+            pass
+
+    pm.add_hookcall_monitoring(before, after)
 
 
 def requested_names(environ: dict[str, str] | None = None) -> list[str] | None:

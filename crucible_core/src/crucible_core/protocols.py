@@ -69,6 +69,14 @@ class SourceChanges:
     # (modified, staged, deleted or untracked; ignored files are not listed)
 
 
+@attrs.frozen
+class RecordedKept:
+    """What a world's private record of kept history names (see `World.recorded_kept`)."""
+
+    latest: str  # the token of the latest state the world kept
+    setup: str  # the token of the state setup made: latest == setup means nothing was kept since
+
+
 @runtime_checkable
 class World(Protocol):
     """Reversibility of the workspace.
@@ -78,6 +86,12 @@ class World(Protocol):
     leave out (None when the source is not a local repository it can read). The engine uses it
     to warn that a run starts from HEAD, and for `[repo] start_from = "worktree"` to copy those
     files over the fresh clone before the baseline is committed.
+
+    And the optional `recorded_kept() -> RecordedKept | None`: what the world's own record of
+    kept states (under `WorldContext.private_dir`, out of the agent's workspace) names, each
+    state one restore() can return to; None when it keeps no such record. A resume checks the
+    session log against it before it rolls anything back: a log that lost the latest kept
+    state is repaired, never used to roll back past it (docs/operating.md, "Resuming").
     """
 
     def clone_from(self, source: str, ref: str | None) -> None:
@@ -258,6 +272,13 @@ class Judge(Protocol):
         """Measure the workspace as it is now. Never raises for a bad measure command."""
 
 
+def recorded_kept(world: World) -> RecordedKept | None:
+    """What the world's own record of kept states names, or None (a world without a record)."""
+    ask = getattr(world, "recorded_kept", None)
+    found = ask() if callable(ask) else None
+    return found if isinstance(found, RecordedKept) else None
+
+
 def judge_needs(judge: Judge) -> str | None:
     """The capability a judge's measure needs (`needs`, optional on a judge), or None for any machine.
 
@@ -420,6 +441,11 @@ class SandboxLayout:
     workdir: str  # the uploaded workspace, the program's working directory
     home: str  # HOME for the program
     private: str  # a directory for files only the program reads (configs holding tokens)
+    # Whether the command's `files` stay private to this sandbox (uploaded into it, 0600, gone
+    # with it), so a harness may seed a credential the engine holds there. False where the
+    # command and its files travel inside another system's records (a task pod's Job): the
+    # credential must then come from that place's own environment.
+    carries_secrets: bool = True
 
 
 @attrs.frozen

@@ -38,21 +38,45 @@ SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 
 
+# One base64 character of either alphabet: what stands where a character mixes the value's bits
+# with its neighbour's, and so is not known from the value alone.
+_BASE64_CHAR = "[A-Za-z0-9+/_-]"
+
+
+def _alignments(value: str) -> Iterator[tuple[str, bool, bool]]:
+    """For each of the three alignments of `value` inside a base64 blob: the run of characters
+    made of the value's bits alone, and whether a character mixing in a neighbour's bits stands
+    before it and after it (that character still carries a few bits of the value)."""
+    raw = value.encode("utf-8")
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        end = shift + len(raw)
+        first = -(-4 * shift // 3)  # the first character holding no bit of the bytes in front
+        last = 4 * end // 3  # past the last character holding no bit of what follows
+        fragment = encoded[first:last]
+        if len(fragment) >= MIN_ENCODED_LENGTH:
+            yield fragment, shift != 0, end % 3 != 0
+
+
 def encoded_forms(value: str) -> Iterator[str]:
     """The base64 text a value becomes inside any base64 blob (standard and URL-safe alphabets).
 
     Where a value sits in the encoded data shifts its encoding by its offset modulo 3, so each
     of the three alignments yields the run of characters that depends on the value alone.
     """
-    raw = value.encode("utf-8")
-    for shift in range(3):
-        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
-        first = (0, 2, 3)[shift]  # characters that still carry bits of the bytes in front
-        last = (shift + len(raw)) // 3 * 4  # the final partial group depends on what follows
-        fragment = encoded[first:last]
-        if len(fragment) >= MIN_ENCODED_LENGTH:
-            yield fragment
-            yield fragment.replace("+", "-").replace("/", "_")
+    for fragment, _before, _after in _alignments(value):
+        yield fragment
+        yield fragment.replace("+", "-").replace("/", "_")
+
+
+def _encoded_patterns(value: str) -> Iterator[str]:
+    """Regular expressions masking every base64 character that carries a bit of `value`: its
+    encoded forms plus the mixed character at each end and the padding after the last one."""
+    for fragment, before, after in _alignments(value):
+        for form in (fragment, fragment.replace("+", "-").replace("/", "_")):
+            head = f"{_BASE64_CHAR}?" if before else ""
+            tail = f"(?:{_BASE64_CHAR}={{0,2}})?" if after else ""
+            yield head + re.escape(form) + tail
 
 
 def _without_line_breaks(text: str) -> tuple[str, list[int]]:
@@ -65,21 +89,21 @@ def _without_line_breaks(text: str) -> tuple[str, list[int]]:
 class Redactor:
     """Masks exact secret values and secret-shaped strings in text and in JSON-like objects.
 
-    A handed-out value is masked as written, in base64 (at any alignment, either alphabet),
-    and split across lines inside one text.
+    A handed-out value is masked as written, in base64 (at any alignment, either alphabet, with
+    the characters at its ends that carry only part of it), and split across lines inside one text.
     """
 
-    _values: set[str] = attrs.field(factory=set)
+    _patterns: set[str] = attrs.field(factory=set)  # regular expressions, one per form of a value
     _exact: re.Pattern[str] | None = attrs.field(default=None, init=False)
 
     def add(self, values: Iterable[str]) -> None:
         fresh = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH}
-        fresh |= {form for v in fresh for form in encoded_forms(v)}
-        if fresh - self._values:
-            self._values |= fresh
+        patterns = {re.escape(v) for v in fresh} | {p for v in fresh for p in _encoded_patterns(v)}
+        if patterns - self._patterns:
+            self._patterns |= patterns
             # Longest first so a secret that contains another is masked whole.
-            ordered = sorted(self._values, key=len, reverse=True)
-            self._exact = re.compile("|".join(re.escape(v) for v in ordered))
+            ordered = sorted(self._patterns, key=len, reverse=True)
+            self._exact = re.compile("|".join(ordered))
 
     def add_env(self, env: Mapping[str, str]) -> None:
         self.add(env.values())

@@ -1,10 +1,11 @@
-"""The append-only session log (state/session.jsonl): redacted NDJSON, flushed per line, torn tails skipped."""
+"""The append-only session log (state/session.jsonl): redacted NDJSON, one `seq` per line, flushed per line, torn tails skipped."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -13,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from crucible_core.contract import wire
-from crucible_core.errors import RunFailed
+from crucible_core.contract.json_bounds import without_lone_surrogates
+from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_core.redact import Redactor
 
 WIRE_VERSION = wire.WIRE_VERSION
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
 
 Observer = Callable[[Mapping[str, Any]], None]
 
@@ -40,14 +44,24 @@ class SessionLog:
         # The broker records tool calls from its own thread; one event (line and observers) at a
         # time. Re-entrant: an observer that fails is noted through emit on the same thread.
         self._lock = threading.RLock()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # The log's directory is the run's state directory: private to the user who runs the
+        # engine (0700), and the log itself 0600, whatever an earlier version or umask left.
+        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        os.chmod(path.parent, PRIVATE_DIR_MODE)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+        os.fchmod(self._fd, PRIVATE_FILE_MODE)
         self._repair_torn_tail()
         self._twin = tempfile.TemporaryFile(dir=path.parent, buffering=0)  # noqa: SIM115 (closed in close())
+        lines = 0
         with open(path, "rb") as handle:
             while chunk := handle.read(1 << 20):
                 self._twin.write(chunk)
+                lines += chunk.count(b"\n")
         self._size = os.fstat(self._twin.fileno()).st_size
+        # Every line carries `seq`, its place in the log, continued across resumptions; a log an
+        # older writer left (no seq) is counted in lines.
+        last = _last_seq(self._twin.fileno(), self._size)
+        self._seq = last if last is not None else lines
 
     def _repair_torn_tail(self) -> None:
         # A predecessor killed mid-write may have left a line without its newline; terminate it
@@ -63,8 +77,15 @@ class SessionLog:
     def emit(self, event: wire.Event) -> dict[str, Any]:
         """Write one wire event (stamped with the time) and return the line's object as written."""
         with self._lock:
-            obj: dict[str, Any] = self.redactor.obj(wire.envelope(event, round(time.time(), 3)))
-            data = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+            self._seq += 1
+            obj: dict[str, Any] = self.redactor.obj(wire.envelope(event, round(time.time(), 3), self._seq))
+            text = json.dumps(obj, separators=(",", ":"), default=str)
+            if "\\ud" in text:  # json.dumps writes every non-ASCII character as a lowercase escape
+                # a lone surrogate that reached an event (whatever its source) is written, and
+                # shown to observers, as U+FFFD: no reader of this line can then fail to print it
+                obj = without_lone_surrogates(obj)
+                text = json.dumps(obj, separators=(",", ":"), default=str)
+            data = (text + "\n").encode("utf-8")
             os.write(self._fd, data)
             self._twin.write(data)
             self._size += len(data)
@@ -124,7 +145,7 @@ class SessionLog:
     def _rewrite_from_twin(self, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.restore{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
         try:
             offset = 0
             while offset < self._size:
@@ -154,6 +175,45 @@ class SessionLog:
             self._twin.close()
 
 
+def _last_seq(fd: int, size: int, window: int = 1 << 20) -> int | None:
+    """The `seq` of the last line in the log's final `window` bytes that carries one, or None."""
+    start = max(0, size - window)
+    tail = os.pread(fd, size - start, start)
+    for raw in reversed(tail.split(b"\n")):
+        line = wire.decode_line(raw)
+        if line is not None and line.seq is not None:
+            return line.seq
+    return None
+
+
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a FIFO"}
+
+
+def log_size(path: Path) -> int:
+    """The size of the session log at `path`, 0 when there is none.
+
+    Raises WorkspaceError when something other than a regular file stands there (a directory,
+    a link, a FIFO): the engine neither reads through it nor appends to it.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise WorkspaceError(
+            f"cannot read the session log {path}: {exc.strerror or exc}",
+            hint="make the state directory readable again, then run the same command",
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        what = _KINDS.get(stat.S_IFMT(st.st_mode), "a special file")
+        raise WorkspaceError(
+            f"the session log {path} is {what}, not a regular file",
+            hint="move it aside; put a copy of the log back and resume, or move the workspace "
+            "aside too and start afresh",
+        )
+    return st.st_size
+
+
 def read_lines(path: Path) -> Iterator[wire.Line]:
     """Every decodable line of a session log, through the wire; blank, torn and mistyped lines are skipped."""
     if not path.exists():
@@ -171,11 +231,6 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
         return
     with open(path, "rb") as handle:
         for raw in handle:
-            if not raw.strip():
-                continue
-            try:
-                event = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if isinstance(event, dict) and isinstance(event.get("kind"), str):
+            event = wire.parse_object(raw)
+            if event is not None:
                 yield event

@@ -370,8 +370,9 @@ def resolve(
     """The whole declaration; raises ManifestError naming the key for what the vocabulary refuses."""
     m = loaded.manifest
     secrets = {s.name: s for s in m.capabilities.secret}
-    # The selected backend states its agent's egress through its settings (broker/reach.py).
-    egress = egress_of(m.agent.backend, loaded.settings.of("backend"))
+    # The selected backend states its agent's egress through its settings, and the harness it
+    # runs what its program needs on top (broker/reach.py).
+    egress = egress_of(m.agent.backend, loaded.settings.of("backend"), loaded.settings.of("harness"))
     environ = os.environ if environ is None else environ
     disclosure = Disclosure(
         secrets=tuple(m.capabilities.secret),

@@ -5,6 +5,11 @@ egress allowlist) says what the confinement allows through its settings object: 
 class with a `disclosed_egress()` method returning an `EgressReach`. A backend without one
 confines nothing, and the disclosure says so truthfully: the agent reaches whatever the host
 reaches. The value is computed from the frozen manifest only; no pack command runs.
+
+A harness whose program needs reach of its own (its model provider, its sign-in service) says
+so the same way, through its settings class's `sandbox_egress()`: a confining backend adds that
+reach to every sandbox running the harness, and the disclosure states it, so a claude turn's
+allowlist carries nothing another harness needs.
 """
 
 from __future__ import annotations
@@ -15,7 +20,13 @@ import attrs
 
 from crucible_core.errors import PluginError
 
-EGRESS_SOURCES = ("built-in", "manifest")  # standing reach, or reach the manifest names
+BUILTIN = "builtin"  # the disclosure's label for standing reach (C-CAPABILITY-DISCLOSURE)
+EGRESS_SOURCES = (BUILTIN, "manifest")  # standing reach, or reach the manifest names
+
+
+def _source(label: str) -> str:
+    # "built-in" is how this engine spelled it before; the specification's label is "builtin"
+    return BUILTIN if label == "built-in" else label
 
 
 @attrs.frozen
@@ -25,7 +36,8 @@ class EgressEndpoint:
     host: str
     port: int
     access: str
-    source: str  # "built-in" (standing reach) or "manifest" (the pack named it)
+    # "builtin" (standing reach) or "manifest" (the pack named it)
+    source: str = attrs.field(converter=_source)
 
     def to_wire(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "access": self.access, "source": self.source}
@@ -77,8 +89,16 @@ class DisclosesEgress(Protocol):
     def disclosed_egress(self) -> EgressReach: ...
 
 
-def egress_of(backend: str, settings: object) -> EgressReach:
-    """The reach a backend's resolved settings disclose; unrestricted when they state none."""
+@runtime_checkable
+class NeedsEgress(Protocol):
+    """Implemented by a harness's settings class when its program needs reach of its own in a sandbox."""
+
+    def sandbox_egress(self) -> EgressReach: ...
+
+
+def egress_of(backend: str, settings: object, harness_settings: object = None) -> EgressReach:
+    """The reach a backend's resolved settings disclose, with what the harness it runs needs added;
+    unrestricted when the backend states none."""
     if isinstance(settings, DisclosesEgress):
         reach = settings.disclosed_egress()
         if not isinstance(reach, EgressReach):
@@ -86,5 +106,16 @@ def egress_of(backend: str, settings: object) -> EgressReach:
                 f"backend {backend}: its settings' disclosed_egress() returned "
                 f"{type(reach).__name__}, not an EgressReach"
             )
-        return attrs.evolve(reach, by=reach.by or backend)
+        return with_harness_reach(attrs.evolve(reach, by=reach.by or backend), harness_settings)
     return unrestricted(backend)
+
+
+def with_harness_reach(reach: EgressReach, harness_settings: object) -> EgressReach:
+    """A restricted reach widened by what the harness's program needs (endpoints not already there)."""
+    if not reach.restricted or not isinstance(harness_settings, NeedsEgress):
+        return reach
+    needed = harness_settings.sandbox_egress()
+    known = {(e.host.lower(), e.port) for e in reach.endpoints}
+    added = tuple(e for e in needed.endpoints if (e.host.lower(), e.port) not in known)
+    binaries = tuple(dict.fromkeys((*reach.binaries, *needed.binaries)))
+    return attrs.evolve(reach, endpoints=(*reach.endpoints, *added), binaries=binaries)

@@ -47,7 +47,7 @@ def command(manifest: Path, harness: str | None, caps: tuple[str, ...], plan_fil
     fail), 13 when something did (a measure that gives no valid reading fails), 10 for a
     manifest that does not load, 16 for one this version does not support.
     """
-    from crucible_core.contract.measure_diagnosis import printable
+    from crucible_core.contract.plain_text import plain
     from crucible_core.plugins import load_plugins
     from crucible_core.run.check import check
     from crucible_core.run.runner import load_for_run
@@ -63,7 +63,7 @@ def command(manifest: Path, harness: str | None, caps: tuple[str, ...], plan_fil
     loaded = load_for_run(plugins, manifest)
     findings = check(plugins, loaded, harness=harness, caps=frozenset(caps))
     for level, text in findings.lines:
-        click.echo(f"{MARKS[level]} {printable(text)}")
+        click.echo(f"{MARKS[level]} {plain(text)}")
     if findings.failed:
         click.echo("check failed")
         sys.exit(int(ExitCode.CHECK_FAILED))

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from crucible_core.cli.options import manifest_option, state_dir_option
+from crucible_core.cli.options import budget_cap, manifest_option, state_dir_option
 from crucible_core.control.orders import ORDERS, Payload
 
 Handler = Callable[..., dict[str, Any]]
@@ -84,8 +84,14 @@ _PAYLOAD_OPTIONS: dict[Payload, tuple[Any, ...]] = {
     Payload.TEXT: (click.argument("text"),),
     Payload.REGIME: (click.argument("regime"),),
     Payload.BUDGET: (
-        click.option("--iterations", type=click.IntRange(min=0), default=None, help="Total agent turns."),
-        click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="USD."),
+        click.option(
+            "--iterations",
+            metavar="N",
+            callback=budget_cap("iterations"),
+            default=None,
+            help="Total agent turns.",
+        ),
+        click.option("--max-cost", metavar="USD", callback=budget_cap("max_cost"), default=None, help="USD."),
         click.option("--max-time", default=None, help="Active wall-clock (90s, 15m, 2h)."),
     ),
 }
@@ -131,8 +137,10 @@ def status(manifest: Path, state_dir: Path | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(st))
         return
+    from crucible_core.contract.plain_text import plain
+
     for line in status_lines(st):
-        click.echo(line)
+        click.echo(plain(line))  # the regime and the approval handle are the agent's words
     approval = st.get("approval") or {}
     if approval.get("handle") == "distress":
         from crucible_core.control.client import state_dir_for

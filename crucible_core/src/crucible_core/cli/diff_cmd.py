@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from crucible_core.cli.options import manifest_option, session_log_path, session_option, state_dir_option
+from crucible_core.cli.options import (
+    manifest_option,
+    missing_log_hint,
+    session_log_path,
+    session_option,
+    state_dir_option,
+)
 from crucible_core.errors import UsageError, WorkspaceError
 
 
@@ -29,6 +36,7 @@ def command(
 
     Only kept iterations have a change to show: a discarded one was rolled back.
     """
+    from crucible_core.contract.plain_text import plain
     from crucible_core.flow.decode import read_session
     from crucible_core.flow.diffstat import render_diffstat
     from crucible_core.flow.kept import best_change, iteration_change
@@ -47,7 +55,7 @@ def command(
     paths = RunPaths.resolve(loaded, state_dir=state_dir)
     log = session_log_path(manifest, state_dir, session)
     if not log.is_file():
-        raise WorkspaceError(f"no session log at {log}", hint="has this manifest run yet?")
+        raise WorkspaceError(f"no session log at {log}", hint=missing_log_hint(manifest, session))
     events = read_session(log)
     wanted = iteration_change(events, iteration) if iteration is not None else best_change(events)
     if not paths.workspace.is_dir():
@@ -70,4 +78,9 @@ def command(
     if not callable(getattr(world, "change", None)):
         raise UsageError(f"the {choice.world!r} world cannot show changes", hint="its plugin has no change()")
     diff = world.change(wanted.head, wanted.base)
-    click.echo(render_diffstat(diff) if stat else diff, nl=False)
+    text = render_diffstat(diff) if stat else diff
+    if sys.stdout.isatty():
+        # the agent wrote the content: on a terminal none of its escapes runs (piped, the diff
+        # stays byte for byte what was kept, for `git apply`)
+        text = "".join(plain(line, tabs=True) + "\n" for line in text.splitlines())
+    click.echo(text, nl=False)

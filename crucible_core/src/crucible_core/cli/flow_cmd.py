@@ -6,18 +6,20 @@ from pathlib import Path
 
 import click
 
+from crucible_core.cli.options import (
+    manifest_option,
+    missing_log_hint,
+    session_log_path,
+    session_option,
+    state_dir_option,
+)
 from crucible_core.errors import UsageError, WorkspaceError
 
 
 @click.command("flow")
-@click.option(
-    "--session",
-    "session",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=Path("state/session.jsonl"),
-    show_default=True,
-    help="The run's session log.",
-)
+@manifest_option
+@state_dir_option
+@session_option
 @click.option(
     "--out",
     "out",
@@ -33,7 +35,9 @@ from crucible_core.errors import UsageError, WorkspaceError
     default=None,
     help="An exported trace (JSON spans) that adds wall-clock per iteration.",
 )
-def command(session: Path, out: Path, spans: Path | None) -> None:
+def command(
+    manifest: Path, state_dir: Path | None, session: Path | None, out: Path, spans: Path | None
+) -> None:
     """Explain a run: fold its session log into a flow model and render it.
 
     Reads only the session log (already redacted when it was written). The .html page is one
@@ -45,16 +49,15 @@ def command(session: Path, out: Path, spans: Path | None) -> None:
     from crucible_core.flow.spans import apply_spans, load_spans
 
     render = renderer_for(out)
-    if not session.is_file():
-        raise WorkspaceError(
-            f"no session log at {session}", hint="pass --session state/session.jsonl of a run"
-        )
+    log = session_log_path(manifest, state_dir, session)
+    if not log.is_file():
+        raise WorkspaceError(f"no session log at {log}", hint=missing_log_hint(manifest, session))
     try:
-        events = read_session(session)
+        events = read_session(log)
     except OSError as exc:
-        raise WorkspaceError(f"cannot read {session}: {exc.strerror}", hint="check its permissions") from exc
+        raise WorkspaceError(f"cannot read {log}: {exc.strerror}", hint="check its permissions") from exc
     if not events:
-        raise UsageError(f"{session} holds no session events", hint="is this a crucible session log?")
+        raise UsageError(f"{log} holds no session events", hint="is this a crucible session log?")
     model = fold_flow(events)
     if spans is not None:
         apply_spans(model, load_spans(spans))
@@ -63,4 +66,4 @@ def command(session: Path, out: Path, spans: Path | None) -> None:
         out.write_text(render(model), encoding="utf-8")
     except OSError as exc:
         raise WorkspaceError(f"cannot write {out}: {exc.strerror}", hint="pick another --out") from exc
-    click.echo(f"wrote {out} ({len(model.iterations)} iterations, outcome {model.header.outcome})")
+    click.echo(f"wrote {out} ({len(model.deep_iterations)} iterations, outcome {model.header.outcome})")

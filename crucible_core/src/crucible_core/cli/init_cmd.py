@@ -9,6 +9,12 @@ import click
 
 from crucible_core.errors import WorkspaceError
 from crucible_core.init_templates import DEFAULT_TEMPLATE, TEMPLATES
+from crucible_core.manifest.containment import DEFAULT_STATE_DIR_NAME
+from crucible_core.manifest.ignore_rules import ignored, repository_root
+
+# The directories a run makes beside its manifest (every template keeps [workspace].dir here).
+RUN_DIRS = ("workspace", DEFAULT_STATE_DIR_NAME)
+REPO_PATH_LINE = 'path = "."'
 
 
 @click.command("init")
@@ -18,7 +24,7 @@ from crucible_core.init_templates import DEFAULT_TEMPLATE, TEMPLATES
     type=click.Path(path_type=Path, file_okay=False),
     default=Path("."),
     show_default=True,
-    help="Where to write the files (usually your repository's root).",
+    help="Where to write the files (your repository's root, or a directory inside it).",
 )
 @click.option(
     "--template",
@@ -29,7 +35,11 @@ from crucible_core.init_templates import DEFAULT_TEMPLATE, TEMPLATES
     help="What to start from: " + "; ".join(f"{t.name}: {t.summary}" for t in TEMPLATES.values()) + ".",
 )
 def command(directory: Path, template_name: str) -> None:
-    """Scaffold a crucible.toml and the files it names. Refuses to overwrite existing files."""
+    """Scaffold a crucible.toml and the files it names. Refuses to overwrite existing files.
+
+    [repo] names the git repository the directory is in (its root may be above --dir), and
+    the run's workspace/ and state/ are added to .gitignore so a commit never takes them in.
+    """
     template = TEMPLATES[template_name]
     targets = {rel: directory / rel for rel in template.files}
     existing = [str(p) for p in targets.values() if p.exists()]
@@ -38,10 +48,41 @@ def command(directory: Path, template_name: str) -> None:
             f"refusing to overwrite {', '.join(existing)}",
             hint="edit the existing files, or run `crucible init --dir` somewhere else",
         )
+    root = repository_root(directory)
+    repo_path = os.path.relpath(root, directory.resolve()) if root is not None else "."
     directory.mkdir(parents=True, exist_ok=True)
     for rel, path in targets.items():
-        path.write_text(template.files[rel], encoding="utf-8")
+        text = template.files[rel]
+        if rel == "crucible.toml":
+            # the repository may be above --dir: [repo].path names its root, relative to the manifest
+            text = text.replace(REPO_PATH_LINE, f'path = "{Path(repo_path).as_posix()}"', 1)
+        path.write_text(text, encoding="utf-8")
         if rel in template.executable:
             os.chmod(path, 0o755)
-    click.echo(f"wrote {', '.join(str(p) for p in targets.values())} ({template.name} template)")
+    wrote = [str(p) for p in targets.values()]
+    added = _ignore_run_dirs(directory, root)
+    if added:
+        wrote.append(f"{directory / '.gitignore'} (+ {' '.join(added)})")
+    click.echo(f"wrote {', '.join(wrote)} ({template.name} template)")
+    if root is None and REPO_PATH_LINE in template.files["crucible.toml"]:
+        click.echo(
+            "not a git repository yet: the run clones one, so first "
+            "`git init && git add -A && git commit -m start` (.gitignore keeps workspace/ and state/ out)"
+        )
     click.echo(f"next: {template.next_step}")
+
+
+def _ignore_run_dirs(directory: Path, root: Path | None) -> list[str]:
+    """Append the run's directories to `directory`/.gitignore unless something already ignores them."""
+    base = root or directory.resolve()
+    prefix = directory.resolve().relative_to(base).as_posix()
+    missing = [name for name in RUN_DIRS if not ignored(base, name if prefix == "." else f"{prefix}/{name}")]
+    if not missing:
+        return []
+    path = directory / ".gitignore"
+    before = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    lines = [f"/{name}/" for name in missing]
+    text = ("" if not before or before.endswith("\n") else "\n") + "# crucible's working copy and run state\n"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text + "\n".join(lines) + "\n")
+    return lines

@@ -43,7 +43,7 @@ class CrucibleGroup(click.Group):
     """Lazy built-ins plus commands plugins register through crucible_register_commands."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(BUILTIN_COMMANDS)
+        return sorted({*BUILTIN_COMMANDS, *_plugin_commands()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in BUILTIN_COMMANDS:
@@ -56,12 +56,38 @@ class CrucibleGroup(click.Group):
         registry = load_plugins().registry("command")
         return registry.entries[cmd_name].value if cmd_name in registry else None
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if args and self.get_command(ctx, name) is None and not name.startswith("-"):
+            raise click.UsageError(f"no such command {name!r}{_did_you_mean(ctx, self, name)}", ctx)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, BUILTIN_COMMANDS[name][1]) for name in sorted(BUILTIN_COMMANDS)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+        added = _plugin_commands()
+        if added:
+            with formatter.section("Commands from plugins"):
+                formatter.write_dl(sorted(added.items()))
         formatter.write_paragraph()
-        formatter.write_text("Plugins may add commands; `crucible plugins` lists them.")
+        formatter.write_text("`crucible plugins` lists the installed plugins and what each adds.")
+
+
+def _plugin_commands() -> dict[str, str]:
+    from crucible_core.cli.plugin_commands import plugin_commands
+
+    return plugin_commands(frozenset(BUILTIN_COMMANDS))
+
+
+def _did_you_mean(ctx: click.Context, group: CrucibleGroup, name: str) -> str:
+    """` (did you mean 'run'?)` for a mistyped command, built-in or a plugin's; "" when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, group.list_commands(ctx), n=1, cutoff=0.6)  # plugins' too
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 @click.group(cls=CrucibleGroup, context_settings={"help_option_names": ["-h", "--help"]})

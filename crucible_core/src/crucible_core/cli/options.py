@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -33,3 +34,41 @@ def session_log_path(manifest: Path, state_dir: Path | None, session: Path | Non
     if session is not None:
         return session
     return (state_dir or manifest.parent / "state") / "session.jsonl"
+
+
+def missing_log_hint(manifest: Path, session: Path | None) -> str:
+    """What to do when a read-only command finds no session log where it looked.
+
+    Run from a subdirectory, the default `crucible.toml` is not there: name the nearest manifest
+    above instead of the path that just failed.
+    """
+    if session is not None:
+        return "pass --session with a run's session.jsonl"
+    if manifest.is_file():
+        return f"has {manifest} run yet? (`crucible run -m {manifest}`)"
+    from crucible_core.manifest.loader import manifest_above
+
+    above = manifest_above(manifest)
+    if above is not None:
+        return f"no {manifest} here; pass -m {above}, or run from {above.parent}"
+    return f"no {manifest} here: pass -m PATH/crucible.toml, or --session PATH/state/session.jsonl"
+
+
+def budget_cap(cap: str) -> Callable[[click.Context, click.Parameter, str | None], int | float | None]:
+    """The callback of --iterations or --max-cost: the cap bounded as the bridge bounds it.
+
+    (--max-time is a duration, bounded by its own parser.)
+    """
+
+    def check(ctx: click.Context, param: click.Parameter, value: str | None) -> int | float | None:
+        from crucible_core.control.caps import allowed_range, cap_value
+
+        if value is None:
+            return None
+        try:
+            number = float(value)
+            return cap_value(cap, int(number) if cap == "iterations" and number.is_integer() else number)
+        except ValueError:
+            raise click.BadParameter(f"{value[:40]!r} is not {allowed_range(cap)}", ctx, param) from None
+
+    return check

@@ -116,12 +116,13 @@ def run(
     passing verdict, 10 when the plan file was refused, 11 when the state dir already holds
     a run and --resume was not given.
     """
+    from crucible_core.contract.plain_text import plain
     from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
     from crucible_core.plan.load import plan_from_data, read_plan_file
     from crucible_core.plan.runners import terminate_interrupts
     from crucible_core.plan.validate import validate
     from crucible_core.services import run_services
-    from crucible_core.session_log import SessionLog
+    from crucible_core.session_log import SessionLog, log_size
 
     kinds = _kinds()
     data = read_plan_file(file)
@@ -132,7 +133,7 @@ def run(
     state = (state_dir or file.resolve().parent / "state").resolve()
     log_path = state / "session.jsonl"
     prior = None
-    if log_path.exists() and log_path.stat().st_size > 0:
+    if log_size(log_path) > 0:
         if not resume:
             raise WorkspaceError(
                 f"{state} already holds a plan run",
@@ -172,7 +173,7 @@ def run(
     for name in plan.order:
         result = report.results.get(name)
         if result is not None:
-            note = f"  {result.note}" if result.note else ""
+            note = f"  {plain(result.note)}" if result.note else ""  # a task's words: no escapes
             click.echo(f"{name.ljust(width)}  {result.status:<9}{note}")
     click.echo(f"plan {report.verdict}: {report.reason} (spent ${report.spent_usd:.4f})")
     if report.verdict != "pass":

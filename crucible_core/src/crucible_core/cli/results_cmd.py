@@ -13,7 +13,10 @@ from crucible_core.errors import WorkspaceError
 
 
 def results_document(model: Any) -> dict[str, Any]:
-    """The stable JSON shape `crucible results --json` prints (documented in docs/cli.md)."""
+    """The stable JSON shape `crucible results --json` prints (documented in docs/cli.md).
+
+    Counted as the console counts: `discarded` includes the `invalid` ones (no valid reading).
+    """
     from crucible_core.flow.model import improvement_pct
 
     h = model.header
@@ -35,6 +38,7 @@ def results_document(model: Any) -> dict[str, Any]:
                 "score": it.score,
                 "best": it.best,
                 "improvement_pct": _round(improvement_pct(h.baseline, it.score, h.direction)),
+                "wide": it.wide,
                 "note": it.note,
             }
             for it in model.iterations
@@ -61,8 +65,10 @@ def _cell(value: Any) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: best, baseline, kept, rows.")
 def command(manifest: Path, state_dir: Path | None, session: Path | None, as_json: bool) -> None:
     """Print a run's results from its session log (a live run's too: it reads what is written)."""
+    from crucible_core.contract.plain_text import plain
     from crucible_core.flow.decode import read_session
     from crucible_core.flow.fold import fold_flow
+    from crucible_core.flow.model import versus_baseline
 
     log = session_log_path(manifest, state_dir, session)
     if not log.is_file():
@@ -71,15 +77,21 @@ def command(manifest: Path, state_dir: Path | None, session: Path | None, as_jso
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
-    pct = "" if doc["improvement_pct"] is None else f" ({doc['improvement_pct']:+.1f}%)"
+
+    def versus(score: float | None) -> str:  # a percentage, or the change itself from a baseline of 0
+        return versus_baseline(doc["baseline"], score, doc["direction"])
+
+    gain = f" ({versus(doc['best'])})" if versus(doc["best"]) else ""
+    invalid = f" ({doc['invalid']} invalid)" if doc["invalid"] else ""
+    # what the log holds is printed plain: a note is the measure's words, no escape of it runs
     click.echo(
-        f"{doc['objective'] or 'run'}: best {_cell(doc['best'])} vs baseline {_cell(doc['baseline'])}{pct}, "
-        f"{doc['direction']} is better; kept {doc['kept']}, discarded {doc['discarded']}, "
-        f"invalid {doc['invalid']}; outcome {doc['outcome']}"
+        f"{plain(doc['objective'] or 'run')}: best {_cell(doc['best'])} vs baseline {_cell(doc['baseline'])}{gain}, "
+        f"{doc['direction']} is better; kept {doc['kept']}, discarded {doc['discarded']}{invalid}; "
+        f"outcome {doc['outcome']}"
     )
     for row in doc["rows"]:
-        pct = "" if row["improvement_pct"] is None else f"{row['improvement_pct']:+.1f}%"
+        where = "wide" if row["iter"] == 0 else str(row["iter"])  # the round before iteration 1
         click.echo(
-            f"{row['iter']:>5}  {row['decision']:<8} {_cell(row['score']):>10} {_cell(row['best']):>10} "
-            f"{pct:>8}  {row['note'][:80]}"
+            f"{where:>5}  {row['decision']:<8} {_cell(row['score']):>10} {_cell(row['best']):>10} "
+            f"{versus(row['score']):>8}  {plain(row['note'])[:80]}"
         )

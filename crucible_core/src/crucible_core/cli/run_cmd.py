@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crucible_core.cli.options import manifest_option, state_dir_option
+from crucible_core.cli.options import budget_cap, manifest_option, state_dir_option
 from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
 from crucible_core.run.budget import Budget
@@ -26,13 +26,18 @@ DEFAULT_ITERATIONS = 10
 @click.option(
     "--iterations",
     "-n",
-    type=click.IntRange(min=0),
+    metavar="N",
+    callback=budget_cap("iterations"),
     default=None,
     help=f"Agent turns to run, the baseline not counted (default {DEFAULT_ITERATIONS}; "
     "on --resume, the original run's).",
 )
 @click.option(
-    "--max-cost", type=click.FloatRange(min=0), default=None, help="Stop once this many USD are spent."
+    "--max-cost",
+    metavar="USD",
+    callback=budget_cap("max_cost"),
+    default=None,
+    help="Stop once this many USD are spent.",
 )
 @click.option("--max-time", default=None, help="Stop after this much active wall-clock (90s, 15m, 2h).")
 @click.option("--no-early-stop", is_flag=True, help="Keep iterating after a solved reading.")

@@ -20,6 +20,7 @@ def session_path(manifest: Path, state_dir: Path | None, session: Path | None) -
 
 def show_log(path: Path, as_json: bool) -> None:
     """Print the view of the log at `path`; a missing log is a WorkspaceError."""
+    from crucible_core.contract.decide import shown_decision
     from crucible_core.contract.fold import fold_path
     from crucible_core.errors import WorkspaceError
     from crucible_core.run.run_view import render_text, run_view
@@ -34,6 +35,9 @@ def show_log(path: Path, as_json: bool) -> None:
             f"{path} holds no readable session events", hint="is this a crucible session log?"
         )
     view = run_view(folded)
+    # every view's word for a discard without a valid reading: `invalid` (contract/decide.py)
+    for shown, row in zip(view["rows"], folded.rows, strict=True):
+        shown["decision"] = shown_decision(row.decision, row.valid)
     click.echo(json.dumps(view) if as_json else render_text(view))
 
 

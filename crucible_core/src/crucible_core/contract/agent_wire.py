@@ -109,6 +109,18 @@ def to_wire(kind: str, fields: Mapping[str, Any]) -> wire.Event:
                 permission_mode=_str(f.get("permission_mode")) or None,
             )
         )
+    if kind == "sandbox_log":  # a sandboxing backend's replay of its sandbox's own log
+        extra = f.get("fields")
+        return _agent(
+            wire.AgentSandboxLog(
+                ts_ms=_int(f.get("ts_ms")),
+                level=_str(f.get("level")),
+                target=_str(f.get("target")),
+                message=_str(f.get("message")),
+                denial=f.get("denial") is True,
+                fields={str(k): _str(v) for k, v in extra.items()} if isinstance(extra, Mapping) else {},
+            )
+        )
     rest = {k: v for k, v in f.items()}
     return _agent(
         wire.AgentLog(level="info", label=kind, value=json.dumps(rest, default=str) if rest else None)

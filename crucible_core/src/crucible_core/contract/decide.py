@@ -15,6 +15,20 @@ class Verdict(enum.StrEnum):
     BASELINE = "baseline"  # the first valid reading: always kept, sets the best
 
 
+# A discarded candidate that got no valid reading, as every view names it. The wire records it
+# as a `discard` whose `valid` is false (crucible's own engine writes `invalid` outright, and so
+# does ours for an unscoreable baseline); views say `invalid` for both and count it among the
+# discarded ("2 discarded (1 invalid)").
+INVALID = "invalid"
+
+
+def shown_decision(decision: str, valid: bool | None) -> str:
+    """A row's decision as the console, `results`, `show`, RESULTS.md and the flow page name it."""
+    if decision == Verdict.DISCARD and valid is False:
+        return INVALID
+    return decision
+
+
 @attrs.frozen
 class Best:
     """What a candidate is compared against: the best kept score and its tiebreak."""

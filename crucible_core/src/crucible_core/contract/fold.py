@@ -8,7 +8,6 @@ is one loop with a type dispatch ordered by frequency; it keeps references to th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import attrs
 
 from crucible_core.contract import wire
+from crucible_core.contract.json_bounds import loads_valid_text
 
 # Phases in which the loop idles and the budget clock stops.
 PARKED_PHASES = frozenset({"parked", "paused", "distressed"})
@@ -115,6 +115,13 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
     wait_park_since: float | None = None
     open_wait: dict[str, Any] | None = None
     last_shutdown: wire.Shutdown | None = None
+    # A line repeated (a copy appended, a log concatenated with itself) must not count twice:
+    # a segment is baselined once, an iteration decided once, a commit kept once, and a turn
+    # or a recovery line repeated verbatim carries the same stamp as its original.
+    decided: set[int] = set()
+    baselines: set[tuple[int, int, str]] = set()
+    kept_seen: set[str] = set()
+    stamped: set[tuple[str, float, int]] = set()
     for line in lines:
         count += 1
         ev = line.event
@@ -122,6 +129,16 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
         kind = ev.KIND
         if type(ev) is wire.Row:
             row = ev.row
+            if row.deep:
+                if row.decision in BASELINE_DECISIONS:
+                    key = (f.segment_index, row.iter, row.decision)
+                    if key in baselines:
+                        continue  # a segment is baselined once: a repeated line
+                    baselines.add(key)
+                elif row.iter > 0 and (row.decision == "keep" or row.decision in DISCARD_DECISIONS):
+                    if row.iter in decided:
+                        continue  # the same iteration decided again: a repeated line
+                    decided.add(row.iter)
             rows.append(row)
             f.open_plan = None
             if row.deep:
@@ -134,7 +151,8 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
                     if row.kept_snap:
                         best_token = row.kept_snap
                     sha = row.sha or row.kept_snap
-                    if sha:
+                    if sha and sha not in kept_seen:
+                        kept_seen.add(sha)
                         kept_shas.append(sha)
                     if ev.solved:
                         solved = True
@@ -158,7 +176,8 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
             elif row.phase == wire.WIDE_PHASE and row.decision == "keep" and row.kept_snap:
                 # a wide round's winner, kept: it moves the best, but spends no iteration
                 best_token = row.kept_snap
-                if row.sha:
+                if row.sha and row.sha not in kept_seen:
+                    kept_seen.add(row.sha)
                     kept_shas.append(row.sha)
                 if ev.solved:
                     solved = True
@@ -194,6 +213,8 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
                 parked_s += ts - park_since
                 park_since = None
         elif type(ev) is wire.Turn:
+            if _repeated(stamped, kind, ts, ev.iter):
+                continue
             spent_since += ev.cost
         elif type(ev) is wire.AgentStart:
             f.open_turn_iter = ev.iter
@@ -236,6 +257,8 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
         elif type(ev) is wire.Summary:
             f.summary_best = ev.best_score
         elif type(ev) is wire.Recovery:
+            if _repeated(stamped, kind, ts, ev.iter):
+                continue
             f.recoveries.append(ev)
         elif type(ev) is wire.PlanAdmitted:
             if f.plan is None or f.plan.plan_version != ev.plan_version:
@@ -275,9 +298,20 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
     return f
 
 
+def _repeated(seen: set[tuple[str, float, int]], kind: str, ts: float | None, it: int) -> bool:
+    """Whether a stamped line of this kind and iteration was folded already (a verbatim repeat)."""
+    if ts is None:
+        return False
+    key = (kind, ts, it)
+    if key in seen:
+        return True
+    seen.add(key)
+    return False
+
+
 def decode_lines(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
     """JSON object lines of an NDJSON file that is not the session log (the admission ledger)."""
-    loads = json.loads
+    loads = loads_valid_text
     for raw in lines:
         try:
             event = loads(raw)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from crucible_core.contract.plain_text import valid_text
+
 MAX_INT_DIGITS = 300  # beyond the float range already; int("9" * 5000) would raise anyway
 
 
@@ -86,3 +88,26 @@ def _holds_lone_surrogate(value: Any) -> bool:
         elif isinstance(item, list):
             pending.extend(item)
     return False
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_lone_surrogates(item) for item in value]
+    return value
+
+
+def loads_valid_text(raw: str | bytes) -> Any:
+    """json.loads of a line the engine wrote itself (session log, ledger), its strings always valid text.
+
+    A log written before lone surrogates were refused may hold a `"\\ud800"` escape; decoded
+    as is, that string would crash every later print or write of it. Raises what json.loads
+    raises (ValueError, RecursionError); only a line holding a surrogate escape is walked.
+    """
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw  # UnicodeDecodeError is a ValueError
+    value = json.loads(text)
+    return without_lone_surrogates(value) if "\\ud" in text or "\\uD" in text else value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from crucible_core.contract.plain_text import plain
 from crucible_core.contract.reading import Reading
 
 # Shell conventions for exit codes a measure author may not recognise.
@@ -25,15 +26,11 @@ def exit_meaning(code: int) -> str:
     return _EXIT_MEANINGS.get(code, "")
 
 
-def printable(text: str) -> str:
-    # measure output is hostile input: never let it drive the operator's terminal
-    return "".join(ch if ch.isprintable() else " " for ch in text)
-
-
 def stderr_tail(stderr: str) -> str:
     """The last few non-empty stderr lines, bounded and printable, joined on one line."""
     lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
-    return " | ".join(printable(line)[:STDERR_LINE_CHARS] for line in lines[-STDERR_TAIL_LINES:])
+    # measure output is hostile input: never let it drive the operator's terminal
+    return " | ".join(plain(line)[:STDERR_LINE_CHARS] for line in lines[-STDERR_TAIL_LINES:])
 
 
 def explain_invalid(reading: Reading) -> str:

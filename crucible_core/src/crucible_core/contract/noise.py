@@ -4,7 +4,7 @@ Pure. A judge measures a candidate once; with `[judge].repeats = N` the engine m
 times and folds the N readings into one with `combine`. The keep rule then asks the combined
 score to beat the best by more than a margin (`decide(..., margin=...)`): a fixed one from
 `[judge].min_improvement`, one derived from the baseline's own spread (`[judge].noise = "auto"`),
-whichever is larger.
+whichever is larger. `note_with_margin` says, on a row a margin held back, what it needed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from crucible_core.contract.reading import Reading
+from crucible_core.contract.reading import Direction, Reading
 
 
 class Statistic(enum.StrEnum):
@@ -99,13 +99,40 @@ def parse_margin(value: float | int | str | None) -> Margin:
     return Margin(relative=number / 100.0) if relative else Margin(absolute=number)
 
 
-def noise_margin(samples: Sequence[float]) -> float:
-    """The margin `noise = "auto"` derives from the baseline's repeated scores: their full range.
+# 1.4826 x the median absolute deviation estimates the standard deviation of normal noise;
+# NOISE_SIGMAS of those is the margin `noise = "auto"` asks a keep to clear.
+MAD_TO_SIGMA = 1.4826
+NOISE_SIGMAS = 3.0
 
-    For roughly normal noise the range of 5 samples is about 2.3 standard deviations, while two
-    medians of 5 differ by about 0.76 of one: a no-change candidate clears the range by luck
-    well under 1% of the time, and a real change larger than the spread still does.
+
+def noise_margin(samples: Sequence[float]) -> float:
+    """The margin `noise = "auto"` derives from the baseline's repeated scores: three robust
+    standard deviations (1.4826 x the median absolute deviation from the median).
+
+    The median absolute deviation ignores any one sample, however wild: among 5 samples a single
+    slow outlier moves it by at most one place, where it would have set the whole range. With
+    normal noise and 5 samples a no-change candidate clears it about 4% of the time, and a real
+    change of 2 standard deviations about 42% (tests/core/test_noise.py measures both); more
+    samples do better.
     """
     if len(samples) < 2:
         return 0.0
-    return float(max(samples) - min(samples))
+    middle = statistics.median(samples)
+    spread = statistics.median(abs(value - middle) for value in samples)
+    return float(NOISE_SIGMAS * MAD_TO_SIGMA * spread)
+
+
+def note_with_margin(
+    note: str, *, score: float | None, best: float | None, margin: float | None, direction: str
+) -> str:
+    """A discarded row's note as the views show it: first what the margin asked of the candidate,
+    then the measure's own words ("needed below 9.7 (best 10, margin 0.3); cost 9.8").
+
+    The row carries the best it was compared with and the margin it had to clear; with no margin
+    (or no score) the note is left as it is.
+    """
+    if score is None or best is None or not margin or margin <= 0:
+        return note
+    needed = f"below {best - margin:.6g}" if direction == Direction.LOWER else f"above {best + margin:.6g}"
+    held = f"needed {needed} (best {best:.6g}, margin {margin:.6g})"
+    return f"{held}; {note}" if note else held

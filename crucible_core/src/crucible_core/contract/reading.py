@@ -97,9 +97,13 @@ def parse_measure_output(stdout: str, exit_code: int) -> Reading:
         return Reading.invalid(f"measure verdict refused: {exc}", broken=True)
     if not isinstance(data, dict):
         return Reading.invalid("measure verdict is not a JSON object", broken=True)
-    valid = data.get("valid")
-    if not isinstance(valid, bool):
+    if "valid" not in data:
         return Reading.invalid('measure verdict lacks the required boolean "valid"', broken=True)
+    valid = data["valid"]
+    if not isinstance(valid, bool):
+        return Reading.invalid(
+            f'measure verdict\'s "valid" must be true or false, not {_describe(valid)}', broken=True
+        )
     raw_score = data.get("score")
     score = _number(raw_score)
     raw_note = data.get("note")
@@ -117,6 +121,10 @@ def parse_measure_output(stdout: str, exit_code: int) -> Reading:
     if exit_code != 0:
         note = f"measure exited {exit_code}; {note}".rstrip("; ")
         valid = False
+    if score is None and raw_score is None and valid:
+        # says valid, but a scored judge has nothing to compare: the verdict broke the contract
+        note = f'measure verdict says "valid": true but has no "score"; {note}'.rstrip("; ")
+        return Reading(valid=False, tiebreak=tiebreak, solved=solved, note=note, detail=detail, broken=True)
     if score is None:
         valid = False
     return Reading(valid=valid, score=score, tiebreak=tiebreak, solved=solved, note=note, detail=detail)

@@ -84,3 +84,19 @@ def classify(f: Folded) -> Recovery:
         f.iteration,
         f"died after iteration {f.iteration} was recorded",
     )
+
+
+def unlogged_keep(f: Folded, recorded: str | None) -> str | None:
+    """The kept state a world's own record names beyond everything the log knows, or None.
+
+    A world records a kept state the moment it keeps it; the log's row follows. A recorded
+    state that no row of the log names means the log lost its tail (cut short, damaged) or
+    its writer died between the two. Either way the state was kept, and a resume must not
+    roll back past it. A log that names no kept state (crucible's own, before its first
+    keep) gives nothing to compare.
+    """
+    if not recorded or not f.best_token or recorded == f.best_token:
+        return None
+    if recorded in f.kept_shas or any(row.kept_snap == recorded for row in f.rows):
+        return None  # a state the log already names: nothing was kept beyond it
+    return recorded

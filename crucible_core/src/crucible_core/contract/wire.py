@@ -11,7 +11,8 @@ the `{"v":1,"ts":...,"kind":...}` envelope, the nested `row` object, agent event
   a blank, torn or mistyped line decodes to None, and a missing optional field takes its default.
 
 Our own additions are optional fields (marked `ours()`, omitted when empty) or additive kinds
-(`step`, `turn`, `steer`); nothing of the contract is renamed. Pure: no I/O, no project imports.
+(`step`, `turn`, `steer`); nothing of the contract is renamed. Pure: no I/O, nothing imported
+from outside `contract`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeAlias
 
@@ -26,10 +28,13 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from crucible_core.contract.json_bounds import loads_valid_text
+
 WIRE_VERSION = 1
 IDENTITY_FORMAT = "v2"  # the contract's digest format: v2 added seed_hash to the digest inputs
 
 _OMIT = "wire_omit_empty"
+_OMIT_NONE = "none"  # the _OMIT value of a field omitted only when None
 _NAME = "wire_name"
 
 
@@ -43,6 +48,12 @@ def ours(default: Any = None, *, factory: Callable[[], Any] | None = None) -> An
 def omitted(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
     """A contract field written only when non-empty (serde `skip_serializing_if`)."""
     return ours(default, factory=factory)
+
+
+def omitted_if_none() -> Any:
+    """A contract field written unless it is None (serde `skip_serializing_if = "Option::is_none"`):
+    an empty value is still a value."""
+    return attrs.field(default=None, metadata={_OMIT: _OMIT_NONE})
 
 
 def renamed(name: str, **kwargs: Any) -> Any:
@@ -122,6 +133,15 @@ class PrLinkWire:
     branch: str = ""
 
 
+STAGE_ITERATION = "iteration"  # the contract's token for the per-iteration graph ("epilogue" the other)
+
+
+def _wire_stage(stage: str) -> str:
+    # The plan IR calls the per-iteration graph "main", and so did logs our older writers left:
+    # both are written and read as the contract's "iteration".
+    return STAGE_ITERATION if stage == "main" else stage
+
+
 @attrs.frozen(kw_only=True)
 class PlanTaskWire:
     """One admitted plan task (what a viewer draws; `stage = "epilogue"` is never part of a verdict)."""
@@ -133,7 +153,7 @@ class PlanTaskWire:
     needs: str = ""
     required: bool = False
     join: str = ""
-    stage: str = ""
+    stage: str = attrs.field(default="", converter=_wire_stage)  # "iteration" or "epilogue"
     over: str = ""
     max_fanout: int = 0
 
@@ -363,6 +383,20 @@ class AgentExit:
     code: int = 0
 
 
+@attrs.frozen(kw_only=True)
+class AgentSandboxLog:
+    """One line of the sandbox's own log, replayed into the turn's stream, with the engine's
+    verdict on whether it reports a policy denial (so no consumer re-derives it from the text)."""
+
+    KIND: ClassVar[str] = "sandbox_log"
+    ts_ms: int = 0
+    level: str = ""
+    target: str = ""  # the subsystem that wrote it (proxy, supervisor, ...)
+    message: str = ""
+    denial: bool = False  # it reports a blocked egress attempt
+    fields: dict[str, str] = omitted(factory=dict)  # the line's own structured fields, verbatim
+
+
 class RawStream(enum.StrEnum):
     STDOUT = "stdout"
     STDERR = "stderr"
@@ -389,6 +423,7 @@ AgentEvent: TypeAlias = (
     | AgentError
     | AgentResult
     | AgentExit
+    | AgentSandboxLog
     | AgentRaw
 )
 AGENT_KINDS: dict[str, type] = {
@@ -407,6 +442,7 @@ AGENT_KINDS: dict[str, type] = {
         AgentError,
         AgentResult,
         AgentExit,
+        AgentSandboxLog,
         AgentRaw,
     )
 }
@@ -579,11 +615,69 @@ class PlanAdmitted:
     tasks: list[PlanTaskWire]
 
 
+MAX_ASK_KEY_BYTES = 256  # the contract's bound for keys that cross to an orchestrator
+
+
+def ask_key_problem(key: object, *, what: str = "an ask key") -> str | None:
+    """Why `key` cannot be an ask key (the contract's AskKey rules), or None.
+
+    A key names the same item on every run and survives an NDJSON field, a queue key and a
+    primary key: non-empty, at most 256 bytes, no control character, no whitespace.
+    """
+    if not isinstance(key, str):
+        return f"{what} must be a string"
+    if not key:
+        return f"{what} is empty"
+    size = len(key.encode("utf-8", "surrogatepass"))
+    if size > MAX_ASK_KEY_BYTES:
+        return f"{what} is {size} bytes; at most {MAX_ASK_KEY_BYTES}"
+    shown = key if len(key) <= 40 else key[:40] + "..."
+    if any(unicodedata.category(ch) == "Cc" for ch in key):
+        return f"{what} {shown!r} contains a control character"
+    if any(ch.isspace() for ch in key):
+        return f"{what} {shown!r} contains whitespace"
+    return None
+
+
+def ask_workflow_problem(workflow: object) -> str | None:
+    """Why `workflow` cannot name an ask's workflow, or None: a key's rules, and no ':' (the
+    orchestrator's queue key is `ask:<workflow>:<key>`, split from the left)."""
+    problem = ask_key_problem(workflow, what="an ask's workflow name")
+    if problem is None and ":" in str(workflow):
+        return f"an ask's workflow name {workflow!r} contains ':'"
+    return problem
+
+
+def ask_problem(item: object) -> str | None:
+    """Why `item` is not an ask ({key, workflow, params}), or None."""
+    if not isinstance(item, dict) or set(item) - {"key", "workflow", "params"}:
+        return "an ask is {key, workflow, params} and nothing else"
+    return ask_key_problem(item.get("key")) or ask_workflow_problem(item.get("workflow"))
+
+
+def _refuse(problem: Callable[[Any], str | None]) -> Callable[[Any, Any, Any], None]:
+    def check(_instance: Any, _attribute: Any, value: Any) -> None:
+        found = problem(value)
+        if found is not None:
+            raise ValueError(found)
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class Ask:
+    """One proposed unit of work for an orchestrator; refused on decode as on construction."""
+
+    key: str = attrs.field(validator=_refuse(ask_key_problem))
+    workflow: str = attrs.field(validator=_refuse(ask_workflow_problem))
+    params: Any = None
+
+
 @attrs.frozen(kw_only=True)
 class AsksEmitted:
     KIND: ClassVar[str] = "asks_emitted"
     task: str
-    asks: list[Any]
+    asks: list[Ask]
 
 
 @attrs.frozen(kw_only=True)
@@ -599,7 +693,7 @@ class TaskResult:
     attempts: int = 0
     cost_usd: float = 0.0
     metric: float | None = omitted()
-    output: Any = omitted()
+    output: Any = omitted_if_none()  # `{}` is an output (the task printed one), not an absence
     note: str = ""
     secs: float = 0.0
     trace_id: str = ""
@@ -775,6 +869,16 @@ class ServiceExit:
 
 
 @attrs.frozen(kw_only=True)
+class ServiceReclaim:
+    """Ours: a resumed run ran a service's catalog reclaim command (no instance was started)."""
+
+    KIND: ClassVar[str] = "service_reclaim"
+    service: str
+    status: int | None = None  # its exit status; None when it could not run
+    note: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class Unknown:
     """A kind this reader does not know (a newer writer's): kept as its tag, counted by folds."""
 
@@ -816,6 +920,7 @@ Event: TypeAlias = (
     | ServiceStart
     | ServiceReady
     | ServiceExit
+    | ServiceReclaim
     | Unknown
 )
 
@@ -855,6 +960,7 @@ OUR_KINDS: tuple[type, ...] = (
     ServiceStart,
     ServiceReady,
     ServiceExit,
+    ServiceReclaim,
 )
 # Every event class declares its wire name as a `KIND` class variable.
 KINDS: dict[str, type] = {vars(c)["KIND"]: c for c in CONTRACT_KINDS + OUR_KINDS}
@@ -862,10 +968,12 @@ KINDS: dict[str, type] = {vars(c)["KIND"]: c for c in CONTRACT_KINDS + OUR_KINDS
 
 @attrs.frozen
 class Line:
-    """One decoded line: the event, and when it was written if the writer stamped it."""
+    """One decoded line: the event, when it was written and its place in the log (`seq`), if the
+    writer stamped them."""
 
     event: Event
     ts: float | None = None
+    seq: int | None = None
 
 
 # -- the converter ----------------------------------------------------------------------------
@@ -954,6 +1062,7 @@ def _make_converter() -> cattrs.Converter:
         RowWire,
         PrLinkWire,
         PlanTaskWire,
+        Ask,
         ComponentIdentity,
         RigIdentity,
         RunIdentity,
@@ -987,19 +1096,24 @@ def to_fields(event: Event) -> dict[str, Any]:
     fields = converter.unstructure(event, type(event))
     if isinstance(event, Agent):
         fields["event"] = converter.unstructure(event.event, AgentEvent)
-    return {k: v for k, v in fields.items() if not (_is_empty(v) and _omittable(type(event), k))}
+    return {k: v for k, v in fields.items() if not (_is_empty(v) and _omittable(type(event), k, v))}
 
 
-def _omittable(cls: type, name: str) -> bool:
+def _omittable(cls: type, name: str, value: Any) -> bool:
     for f in attrs.fields(cls):
         if f.metadata.get(_NAME, f.name) == name:
-            return bool(f.metadata.get(_OMIT))
+            omit = f.metadata.get(_OMIT)
+            return value is None if omit == _OMIT_NONE else bool(omit)
     return False
 
 
-def envelope(event: Event, ts: float | None = None) -> dict[str, Any]:
-    """The whole line as a JSON object: `v`, the optional `ts`, the `kind` tag, then the fields."""
+def envelope(event: Event, ts: float | None = None, seq: int | None = None) -> dict[str, Any]:
+    """The whole line as a JSON object: `v`, the optional `seq` and `ts`, the `kind` tag, then the
+    fields. `seq` is the line's place in its log (ours, additive: the session log numbers every
+    line; a reader that does not know it ignores it)."""
     head: dict[str, Any] = {"v": WIRE_VERSION}
+    if seq is not None:
+        head["seq"] = seq
     if ts is not None:
         head["ts"] = ts
     kind = event.kind if isinstance(event, Unknown) else event.KIND
@@ -1008,9 +1122,9 @@ def envelope(event: Event, ts: float | None = None) -> dict[str, Any]:
     return {**head, "kind": kind, **fields}
 
 
-def encode(event: Event, ts: float | None = None) -> str:
+def encode(event: Event, ts: float | None = None, seq: int | None = None) -> str:
     """One NDJSON line (no newline)."""
-    return json.dumps(envelope(event, ts), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(envelope(event, ts, seq), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def from_object(obj: Any) -> Line | None:
@@ -1023,29 +1137,35 @@ def from_object(obj: Any) -> Line | None:
     ts_raw = obj.get("ts")
     ts_type = type(ts_raw)
     ts = float(ts_raw) if isinstance(ts_raw, int | float) and ts_type is not bool else None
+    seq_raw = obj.get("seq")
+    seq = seq_raw if type(seq_raw) is int and seq_raw >= 0 else None
     hook = _HOOKS.get(kind)
     if hook is None:
-        return Line(Unknown(kind=kind), ts)
+        return Line(Unknown(kind=kind), ts, seq)
     try:
         event = hook[0](obj, hook[1])
     except (Exception, RecursionError):  # a mistyped line is skipped like a torn one
         return None
-    return Line(event, ts)
+    return Line(event, ts, seq)
 
 
-_loads = json.JSONDecoder().decode
-
-
-def decode_line(raw: str | bytes) -> Line | None:
-    """Decode one NDJSON line; None for blank, torn or mistyped lines (readers skip them)."""
+def parse_object(raw: str | bytes) -> dict[str, Any] | None:
+    """One NDJSON line as a JSON object with a string `kind`, or None: blank, torn, not UTF-8,
+    not an event object, or nested too deep to parse (anyone who can reach a log can write one)."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         if not text or text.isspace():
             return None
-        obj = _loads(text)
+        obj = loads_valid_text(text)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
-    return from_object(obj)
+    return obj if type(obj) is dict and isinstance(obj.get("kind"), str) else None
+
+
+def decode_line(raw: str | bytes) -> Line | None:
+    """Decode one NDJSON line; None for blank, torn or mistyped lines (readers skip them)."""
+    obj = parse_object(raw)
+    return from_object(obj) if obj is not None else None
 
 
 def decode(raw: str | bytes) -> Event | None:

@@ -2,12 +2,9 @@
 
 One request object per connection, one reply line back. Every request carries the run's
 token (written with the port to state/control.json, mode 0600); anything else is refused
-before it is read further. The server threads only validate, record and hand over.
-
-Any local process can connect, so every connection is bounded: at most MAX_CONNECTIONS at
-once (more get an immediate error reply), one request line of at most MAX_REQUEST_BYTES
-read within READ_SECONDS in total (a client trickling bytes is cut off at that deadline), and
-JSON nesting at most MAX_REQUEST_DEPTH. Every request that is read gets exactly one reply line.
+before it is read further. The bridge only validates, records and hands over; the socket side
+and its bounds (one thread, bounded requests, a flood that cannot crowd the operator out) are
+in control/server.py. JSON nesting is at most MAX_REQUEST_DEPTH.
 """
 
 from __future__ import annotations
@@ -17,57 +14,21 @@ import hmac
 import json
 import os
 import secrets
-import socket
-import socketserver
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 from crucible_core.control.commands import MUTATING, READ_ONLY, STOPPING, BadRequest, payload_of
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.control.ledger import IdempotencyConflict, Ledger, valid_id
 from crucible_core.control.orders import NEEDS_PENDING_APPROVAL
+from crucible_core.control.server import LOOPBACK, MAX_REQUEST_BYTES, LineServer
 from crucible_core.manifest.paths import write_atomic
 
-MAX_REQUEST_BYTES = 256 * 1024
 MAX_REQUEST_DEPTH = 16
-MAX_CONNECTIONS = 16
+MAX_CONNECTIONS = 64  # unfinished requests held at once (each buffer at most MAX_REQUEST_BYTES)
 READ_SECONDS = 5.0
-REPLY_SECONDS = 2.0
-LOOPBACK = "127.0.0.1"
-
-
-class _RequestRefused(Exception):
-    """A request line that cannot be read within the bounds; the message is the error reply."""
-
-
-def read_request_line(conn: socket.socket, seconds: float) -> bytes:
-    """One request line, read against a total deadline (not a per-recv timeout) and a size cap."""
-    deadline = time.monotonic() + seconds
-    buffer = bytearray()
-    while b"\n" not in buffer:
-        if len(buffer) > MAX_REQUEST_BYTES:
-            raise _RequestRefused(f"the request is longer than {MAX_REQUEST_BYTES} bytes")
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _RequestRefused(f"the request was not complete within {seconds:g}s")
-        conn.settimeout(remaining)
-        try:
-            chunk = conn.recv(65536)
-        except TimeoutError:
-            continue  # the loop head turns the spent deadline into the refusal
-        if not chunk:
-            break  # the client closed its side: what arrived is the whole request
-        buffer += chunk
-    return bytes(buffer.split(b"\n", 1)[0])
-
-
-def _send_reply(conn: socket.socket, reply: dict[str, Any]) -> None:
-    with contextlib.suppress(OSError):
-        conn.settimeout(REPLY_SECONDS)  # a client that never reads cannot hold the thread either
-        conn.sendall((json.dumps(reply, default=str) + "\n").encode("utf-8"))
 
 
 class ControlBridge:
@@ -85,8 +46,7 @@ class ControlBridge:
         self.read_seconds = read_seconds
         self.max_connections = max_connections
         self.token = token or secrets.token_urlsafe(32)
-        self._server: socketserver.ThreadingTCPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LineServer | None = None
         self._control_file: Path | None = None
 
     # -- the protocol, independent of sockets -------------------------------------------------
@@ -148,69 +108,24 @@ class ControlBridge:
             return {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
 
     def start(self, control_file: Path) -> int:
-        bridge = self
-        slots = threading.BoundedSemaphore(self.max_connections)
-
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                try:
-                    line = read_request_line(self.request, bridge.read_seconds)
-                except _RequestRefused as exc:
-                    _send_reply(self.request, {"ok": False, "error": str(exc)})
-                    return
-                except OSError:
-                    return
-                _send_reply(self.request, bridge.answer(line))
-
-        class Server(socketserver.ThreadingTCPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-            def process_request(self, request: Any, client_address: Any) -> None:
-                # Refused before a thread exists: a flood of idle clients costs no threads.
-                if not slots.acquire(blocking=False):
-                    _send_reply(
-                        request, {"ok": False, "error": "too many control connections; retry shortly"}
-                    )
-                    self.shutdown_request(request)
-                    return
-                try:
-                    super().process_request(request, client_address)
-                except BaseException:
-                    slots.release()
-                    raise
-
-            def process_request_thread(self, request: Any, client_address: Any) -> None:
-                try:
-                    super().process_request_thread(request, client_address)
-                finally:
-                    slots.release()
-
-        self._server = Server((LOOPBACK, 0), Handler)
-        port = self._server.server_address[1]
-        # A short poll interval: shutdown() waits up to one interval (at every run end); waking
-        # 100 times a second costs the loop nothing measurable.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.01},
-            name="crucible-control",
-            daemon=True,
+        self._server = LineServer(
+            self.answer, read_seconds=self.read_seconds, max_connections=self.max_connections
         )
-        self._thread.start()
+        self._server.start()
         write_atomic(control_file, json.dumps(self._record()).encode("utf-8"), mode=0o600)
         self._control_file = control_file
-        return port
+        return self._server.port
 
     def restore_record(self) -> str | None:
         """Rewrite control.json if it was deleted or changed while the bridge runs."""
         if self._server is None or self._control_file is None:
             return None
         record = json.dumps(self._record()).encode("utf-8")
-        try:
-            if self._control_file.read_bytes() == record:
+        # the state directory is within a local agent's reach: a FIFO planted here must not
+        # block the engine, it is replaced like any other change
+        with contextlib.suppress(FileNotFoundError, AgentFileRefused):
+            if read_regular(self._control_file, len(record)) == record:
                 return None
-        except OSError:
-            pass
         write_atomic(self._control_file, record, mode=0o600)
         return "the control record"
 
@@ -218,15 +133,14 @@ class ControlBridge:
         assert self._server is not None
         return {
             "host": LOOPBACK,
-            "port": self._server.server_address[1],
+            "port": self._server.port,
             "token": self.token,
             "pid": os.getpid(),
         }
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
         if self._control_file is not None:
             with contextlib.suppress(OSError):

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
+from crucible_core.agent_files import read_regular
 from crucible_core.errors import ControlError
 
 CONNECT_TIMEOUT = 5.0
+MAX_CONTROL_BYTES = 4096  # control.json holds a host, a port, a token and a pid
 REPLY_TIMEOUT = 30.0
+BUSY_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8)  # the waits before each new try when the bridge is busy
 
 
 class RunUnreachable(ControlError):
@@ -25,7 +29,8 @@ def state_dir_for(manifest: Path, state_dir: Path | None) -> Path:
 def read_control(state_dir: Path) -> dict[str, Any]:
     path = state_dir / "control.json"
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        # read like any file a local agent can reach: a FIFO or a link there is refused at once
+        record = json.loads(read_regular(path, MAX_CONTROL_BYTES))
     except FileNotFoundError:
         raise RunUnreachable(
             f"no run is reachable: {path} does not exist",
@@ -46,6 +51,22 @@ def send(state_dir: Path, request: dict[str, Any], name: str | None = None) -> d
     record = read_control(state_dir)
     payload = {**request, "token": record.get("token")}
     address = (record.get("host") or "127.0.0.1", record["port"])
+    reply = _exchange(address, payload)
+    for pause in BUSY_PAUSES:
+        # A busy bridge did not read the request (a flood of other connections pushed it out
+        # before it arrived), so sending it again cannot act twice.
+        if not (isinstance(reply, dict) and reply.get("busy") is True):
+            break
+        time.sleep(pause)
+        reply = _exchange(address, payload)
+    if not isinstance(reply, dict) or not reply.get("ok"):
+        error = reply.get("error") if isinstance(reply, dict) else reply
+        raise ControlError(f"the run refused {name or request.get('cmd')}: {error}")
+    return reply
+
+
+def _exchange(address: tuple[str, int], payload: dict[str, Any]) -> Any:
+    """One connection: the request line out, the reply line back, parsed."""
     try:
         with socket.create_connection(address, timeout=CONNECT_TIMEOUT) as conn:
             conn.settimeout(REPLY_TIMEOUT)
@@ -57,13 +78,9 @@ def send(state_dir: Path, request: dict[str, Any], name: str | None = None) -> d
             hint="the run may have ended; `crucible run --resume` continues it",
         ) from None
     try:
-        reply = json.loads(reply_line)
+        return json.loads(reply_line)
     except ValueError:
         raise ControlError("the control bridge sent no reply", hint="the run may be shutting down") from None
-    if not isinstance(reply, dict) or not reply.get("ok"):
-        error = reply.get("error") if isinstance(reply, dict) else reply
-        raise ControlError(f"the run refused {name or request.get('cmd')}: {error}")
-    return reply
 
 
 def live_run(state_dir: Path) -> dict[str, Any] | None:

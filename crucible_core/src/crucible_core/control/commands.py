@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from crucible_core.control.caps import BOUNDS, cap_value
 from crucible_core.control.orders import BY_NAME, MUTATING, STOPPING, Payload
 from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
@@ -30,29 +31,22 @@ def _text(request: Mapping[str, Any], name: str, *, required: bool) -> str | Non
     return value
 
 
-def _number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise BadRequest(f"{name} must be a number >= 0")
-    return float(value)
-
-
 def budget_payload(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The caps a set-budget carries, each finite and in range (control/caps.py)."""
     out: dict[str, Any] = {}
-    if request.get("iterations") is not None:
-        iterations = request["iterations"]
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
-            raise BadRequest("iterations must be a whole number >= 0")
-        out["iterations"] = iterations
-    if request.get("max_cost") is not None:
-        out["max_cost"] = _number(request["max_cost"], "max_cost")
-    if request.get("max_time") is not None:
-        raw = request["max_time"]
-        if isinstance(raw, str):
+    for name in BOUNDS:
+        raw = request.get(name)
+        if raw is None:
+            continue
+        if name == "max_time" and isinstance(raw, str):
             try:
                 raw = parse_duration(raw)
             except UsageError as exc:
                 raise BadRequest(exc.render()) from exc
-        out["max_time"] = _number(raw, "max_time")
+        try:
+            out[name] = cap_value(name, raw)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
     if not out:
         raise BadRequest("set-budget needs at least one of iterations, max_cost, max_time")
     return out

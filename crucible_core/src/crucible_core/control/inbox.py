@@ -1,4 +1,4 @@
-"""The hand-over between the control bridge's threads and the loop: admitted orders and a status view.
+"""The hand-over between the control bridge's thread and the loop: admitted orders and a status view.
 
 The bridge only admits and puts; the loop takes what it is ready for at its own safe points
 (the iteration head, the prompt render, the park wait). Nothing here runs loop operations.

@@ -1,7 +1,7 @@
 """The admission ledger (state/admissions.jsonl, RFC-0001:C-LEDGER): every operator input, admitted then settled.
 
 Per key there is exactly one `admitted` line and at most one `settled` line; the first
-outcome wins. The ledger is written from the bridge's threads (admit) and the loop (settle),
+outcome wins. The ledger is written from the bridge's thread (admit) and the loop (settle),
 so every write and the in-memory index share one lock.
 """
 
@@ -223,11 +223,16 @@ class Ledger:
         with self._lock:
             return sorted((e for e in self.entries.values() if e.outcome is None), key=lambda e: e.seq)
 
-    def latest(self, inputs: frozenset[str]) -> Entry | None:
-        """The most recent admission among `inputs` that was not rejected (a level: pause, budget)."""
+    def granted(self, inputs: frozenset[str]) -> list[Entry]:
+        """The admissions among `inputs` that were not rejected, in admission order."""
         with self._lock:
             found = [e for e in self.entries.values() if e.input in inputs and e.outcome != "rejected"]
-        return max(found, key=lambda e: e.seq) if found else None
+        return sorted(found, key=lambda e: e.seq)
+
+    def latest(self, inputs: frozenset[str]) -> Entry | None:
+        """The most recent admission among `inputs` that was not rejected (a level: pause, budget)."""
+        found = self.granted(inputs)
+        return found[-1] if found else None
 
 
 def valid_id(value: object) -> bool:

@@ -10,7 +10,6 @@ the package looks at raw lines.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,13 +38,8 @@ def read_session(path: Path) -> list[Event]:
 
 def decode_lines(lines: Iterable[bytes | str]) -> Iterator[Event]:
     for raw in lines:
-        if not raw.strip():
-            continue
-        try:
-            value = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue  # a torn tail from a killed writer
-        if isinstance(value, dict) and isinstance(value.get("kind"), str):
+        value = wire.parse_object(raw)  # None for a torn tail from a killed writer
+        if value is not None:
             yield from decode_event(value)
 
 

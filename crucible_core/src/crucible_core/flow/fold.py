@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from crucible_core.contract.decide import INVALID, shown_decision
+from crucible_core.contract.noise import note_with_margin
+from crucible_core.contract.wire import WIDE_DECIDED
 from crucible_core.flow.model import (
     Candidate,
     FlowModel,
@@ -96,6 +99,10 @@ class _Folder:
         if isinstance(e.get("iter"), int):
             self.phase_iter = e["iter"]
 
+    @property
+    def in_iteration(self) -> bool:
+        return self.phase == "iteration" and self.phase_iter > 0
+
     def on_note(self, e: Mapping[str, Any]) -> None:
         if e.get("msg"):
             self.model.notes.append(str(e["msg"]))
@@ -142,18 +149,31 @@ class _Folder:
         row = e.get("row") or {}
         number = int(row.get("iter") or 0)
         decision = str(row.get("decision") or "")
-        score = row.get("score") if isinstance(row.get("score"), int | float) else None
+        score = _number(row.get("score"))
         h = self.model.header
-        if number == 0 or decision == "baseline":
+        wide = row.get("phase") == "wide"
+        # A wide round before the deep loop writes its rows at iteration 0, beside the baseline.
+        if decision == "baseline" or (number == 0 and not wide):
             if score is not None and h.baseline is None:
-                h.baseline = float(score)
+                h.baseline = score
             return
-        if h.baseline is None and isinstance(row.get("baseline"), int | float):
-            h.baseline = float(row["baseline"])
+        if h.baseline is None:
+            h.baseline = _number(row.get("baseline"))
+        valid = row.get("valid")
+        decision = shown_decision(decision, valid if isinstance(valid, bool) else None)
+        note = str(row.get("note") or "")
+        if decision == "discard":
+            note = note_with_margin(
+                note,
+                score=score,
+                best=_number(row.get("best")),
+                margin=_number(row.get("margin")),
+                direction=h.direction,
+            )
         candidate = Candidate(
             decision=decision,
-            score=None if score is None else float(score),
-            note=str(row.get("note") or ""),
+            score=score,
+            note=note,
             detail=str(row.get("detail") or ""),
             diffstat=str(row.get("diffstat") or ""),
             kept_snap=row.get("kept_snap"),
@@ -164,12 +184,14 @@ class _Folder:
             if isinstance(entry, Mapping) and all(r.name != entry.get("task") for r in it.ladder):
                 status = _EVIDENCE_STATUS.get(str(entry.get("disposition")), str(entry.get("disposition")))
                 it.ladder.append(Rung(str(entry.get("task") or "?"), status, str(entry.get("note") or "")))
-        if row.get("phase") == "wide":
+        if wide:
             it.wide = True
             it.candidates.append(candidate)
             # A wide round's own rows are its candidates; when the iteration has no row of its
-            # own, it shows the kept candidate, else the first one measured.
-            if number not in self.main_rows and (it.decision == "pending" or is_kept(decision)):
+            # own, it shows the round's verdict (ours: the row that says the round was decided),
+            # else the kept candidate, else the first one measured.
+            verdict = str(row.get("note") or "").startswith(WIDE_DECIDED)
+            if number not in self.main_rows and (it.decision == "pending" or is_kept(decision) or verdict):
                 self._adopt(it, candidate)
         else:
             self.main_rows.add(number)
@@ -183,14 +205,18 @@ class _Folder:
         plan_version = int(e.get("plan_version") or 0)
         name = str(e.get("task") or "?")
         status = str(e.get("status") or "")
-        if plan_version == 0 and isinstance(e.get("iter"), int) and e["iter"] > 0:
+        number = e["iter"] if isinstance(e.get("iter"), int) else 0
+        if plan_version == 0 and number > 0:
             secs = e.get("secs") if isinstance(e.get("secs"), int | float) else None
-            self.iteration(e["iter"]).ladder.append(Rung(name, status, str(e.get("note") or ""), secs))
+            self.iteration(number).ladder.append(Rung(name, status, str(e.get("note") or ""), secs))
             return
-        task = next((t for t in self.model.plan if t.name == name), None)
+        # An iteration's own graph (a scored workflow) reports under that iteration; a run's plan
+        # (a playbook, a plan file, crucible's re-plan) reports at iteration 0.
+        plan = self.iteration(number).plan if number > 0 else self.model.plan
+        task = next((t for t in plan if t.name == name), None)
         if task is None:
             task = PlanTask(name=name, kind=str(e.get("task_kind") or ""), plan_version=plan_version)
-            self.model.plan.append(task)
+            plan.append(task)
         task.status = status or task.status
         task.note = str(e.get("note") or "")
         task.attempts = int(e.get("attempts") or task.attempts)
@@ -198,7 +224,9 @@ class _Folder:
 
     def on_plan_admitted(self, e: Mapping[str, Any]) -> None:
         version = int(e.get("plan_version") or 0)
-        known = {t.name: t for t in self.model.plan}
+        # admitted while an iteration is under way: that iteration's graph, not the run's plan
+        iteration = self.iteration(self.phase_iter) if self.in_iteration else None
+        known = {t.name: t for t in (iteration.plan if iteration else self.model.plan)}
         tasks = []
         for spec in e.get("tasks") or []:
             if not isinstance(spec, Mapping):
@@ -216,7 +244,10 @@ class _Folder:
                     plan_version=version,
                 )
             )
-        self.model.plan = tasks
+        if iteration is not None:
+            iteration.plan = tasks
+        else:
+            self.model.plan = tasks
 
     def on_budget(self, e: Mapping[str, Any]) -> None:
         h = self.model.header
@@ -243,9 +274,11 @@ class _Folder:
             if is_kept(it.decision) and it.score is not None and _is_better(it.score, best, h.direction):
                 best = it.score
             it.best = best
+        for it in m.deep_iterations:
+            # counted as the console counts: an invalid reading is one of the discarded
             h.kept += is_kept(it.decision)
-            h.discarded += it.decision == "discard"
-            h.invalid += it.decision in ("invalid", "error")
+            h.discarded += it.decision in ("discard", INVALID, "error")
+            h.invalid += it.decision in (INVALID, "error")
         if h.best is None:
             h.best = best
         h.improvement_pct = improvement_pct(h.baseline, h.best, h.direction)
@@ -271,3 +304,7 @@ def fold_flow(events: Iterable[Mapping[str, Any]]) -> FlowModel:
     for event in events:
         folder.feed(event)
     return folder.finish()
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -39,7 +39,23 @@ class Candidate:
 
 
 @attrs.define
+class PlanTask:
+    name: str
+    kind: str = ""
+    depends_on: list[str] = attrs.Factory(list)
+    required: bool = False
+    stage: str = ""
+    status: str = "pending"
+    note: str = ""
+    attempts: int = 0
+    cost_usd: float = 0.0
+    plan_version: int = 0
+
+
+@attrs.define
 class Iteration:
+    """One iteration's column; iteration 0 is the wide round before the deep loop, when there is one."""
+
     iter: int
     decision: str = "pending"  # keep | discard | invalid | error | pending (no row: died mid-turn)
     score: float | None = None
@@ -58,20 +74,7 @@ class Iteration:
     ladder: list[Rung] = attrs.Factory(list)
     resumed_before: bool = False
     wall_secs: float | None = None  # from --spans
-
-
-@attrs.define
-class PlanTask:
-    name: str
-    kind: str = ""
-    depends_on: list[str] = attrs.Factory(list)
-    required: bool = False
-    stage: str = ""
-    status: str = "pending"
-    note: str = ""
-    attempts: int = 0
-    cost_usd: float = 0.0
-    plan_version: int = 0
+    plan: list[PlanTask] = attrs.Factory(list)  # this iteration's own graph (a scored workflow)
 
 
 @attrs.define
@@ -113,6 +116,11 @@ class FlowModel:
     notes: list[str] = attrs.Factory(list)
     version: int = FLOW_MODEL_VERSION
 
+    @property
+    def deep_iterations(self) -> list[Iteration]:
+        """The iterations proper: not the wide round before iteration 1, which spends none."""
+        return [it for it in self.iterations if it.iter > 0]
+
     def to_wire(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
@@ -123,3 +131,17 @@ def improvement_pct(baseline: float | None, value: float | None, direction: str)
         return None
     gain = (value - baseline) if direction != "lower" else (baseline - value)
     return 100.0 * gain / abs(baseline)
+
+
+def versus_baseline(baseline: float | None, value: float | None, direction: str) -> str:
+    """How much better than the baseline, as the views print it ("+16.6%"); "" when unknown.
+
+    From a baseline of 0 there is no percentage, so the change itself is shown ("+3"); positive
+    is better either way.
+    """
+    if baseline is None or value is None:
+        return ""
+    if baseline == 0:
+        return f"{(baseline - value) if direction == 'lower' else (value - baseline):+.6g}"
+    pct = improvement_pct(baseline, value, direction)
+    return f"{pct:+.1f}%" if pct is not None else ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from crucible_core.flow.model import FlowModel, Iteration, improvement_pct
+from crucible_core.flow.model import FlowModel, Iteration, PlanTask, versus_baseline
 from crucible_core.flow.score_chart import ChartPoint, render_score_chart
 
 # No network at all: the page may only use what it carries.
@@ -73,10 +73,6 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.6g}"
 
 
-def _pct(value: float | None) -> str:
-    return "" if value is None else f"{value:+.1f}%"
-
-
 def _duration(secs: float) -> str:
     secs = int(secs)
     hours, rest = divmod(secs, 3600)
@@ -88,6 +84,19 @@ def chart_points(model: FlowModel) -> list[ChartPoint]:
     return [ChartPoint(it.iter, it.score, it.decision, it.best) for it in model.iterations]
 
 
+def _title(it: Iteration) -> str:
+    return "wide round" if it.iter == 0 else f"#{it.iter}"
+
+
+def _counts(model: FlowModel) -> str:
+    """Iterations and decisions, counted as the console counts them (the wide round is none)."""
+    h = model.header
+    done = len(model.deep_iterations)
+    invalid = f" ({h.invalid} invalid)" if h.invalid else ""
+    planned = f" of {h.iterations_planned}" if h.iterations_planned else ""
+    return f"{done}{planned}; kept {h.kept}, discarded {h.discarded}{invalid}"
+
+
 def _header(model: FlowModel) -> str:
     h = model.header
     kv = [
@@ -96,14 +105,13 @@ def _header(model: FlowModel) -> str:
             f'<span class="outcome-{_e(h.outcome)}">{_e(h.outcome)}</span>'
             + (f' <span class="muted">({_e(h.reason)})</span>' if h.reason else ""),
         ),
-        ("best", f"{_e(_num(h.best))} vs baseline {_e(_num(h.baseline))} {_e(_pct(h.improvement_pct))}"),
-        ("objective", f"{_e(h.gate or '-')}, {_e(h.direction)} is better"),
         (
-            "iterations",
-            f"{len(model.iterations)}"
-            + (f" of {h.iterations_planned}" if h.iterations_planned else "")
-            + f" (kept {h.kept}, discarded {h.discarded}, invalid {h.invalid})",
+            "best",
+            f"{_e(_num(h.best))} vs baseline {_e(_num(h.baseline))} "
+            f"{_e(versus_baseline(h.baseline, h.best, h.direction))}",
         ),
+        ("objective", f"{_e(h.gate or '-')}, {_e(h.direction)} is better"),
+        ("iterations", _e(_counts(model))),
         ("spend", f"${h.spent_usd:.2f}"),
         ("duration", _e(_duration(h.elapsed_secs))),
     ]
@@ -122,10 +130,10 @@ def _column(model: FlowModel, it: Iteration) -> str:
     h = model.header
     parts = [
         f'<div class="col {_e(it.decision)}" data-iter="{it.iter}" tabindex="0" role="button" '
-        f'aria-label="iteration {it.iter}">',
-        f'<h3><span>#{it.iter}</span><span class="badge">{_e(it.decision)}</span></h3>',
+        f'aria-label="{_e(_title(it))}">',
+        f'<h3><span>{_e(_title(it))}</span><span class="badge">{_e(it.decision)}</span></h3>',
         f'<div class="score">{_e(_num(it.score))}</div>',
-        f'<div class="muted">vs baseline {_e(_pct(improvement_pct(h.baseline, it.score, h.direction)) or "-")}'
+        f'<div class="muted">vs baseline {_e(versus_baseline(h.baseline, it.score, h.direction) or "-")}'
         f" · best {_e(_num(it.best))}</div>",
     ]
     agent = f"{len(it.tools)} tool calls"
@@ -161,6 +169,12 @@ def _column(model: FlowModel, it: Iteration) -> str:
             for c in it.candidates
         )
         parts.append(f'<div class="muted">wide round</div><div class="wide">{cands}</div>')
+    if it.plan:
+        statuses: dict[str, int] = {}
+        for task in it.plan:
+            statuses[task.status] = statuses.get(task.status, 0) + 1
+        tally = ", ".join(f"{count} {status}" for status, count in statuses.items())
+        parts.append(f'<div class="muted graph">graph tasks: {_e(tally)}</div>')
     if it.note:
         parts.append(f'<div class="note" title="{_e(it.note)}">{_e(it.note[:90])}</div>')
     parts.append("</div>")
@@ -168,20 +182,22 @@ def _column(model: FlowModel, it: Iteration) -> str:
 
 
 def _detail(it: Iteration) -> str:
-    rows = [f"<h2>Iteration {it.iter}: {_e(it.decision)} {_e(_num(it.score))}</h2>"]
+    heading = "Wide round" if it.iter == 0 else f"Iteration {it.iter}"
+    rows = [f"<h2>{heading}: {_e(it.decision)} {_e(_num(it.score))}</h2>"]
     if it.note:
         rows.append(f"<p><b>note</b>: {_e(it.note)}</p>")
     if it.detail:
         rows.append(f"<p><b>detail</b>: {_e(it.detail)}</p>")
     rows.append(f"<p><b>diffstat</b>:</p><pre>{_e(it.diffstat or '(none recorded)')}</pre>")
     if it.candidates:
+        # in the order they were decided; each note names its candidate
         cand = "".join(
-            f"<tr><td>{n}</td><td>{_e(c.decision)}</td><td>{_e(_num(c.score))}</td><td>{_e(c.note)}</td></tr>"
-            for n, c in enumerate(it.candidates, 1)
+            f"<tr><td>{_e(c.decision)}</td><td>{_e(_num(c.score))}</td><td>{_e(c.note)}</td></tr>"
+            for c in it.candidates
         )
-        rows.append(
-            f"<table><tr><th>candidate</th><th>decision</th><th>score</th><th>note</th></tr>{cand}</table>"
-        )
+        rows.append(f"<table><tr><th>decision</th><th>score</th><th>note</th></tr>{cand}</table>")
+    if it.plan:
+        rows.append(_plan_table(f"Plan tasks of iteration {it.iter}", it.plan))
     if it.tools:
         tools = "".join(f"<li><b>{_e(t.name)}</b> {_e(t.summary)}</li>" for t in it.tools)
         rows.append(f"<p><b>tool calls</b> ({len(it.tools)}):</p><ul>{tools}</ul>")
@@ -189,19 +205,26 @@ def _detail(it: Iteration) -> str:
     return f'<template id="detail-{it.iter}">{"".join(rows)}</template>'
 
 
-def _plan(model: FlowModel) -> str:
-    if not model.plan:
-        return ""
+def _plan_table(title: str, tasks: list[PlanTask]) -> str:
     rows = "".join(
         f"<tr><td>{_e(t.name)}</td><td>{_e(t.kind)}</td><td>{_e(', '.join(t.depends_on))}</td>"
         f'<td>{"yes" if t.required else ""}</td><td class="st-{_e(t.status)}">{_e(t.status)}</td>'
         f"<td>{_e(t.note)}</td></tr>"
-        for t in model.plan
+        for t in tasks
     )
     return (
-        '<section class="plan"><h2>Plan tasks</h2><table><tr><th>task</th><th>kind</th><th>depends on</th>'
-        f"<th>required</th><th>status</th><th>note</th></tr>{rows}</table></section>"
+        f"<h2>{_e(title)}</h2><table><tr><th>task</th><th>kind</th><th>depends on</th>"
+        f"<th>required</th><th>status</th><th>note</th></tr>{rows}</table>"
     )
+
+
+def _plan(model: FlowModel) -> str:
+    """The run's own plan (a playbook, a plan file); an iteration's graph is in its detail."""
+    if not model.plan:
+        return ""
+    version = max(t.plan_version for t in model.plan)
+    title = "Plan tasks of the run" + (f" (plan version {version})" if version else "")
+    return f'<section class="plan">{_plan_table(title, model.plan)}</section>'
 
 
 def render_html(model: FlowModel) -> str:

@@ -4,10 +4,16 @@ Hand-written rather than drawn by a plotting library: the chart is a few dozen s
 render identically with no dependency (crucible-core installs with attrs, cattrs, pluggy and
 click only), it must be inlinable into a page that may not fetch anything, and every label in
 it comes from the session log, so we escape every string ourselves.
+
+One slow candidate must not flatten the rest: a score far outside the others (beyond three
+interquartile ranges of the middle half, Tukey's "far out" fence) is drawn as a triangle on the
+chart's edge, its value in its tooltip, instead of stretching the axis. The baseline and the
+best line always fit.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from html import escape
 
@@ -20,6 +26,7 @@ DECISION_COLOURS = {
     "error": "#cf222e",
 }
 _OTHER = "#bf8700"
+FAR_OUT = 3.0  # interquartile ranges beyond the middle half at which a score is drawn clipped
 
 
 @attrs.frozen
@@ -34,6 +41,22 @@ def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
+def _value_range(points: Sequence[ChartPoint], baseline: float | None) -> tuple[float, float] | None:
+    """The lowest and highest value the axis must show: the baseline, every best, and every
+    score that is not far out (None when there is nothing to show)."""
+    anchors = [p.best for p in points if p.best is not None]
+    anchors += [baseline] if baseline is not None else []
+    scores = [p.score for p in points if p.score is not None]
+    shown = anchors + scores
+    if not shown:
+        return None
+    if len(shown) >= 4:
+        q1, _, q3 = statistics.quantiles(shown, n=4, method="inclusive")
+        reach = FAR_OUT * (q3 - q1)
+        shown = anchors + [v for v in scores if q1 - reach <= v <= q3 + reach]
+    return min(shown), max(shown)
+
+
 def render_score_chart(
     points: Sequence[ChartPoint],
     *,
@@ -45,15 +68,12 @@ def render_score_chart(
 ) -> str:
     """An SVG document: one dot per measured iteration, the best-so-far step line, the baseline dashed.
 
-    Invalid iterations (no score) are drawn as crosses on the bottom edge so they stay visible.
+    Invalid iterations (no score) are drawn as crosses on the bottom edge so they stay visible;
+    a far-out score as a triangle on the edge it lies beyond.
     """
     left, right, top, bottom = 56, 16, 28, 36
     plot_w, plot_h = width - left - right, height - top - bottom
-    values = [p.score for p in points if p.score is not None]
-    values += [p.best for p in points if p.best is not None]
-    if baseline is not None:
-        values.append(baseline)
-    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    lo, hi = _value_range(points, baseline) or (0.0, 1.0)
     if hi == lo:
         lo, hi = lo - 1.0, hi + 1.0
     pad = (hi - lo) * 0.08
@@ -117,7 +137,18 @@ def render_score_chart(
     for p in points:
         colour = DECISION_COLOURS.get(p.decision, _OTHER)
         label = escape(f"iteration {p.iter}: {p.decision} {'' if p.score is None else _fmt(p.score)}".strip())
-        if p.score is None:
+        if p.score is not None and not lo <= p.score <= hi:
+            # a triangle pointing off the chart, its tip on the edge the score lies beyond
+            cx, above = x(p.iter), p.score > hi
+            tip = top if above else top + plot_h
+            base = tip + 8 if above else tip - 8
+            parts.append(
+                f'<g class="point clipped" data-iter="{p.iter}"><title>{label} (off the scale)</title>'
+                f'<path d="M{cx:.1f},{tip:.1f}L{cx - 5:.1f},{base:.1f}L{cx + 5:.1f},{base:.1f}Z" '
+                f'fill="{colour}"/><text x="{cx + 7:.1f}" y="{(tip + base) / 2 + 3:.1f}" '
+                f'font-family="sans-serif" font-size="9" fill="{colour}">{escape(_fmt(p.score))}</text></g>'
+            )
+        elif p.score is None:
             cx, cy = x(p.iter), top + plot_h - 6
             parts.append(
                 f'<g class="point" data-iter="{p.iter}"><title>{label}</title>'

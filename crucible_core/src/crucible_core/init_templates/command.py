@@ -8,7 +8,7 @@ MANIFEST = """\
 path = "."
 
 [workspace]
-dir = "workspace"                  # add workspace/ and state/ to .gitignore
+dir = "workspace"                  # kept out of git by .gitignore, with state/
 # Both scripts are copied in from here and re-copied before every measure, so a proposal
 # cannot change how it is proposed or scored.
 inject = ["measure.sh", "propose.sh"]
@@ -22,6 +22,12 @@ goal = "Add one line to progress.txt per iteration."
 measure_cmd = "./measure.sh"
 direction = "higher"
 objective = "lines"
+
+# The gate's own test (`crucible check` runs it): in a fresh copy of the workspace, good_cmd
+# stages a change the measure must score better than the change bad_cmd stages.
+[judge.selftest]
+good_cmd = "echo good >> progress.txt"
+bad_cmd = "rm -f progress.txt"
 """
 
 PROPOSE = """\

@@ -9,7 +9,7 @@ MANIFEST = """\
 type = "playbook"                  # must agree with workflow(type = ...) in workflow.star
 
 [workspace]
-dir = "workspace"                  # starts empty (no [repo]); add workspace/ and state/ to .gitignore
+dir = "workspace"                  # starts empty (no [repo]); .gitignore keeps it and state/ out of git
 # Frozen injects: re-copied before every task, so no task can change the steps after it.
 inject = ["gather.sh", "agent.sh"]
 

@@ -8,7 +8,7 @@ MANIFEST = """\
 path = "."                         # commit slow.py first: the workspace is a clone of the repository
 
 [workspace]
-dir = "workspace"                  # add workspace/ and state/ to .gitignore
+dir = "workspace"                  # kept out of git by .gitignore, with state/
 inject = ["measure.py"]            # the judge, frozen: the agent cannot edit its own gate
 
 [agent]
@@ -23,6 +23,12 @@ Keep the function's name and signature. Standard library only.
 measure_cmd = "python3 measure.py"
 direction = "lower"
 objective = "milliseconds"
+
+# The gate's own test (`crucible check` runs it): the measure must score the code as it is
+# (good_cmd changes nothing) better than a copy that does the work twice (bad_cmd).
+[judge.selftest]
+good_cmd = "true"
+bad_cmd = '''printf '\\n_once = count_primes\\n\\n\\ndef count_primes(n):\\n    _once(n)\\n    return _once(n)\\n' >> slow.py'''
 """
 
 SLOW = '''\

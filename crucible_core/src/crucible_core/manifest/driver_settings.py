@@ -68,15 +68,28 @@ class DriverTables:
             extras[section] = {k: v for k, v in table.items() if k not in keys}
         return core, cls(**extras)
 
-    def near_misses(self) -> list[str]:
+    def near_misses(self, cutoff: float = 0.8) -> list[str]:
         """Plugin-bound keys that look like a misspelled core key, for a refused core table."""
         found = []
-        for section, keys in CORE_KEYS.items():
+        for section in CORE_KEYS:
             for key in getattr(self, section):
-                close = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.8)
+                close = core_key_meant(section, key, cutoff=cutoff)
                 if close:
-                    found.append(f"unknown key {key!r} in [{section}] (did you mean {close[0]}?)")
+                    found.append(f"unknown key {key!r} in [{section}] (did you mean {close}?)")
         return found
+
+
+def core_key_meant(
+    section: str, key: str, *, others: frozenset[str] = frozenset(), cutoff: float = 0.6
+) -> str | None:
+    """The core key of `section` that `key` is probably a misspelling of, or None.
+
+    None as well when a key of `others` (the installed drivers' own) is at least as close: then
+    the misspelling is the plugin's to name.
+    """
+    core = sorted(CORE_KEYS[section])
+    close = difflib.get_close_matches(key, core + sorted(others - CORE_KEYS[section]), n=1, cutoff=cutoff)
+    return close[0] if close and close[0] in CORE_KEYS[section] else None
 
 
 @attrs.frozen
@@ -207,7 +220,20 @@ def resolve_settings(
                 owner = f"{entry.plugin}, which registered {role} {entry.name!r}"
                 value = _structure_entry(manifest_path, entry, claimed, section="agent", owner=owner)
                 set_aside.append(DriverSettings(role, entry.name, entry.plugin, "[agent]", value, used=False))
-    backend_keys.update(agent)  # what nobody claimed: the selected backend's schema refuses it
+    # What nobody claimed: the selected backend's schema refuses it, unless it is plainly a
+    # misspelled core key, which is core's to name (the backend never saw that key's meaning).
+    installed = frozenset().union(*(_fields(entry) for entry in (*backends, *harnesses)))
+    misspelled = {key: core_key_meant("agent", key, others=installed) for key in agent}
+    problems = [
+        f"unknown key {key!r} in [agent] (did you mean {meant}?)"
+        for key, meant in misspelled.items()
+        if meant
+    ]
+    if problems:
+        raise ManifestError(
+            f"{manifest_path}: {'; '.join(problems)}", hint="see `crucible help manifest` for every key"
+        )
+    backend_keys.update(agent)
     one("backend", backends, backend, "agent", backend_keys)
     if runs_harness:
         one("harness", harnesses, harness, "agent", harness_keys)

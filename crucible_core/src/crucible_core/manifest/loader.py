@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import os
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -195,9 +196,25 @@ def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, Dr
     except Exception as exc:  # cattrs raises several error types; all are manifest errors here
         problems = describe_structure_error(exc) + tables.near_misses()
         raise _fail(path, "; ".join(problems), hint="see `crucible help manifest` for every key") from None
-    _validate_rules(path, manifest)
+    try:
+        _validate_rules(path, manifest)
+    except ManifestError as exc:
+        # a core rule refused the table; a plugin-bound key spelled like a core key is likely why
+        misses = tables.near_misses(cutoff=0.75)
+        if misses:
+            refused = exc.message.removeprefix(f"{path}: ")
+            raise _fail(path, "; ".join([*misses, refused]), hint=exc.hint) from None
+        raise
     if manifest.composite is not None and tables.world:
         _refuse_composite_world(path)
+    if manifest.composite is not None and manifest.playbook:
+        # C-PLAYBOOK-COMPOSITE permits it (a valid manifest); this version's playbook lane does
+        # not assemble components into its workspace yet, so it is refused as unsupported.
+        raise UnsupportedSectionError(
+            f"{path}: a composite playbook is not supported by this version: the playbook lane "
+            "does not assemble [[component]] workspaces yet",
+            hint="run the playbook over one domain, or give the composite a [judge] and run it as a loop",
+        )
     return manifest, tables
 
 
@@ -278,7 +295,7 @@ def _validate_composite(path: Path, m: Manifest) -> None:
             "a composite has no [repo], setup_cmd or carry_forward of its own: each [[component]]'s "
             "domain brings its own",
         )
-    if m.judge is None:
+    if m.judge is None and not m.playbook:  # a judgeless composite playbook is valid (C-PLAYBOOK-COMPOSITE)
         raise _fail(path, "[composite] needs a [judge]: one combined gate scores the assembled components")
     if m.world.kind:
         _refuse_composite_world(path)
@@ -308,12 +325,15 @@ def _validate_rules(path: Path, m: Manifest) -> None:
     _workflow_rules(path, m)
     _validate_composite(path, m)
     if m.repo is None:
-        # a playbook may start empty; a composite's components bring their own repositories
-        if m.workspace.setup_cmd is None and not m.playbook and m.composite is None:
+        # Only a playbook may start empty (C-MANIFEST); a composite's components bring their own
+        # repositories. A setup_cmd builds the workspace, but the run's identity and its record
+        # name the repository it stands for, so it does not replace [repo].
+        if not m.playbook and m.composite is None:
             raise _fail(
                 path,
-                "[repo] is required unless [workspace].setup_cmd builds the workspace",
-                hint='add [repo] with path = "." or url = "...", or a setup_cmd',
+                "[repo] is required: only a playbook may leave it out",
+                hint='add [repo] with path = "." or url = "..." (a setup_cmd still builds the '
+                'workspace), or make the manifest a playbook ([workflow] type = "playbook", no [judge])',
             )
     elif (m.repo.url is None) == (m.repo.path is None):
         raise _fail(path, "[repo] must set exactly one of url and path")
@@ -502,9 +522,12 @@ def load_manifest(path: Path, *, plugins: Plugins | None = None) -> LoadedManife
     """
     path = Path(path)
     if not path.is_file():
+        above = manifest_above(path)
         raise ManifestError(
             f"{path}: no such manifest file",
-            hint="pass --manifest PATH, or run `crucible init` to scaffold one",
+            hint=f"pass -m {above}, or run from {above.parent}"
+            if above is not None
+            else "pass --manifest PATH, or run `crucible init` to scaffold one",
         )
     path = path.resolve()
     if path.stat().st_size > MAX_MANIFEST_BYTES:
@@ -524,6 +547,18 @@ def load_manifest(path: Path, *, plugins: Plugins | None = None) -> LoadedManife
         path, manifest, text, injects, tables=tables, components=components, services=services
     )
     return attrs.evolve(loaded, settings=loaded.resolve_settings(plugins))
+
+
+def manifest_above(path: Path) -> Path | None:
+    """For a relative manifest path that is not here (a command run from a subdirectory): the
+    nearest directory above the current one holding it, as a path relative to here, or None."""
+    if path.is_absolute() or path.is_file():
+        return None
+    here = Path.cwd()
+    for directory in here.parents:
+        if (directory / path).is_file():
+            return Path(os.path.relpath(directory / path, here))
+    return None
 
 
 def parse_services(path: Path, raw: dict[str, Any], m: Manifest) -> tuple[ServiceDeclaration, ...]:

@@ -16,8 +16,9 @@ from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSe
 UNSUPPORTED_SECTIONS = (
     "measure",
     "scope",
+    "rig",  # ADR-0013's rig backends ([rig].backend)
 )
-UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers", "codex")
+UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers")
 UNSUPPORTED_AGENT_KEYS = ("allow_unverified_image",)  # image verification for sandboxing backends
 UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
 

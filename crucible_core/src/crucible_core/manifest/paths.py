@@ -29,7 +29,8 @@ class RunPaths:
             manifest_dir=loaded.dir,
             workspace=loaded.workspace,
             state_dir=(state_dir or loaded.dir / DEFAULT_STATE_DIR_NAME).resolve(),
-            steer_file=(steer or loaded.dir / "STEER.md").resolve(),
+            # the directory resolved, the name not: a link standing at STEER.md is never followed
+            steer_file=_resolve_parent(steer or loaded.dir / "STEER.md"),
         )
         problem = overlap_problem(paths.workspace, paths.state_dir)
         if problem:
@@ -75,10 +76,11 @@ class RunPaths:
         return self.state_dir / "distress"
 
     def ensure_state_dirs(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.distress_dir.mkdir(exist_ok=True)
-        self.private_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.private_dir, 0o700)
+        """The state directory and its parts, private to the user who runs the engine (0700):
+        the log, the ledger and the engine's records are nobody else's to read."""
+        for directory in (self.state_dir, self.distress_dir, self.private_dir):
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(directory, 0o700)
 
     def spared_in_workspace(self) -> tuple[str, ...]:
         """Workspace-relative paths a restore must keep: engine files that live inside it."""
@@ -95,6 +97,11 @@ class RunPaths:
                 continue
             spared.append(rel + "/" if path == self.state_dir else rel)
         return tuple(spared)
+
+
+def _resolve_parent(path: Path) -> Path:
+    absolute = path.absolute()
+    return absolute.parent.resolve() / absolute.name
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:

@@ -112,14 +112,35 @@ def _args(raw: Any, where: str, roots: list[Path], problems: list[str]) -> tuple
         inside = _names_path_inside(arg, roots)
         if inside is not None:
             problems.append(f"{where}: field args: {arg!r} names a path inside {inside}")
+        elif _climbs_out(arg):
+            problems.append(
+                f"{where}: field args: {arg!r} climbs out of the directory the tool runs in "
+                "(<state dir>/services/<name>), into the run's state and toward the pack and the "
+                "workspace; name an absolute path outside them"
+            )
     return tuple(raw)
+
+
+def _climbs_out(arg: str) -> bool:
+    """A relative path (also in `--flag=path`) whose `..` leaves the directory it is read from.
+
+    A service's tool runs in `<state dir>/services/<name>`, so such a path reaches the engine's
+    state, the pack and the workspace around it, wherever the state directory is.
+    """
+    for candidate in (arg, arg.split("=", 1)[1] if "=" in arg else ""):
+        if not candidate or "://" in candidate or os.path.isabs(os.path.expanduser(candidate)):
+            continue
+        if os.path.normpath(candidate).split("/")[0] == "..":
+            return True
+    return False
 
 
 def _names_path_inside(arg: str, roots: list[Path]) -> Path | None:
     """The pack or workspace root an argument points into (also `--flag=path` forms), or None.
 
     Absolute and home-relative paths are resolved as they are; a relative path is read against
-    each root (a tool might be run from there). A URL is not a path.
+    each root (a tool might change to one); `_climbs_out` reads it from where the tool runs. A
+    URL is not a path.
     """
     candidates = [arg]
     if "=" in arg:

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.wire import STAGE_ITERATION
 from crucible_core.plan import ir
 
 PLAN_ADMITTED = "plan_admitted"
@@ -41,7 +42,8 @@ class PlanTaskWire:
             needs=task.needs,
             required=task.required,
             join=task.join.value,
-            stage=task.stage.value,
+            # the contract's token for the per-iteration graph, which the IR calls "main"
+            stage=STAGE_ITERATION if task.stage is ir.Stage.MAIN else task.stage.value,
         )
 
 

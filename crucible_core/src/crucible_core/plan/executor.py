@@ -37,6 +37,7 @@ from crucible_core.plan.events import (
     TaskResult,
 )
 from crucible_core.plan.files import (
+    FILES_DIR_NAME,
     INPUTS_DIR,
     CaptureRefused,
     FileStore,
@@ -216,7 +217,7 @@ class PlanExecutor:
         self._stage_pending: set[str] = set()
         self._file_emitters = {task.name for task in plan.tasks if task.emits_files}
         self._copies = config.copies
-        self.files = FileStore(config.state_dir / "files", max_total_bytes(dict(config.env)))
+        self.files = FileStore(config.state_dir / FILES_DIR_NAME, max_total_bytes(dict(config.env)))
         self.deadline: float | None = None
         if config.max_seconds is not None:
             self.deadline = time.monotonic() + config.max_seconds - config.elapsed_before
@@ -783,7 +784,7 @@ class PlanExecutor:
             self.config.engine,
             self.config.agent_runner,
         )
-        before = fingerprint(root, task.emits_files) if task.emits_files else {}
+        before = fingerprint(root, task.emits_files, self.files.max_bytes) if task.emits_files else {}
         attempts, cost = 0, 0.0
         notes: list[str] = []
         while True:
@@ -909,15 +910,12 @@ class PlanExecutor:
             return (), "asks must be a list of {key, workflow, params} objects"
         asks = []
         for item in raw:
-            if (
-                not isinstance(item, dict)
-                or set(item) - {"key", "workflow", "params"}
-                or not isinstance(item.get("key"), str)
-                or not item["key"]
-                or not isinstance(item.get("workflow"), str)
-                or not isinstance(item.get("params", {}), dict)
-            ):
-                return (), "each ask must be {key: string, workflow: string, params: object} and nothing else"
+            # the wire's own rules (a key that crosses runs, a workflow name), so what is emitted decodes
+            problem = wire.ask_problem(item)
+            if problem is None and not isinstance(item.get("params", {}), dict):
+                problem = "an ask's params must be an object"
+            if problem is not None:
+                return (), f"each ask must be {{key, workflow, params}}: {problem}"
             asks.append({"key": item["key"], "workflow": item["workflow"], "params": item.get("params", {})})
         with self._lock:
             if self.asks_emitted + len(asks) > self.config.max_asks:

@@ -12,12 +12,18 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from crucible_core.agent_files import AgentFileRefused, read_regular
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_BYTES_ENV = "CRUCIBLE_PLAN_FILES_MAX_BYTES"
 INPUTS_DIR = Path(".crucible") / "inputs"
+# The store's directory under the state dir: one published set per producing task.
+FILES_DIR_NAME = "files"
+# Written last into a published set: the set is whole. The engine's, never one of the task's files.
+COMPLETE_MARKER = ".complete"
 
 
 def max_total_bytes(environ: dict[str, str] | None = None) -> int:
@@ -29,12 +35,12 @@ class CaptureRefused(Exception):
     """A declared path could not be captured; the message says which and why."""
 
 
-def read_confined(root: Path, rel: str) -> bytes:
-    """A declared file's bytes, refusing links of any kind and anything that is not a regular file.
+def read_confined(root: Path, rel: str, max_bytes: int) -> bytes:
+    """A declared file's bytes (at most `max_bytes`), refusing links of any kind and anything that is not a regular file.
 
     Each component is checked with lstat (no symbolic link anywhere on the path), and the file
-    is opened without following links and checked to have a single link: a hard link to a
-    file outside the workspace cannot be told apart by resolving names.
+    is opened without following links or blocking (a FIFO) and checked to have a single link:
+    a hard link to a file outside the workspace cannot be told apart by resolving names.
     """
     current = root
     parts = rel.split("/")
@@ -46,33 +52,20 @@ def read_confined(root: Path, rel: str) -> bytes:
             raise CaptureRefused(f"{rel}: absent") from None
         if not stat.S_ISDIR(info.st_mode):
             raise CaptureRefused(f"{rel}: {part} is a link or not a directory")
-    target = current / parts[-1]
     try:
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+        return read_regular(current / parts[-1], max_bytes, single_link=True)
     except FileNotFoundError:
         raise CaptureRefused(f"{rel}: absent") from None
-    except OSError as exc:
-        raise CaptureRefused(f"{rel}: cannot open without following links ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise CaptureRefused(f"{rel}: not a regular file")
-        if info.st_nlink != 1:
-            raise CaptureRefused(f"{rel}: has {info.st_nlink} hard links")
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    except AgentFileRefused as exc:
+        raise CaptureRefused(f"{rel}: {exc}") from None
 
 
-def fingerprint(root: Path, paths: Iterable[str]) -> dict[str, str | None]:
+def fingerprint(root: Path, paths: Iterable[str], max_bytes: int) -> dict[str, str | None]:
     """What each declared path held before an attempt: the failing-capture provenance check."""
     prints: dict[str, str | None] = {}
     for rel in paths:
         try:
-            prints[rel] = hashlib.sha256(read_confined(root, rel)).hexdigest()
+            prints[rel] = hashlib.sha256(read_confined(root, rel, max_bytes)).hexdigest()
         except CaptureRefused:
             prints[rel] = None
     return prints
@@ -89,14 +82,25 @@ class FileStore:
         return self.directory / task
 
     def has(self, task: str) -> bool:
-        return (self.set_dir(task) / ".complete").exists()
+        return (self.set_dir(task) / COMPLETE_MARKER).exists()
 
     def used_bytes(self) -> int:
         total = 0
         for path in self.directory.rglob("*"):
-            if path.is_file() and path.name != ".complete":
+            if path.is_file() and path.name != COMPLETE_MARKER:
                 total += path.stat().st_size
         return total
+
+    def captured(self, task: str) -> list[tuple[str, Path]]:
+        """A complete set's files as (declared path, stored copy), in path order; the marker is not one."""
+        root = self.set_dir(task)
+        if not self.has(task):
+            return []
+        return [
+            (path.relative_to(root).as_posix(), path)
+            for path in sorted(root.rglob("*"))
+            if path != root / COMPLETE_MARKER and path.is_file() and not path.is_symlink()
+        ]
 
     def remove(self, task: str) -> None:
         shutil.rmtree(self.set_dir(task), ignore_errors=True)
@@ -108,7 +112,7 @@ class FileStore:
         self.remove(task)
         contents: dict[str, bytes] = {}
         for rel in paths:
-            data = read_confined(root, rel)
+            data = read_confined(root, rel, self.max_bytes)
             if before is not None and before.get(rel) == hashlib.sha256(data).hexdigest():
                 raise CaptureRefused(f"{rel}: not written by this attempt")
             contents[rel] = data
@@ -123,7 +127,7 @@ class FileStore:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
         staging.mkdir(parents=True, exist_ok=True)
-        (staging / ".complete").write_text("ok\n")
+        (staging / COMPLETE_MARKER).write_text("ok\n")
         os.replace(staging, self.set_dir(task))
 
     def stage(self, producers: Iterable[str], root: Path, consumer: str) -> tuple[Path, list[str]]:
@@ -135,11 +139,16 @@ class FileStore:
             if not self.has(producer):
                 continue
             source = self.set_dir(producer)
-            shutil.copytree(source, target / producer, ignore=shutil.ignore_patterns(".complete"))
+            shutil.copytree(source, target / producer, ignore=_marker_of(source))
             staged.append(producer)
         for path in sorted(target.rglob("*"), reverse=True) if target.exists() else ():
             path.chmod(0o555 if path.is_dir() else 0o444)
         return target, staged
+
+
+def _marker_of(root: Path) -> Callable[[str, list[str]], list[str]]:
+    """copytree's ignore: the set's own marker, not a declared file that happens to share its name."""
+    return lambda directory, names: [COMPLETE_MARKER] if Path(directory) == root else []
 
 
 def unstage(target: Path) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
+from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
+
 MAX_OUTPUT_BYTES = 256 * 1024  # a task's JSON line beyond this is refused, not truncated
+MAX_OUTPUT_DEPTH = 64  # a task's output feeds later tasks' inputs: structured, never this deep
 
 
 def last_json_object(stdout: str) -> tuple[dict[str, Any] | None, str]:
@@ -18,9 +20,9 @@ def last_json_object(stdout: str) -> tuple[dict[str, Any] | None, str]:
         if len(text.encode()) > MAX_OUTPUT_BYTES:
             return None, f"the last stdout line is over {MAX_OUTPUT_BYTES} bytes"
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            return None, "the last non-empty stdout line is not JSON"
+            value = loads_bounded(text, max_chars=MAX_OUTPUT_BYTES, max_depth=MAX_OUTPUT_DEPTH)
+        except JsonRefused as exc:
+            return None, f"the last non-empty stdout line is not usable JSON: {exc}"
         if not isinstance(value, dict):
             return None, "the last non-empty stdout line is JSON but not an object"
         return value, ""

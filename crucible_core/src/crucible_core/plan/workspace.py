@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
+
 MAX_DIFF_BYTES = 256 * 1024
 
 
@@ -82,9 +84,10 @@ def _safe(label: str) -> str:
 
 
 def _lines(path: Path) -> list[str]:
+    # the task wrote the copy: a FIFO or a link there is not read, and no file costs more than the diff's bound
     try:
-        return path.read_text(errors="replace").splitlines(keepends=True)
-    except OSError:
+        return read_regular(path, MAX_DIFF_BYTES).decode("utf-8", "replace").splitlines(keepends=True)
+    except (OSError, AgentFileRefused):
         return []
 
 

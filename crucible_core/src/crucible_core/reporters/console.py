@@ -9,10 +9,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from crucible_core.contract import wire
+from crucible_core.contract.plain_text import plain
 from crucible_core.protocols import Reporter, ReporterContext
 from crucible_core.reporters.console_text import end_lines, event_lines, headless_line, unicode_ok
 from crucible_core.reporters.console_view import ConsoleView
-from crucible_core.reporters.output import QuietOnClose, plain
+from crucible_core.reporters.output import QuietOnClose
 
 
 def is_terminal(stream: Any) -> bool:

@@ -14,12 +14,12 @@ from rich.table import Table
 from rich.text import Text
 
 from crucible_core.contract import wire
+from crucible_core.contract.plain_text import plain
 from crucible_core.durations import short_duration
 from crucible_core.flow.model import improvement_pct
 from crucible_core.reporters.console import ConsoleReporter
 from crucible_core.reporters.console_text import num
 from crucible_core.reporters.console_view import ConsoleView, row_label
-from crucible_core.reporters.output import plain
 
 # how a printed line is coloured, by what it says
 _ROW_STYLES = {"keep": "green", "baseline": "cyan", "invalid": "yellow", "discard": "dim"}

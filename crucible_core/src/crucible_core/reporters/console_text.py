@@ -11,10 +11,11 @@ import codecs
 from typing import Any
 
 from crucible_core.contract import wire
+from crucible_core.contract.noise import note_with_margin
+from crucible_core.contract.plain_text import plain
 from crucible_core.durations import short_duration
 from crucible_core.flow.model import improvement_pct
 from crucible_core.reporters.console_view import ConsoleView, row_label
-from crucible_core.reporters.output import plain
 from crucible_core.reporters.sparkline import sparkline
 from crucible_core.run.budget import describe_caps
 
@@ -72,11 +73,17 @@ def iteration_column(view: ConsoleView, iteration: int) -> str:
 
 
 def row_line(view: ConsoleView, row: wire.RowWire, at: float, *, ellipsis: str = "…") -> str:
-    note = shorten(row.note, NOTE_WIDTH, ellipsis=ellipsis)
+    label = row_label(row)
+    note = row.note
+    if label == "discard":
+        note = note_with_margin(
+            note, score=row.score, best=row.best, margin=row.margin, direction=view.direction or "higher"
+        )
+    note = shorten(note, NOTE_WIDTH, ellipsis=ellipsis)
     if row.phase:
         note = f"[{row.phase}] {note}".rstrip()
     line = (
-        f"{stamp(view, at)} {iteration_column(view, row.iter)} {row_label(row):<{DECISION_WIDTH}} "
+        f"{stamp(view, at)} {iteration_column(view, row.iter)} {label:<{DECISION_WIDTH}} "
         f"score {num(row.score):<{SCORE_WIDTH}} best {num(view.best):<{SCORE_WIDTH}} {note}"
     )
     return line.rstrip()

@@ -13,17 +13,16 @@ from typing import Any
 import attrs
 
 from crucible_core.contract import wire
+from crucible_core.contract.decide import INVALID, shown_decision
 
 PARKED_PHASES = frozenset({"paused", "parked", "distressed"})
 
 
 def row_label(row: wire.RowWire) -> str:
     """The decision as the console names it: a reading that was not valid says so."""
-    if row.valid is False and row.decision in ("discard", "invalid"):
-        return "invalid"
     if row.decision == "baseline-skipped":
         return "no-base"  # the task lane: its note says so
-    return row.decision
+    return shown_decision(row.decision, row.valid)
 
 
 @attrs.define
@@ -142,10 +141,9 @@ class ConsoleView:
             self.iteration = max(self.iteration, row.iter)
             if row.decision == "keep":
                 self.kept += 1
-            elif row.decision in ("discard", "invalid"):
+            elif row.decision in ("discard", INVALID):
                 self.discarded += 1
-                if row.valid is False:
-                    self.invalid += 1
+                self.invalid += row_label(row) == INVALID
         self.best_history.append(self.best)
         self.current = None
 

@@ -1,26 +1,15 @@
-"""Where reporters write: a terminal-safe text filter, and a stream that goes quiet when its reader goes away.
+"""Where reporters write: a stream that goes quiet when its reader goes away.
 
 A reporter is a view; the run must never end because nobody is watching (`crucible run --ui
-jsonl | head`), and nothing an agent or a measure wrote may drive the operator's terminal.
+jsonl | head`). What it prints goes through `contract.plain_text.plain` first, so nothing an
+agent or a measure wrote can drive the operator's terminal.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 from typing import TextIO
-
-# Escape sequences as a whole (CSI, OSC up to its terminator, other two-byte escapes), then any
-# control character left over: C0 and DEL, C1, and the bidirectional overrides that can make
-# a line read differently from what it holds.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def plain(text: object) -> str:
-    """`text` with escape sequences removed and every other control character turned into a space."""
-    return _CONTROLS.sub(" ", _ESCAPES.sub("", str(text)))
 
 
 class QuietOnClose:

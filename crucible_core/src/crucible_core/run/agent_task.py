@@ -2,16 +2,19 @@
 
 One turn through a real AgentBackend: the prompt carries the dependencies' outputs in a block
 marked as data, and the turn writes its JSON result to PLAN_TASK_RESULT.json in the root the
-task ran in. A missing, linked, oversized or non-object result fails the task.
+task ran in. A missing, linked, oversized, too deep or non-object result fails the task, and
+so does one that is not a regular file (a FIFO there is never opened blocking).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 
+from crucible_core.agent_files import load_json
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext
-from crucible_core.plan.output import finite_score, reported_cost
+from crucible_core.plan.output import MAX_OUTPUT_DEPTH, finite_score, reported_cost
 from crucible_core.protocols import AgentBackend, Turn
 
 RESULT_FILE = "PLAN_TASK_RESULT.json"
@@ -55,12 +58,14 @@ def agent_task_runner(
         if not done.ok:
             return Attempt(Outcome.FAIL, note=done.note or "the agent turn failed", cost_usd=done.cost_usd)
         try:
-            if result_path.is_symlink() or result_path.stat().st_size > MAX_RESULT_BYTES:
-                raise ValueError(f"{RESULT_FILE} is a link or too large")
-            output = json.loads(result_path.read_text(encoding="utf-8"))
-            result_path.unlink()
-        except (OSError, ValueError) as exc:
+            output = load_json(result_path, max_bytes=MAX_RESULT_BYTES, max_depth=MAX_OUTPUT_DEPTH)
+        except FileNotFoundError:
+            return Attempt(Outcome.FAIL, note=f"no {RESULT_FILE} was written", cost_usd=done.cost_usd)
+        except ValueError as exc:  # AgentFileRefused and JsonRefused are ValueErrors
             return Attempt(Outcome.FAIL, note=f"no usable {RESULT_FILE}: {exc}", cost_usd=done.cost_usd)
+        finally:
+            with contextlib.suppress(OSError):
+                result_path.unlink()
         if not isinstance(output, dict):
             return Attempt(
                 Outcome.FAIL, note=f"{RESULT_FILE} must hold a JSON object", cost_usd=done.cost_usd

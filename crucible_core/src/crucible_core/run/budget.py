@@ -7,7 +7,9 @@ from typing import Any
 
 import attrs
 
+from crucible_core.control.caps import BOUNDS, cap_value
 from crucible_core.durations import short_duration
+from crucible_core.errors import WorkspaceError
 
 
 @attrs.frozen
@@ -31,6 +33,35 @@ class Budget:
 
     def describe(self) -> str:
         return describe_caps(self.to_wire())
+
+
+def layered_budget(recorded: Mapping[str, Any], *later: Mapping[str, Any]) -> Budget:
+    """The caps a run recorded, each overridden in turn by every later layer that sets it.
+
+    The recorded caps are read back from the session log, so each is checked again: one out of
+    range (a hand-edited line, an older release) that no later layer replaces refuses the resume
+    instead of being taken as "no cap".
+    """
+    caps: dict[str, Any] = {}
+    damaged: dict[str, str] = {}
+    for name in BOUNDS:
+        if recorded.get(name) is None:
+            continue
+        try:
+            caps[name] = cap_value(name, recorded[name])
+        except ValueError as exc:
+            damaged[name] = str(exc)
+    for layer in later:
+        for name in BOUNDS:
+            if layer.get(name) is not None:
+                caps[name] = layer[name]
+                damaged.pop(name, None)
+    if damaged:
+        raise WorkspaceError(
+            f"the run's recorded budget cannot be used: {'; '.join(damaged.values())}",
+            hint="give the resume that cap again (--iterations, --max-cost or --max-time)",
+        )
+    return Budget(**caps)
 
 
 def describe_caps(caps: Mapping[str, Any]) -> str:

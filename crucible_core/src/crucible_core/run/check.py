@@ -134,7 +134,8 @@ def check(
         if driver.used and callable(describe_resolved):
             for line in describe_resolved():
                 findings.add("info", f"{driver.role} {driver.driver}: {line}")
-    _report_declaration(plugins, loaded, findings)
+    _report_declaration(plugins, loaded, findings, unreachable=choice.mcp_unreachable(plugins))
+    _report_unignored(loaded, findings)
     if m.task_lane:
         findings.add("warn", TASK_NOTICE)
         if not (m.agent.goal or m.agent.goal_file) or not loaded.goal_text().strip():
@@ -153,8 +154,16 @@ def check(
     return findings
 
 
-def _report_declaration(plugins: Plugins, loaded: LoadedManifest, findings: Findings) -> None:
-    """The resolved output bounds and disclosure, as the run will enforce them (no pack command runs)."""
+def _report_declaration(
+    plugins: Plugins, loaded: LoadedManifest, findings: Findings, *, unreachable: str | None
+) -> None:
+    """The resolved output bounds and disclosure, as the run will enforce them (no pack command runs).
+
+    Kept short where nothing was chosen (the session log's exposure still records it all):
+    bounds that are all the engine's defaults are one line, and an agent that cannot call MCP
+    tools (`unreachable` says why) asks for no mediated write and calls no broker tool, so
+    unless publish-on-keep writes, its bounds and tools are one line saying so.
+    """
     from crucible_core.broker.service import declaration_for
 
     try:
@@ -162,9 +171,23 @@ def _report_declaration(plugins: Plugins, loaded: LoadedManifest, findings: Find
     except CrucibleError as exc:
         findings.add("fail", exc.render())
         return
-    for line in declaration.describe():
-        findings.add("info", line)
     publish = loaded.manifest.publish
+    lines = declaration.describe()
+    capabilities = lines.index("Capabilities:")
+    if unreachable is not None and publish is None:
+        lines = [
+            f"Output bounds and broker tools: none apply ({unreachable}, so it asks for no mediated write)",
+            *(line for line in lines[capabilities:] if not line.startswith("  broker tools:")),
+        ]
+    elif all(o.source != "manifest" for o in declaration.outputs):
+        defaults = ", ".join(f"{o.kind} {o.count}" for o in declaration.outputs)
+        lines = [
+            f"Output bounds (mediated writes per run): the engine defaults, no [outputs] declared "
+            f"({defaults}; a write to a target nothing resolves is refused)",
+            *lines[capabilities:],
+        ]
+    for line in lines:
+        findings.add("info", line)
     if publish is not None:
         from crucible_core.run.publish import build_publisher
 
@@ -181,9 +204,37 @@ def _report_declaration(plugins: Plugins, loaded: LoadedManifest, findings: Find
         findings.add("fail", problem)
 
 
-def report_spread(repeats: int, first: Reading, measure: Callable[[], Reading], findings: Findings) -> None:
-    """With `[judge].repeats`, measure the workspace that many times and show the spread a
-    `noise = "auto"` run would take as its margin."""
+def _report_unignored(loaded: LoadedManifest, findings: Findings) -> None:
+    """WARN when the run's workspace or state directory sits in the repository unignored."""
+    from crucible_core.manifest.ignore_rules import repository_root, unignored
+
+    m = loaded.manifest
+    if m.repo is None or m.repo.path is None:
+        return
+    # the repository the manifest sits in, or the one [repo].path will be once `git init` ran there
+    root = repository_root(loaded.dir) or loaded.resolve(m.repo.path)
+    paths = RunPaths.resolve(loaded)
+    found = unignored(root, [paths.workspace, paths.state_dir])
+    if found:
+        listed = " and ".join(f"{rel}/" for rel in found)
+        findings.add(
+            "warn",
+            f"{listed} {'is' if len(found) == 1 else 'are'} inside the repository {root} and no "
+            "ignore file covers them: `git add -A` would commit the run's state and add the "
+            f"workspace as an embedded repository (add {' '.join('/' + rel + '/' for rel in found)} "
+            f"to {root / '.gitignore'})",
+        )
+
+
+# A `noise = "auto"` margin this large a share of the score keeps only changes larger than it.
+LARGE_MARGIN_SHARE = 0.10
+
+
+def report_spread(
+    repeats: int, first: Reading, measure: Callable[[], Reading], findings: Findings, *, auto: bool
+) -> None:
+    """With `[judge].repeats`, measure the workspace that many times and show the margin a
+    `noise = "auto"` run would take; with `auto` (the margin in force), warn when it is large."""
     readings = [first, *(measure() for _ in range(repeats - 1))]
     scores = [r.score for r in readings if r.scoreable and r.score is not None]
     if len(scores) < len(readings):
@@ -191,10 +242,25 @@ def report_spread(repeats: int, first: Reading, measure: Callable[[], Reading], 
             "fail", f"{len(readings) - len(scores)} of {repeats} repeated measures gave no valid reading"
         )
         return
+    median, margin = statistics.median(scores), noise_margin(scores)
     findings.add(
         "info",
-        f"{repeats} measures: median {statistics.median(scores):g}, spread {noise_margin(scores):g} "
-        f'(the margin noise = "auto" would require)',
+        f"{repeats} measures: median {median:g}, low {min(scores):g}, high {max(scores):g}; "
+        f'margin {margin:g} (what noise = "auto" would require)',
+    )
+    if not auto or margin <= 0:
+        return
+    if median == 0:
+        size = "more than the score itself (0)"
+    elif margin >= LARGE_MARGIN_SHARE * abs(median):
+        size = f"{margin / abs(median):.0%} of the score {median:g}"
+    else:
+        return
+    findings.add(
+        "warn",
+        f'noise = "auto" sets a margin of {margin:g}, {size}: only a candidate better than the best '
+        f"by more than that is kept. Steady the measure (a longer benchmark, a quieter machine), "
+        f'or drop noise = "auto" for a min_improvement you choose',
     )
 
 
@@ -327,9 +393,15 @@ def _probe_gate(
             f"score={reading.score} {reading.note}".rstrip(),
         )
         if m.judge.repeats > 1:
-            report_spread(m.judge.repeats, reading, measure, findings)
+            report_spread(m.judge.repeats, reading, measure, findings, auto=m.judge.noise == "auto")
         if m.judge.selftest is None:
-            findings.add("warn", "no [judge.selftest]: the gate has not been shown to tell good from bad")
+            findings.add(
+                "warn",
+                "no [judge.selftest]: the gate has not been shown to tell good from bad (add "
+                "[judge.selftest] with good_cmd, a command that stages a change the measure must "
+                "score better, and bad_cmd, one it must score worse; both run in a fresh copy of "
+                "the workspace; see docs/manifest.md)",
+            )
         else:
             passed, detail = run_selftest(loaded, drivers.world, shell, measure)
             findings.add("ok" if passed else "fail", f"gate self-test: {detail}")

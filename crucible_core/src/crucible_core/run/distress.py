@@ -17,6 +17,8 @@ from typing import Any
 
 import attrs
 
+from crucible_core.agent_files import MAX_MARKER_BYTES, MAX_MARKER_DEPTH, AgentFileRefused, read_regular
+from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 from crucible_core.errors import UsageError, WorkspaceError
 from crucible_core.manifest.paths import write_atomic
 from crucible_core.run.parking import Pending, WaitMode
@@ -27,6 +29,8 @@ NOTES_NAME = "distress-notes.jsonl"
 ENV_DIR = "CRUCIBLE_DISTRESS_DIR"
 # The approval_wait handle of a distress suspend: how the park, the resume and `status` tell it apart.
 HANDLE = "distress"
+# Pending warn/info notes taken at once: a page is a few lines, so this is hundreds of them.
+MAX_NOTES_BYTES = 1024 * 1024
 
 
 @attrs.frozen
@@ -105,15 +109,22 @@ def add_note(directory: Path, distress: Distress) -> Path:
 
 # -- the loop's side --------------------------------------------------------------------------
 def read_marker(directory: Path) -> dict[str, Any] | None:
-    """The marker's record when it is present; a malformed one still suspends (the agent meant to)."""
+    """The marker's record when it is present; a malformed one still suspends (the agent meant to).
+
+    The agent can reach the state directory, so the marker is read like any file it wrote: a
+    FIFO, a link or a huge file there suspends with a reason, it is never opened blocking nor
+    followed; the JSON is bounded and its text valid.
+    """
     try:
-        data = marker_path(directory).read_bytes()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        record = loads_bounded(
+            read_regular(marker_path(directory), MAX_MARKER_BYTES),
+            max_chars=MAX_MARKER_BYTES,
+            max_depth=MAX_MARKER_DEPTH,
+        )
+    except FileNotFoundError:
         return None
-    try:
-        record = json.loads(data)
-    except ValueError:
-        record = None
+    except (AgentFileRefused, JsonRefused) as exc:
+        return {"severity": "error", "reason": f"(the distress marker could not be read: {exc})"}
     if not isinstance(record, dict):
         return {"severity": "error", "reason": "(the distress marker is not a JSON object)"}
     return record
@@ -124,16 +135,20 @@ def redact_marker(directory: Path, redact: Callable[[str], str]) -> None:
     until a human answers, and that directory holds no secret the engine handed out."""
     marker = marker_path(directory)
     try:
-        text = marker.read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return
+        text = read_regular(marker, MAX_MARKER_BYTES).decode("utf-8", "replace")
+    except (FileNotFoundError, AgentFileRefused):
+        return  # nothing a secret could have been read from
     clean = redact(text)
     if clean != text:
         write_atomic(marker, clean.encode("utf-8"))
 
 
 def take_notes(directory: Path) -> list[dict[str, Any]]:
-    """Consume the pending notes: renamed away first, so a late append starts a new file."""
+    """Consume the pending notes: renamed away first, so a late append starts a new file.
+
+    Raises AgentFileRefused (the file is consumed all the same) when what was there is not a
+    regular file of at most MAX_NOTES_BYTES: a FIFO is never opened blocking, a link never followed.
+    """
     path = notes_path(directory)
     taken = path.with_name(f".{path.name}.taken")
     try:
@@ -141,7 +156,7 @@ def take_notes(directory: Path) -> list[dict[str, Any]]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     try:
-        return _decode_notes(taken.read_bytes())
+        return _decode_notes(read_regular(taken, MAX_NOTES_BYTES))
     finally:
         taken.unlink(missing_ok=True)
 
@@ -150,9 +165,9 @@ def _decode_notes(data: bytes) -> list[dict[str, Any]]:
     notes = []
     for raw in data.splitlines():
         try:
-            record = json.loads(raw)
-        except ValueError:
-            continue  # a torn line: the rest still reach the row
+            record = loads_bounded(raw, max_chars=MAX_MARKER_BYTES, max_depth=MAX_MARKER_DEPTH)
+        except JsonRefused:
+            continue  # a torn (or hostile) line: the rest still reach the row
         if isinstance(record, dict) and record.get("severity") in ("warn", "info"):
             notes.append(
                 {

@@ -14,6 +14,7 @@ import attrs
 from crucible_core.broker.service import Broker
 from crucible_core.contract import agent_wire, wire
 from crucible_core.contract.noise import combine
+from crucible_core.contract.plain_text import plain
 from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import RunFailed
 from crucible_core.manifest.loader import LoadedManifest
@@ -269,8 +270,9 @@ class Engine:
     # -- operations the loop calls ----------------------------------------------------------
     def snapshot(self, label: str) -> str:
         """Keep the world's current state; the label (a commit message) is redacted like the log,
-        because the world stores it where the agent and every later reader can see it."""
-        return self.world.snapshot(self.redactor.text(label))
+        because the world stores it where the agent and every later reader can see it, and made
+        plain text (it carries the measure's note; `git log` prints it to a terminal)."""
+        return self.world.snapshot(plain(self.redactor.text(label)))
 
     def iteration_head(self, run: Run) -> LoopExit | None:
         return self.gates.iteration_head(run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -10,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from crucible_core.agent_files import MAX_MARKER_BYTES, MAX_MARKER_DEPTH, AgentFileRefused, read_regular
+from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 from crucible_core.errors import UsageError
 from crucible_core.manifest.paths import write_atomic
 
@@ -44,12 +47,15 @@ def write_marker(workspace: Path, escalation: Escalation) -> Path:
 
 
 def parse_marker(data: bytes) -> Escalation:
-    """Read a marker; one that is malformed still escalates (the agent meant to stop), saying so."""
+    """Read a marker; one that is malformed still escalates (the agent meant to stop), saying so.
+
+    The parse is bounded (size, nesting) and refuses text no writer accepts (a lone surrogate).
+    """
     try:
-        record = json.loads(data)
-    except ValueError:
+        record = loads_bounded(data, max_chars=MAX_MARKER_BYTES, max_depth=MAX_MARKER_DEPTH)
+    except JsonRefused as exc:
         return Escalation(
-            "needs-info", "ESCALATION.json was not valid JSON", (data[:2000].decode("utf-8", "replace"),)
+            "needs-info", f"{MARKER_NAME} was not usable: {exc}", (data[:2000].decode("utf-8", "replace"),)
         )
     if not isinstance(record, dict):
         return Escalation("needs-info", "ESCALATION.json was not a JSON object")
@@ -69,11 +75,17 @@ def take_marker(path: Path, keep_copy: Path, redact: Callable[[str], str] = str)
     """Consume the marker (moved to the state directory, so a resume cannot trip over it again).
 
     The kept copy is evidence the run writes, so it goes through `redact` like the session log.
+    Whatever stands at the path escalates: one that is not a small regular file (a FIFO, a
+    link, a directory) is never opened blocking nor followed, and the reason says what it was.
     """
     try:
-        data = path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError):
+        data = read_regular(path, MAX_MARKER_BYTES)
+    except FileNotFoundError:
         return None
+    except AgentFileRefused as exc:
+        with contextlib.suppress(OSError):  # a directory cannot be unlinked: it stays, named in the reason
+            path.unlink()
+        return Escalation("needs-info", f"{MARKER_NAME} could not be read: {exc}")
     write_atomic(keep_copy, redact(data.decode("utf-8", "replace")).encode("utf-8"))
     path.unlink(missing_ok=True)
     return parse_marker(data)

@@ -8,16 +8,22 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_core.contract import wire
 from crucible_core.control import orders
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.control.ledger import Ledger
+from crucible_core.manifest.paths import write_atomic
 from crucible_core.run import distress, escalation, parking
 from crucible_core.run.context import LoopExit, Run, Segment, fingerprint
 from crucible_core.run.parking import WaitMode
 
 if TYPE_CHECKING:
     from crucible_core.run.engine import Engine
+
+
+# The STEER.md file channel holds an operator's note for the next prompt; a bridge request is as long.
+MAX_STEER_BYTES = 256 * 1024
 
 
 class Aborted(BaseException):
@@ -31,7 +37,7 @@ def _unbound(*_args: Any) -> Any:
 class Gates:
     """What the loop asks between iterations and around a turn: operator orders, steering, escalation, parking.
 
-    Orders arrive on the control bridge's threads and wait in the inbox; the loop takes them
+    Orders arrive on the control bridge's thread and wait in the inbox; the loop takes them
     here, at its own safe points, and settles each in the admission ledger once it took effect.
     The two loop operations a gate needs (re-baseline after a re-scope, discard an escalated
     candidate) are handed in as functions, so the gates never import the loop.
@@ -266,8 +272,11 @@ class Gates:
         parts = [str(o.payload.get("text", "")).strip() for o in self._delivering]
         self._steer_file_text = None
         try:
-            text = self.engine.paths.steer_file.read_text(encoding="utf-8")
-        except (FileNotFoundError, IsADirectoryError):
+            text = self._read_steer_file()
+        except FileNotFoundError:
+            text = ""
+        except AgentFileRefused as exc:
+            self.engine.note(f"ignored {self.engine.paths.steer_file}: {exc}", level="warn")
             text = ""
         if text.strip():
             self._steer_file_text = text
@@ -281,9 +290,14 @@ class Gates:
         """
         orders = list(self._steers) + self.inbox.peek(frozenset({"steer"}))
         texts = [str(o.payload.get("text", "")).strip() for o in orders]
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            texts.append(self.engine.paths.steer_file.read_text(encoding="utf-8").strip())
+        with contextlib.suppress(FileNotFoundError, AgentFileRefused):
+            texts.append(self._read_steer_file().strip())
         return [t for t in texts if t]
+
+    def _read_steer_file(self) -> str:
+        """The STEER.md channel's text. A local agent can reach the file, so it is read like one the
+        agent wrote: a regular file only, never through a link, bounded (FileNotFoundError, AgentFileRefused)."""
+        return read_regular(self.engine.paths.steer_file, MAX_STEER_BYTES).decode("utf-8", "replace")
 
     def steer_delivered(self, iteration: int) -> None:
         """The prompt carrying the steer was handed to the agent: settle it and clear the file channel."""
@@ -293,16 +307,20 @@ class Gates:
         if self._steer_file_text is not None:
             path = self.engine.paths.steer_file
             try:
-                current = path.read_text(encoding="utf-8")
+                current = self._read_steer_file()
             except FileNotFoundError:
                 current = ""
+            except AgentFileRefused:  # no longer a small regular file: leave it for the operator
+                self._steer_file_text = None
+                return
             # keep whatever the operator appended after we read it
             rest = (
                 current[len(self._steer_file_text) :]
                 if current.startswith(self._steer_file_text)
                 else current
             )
-            path.write_text(rest, encoding="utf-8")
+            # by replacing the file: a link planted meanwhile is replaced, never written through
+            write_atomic(path, rest.encode("utf-8"))
             self._steer_file_text = None
 
     def after_turn(self, run: Run, iteration: int) -> LoopExit | None:
@@ -325,7 +343,11 @@ class Gates:
             )
             self.discard(run, iteration, f"escalated ({escalated.category}): {escalated.reason}")
             return LoopExit.ESCALATED
-        marker = parking.take_marker(paths.provisioning_file)
+        try:
+            marker = parking.take_marker(paths.provisioning_file)
+        except AgentFileRefused as exc:
+            engine.note(f"ignored the agent's approval request: {parking.MARKER_NAME}: {exc}", level="warn")
+            marker = None
         if marker is not None:
             parsed = parking.parse_marker(marker, changed_anything=bool(engine.world.changed_paths()))
             if isinstance(parsed, str):
@@ -370,7 +392,7 @@ class Gates:
         """The agent's warn/info notes: a note event each now, and onto the next row."""
         try:
             notes = distress.take_notes(self.engine.paths.distress_dir)
-        except OSError as exc:
+        except (OSError, AgentFileRefused) as exc:
             self.engine.note(f"could not read the agent's distress notes: {exc}", level="warn")
             return
         for note in notes:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from crucible_core.errors import RunFailed, UncoveredGrant
+from crucible_core.plugins import HookFailed, implementer
 
 if TYPE_CHECKING:
     from crucible_core.broker.declaration import Disclosure
@@ -70,6 +71,9 @@ class TurnAdditions:
     env: Mapping[str, str] = attrs.field(factory=dict)  # extra agent environment for this turn
     # Run services the turn reaches (their forward's URL, bearer and handoff enter its env).
     services: tuple[ServiceForward, ...] = ()
+    # The distribution whose crucible_before_turn built this value (pluggy returns results
+    # without their owners), so a note or a refusal can name it.
+    origin: str = attrs.field(factory=lambda: implementer() or "a plugin", kw_only=True)
 
 
 class TurnUnavailable(Exception):
@@ -101,11 +105,10 @@ class Lifecycle:
 
     def run_start(self) -> None:
         self.started = True
-        for owner, function in self.plugins.implementations("crucible_run_start"):
-            try:
-                function(context=self.context)
-            except Exception as exc:
-                raise _refusal(owner, "crucible_run_start", exc) from exc
+        try:
+            self.plugins.call("crucible_run_start", context=self.context)
+        except HookFailed as failed:
+            raise _refusal(failed) from failed.error
 
     def before_turn(self, turn: Turn) -> Turn:
         """The turn with every plugin's additions; a server name two plugins add keeps the first."""
@@ -123,31 +126,31 @@ class Lifecycle:
         servers = dict(turn.mcp_servers)
         env = dict(turn.env)
         services = list(turn.services)
-        for owner, function in self.plugins.implementations("crucible_before_turn"):
-            try:
-                added = function(context=context)
-            except TurnUnavailable:
-                raise
-            except Exception as exc:
-                raise _refusal(owner, "crucible_before_turn", exc) from exc
-            if added is None:
-                continue
+        try:
+            results = self.plugins.call("crucible_before_turn", context=context)
+        except HookFailed as failed:
+            if isinstance(failed.error, TurnUnavailable):
+                raise failed.error from None
+            raise _refusal(failed) from failed.error
+        for added in results:  # pluggy's order, each plugin's None already left out
             if not isinstance(added, TurnAdditions):
                 raise RunFailed(
-                    f"plugin {owner}: crucible_before_turn returned {type(added).__name__}, not TurnAdditions"
+                    f"a plugin's crucible_before_turn returned {type(added).__name__}, not TurnAdditions"
                 )
             for name, config in added.mcp_servers.items():
                 if name in servers:
                     self.note(
-                        f"plugin {owner} added MCP server {name!r}, which the turn already has; kept the first"
+                        f"{_named(added.origin)} added MCP server {name!r}, which the turn already has; kept the first"
                     )
                     continue
                 servers[name] = config
             for key, value in added.env.items():
                 if key.startswith(_ENGINE_ENV_PREFIX):
-                    self.note(f"plugin {owner} may not set {key} (the engine owns CRUCIBLE_*); ignored")
+                    self.note(
+                        f"{_named(added.origin)} may not set {key} (the engine owns CRUCIBLE_*); ignored"
+                    )
                     continue
-                self._refuse_undisclosed(owner, key)
+                self._refuse_undisclosed(added.origin, key)
                 env[key] = value
             for forward in added.services:
                 if any(known.service == forward.service for known in services):
@@ -163,7 +166,7 @@ class Lifecycle:
             return []
         return [f.service for f in turn.services if not runtime.still_up(f"service.{f.service}")]
 
-    def _refuse_undisclosed(self, owner: str, name: str) -> None:
+    def _refuse_undisclosed(self, origin: str, name: str) -> None:
         """A credential a plugin slips into the agent's environment is a grant like [agent].env:
         one the disclosure does not cover ends the run before the turn starts (C-CAPABILITY-DISCLOSURE)."""
         if self.disclosure is None:
@@ -171,7 +174,7 @@ class Lifecycle:
         missing = self.disclosure.uncovered_env(name)
         if missing is not None:
             raise UncoveredGrant(
-                f"plugin {owner} adds {name} to the agent's environment in crucible_before_turn, "
+                f"{_named(origin)} adds {name} to the agent's environment in crucible_before_turn, "
                 f"but the run's capability disclosure does not cover it ({missing})",
                 hint="disclose it in the manifest (see docs/broker.md, Disclosure), or remove the plugin",
             )
@@ -190,12 +193,16 @@ class Lifecycle:
         self._observe("crucible_run_end", end=RunEnd(self.context, outcome, reason, iterations))
 
     def _observe(self, hook: str, **kwargs: Any) -> None:
-        for owner, function in self.plugins.implementations(hook):
-            try:
-                function(**kwargs)
-            except Exception as exc:
-                self.note(f"plugin {owner}: {hook} raised {type(exc).__name__}: {exc} (ignored)")
+        for fault in self.plugins.observe(hook, **kwargs):
+            self.note(fault)
 
 
-def _refusal(owner: str, hook: str, exc: Exception) -> RunFailed:
-    return RunFailed(f"plugin {owner} refused the run in {hook}: {type(exc).__name__}: {exc}")
+def _named(origin: str) -> str:
+    return origin if origin == "a plugin" else f"plugin {origin}"
+
+
+def _refusal(failed: HookFailed) -> RunFailed:
+    error = failed.error
+    return RunFailed(
+        f"plugin {failed.owner} refused the run in {failed.hook}: {type(error).__name__}: {error}"
+    )

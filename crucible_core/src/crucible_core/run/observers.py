@@ -8,12 +8,16 @@ others keep receiving events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-Observer = Callable[[Mapping[str, Any]], None]
+if TYPE_CHECKING:
+    from crucible_core.plugins import Plugins
+
+# An observer returns nothing, or (the plugins member) the faults it isolated itself.
+Observer = Callable[[Mapping[str, Any]], Iterable[str] | None]
 
 
 @attrs.define
@@ -37,6 +41,17 @@ class ObserverFanout:
     def add(self, name: str, observe: Observer) -> None:
         self.members.append(_Member(name, observe))
 
+    def add_plugins(self, plugins: Plugins, hook: str) -> None:
+        """Every plugin's `hook(event=...)` as one member, called through pluggy: a plugin that
+        raises is muted for the rest of the run (the others still hear every event)."""
+        muted: set[object] = set()
+
+        def observe(event: Mapping[str, Any]) -> list[str]:
+            faults = plugins.observe(hook, mute=muted, event=event)
+            return [f"{fault}; it receives no further events this run" for fault in faults]
+
+        self.members.append(_Member(f"plugins ({hook})", observe))
+
     def disabled(self) -> list[str]:
         return [m.name for m in self.members if m.disabled]
 
@@ -46,7 +61,7 @@ class ObserverFanout:
             if member.disabled:
                 continue
             try:
-                member.observe(event)
+                faults.extend(member.observe(event) or ())  # a plugins member reports its own faults
             except Exception as exc:  # a bystander's bug; BaseException (aborts, ^C) still propagates
                 member.disabled = True
                 faults.append(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 from pathlib import Path
 from typing import Any
 
 import attrs
+
+from crucible_core.agent_files import MAX_MARKER_BYTES, MAX_MARKER_DEPTH, read_regular
+from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 
 MARKER_NAME = "PROVISIONING_PENDING.json"
 
@@ -59,9 +63,9 @@ def parse_marker(data: bytes, *, changed_anything: bool) -> Pending | str:
     fallback (continue); a turn that produced only the ask blocks.
     """
     try:
-        record = json.loads(data)
-    except ValueError:
-        return "PROVISIONING_PENDING.json is not valid JSON"
+        record = loads_bounded(data, max_chars=MAX_MARKER_BYTES, max_depth=MAX_MARKER_DEPTH)
+    except JsonRefused as exc:
+        return f"{MARKER_NAME} is not usable JSON: {exc}"
     if not isinstance(record, dict):
         return "PROVISIONING_PENDING.json is not a JSON object"
     trace_id = record.get("trace_id")
@@ -81,10 +85,15 @@ def parse_marker(data: bytes, *, changed_anything: bool) -> Pending | str:
 
 
 def take_marker(path: Path) -> bytes | None:
-    """Read and delete the marker: consumed once, so a stale file cannot re-trigger a wait on resume."""
+    """Read and delete the marker: consumed once, so a stale file cannot re-trigger a wait on resume.
+
+    Raises AgentFileRefused (the marker is removed all the same) when something other than a
+    small regular file stands there: a FIFO or a link is never opened blocking nor followed.
+    """
     try:
-        data = path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError):
+        return read_regular(path, MAX_MARKER_BYTES)
+    except FileNotFoundError:
         return None
-    path.unlink(missing_ok=True)
-    return data
+    finally:
+        with contextlib.suppress(OSError):  # absent already, or a directory (which stays)
+            path.unlink()

@@ -3,7 +3,8 @@
 No World, no Judge, no engine operations. Each settled task writes one task_result row
 (score null); the run exits 0 iff its verdict is valid. A resume folds settled tasks from the
 log, never re-dispatches them, and rebuilds the workspace from the pristine start plus the
-declared files of every folded task that passed.
+declared files of every folded task that passed in the shared workspace, each committed as
+that task's.
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from crucible_core.errors import ExitCode, UsageError, WorkspaceError
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.run.agent_task import agent_task_runner
+
+if TYPE_CHECKING:
+    from crucible_core.plan.executor import PriorRun
+    from crucible_core.plan.files import FileStore
+    from crucible_core.run.git_memory import GitMemory
 
 
 @attrs.frozen
@@ -39,7 +45,10 @@ class PlaybookRequest:
 
 def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest) -> int:
     from crucible_core.contract import wire
+    from crucible_core.manifest.paths import PRIVATE_DIR_NAME
     from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
+    from crucible_core.plan.files import FILES_DIR_NAME, FileStore
+    from crucible_core.plan.ir import Isolation
     from crucible_core.plan.load import plan_from_data
     from crucible_core.plan.runners import terminate_interrupts
     from crucible_core.plan.validate import validate
@@ -47,7 +56,7 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     from crucible_core.run.identity import run_identity
     from crucible_core.run.injects import copy_injects, refresh_frozen
     from crucible_core.services import run_services
-    from crucible_core.session_log import SessionLog, read_events
+    from crucible_core.session_log import SessionLog, log_size, read_events
     from crucible_core.workflow.pack import ARTIFACT_NAME, effective_workflow, plan_data, to_toml
 
     if request.iterations is not None and request.iterations > 1:
@@ -83,7 +92,9 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
     artifact = to_toml(document)
     prior = None
     elapsed = 0.0
-    if log_path.exists() and log_path.stat().st_size > 0:
+    memory = GitMemory(workspace, state / PRIVATE_DIR_NAME / "playbook-git")
+    rebuilt = False
+    if log_size(log_path) > 0:
         if not request.resume:
             raise WorkspaceError(f"{state} already holds a run", hint="pass --resume to continue it")
         frozen = state / ARTIFACT_NAME
@@ -95,17 +106,20 @@ def run_playbook(plugins: Any, loaded: LoadedManifest, request: PlaybookRequest)
         prior = PriorRun.read(log_path)
         elapsed = _elapsed_before(read_events(log_path))
         if prior.shutdown is None:
-            _rebuild_workspace(loaded, workspace, state, prior)
+            rebuilt = _rebuild_workspace(loaded, memory)
     else:
         if request.resume and workspace.exists() and any(workspace.iterdir()):
-            _rebuild_workspace(loaded, workspace, state, PriorRun(None, {}, None))
+            rebuilt = _rebuild_workspace(loaded, memory)
         else:
             _fresh_workspace(loaded, workspace)
         copy_injects(loaded.injects, workspace)
     state.mkdir(parents=True, exist_ok=True)
     (state / ARTIFACT_NAME).write_text(artifact, encoding="utf-8")
-    memory = GitMemory(workspace)
     memory.ensure()
+    if rebuilt and prior is not None:
+        shared = {task.name for task in plan.tasks if task.isolation is Isolation.SHARED}
+        stored = FileStore(state / FILES_DIR_NAME, max_bytes=0)  # read only: nothing is captured here
+        _replay_declared_files(memory, stored, shared, prior)
     started = time.monotonic()
 
     def write_summary(spent: float) -> None:
@@ -252,11 +266,14 @@ def _fresh_workspace(loaded: LoadedManifest, workspace: Path) -> None:
         shutil.copytree(source, workspace, symlinks=True, ignore=shutil.ignore_patterns("state"))
     elif repo is not None and repo.url is not None:
         from crucible_core import process
+        from crucible_core.run.git_memory import ENGINE_CONFIG, GIT_ENV
 
+        # No system or global config, hooks or fsmonitor; HOME stays unset so ssh finds its keys.
+        env = {key: value for key, value in GIT_ENV.items() if key not in ("HOME", "XDG_CONFIG_HOME")}
         done = process.run(
-            ["git", "clone", "--quiet", repo.url, str(workspace)],
+            ["git", *ENGINE_CONFIG, "clone", "--quiet", "--no-recurse-submodules", repo.url, str(workspace)],
             cwd=loaded.dir,
-            env={"PATH": "/usr/bin:/bin"},
+            env=env,
             timeout=600,
         )
         if not done.ok:
@@ -267,30 +284,36 @@ def _fresh_workspace(loaded: LoadedManifest, workspace: Path) -> None:
         workspace.mkdir(parents=True, exist_ok=True)
 
 
-def _rebuild_workspace(loaded: LoadedManifest, workspace: Path, state: Path, prior: Any) -> None:
-    """Pristine start plus the declared files of every folded task that passed; nothing else."""
-    from crucible_core.run.git_memory import GitMemory
+def _rebuild_workspace(loaded: LoadedManifest, memory: GitMemory) -> bool:
+    """Put the workspace back to the pristine start (its base commit, or a fresh start when the
+    memory cannot give it back); False when the workspace is the manifest's own checkout."""
     from crucible_core.run.injects import copy_injects
 
     if loaded.inside_workspace():
-        return  # the workspace is the manifest's own checkout: never delete it
-    if not GitMemory(workspace).reset_to_base():
-        if workspace.exists():
+        return False  # the workspace is the manifest's own checkout: never delete it
+    workspace = memory.workspace
+    if not memory.reset_to_base():
+        if os.path.lexists(workspace):
             shutil.rmtree(workspace)
         _fresh_workspace(loaded, workspace)
     copy_injects(loaded.injects, workspace)
-    files = state / "files"
+    return True
+
+
+def _replay_declared_files(memory: GitMemory, files: FileStore, shared: set[str], prior: PriorRun) -> None:
+    """The declared files of every folded task that passed in the shared workspace, put back in
+    the order the tasks settled, each committed as that task's, as the uninterrupted run did.
+
+    An isolated task's files never reached the shared workspace (its dependents get them staged).
+    """
     for name, result in prior.results.items():
-        if result.status != "pass":
+        if result.status != "pass" or name not in shared:
             continue
-        captured = files / name
-        if not captured.is_dir():
-            continue
-        for path in sorted(captured.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                target = workspace / path.relative_to(captured)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
+        for rel, stored in files.captured(name):
+            target = memory.workspace / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(stored, target)
+        memory.settled(name, passed=True, quiescent=True)
 
 
 def _agent_runner(plugins: Any, loaded: LoadedManifest, state: Path, log_path: Path) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from crucible_core.contract.decide import shown_decision
 from crucible_core.flow.score_chart import ChartPoint, render_score_chart
 
 RESULTS_CHART_NAME = "RESULTS-score.svg"
@@ -51,5 +52,7 @@ def render_results_chart(rows: Iterable[Any], *, direction: str) -> str:
             continue
         if decision == "keep" and score is not None and _better(score, best, direction):
             best = score
-        points.append(ChartPoint(int(_field(row, "iter") or 0), score, decision, best))
+        valid = _field(row, "valid")
+        shown = shown_decision(decision, valid if isinstance(valid, bool) else None)
+        points.append(ChartPoint(int(_field(row, "iter") or 0), score, shown, best))
     return render_score_chart(points, baseline=baseline_of(rows), direction=direction)

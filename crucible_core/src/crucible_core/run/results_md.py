@@ -6,7 +6,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from crucible_core.contract import wire
-from crucible_core.run.results_chart import baseline_of, row_score
+from crucible_core.contract.decide import shown_decision
+from crucible_core.contract.noise import note_with_margin
+from crucible_core.flow.model import versus_baseline
+from crucible_core.run.results_chart import baseline_of
 
 
 def _score(value: Any) -> str:
@@ -15,14 +18,6 @@ def _score(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
-
-
-def _improvement(score: float | None, baseline: float | None, direction: str) -> str:
-    """Percent better than the baseline (positive is better, whichever way the objective points)."""
-    if score is None or baseline is None or baseline == 0:
-        return "-"
-    gain = (baseline - score) if direction == "lower" else (score - baseline)
-    return f"{100.0 * gain / abs(baseline):+.1f}%"
 
 
 def render_results(
@@ -53,9 +48,15 @@ def render_results(
         "| ---: | --- | ---: | ---: | ---: | --- |",
     ]
     for row in rows:
-        note = row.note.replace("|", "\\|").replace("\n", " ")
+        decision = shown_decision(row.decision, row.valid)
+        note = row.note
+        if decision == "discard":
+            note = note_with_margin(
+                note, score=row.score, best=row.best, margin=row.margin, direction=direction
+            )
+        note = note.replace("|", "\\|").replace("\n", " ")
         lines.append(
-            f"| {row.iter} | {row.decision} | {_score(row.score)} | {_score(row.best)} "
-            f"| {_improvement(row_score(row), baseline, direction)} | {note[:160]} |"
+            f"| {row.iter} | {decision} | {_score(row.score)} | {_score(row.best)} "
+            f"| {versus_baseline(baseline, row.score, direction) or '-'} | {note[:160]} |"
         )
     return "\n".join(lines) + "\n"

@@ -6,7 +6,7 @@ from typing import Any
 
 from crucible_core.contract import wire
 from crucible_core.contract.fold import Folded
-from crucible_core.reporters.output import plain
+from crucible_core.contract.plain_text import plain
 
 
 def _best(f: Folded) -> float | None:

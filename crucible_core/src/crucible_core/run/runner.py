@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from crucible_core.contract import wire
 from crucible_core.contract.decide import Best
 from crucible_core.contract.fold import Folded, fold_path
 from crucible_core.contract.reading import Reading
-from crucible_core.contract.recovery import FINAL_OUTCOMES, classify
+from crucible_core.contract.recovery import FINAL_OUTCOMES, classify, unlogged_keep
 from crucible_core.control import orders
 from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.client import live_run
@@ -32,12 +31,12 @@ from crucible_core.errors import CrucibleError, ExitCode, PreflightFailed, Resum
 from crucible_core.manifest.loader import LoadedManifest, load_manifest
 from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
-from crucible_core.protocols import Reporter, ReporterContext, ReporterFactory
+from crucible_core.protocols import RecordedKept, Reporter, ReporterContext, ReporterFactory, recorded_kept
 from crucible_core.redact import Redactor
 from crucible_core.run import distress
 from crucible_core.run.agent_ready import refuse_unstartable_agent
 from crucible_core.run.assemble import build_engine
-from crucible_core.run.budget import Budget
+from crucible_core.run.budget import Budget, layered_budget
 from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import Engine, RunOptions, agent_environment, engine_environment
 from crucible_core.run.gates import Aborted, Gates
@@ -63,10 +62,15 @@ from crucible_core.run.wide import (
 )
 from crucible_core.run.wide_placement import ProposalPlacement, place_proposals, refuse_unsendable_turns
 from crucible_core.run.workflow_iteration import admit_authored_graph, freeze_artifact
-from crucible_core.run.workspace_setup import prepare_workspace, refuse_existing_workspace, source_notice
+from crucible_core.run.workspace_setup import (
+    prepare_workspace,
+    refuse_existing_workspace,
+    source_notice,
+    workspace_in_use,
+)
 from crucible_core.services import run_services
 from crucible_core.services.runtime import ServiceRuntime
-from crucible_core.session_log import SessionLog, read_events
+from crucible_core.session_log import SessionLog, log_size, read_events
 from crucible_core.shell import Shell
 
 
@@ -177,14 +181,11 @@ def _execute_locked(
                 f"the run recorded in {paths.state_dir} is still running (pid {alive.get('pid', '?')})",
                 hint="watch it with `crucible status`, or `crucible stop` it before resuming",
             )
-        folded = fold_path(paths.session_log)
+        folded = fold_path(paths.session_log) if log_size(paths.session_log) else Folded()
         if folded.events == 0:
-            raise WorkspaceError(
-                f"nothing to resume: {paths.session_log} holds no events",
-                hint="start the run without --resume",
-            )
-        refuse_disagreeing_log(folded, paths)
-        budget = resumed_budget(request.budget, folded)
+            refuse_nothing_to_resume(loaded, paths)
+        changes = Ledger(paths.admissions).granted(orders.REAPPLIED_ON_RESUME)  # read only
+        budget = resumed_budget(request.budget, folded, [entry.payload for entry in changes])
         ended = already_ended(folded, budget, no_early_stop=request.options.no_early_stop)
         if ended is not None:
             sys.stderr.write(f"crucible: {ended}\n")
@@ -216,6 +217,10 @@ def _execute_locked(
     drivers = build_drivers(
         plugins, loaded, paths, shell, harness=request.options.harness, model=request.options.model
     )
+    # What the world's own record kept, read before anything repairs or rolls back the world.
+    world_kept = recorded_kept(drivers.world) if folded is not None else None
+    if folded is not None:
+        refuse_disagreeing_log(folded, paths, world_kept)
     agent_env = agent_environment(base_env, loaded)
     m = loaded.manifest
     wide = wide_settings(loaded.manifest, request.options.wide, request.options.wide_keep)
@@ -247,8 +252,7 @@ def _execute_locked(
     log = SessionLog(paths.session_log, redactor)
     fanout = ObserverFanout(note=lambda text: log.emit(wire.Note(msg=text, level="warn")))
     fanout.add(f"reporter {request.ui!r}", reporter.on_event)
-    for owner, observe in plugins.implementations("crucible_session_event"):
-        fanout.add(f"plugin {owner} (crucible_session_event)", functools.partial(_observe, observe))
+    fanout.add_plugins(plugins, "crucible_session_event")
     log.observers.append(fanout)
     goal = loaded.goal_text()
     method = (
@@ -324,6 +328,8 @@ def _execute_locked(
     ]
     for warning in gates.ledger.problems:
         engine.note(warning, level="warn")
+    if folded is not None:
+        record_resume_budget(gates.ledger, request.budget, engine.note)
     started = time.monotonic()
     runs_harness = drivers.choice.runs_harness  # the start line names only what the backend runs
     exit_, reason = LoopExit.ERROR, "engine error"
@@ -368,7 +374,7 @@ def _execute_locked(
                     f"the control bridge could not start ({exc}); STEER.md and signals still work", "warn"
                 )
             if folded is not None:
-                run, settled = _resume(engine, shell, folded, started)
+                run, settled = _resume(engine, shell, folded, started, world_kept)
             else:
                 run = _fresh(engine, shell, started)
                 prove_environment(engine, run)
@@ -489,10 +495,6 @@ def prove_environment(engine: Engine, run: Run) -> None:
         raise
 
 
-def _observe(function: Callable[..., Any], event: Any) -> None:
-    function(event=event)
-
-
 def _close_reporter(reporter: Reporter, name: str, fanout: ObserverFanout) -> None:
     """A reporter that already failed, or fails now, costs only its own output."""
     if f"reporter {name!r}" in fanout.disabled():
@@ -533,8 +535,15 @@ def _fresh(engine: Engine, shell: Shell, started: float) -> Run:
     return run
 
 
-def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tuple[Run, LoopExit | None]:
-    """Continue a recorded run: classify its end, roll back a half-made turn, re-arm what is owed."""
+def _resume(
+    engine: Engine, shell: Shell, folded: Folded, started: float, recorded: RecordedKept | None
+) -> tuple[Run, LoopExit | None]:
+    """Continue a recorded run: classify its end, roll back a half-made turn, re-arm what is owed.
+
+    The world's own record of kept states wins over the log: a state it kept that the log
+    never recorded opens a new segment there (measured again as its baseline), so the
+    rollback never goes past it.
+    """
     recovery = classify(folded)
     engine.note(
         f"resuming after {folded.events} events: iteration {folded.iteration}, best {folded.best_score}, "
@@ -572,23 +581,44 @@ def _resume(engine: Engine, shell: Shell, folded: Folded, started: float) -> tup
     swept = sweep_forks(engine.world, RoundFiles(engine.paths.private_dir).forks)
     if swept:
         engine.note(f"removed {len(swept)} wide-round worktree(s) the killed process left behind")
+    unlogged = unlogged_keep(folded, recorded.latest if recorded is not None else None)
+    if unlogged is not None:
+        _adopt_unlogged_keep(engine, run, unlogged)
     if run.segment.best_token:
         engine.world.restore(run.segment.best_token)  # roll a half-finished turn back to the last kept state
     else:
         # a log that names no snapshot (crucible's own, before its first keep): leave the world as it is
         engine.note("the log names no kept snapshot to restore; the workspace is used as it stands", "warn")
     _rearm_wait(engine, run, folded)
-    engine.budget = rearm(engine.gates, engine.budget)
+    rearm(engine.gates)
     engine.budget_event(run)  # views continue the run's clock and caps from here, not from zero
     if engine.gates.paused:
         engine.note("the operator's pause is still in force: parked until `crucible unpause`")
     engine.gates.publish(run)
     if engine.lifecycle is not None:
         engine.lifecycle.run_start()
-    if not folded.segment_baselined:
+    if not folded.segment_baselined or unlogged is not None:
         return run, run_baseline(engine, run)
     engine.write_results(run)
     return run, None
+
+
+def _adopt_unlogged_keep(engine: Engine, run: Run, kept: str) -> None:
+    """Continue from a state the world kept but the log never recorded: a new segment starts
+    there and is measured again as its baseline (the log has no score for it)."""
+    old = run.segment
+    engine.note(
+        f"the engine's own record kept {kept[:12]} after the last state the session log names "
+        f"({old.best_token[:12]}): the log lost its tail, or the previous process died between "
+        f"keeping it and logging it. Nothing kept is rolled back: segment {old.index + 1} starts "
+        f"from {kept[:12]} and measures it again as its baseline (iterations and spend count from "
+        f"iteration {run.iteration}, where the log ends)",
+        level="warn",
+    )
+    run.segment = Segment(
+        regime=old.regime, fingerprint=old.fingerprint, best_token=kept, index=old.index + 1
+    )
+    engine.emit_segment(run, reason="recovered")
 
 
 def _services_changed(before: wire.RunIdentity, now: wire.RunIdentity) -> str:
@@ -629,13 +659,14 @@ def _base_commit(identity: wire.Identity | None) -> str:
     return components[0].base_sha if components else ""
 
 
-def refuse_disagreeing_log(folded: Folded, paths: RunPaths) -> None:
+def refuse_disagreeing_log(folded: Folded, paths: RunPaths, recorded: RecordedKept | None = None) -> None:
     """Stop a resume whose log and world disagree, before anything is written or removed.
 
     A log without a readable segment normally means setup was interrupted (nothing kept yet,
     so the half-made workspace may be set up again). But when the same log also holds an
-    identity or a decided row, setup did finish: the segment line was damaged or the log was
-    truncated under a live run, and the workspace may hold kept commits. Refuse and leave both.
+    identity or a decided row, or the world's own record kept a state after setup, setup did
+    finish: the segment line was damaged or the log was cut short, and the workspace holds
+    kept commits. Refuse and leave both.
     """
     if folded.fingerprint is not None:
         return
@@ -646,12 +677,29 @@ def refuse_disagreeing_log(folded: Folded, paths: RunPaths) -> None:
         evidence.append(f"{len(folded.rows)} row(s)")
     if folded.start is None:
         evidence.append("no start line (its beginning is missing)")
+    if recorded is not None and recorded.latest != recorded.setup:
+        evidence.append(f"the engine's own record kept {recorded.latest[:12]} after setup")
     if not evidence:
         return
     raise ResumeConflict(
         f"{paths.session_log} has no readable segment line but {', '.join(evidence)}: the log is damaged "
         f"or was truncated, and the workspace {paths.workspace} may hold kept history, so nothing was changed",
         hint="restore the session log from a copy, or move the workspace and state directory aside and start afresh",
+    )
+
+
+def refuse_nothing_to_resume(loaded: LoadedManifest, paths: RunPaths) -> None:
+    """A resume with no log to continue from; the next step depends on what is left."""
+    if workspace_in_use(paths.workspace) and not loaded.inside_workspace():
+        raise ResumeConflict(
+            f"nothing to resume: {paths.session_log} is missing or holds no events, but the workspace "
+            f"{paths.workspace} is still there (its git history holds what the run kept)",
+            hint="a run cannot continue without its log: put a copy of the log back and resume, or "
+            "move the workspace aside (it keeps its history) and start afresh without --resume",
+        )
+    raise WorkspaceError(
+        f"nothing to resume: {paths.session_log} is missing or holds no events",
+        hint="start the run without --resume",
     )
 
 
@@ -699,8 +747,10 @@ def run_from_fold(f: Folded, started: float) -> Run:
     )
 
 
-def resumed_budget(given: Budget, f: Folded) -> Budget:
-    """Flags given to the resume win; the rest comes from the run's original start line."""
+def resumed_budget(given: Budget, f: Folded, changes: Iterable[Mapping[str, Any]] = ()) -> Budget:
+    """The budget a resume runs under: the original start's caps, then every budget change the
+    operator made (in ledger order, earlier resumes' flags among them), then the resume's own
+    flags, which win over all of them."""
     start = f.start
     if start is None:
         original: dict[str, Any] = {}
@@ -712,11 +762,25 @@ def resumed_budget(given: Budget, f: Folded) -> Budget:
             "max_cost": start.max_cost or None,
             "max_time": float(start.max_secs) if start.max_secs else None,
         }
-    return Budget(
-        iterations=given.iterations if given.iterations is not None else original.get("iterations"),
-        max_cost=given.max_cost if given.max_cost is not None else original.get("max_cost"),
-        max_time=given.max_time if given.max_time is not None else original.get("max_time"),
-    )
+    return layered_budget(original, *changes, given.to_wire())
+
+
+def record_resume_budget(ledger: Ledger, given: Budget, note: Callable[[str, str], None]) -> None:
+    """Record the budget flags given to a resume in the ledger, settled at once, so that a later
+    resume without flags still keeps them (a note says so when the ledger cannot be written)."""
+    flags = {name: value for name, value in given.to_wire().items() if value is not None}
+    if not flags:
+        return
+    try:
+        entry = ledger.admit(orders.SET_BUDGET, flags).entry
+    except OSError as exc:
+        note(
+            f"the resume's budget flags could not be recorded in the admission ledger ({exc}): "
+            "they hold for this process; give them again to a later resume",
+            "warn",
+        )
+        return
+    ledger.settle(entry.key, "applied", "the budget flags given to `crucible run --resume`")
 
 
 def already_ended(f: Folded, budget: Budget, *, no_early_stop: bool = False) -> str | None:
@@ -744,16 +808,16 @@ def already_ended(f: Folded, budget: Budget, *, no_early_stop: bool = False) -> 
     )
 
 
-def rearm(gates: Gates, budget: Budget) -> Budget:
-    """Re-arm what the ledger says is owed and close out what this resume overrides (C-LEDGER)."""
+def rearm(gates: Gates) -> None:
+    """Re-arm what the ledger says is owed and close out what this resume overrides (C-LEDGER).
+
+    The budget changes are already in the resumed budget (`resumed_budget`); here they are settled.
+    """
     ledger = gates.ledger
     if ledger is None:
-        return budget
+        return
     level = ledger.latest(orders.PAUSE_LEVEL)
     gates.paused = level is not None and level.input == orders.PAUSE
-    for entry in sorted(ledger.entries.values(), key=lambda e: e.seq):
-        if entry.input in orders.REAPPLIED_ON_RESUME and entry.outcome != "rejected":
-            budget = attrs.evolve(budget, **entry.payload)  # the live cap is every granted change in order
     for entry in ledger.owed():
         spec = orders.BY_NAME.get(entry.input)
         on_resume = spec.on_resume if spec is not None else orders.OnResume.OVERRIDE
@@ -766,9 +830,8 @@ def rearm(gates: Gates, budget: Budget) -> Budget:
                 ledger.settle(entry.key, "applied", "re-armed on resume")
             else:
                 ledger.settle(entry.key, "superseded", "a later pause or resume overrides it")
-        else:  # REAPPLY: already folded into the budget above
+        else:  # REAPPLY: already folded into the resumed budget
             ledger.settle(entry.key, "applied", "re-armed on resume")
-    return budget
 
 
 class _AbortSignal:

@@ -8,14 +8,18 @@ moment its holder dies, so it answers exactly "is an engine using this directory
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import time
 from pathlib import Path
 
 from crucible_core.errors import WorkspaceError
 
 LOCK_NAME = "engine.lock"
+# What stands at the lock's path when opening it fails this way (never something an engine made).
+_FOREIGN = {errno.EISDIR: "a directory", errno.ELOOP: "a symbolic link"}
 
 
 class StateLocked(WorkspaceError):
@@ -39,7 +43,19 @@ class StateLock:
 
     def _take(self) -> int:
         # O_CLOEXEC (Python's default): a child the run starts must never inherit the lock.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # O_NOFOLLOW and the fstat: a link or a FIFO planted there is never written through.
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            if exc.errno in _FOREIGN:
+                raise self._foreign(_FOREIGN[exc.errno]) from None
+            raise WorkspaceError(
+                f"cannot take the state lock {self.path}: {exc.strerror or exc}",
+                hint="make the state directory writable for this user, then run the same command",
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise self._foreign("not a regular file")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -56,6 +72,14 @@ class StateLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         return fd
+
+    def _foreign(self, why: str) -> WorkspaceError:
+        """Something the engine did not make stands at the lock's path (a directory, a link)."""
+        return WorkspaceError(
+            f"cannot take the state lock {self.path}: {why}",
+            hint="remove it: an engine's lock is always a regular file crucible makes, so no run holds "
+            "this one; the next run makes a fresh lock file",
+        )
 
     def held_in_place(self) -> bool:
         """True while the lock file at its path is the one this engine holds."""

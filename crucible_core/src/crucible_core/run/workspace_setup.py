@@ -14,6 +14,7 @@ from crucible_core.manifest.paths import RunPaths
 from crucible_core.protocols import SourceChanges, World
 from crucible_core.run.composite_world import CompositeWorld
 from crucible_core.run.injects import copy_injects
+from crucible_core.session_log import log_size
 from crucible_core.shell import Shell
 
 SETUP_TIMEOUT = 3600.0
@@ -27,12 +28,16 @@ def refuse_existing_workspace(loaded: LoadedManifest, paths: RunPaths) -> None:
     """A fresh run never adopts a workspace it did not create: that could be someone's work."""
     if loaded.inside_workspace():
         return  # never reached (containment refuses it); never adopt the manifest's own checkout
+    logged = log_size(paths.session_log) > 0
     if workspace_in_use(paths.workspace):
         raise WorkspaceError(
             f"workspace {paths.workspace} already exists",
-            hint="continue that run with --resume, or move the directory away to start fresh",
+            hint="continue that run with --resume, or move the directory away to start fresh"
+            if logged
+            else f"{paths.session_log} holds no run to resume: move the directory away (it keeps its "
+            "git history) to start fresh",
         )
-    if paths.session_log.exists() and paths.session_log.stat().st_size > 0:
+    if logged:
         raise WorkspaceError(
             f"state directory {paths.state_dir} already holds a session log",
             hint="continue that run with --resume, or move the state directory away to start fresh",

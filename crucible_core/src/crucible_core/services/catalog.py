@@ -34,8 +34,11 @@ _ENTRY_KEYS = frozenset(
         "creates_external_resources",
         "concurrent_clients",
         "handoff",
+        "reclaim_args",
     }
 )
+MAX_RECLAIM_ARGS = 64
+MAX_RECLAIM_ARG_CHARS = 4096
 _HANDOFF_KEYS = frozenset({"file", "env", "target", "scope"})
 
 
@@ -75,6 +78,9 @@ class CatalogEntry:
     creates_external_resources: bool = False
     concurrent_clients: bool = True
     handoff: Handoff | None = None
+    # A one-shot run of the same executable that reclaims what an earlier instance under the run
+    # id created, then exits: a resumed run uses it instead of starting a service no task needs.
+    reclaim_args: tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -168,6 +174,13 @@ def _entry(index: int, raw: dict[str, Any], problems: list[str]) -> CatalogEntry
     if not isinstance(mcp_path, str) or not mcp_path.startswith("/"):
         problems.append(f"{where}: mcp_path must start with /")
     handoff = _handoff(where, raw.get("handoff"), problems)
+    reclaim = raw.get("reclaim_args")
+    if reclaim is not None and (
+        not isinstance(reclaim, list)
+        or len(reclaim) > MAX_RECLAIM_ARGS
+        or not all(isinstance(a, str) and len(a) <= MAX_RECLAIM_ARG_CHARS and "\0" not in a for a in reclaim)
+    ):
+        problems.append(f"{where}: reclaim_args must be a list of at most {MAX_RECLAIM_ARGS} strings")
     if len(problems) > start:
         return None
     return CatalogEntry(
@@ -180,6 +193,7 @@ def _entry(index: int, raw: dict[str, Any], problems: list[str]) -> CatalogEntry
         creates_external_resources=raw["creates_external_resources"],
         concurrent_clients=raw["concurrent_clients"],
         handoff=handoff,
+        reclaim_args=tuple(reclaim) if reclaim is not None else None,
     )
 
 

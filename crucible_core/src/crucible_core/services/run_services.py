@@ -44,7 +44,7 @@ def stable_run_id(state_dir: Path) -> str:
     except OSError:
         pass
     run_id = uuid.uuid4().hex[:16]
-    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.write_text(run_id + "\n")
     return run_id
 
@@ -60,14 +60,16 @@ def resolve_declared(declarations: tuple[ServiceDeclaration, ...], env: Mapping[
 
 
 def left_running(log_path: Path) -> list[str]:
-    """Services an earlier process of this run started and never recorded stopping (it was killed)."""
+    """Services an earlier process of this run started and never recorded stopping (it was killed),
+    and whose leftovers no later reclaim command cleaned up."""
     running: set[str] = set()
     if not log_path.exists():
         return []
     for event in read_events(log_path):
-        if event.get("kind") == wire.ServiceStart.KIND:
+        kind = event.get("kind")
+        if kind == wire.ServiceStart.KIND:
             running.add(str(event.get("service")))
-        elif event.get("kind") == wire.ServiceExit.KIND:
+        elif kind == wire.ServiceExit.KIND or (kind == wire.ServiceReclaim.KIND and event.get("status") == 0):
             running.discard(str(event.get("service")))
     return sorted(running)
 

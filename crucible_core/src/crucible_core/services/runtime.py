@@ -32,6 +32,7 @@ RUN_ID_ENV = "CRUCIBLE_RUN_ID"
 PORT_ENV = "CRUCIBLE_SERVICE_PORT"
 HANDOFF_ENV = "CRUCIBLE_SERVICE_HANDOFF_DIR"
 PROBE_INTERVAL = 0.1
+RECLAIM_TIMEOUT = 300.0  # a catalog reclaim command (deleting a cluster, say) that outlives this is killed
 # What a service's process inherits from the engine besides its own secrets: enough to run.
 _BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 
@@ -155,17 +156,23 @@ class ServiceRuntime:
         return instance is not None and instance.child.poll() is None
 
     def reclaim(self, names: list[str]) -> None:
-        """Start and stop services a killed predecessor left behind that this process never started.
+        """Reclaim what services a killed predecessor left behind created, when this process never
+        started them (no remaining task needed them).
 
-        Only for tools whose entry says they create resources outside the run supervisor: a fresh
-        instance with the same run id reclaims what the killed one created (the catalog asserts
-        it does so on start or on stop). Failures are recorded, never raised.
+        Only for tools whose entry says they create resources outside the run supervisor. With
+        the entry's `reclaim_args`, the attested executable runs once with them and the run id,
+        and no service is started: no task needs one. Without them the only way left is a fresh
+        instance with the same run id, started and stopped, which reclaims on start or on stop
+        (docs/services.md names this deviation). Failures are recorded, never raised.
         """
         for name in names:
             service = next((s for s in self.resolution.services if s.name == name), None)
             if service is None or not service.available or service.entry is None:
                 continue
             if not service.entry.creates_external_resources or name in self._starts:
+                continue
+            if service.entry.reclaim_args is not None:
+                self._run_reclaim(service, service.entry.reclaim_args)
                 continue
             try:
                 self.prepare(service.declaration.capability, "")
@@ -213,6 +220,45 @@ class ServiceRuntime:
     def _handoff_dir(self, name: str) -> Path:
         return self.dir / name / "handoff"
 
+    def _home(self, service: ResolvedService) -> tuple[Path, Path]:
+        """The service's own directory (where its tool runs) and its handoff directory, both 0700."""
+        home = self.dir / service.name
+        handoff = self._handoff_dir(service.name)
+        handoff.mkdir(parents=True, exist_ok=True)
+        os.chmod(home, 0o700)
+        os.chmod(handoff, 0o700)
+        return home, handoff
+
+    def _tool_env(self, service: ResolvedService, **extra: str) -> dict[str, str]:
+        """What the tool's process gets: enough to run, its own secrets, the run id and `extra`."""
+        env = {key: self._env[key] for key in _BASE_ENV if key in self._env}
+        env.update({s.name: self._env[s.name] for s in service.declaration.secrets if s.name in self._env})
+        env.update({RUN_ID_ENV: self.run_id, **extra})
+        return env
+
+    def _run_reclaim(self, service: ResolvedService, args: tuple[str, ...]) -> None:
+        entry = service.entry
+        assert entry is not None
+        problem = digest_problem(entry)
+        if problem is not None:
+            self._emit(wire.ServiceReclaim(service=service.name, note=f"refused: {problem}"))
+            return
+        home, handoff = self._home(service)
+        done = process.run(
+            [str(entry.executable), *args],
+            cwd=home,
+            env=self._tool_env(service, **{HANDOFF_ENV: str(handoff)}),
+            timeout=RECLAIM_TIMEOUT,
+            grace=self.resolution.bounds.grace_seconds,
+        )
+        self._emit(
+            wire.ServiceReclaim(
+                service=service.name,
+                status=None if done.spawn_error else done.exit_code,
+                note="" if done.ok else done.describe_failure(),
+            )
+        )
+
     def _start(self, service: ResolvedService, task: str) -> _Instance:
         entry = service.entry
         assert entry is not None
@@ -226,16 +272,10 @@ class ServiceRuntime:
         if problem is not None:
             raise ServiceUnavailable(f"service {service.name} refused: {problem}")
         self._starts[service.name] = count + 1
-        home = self.dir / service.name
-        handoff = self._handoff_dir(service.name)
-        handoff.mkdir(parents=True, exist_ok=True)
-        os.chmod(home, 0o700)
-        os.chmod(handoff, 0o700)
+        home, handoff = self._home(service)
         port = free_loopback_port()
         stdio = entry.transport is Transport.MCP_STDIO
-        env = {key: self._env[key] for key in _BASE_ENV if key in self._env}
-        env.update({s.name: self._env[s.name] for s in service.declaration.secrets if s.name in self._env})
-        env.update({RUN_ID_ENV: self.run_id, PORT_ENV: str(port), HANDOFF_ENV: str(handoff)})
+        env = self._tool_env(service, **{PORT_ENV: str(port), HANDOFF_ENV: str(handoff)})
         try:
             child = process.spawn(
                 [str(entry.executable), *service.declaration.args],

@@ -19,9 +19,15 @@ from crucible_core.workflow.diagnostics import Diagnostic
 def main() -> None:
     request = json.loads(sys.stdin.read())
     bounds = Bounds(**request["bounds"])
-    limit = bounds.address_space_bytes
-    with contextlib.suppress(ValueError, OSError):  # a platform without the limit still compiles
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    # The data limit is the memory bound itself: one builtin call (a list or string repeated
+    # a hundred million times) allocates in a single step, before the evaluation's next
+    # resident-memory check, so only a limit the kernel enforces holds it to the bound.
+    for which, limit in (
+        (resource.RLIMIT_AS, bounds.address_space_bytes),
+        (resource.RLIMIT_DATA, bounds.heap_bytes),
+    ):
+        with contextlib.suppress(ValueError, OSError):  # a platform without the limit still compiles
+            resource.setrlimit(which, (limit, limit))
     sys.setrecursionlimit(2000)
     from crucible_core.workflow.compiler import CompileFailed, Compiler
 

@@ -26,6 +26,7 @@ def source_path(loaded: LoadedManifest) -> Path | None:
 
 def declared_lane(loaded: LoadedManifest) -> str | None:
     """The lane without evaluating anything: the manifest's type, or the source's literal one."""
+    from crucible_core.workflow.compile import read_source
     from crucible_core.workflow.compiler import CompileFailed, read_lane
     from crucible_core.workflow.diagnostics import WorkflowError
 
@@ -34,7 +35,7 @@ def declared_lane(loaded: LoadedManifest) -> str | None:
     if path is None:
         return lane
     try:
-        source_lane = read_lane(path.read_text(encoding="utf-8", errors="replace"), SOURCE_NAME)
+        source_lane = read_lane(read_source(loaded.dir), SOURCE_NAME)
     except CompileFailed as exc:
         raise WorkflowError(exc.diagnostics) from None
     if lane is not None and lane != source_lane:

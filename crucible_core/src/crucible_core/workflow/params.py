@@ -7,8 +7,10 @@ Python's literal parser, without evaluating the Starlark source at all.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,32 +63,47 @@ def read_block(text: str, file: str) -> dict[str, Param]:
 
 
 def _first_statement(text: str) -> tuple[ast.stmt, int, int] | None:
-    try:
-        module = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        module = None
-    if module is not None:
+    """The source's first statement (a leading docstring skipped), parsed on its own.
+
+    One pass of the tokenizer finds where the first statements end, and only their lines are
+    parsed: the rest of the source may be Starlark that Python's parser rejects, and parsing
+    it (or growing prefixes of it) would cost the engine time the compile's deadline does not bound.
+    """
+    lines = text.splitlines()
+    for first, last in _leading_statements(text, 2):
+        try:
+            module = ast.parse("\n".join(lines[first - 1 : last]))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
         if not module.body:
             return None
-        first: ast.stmt | None = module.body[0]
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):  # a docstring
-            first = module.body[1] if len(module.body) > 1 else None
-        return (first, first.lineno, first.col_offset + 1) if first is not None else None
-    # Starlark the Python parser rejects further down: parse growing prefixes of `params = `.
-    lines = text.splitlines()
-    start = next(
-        (i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None
-    )
-    if start is None or not lines[start].startswith("params"):
-        return None
-    for end in range(start + 1, min(len(lines), start + 2000) + 1):
-        try:
-            module = ast.parse("\n".join(lines[start:end]))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        if module.body:
-            return module.body[0], start + 1, 1
+        statement = module.body[0]
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # a docstring: the block may follow it
+        return statement, first + statement.lineno - 1, statement.col_offset + 1
     return None
+
+
+def _leading_statements(text: str, count: int) -> list[tuple[int, int]]:
+    """The (first, last) line numbers of the source's first `count` logical lines."""
+    spans: list[tuple[int, int]] = []
+    first: int | None = None
+    skipped = (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.ENDMARKER:
+                break
+            if token.type in skipped:
+                continue
+            first = token.start[0] if first is None else first
+            if token.type == tokenize.NEWLINE:
+                spans.append((first, token.end[0]))
+                first = None
+                if len(spans) == count:
+                    break
+    except (tokenize.TokenError, SyntaxError):
+        pass  # the compile reports a malformed source; what was read so far stands
+    return spans
 
 
 def _error(where: tuple[str, int, int], message: str, hint: str | None = None) -> WorkflowError:

@@ -32,7 +32,8 @@ class PackSources:
         try:
             for part in parts[:-1]:
                 fd = self._step(fd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, rel)
-            fd = self._step(fd, parts[-1], os.O_RDONLY | os.O_NOFOLLOW, rel)
+            # O_NONBLOCK: opening a FIFO waits for a writer that never comes
+            fd = self._step(fd, parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, rel)
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise SourceRefused(f"{what} {rel!r} is not a regular file")

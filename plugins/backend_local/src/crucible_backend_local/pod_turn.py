@@ -46,7 +46,8 @@ from crucible_core.protocols import (
 _WORKDIR = "/@crucible-pod:workdir@"
 _HOME = "/@crucible-pod:home@"
 _PRIVATE = "/@crucible-pod:private@"
-POD_LAYOUT = SandboxLayout(workdir=_WORKDIR, home=_HOME, private=_PRIVATE)
+# The command (files included) is written into a Job: no credential of this host may ride in it.
+POD_LAYOUT = SandboxLayout(workdir=_WORKDIR, home=_HOME, private=_PRIVATE, carries_secrets=False)
 _SHELL_VARS = {_WORKDIR: "crucible_work", _HOME: "crucible_home", _PRIVATE: "crucible_private"}
 # The one engine variable the harness may see: where the workspace is (the pod's workdir).
 _WORKSPACE_ENV = "CRUCIBLE_WORKSPACE"

@@ -30,6 +30,7 @@ from crucible_backend_openshell.services import ServiceNeed, bearer_forward, mcp
 from crucible_backend_openshell.settings import Endpoint, OpenShellSettings
 from crucible_backend_openshell.transfer import TransferError, pack_files, pack_workspace, sync_back
 from crucible_core import process
+from crucible_core.broker.reach import EgressReach
 from crucible_core.errors import ManifestError
 from crucible_core.protocols import (
     BackendContext,
@@ -84,6 +85,8 @@ class OpenShellBackend:
     private_dir: Path
     excluded: tuple[str, ...]  # workspace-relative engine paths that never travel
     environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
+    # What the harness's own program needs to reach (its `sandbox_egress()`), added to its sandboxes.
+    harness_reach: EgressReach | None = None
 
     @classmethod
     def from_context(cls, ctx: BackendContext) -> OpenShellBackend:
@@ -101,18 +104,34 @@ class OpenShellBackend:
         if not isinstance(harness, SandboxHarness):
             raise ManifestError(
                 f"harness {ctx.harness_name!r} cannot run inside an OpenShell sandbox",
-                hint='use harness = "claude" with backend = "openshell"',
+                hint='use a harness that can run in a sandbox (claude, codex, opencode, pi or acp) with backend = "openshell"',
             )
         state_dir = ctx.private_dir.parent
         excluded = ["RESULTS.md", "ESCALATION.json", "PROVISIONING_PENDING.json"]
         with contextlib.suppress(ValueError):
             excluded.append(state_dir.resolve().relative_to(ctx.workspace.resolve()).as_posix() + "/")
-        return cls(settings, harness, dict(ctx.agent.env), ctx.workspace, ctx.private_dir, tuple(excluded))
+        needs = getattr(harness, "sandbox_egress", None)
+        reach = needs() if callable(needs) else None
+        return cls(
+            settings,
+            harness,
+            dict(ctx.agent.env),
+            ctx.workspace,
+            ctx.private_dir,
+            tuple(excluded),
+            harness_reach=reach if isinstance(reach, EgressReach) else None,
+        )
+
+    def preflight(self, env: Mapping[str, str], workspace: Path | None) -> list[str]:
+        """What the harness says would stop its sandboxed turn before any sandbox is made (a
+        credential it resolves on this host); its program is the image's, so it is not looked for here."""
+        check = getattr(self.harness, "sandbox_preflight", None)
+        return list(check(env)) if callable(check) else []
 
     def resolved_egress(self, services: Sequence[ServiceNeed] = ()) -> ResolvedEgress:
         endpoint = _gateway_endpoint(self.settings.openshell.gateway)
         forwards = [(need.name, endpoint) for need in services if endpoint is not None]
-        return resolve_egress(self.settings.openshell, forwards)
+        return resolve_egress(self.settings.openshell, forwards, self.harness_reach)
 
     def services_for(self, turn: Turn) -> tuple[ServiceNeed, ...]:
         """The run services this turn needs, from the engine's forwards: each one's own loopback

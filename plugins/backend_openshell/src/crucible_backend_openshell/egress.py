@@ -4,7 +4,10 @@ Deny by default: the sandbox reaches only what this resolves to. With `inherit_d
 manifest's endpoints and binaries are appended to the built-ins (duplicates dropped, a
 built-in is never removed); without it the list is exactly what the manifest names. Engine
 plumbing (the forward of a run service a turn needs) is appended either way, because the
-domain opted into it by needing the service, and only for the sandbox of that turn.
+domain opted into it by needing the service, and only for the sandbox of that turn. So is the
+reach the selected harness's program needs to run at all (`sandbox_egress()` on the harness:
+its provider's API, its sign-in service), and only in that harness's sandboxes: a claude turn's
+allowlist carries nothing another harness needs.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from crucible_backend_openshell.settings import Endpoint, OpenShellTable
+from crucible_core.broker.reach import BUILTIN, EgressReach
 
 # Standing reach every sandbox gets unless the manifest opts out: the public forges, PyPI,
 # the model providers the Claude harness talks to (Anthropic, Vertex), and the npm registry
@@ -45,7 +49,7 @@ BUILTIN_BINARIES: tuple[str, ...] = (
 @attrs.frozen
 class EgressEntry:
     endpoint: Endpoint
-    source: str  # "built-in", "manifest", or "service NAME" (engine plumbing)
+    source: str  # "builtin", "manifest", or "service NAME" (engine plumbing)
 
 
 @attrs.frozen
@@ -79,12 +83,24 @@ def _dedupe(entries: Iterable[EgressEntry]) -> tuple[EgressEntry, ...]:
 
 
 def resolve_egress(
-    table: OpenShellTable, service_forwards: Sequence[tuple[str, Endpoint]] = ()
+    table: OpenShellTable,
+    service_forwards: Sequence[tuple[str, Endpoint]] = (),
+    harness: EgressReach | None = None,
 ) -> ResolvedEgress:
     manifest = [EgressEntry(e, "manifest") for e in table.parsed_endpoints()]
-    builtins = [EgressEntry(e, "built-in") for e in BUILTIN_ENDPOINTS] if table.inherit_defaults else []
+    builtins = [EgressEntry(e, BUILTIN) for e in BUILTIN_ENDPOINTS] if table.inherit_defaults else []
+    needed = [
+        EgressEntry(Endpoint(e.host, e.port, e.access), "harness")
+        for e in (harness.endpoints if harness is not None else ())
+    ]
     plumbing = [EgressEntry(endpoint, f"service {name}") for name, endpoint in service_forwards]
-    binaries = [*(BUILTIN_BINARIES if table.inherit_defaults else ()), *table.binaries]
+    binaries = [
+        *(BUILTIN_BINARIES if table.inherit_defaults else ()),
+        *(harness.binaries if harness is not None else ()),
+        *table.binaries,
+    ]
     return ResolvedEgress(
-        _dedupe([*builtins, *manifest, *plumbing]), tuple(dict.fromkeys(binaries)), table.inherit_defaults
+        _dedupe([*builtins, *manifest, *needed, *plumbing]),
+        tuple(dict.fromkeys(binaries)),
+        table.inherit_defaults,
     )

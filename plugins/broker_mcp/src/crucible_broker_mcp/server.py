@@ -2,8 +2,11 @@
 
 The guard refuses, before the SDK sees a byte: a peer that is not loopback (403), a request
 without the run's bearer token or with a wrong one (401), a body over the size bound (413), and
-a request over the concurrency bound (503). Tool calls run on worker threads, so a slow tool
-never stalls the listener; a tool that raises comes back as an MCP tool error.
+a request over the concurrency bound (503). A request the SDK rejects as malformed (a batch, a
+non-object, a missing field) gets a short JSON-RPC error of ours: the SDK's own message is a
+pydantic report that echoes the input and names library internals. Tool calls run on worker
+threads, so a slow tool never stalls the listener; a tool that raises comes back as an MCP tool
+error.
 
 The server lives inside the engine process (a daemon thread with its own event loop), so it
 cannot outlive the engine: a SIGKILL takes the socket with the process.
@@ -178,9 +181,63 @@ class _Guard:
             return
         self.active += 1
         try:
-            await self.app(scope, receive, send)  # the SDK bounds a body without Content-Length
+            # the SDK bounds a body without Content-Length
+            await self.app(scope, receive, _PlainRejections(send))
         finally:
             self.active -= 1
+
+
+# The SDK's replies to a body it cannot parse or validate, by the start of their message, and
+# what we say instead. Its other 400s (an unsupported protocol version, ...) carry what a client
+# needs and pass unchanged.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+_REJECTIONS = {
+    "Parse error": (PARSE_ERROR, "Parse error: the body is not JSON"),
+    "Validation error": (
+        INVALID_REQUEST,
+        "Invalid Request: send one JSON-RPC 2.0 request object (batches are not accepted)",
+    ),
+}
+
+
+class _PlainRejections:
+    """An ASGI send that rewrites the SDK's parse and validation rejections (400) to a fixed JSON-RPC error."""
+
+    def __init__(self, send: Any) -> None:
+        self.send = send
+        self.held: dict[str, Any] | None = None
+        self.body = b""
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start" and message.get("status") == 400:
+            self.held = message  # sent with the rewritten body, whose length differs
+            return
+        if self.held is None or message["type"] != "http.response.body":
+            await self.send(message)
+            return
+        self.body += message.get("body", b"")
+        if message.get("more_body"):
+            return
+        body = _rejection(self.body) or self.body
+        headers = [(k, v) for k, v in self.held.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await self.send({**self.held, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body})
+
+
+def _rejection(sdk_body: bytes) -> bytes | None:
+    """Our reply in place of the SDK's, or None to pass the SDK's on."""
+    try:
+        message = str(json.loads(sdk_body)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    for start, (code, text) in _REJECTIONS.items():
+        if message.startswith(start):
+            return json.dumps(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": text}}
+            ).encode()
+    return None
 
 
 async def _reply(send: Any, status: int, text: str, extra: dict[bytes, bytes] | None = None) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from crucible_core.cli.options import budget_cap, manifest_option
 from crucible_core.errors import ControlError, UsageError
 
 DEFAULT_ITERATIONS = 10
@@ -47,13 +48,7 @@ def _refuse_value(flag: str, why: str) -> Any:
 
 def _render_options(func: Any) -> Any:
     decorators = [
-        click.option(
-            "--manifest",
-            "-m",
-            type=click.Path(path_type=Path, dir_okay=False),
-            required=True,
-            help="The run's crucible.toml.",
-        ),
+        manifest_option,  # as every other command: default ./crucible.toml
         click.option(
             "--profile",
             "-p",
@@ -65,11 +60,11 @@ def _render_options(func: Any) -> Any:
         click.option(
             "--iterations",
             "-n",
-            type=click.IntRange(min=0),
             default=None,
+            callback=budget_cap("iterations"),  # bounded here as the pod's `crucible run` bounds it
             help=f"Agent turns the loop pod runs (default {DEFAULT_ITERATIONS}).",
         ),
-        click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="USD ceiling."),
+        click.option("--max-cost", default=None, callback=budget_cap("max_cost"), help="USD ceiling."),
         click.option("--max-time", default=None, help="Active wall-clock ceiling (90s, 15m, 2h)."),
         click.option("--harness", default=None, help="Override [agent].harness in the pod."),
         click.option("--model", default=None, help="Override [agent].model in the pod."),

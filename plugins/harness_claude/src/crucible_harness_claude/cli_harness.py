@@ -33,12 +33,16 @@ HARNESS_NAME = "claude"
 class ClaudeCodeHarness:
     toolbox: Path | None
     sessions: SessionStore
+    # A host turn runs unattended as in a sandbox only when the manifest's [agent].env says so:
+    # an IS_SANDBOX=1 the engine merely inherited (the container crucible runs in) is not the turn's.
+    sandbox_claimed: bool = False
 
     @classmethod
     def from_context(cls, ctx: HarnessContext) -> ClaudeCodeHarness:
         settings = ctx.settings if ctx.settings is not None else ClaudeSettings()
         toolbox = resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir)
-        return cls(toolbox, SessionStore.under(ctx.private_dir, HARNESS_NAME))
+        claimed = launch.unattended_mode(ctx.agent.env) is launch.Unattended.SANDBOX
+        return cls(toolbox, SessionStore.under(ctx.private_dir, HARNESS_NAME), claimed)
 
     def preflight(self, env: Mapping[str, str]) -> list[str]:
         return launch.preflight_problems(env)
@@ -72,7 +76,7 @@ class ClaudeCodeHarness:
                 cli.path,
                 model=turn.model or DEFAULT_MODEL,
                 effort=turn.effort,
-                mode=launch.unattended_mode(turn.env),
+                mode=launch.Unattended.SANDBOX if self.sandbox_claimed else launch.Unattended.HOST,
                 mcp_config=mcp_config,
                 mcp_server_names=sorted(turn.mcp_servers),
                 resume=stored.cursor if stored else None,
@@ -80,7 +84,7 @@ class ClaudeCodeHarness:
             done = process.run(
                 argv,
                 cwd=turn.workspace,
-                env=launch.child_env(turn.env),
+                env=launch.child_env(turn.env, keep_sandbox_claim=self.sandbox_claimed),
                 timeout=turn.deadline_seconds,
                 stdin_data=turn.prompt.encode("utf-8"),
                 on_stdout_line=decoder.feed,

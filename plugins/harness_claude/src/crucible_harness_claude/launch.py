@@ -11,8 +11,10 @@ The unattended mode, decided deliberately:
   background job, web access) is refused at once instead of hanging an unattended turn. We do
   not use `bypassPermissions` there: the CLI refuses it as root unless IS_SANDBOX=1 says it
   runs in a sandbox, and on the host that would be a false statement.
-- When the turn's environment says IS_SANDBOX=1 (a sandboxing backend sets it, because the
-  box, not the CLI, is then the boundary) the CLI runs with `bypassPermissions`.
+- In a sandboxing backend's command (IS_SANDBOX=1 is set there, because the box, not the CLI,
+  is then the boundary) the CLI runs with `bypassPermissions`; on the host only when the
+  manifest's own `[agent].env` says IS_SANDBOX=1 (an operator's statement that the host is a
+  disposable box), never because the engine inherited the variable.
 """
 
 from __future__ import annotations
@@ -174,8 +176,11 @@ def build_argv(
     return argv
 
 
-def child_env(turn_env: Mapping[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in turn_env.items() if k not in _PARENT_SESSION_VARS}
+def child_env(turn_env: Mapping[str, str], *, keep_sandbox_claim: bool = True) -> dict[str, str]:
+    """The CLI's environment: no parent Claude session's variables, quiet defaults, and (for a
+    host turn the manifest does not declare sandboxed) no inherited IS_SANDBOX claim."""
+    dropped = _PARENT_SESSION_VARS if keep_sandbox_claim else (*_PARENT_SESSION_VARS, "IS_SANDBOX")
+    env = {k: v for k, v in turn_env.items() if k not in dropped}
     for key, value in QUIET_DEFAULTS.items():
         env.setdefault(key, value)
     return env

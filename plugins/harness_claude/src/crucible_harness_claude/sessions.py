@@ -17,7 +17,11 @@ from typing import Any
 
 import attrs
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.contract.json_bounds import loads_bounded
+
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MAX_CURSOR_BYTES = 64 * 1024  # a cursor file holds one id, a count and a cost
 CURSOR_MASK = "[session cursor]"
 
 
@@ -54,13 +58,15 @@ class SessionStore:
     def load(self, session: str) -> Cursor | None:
         path = self.path_of(session)
         try:
-            raw = path.read_text(encoding="utf-8")
+            # the state directory is within a local agent's reach: a FIFO or a link planted here
+            # is refused, never opened blocking nor followed
+            raw = read_regular(path, MAX_CURSOR_BYTES)
         except FileNotFoundError:
             return None
-        except OSError as exc:
+        except AgentFileRefused as exc:
             raise SessionStateError(f"cannot read the cursor of session {session!r} ({path}): {exc}") from exc
         try:
-            data = json.loads(raw)
+            data = loads_bounded(raw, max_chars=MAX_CURSOR_BYTES, max_depth=4)
             return Cursor(str(data["cursor"]), int(data["turns"]), float(data.get("cost_usd", 0.0)))
         except (ValueError, KeyError, TypeError) as exc:
             raise SessionStateError(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from crucible_core.errors import ManifestError
 from crucible_core.manifest.containment import escape_problem, text_problem
+from crucible_core.workspace_files import copy_tree_into
 
 SKILLS_DIR = Path(".claude") / "skills"
 
@@ -35,13 +35,15 @@ def install_toolbox(toolbox: Path, workspace: Path) -> Path:
 
     Copied (not linked) so the manifest's toolbox stays out of the agent's reach, and copied
     again each turn because restores spare `.claude/`: an edit the agent made to a toolbox
-    skill must not outlive its turn. Skills the workspace already had are left in place.
+    skill must not outlive its turn. Skills the workspace already had are left in place. What an
+    earlier turn left there is the agent's, so the copy never writes through a link or a hard
+    link it planted (a link where a directory belongs is replaced by a real directory).
     """
     if not toolbox.is_dir():
         raise ToolboxError(f"[agent].toolbox_dir {toolbox} is not a directory")
     target = workspace / SKILLS_DIR
     try:
-        shutil.copytree(toolbox, target, symlinks=False, dirs_exist_ok=True)
+        copy_tree_into(toolbox, workspace, SKILLS_DIR.as_posix())
     except OSError as exc:
         raise ToolboxError(f"could not copy [agent].toolbox_dir {toolbox} into {target}: {exc}") from exc
     return target

@@ -16,11 +16,14 @@ from typing import Any
 import attrs
 
 from crucible_core import process
+from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_harness_claude.events import clip
 
 # What one tool call may hand back to the model: enough to read a source file or a test log's
 # tail, small enough not to flood the context window.
 MAX_OUTPUT_CHARS = 30_000
+# A file the read and edit tools load whole: source files and logs, never a planted giant.
+MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_LIST_ENTRIES = 1000
 DEFAULT_COMMAND_SECONDS = 300.0
 
@@ -123,13 +126,21 @@ class WorkspaceTools:
             raise ToolError(f"{raw} is outside the workspace; paths are relative to its root")
         return resolved
 
+    def _read(self, path: Path, args: Mapping[str, Any]) -> str:
+        """A workspace file's text, read the way the engine reads anything the agent wrote:
+        a regular file only (a FIFO there never blocks the turn), bounded."""
+        try:
+            return read_regular(path, MAX_FILE_BYTES).decode("utf-8")
+        except FileNotFoundError:
+            raise ToolError(f"{args.get('path')} does not exist") from None
+        except AgentFileRefused as exc:
+            raise ToolError(f"{args.get('path')}: {exc}") from None
+
     # -- the tools ------------------------------------------------------------------------
 
     def _tool_read_file(self, args: Mapping[str, Any]) -> str:
         path = self.resolve(args.get("path"))
-        if not path.is_file():
-            raise ToolError(f"{args.get('path')} is not a file")
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        lines = self._read(path, args).splitlines(keepends=True)
         offset = max(int(args.get("offset") or 1), 1)
         limit = int(args.get("limit") or len(lines) or 1)
         return "".join(lines[offset - 1 : offset - 1 + limit])
@@ -148,9 +159,7 @@ class WorkspaceTools:
         old, new = args.get("old_string"), args.get("new_string")
         if not isinstance(old, str) or not isinstance(new, str) or not old:
             raise ToolError("old_string (non-empty) and new_string must be strings")
-        if not path.is_file():
-            raise ToolError(f"{args.get('path')} is not a file")
-        text = path.read_text(encoding="utf-8")
+        text = self._read(path, args)
         count = text.count(old)
         if count == 0:
             raise ToolError("old_string was not found in the file")

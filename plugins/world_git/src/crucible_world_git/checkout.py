@@ -144,12 +144,17 @@ class WorktreeWriter:
             # A fresh file, so the mode comes from the umask as git's checkout does.
             fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o777 if mode == MODE_EXEC else 0o666)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, data)
             finally:
                 os.close(fd)
         return os.lstat(full)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (one os.write may take less than it is given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def remove_empty_parents(root: bytes, path: bytes, stop: StagedTree | None = None) -> list[bytes]:

@@ -27,8 +27,9 @@ def clone_into(memory: GitMemory, source: str, ref: str | None) -> None:
         if Path(location).is_dir() and not (Path(location) / ".git").exists():
             raise RunFailed(
                 f"cannot clone {source}: it is not a git repository",
-                hint="run `git init && git add -A && git commit -m start` there, "
-                "or point [repo].path at a repository",
+                hint="run `printf '/workspace/\\n/state/\\n' >> .gitignore && git init && git add -A && "
+                "git commit -m start` there (the ignore lines keep crucible's own workspace and state "
+                "out of the commit), or point [repo].path at a repository",
             )
     try:
         repo = porcelain.clone(location, str(workspace), checkout=False, errstream=io.BytesIO())

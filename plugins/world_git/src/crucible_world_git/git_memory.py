@@ -15,11 +15,11 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_world_git import checkout, excludes, head_ref, permissions
-from crucible_world_git.content_filters import ContentFilters
 from crucible_world_git.dulwich_names import object_id, ref
 from crucible_world_git.ignores import IgnoreRules, tree_loader
 from crucible_world_git.index_file import (
@@ -37,13 +37,12 @@ from crucible_world_git.index_file import (
     write_index,
 )
 from crucible_world_git.kept_record import KeptRecord
-from crucible_world_git.loose_objects import ObjectDatabase, commit_tree_id, open_regular, parse_tree
+from crucible_world_git.loose_objects import ObjectDatabase, commit_tree_id, parse_tree
 from crucible_world_git.object_watch import ObjectWatch
 from crucible_world_git.staged_tree import StagedTree
 from crucible_world_git.worktree_scan import Scan, scan_worktree
 
 if TYPE_CHECKING:
-    from dulwich.config import Config
     from dulwich.repo import Repo
 
 IDENTITY = b"crucible <crucible@localhost>"
@@ -95,8 +94,7 @@ class GitMemory:
         self._racy_ns = 0
         self._stale_index = False  # the on-disk index holds something we dropped (conflicts)
         self._commit_trees: dict[bytes, bytes] = {}
-        self._content_filters: ContentFilters | Literal[False] | None = None
-        self._config: Config | None = None
+        self._recorded_config: bytes | None = None  # the record's copy of .git/config, read once
         self.kept: str | None = None  # the commit of the latest kept (or restored) state
         self._watch: ObjectWatch | None = None  # what the engine knows of the object store's files
         self._objects_trusted = False  # the store was just made or set up: nothing in it to verify
@@ -107,10 +105,11 @@ class GitMemory:
     def repo(self) -> Repo:
         if self._repo is None:
             from dulwich.errors import NotGitRepository
-            from dulwich.repo import Repo
+
+            from crucible_world_git.engine_repo import open_repo
 
             try:
-                repo = Repo(str(self.workspace))
+                repo = open_repo(self.workspace)
             except NotGitRepository:
                 raise WorkspaceError(
                     f"{self.workspace} is not a git repository",
@@ -123,11 +122,17 @@ class GitMemory:
     def _attach(self, repo: Repo) -> None:
         from dulwich.object_store import DiskObjectStore
 
-        if getattr(repo.object_format, "name", "sha1") != "sha1":
-            raise WorkspaceError(
-                f"{self.workspace} uses {repo.object_format.name} object ids; crucible supports sha1",
-                hint="use a sha1 repository for the workspace",
-            )
+        if self.record is None or not self.record.exists():
+            from crucible_world_git.engine_repo import config_problem
+
+            # Once the record exists its copy of the config is put back; before, this one is the user's.
+            problem = config_problem(Path(repo.commondir()) / "config")
+            if problem is not None:
+                repo.close()
+                raise WorkspaceError(
+                    f"{self.workspace} {problem}",
+                    hint="use a sha1 repository with files refs for the workspace",
+                )
         store = repo.object_store
         assert isinstance(store, DiskObjectStore)
         self.close()
@@ -164,10 +169,10 @@ class GitMemory:
         return os.path.lexists(self.workspace / ".git")
 
     def init(self) -> None:
-        from dulwich.repo import Repo
+        from crucible_world_git.engine_repo import init_repo
 
         self.workspace.mkdir(parents=True, exist_ok=True)
-        self._attach(Repo.init(str(self.workspace)))
+        self._attach(init_repo(self.workspace))
 
     def exclude_file(self) -> Path:
         return Path(self.repo.commondir()) / "info" / "exclude"
@@ -185,16 +190,13 @@ class GitMemory:
         During a run: the `.gitignore` files of `tree` (the kept tree when None) and the exclude
         rules saved at setup, never what the candidate wrote. Before one: the working tree's.
         """
-        config = self.config()
         if self.record is None or not self.in_run():
-            return IgnoreRules.on_disk(self.repo, config, str(self.exclude_file()))
-        exclude, user = self.record.exclude_rules()
-        spared = excludes.render(exclude.decode("utf-8", "surrogateescape"), self.spared)
+            return IgnoreRules.on_disk(str(self.workspace), str(self.exclude_file()))
+        exclude = self.record.exclude_rules().decode("utf-8", "surrogateescape")
         return IgnoreRules(
             str(self.workspace),
             tree_loader(self._kept_object, self._kept_tree() if tree is None else tree),
-            [spared.encode("utf-8", "surrogateescape"), user],
-            config.get_boolean((b"core",), b"ignorecase", False),
+            [excludes.render(exclude, self.spared).encode("utf-8", "surrogateescape")],
         )
 
     def _kept_tree(self) -> bytes:
@@ -211,11 +213,34 @@ class GitMemory:
             return self.record.db.read(sha)
         return self.db.read(sha)
 
-    def config(self) -> Config:
-        """The repository's configuration stack, read once per operation."""
-        if self._config is None:
-            self._config = self.repo.get_config_stack()
-        return self._config
+    def _put_back_config(self) -> None:
+        """Make `.git/config` the file recorded at setup again if the agent changed it, and say so.
+
+        The engine never reads it (engine_repo); this is for whoever runs git in the workspace
+        next: the measure, the next turn, the user after the run. Only a workspace whose `.git`
+        is its own directory: a linked worktree's config is its main repository's, not the run's.
+        """
+        from crucible_world_git.engine_repo import replace_file
+
+        if self.record is None or not self.record.exists():
+            return
+        if self._recorded_config is None:
+            self._recorded_config = self.record.config()
+        wanted = self._recorded_config
+        dotgit = self.workspace / ".git"
+        if wanted is None or Path(self.repo.commondir()) != dotgit:
+            return
+        path = dotgit / "config"
+        try:
+            if read_regular(path, len(wanted)) == wanted:
+                return
+        except (FileNotFoundError, AgentFileRefused):
+            pass  # gone, or a link, FIFO or oversized file in its place: replaced below
+        replace_file(path, wanted)
+        self.note(
+            "the agent changed the workspace repository's .git/config; put back the one recorded at "
+            "setup (the engine never reads it, and the measure and the user get git as it was)"
+        )
 
     # --------------------------------------------------------------------------------- refs
 
@@ -329,8 +354,7 @@ class GitMemory:
         is what lstat says against the signatures the engine took itself; the file is rewritten.
         """
         self.db.refresh()
-        self._content_filters = None  # .gitattributes may have changed since the last operation
-        self._config = None
+        self._put_back_config()
         try:
             st = os.lstat(self._index_path)
         except FileNotFoundError:
@@ -391,17 +415,8 @@ class GitMemory:
         full = self.root + b"/" + path
         if mode == MODE_LINK:
             return self.db.write(b"blob", os.readlink(full))
-        filters = self._filters()
-        if filters is not None:
-            with open_regular(full) as f:
-                return self.db.write(b"blob", filters.to_blob(path, f.read()))
+        # Byte for byte, as the measure read it: no .gitattributes conversion or filter applies.
         return self.db.write_blob_file(full, st.st_size)
-
-    def _filters(self) -> ContentFilters | None:
-        """The .gitattributes conversions (eol, text, filter drivers), when this repository has any."""
-        if self._content_filters is None:
-            self._content_filters = ContentFilters.for_repo(self.repo, self.config(), self._staged)
-        return self._content_filters or None
 
     # ------------------------------------------------------------------------------ staging
 
@@ -511,8 +526,6 @@ class GitMemory:
         if self.record is None:
             return
         repo = self.repo
-        from dulwich.ignore import default_user_ignore_filter_path
-
         # The store as set up is the run's starting point: taken as it is, packed if it holds
         # many loose objects (before the record copies it, which then copies a few packs).
         watch = self._watch_store()
@@ -520,11 +533,7 @@ class GitMemory:
         self._keep_loose_few(watch)
         self._objects_trusted = True
         self.record.seed(
-            Path(self.db.store.path),
-            Path(repo.controldir()),
-            Path(repo.commondir()),
-            self.workspace / ".git",
-            Path(os.path.expanduser(default_user_ignore_filter_path(self.config()))),
+            Path(self.db.store.path), Path(repo.controldir()), Path(repo.commondir()), self.workspace / ".git"
         )
         self.db.tee = self.record.db
         head = self.head()
@@ -580,6 +589,8 @@ class GitMemory:
                 continue
             if not stat.S_ISREG(mode):
                 return f".git/{name} is not a regular file"
+        if os.path.lexists(dotgit / "commondir"):
+            return ".git/commondir points the repository elsewhere"
         return None
 
     def _refs_damage(self) -> str | None:
@@ -883,11 +894,8 @@ class GitMemory:
         for path in plan.removes:
             writer.remove(path)
             staged.remove(path)
-        filters = self._filters()
         for path, mode, sha in writes:
             data = b"" if mode == MODE_GITLINK else db.read(sha)[1]
-            if filters is not None and mode != MODE_LINK and mode != MODE_GITLINK:
-                data = filters.to_worktree(path, data)
             st = writer.write(path, mode, data)
             # Rewriting a file the agent touched leaves its directory's tree id as it was.
             staged.put(path, make_entry(path, mode, sha, st), content=path in planned)

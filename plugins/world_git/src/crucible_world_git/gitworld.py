@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
-from crucible_core.protocols import ApplyOutcome, SourceChanges, Staged, WorldContext
-from crucible_world_git import forks
+from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.errors import RunFailed
+from crucible_core.protocols import ApplyOutcome, RecordedKept, SourceChanges, Staged, WorldContext
+from crucible_world_git import excludes, forks
 from crucible_world_git.change_diff import commit_change
 from crucible_world_git.clone import clone_into
 from crucible_world_git.git_memory import BASELINE_LABEL, GitMemory
@@ -20,13 +24,23 @@ class GitWorld:
     """A workspace whose reversibility is its git repository; the token is a commit id."""
 
     memory: GitMemory
-    # each live fork's git directory, as git made it (the fork's own .git file is the agent's)
+    # where the engine's own git directories live (None: the system's temporary directory)
+    scratch: Path | None = None
+    # each live fork's engine git directory's home (the fork's own .git is the agent's)
     fork_gitdirs: dict[Path, Path] = attrs.field(factory=dict)
 
     @classmethod
     def from_context(cls, ctx: WorldContext) -> GitWorld:
-        record = ctx.private_dir / "kept-record" if ctx.private_dir is not None else None
-        return cls.at(ctx.workspace, ctx.spared, record=record, note=ctx.note)
+        private = ctx.private_dir
+        if private is None:
+            return cls.at(ctx.workspace, ctx.spared, note=ctx.note)
+        return cls.at(
+            ctx.workspace,
+            ctx.spared,
+            record=private / "kept-record",
+            note=ctx.note,
+            scratch=private / "engine-git",
+        )
 
     @classmethod
     def at(
@@ -36,9 +50,11 @@ class GitWorld:
         *,
         record: Path | None = None,
         note: Callable[[str], None] | None = None,
+        scratch: Path | None = None,
     ) -> GitWorld:
-        """A world on `workspace`; `record` is where its private copy of kept history lives."""
-        return cls(GitMemory(workspace, spared, record, note))
+        """A world on `workspace`; `record` is where its private copy of kept history lives,
+        `scratch` where its forks' engine git directories do."""
+        return cls(GitMemory(workspace, spared, record, note), scratch)
 
     def clone_from(self, source: str, ref: str | None) -> None:
         clone_into(self.memory, source, ref)
@@ -49,6 +65,7 @@ class GitWorld:
     def prepare(self) -> str:
         memory = self.memory
         memory.forget_record()
+        self._clear_scratch()
         if not memory.is_repository():
             memory.init()
         memory.write_spared()
@@ -62,6 +79,7 @@ class GitWorld:
         return base.decode()
 
     def recover(self) -> None:
+        self._clear_scratch()  # engine git directories of forks a killed round left
         memory = self.memory
         record = memory.record
         if record is not None and record.exists():
@@ -74,6 +92,20 @@ class GitWorld:
             memory.clear_stale_locks()
             if record is not None and not record.exists() and memory.damage() is None:
                 memory.start_record()  # a run set up before the world kept a record
+
+    def recorded_kept(self) -> RecordedKept | None:
+        """The record's latest kept commit and the base setup made, when the record holds both."""
+        record = self.memory.record
+        if record is None or not record.exists():
+            return None
+        latest, base = record.kept(), record.base()
+        if latest is None or base is None:
+            return None
+        try:
+            held = record.has_commit(latest)
+        except OSError:  # a record it cannot read names nothing: the resume goes by the log
+            held = False
+        return RecordedKept(latest=latest, setup=base) if held else None
 
     def snapshot(self, label: str) -> str:
         return self.memory.snapshot(label)
@@ -108,14 +140,42 @@ class GitWorld:
         return forks.git_problem()
 
     def fork(self, path: Path, token: str) -> None:
-        self.fork_gitdirs[path] = forks.add_fork(self.memory.workspace, path, token)
+        memory = self.memory
+        workspace_objects = Path(memory.db.store.path)
+        record = memory.record
+        objects = record.objects if record is not None and record.exists() else workspace_objects
+        home = Path(tempfile.mkdtemp(prefix="fork-", dir=self._scratch()))
+        try:
+            forks.add_fork(path, token, home / "git", objects, workspace_objects, self._fork_excludes())
+        except BaseException:
+            shutil.rmtree(home, ignore_errors=True)
+            raise
+        self.fork_gitdirs[path] = home
 
     def capture(self, path: Path, token: str, into: Path) -> bool:
-        return forks.capture(path, token, into, self.fork_gitdirs.get(path))
+        home = self.fork_gitdirs.get(path)
+        if home is None:
+            raise RunFailed(f"{path} is not a fork this engine made", hint="remove it and fork again")
+        return forks.capture(path, token, into, home / "git")
 
     def adopt(self, change: Path) -> ApplyOutcome:
-        return forks.adopt(self.memory.workspace, change)
+        return forks.adopt(self.memory.workspace, change, self._scratch())
 
     def remove_fork(self, path: Path) -> None:
-        forks.remove_fork(self.memory.workspace, path)
-        self.fork_gitdirs.pop(path, None)
+        forks.remove_fork(path, self.fork_gitdirs.pop(path, None))
+
+    def _scratch(self) -> Path | None:
+        if self.scratch is not None:
+            self.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return self.scratch
+
+    def _clear_scratch(self) -> None:
+        if self.scratch is not None and not self.fork_gitdirs:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _fork_excludes(self) -> bytes:
+        """What a fork's capture ignores besides its .gitignore files: the workspace's info/exclude."""
+        try:
+            return read_regular(self.memory.exclude_file(), 1 << 20)
+        except (FileNotFoundError, AgentFileRefused):
+            return excludes.render("", self.memory.spared).encode("utf-8", "surrogateescape")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -119,28 +120,70 @@ def _is_hex(text: bytes) -> bool:
     return all(ch in b"0123456789abcdef" for ch in text)
 
 
-def _log(path: Path, old: bytes | None, new: bytes, identity: bytes, message: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = b"%s %s %s %d +0000\t%s\n" % (
+def _open_dir(parent: int, name: str) -> int:
+    """The directory `name` below `parent`, made if missing; whatever else stands there is replaced."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        os.unlink(name, dir_fd=parent)  # a link or a file where a log directory belongs (the agent's)
+    os.mkdir(name, 0o777, dir_fd=parent)
+    return os.open(name, flags, dir_fd=parent)
+
+
+def append_log(gitdir: Path, name: str, line: bytes) -> None:
+    """Append `line` to the log `logs/<name>` under `gitdir`, never through a link, FIFO or shared file.
+
+    Each directory on the way is opened without following links, and the log itself must be a
+    regular file of its own: a symbolic link, a FIFO, or a hard link to a file elsewhere (the
+    agent's, to make the engine write outside the workspace) is replaced by a fresh log. A
+    directory standing there is left alone and the line is dropped: a reflog is a courtesy.
+    """
+    *parents, leaf = ("logs/" + name).split("/")
+    fd = os.open(gitdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parents:
+            inner = _open_dir(fd, part)
+            os.close(fd)
+            fd = inner
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            log = os.open(leaf, flags, 0o666, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.EISDIR:
+                return
+            if exc.errno not in (errno.ELOOP, errno.ENXIO):  # a link; a FIFO nobody reads
+                raise
+            log = -1
+        if log >= 0:
+            st = os.fstat(log)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                os.close(log)
+                log = -1
+        if log < 0:
+            os.unlink(leaf, dir_fd=fd)
+            log = os.open(leaf, flags | os.O_EXCL, 0o666, dir_fd=fd)
+        try:
+            os.write(log, line)
+        finally:
+            os.close(log)
+    finally:
+        os.close(fd)
+
+
+def log_line(old: bytes | None, new: bytes, identity: bytes, message: bytes) -> bytes:
+    """One reflog line as git writes it."""
+    return b"%s %s %s %d +0000\t%s\n" % (
         old or ZERO,
         new,
         identity,
         int(time.time()),
         message.replace(b"\n", b" "),
     )
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o666)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        # A symlink where the log belongs (the agent's): appending would write wherever it points.
-        os.unlink(path)
-        fd = os.open(path, flags, 0o666)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
 
 
 def move_head(
@@ -171,7 +214,8 @@ def move_head(
             os.unlink(lock)
         raise
     # git logs the branch and HEAD alike; a missing log directory just starts the log.
+    line = log_line(old, new, identity, message)
     if name != b"HEAD":
-        _log(commondir / "logs" / os.fsdecode(name), old, new, identity, message)
-    _log(controldir / "logs" / "HEAD", old, new, identity, message)
+        append_log(commondir, os.fsdecode(name), line)
+    append_log(controldir, "HEAD", line)
     return True

@@ -1,12 +1,16 @@
-"""Which untracked paths git ignores: .gitignore files, info/exclude and the user's excludes file.
+"""Which untracked paths git ignores: the workspace's .gitignore files and the repository's info/exclude.
+
+Nothing outside the workspace decides what is kept: no `core.excludesFile`, no user-wide ignore
+file, and matching is case-sensitive whatever `core.ignoreCase` says (the engine never reads
+configuration; see engine_repo).
 
 Two sources of rules. Before a run has a kept record (setting the workspace up, a probe), the
-rules are the ones on disk, as git reads them. During a run they are the kept state's: the
-`.gitignore` files of the kept tree, read from its objects, plus the exclude rules saved when
-the run started (and the spared paths). A rule the agent writes into `.gitignore` decides
-nothing until a keep makes it part of the kept tree, and one it writes into `.git/info/exclude`
-decides nothing at all: what the candidate's own rules would hide is staged, measured and
-kept like the rest of it, and a rollback cleans it away.
+rules are the ones on disk. During a run they are the kept state's: the `.gitignore` files of
+the kept tree, read from its objects, plus the exclude rules saved when the run started (and
+the spared paths). A rule the agent writes into `.gitignore` decides nothing until a keep makes
+it part of the kept tree, and one it writes into `.git/info/exclude` decides nothing at all:
+what the candidate's own rules would hide is staged, measured and kept like the rest of it, and
+a rollback cleans it away.
 
 Either way an ignore file is read as a regular file only (a FIFO there never blocks the
 engine, a link is never followed).
@@ -25,9 +29,7 @@ from crucible_world_git.index_file import MODE_EXEC, MODE_FILE, MODE_TREE
 from crucible_world_git.loose_objects import parse_tree
 
 if TYPE_CHECKING:
-    from dulwich.config import Config
     from dulwich.ignore import IgnoreFilter, IgnoreFilterManager
-    from dulwich.repo import Repo
 
 # A .gitignore or exclude file larger than this is not a list of patterns anyone wrote.
 MAX_RULES_BYTES = 16 << 20
@@ -44,13 +46,13 @@ def read_rules_file(path: Path | str | bytes) -> bytes | None:
         return None
 
 
-def _filter(data: bytes, ignorecase: bool) -> IgnoreFilter:
+def _filter(data: bytes) -> IgnoreFilter:
     from dulwich.ignore import IgnoreFilter, read_ignore_patterns
 
-    return IgnoreFilter(read_ignore_patterns(io.BytesIO(data)), ignorecase)
+    return IgnoreFilter(read_ignore_patterns(io.BytesIO(data)), ignorecase=False)
 
 
-def _manager(top: str, loader: Loader, global_rules: list[bytes], ignorecase: bool) -> IgnoreFilterManager:
+def _manager(top: str, loader: Loader, global_rules: list[bytes]) -> IgnoreFilterManager:
     from dulwich.ignore import IgnoreFilterManager
 
     class Manager(IgnoreFilterManager):
@@ -59,10 +61,10 @@ def _manager(top: str, loader: Loader, global_rules: list[bytes], ignorecase: bo
         def _load_path(self, path: str) -> IgnoreFilter | None:
             if path not in self._path_filters:
                 data = loader(path)
-                self._path_filters[path] = None if data is None else _filter(data, ignorecase)
+                self._path_filters[path] = None if data is None else _filter(data)
             return self._path_filters[path]
 
-    return Manager(top, [_filter(data, ignorecase) for data in global_rules], ignorecase)
+    return Manager(top, [_filter(data) for data in global_rules], ignorecase=False)
 
 
 def tree_loader(read: Callable[[bytes], tuple[bytes, bytes]], root_tree: bytes) -> Loader:
@@ -102,24 +104,18 @@ class IgnoreRules:
     directory itself, as git decides; files inside a walked directory are asked one by one.
     """
 
-    def __init__(self, top: str, loader: Loader, global_rules: list[bytes], ignorecase: bool) -> None:
-        self._manager = _manager(top, loader, global_rules, ignorecase)
+    def __init__(self, top: str, loader: Loader, global_rules: list[bytes]) -> None:
+        self._manager = _manager(top, loader, global_rules)
 
     @classmethod
-    def on_disk(cls, repo: Repo, config: Config, exclude_file: str) -> IgnoreRules:
+    def on_disk(cls, top: str, exclude_file: str) -> IgnoreRules:
         """The rules as the working tree and the repository hold them now (no run to protect yet)."""
-        from dulwich.ignore import default_user_ignore_filter_path
 
-        top = repo.path
-        global_rules = [
-            data
-            for path in (exclude_file, os.path.expanduser(default_user_ignore_filter_path(config)))
-            if (data := read_rules_file(path)) is not None
-        ]
-        ignorecase = config.get_boolean((b"core",), b"ignorecase", False)
-        return cls(
-            top, lambda path: read_rules_file(os.path.join(top, path, ".gitignore")), global_rules, ignorecase
-        )
+        def loader(path: str) -> bytes | None:
+            return read_rules_file(os.path.join(top, path, ".gitignore"))
+
+        exclude = read_rules_file(exclude_file)
+        return cls(top, loader, [] if exclude is None else [exclude])
 
     def ignores_file(self, path: bytes) -> bool:
         return self._manager.is_ignored(os.fsdecode(path)) is True

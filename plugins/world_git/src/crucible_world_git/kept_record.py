@@ -12,7 +12,6 @@ Layout of the record directory:
   kept       the latest kept commit id        base   the pristine base commit id
   head       the ref HEAD named at setup ("" when detached)
   config, exclude   copies of the workspace repository's files at setup
-  user-exclude      the user's own excludes file (core.excludesFile) at setup
   index      the checksum of the last index file the engine wrote (hex)
   damaged-N  damaged repositories moved aside by a rebuild
 """
@@ -93,6 +92,13 @@ class KeptRecord:
     def base(self) -> str | None:
         return _read_text(self.directory / "base") or None
 
+    def config(self) -> bytes | None:
+        """The workspace repository's `.git/config` as it was at setup (None when it had none)."""
+        try:
+            return (self.directory / "config").read_bytes()
+        except FileNotFoundError:
+            return None
+
     def same_dotgit_file(self, dotgit: Path) -> bool:
         """Whether a `.git` file is the one the workspace had at setup (a linked worktree)."""
         try:
@@ -100,12 +106,9 @@ class KeptRecord:
         except OSError:
             return False
 
-    def exclude_rules(self) -> tuple[bytes, bytes]:
-        """(info/exclude, the user's excludes file) as they were at setup: the run's exclude rules."""
-        return (
-            read_rules_file(self.directory / "exclude") or b"",
-            read_rules_file(self.directory / "user-exclude") or b"",
-        )
+    def exclude_rules(self) -> bytes:
+        """info/exclude as it was at setup: the run's exclude rules."""
+        return read_rules_file(self.directory / "exclude") or b""
 
     def own_index(self) -> bytes | None:
         """The checksum of the index file the engine wrote last, or None."""
@@ -137,14 +140,7 @@ class KeptRecord:
         if self.directory.exists():
             shutil.rmtree(self.directory)
 
-    def seed(
-        self,
-        objects_dir: Path,
-        controldir: Path,
-        commondir: Path,
-        dotgit: Path,
-        user_exclude: Path | None = None,
-    ) -> None:
+    def seed(self, objects_dir: Path, controldir: Path, commondir: Path, dotgit: Path) -> None:
         """Start the record afresh from a healthy workspace repository (all of its objects)."""
         self.forget()
         self.directory.mkdir(parents=True, mode=0o700)
@@ -155,9 +151,6 @@ class KeptRecord:
             source = commondir / name
             if source.is_file():
                 shutil.copyfile(source, self.directory / os.path.basename(name))
-        user = None if user_exclude is None else read_rules_file(user_exclude)
-        if user is not None:
-            (self.directory / "user-exclude").write_bytes(user)
         head = (read_ref_file(controldir / "HEAD") or b"").strip()
         symref = head[5:].strip().decode("utf-8", "surrogateescape") if head.startswith(b"ref: ") else ""
         _write_text(self.directory / "head", symref)
@@ -220,12 +213,15 @@ class KeptRecord:
 
         Returns where the damaged repository went (or that it was removed).
         """
-        from dulwich.repo import Repo
+        from crucible_world_git.engine_repo import init_repo
 
         self.close()
         dotgit = workspace / ".git"
         aside = self._move_aside(dotgit)
-        Repo.init(str(workspace)).close()
+        if not workspace.is_dir():
+            workspace.mkdir(parents=True)
+            aside = "the whole workspace was gone; its files come back from the record"
+        init_repo(workspace).close()
         _copy_objects(self.objects, dotgit / "objects")
         for name, target in (("config", dotgit / "config"), ("exclude", dotgit / "info" / "exclude")):
             saved = self.directory / name

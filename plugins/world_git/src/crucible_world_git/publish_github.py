@@ -7,21 +7,29 @@ REST API through an Authorization header, and never the agent. Where the forge i
 engine's environment, never from the manifest, so a pack cannot send the token elsewhere:
 `CRUCIBLE_GITHUB_API` (default https://api.github.com) and `CRUCIBLE_GITHUB_GIT` (default
 https://github.com; the remote is `<that>/<owner>/<name>.git`).
+
+git pushes from a git directory the engine made for the push (crucible_core.sealed_git), reading
+the kept commit from the workspace's objects through alternates: nothing of the workspace's
+`.git/config` (an `insteadOf` that would send the token elsewhere, a proxy, a credential helper,
+an ssh command, a hook) nor of the user's or the system's configuration takes part.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from crucible_core import process
 from crucible_core.errors import RunFailed
 from crucible_core.protocols import PublishRequest
+from crucible_core.sealed_git import environment, make_git_dir
 
 API_ENV = "CRUCIBLE_GITHUB_API"
 GIT_ENV = "CRUCIBLE_GITHUB_GIT"
@@ -29,7 +37,7 @@ DEFAULT_API = "https://api.github.com"
 DEFAULT_GIT = "https://github.com"
 TOKEN_ENVS = ("GITHUB_TOKEN", "GH_TOKEN")
 MAX_REPLY_BYTES = 1024 * 1024
-_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
+_PASSED_THROUGH = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 class PublishFailed(RunFailed):
@@ -46,19 +54,30 @@ def _token(env: Mapping[str, str]) -> str:
     )
 
 
-def _git_env(env: Mapping[str, str], token: str) -> dict[str, str]:
+def _git_env(git_dir: Path, env: Mapping[str, str], token: str) -> dict[str, str]:
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    git_env = {k: env[k] for k in _PASSED_THROUGH if k in env}
+    git_env = environment(git_dir)
+    git_env.update({k: env[k] for k in _PASSED_THROUGH if k in env})
     git_env.update(
         {
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_COUNT": "1",
             "GIT_CONFIG_KEY_0": "http.extraHeader",
             "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
         }
     )
     return git_env
+
+
+def _objects_dir(workspace: Path) -> Path:
+    from dulwich.errors import NotGitRepository
+
+    from crucible_world_git.engine_repo import open_repo
+
+    try:
+        with open_repo(workspace) as repo:
+            return Path(repo.object_store.path)
+    except (NotGitRepository, OSError) as exc:
+        raise PublishFailed(f"cannot read the workspace repository {workspace}: {exc}") from None
 
 
 class GitHubPublisher:
@@ -73,12 +92,15 @@ class GitHubPublisher:
         base = (request.env.get(GIT_ENV) or DEFAULT_GIT).rstrip("/")
         remote = f"{base}/{request.repo}.git"
         refspec = f"{request.sha}:refs/heads/{request.branch}"
-        done = process.run(
-            ["git", "push", "--quiet", "--no-verify", remote, refspec],
-            cwd=request.workspace,
-            env=_git_env(request.env, token),
-            timeout=max(deadline - time.monotonic(), 1.0),
-        )
+        objects = _objects_dir(request.workspace)
+        with tempfile.TemporaryDirectory(prefix="crucible-push-") as tmp:
+            git_dir = make_git_dir(Path(tmp) / "git", alternates=(objects,))
+            done = process.run(
+                ["git", "push", "--quiet", "--no-verify", remote, refspec],
+                cwd=git_dir,
+                env=_git_env(git_dir, request.env, token),
+                timeout=max(deadline - time.monotonic(), 1.0),
+            )
         if not done.ok:
             raise PublishFailed(
                 f"git push of {request.sha[:12]} to {request.repo} ({request.branch}) failed: "

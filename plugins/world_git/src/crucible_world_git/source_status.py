@@ -17,10 +17,13 @@ def source_changes(source: str) -> SourceChanges | None:
         return None
     from dulwich import porcelain
     from dulwich.errors import NotGitRepository
-    from dulwich.repo import Repo
+
+    from crucible_world_git.engine_repo import open_repo
 
     try:
-        with Repo(source) as repo:
+        # With the engine's configuration: a filter driver or include in the source's config
+        # (which a local agent can reach) never runs while the engine looks at it.
+        with open_repo(source) as repo:
             try:
                 head = repo.head().decode()
             except KeyError:

@@ -1,0 +1,37 @@
+"""Agent and measure text made safe to print or to commit: one filter for every terminal line and commit message.
+
+A note, a reason or a file name the agent chose can carry escape sequences (retitle, clear or
+recolour the operator's terminal), bidirectional overrides (a line that reads differently from
+what it holds) and lone surrogates (a str no UTF-8 writer accepts). Everything the engine prints
+or puts into a commit message goes through `plain` first.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Escape sequences as a whole (CSI, OSC up to its terminator, other two-byte escapes), then any
+# control character left over: C0 and DEL, C1, line and paragraph separators, and the invisible
+# format characters that reorder or hide text (bidirectional marks, overrides and isolates,
+# zero-width characters, the byte-order mark).
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
+_BEYOND_C0 = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+_CONTROLS = re.compile(rf"[\x00-\x1f{_BEYOND_C0}]")
+_CONTROLS_BUT_TAB = re.compile(rf"[\x00-\x08\x0a-\x1f{_BEYOND_C0}]")
+_LONE_SURROGATES = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so it can always be written as UTF-8."""
+    return _LONE_SURROGATES.sub(REPLACEMENT, text)
+
+
+def plain(text: object, *, tabs: bool = False) -> str:
+    """`text` with escape sequences removed and every other control character turned into a space.
+
+    `tabs=True` keeps tab characters (a diff's content); line breaks never survive, so a caller
+    that prints several lines filters each line.
+    """
+    controls = _CONTROLS_BUT_TAB if tabs else _CONTROLS
+    return valid_text(controls.sub(" ", _ESCAPES.sub("", str(text))))

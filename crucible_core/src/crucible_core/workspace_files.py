@@ -1,0 +1,128 @@
+"""Writing the engine's files into the agent's workspace: never through a link, never into a hard link.
+
+The workspace is the agent's: anything standing at or above a destination may be a hostile edit
+(a hardlink to the session log, a symlink to a directory outside the workspace). So a copy never
+writes through an existing directory entry and never follows a link: every parent directory is
+opened relative to the one above it without following symlinks (a link or a file where a
+directory belongs is removed and replaced by a real directory), and each file is written under a
+temporary name in its directory and renamed over the destination, which replaces a hardlink
+instead of writing through it. Frozen injects, the harnesses' toolboxes and skills use this.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from contextlib import suppress
+from pathlib import Path
+
+from crucible_core.errors import RunFailed
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_CHUNK = 1 << 20
+
+
+def destination_parts(destination: str) -> list[str]:
+    parts = [part for part in destination.split("/") if part not in ("", ".")]
+    if not parts or ".." in parts:
+        raise RunFailed(
+            f"{destination!r} does not name a path inside the workspace",
+            hint="give a destination relative to the workspace, without '..'",
+        )
+    return parts
+
+
+def open_real_dir(parent_fd: int, name: str) -> int:
+    """Open `name` under `parent_fd` as a real directory, replacing whatever else stands there."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        # A symlink or a file where a directory belongs: the agent's edit, never followed.
+        os.unlink(name, dir_fd=parent_fd)
+    os.mkdir(name, 0o777, dir_fd=parent_fd)
+    return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+
+
+def open_parent(workspace: Path, parts: list[str]) -> int:
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in parts[:-1]:
+            child = open_real_dir(fd, name)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def install_file(source: Path, dir_fd: int, name: str) -> None:
+    """Write `source` as `name` in the directory `dir_fd`: a fresh file renamed over the old entry."""
+    src_stat = os.stat(source)
+    tmp = f".{name}.crucible-inject-{os.getpid()}"
+    with suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=dir_fd)
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
+    )
+    try:
+        try:
+            with open(source, "rb") as src:
+                while chunk := src.read(_CHUNK):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view) :]
+            os.fchmod(fd, stat.S_IMODE(src_stat.st_mode))
+            os.utime(fd, ns=(src_stat.st_atime_ns, src_stat.st_mtime_ns))
+        finally:
+            os.close(fd)
+        try:
+            existing = os.lstat(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
+        else:
+            if stat.S_ISDIR(existing.st_mode):
+                # A real directory where the file belongs: the agent's; rmtree never follows links.
+                shutil.rmtree(name, dir_fd=dir_fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def copy_file_into(source: Path, workspace: Path, destination: str) -> None:
+    """Copy `source` to `workspace/destination` (mode bits kept), never through what stands there."""
+    parts = destination_parts(destination)
+    dir_fd = open_parent(workspace, parts)
+    try:
+        install_file(source, dir_fd, parts[-1])
+    finally:
+        os.close(dir_fd)
+
+
+def copy_tree_into(source: Path, workspace: Path, destination: str) -> list[str]:
+    """Lay the regular files under `source` over `workspace/destination`; what else is there stays.
+
+    The source's own links and special files are skipped (a toolbox is the manifest's, but a link
+    in it could still name a file outside). Returns the workspace-relative paths written.
+    """
+    written: list[str] = []
+    base = destination.strip("/")
+    for folder, directories, files in os.walk(source):  # os.walk does not descend into links
+        relative = Path(folder).relative_to(source)
+        directories.sort()
+        for name in sorted(files):
+            path = Path(folder) / name
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            target = "/".join(p for p in (base, *relative.parts, name) if p and p != ".")
+            copy_file_into(path, workspace, target)
+            written.append(target)
+    return written

@@ -1,0 +1,25 @@
+"""crucible-plugin-harness-codex: the `codex` harness, OpenAI's Codex CLI (`codex exec --json`).
+
+Only the registration lives here; the harness loads when a run first builds it, so listing
+plugins or `crucible --help` never imports it.
+"""
+
+from __future__ import annotations
+
+from crucible_core.hookspecs import hookimpl
+from crucible_core.protocols import Harness, HarnessContext, HarnessFactory
+from crucible_core.registry import Register
+
+
+def _codex_cli(ctx: HarnessContext) -> Harness:
+    from crucible_harness_codex.cli_harness import CodexHarness
+
+    return CodexHarness.from_context(ctx)
+
+
+@hookimpl
+def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
+    from crucible_harness_codex.settings import CodexSettings
+
+    # takes_mcp: the turn's MCP servers (the broker among them) go into the CLI's config.toml
+    register("codex", _codex_cli, settings=CodexSettings, takes_mcp=True)

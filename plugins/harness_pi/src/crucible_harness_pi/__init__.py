@@ -1,0 +1,23 @@
+"""crucible-plugin-harness-pi: the `pi` harness (the Pi coding agent CLI on an OpenAI-speaking endpoint)."""
+
+from __future__ import annotations
+
+from crucible_core.hookspecs import hookimpl
+from crucible_core.protocols import Harness, HarnessContext, HarnessFactory
+from crucible_core.registry import Register
+
+
+# The harness module is imported on first use: loading the plugin (every `crucible` command
+# does) imports only this module and the settings.
+def _pi(ctx: HarnessContext) -> Harness:
+    from crucible_harness_pi.harness import PiHarness
+
+    return PiHarness.from_context(ctx)
+
+
+@hookimpl
+def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
+    from crucible_harness_pi.settings import SPARED, PiSettings
+
+    # No takes_mcp: pi has no MCP client, so a run that grants broker tools is refused (harness.py).
+    register("pi", _pi, settings=PiSettings, spared=SPARED)

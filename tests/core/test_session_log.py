@@ -1,0 +1,55 @@
+"""The session log on disk: a private state directory, a private file, and a `seq` on every line."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+from crucible_core.contract import wire
+from crucible_core.session_log import SessionLog
+from tests.cli_support import run_crucible
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def seqs(path: Path) -> list[object]:
+    return [json.loads(line).get("seq") for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_run_keeps_its_state_private_and_numbers_every_line(example) -> None:
+    manifest = example("counter")
+    assert run_crucible("run", "-m", manifest, "--iterations", "1").returncode == 0
+    state = manifest.parent / "state"
+    assert mode(state) == 0o700 and mode(state / "session.jsonl") == 0o600
+    assert mode(state / "private") == 0o700 and mode(state / "distress") == 0o700
+    first = seqs(state / "session.jsonl")
+    assert first == list(range(1, len(first) + 1))
+    assert run_crucible("run", "-m", manifest, "--resume", "--iterations", "2").returncode == 0
+    assert seqs(state / "session.jsonl") == list(range(1, len(seqs(state / "session.jsonl")) + 1))
+    assert len(seqs(state / "session.jsonl")) > len(first)  # the resume continued the numbering
+
+
+def test_a_log_an_older_writer_left_is_made_private_and_numbered_on(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    path = state / "session.jsonl"
+    older = [wire.encode(wire.Note(msg="a")), wire.encode(wire.Note(msg="b")), '{"v":1,"kind":"no']  # torn
+    path.write_text("\n".join(older))
+    path.chmod(0o644)
+    log = SessionLog(path)
+    try:
+        written = log.emit(wire.Note(msg="c"))
+    finally:
+        log.close()
+    assert mode(state) == 0o700 and mode(path) == 0o600
+    assert written["seq"] == 4 and list(written)[:3] == ["v", "seq", "ts"]  # the 4th line of the log
+    log = SessionLog(path)
+    try:
+        assert log.emit(wire.Note(msg="d"))["seq"] == 5  # continued from the last seq written
+    finally:
+        log.close()
+    assert wire.decode(path.read_text().splitlines()[-1]) == wire.Note(msg="d")  # readers ignore seq
