@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click.testing
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 CRUCIBLE = Path(sys.executable).parent / "crucible"
@@ -29,3 +31,11 @@ def run_crucible(
         text=True,
         timeout=timeout,
     )
+
+
+def crucible_in_process(*args: str | Path) -> click.testing.Result:
+    """The real `crucible` command group run in this process (click's CliRunner captures what it
+    prints): for tests where a separate process is not what is being tested."""
+    from crucible_core.cli.main import cli
+
+    return click.testing.CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)

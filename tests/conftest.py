@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_support import EXAMPLES, run_crucible
+from tests.cli_support import EXAMPLES, crucible_in_process, run_crucible
 
 
 @pytest.fixture
@@ -32,3 +32,15 @@ def example(tmp_path: Path) -> Callable[[str], Path]:
         return target / "crucible.toml"
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def finished_playbook(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/playbook run once to its end, in this process, for the tests that only read it;
+    returns its manifest (its log is state/session.jsonl beside it)."""
+    folder = tmp_path_factory.mktemp("finished") / "playbook"
+    shutil.copytree(EXAMPLES / "playbook", folder, ignore=shutil.ignore_patterns("workspace", "state"))
+    manifest = folder / "crucible.toml"
+    done = crucible_in_process("run", "--manifest", manifest, "--max-cost", "0.5", "--max-time", "5m")
+    assert done.exit_code == 0, done.output
+    return manifest

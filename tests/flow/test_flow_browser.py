@@ -14,6 +14,7 @@ import pytest
 from crucible_core.flow.decode import read_session
 from crucible_core.flow.fold import fold_flow
 from crucible_core.flow.page import render_html
+from tests.cli_support import crucible_in_process
 
 FIXTURE = Path(__file__).parent / "fixtures" / "crucible_run.jsonl"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "flow"
@@ -126,4 +127,77 @@ def test_our_run_wide_round_plans_outlier_and_a_zero_baseline_in_the_browser(bro
     page.click(".col[data-iter='2']")
     assert "Plan tasks of iteration 2" in detail.inner_text() and detail.locator("td.st-fail").count() == 0
     assert errors == []
+    page.close()
+
+
+TASK_PLAN = """
+version = 1
+[budget]
+usd = 1.0
+[[task]]
+name = "build"
+kind = "command"
+command = "echo '{\\"artifact\\": \\"<img src=x onerror=window.__pwned=1>\\"}'"
+[[task]]
+name = "test"
+kind = "command"
+command = "echo 'no tests found' >&2; exit 3"
+depends_on = ["build"]
+[[task]]
+name = "report"
+kind = "command"
+command = "echo '{}'"
+depends_on = ["test"]
+[[task]]
+name = "tell"
+kind = "command"
+stage = "epilogue"
+command = "echo '{\\"told\\": true}'"
+"""
+
+
+def test_a_plan_run_is_its_task_graph_coloured_by_status_in_the_browser(browser, tmp_path: Path) -> None:
+    (tmp_path / "plan.toml").write_text(TASK_PLAN)
+    (tmp_path / "ws").mkdir()
+    assert (
+        crucible_in_process("plan", "run", tmp_path / "plan.toml", "--workspace", tmp_path / "ws").exit_code
+        == 4
+    )
+    page_file = tmp_path / "plan.html"
+    page_file.write_text(render_html(fold_flow(read_session(tmp_path / "state" / "session.jsonl"))))
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_file.as_uri())
+
+    # the graph, not a score chart or an empty lane of iterations
+    assert page.locator("svg.score-chart").count() == 0 and page.locator(".lane").count() == 0
+    assert page.locator("svg.task-graph .node").count() == 4
+    assert page.locator("svg.task-graph .edge").count() == 2
+    assert [page.locator(f".node[data-task='{n}']").get_attribute("class") for n in range(4)] == [
+        "node st-pass",
+        "node st-fail",
+        "node st-blocked",
+        "node st-pass",
+    ]
+    fills = {page.locator(f".node[data-task='{n}'] rect").get_attribute("fill") for n in (0, 1)}
+    assert len(fills) == 2  # a passing and a failing task are drawn in different colours
+    header = page.locator("header").inner_text()
+    assert (
+        "verdict: fail" in header
+        and "outcome: finished" in header
+        and "4 tasks: 2 pass, 1 fail, 1 blocked" in header
+    )
+
+    detail = page.locator("#detail")
+    page.click(".node[data-task='1']")
+    assert detail.get_attribute("data-task") == "1"
+    assert "Task test: fail" in detail.inner_text() and "exited 3: no tests found" in detail.inner_text()
+    page.click(".node[data-task='0']")
+    assert '{"artifact":"<img src=x onerror=window.__pwned=1>"}' in detail.inner_text()  # shown as text
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("section.plan td.st-blocked").inner_text() == "blocked"
+    assert errors == []
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "flow-plan.png"), full_page=True)
     page.close()

@@ -168,13 +168,19 @@ def test_the_agent_calls_the_brokers_distress_over_mcp(
     assert "Bearer" not in (domain / "state" / "session.jsonl").read_text()
 
 
-def test_crucible_help_imports_no_acp_module() -> None:
+def test_crucible_help_imports_no_acp_module(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
         "from crucible_core.cli.main import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('crucible_harness_acp', 'acp')))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=crucible_env())
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    # a cold cache lists plugin commands by loading each plugin module once, never the harness or the SDK
+    cold = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert cold.returncode == 0, cold.stderr
+    assert cold.stdout.strip().splitlines()[-1] == "['crucible_harness_acp']"
+    # once the command list is cached, --help imports nothing of the plugin at all
+    warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.strip().splitlines()[-1] == "[]"

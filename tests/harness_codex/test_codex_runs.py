@@ -164,7 +164,11 @@ def test_the_plugin_registers_without_importing_the_harness(tmp_path: Path) -> N
     )
     import sys
 
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=crucible_env())
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env
+    )  # fills the command cache
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     help_imports, registry_imports = done.stdout.strip().splitlines()[-2:]
     assert help_imports == "[]"

@@ -253,7 +253,9 @@ def test_the_toolbox_is_copied_over_the_skills_dir_every_turn(tmp_path: Path) ->
 # -- loading ---------------------------------------------------------------------------------------
 
 
-def test_crucible_help_imports_none_of_the_harnesses_and_loading_plugins_only_their_hooks() -> None:
+def test_crucible_help_imports_none_of_the_harnesses_and_loading_plugins_only_their_hooks(
+    tmp_path: Path,
+) -> None:
     probe = (
         "import sys\n"
         "from crucible_core.cli.main import main\n"
@@ -267,7 +269,11 @@ def test_crucible_help_imports_none_of_the_harnesses_and_loading_plugins_only_th
         "print(load_plugins().registry('harness').names(), file=sys.stderr)\n"
         "print(sorted(m for m in sys.modules if m.startswith(ours)), file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=crucible_env())
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env
+    )  # fills the command cache
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
     help_modules, names, loaded = done.stderr.strip().splitlines()[-3:]
     assert help_modules == "[]", done.stderr
     assert "'opencode'" in names and "'pi'" in names

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from crucible_core.cli.options import budget_cap, manifest_option, state_dir_option
 from crucible_core.control.orders import ORDERS, Payload
+
+if TYPE_CHECKING:
+    from crucible_core.flow.model import FlowModel
 
 Handler = Callable[..., dict[str, Any]]
 
@@ -134,12 +137,16 @@ def status(manifest: Path, state_dir: Path | None, as_json: bool) -> None:
         show_log(log, as_json)
         return
     st = reply.get("status") or {}
+    model = _task_run(manifest, state_dir)
     if as_json:
-        click.echo(json.dumps(st))
+        from crucible_core.flow.task_view import task_document
+
+        # a playbook or a plan file: what its log says so far rides along, under `log`
+        click.echo(json.dumps(st if model is None else {**st, "log": task_document(model)}))
         return
     from crucible_core.contract.plain_text import plain
 
-    for line in status_lines(st):
+    for line in status_lines(st) if model is None else task_status_lines(st, model):
         click.echo(plain(line))  # the regime and the approval handle are the agent's words
     approval = st.get("approval") or {}
     if approval.get("handle") == "distress":
@@ -147,6 +154,22 @@ def status(manifest: Path, state_dir: Path | None, as_json: bool) -> None:
 
         marker = state_dir_for(manifest, state_dir) / "distress" / "distress"
         click.echo(f"read {marker}, then delete it (or `crucible approve`) to resume, or `crucible stop`")
+
+
+def _task_run(manifest: Path, state_dir: Path | None) -> FlowModel | None:
+    """The live run's log folded, when it is a playbook's or a plan file's (None for a loop)."""
+    from crucible_core.cli.show_cmd import session_path
+    from crucible_core.contract.run_kind import RunKind
+    from crucible_core.flow.decode import read_kind, read_session
+    from crucible_core.flow.fold import fold_flow
+
+    log = session_path(manifest, state_dir, None)
+    try:
+        if not log.is_file() or read_kind(log) is RunKind.LOOP:
+            return None
+        return fold_flow(read_session(log))
+    except OSError:
+        return None  # the bridge answered; a log we cannot read leaves the loop's words
 
 
 _STEP_WORDS = {
@@ -198,10 +221,33 @@ def status_lines(st: dict[str, Any]) -> list[str]:
     lines.append(f"spent ${float(st.get('spent') or 0):.4f}; budget {describe_caps(st.get('budget') or {})}")
     if st.get("regime"):
         lines.append(f"segment {st.get('segment')}, regime {st.get('regime')}")
+    return lines + _approval_lines(st)
+
+
+def _approval_lines(st: dict[str, Any]) -> list[str]:
     approval = st.get("approval") or {}
-    if approval and approval.get("handle") != "distress":
-        lines.append(
-            f"approval pending ({approval.get('mode')}): {approval.get('handle') or approval.get('trace_id')}; "
-            "`crucible approve` or `crucible deny` answers it"
-        )
-    return lines
+    if not approval or approval.get("handle") == "distress":
+        return []
+    return [
+        f"approval pending ({approval.get('mode')}): {approval.get('handle') or approval.get('trace_id')}; "
+        "`crucible approve` or `crucible deny` answers it"
+    ]
+
+
+def task_status_lines(st: dict[str, Any], model: FlowModel) -> list[str]:
+    """`crucible status` for a live playbook or plan: how far its graph is, its spend, and every
+    task as its log has it so far (flow/task_view.py), in place of a loop's iterations and scores."""
+    from crucible_core.flow.task_view import task_table
+    from crucible_core.run.budget import describe_caps
+
+    kind = model.header.kind
+    settled = sum(1 for task in model.plan if task.status != "pending")
+    progress = f"{settled} of {len(model.plan)} tasks settled"
+    if st.get("paused"):
+        where = f"{kind} paused by the operator ({progress}); `crucible unpause` continues"
+    else:
+        phase = st.get("phase")
+        where = f"{kind} {phase if phase not in (None, '', 'iteration') else 'running'}: {progress}"
+    spent = float(st["spent"]) if isinstance(st.get("spent"), int | float) else model.header.spent_usd
+    budget = f"; budget {describe_caps(st['budget'])}" if st.get("budget") else ""
+    return [where, f"spent ${spent:.4f}{budget}", *_approval_lines(st), *task_table(model)]

@@ -43,6 +43,7 @@ def command(
     Reads only the session log (already redacted when it was written). The .html page is one
     self-contained file: open it in any browser, offline.
     """
+    from crucible_core.contract.plain_text import plain
     from crucible_core.flow.decode import read_session
     from crucible_core.flow.fold import fold_flow
     from crucible_core.flow.render import renderer_for
@@ -66,4 +67,13 @@ def command(
         out.write_text(render(model), encoding="utf-8")
     except OSError as exc:
         raise WorkspaceError(f"cannot write {out}: {exc.strerror}", hint="pick another --out") from exc
-    click.echo(f"wrote {out} ({len(model.deep_iterations)} iterations, outcome {model.header.outcome})")
+    h = model.header
+    if model.is_task_run:
+        from crucible_core.contract.run_kind import verdict_word
+        from crucible_core.flow.task_view import run_tally
+
+        # the log's words: no escape sequence reaches the terminal
+        what = f"{h.kind}: {run_tally(model)}, verdict {verdict_word(h.kind, h.verdict)}, outcome {plain(h.outcome)}"
+    else:
+        what = f"{len(model.deep_iterations)} iterations, outcome {h.outcome}"
+    click.echo(f"wrote {out} ({what})")

@@ -30,8 +30,10 @@ def cache_dir(environ: dict[str, str] | None = None) -> Path | None:
 def _fingerprint() -> str:
     digest = hashlib.sha256()
     for entry in sys.path:
+        if not entry:
+            continue  # `python -c`'s working directory: where plugins are never installed, and busy
         try:
-            mtime = os.stat(entry or ".").st_mtime_ns
+            mtime = os.stat(entry).st_mtime_ns
         except OSError:
             mtime = 0
         digest.update(f"{entry}\0{mtime}\n".encode("utf-8", "surrogateescape"))

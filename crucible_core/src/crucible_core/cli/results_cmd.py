@@ -21,6 +21,7 @@ def results_document(model: Any) -> dict[str, Any]:
 
     h = model.header
     return {
+        "kind": h.kind,  # "loop" here; a playbook's or a plan's document is flow/task_view.py's
         "objective": h.gate,
         "direction": h.direction,
         "baseline": h.baseline,
@@ -73,7 +74,13 @@ def command(manifest: Path, state_dir: Path | None, session: Path | None, as_jso
     log = session_log_path(manifest, state_dir, session)
     if not log.is_file():
         raise WorkspaceError(f"no session log at {log}", hint="pass --session, or --manifest of a run")
-    doc = results_document(fold_flow(read_session(log)))
+    model = fold_flow(read_session(log))
+    if model.is_task_run:  # a playbook or a plan file: its tasks, not an empty loop
+        from crucible_core.flow.task_view import task_document, task_lines
+
+        click.echo(json.dumps(task_document(model), indent=2) if as_json else "\n".join(task_lines(model)))
+        return
+    doc = results_document(model)
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible_core.contract import wire
+from crucible_core.contract.run_kind import RunKind, run_kind
 
 Event = dict[str, Any]
 
@@ -34,6 +35,23 @@ def read_session(path: Path) -> list[Event]:
     """Every decodable event of a session log, in order; blank, torn and foreign lines are skipped."""
     with open(path, "rb") as handle:
         return list(decode_lines(handle))
+
+
+def read_kind(path: Path) -> RunKind:
+    """The kind of run that wrote the log at `path`, reading no further than it takes to tell."""
+    started, gate, admitted = False, None, False
+    with open(path, "rb") as handle:
+        for raw in handle:
+            value = wire.parse_object(raw)
+            kind = value.get("kind") if value is not None else None
+            if kind == "start" and value is not None and not started:
+                started, gate = True, str(value.get("gate") or "")
+                if run_kind(started=True, gate=gate, plan_admitted=True) is RunKind.LOOP:
+                    break  # a scored loop's label: nothing later in the log changes the answer
+            elif kind == "plan_admitted":
+                admitted = True
+                break
+    return run_kind(started=started, gate=gate, plan_admitted=admitted)
 
 
 def decode_lines(lines: Iterable[bytes | str]) -> Iterator[Event]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from crucible_core.contract.decide import INVALID, shown_decision
 from crucible_core.contract.noise import note_with_margin
+from crucible_core.contract.run_kind import UNDISPATCHED, TaskStanding, run_kind, task_verdict
 from crucible_core.contract.wire import WIDE_DECIDED
 from crucible_core.flow.model import (
     Candidate,
@@ -21,6 +23,7 @@ from crucible_core.flow.model import (
 
 _EVIDENCE_STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
 _FINAL_TEXT_CHARS = 4000
+OUTPUT_CHARS = 2000  # a task's output as the views carry it: enough to read, never a whole file
 
 
 class _Folder:
@@ -34,6 +37,9 @@ class _Folder:
         self.pending_resume: Resume | None = None
         self.text_since_tool: list[str] = []
         self.main_rows: set[int] = set()
+        self.first_gate: str | None = None  # the first start line's gate label: the run's kind
+        self.plan_admitted = False
+        self.active_s: float | None = None  # the summary's, for a run that writes no budget lines
 
     # -- helpers ------------------------------------------------------------------------
     def iteration(self, number: int) -> Iteration:
@@ -68,8 +74,11 @@ class _Folder:
     def on_start(self, e: Mapping[str, Any]) -> None:
         h = self.model.header
         self.starts += 1
+        if self.starts == 1:
+            self.first_gate = str(e.get("gate") or "")
         if self.starts > 1 or e.get("resumed"):
             self._open_resume()
+            self._reopen()
         h.goal = str(e.get("goal") or h.goal)
         h.gate = str(e.get("gate") or h.gate)
         h.model = str(e.get("model") or h.model)
@@ -89,6 +98,12 @@ class _Folder:
 
     def on_recovery(self, e: Mapping[str, Any]) -> None:
         self._open_resume(str(e.get("class") or ""), str(e.get("detail") or ""))
+        self._reopen()
+
+    def _reopen(self) -> None:
+        # A later process took the run up again: an earlier process's shutdown is not how it ended.
+        self.model.header.outcome = "unfinished"
+        self.model.header.reason = ""
 
     def on_segment(self, e: Mapping[str, Any]) -> None:
         if isinstance(e.get("baseline_score"), int | float):
@@ -221,8 +236,11 @@ class _Folder:
         task.note = str(e.get("note") or "")
         task.attempts = int(e.get("attempts") or task.attempts)
         task.cost_usd += float(e.get("cost_usd") or 0.0)
+        task.secs = _number(e.get("secs")) or 0.0
+        task.output = output_text(e.get("output"))
 
     def on_plan_admitted(self, e: Mapping[str, Any]) -> None:
+        self.plan_admitted = True
         version = int(e.get("plan_version") or 0)
         # admitted while an iteration is under way: that iteration's graph, not the run's plan
         iteration = self.iteration(self.phase_iter) if self.in_iteration else None
@@ -241,6 +259,10 @@ class _Folder:
                     stage=str(spec.get("stage") or ""),
                     status=old.status if old else "pending",
                     note=old.note if old else "",
+                    attempts=old.attempts if old else 0,
+                    cost_usd=old.cost_usd if old else 0.0,
+                    secs=old.secs if old else 0.0,
+                    output=old.output if old else "",
                     plan_version=version,
                 )
             )
@@ -257,6 +279,7 @@ class _Folder:
     def on_summary(self, e: Mapping[str, Any]) -> None:
         if isinstance(e.get("best_score"), int | float):
             self.model.header.best = float(e["best_score"])
+        self.active_s = _number(e.get("active_s"))
 
     def on_escalation(self, e: Mapping[str, Any]) -> None:
         self.model.header.escalation = f"{e.get('category') or ''}: {e.get('reason') or ''}".strip(": ")
@@ -268,6 +291,9 @@ class _Folder:
     # -- the end ----------------------------------------------------------------------------
     def finish(self) -> FlowModel:
         m, h = self.model, self.model.header
+        h.kind = run_kind(started=self.starts > 0, gate=self.first_gate, plan_admitted=self.plan_admitted)
+        if m.is_task_run:
+            self._finish_tasks()
         m.iterations = [self.by_iter[n] for n in sorted(self.by_iter)]
         best = h.baseline
         for it in m.iterations:
@@ -284,6 +310,31 @@ class _Folder:
         h.improvement_pct = improvement_pct(h.baseline, h.best, h.direction)
         m.resumes = [r for r in m.resumes if r.before_iter > 0 or r.recovery]
         return m
+
+    def _finish_tasks(self) -> None:
+        """A playbook's or a plan's verdict, spend and time, from its tasks (it writes no budget line)."""
+        m, h = self.model, self.model.header
+        outcome = None if h.outcome == "unfinished" else h.outcome
+        h.verdict = task_verdict(
+            (TaskStanding(t.required, t.stage, None if t.status == "pending" else t.status) for t in m.plan),
+            outcome,
+        )
+        if outcome is not None:  # the run ended: a task with no result never will have one
+            for task in m.plan:
+                if task.status == "pending":
+                    task.status = UNDISPATCHED
+        if not h.spent_usd:
+            h.spent_usd = round(sum(t.cost_usd for t in m.plan), 6)
+        if not h.elapsed_secs and self.active_s is not None:
+            h.elapsed_secs = self.active_s
+
+
+def output_text(value: Any) -> str:
+    """A task's JSON output as one line of compact JSON, cut at OUTPUT_CHARS ("" when it has none)."""
+    if value is None:
+        return ""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= OUTPUT_CHARS else text[: OUTPUT_CHARS - 1] + "…"
 
 
 def is_kept(decision: str) -> bool:

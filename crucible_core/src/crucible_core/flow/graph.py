@@ -1,8 +1,14 @@
-"""The flow model as a graph: Graphviz DOT and Mermaid flowchart text."""
+"""The flow model as a graph: Graphviz DOT and Mermaid flowchart text.
+
+A loop is its chain of iterations from the baseline to the outcome (and a run-level plan beside
+it); a playbook or a plan file is its task graph alone, coloured by status, the verdict and the
+outcome in the graph's label.
+"""
 
 from __future__ import annotations
 
-from crucible_core.flow.model import FlowModel, Iteration
+from crucible_core.contract.run_kind import verdict_word
+from crucible_core.flow.model import FlowModel, Iteration, PlanTask
 
 _DOT_FILL = {"keep": "#d1f0d8", "discard": "#eaeef2", "invalid": "#ffd8d3", "error": "#ffd8d3"}
 _TASK_FILL = {"pass": "#d1f0d8", "fail": "#ffd8d3", "transport": "#ffd8d3", "blocked": "#ffd8d3"}
@@ -25,14 +31,35 @@ def _dot_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def _task_run_label(model: FlowModel) -> str:
+    h = model.header
+    return f"{h.kind} {verdict_word(h.kind, h.verdict)}; outcome {h.outcome}"
+
+
+def _dot_tasks(tasks: list[PlanTask], indent: str) -> list[str]:
+    lines = []
+    names = {t.name: f"task{n}" for n, t in enumerate(tasks)}
+    for task in tasks:
+        fill = _TASK_FILL.get(task.status, "#fff8c5")
+        label = _dot_str(f"{task.name}\n{task.kind} {task.status}")
+        lines.append(f'{indent}{names[task.name]} [label={label}, fillcolor="{fill}"];')
+        for dep in task.depends_on:
+            if dep in names:
+                lines.append(f"{indent}{names[dep]} -> {names[task.name]};")
+    return lines
+
+
 def render_dot(model: FlowModel) -> str:
     h = model.header
     lines = [
         "digraph crucible_flow {",
         "  rankdir=LR;",
         '  node [shape=box, style="rounded,filled", fontname="Helvetica", fillcolor="#ffffff"];',
-        f'  baseline [label={_dot_str("baseline " + _num(h.baseline))}, fillcolor="#ddf4ff"];',
     ]
+    if model.is_task_run:
+        lines.append(f"  label={_dot_str(_task_run_label(model))};\n  labelloc=t;")
+        return "\n".join([*lines, *_dot_tasks(model.plan, "  "), "}"]) + "\n"
+    lines.append(f'  baseline [label={_dot_str("baseline " + _num(h.baseline))}, fillcolor="#ddf4ff"];')
     previous = "baseline"
     resumed = {r.before_iter for r in model.resumes}
     for it in model.iterations:
@@ -47,14 +74,7 @@ def render_dot(model: FlowModel) -> str:
     lines.append(f"  {previous} -> outcome;")
     if model.plan:
         lines.append('  subgraph cluster_plan {\n    label="plan";')
-        names = {t.name: f"task{n}" for n, t in enumerate(model.plan)}
-        for task in model.plan:
-            fill = _TASK_FILL.get(task.status, "#fff8c5")
-            label = _dot_str(f"{task.name}\n{task.kind} {task.status}")
-            lines.append(f'    {names[task.name]} [label={label}, fillcolor="{fill}"];')
-            for dep in task.depends_on:
-                if dep in names:
-                    lines.append(f"    {names[dep]} -> {names[task.name]};")
+        lines += _dot_tasks(model.plan, "    ")
         lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -72,8 +92,32 @@ def _mmd_str(text: str) -> str:
     return '"' + out.replace("\n", "<br/>") + '"'
 
 
+def _mmd_tasks(tasks: list[PlanTask], indent: str) -> list[str]:
+    lines = []
+    names = {t.name: f"task{n}" for n, t in enumerate(tasks)}
+    for task in tasks:
+        lines.append(f"{indent}{names[task.name]}[{_mmd_str(f'{task.name} {task.kind} {task.status}')}]")
+        lines.append(f"{indent}class {names[task.name]} {_TASK_CLASS.get(task.status, 'other')}")
+        for dep in task.depends_on:
+            if dep in names:
+                lines.append(f"{indent}{names[dep]} --> {names[task.name]}")
+    return lines
+
+
+_MMD_CLASSES = [
+    "  classDef keep fill:#d1f0d8",
+    "  classDef discard fill:#eaeef2",
+    "  classDef invalid fill:#ffd8d3",
+    "  classDef error fill:#ffd8d3",
+    "  classDef other fill:#fff8c5",
+]
+
+
 def render_mermaid(model: FlowModel) -> str:
     h = model.header
+    if model.is_task_run:
+        verdict = f"  outcome(({_mmd_str(_task_run_label(model))}))"  # beside the graph, on no edge
+        return "\n".join(["flowchart LR", verdict, *_mmd_tasks(model.plan, "  "), *_MMD_CLASSES]) + "\n"
     lines = ["flowchart LR", f"  baseline({_mmd_str('baseline ' + _num(h.baseline))})"]
     previous = "baseline"
     resumed = {r.before_iter for r in model.resumes}
@@ -89,17 +133,6 @@ def render_mermaid(model: FlowModel) -> str:
     lines.append(f"  {previous} --> outcome")
     if model.plan:
         lines.append("  subgraph plan")
-        names = {t.name: f"task{n}" for n, t in enumerate(model.plan)}
-        for task in model.plan:
-            lines.append(f"    {names[task.name]}[{_mmd_str(f'{task.name} {task.kind} {task.status}')}]")
-            lines.append(f"    class {names[task.name]} {_TASK_CLASS.get(task.status, 'other')}")
-            for dep in task.depends_on:
-                if dep in names:
-                    lines.append(f"    {names[dep]} --> {names[task.name]}")
+        lines += _mmd_tasks(model.plan, "    ")
         lines.append("  end")
-    lines.append("  classDef keep fill:#d1f0d8")
-    lines.append("  classDef discard fill:#eaeef2")
-    lines.append("  classDef invalid fill:#ffd8d3")
-    lines.append("  classDef error fill:#ffd8d3")
-    lines.append("  classDef other fill:#fff8c5")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _MMD_CLASSES) + "\n"

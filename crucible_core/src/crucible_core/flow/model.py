@@ -50,6 +50,8 @@ class PlanTask:
     attempts: int = 0
     cost_usd: float = 0.0
     plan_version: int = 0
+    secs: float = 0.0  # how long its attempts ran
+    output: str = ""  # its JSON output as compact text, bounded (the log holds it redacted)
 
 
 @attrs.define
@@ -88,6 +90,8 @@ class Resume:
 
 @attrs.define
 class Header:
+    kind: str = "loop"  # loop | playbook | plan (contract/run_kind.py)
+    verdict: str | None = None  # a playbook's or a plan's: pass | fail, None until it ends
     goal: str = ""
     gate: str = ""
     model: str = ""
@@ -115,6 +119,11 @@ class FlowModel:
     resumes: list[Resume] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     version: int = FLOW_MODEL_VERSION
+
+    @property
+    def is_task_run(self) -> bool:
+        """A playbook or a plan file: its tasks are the run, there are no iterations to show."""
+        return self.header.kind != "loop"
 
     @property
     def deep_iterations(self) -> list[Iteration]:

@@ -2,25 +2,34 @@
 
 Every string from the log goes through html.escape; per-iteration details live in <template>
 elements that the script clones on click, so no log text is ever parsed as script or markup.
+
+A loop's page is its score chart and a column per iteration. A playbook's or a plan file's is
+its task graph coloured by status (task_graph.py), each task's detail on click, and the table of
+its tasks: such a run has no scores to chart.
 """
 
 from __future__ import annotations
 
 from html import escape
 
+from crucible_core.contract.run_kind import EPILOGUE, verdict_word
 from crucible_core.flow.model import FlowModel, Iteration, PlanTask, versus_baseline
 from crucible_core.flow.score_chart import ChartPoint, render_score_chart
+from crucible_core.flow.task_graph import render_task_graph
+from crucible_core.flow.task_view import counted, run_tally
 
 # No network at all: the page may only use what it carries.
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 _TOOLS_SHOWN = 8
+_OUTPUT_SHOWN = 160  # of a task's output in the table; its detail shows all the model holds
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
 header{background:#24292f;color:#fff;padding:12px 20px;display:flex;flex-wrap:wrap;gap:8px 24px;align-items:baseline}
 header h1{font-size:16px;margin:0;flex-basis:100%;font-weight:600}
 header .kv{font-size:13px;opacity:.95}header .kv b{font-weight:600}
-.outcome-solved,.outcome-finished{color:#7ee787}.outcome-error,.outcome-escalated,.outcome-stalled{color:#ffa198}
+.outcome-solved,.outcome-finished,.verdict-pass{color:#7ee787}
+.outcome-error,.outcome-escalated,.outcome-stalled,.verdict-fail{color:#ffa198}
 header .muted{color:#afb8c1}
 main{padding:12px 20px}section{margin-bottom:18px}h2{font-size:14px;margin:6px 0}
 .chart{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:8px;display:inline-block}
@@ -43,26 +52,38 @@ table{border-collapse:collapse;font-size:12px;background:#fff}td,th{border:1px s
 .st-pass,.st-passed{color:#1a7f37}.st-fail,.st-failed,.st-blocked,.st-transport{color:#cf222e}
 #detail{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:10px 14px;font-size:13px;min-height:40px}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:6px;border-radius:4px;max-height:320px;overflow:auto}
+.task-graph-box{overflow-x:auto;max-width:100%;box-sizing:border-box}.node{cursor:pointer}.node:focus{outline:none}
+.node.selected rect,.node:hover rect{stroke:#0969da;stroke-width:2.5}
+td.output{font-family:ui-monospace,monospace;max-width:420px;overflow-wrap:anywhere}
 """
 
-_SCRIPT = """
+# Clicking an element (`SELECTOR`) clones the template its `ATTR` names into #detail.
+_SCRIPT_TEMPLATE = """
 (function(){
   var detail=document.getElementById('detail');
   function show(col){
-    var n=col.getAttribute('data-iter');
-    var tpl=document.getElementById('detail-'+n);
+    var n=col.getAttribute('ATTR');
+    var tpl=document.getElementById('PREFIX'+n);
     if(!tpl){return;}
-    document.querySelectorAll('.col.selected').forEach(function(c){c.classList.remove('selected');});
+    document.querySelectorAll('SELECTOR.selected').forEach(function(c){c.classList.remove('selected');});
     col.classList.add('selected');
     detail.replaceChildren(tpl.content.cloneNode(true));
-    detail.setAttribute('data-iter',n);
+    detail.setAttribute('ATTR',n);
   }
-  document.querySelectorAll('.col').forEach(function(col){
+  document.querySelectorAll('SELECTOR').forEach(function(col){
     col.addEventListener('click',function(){show(col);});
     col.addEventListener('keydown',function(e){if(e.key==='Enter'||e.key===' '){show(col);}});
   });
 })();
 """
+
+
+def _script(selector: str, attr: str, prefix: str) -> str:
+    return _SCRIPT_TEMPLATE.replace("SELECTOR", selector).replace("ATTR", attr).replace("PREFIX", prefix)
+
+
+_SCRIPT = _script(".col", "data-iter", "detail-")  # the loop page: a column per iteration
+_TASK_SCRIPT = _script(".node", "data-task", "task-")  # a task run's page: a box per task
 
 
 def _e(value: object) -> str:
@@ -170,11 +191,8 @@ def _column(model: FlowModel, it: Iteration) -> str:
         )
         parts.append(f'<div class="muted">wide round</div><div class="wide">{cands}</div>')
     if it.plan:
-        statuses: dict[str, int] = {}
-        for task in it.plan:
-            statuses[task.status] = statuses.get(task.status, 0) + 1
-        tally = ", ".join(f"{count} {status}" for status, count in statuses.items())
-        parts.append(f'<div class="muted graph">graph tasks: {_e(tally)}</div>')
+        counts = counted(task.status for task in it.plan)
+        parts.append(f'<div class="muted graph">graph tasks: {_e(counts)}</div>')
     if it.note:
         parts.append(f'<div class="note" title="{_e(it.note)}">{_e(it.note[:90])}</div>')
     parts.append("</div>")
@@ -205,17 +223,30 @@ def _detail(it: Iteration) -> str:
     return f'<template id="detail-{it.iter}">{"".join(rows)}</template>'
 
 
-def _plan_table(title: str, tasks: list[PlanTask]) -> str:
+def _plan_table(title: str, tasks: list[PlanTask], *, measures: bool = False) -> str:
+    """A graph's tasks as a table; `measures` adds what a task run shows of each (stage, time,
+    attempts, cost, output), which an iteration's graph leaves to its column."""
+    head = "<th>task</th><th>kind</th><th>depends on</th><th>required</th><th>status</th><th>note</th>"
+    if measures:
+        head += "<th>stage</th><th>time</th><th>attempts</th><th>cost</th><th>output</th>"
     rows = "".join(
         f"<tr><td>{_e(t.name)}</td><td>{_e(t.kind)}</td><td>{_e(', '.join(t.depends_on))}</td>"
         f'<td>{"yes" if t.required else ""}</td><td class="st-{_e(t.status)}">{_e(t.status)}</td>'
-        f"<td>{_e(t.note)}</td></tr>"
+        f"<td>{_e(t.note)}</td>"
+        + (
+            f"<td>{_e(t.stage)}</td><td>{_e(_task_time(t))}</td><td>{t.attempts}</td>"
+            f'<td>${t.cost_usd:.4f}</td><td class="output">{_e(t.output[:_OUTPUT_SHOWN])}</td>'
+            if measures
+            else ""
+        )
+        + "</tr>"
         for t in tasks
     )
-    return (
-        f"<h2>{_e(title)}</h2><table><tr><th>task</th><th>kind</th><th>depends on</th>"
-        f"<th>required</th><th>status</th><th>note</th></tr>{rows}</table>"
-    )
+    return f"<h2>{_e(title)}</h2><table><tr>{head}</tr>{rows}</table>"
+
+
+def _task_time(task: PlanTask) -> str:
+    return f"{task.secs:.2f}s" if task.attempts else "-"
 
 
 def _plan(model: FlowModel) -> str:
@@ -227,7 +258,82 @@ def _plan(model: FlowModel) -> str:
     return f'<section class="plan">{_plan_table(title, model.plan)}</section>'
 
 
+def _task_header(model: FlowModel) -> str:
+    """A task run's header: verdict and outcome first, then its tasks, spend and identity."""
+    h = model.header
+    verdict = verdict_word(h.kind, h.verdict)
+    kv = [
+        ("verdict", f'<span class="verdict-{_e(h.verdict or "none")}">{_e(verdict)}</span>'),
+        # how dispatch stopped, uncoloured: `finished` says nothing of success, the verdict does
+        ("outcome", _e(h.outcome) + (f' <span class="muted">({_e(h.reason)})</span>' if h.reason else "")),
+        ("run", _e(f"{'playbook' if h.kind == 'playbook' else 'plan file'}, {run_tally(model)}")),
+        ("spend", f"${h.spent_usd:.2f}"),
+    ]
+    if h.elapsed_secs:
+        kv.append(("duration", _e(_duration(h.elapsed_secs))))
+    if h.model:
+        kv.append(("model", _e(h.model)))
+    if h.identity:
+        kv.append(("identity", f"<code>{_e(h.identity)}</code>"))
+    first = h.goal.strip().splitlines()[0] if h.goal.strip() else f"crucible {h.kind}"
+    items = "".join(f'<span class="kv">{k}: <b>{v}</b></span>' for k, v in kv)
+    return f'<header><h1 title="{_e(h.goal)}">{_e(first)}</h1>{items}</header>'
+
+
+def _task_detail(n: int, task: PlanTask) -> str:
+    facts = [
+        f"<b>kind</b> {_e(task.kind or '-')}",
+        f"<b>stage</b> {_e(task.stage or '-')}",
+        "required" if task.required else "advisory",
+        f"<b>attempts</b> {task.attempts}",
+        f"<b>time</b> {_e(_task_time(task))}",
+        f"<b>cost</b> ${task.cost_usd:.4f}",
+    ]
+    if task.depends_on:
+        facts.append(f"<b>depends on</b> {_e(', '.join(task.depends_on))}")
+    return (
+        f'<template id="task-{n}"><h2>Task {_e(task.name)}: {_e(task.status)}</h2>'
+        f"<p>{' · '.join(facts)}</p>"
+        f"<p><b>note</b>: {_e(task.note or '(none)')}</p>"
+        f"<p><b>output</b>:</p><pre>{_e(task.output or '(none)')}</pre></template>"
+    )
+
+
+def _render_task_run(model: FlowModel) -> str:
+    """The page of a playbook or a plan file: its graph coloured by status, a task's detail on
+    click, and the table of every task."""
+    h = model.header
+    epilogue = sum(1 for t in model.plan if t.stage == EPILOGUE)
+    title = h.goal.strip().splitlines()[0] if h.goal.strip() else h.kind
+    graph_title = f"{len(model.plan) - epilogue} task(s) in the graph" + (
+        f", {epilogue} in the epilogue" if epilogue else ""
+    )
+    graph = render_task_graph(model.plan, title=graph_title)
+    version = max((t.plan_version for t in model.plan), default=0)
+    table = _plan_table(
+        "Tasks" + (f" (plan version {version})" if version else ""), model.plan, measures=True
+    )
+    return "".join(
+        [
+            '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>crucible flow: {_e(title[:80])}</title><style>{_CSS}</style></head><body>",
+            _task_header(model),
+            "<main>",
+            f'<section><h2>Task graph</h2><div class="chart task-graph-box">'
+            f"{graph if model.plan else '<p>no tasks admitted</p>'}</div></section>",
+            '<section><div id="detail"><p class="muted">Click a task for its note and output.</p></div></section>',
+            f'<section class="plan">{table}</section>',
+            "".join(_task_detail(n, task) for n, task in enumerate(model.plan)),
+            f"</main><script>{_TASK_SCRIPT}</script></body></html>\n",
+        ]
+    )
+
+
 def render_html(model: FlowModel) -> str:
+    if model.is_task_run:
+        return _render_task_run(model)
     h = model.header
     resumes = {r.before_iter: r for r in model.resumes}
     lane: list[str] = []

@@ -17,17 +17,45 @@ from crucible_core.contract import wire
 from crucible_core.contract.plain_text import plain
 from crucible_core.durations import short_duration
 from crucible_core.flow.model import improvement_pct
+from crucible_core.flow.task_view import counted
 from crucible_core.reporters.console_lines import LineReporter
 from crucible_core.reporters.console_text import num
 from crucible_core.reporters.console_view import ConsoleView, row_label
 
 # how a printed line is coloured, by what it says
 _ROW_STYLES = {"keep": "green", "baseline": "cyan", "invalid": "yellow", "discard": "dim"}
+_TASK_STYLES = {
+    "pass": "green",
+    "fail": "red",
+    "transport": "red",
+    "blocked": "yellow",
+    "truncated": "yellow",
+}
 _PHASE_WORDS = {"paused": "paused", "parked": "waiting for approval", "distressed": "suspended (distress)"}
+
+
+def task_table(view: ConsoleView, at: float) -> Table:
+    """A playbook's or a plan's live table: how many tasks settled and how, elapsed and spent."""
+    table = Table(box=None, pad_edge=False, padding=(0, 2), header_style="bold")
+    for name in ("tasks", "progress", "settled", "elapsed", "spent"):
+        table.add_column(name, no_wrap=True)
+    statuses = view.statuses()
+    settled = [status for status in statuses if status != "pending"]
+    spent = f"${view.spent:.2f}" + (f" of ${view.max_cost:.2f}" if view.max_cost is not None else "")
+    table.add_row(
+        Text(f"{len(settled)}/{len(statuses)} {_PHASE_WORDS.get(view.phase, '')}".strip()),
+        ProgressBar(total=max(1, len(statuses)), completed=len(settled), width=24),
+        Text(plain(counted(settled)) or "-"),
+        Text(short_duration(view.elapsed(at))),
+        Text(spent),
+    )
+    return table
 
 
 def status_table(view: ConsoleView, at: float) -> Table:
     """The live table: one row of where the run stands at wall-clock time `at`."""
+    if view.is_task_run:
+        return task_table(view, at)
     table = Table(box=None, pad_edge=False, padding=(0, 2), header_style="bold")
     for name in ("iteration", "progress", "best", "kept", "elapsed", "ETA", "spent"):
         table.add_column(name, no_wrap=True)
@@ -63,6 +91,8 @@ def line_style(line: wire.Line) -> str:
     ev = line.event
     if isinstance(ev, wire.Row):
         return _ROW_STYLES.get(row_label(ev.row), "")
+    if isinstance(ev, wire.TaskResult):
+        return _TASK_STYLES.get(ev.status, "dim")
     if isinstance(ev, wire.Note):
         return {"warn": "yellow", "error": "bold red"}.get(ev.level or "", "")
     if isinstance(ev, wire.Phase | wire.ApprovalWait | wire.Escalation):

@@ -13,8 +13,11 @@ from typing import Any
 from crucible_core.contract import wire
 from crucible_core.contract.noise import note_with_margin
 from crucible_core.contract.plain_text import plain
+from crucible_core.contract.run_kind import verdict_word
 from crucible_core.durations import short_duration
+from crucible_core.flow.fold import output_text
 from crucible_core.flow.model import improvement_pct
+from crucible_core.flow.task_view import NAME_WIDTH, roles_of, tally, task_time
 from crucible_core.reporters.console_view import ConsoleView, row_label
 from crucible_core.reporters.sparkline import sparkline
 from crucible_core.run.budget import describe_caps
@@ -89,6 +92,22 @@ def row_line(view: ConsoleView, row: wire.RowWire, at: float, *, ellipsis: str =
     return line.rstrip()
 
 
+def task_line(view: ConsoleView, ev: wire.TaskResult, at: float, *, ellipsis: str = "…") -> str:
+    """One settled task of a playbook or a plan file: its status, time, note and output."""
+    width = min(max((len(t.name) for t in view.tasks), default=4), NAME_WIDTH)
+    admitted = next((t for t in view.tasks if t.name == ev.task), None)
+    tags = "".join(f"[{tag}] " for tag in roles_of(admitted.stage, admitted.required)) if admitted else ""
+    words = [shorten(ev.note, NOTE_WIDTH, ellipsis=ellipsis)] if ev.note else []
+    if ev.output is not None:
+        words.append("out " + shorten(output_text(ev.output), NOTE_WIDTH, ellipsis=ellipsis))
+    time = task_time(ev.secs) if ev.attempts else "-"
+    name = shorten(ev.task, width, ellipsis=ellipsis)
+    line = (
+        f"{stamp(view, at)} task {name:<{width}} {plain(ev.status):<12} {time:>7}  {tags}{'; '.join(words)}"
+    )
+    return line.rstrip()
+
+
 def start_line(ev: wire.Start) -> str:
     backend = ev.backend or "?"
     if ev.harness:
@@ -104,7 +123,7 @@ def start_line(ev: wire.Start) -> str:
     )
     return (
         f"crucible {ev.version or ''}: {'resuming ' if ev.resumed else ''}{ev.gate} "
-        f"({ev.direction or 'task lane'}), backend {backend}, world {ev.world}; "
+        f"({ev.direction or 'task lane'}), backend {backend}{f', world {ev.world}' if ev.world else ''}; "
         f"budget {describe_caps(caps)}"
     )
 
@@ -120,6 +139,10 @@ def event_lines(view: ConsoleView, line: wire.Line, at: float, *, ellipsis: str 
         return [start_line(ev)]
     if isinstance(ev, wire.Row):
         return [row_line(view, ev.row, at, ellipsis=ellipsis)]
+    if isinstance(ev, wire.TaskResult) and view.is_task_run and ev.iter == 0:
+        return [task_line(view, ev, at, ellipsis=ellipsis)]
+    if isinstance(ev, wire.PlanAdmitted) and view.is_task_run:
+        return said(f"{view.kind}: {len(ev.tasks)} task(s) admitted")
     if isinstance(ev, wire.Note):
         level = ev.level or "info"
         return said(ev.msg if level == "info" else f"{level}: {ev.msg}")
@@ -155,6 +178,17 @@ def summary_line(view: ConsoleView) -> str:
     )
 
 
+def task_summary_line(view: ConsoleView) -> str:
+    """A playbook's or a plan's summary: its verdict, its tasks' statuses, spend and active time."""
+    active = (
+        f"; {short_duration(active_time(view))} active" if view.started else ""
+    )  # a plan file has no clock
+    return (
+        f"{view.kind} {verdict_word(view.kind, view.verdict())}: {tally(view.statuses())}; "
+        f"${view.spent:.4f} spent{active}"
+    )
+
+
 def active_time(view: ConsoleView) -> float:
     """The run's active seconds at its end: the summary's own figure when it carries one."""
     if view.summary is not None and view.summary.active_s is not None:
@@ -175,7 +209,9 @@ def spark_line(view: ConsoleView, *, ascii_only: bool = False) -> str | None:
 def end_lines(view: ConsoleView, *, ascii_only: bool = False) -> list[str]:
     """The console's closing lines: the summary, the sparkline, how the run ended."""
     lines = []
-    if view.summary is not None:
+    if view.is_task_run:
+        lines.append(task_summary_line(view))
+    elif view.summary is not None:
         lines.append(summary_line(view))
         spark = spark_line(view, ascii_only=ascii_only)
         if spark:
@@ -189,4 +225,6 @@ def headless_line(view: ConsoleView) -> str:
     """Headless runs end with exactly one line: the outcome, and the summary when there is one."""
     shutdown = view.shutdown
     outcome = f"run ended: {shutdown.outcome} ({shutdown.reason})" if shutdown else "run ended"
+    if view.is_task_run:
+        return f"{outcome}; {task_summary_line(view)}"
     return outcome + (f"; {summary_line(view)}" if view.summary is not None else "")

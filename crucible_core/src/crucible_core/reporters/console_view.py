@@ -14,6 +14,7 @@ import attrs
 
 from crucible_core.contract import wire
 from crucible_core.contract.decide import INVALID, shown_decision
+from crucible_core.contract.run_kind import UNDISPATCHED, RunKind, TaskStanding, run_kind, task_verdict
 
 PARKED_PHASES = frozenset({"paused", "parked", "distressed"})
 
@@ -58,6 +59,11 @@ class ConsoleView:
     _eta_from: tuple[int, float] | None = None
     _widest: int = 1
     _last_decided: float | None = None  # the run's active time when its last iteration was decided
+    # a playbook or a plan file (contract/run_kind.py): its tasks stand where a loop's iterations do
+    started: bool = False  # a start line was folded (a plan file's log has none)
+    kind: RunKind = RunKind.LOOP
+    tasks: list[wire.PlanTaskWire] = attrs.field(factory=list)
+    task_status: dict[str, str] = attrs.field(factory=dict)
 
     # -- folding --------------------------------------------------------------------------
     def apply(self, line: wire.Line, now: float) -> None:
@@ -84,6 +90,13 @@ class ConsoleView:
             self._summary(ev)
         elif isinstance(ev, wire.Shutdown):
             self.shutdown = ev
+        elif isinstance(ev, wire.PlanAdmitted):
+            kind = run_kind(started=self.started, gate=self.gate, plan_admitted=True)
+            if kind is not RunKind.LOOP:  # a scored workflow's graph is an iteration's, not the run
+                self.kind, self.tasks = kind, list(ev.tasks)
+        elif isinstance(ev, wire.TaskResult) and self.is_task_run and ev.iter == 0:
+            self.task_status[ev.task] = ev.status
+            self.spent += ev.cost_usd  # a task run writes no budget line; its summary has the total
         self.last_ts = ts
         if self._eta_from is None and self.phase == "iteration":
             self._eta_from = (self.iteration, self.elapsed(ts))
@@ -96,6 +109,7 @@ class ConsoleView:
             self._rebase(0.0, ts)
             # a resumed run's clock is unknown until its first budget event carries it over
             self.clock_known = not ev.resumed
+        self.started = True
         self.gate = ev.gate
         self.direction = ev.direction
         self.resumed = bool(ev.resumed)
@@ -170,6 +184,21 @@ class ConsoleView:
         self.clock_known = True
 
     # -- reading --------------------------------------------------------------------------
+    @property
+    def is_task_run(self) -> bool:
+        return self.kind is not RunKind.LOOP
+
+    def statuses(self) -> list[str]:
+        """Each admitted task's status in graph order: `pending` until it settles, `undispatched`
+        for one the ended run never reached."""
+        unsettled = UNDISPATCHED if self.shutdown is not None else "pending"
+        return [self.task_status.get(task.name, unsettled) for task in self.tasks]
+
+    def verdict(self) -> str | None:
+        """A task run's `pass` or `fail`, once its shutdown is folded."""
+        standings = (TaskStanding(t.required, t.stage, self.task_status.get(t.name)) for t in self.tasks)
+        return task_verdict(standings, self.shutdown.outcome if self.shutdown is not None else None)
+
     def elapsed(self, at: float) -> float:
         """The run's active seconds at wall-clock time `at` (resumes carried, parks excluded)."""
         if self._base_ts is None:

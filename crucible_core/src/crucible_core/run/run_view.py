@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from crucible_core.contract import wire
+from crucible_core.contract.decide import shown_decision
 from crucible_core.contract.fold import Folded
 from crucible_core.contract.plain_text import plain
 
@@ -15,7 +16,9 @@ def _best(f: Folded) -> float | None:
 
 
 def row_view(row: wire.RowWire) -> dict[str, Any]:
-    view: dict[str, Any] = {"iter": row.iter, "decision": row.decision, "score": row.score, "note": row.note}
+    # every view's word for a discard without a valid reading is `invalid` (contract/decide.py)
+    decision = shown_decision(row.decision, row.valid)
+    view: dict[str, Any] = {"iter": row.iter, "decision": decision, "score": row.score, "note": row.note}
     if row.phase:
         view["phase"] = row.phase
     if row.kept_snap:
