@@ -427,3 +427,72 @@ def test_crucible_trace_plugins_prints_each_hook_call(example) -> None:
         "crucible_run_end",
     } <= hooks
     assert all(line.endswith(" ms") or " ms raised " in line for line in lines)
+
+
+def graph_listener(calls: list[tuple[Any, ...]], adds: dict[str, str] | None = None) -> types.ModuleType:
+    """Hooks that record what a playbook or a plan file tells them (the lane, the task of each turn)."""
+    module = types.ModuleType("graph_listener")
+
+    def crucible_run_start(context: RunContext) -> None:
+        calls.append(("run_start", context.lane, context.manifest is not None, context.broker))
+
+    def crucible_before_turn(context: TurnContext) -> TurnAdditions | None:
+        calls.append(("before_turn", context.task))
+        return TurnAdditions(env=adds) if adds else None
+
+    def crucible_after_turn(context: TurnContext, result: Any) -> None:
+        calls.append(("after_turn", context.task, result is not None and result.ok))
+
+    def crucible_run_end(end: RunEnd) -> None:
+        calls.append(("run_end", end.run.lane, end.outcome, end.iterations))
+
+    for function in (crucible_run_start, crucible_before_turn, crucible_after_turn, crucible_run_end):
+        setattr(module, function.__name__, hookimpl(function))
+    return module
+
+
+def play(plugins: Plugins, manifest: Path):
+    return execute(
+        plugins, SessionRequest(manifest=manifest, budget=Budget(max_cost=1, max_time=300), ui="headless")
+    )
+
+
+def test_a_playbook_fires_run_start_and_end_once_and_the_turn_hooks_around_its_agent_task(example) -> None:
+    calls: list[tuple[Any, ...]] = []
+    result = play(fresh_plugins(graph_listener(calls)), example("playbook"))
+    assert (result.outcome, result.exit_code) == ("finished", 0)
+    assert calls == [
+        ("run_start", "playbook", True, None),  # a playbook has no broker
+        ("before_turn", "summarize"),
+        ("after_turn", "summarize", True),
+        ("run_end", "playbook", "finished", 1),
+    ]
+
+
+def test_env_a_plugin_adds_to_a_playbook_turn_outside_the_disclosure_fails_that_task(example) -> None:
+    manifest = example("playbook")
+    calls: list[tuple[Any, ...]] = []
+    result = play(fresh_plugins(graph_listener(calls, {"FROM_PLUGIN": "tok-secret-value"})), manifest)
+    assert result.exit_code == 4  # the playbook is invalid
+    (summarize,) = [e for e in log(manifest) if e["kind"] == "task_result" and e["task"] == "summarize"]
+    assert summarize["status"] == "fail" and "adds FROM_PLUGIN" in summarize["note"]
+    assert summarize["attempts"] == 1  # a refusal is not retried
+    assert not any(call[0] == "after_turn" for call in calls)  # no turn ran with the value
+    assert "tok-secret-value" not in (manifest.parent / "state" / "session.jsonl").read_text()
+
+
+def test_a_plan_file_fires_run_start_and_end_with_no_manifest(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'version = 1\n[budget]\nusd = 1.0\n[[task]]\nname = "a"\nkind = "command"\ncommand = "true"\n'
+    )
+    (tmp_path / "ws").mkdir()
+    calls: list[tuple[Any, ...]] = []
+    from crucible_core.session.request import TaskOptions
+
+    result = execute(
+        fresh_plugins(graph_listener(calls)),
+        SessionRequest(plan_file=plan, ui="headless", tasks=TaskOptions(workspace=tmp_path / "ws")),
+    )
+    assert (result.outcome, result.exit_code) == ("finished", 0)
+    assert calls == [("run_start", "plan", False, None), ("run_end", "plan", "finished", 1)]

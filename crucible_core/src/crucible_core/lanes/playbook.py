@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crucible_core import __version__
+from crucible_core.broker.declaration import Disclosure
+from crucible_core.broker.service import declaration_for
 from crucible_core.contract import wire
 from crucible_core.errors import ResumeConflict, UnsupportedSectionError, UsageError
 from crucible_core.lanes.graph import (
@@ -90,6 +92,9 @@ def prepare_playbook(
             hint="remove [publish], or run the work as a loop with a [judge]",
         )
     refuse_unsupported_repo(loaded)
+    # The capability disclosure, resolved as the loop's is: env a plugin adds to an agent task's
+    # turn must be covered by it, as it must for the loop's turns.
+    disclosure = declaration_for(plugins, loaded).capabilities
     document = effective_workflow(loaded, request.params)
     assert document is not None  # the manifest declares a playbook, so it has a graph
     kinds: Registry[TaskKindSpec] = plugins.registry("task kind")
@@ -158,6 +163,7 @@ def prepare_playbook(
         config=config,
         prior=prior,
         artifact=artifact,
+        disclosure=disclosure,
         planned=planned,
         engine_env=engine_env,
         held=held,
@@ -181,6 +187,7 @@ class PlaybookLane(GraphLane):
         config: ExecutorConfig,
         prior: PriorRun | None,
         artifact: str,
+        disclosure: Disclosure,
         planned: run_services.PlannedServices,
         engine_env: dict[str, str],
         held: HeldEvents,
@@ -198,6 +205,7 @@ class PlaybookLane(GraphLane):
         self.config = config
         self.prior = prior
         self.artifact = artifact
+        self.disclosure = disclosure
         self.planned = planned
         self.agent_env = dict(loaded.manifest.agent.env)
         self.engine_env = engine_env
@@ -263,7 +271,7 @@ class PlaybookLane(GraphLane):
         session.log.emit(
             wire.Identity(identity=identity, base_commit=base, resumed=True if self.prior else None)
         )
-        lifecycle = session.lifecycle(None, None)
+        lifecycle = session.lifecycle(None, self.disclosure)  # a playbook has no broker
         lifecycle.run_start()
         if self.resumed:
             self.supersede_owed()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from crucible_core.agent_files import load_json
+from crucible_core.errors import CrucibleError
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext
 from crucible_core.plan.output import MAX_OUTPUT_DEPTH, finite_score, reported_cost
 from crucible_core.protocols import AgentBackend, Turn, TurnResult
@@ -62,6 +63,8 @@ def agent_task_runner(
         )
         try:
             done = _turn(backend, turn, lifecycle, context.task.name)
+        except CrucibleError as exc:  # a plugin's refusal (an undisclosed grant): no turn ran, never retried
+            return Attempt(Outcome.FAIL, note=exc.render())
         except Exception as exc:  # a backend that cannot start is a transport failure
             return Attempt(Outcome.TRANSPORT, note=f"agent backend: {exc}", transport="agent")
         if done.transport_failure:
