@@ -96,13 +96,22 @@ def test_a_playbook_runs_its_setup_cmd(tmp_path: Path, capsys: pytest.CaptureFix
     assert [e["status"] for e in log(path) if e["kind"] == "task_result"] == ["pass"]
 
 
-def test_publish_on_a_playbook_is_refused_by_name_before_anything_exists(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("section", "named"),
+    [
+        ('[publish]\npr_repo = "team/counter"\n', "[publish] on a playbook is not supported"),
+        ('[world]\nkind = "command"\n', "[world] on a playbook is not supported"),
+        ("[outputs.draft-pr]\ncount = 1\n", "[outputs] on a playbook is not supported"),
+    ],
+    ids=["publish", "world", "outputs"],
+)
+def test_a_loop_section_on_a_playbook_is_refused_by_name_before_anything_exists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], section: str, named: str
 ) -> None:
-    path = manifest(tmp_path / "pack", '[publish]\npr_repo = "team/counter"\n', "true")
+    path = manifest(tmp_path / "pack", section, "true")
     done = play(capsys, path)
     assert done.exit_code == 16, done.output
-    assert "[publish] on a playbook is not supported" in done.output
+    assert named in done.output
     assert not (path.parent / "state").exists() and not (path.parent / "workspace").exists()
 
 

@@ -92,6 +92,7 @@ def prepare_playbook(
             hint="remove [publish], or run the work as a loop with a [judge]",
         )
     refuse_unsupported_repo(loaded)
+    refuse_loop_sections(loaded)
     # The capability disclosure, resolved as the loop's is: env a plugin adds to an agent task's
     # turn must be covered by it, as it must for the loop's turns.
     disclosure = declaration_for(plugins, loaded).capabilities
@@ -170,6 +171,26 @@ def prepare_playbook(
         runners=runners,
         elapsed_before=_elapsed_before(read_events(paths.session_log)) if prior is not None else 0.0,
     )
+
+
+def refuse_loop_sections(loaded: LoadedManifest) -> None:
+    """Sections only the loop acts on are refused by name rather than silently ignored.
+
+    ([judge], [preflight] and [search] are refused by the manifest loader already, and
+    [publish] above; [repo], [workspace], [agent], [capabilities], [deploy] and [[service]] act.)"""
+    m = loaded.manifest
+    if m.world.kind is not None or loaded.tables.world:
+        raise UnsupportedSectionError(
+            f"{loaded.path}: [world] on a playbook is not supported: a playbook has no World "
+            "(its workspace's history is the engine's own git memory)",
+            hint="remove [world], or run the work as a loop with a [judge]",
+        )
+    if m.outputs:
+        raise UnsupportedSectionError(
+            f"{loaded.path}: [outputs] on a playbook is not supported: its agent tasks get no "
+            "broker to mediate a write",
+            hint="remove [outputs], or run the work as a loop with a [judge]",
+        )
 
 
 class PlaybookLane(GraphLane):
