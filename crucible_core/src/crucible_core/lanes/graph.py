@@ -17,7 +17,7 @@ from pathlib import Path
 from crucible_core.contract import wire
 from crucible_core.contract.plain_text import plain
 from crucible_core.control import orders
-from crucible_core.errors import ExitCode, WorkspaceError
+from crucible_core.errors import CrucibleError, ExitCode, WorkspaceError
 from crucible_core.lanes.lane import Ending, Shell
 from crucible_core.plan import ir
 from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PlanReport, PriorRun
@@ -128,6 +128,10 @@ class GraphLane:
 
     def iterations(self) -> int:
         return 1 if self.report is not None else 0
+
+    def exit_code_of(self, error: CrucibleError) -> ExitCode:
+        """A graph's typed error keeps its own documented code (a workspace a task broke: 11)."""
+        return error.exit_code
 
     # -- helpers for the lanes ------------------------------------------------------------------
     def stop_asked(self) -> str | None:

@@ -16,6 +16,7 @@ Order of the calls the shell makes (docs/architecture.md, "The session and its l
     wind_down()         after an abort or an error, before the run end hooks (the loop restores)
     close()             after the services stopped: release what prepare opened (task runners)
     closing_events()    the summary (where the lane has one), just ahead of `finished` and `shutdown`
+    exit_code_of(err)   the exit code when the body ended with a typed error
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from crucible_core.errors import ExitCode
+from crucible_core.errors import CrucibleError, ExitCode
 
 if TYPE_CHECKING:
     from crucible_core.broker.declaration import Disclosure
@@ -100,5 +101,9 @@ class Lane(Protocol):
     def close(self) -> None: ...
 
     def closing_events(self, ending: Ending) -> list[wire.Event]: ...
+
+    def exit_code_of(self, error: CrucibleError) -> ExitCode:
+        """The exit code of a run its body ended with this error."""
+        ...
 
     def iterations(self) -> int: ...

@@ -27,7 +27,7 @@ from crucible_core.contract.fold import Folded, fold_path
 from crucible_core.control import orders
 from crucible_core.control.client import live_run
 from crucible_core.control.ledger import Ledger
-from crucible_core.errors import CrucibleError, WorkspaceError
+from crucible_core.errors import CrucibleError, ExitCode, PreflightFailed, WorkspaceError
 from crucible_core.lanes.lane import Ending, Shell
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths
@@ -434,6 +434,10 @@ class LoopLane:
 
     def iterations(self) -> int:
         return self.run_state.iteration if self.run_state is not None else 0
+
+    def exit_code_of(self, error: CrucibleError) -> ExitCode:
+        """A failed run exits 4 (the documented code), save a failed start rung, which has its own."""
+        return error.exit_code if isinstance(error, PreflightFailed) else ExitCode.RUN_FAILED
 
 
 def _open_runners(

@@ -21,7 +21,7 @@ from crucible_core.control import orders
 from crucible_core.control.bridge import ControlBridge
 from crucible_core.control.inbox import Inbox
 from crucible_core.control.ledger import Ledger
-from crucible_core.errors import CrucibleError, ExitCode, PreflightFailed
+from crucible_core.errors import CrucibleError, ExitCode
 from crucible_core.lanes.lane import Ending, Lane, Shell
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import Reporter, ReporterContext, ReporterFactory
@@ -171,9 +171,7 @@ def _body(lane: Lane, bridge: ControlBridge, log: SessionLog) -> Ending:
         reason = exc.render()
         note(reason, "error")
         lane.wind_down()
-        # an error whose own documented code beats the generic one
-        code = exc.exit_code if isinstance(exc, PreflightFailed) else ExitCode.RUN_FAILED
-        return Ending("error", reason, code)
+        return Ending("error", reason, lane.exit_code_of(exc))
     except Exception as exc:  # a plugin bug must still close the log with exactly one shutdown
         reason = f"internal error: {type(exc).__name__}: {exc}"
         note(reason, "error")
