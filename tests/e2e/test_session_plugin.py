@@ -4,8 +4,9 @@ The distribution is built here and installed with pip into a directory of its ow
 `crucible` finds it through its entry point. For the loop, a playbook and a plan file, ended
 normally, by `crucible stop` from another process and by SIGTERM, it must see exactly the
 session log's event stream and exactly one run end, before the shutdown, with the shutdown's
-outcome. The stopped runs also answer `crucible status`, and a playbook or a plan refuses by
-name an order it cannot honour.
+outcome. Also ended by `crucible abort` and by a second SIGTERM, which cancel what runs now.
+The stopped runs answer `crucible status` first, and a playbook or a plan refuses by name an
+order it cannot honour.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("ending", ["finished", "stop", "sigterm"])
+@pytest.mark.parametrize("ending", ["finished", "stop", "sigterm", "abort", "sigterm twice"])
 @pytest.mark.parametrize("lane", ["loop", "playbook", "plan"])
 def test_a_pip_installed_plugin_hears_every_lane_the_same_way(
     site: Path, tmp_path: Path, lane: str, ending: str
@@ -163,13 +164,15 @@ def test_a_pip_installed_plugin_hears_every_lane_the_same_way(
     argv, state = _lane(lane, tmp_path)
     if ending == "finished":
         (tmp_path / "release").touch()
-    proc = subprocess.Popen(
-        [str(CRUCIBLE), *argv, "--ui", "headless"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("w") as sink:
+        proc = subprocess.Popen(
+            [str(CRUCIBLE), *argv, "--ui", "headless"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            text=True,
+        )
     try:
         if ending != "finished":
             _wait_for(tmp_path / "started", proc)
@@ -185,17 +188,25 @@ def test_a_pip_installed_plugin_hears_every_lane_the_same_way(
                 steer = run_crucible("steer", "--state-dir", state, "--", "go faster", env=env)
                 assert steer.returncode != 0
                 assert f"a {lane} run does not take `crucible steer`" in steer.stdout + steer.stderr
-            if ending == "stop":
-                stop = run_crucible("stop", "--state-dir", state, "--reason", "enough", env=env)
-                assert stop.returncode == 0, stop.stdout + stop.stderr
+            if ending in ("stop", "abort"):
+                order = run_crucible(ending, "--state-dir", state, "--reason", "enough", env=env)
+                assert order.returncode == 0, order.stdout + order.stderr
             else:
                 proc.send_signal(signal.SIGTERM)
-            (tmp_path / "release").touch()
-        out, err = proc.communicate(timeout=120)
+            if ending == "sigterm twice":
+                deadline = time.monotonic() + 60
+                while "again aborts now" not in stderr.read_text():  # the first one was taken
+                    assert time.monotonic() < deadline and proc.poll() is None
+                    time.sleep(0.05)
+                proc.send_signal(signal.SIGTERM)  # the second one aborts now: the held step never ends
+            elif ending != "abort":
+                (tmp_path / "release").touch()
+        out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    err = stderr.read_text()
     expected = ("finished", 0) if ending == "finished" else ("stopped", 3)
     assert proc.returncode == expected[1], out + err
     events = list(read_events(state / "session.jsonl"))
@@ -209,4 +220,7 @@ def test_a_pip_installed_plugin_hears_every_lane_the_same_way(
     assert heard.index(ends[0]) < [h.get("event") for h in heard].index("finished")
     if lane != "loop" and ending != "finished":
         settled = [e["task"] for e in events if e["kind"] == "task_result"]
-        assert settled == ["hold"]  # what ran settled; nothing new was dispatched
+        if ending in ("abort", "sigterm twice"):
+            assert settled == []  # the running task was cancelled, its result unrecorded
+        else:
+            assert settled == ["hold"]  # what ran settled; nothing new was dispatched
