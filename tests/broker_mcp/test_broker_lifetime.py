@@ -11,6 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 from tests.harness_claude.support import live_processes_with, wait_for
@@ -72,6 +74,7 @@ def test_a_finished_run_stops_its_broker(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.leaves_open_log("it SIGKILLs the engine and does not resume")
 def test_sigkill_of_the_engine_leaves_no_broker_behind(tmp_path: Path) -> None:
     marker = f"broker-kill-{uuid.uuid4().hex}"
     manifest = domain(tmp_path, "sleep 60")
@@ -100,6 +103,8 @@ def test_sigkill_of_the_engine_leaves_no_broker_behind(tmp_path: Path) -> None:
 AGENT = """
 import json, os, urllib.request
 from pathlib import Path
+
+import pytest
 server = json.loads(Path(os.environ["CRUCIBLE_MCP_CONFIG"]).read_text())["mcpServers"]["crucible"]
 call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "request_approval", "arguments": {"trace_id": "trace-7", "mode": "block"}}}

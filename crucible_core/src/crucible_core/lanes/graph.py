@@ -119,6 +119,11 @@ class GraphLane:
         """Only while the executor waits for a task to settle: never halfway through writing a line."""
         return self.executor is not None and self.executor.waiting
 
+    def aborts_on_signal(self) -> bool:
+        """With task runners open, a signal cancels what runs elsewhere at once (a pod being
+        deleted is sent SIGTERM, then killed): nothing is left running on the cluster."""
+        return bool(self.task_runners)
+
     def wind_down(self) -> None:
         return None  # what ran was cancelled on the way out of the executor
 

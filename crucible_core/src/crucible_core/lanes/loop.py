@@ -397,6 +397,9 @@ class LoopLane:
         at its next step boundary, so no bookkeeping is cut in half."""
         return self.engine.gates.interruptible
 
+    def aborts_on_signal(self) -> bool:
+        return False  # the loop always stops at its next iteration head first
+
     def wind_down(self) -> None:
         run = self.run_state
         if run is None:

@@ -133,7 +133,7 @@ def drive(plugins: Plugins, lane: Lane, lock: StateLock, ui: str) -> SessionResu
         log.emit(wire.Note(msg=warning, level="warn"))
     lane.before_start()
     with (
-        SignalPolicy(lane.request_stop, lane.graceful) as signals,
+        SignalPolicy(lane.request_stop, lane.graceful, lane.aborts_on_signal) as signals,
         AbortSignal(inbox, lane.interruptible) as abort,
     ):
         ending = Ending("error", "engine error", ExitCode.RUN_FAILED)

@@ -1,7 +1,9 @@
 """One signal policy for every kind of run: the first Ctrl-C or SIGTERM stops gracefully, the second aborts.
 
 What "gracefully" means is the lane's (the loop stops at its next iteration head, a plan
-dispatches nothing new and lets what runs settle); the session only counts. An operator's
+dispatches nothing new and lets what runs settle); the session only counts. A graph with task
+runners open aborts on the first one, as a plan always did there: its attempts running on a
+cluster are cancelled (their Jobs deleted) rather than left behind by a process being stopped. An operator's
 abort from the control bridge (another thread) reaches the main thread as SIGUSR1, which
 interrupts it only where the lane says it may be interrupted.
 
@@ -47,9 +49,14 @@ class SignalPolicy:
     which must not write the log: a signal handler runs between any two bytecodes), the next
     ones raise KeyboardInterrupt (abort now), until the shell writes its closing lines."""
 
-    def __init__(self, request_stop: Callable[[str], None], graceful: str) -> None:
+    def __init__(
+        self, request_stop: Callable[[str], None], graceful: str, aborts: Callable[[], bool] = lambda: False
+    ) -> None:
         self.request_stop = request_stop
         self.graceful = graceful  # what the first one does, for the operator
+        # Whether even the first one aborts now: attempts running elsewhere (a cluster's Jobs)
+        # cannot be waited on by a process that is itself being stopped, so they are cancelled.
+        self.aborts = aborts
         self.count = 0
         self.closing = False  # the shell is writing its last lines: nothing may interrupt it
         self.previous: dict[int, Any] = {}
@@ -66,8 +73,8 @@ class SignalPolicy:
         if self.closing:
             tell_operator(f"crucible: {name}: the run is already ending; its log is being closed")
             return
-        if self.count > 1:
-            tell_operator(f"crucible: {name} again: aborting now")
+        if self.count > 1 or self.aborts():
+            tell_operator(f"crucible: {name}{' again' if self.count > 1 else ''}: aborting now")
             raise KeyboardInterrupt
         self.request_stop(f"received {name}")
         # The log says so when the stop takes effect, which can be a whole agent turn away;
