@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from crucible_core.cli.options import budget_cap, manifest_option, state_dir_option
+from crucible_core.cli.options import (
+    budget_cap,
+    manifest_option,
+    manifest_or_pack,
+    pack_option,
+    repo_option,
+    state_dir_option,
+)
 from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
 from crucible_core.lanes.loop import DEFAULT_ITERATIONS
 from crucible_core.run.budget import Budget
 from crucible_core.run.engine import RunOptions
-
-if TYPE_CHECKING:
-    from crucible_core.plugins import Plugins
 
 
 @click.command("run")
@@ -78,9 +81,8 @@ if TYPE_CHECKING:
     help="Longest an approval wait may park the run (90s, 15m, 2h); a timeout counts as a deny. "
     "Default: wait indefinitely.",
 )
-@click.option(
-    "--pack", default=None, help="Run the domain pack an installed plugin registered under this name."
-)
+@pack_option
+@repo_option
 @click.option(
     "--param",
     "params",
@@ -126,6 +128,7 @@ def command(
     resume: bool,
     max_park: str | None,
     pack: str | None,
+    repo: Path | None,
     params: tuple[str, ...],
     caps: tuple[str, ...],
     max_asks: int,
@@ -151,8 +154,7 @@ def command(
             f"{failure.error}",
             err=True,
         )
-    if pack is not None:
-        manifest = _pack_manifest(plugins, pack)
+    manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
     # The session decides the lane from what the manifest declares (a playbook, or the loop); the
     # loop's default number of iterations is applied there, as a playbook takes none.
     result = execute(
@@ -199,21 +201,3 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
             )
         params[name.strip()] = text
     return params
-
-
-def _pack_manifest(plugins: Plugins, name: str) -> Path:
-    """Copy an installed pack into ./<name> (once) and run it there, never inside site-packages."""
-    import shutil
-
-    source = Path(plugins.registry("pack").get(name, where="--pack"))
-    if not (source / "crucible.toml").is_file():
-        raise UsageError(f"pack {name!r} at {source} has no crucible.toml", hint="reinstall the pack")
-    target = Path.cwd() / name
-    if not target.exists():
-        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "__init__.py"))
-    elif not (target / "crucible.toml").is_file():
-        raise UsageError(
-            f"./{name} exists but holds no crucible.toml",
-            hint=f"move ./{name} away so the pack can be copied there",
-        )
-    return target / "crucible.toml"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from crucible_core.cli.options import manifest_option, state_dir_option
+from crucible_core.cli.options import manifest_option, manifest_or_pack, pack_option, state_dir_option
 
 
 def session_path(manifest: Path, state_dir: Path | None, session: Path | None) -> Path:
@@ -52,6 +52,7 @@ def show_log(path: Path, as_json: bool) -> None:
 
 @click.command("show")
 @manifest_option
+@pack_option
 @state_dir_option
 @click.option(
     "--session",
@@ -60,9 +61,12 @@ def show_log(path: Path, as_json: bool) -> None:
     help="A session.jsonl to read (overrides --state-dir and --manifest).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(manifest: Path, state_dir: Path | None, session: Path | None, as_json: bool) -> None:
+def command(
+    manifest: Path, pack: str | None, state_dir: Path | None, session: Path | None, as_json: bool
+) -> None:
     """Show a run from its session log: rows, best, baseline, kept, spend, outcome and resumes.
 
     A playbook or a plan file: its tasks (status, time, attempts, cost, note, output), verdict and outcome.
     """
+    manifest = manifest_or_pack(manifest, pack, None, prepare=False)
     show_log(session_path(manifest, state_dir, session), as_json)

@@ -63,6 +63,12 @@ def _num(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
+def _recovery_text(recovery: dict[str, Any]) -> str:
+    if recovery["class"] == wire.RecoveryClass.CLEAN_EXIT.value:
+        return f"{recovery['class']} ({plain(recovery['detail'] or '')[:100]})"
+    return f"{recovery['class']} at iteration {recovery['iter']}"
+
+
 def render_text(view: dict[str, Any]) -> str:
     lines = []
     for row in view["rows"]:
@@ -80,11 +86,7 @@ def render_text(view: dict[str, Any]) -> str:
     recoveries = view["recoveries"]
     lines.append(
         f"resumed {view['resumes']} time(s)"
-        + (
-            ": " + ", ".join(f"{r['class']} at iteration {r['iter']}" for r in recoveries)
-            if recoveries
-            else ""
-        )
+        + (": " + ", ".join(_recovery_text(r) for r in recoveries) if recoveries else "")
     )
     if view.get("plan"):
         plan = view["plan"]
