@@ -131,7 +131,6 @@ def drive(plugins: Plugins, lane: Lane, lock: StateLock, ui: str) -> SessionResu
         raise
     for warning in ledger.problems:
         log.emit(wire.Note(msg=warning, level="warn"))
-    lane.before_start()
     with (
         SignalPolicy(lane.request_stop, lane.graceful, lane.aborts_on_signal) as signals,
         AbortSignal(inbox, lane.interruptible) as abort,
@@ -154,6 +153,7 @@ def _body(lane: Lane, bridge: ControlBridge, log: SessionLog) -> Ending:
         log.emit(wire.Note(msg=text, level=level))
 
     try:
+        lane.before_start()  # inside: a failure here still ends the log with its shutdown
         lane.start()
         try:
             bridge.start(lane.paths.control_file)
@@ -166,7 +166,7 @@ def _body(lane: Lane, bridge: ControlBridge, log: SessionLog) -> Ending:
         return Ending("stopped", "aborted by the operator", ExitCode.STOPPED)
     except KeyboardInterrupt:
         lane.wind_down()
-        return Ending("stopped", "interrupted twice: aborted", ExitCode.STOPPED)
+        return Ending("stopped", "interrupted by a signal: aborted", ExitCode.STOPPED)
     except CrucibleError as exc:
         reason = exc.render()
         note(reason, "error")
