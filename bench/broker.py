@@ -88,7 +88,8 @@ from crucible_backend_local.settings import CommandBackendSettings
 from crucible_core.hookspecs import hookimpl
 from crucible_core.plugins import load_plugins
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 
 takes_mcp = sys.argv[2] == "mcp"
 module = types.ModuleType("bench_backend")
@@ -99,9 +100,9 @@ module.crucible_register_backends = hookimpl(
 )
 plugins = load_plugins(names=["core", "world_git", "judge_command", "backend_local", "broker_mcp"])
 plugins.register_module(module, name="bench", distribution="bench", version="0")
-result = execute(plugins, RunRequest(manifest=Path(sys.argv[1]), budget=Budget(iterations=1), ui="headless"))
+result = execute(plugins, SessionRequest(manifest=Path(sys.argv[1]), budget=Budget(iterations=1), ui="headless"))
 broker_dir = Path(sys.argv[1]).parent / "state" / "private" / "broker"
-print(result.exit.value, "served" if (broker_dir / "endpoint.json").exists() else "none")
+print(result.outcome, "served" if (broker_dir / "endpoint.json").exists() else "none")
 """
 
 

@@ -4,12 +4,28 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.cli_support import EXAMPLES, crucible_in_process, run_crucible
+from tests.session_logs import open_logs
+
+
+@pytest.fixture(autouse=True)
+def _session_logs_end_with_shutdown(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test, every session log under its tmp_path ends with a shutdown (tests/session_logs.py)."""
+    # asked for now, so the check runs before tmp_path is torn down
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if root is None or request.node.get_closest_marker("leaves_open_log"):
+        return
+    left = open_logs(root)
+    assert not left, (
+        "a session log's last line is not a shutdown (mark the test leaves_open_log if it means to): "
+        + "; ".join(left)
+    )
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 from tests.harness_claude.support import live_processes_with, wait_for
@@ -72,6 +74,7 @@ def test_a_finished_run_stops_its_broker(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.leaves_open_log("it SIGKILLs the engine and does not resume")
 def test_sigkill_of_the_engine_leaves_no_broker_behind(tmp_path: Path) -> None:
     marker = f"broker-kill-{uuid.uuid4().hex}"
     manifest = domain(tmp_path, "sleep 60")
@@ -100,6 +103,8 @@ def test_sigkill_of_the_engine_leaves_no_broker_behind(tmp_path: Path) -> None:
 AGENT = """
 import json, os, urllib.request
 from pathlib import Path
+
+import pytest
 server = json.loads(Path(os.environ["CRUCIBLE_MCP_CONFIG"]).read_text())["mcpServers"]["crucible"]
 call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "request_approval", "arguments": {"trace_id": "trace-7", "mode": "block"}}}
@@ -140,7 +145,8 @@ def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> N
     from crucible_core.hookspecs import hookimpl
     from crucible_core.plugins import load_plugins
     from crucible_core.run.budget import Budget
-    from crucible_core.run.runner import RunRequest, execute
+    from crucible_core.session.entry import execute
+    from crucible_core.session.request import SessionRequest
 
     agent = (
         'cat \\"$CRUCIBLE_PROMPT_FILE\\" > ../prompt.txt; '
@@ -158,9 +164,9 @@ def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> N
     module.crucible_register_backends = crucible_register_backends  # type: ignore[attr-defined]
     plugins = load_plugins(names=["core", "world_git", "judge_command", "backend_local", "broker_mcp"])
     plugins.register_module(module, name="plain", distribution="crucible-plugin-plain", version="0")
-    result = execute(plugins, RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless"))
+    result = execute(plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless"))
     root = manifest.parent
-    assert result.exit.value == "finished", result.reason
+    assert result.outcome == "finished", result.reason
     assert (root / "mcp.txt").read_text().strip() == "none"  # no MCP server handed to the turn
     assert "token" not in (root / "broker-dir.txt").read_text()  # and none was started
     prompt = (root / "prompt.txt").read_text()

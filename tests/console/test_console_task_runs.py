@@ -85,7 +85,7 @@ def test_a_plan_prints_its_failure_and_headless_one_line(tmp_path: Path) -> None
     assert "exited 1: three failed" in text
     assert text.splitlines()[-2] == "plan fail: 3 tasks: 1 pass, 1 fail, 1 blocked; $0.2500 spent"  # no clock
     assert plain_console(log, HeadlessReporter) == (
-        "run ended: finished (failed: required task(s) did not pass: test, report); "
+        "run ended: error (failed: required task(s) did not pass: test, report); "
         "plan fail: 3 tasks: 1 pass, 1 fail, 1 blocked; $0.2500 spent\n"
     )
 

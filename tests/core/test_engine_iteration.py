@@ -35,6 +35,9 @@ from crucible_core.run.engine import Engine
 from crucible_core.run.loop import run_baseline, run_iteration
 from crucible_core.session_log import SessionLog, read_events
 
+# One iteration at a time through an engine: its log is never closed with a shutdown.
+pytestmark = pytest.mark.leaves_open_log("it drives single iterations; no session closes the log")
+
 MANIFEST = """
 [repo]
 path = "."

@@ -1,4 +1,5 @@
-"""The core's sub-packages form layers: every import of ours points down, never up or around."""
+"""The core's sub-packages form layers: every import of ours points down, never up or around,
+and no module of core imports itself back through a circle."""
 
 from __future__ import annotations
 
@@ -144,3 +145,110 @@ def test_the_cycle_check_finds_a_circle() -> None:
         "engine",
     ]
     assert import_cycle({"engine": {"context"}, "loop": {"context"}, "context": set()}) is None
+
+
+# Every part of core (a sub-package, or a module at the top), bottom to top, and what it may import
+# when it runs (docs/architecture.md, "Core layers"). Imports under `if TYPE_CHECKING:` are left
+# out: the stricter table above also holds them to the sub-packages' layers, and type-only
+# imports never execute. A part missing from this table fails the test, so a new package has to
+# be placed in a layer.
+BELOW_RUN = {
+    "contract",
+    "manifest",
+    "services",
+    "plan",
+    "workflow",
+    "control",
+    "broker",
+    "flow",
+    "domain_pack",
+}
+RUNTIME_LAYERS: dict[str, set[str]] = {
+    "contract": set(),
+    **{name: {"contract"} | INFRASTRUCTURE | {"__init__", "mcp_config"} for name in INFRASTRUCTURE},
+    "__init__": set(),
+    "mcp_config": set(),
+    **ALLOWED,
+    # a domain pack's copy and its identity part (the run's identity reads it)
+    "domain_pack": {"contract", "manifest", "workflow"} | INFRASTRUCTURE | {"__init__"},
+    "run": BELOW_RUN | INFRASTRUCTURE | {"__init__"},
+    "reporters": {"contract", "flow", "run"} | INFRASTRUCTURE,
+    # what differs between the kinds of run: the loop (run/), a playbook, a plan file
+    "lanes": BELOW_RUN | {"run"} | INFRASTRUCTURE | {"__init__"},
+    # the shell every kind of run goes through: prepare, log, hooks, bridge, signals, shutdown
+    "session": BELOW_RUN | {"run", "lanes"} | INFRASTRUCTURE | {"__init__"},
+    # the top: the commands, the built-in plugin and the init templates may use everything
+    "cli": {"*"},
+    "builtin_plugin": {"*"},
+    "init_templates": {"*"},
+}
+
+
+def _part(module: Path) -> str:
+    rel = module.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def module_name(module: Path) -> str:
+    parts = list(module.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def runtime_modules(path: Path) -> set[str]:
+    """The modules of core a module imports when it runs (function-level imports included,
+    `if TYPE_CHECKING:` imports left out), each named as precisely as the import allows."""
+    tree = ast.parse(path.read_text(), str(path))
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("crucible_core"):
+            for alias in node.names:
+                inner = f"{node.module}.{alias.name}"
+                found.add(inner if inner in MODULES else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("crucible_core"))
+    return {name for name in found if name in MODULES}
+
+
+def test_every_part_of_core_sits_in_a_layer_and_imports_only_below_it() -> None:
+    parts = {_part(path) for path in MODULES.values()}
+    assert parts - RUNTIME_LAYERS.keys() == set(), "place the new part in RUNTIME_LAYERS"
+    assert {"run", "reporters", "cli", "plugins"} <= parts
+    breaches = []
+    for name, path in sorted(MODULES.items()):
+        layer = _part(path)
+        allowed = RUNTIME_LAYERS[layer]
+        if "*" in allowed:
+            continue
+        for target in sorted(runtime_modules(path)):
+            part = _part(MODULES[target])
+            if part != layer and part not in allowed:
+                breaches.append(f"{name} imports {target}")
+    assert breaches == []
+
+
+def test_no_module_of_core_imports_itself_back() -> None:
+    """Over every module of core, the run shell, the session, the lanes, the reporters, the CLI
+    and the top-level modules included: the imports that run form no circle."""
+    graph = {name: runtime_modules(path) - {name} for name, path in MODULES.items()}
+    assert {
+        "crucible_core.run.engine",
+        "crucible_core.reporters.console",
+        "crucible_core.cli.main",
+    } <= graph.keys()
+    assert import_cycle(graph) is None
+
+
+def test_the_module_graph_sees_function_level_imports() -> None:
+    # console.py imports the live console inside a function (rich loads only there): it counts
+    console = runtime_modules(PACKAGE / "reporters" / "console.py")
+    assert "crucible_core.reporters.console_live" in console
+    assert "crucible_core.reporters.console_lines" in console

@@ -21,7 +21,8 @@ from crucible_core.hookspecs import hookimpl
 from crucible_core.plugins import Plugins, load_plugins
 from crucible_core.run.budget import Budget
 from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 from crucible_core.session_log import read_events
 from tests.cli_support import crucible_env, run_crucible
 
@@ -79,7 +80,7 @@ def fresh_plugins(*modules: types.ModuleType) -> Plugins:
 
 def run(plugins: Plugins, manifest: Path, iterations: int, *, resume: bool = False, ui: str = "headless"):
     return execute(
-        plugins, RunRequest(manifest=manifest, budget=Budget(iterations=iterations), ui=ui, resume=resume)
+        plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=iterations), ui=ui, resume=resume)
     )
 
 
@@ -98,7 +99,7 @@ def test_normal_end_order_and_context(example) -> None:
     manifest = example("counter")
     recorder = Recorder()
     result = run(fresh_plugins(recorder.module()), manifest, 2)
-    assert result.exit.value == "finished"
+    assert result.outcome == "finished"
     assert recorder.calls == [
         ("run_start", False),
         ("row", 0),  # the baseline comes after run start
@@ -123,13 +124,13 @@ def test_sigterm_then_resume_pair_start_and_end_each_time(example) -> None:
 
     recorder.on_before_turn = terminate_on_second
     first = run(fresh_plugins(recorder.module()), manifest, 4)
-    assert first.exit.value == "stopped"
+    assert first.outcome == "stopped"
     # the signal stops the run at the next iteration head: the running turn finishes and is judged
     assert recorder.calls == [("run_start", False), ("row", 0), *turns(1, 2), ("run_end", "stopped", 2)]
 
     again = Recorder()
     resumed = run(fresh_plugins(again.module()), manifest, 4, resume=True)
-    assert resumed.exit.value == "finished"
+    assert resumed.outcome == "finished"
     assert again.calls == [("run_start", True), *turns(3, 4), ("run_end", "finished", 4)]
     assert again.contexts[0].run_id == recorder.contexts[0].run_id  # one recorded run, one id
     summary = [e for e in log(manifest) if e["kind"] == "summary"][-1]
@@ -146,7 +147,7 @@ def test_operator_stop_ends_with_run_end(example) -> None:
     )
     recorder = Recorder()
     result = run(fresh_plugins(recorder.module()), manifest, 5)
-    assert result.exit.value == "stopped"
+    assert result.outcome == "stopped"
     assert recorder.calls == [("run_start", False), ("row", 0), *turns(1), ("run_end", "stopped", 1)]
 
 
@@ -160,7 +161,7 @@ def test_an_error_ends_with_run_end(example) -> None:
     )
     recorder = Recorder()
     result = run(fresh_plugins(recorder.module()), manifest, 3)
-    assert result.exit.value == "error"
+    assert result.outcome == "error"
     assert recorder.calls[:3] == [("run_start", False), ("row", 0), ("before_turn", 1)]
     assert recorder.calls[-1][:2] == ("run_end", "error")
     assert [c[0] for c in recorder.calls].count("run_end") == 1
@@ -182,7 +183,7 @@ def test_before_turn_adds_env_and_mcp_servers(example, tmp_path: Path) -> None:
         mcp_servers={"broker": {"url": "http://127.0.0.1:1/mcp"}},
     )
     result = run(fresh_plugins(recorder.module()), manifest, 2)
-    assert result.exit.value == "finished"
+    assert result.outcome == "finished"
     assert seen.read_text().split() == ["turn-1", "turn-2"]
     notes = [e["msg"] for e in log(manifest) if e["kind"] == "note"]
     assert sum("may not set CRUCIBLE_ITERATION" in n for n in notes) == 2
@@ -218,7 +219,7 @@ def test_env_a_plugin_adds_outside_the_disclosure_refuses_the_run(
     recorder = Recorder()
     recorder.on_before_turn = lambda i: TurnAdditions(env={"FROM_PLUGIN": "tok-secret-value"})
     result = run(fresh_plugins(recorder.module()), manifest, 2)
-    assert result.exit.value == "error" and result.exit_code == 4
+    assert result.outcome == "error" and result.exit_code == 4
     assert "plugin crucible-plugin-test_plugin_0 adds FROM_PLUGIN" in result.reason
     assert missing in result.reason
     assert not seen.exists()  # no turn ran with the undisclosed value
@@ -234,7 +235,7 @@ def test_a_before_turn_hook_that_raises_ends_the_run_naming_the_plugin(example) 
 
     recorder.on_before_turn = refuse
     result = run(fresh_plugins(recorder.module()), manifest, 2)
-    assert result.exit.value == "error"
+    assert result.outcome == "error"
     assert "crucible-plugin-test_plugin_0" in result.reason and "broker unreachable" in result.reason
     assert recorder.calls[-1] == ("run_end", "error", 0)
 
@@ -258,7 +259,7 @@ def test_a_raising_observer_is_disabled_and_the_run_stays_correct(example) -> No
     recorder = Recorder()
     plugins = fresh_plugins(raising_module(crucible_session_event=observe), recorder.module())
     result = run(plugins, manifest, 3)
-    assert result.exit.value == "finished" and result.exit_code == 0
+    assert result.outcome == "finished" and result.exit_code == 0
     events = log(manifest)
     summary = next(e for e in events if e["kind"] == "summary")
     assert (summary["iterations"], summary["kept"]) == (3, 3)
@@ -300,7 +301,7 @@ def test_after_turn_and_run_end_faults_are_noted_not_fatal(example) -> None:
         raise KeyError("end")
 
     result = run(fresh_plugins(raising_module(crucible_after_turn=after, crucible_run_end=end)), manifest, 2)
-    assert result.exit.value == "finished"
+    assert result.outcome == "finished"
     notes = [e["msg"] for e in log(manifest) if e["kind"] == "note"]
     assert sum("crucible_after_turn raised KeyError" in n for n in notes) == 2
     assert sum("crucible_run_end raised KeyError" in n for n in notes) == 1
@@ -426,3 +427,72 @@ def test_crucible_trace_plugins_prints_each_hook_call(example) -> None:
         "crucible_run_end",
     } <= hooks
     assert all(line.endswith(" ms") or " ms raised " in line for line in lines)
+
+
+def graph_listener(calls: list[tuple[Any, ...]], adds: dict[str, str] | None = None) -> types.ModuleType:
+    """Hooks that record what a playbook or a plan file tells them (the lane, the task of each turn)."""
+    module = types.ModuleType("graph_listener")
+
+    def crucible_run_start(context: RunContext) -> None:
+        calls.append(("run_start", context.lane, context.manifest is not None, context.broker))
+
+    def crucible_before_turn(context: TurnContext) -> TurnAdditions | None:
+        calls.append(("before_turn", context.task))
+        return TurnAdditions(env=adds) if adds else None
+
+    def crucible_after_turn(context: TurnContext, result: Any) -> None:
+        calls.append(("after_turn", context.task, result is not None and result.ok))
+
+    def crucible_run_end(end: RunEnd) -> None:
+        calls.append(("run_end", end.run.lane, end.outcome, end.iterations))
+
+    for function in (crucible_run_start, crucible_before_turn, crucible_after_turn, crucible_run_end):
+        setattr(module, function.__name__, hookimpl(function))
+    return module
+
+
+def play(plugins: Plugins, manifest: Path):
+    return execute(
+        plugins, SessionRequest(manifest=manifest, budget=Budget(max_cost=1, max_time=300), ui="headless")
+    )
+
+
+def test_a_playbook_fires_run_start_and_end_once_and_the_turn_hooks_around_its_agent_task(example) -> None:
+    calls: list[tuple[Any, ...]] = []
+    result = play(fresh_plugins(graph_listener(calls)), example("playbook"))
+    assert (result.outcome, result.exit_code) == ("finished", 0)
+    assert calls == [
+        ("run_start", "playbook", True, None),  # a playbook has no broker
+        ("before_turn", "summarize"),
+        ("after_turn", "summarize", True),
+        ("run_end", "playbook", "finished", 1),
+    ]
+
+
+def test_env_a_plugin_adds_to_a_playbook_turn_outside_the_disclosure_fails_that_task(example) -> None:
+    manifest = example("playbook")
+    calls: list[tuple[Any, ...]] = []
+    result = play(fresh_plugins(graph_listener(calls, {"FROM_PLUGIN": "tok-secret-value"})), manifest)
+    assert result.exit_code == 4  # the playbook is invalid
+    (summarize,) = [e for e in log(manifest) if e["kind"] == "task_result" and e["task"] == "summarize"]
+    assert summarize["status"] == "fail" and "adds FROM_PLUGIN" in summarize["note"]
+    assert summarize["attempts"] == 1  # a refusal is not retried
+    assert not any(call[0] == "after_turn" for call in calls)  # no turn ran with the value
+    assert "tok-secret-value" not in (manifest.parent / "state" / "session.jsonl").read_text()
+
+
+def test_a_plan_file_fires_run_start_and_end_with_no_manifest(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'version = 1\n[budget]\nusd = 1.0\n[[task]]\nname = "a"\nkind = "command"\ncommand = "true"\n'
+    )
+    (tmp_path / "ws").mkdir()
+    calls: list[tuple[Any, ...]] = []
+    from crucible_core.session.request import TaskOptions
+
+    result = execute(
+        fresh_plugins(graph_listener(calls)),
+        SessionRequest(plan_file=plan, ui="headless", tasks=TaskOptions(workspace=tmp_path / "ws")),
+    )
+    assert (result.outcome, result.exit_code) == ("finished", 0)
+    assert calls == [("run_start", "plan", False, None), ("run_end", "plan", "finished", 1)]

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from crucible_core.contract.fold import fold_objects as fold_events
 from crucible_core.contract.fold import fold_path
 from crucible_core.contract.recovery import RecoveryClass, classify
@@ -161,6 +163,7 @@ def test_a_rescope_opens_a_fresh_segment() -> None:
     assert f.baseline_score is not None and f.best_score == 7.0 and f.iteration == 1 and f.kept == 1
 
 
+@pytest.mark.leaves_open_log("it writes torn and blank lines to fold")
 def test_torn_and_blank_lines_are_skipped(tmp_path: Path) -> None:
     path = tmp_path / "session.jsonl"
     lines = [json.dumps(e) for e in head() + iteration(1, True, 102)]

@@ -6,6 +6,8 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
+
 from crucible_core.contract import wire
 from crucible_core.session_log import SessionLog
 from tests.cli_support import run_crucible
@@ -32,6 +34,7 @@ def test_a_run_keeps_its_state_private_and_numbers_every_line(example) -> None:
     assert len(seqs(state / "session.jsonl")) > len(first)  # the resume continued the numbering
 
 
+@pytest.mark.leaves_open_log("it writes single events through the log, as an older writer left it")
 def test_a_log_an_older_writer_left_is_made_private_and_numbered_on(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o755)

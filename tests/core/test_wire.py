@@ -332,6 +332,7 @@ def test_every_line_of_the_crucible_log_but_the_torn_one_round_trips() -> None:
         assert json.loads(wire.encode(line.event, line.ts, line.seq)) == json.loads(raw), raw
 
 
+@pytest.mark.leaves_open_log("it writes only the plan_admitted line to fold")
 def test_a_graph_without_a_cap_of_its_own_is_admitted_with_a_null_budget_and_still_folds(
     tmp_path: Path,
 ) -> None:

@@ -5,6 +5,10 @@ When a Job is created it makes the Job's pod and then, per the script given for 
 ConfigMap volume the Job names, exactly as the kubelet would project it), publishes its output
 as the pod log and completes or fails the Job by the exit code; "evict" fails the pod as an
 eviction does; "hang" leaves the pod running until someone deletes the Job; "pending" never schedules it.
+
+With `run_pods`, a Pod created directly (the loop or playbook pod `deploy apply` writes) is run
+the same way: its volumes laid out under a directory of its own (a ConfigMap's items projected,
+an emptyDir or a claim empty), each mount path in its environment standing for that directory.
 """
 
 from __future__ import annotations
@@ -27,9 +31,16 @@ class FakeKubelet:
         self.ran: list[dict[str, str]] = []  # the environment each run pod's command saw
         self.path_prefix: Path | None = None  # a directory put first on the pods' PATH (a hostile image)
         self.threads: list[threading.Thread] = []
+        self.run_pods = False  # also run the Pods created directly (not a Job's), once each
+        self.pod_output: dict[str, str] = {}  # pod name -> what its command printed
         api.on_create = self._created
 
     def _created(self, plural: str, obj: dict[str, Any]) -> None:
+        if plural == "pods" and self.run_pods:
+            thread = threading.Thread(target=self._play_pod, args=(obj,), daemon=True)
+            self.threads.append(thread)
+            thread.start()
+            return
         if plural != "jobs":
             return
         behaviour = self.script.pop(0) if self.script else "run"
@@ -96,17 +107,8 @@ class FakeKubelet:
         env.update(self._secret_env(job["metadata"]["namespace"], container))
         for mount in container.get("volumeMounts", []):
             volume = next(v for v in spec.get("volumes", []) if v["name"] == mount["name"])
-            source = volume["configMap"]
-            configmap = self.api.get("configmaps", job["metadata"]["namespace"], source["name"]) or {}
             target = base / "pack"
-            for item in source.get("items", []):
-                path = target / item["path"]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                if item["key"] in (configmap.get("data") or {}):
-                    path.write_text(configmap["data"][item["key"]])
-                else:
-                    path.write_bytes(base64.b64decode(configmap["binaryData"][item["key"]]))
-                path.chmod(item.get("mode", 0o644))
+            self._project(job["metadata"]["namespace"], volume["configMap"], target)
             env["CRUCIBLE_TASK_PACK"] = str(target)  # the mount path, as it is on this "node"
         env["CRUCIBLE_TASK_WORKDIR"] = str(base / "work")
         env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
@@ -118,6 +120,60 @@ class FakeKubelet:
             container["command"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60
         )
         return done.returncode, done.stdout.decode("utf-8", "replace")
+
+    def _play_pod(self, pod: dict[str, Any]) -> None:
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        spec = pod["spec"]
+        [container] = spec["containers"]
+        base = self.root / name
+        mounts: dict[str, Path] = {}
+        for mount in container.get("volumeMounts", []):
+            volume = next(v for v in spec.get("volumes", []) if v["name"] == mount["name"])
+            local = base / "volumes" / mount["name"]
+            local.mkdir(parents=True, exist_ok=True)
+            if "configMap" in volume:
+                self._project(ns, volume["configMap"], local)
+            mounts[mount["mountPath"]] = local
+        env: dict[str, str] = {}
+        for entry in container.get("env", []):
+            if "value" in entry:
+                value = entry["value"]
+                for path, local in mounts.items():  # the mount, as it is on this "node"
+                    if value == path or value.startswith(path + "/"):
+                        value = str(local) + value[len(path) :]
+                env[entry["name"]] = value
+        env.update(self._secret_env(ns, container))
+        env["CRUCIBLE_POD_NAME"], env["CRUCIBLE_POD_NAMESPACE"] = name, ns
+        env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        if self.path_prefix is not None:
+            env["PATH"] = f"{self.path_prefix}{os.pathsep}{env['PATH']}"
+        env["HOME"] = env["TMPDIR"] = str(base)
+        self.ran.append(env)
+        self.api.set_pod_phase(ns, name, "Running")
+        done = subprocess.run(
+            [*container["command"], *container.get("args", [])],
+            env=env,
+            cwd=base,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
+        output = done.stdout.decode("utf-8", "replace")
+        self.pod_output[name] = output
+        self.api.logs[(ns, name)] = output
+        self.api.set_pod_phase(ns, name, "Succeeded" if done.returncode == 0 else "Failed")
+
+    def _project(self, namespace: str, source: dict[str, Any], target: Path) -> None:
+        """A ConfigMap volume's items, written where the kubelet would project them."""
+        configmap = self.api.get("configmaps", namespace, source["name"]) or {}
+        for item in source.get("items", []):
+            path = target / item["path"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if item["key"] in (configmap.get("data") or {}):
+                path.write_text(configmap["data"][item["key"]])
+            else:
+                path.write_bytes(base64.b64decode(configmap["binaryData"][item["key"]]))
+            path.chmod(item.get("mode", 0o644))
 
     def _secret_env(self, namespace: str, container: dict[str, Any]) -> dict[str, str]:
         """The variables a container takes from Secrets (secretKeyRef), as the kubelet resolves them."""

@@ -8,7 +8,8 @@ from crucible_core.hookspecs import hookimpl
 from crucible_core.plugins import load_plugins
 from crucible_core.protocols import FailureClass, Turn, TurnResult
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 from tests.cli_support import run_crucible
 from tests.e2e.session import events, rows
 
@@ -36,8 +37,8 @@ def test_a_transport_failure_is_retried_without_spending_the_iteration(example) 
     module.crucible_register_backends = hookimpl(lambda register: register("flaky", lambda ctx: backend))
     plugins = load_plugins()
     plugins.register_module(module, name="flaky", distribution="test-flaky", version="0")
-    result = execute(plugins, RunRequest(manifest=manifest, budget=Budget(iterations=3), ui="headless"))
-    assert result.exit.value == "finished"
+    result = execute(plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=3), ui="headless"))
+    assert result.outcome == "finished"
     assert backend.attempts == 6
     assert [(r["iter"], r["decision"]) for r in rows(manifest)] == [
         (0, "baseline"),
@@ -68,8 +69,8 @@ def test_an_agent_that_keeps_failing_to_start_stalls_the_run(example) -> None:
     module.crucible_register_backends = hookimpl(lambda register: register("never", lambda ctx: backend))
     plugins = load_plugins()
     plugins.register_module(module, name="never", distribution="test-never", version="0")
-    result = execute(plugins, RunRequest(manifest=manifest, budget=Budget(iterations=3), ui="headless"))
-    assert result.exit.value == "stalled" and int(result.exit_code) == 4
+    result = execute(plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=3), ui="headless"))
+    assert result.outcome == "stalled" and int(result.exit_code) == 4
     assert backend.attempts == 3
     assert [r["iter"] for r in rows(manifest)] == [0]
 

@@ -13,7 +13,8 @@ from crucible_core.hookspecs import hookimpl
 from crucible_core.plugins import load_plugins
 from crucible_core.protocols import Turn, TurnResult
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 from tests.cli_support import run_crucible
 from tests.e2e.session import assert_one_trailing_shutdown, events, rows
 
@@ -62,9 +63,9 @@ def test_max_cost_ends_the_run_as_budget(example) -> None:
     )
     plugins.register_module(module, name="priced", distribution="test-priced", version="0")
     result = execute(
-        plugins, RunRequest(manifest=manifest, budget=Budget(iterations=10, max_cost=1.0), ui="headless")
+        plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=10, max_cost=1.0), ui="headless")
     )
-    assert result.exit.value == "budget"
+    assert result.outcome == "budget"
     assert [r["cost"] for r in rows(manifest)] == [0.0, 0.4, 0.4, 0.4]
     summary = next(e for e in events(manifest) if e["kind"] == "summary")
     assert summary["spent"] == pytest.approx(1.2)

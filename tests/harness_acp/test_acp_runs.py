@@ -16,7 +16,8 @@ import pytest
 
 from crucible_core.plugins import load_plugins
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 from crucible_core.session_log import read_events
 from tests.cli_support import crucible_env, run_crucible
 from tests.fakes.anthropic_api import FakeAnthropic, Script, call, say
@@ -150,7 +151,7 @@ def test_the_agent_calls_the_brokers_distress_over_mcp(
     )
 
     result = execute(
-        plugins, RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0)
+        plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0)
     )
 
     events = list(read_events(domain / "state" / "session.jsonl"))
@@ -160,7 +161,7 @@ def test_the_agent_calls_the_brokers_distress_over_mcp(
     assert (permission["family"], permission["decision"]) == ("mcp", "allowed")
     waits = [e for e in events if e["kind"] == "approval_wait"]
     assert waits and waits[0]["handle"] == "distress"
-    assert result.exit.value == "escalated", result.reason  # the park outlived --max-park
+    assert result.outcome == "escalated", result.reason  # the park outlived --max-park
     # the agent was handed the broker at session creation, with its bearer; the log shows neither
     [init] = [e["event"] for e in events if e["kind"] == "agent" and e["event"]["kind"] == "init"]
     assert init["harness"] == "acp"

@@ -19,7 +19,8 @@ from crucible_core.broker.tools import BrokerTool, ToolCall
 from crucible_core.hookspecs import hookimpl
 from crucible_core.plugins import Plugins, load_plugins
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 from crucible_core.session_log import read_events
 from tests.fakes.anthropic_api import FakeAnthropic, Script, call, say
 from tests.harness_claude.support import agent_env, write_domain
@@ -84,7 +85,7 @@ def test_the_cli_reaches_the_broker_and_mediated_writes_are_bounded(
 
     result = execute(
         plugins_with(comment_plugin(posted)),
-        RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0),
+        SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0),
     )
 
     events = list(read_events(domain / "state" / "session.jsonl"))
@@ -121,7 +122,7 @@ def test_the_cli_reaches_the_broker_and_mediated_writes_are_bounded(
     waits = [e for e in events if e["kind"] == "approval_wait"]
     assert waits and waits[0]["handle"] == "distress"
     # the park outlived --max-park, which answers the distress as denied: the run stops for a human
-    assert result.exit.value == "escalated", result.reason
+    assert result.outcome == "escalated", result.reason
     # the agent was told what it has, from the same declaration check prints
     prompt = next(r.body for r in fake.message_requests() if r.body.get("tools"))
     assert "tracker-comment: at most 1, open within PROJ-* (declared)" in json.dumps(prompt)

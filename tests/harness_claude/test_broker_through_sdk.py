@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 from crucible_core.session_log import read_events
 from tests.fakes.anthropic_api import FakeAnthropic, Script, call, say
 from tests.harness_claude.support import agent_env, write_domain
@@ -55,7 +56,7 @@ def test_the_sdk_harness_reaches_the_broker_and_mediated_writes_are_bounded(
 
     result = execute(
         plugins_with(comment_plugin(posted)),
-        RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0),
+        SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0),
     )
 
     events = list(read_events(domain / "state" / "session.jsonl"))
@@ -84,5 +85,5 @@ def test_the_sdk_harness_reaches_the_broker_and_mediated_writes_are_bounded(
     assert [e["ok"] for e in events if e["kind"] == "turn"] == [True]
     waits = [e for e in events if e["kind"] == "approval_wait"]
     assert waits and waits[0]["handle"] == "distress"
-    assert result.exit.value == "escalated", result.reason
+    assert result.outcome == "escalated", result.reason
     assert "broker tools: mcp__crucible__distress" in json.dumps(fake.message_requests()[0].body)

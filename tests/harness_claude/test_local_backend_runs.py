@@ -155,6 +155,7 @@ def tool_processes(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.leaves_open_log("it SIGKILLs the engine and does not resume")
 def test_no_agent_process_outlives_a_killed_engine(
     fake: FakeAnthropic, claude_cli: Path, tmp_path: Path
 ) -> None:

@@ -14,7 +14,8 @@ import pytest
 
 from crucible_core.plugins import load_plugins
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 from crucible_core.session_log import read_events
 from tests.fakes.openai_responses import FakeResponses, Script, call, say, tool_names
 from tests.harness_codex.support import ReachRecorder
@@ -45,7 +46,7 @@ def test_a_distress_from_a_codex_turn_reaches_the_broker_and_parks_the_run(
 
     result = execute(
         load_plugins(names=STANDARD),
-        RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0),
+        SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0),
     )
 
     offered = tool_names(fake.model_requests()[0].body)
@@ -59,7 +60,7 @@ def test_a_distress_from_a_codex_turn_reaches_the_broker_and_parks_the_run(
     assert [e["ok"] for e in events if e["kind"] == "turn"] == [True]
     waits = [e for e in events if e["kind"] == "approval_wait"]
     assert waits and waits[0]["handle"] == "distress"
-    assert result.exit.value == "escalated", result.reason
+    assert result.outcome == "escalated", result.reason
     # The broker's bearer travelled only in the turn's config file: not to the model, not into the log.
     assert not re.search(r"Bearer (?!\[REDACTED\])", (domain / "state" / "session.jsonl").read_text())
     assert "Bearer" not in json.dumps([r.body for r in fake.model_requests()])

@@ -8,7 +8,8 @@ import pytest
 
 from crucible_core.plugins import load_plugins
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 from crucible_core.session_log import read_events
 from tests.cli_support import run_crucible
 from tests.fakes.anthropic_api import Script, call, say
@@ -78,7 +79,7 @@ def test_opencode_calls_the_brokers_distress_tool_and_the_run_parks_on_it(
                 "broker_mcp",
             ]
         ),
-        RunRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0),
+        SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0),
     )
 
     events = list(read_events(domain / "state" / "session.jsonl"))
@@ -89,7 +90,7 @@ def test_opencode_calls_the_brokers_distress_tool_and_the_run_parks_on_it(
     ]
     waits = [e for e in events if e["kind"] == "approval_wait"]
     assert waits and waits[0]["handle"] == "distress"
-    assert result.exit.value == "escalated", result.reason
+    assert result.outcome == "escalated", result.reason
     # the agent was offered the broker's tools over MCP, from the server crucible started
     tools = {t["function"]["name"] for t in fake.chat_requests()[0].body["tools"]}
     assert {"crucible_distress", "crucible_escalate"} <= tools

@@ -18,7 +18,7 @@ from crucible_core.control.bridge import MAX_CONNECTIONS
 from crucible_core.control.ledger import Ledger
 from crucible_core.errors import WorkspaceError
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import resumed_budget
+from crucible_core.run.resume import resumed_budget
 from crucible_core.session_log import read_events
 from tests.cli_support import run_crucible
 from tests.live_support import domain, start, wait_for

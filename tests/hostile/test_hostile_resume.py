@@ -140,6 +140,9 @@ def test_an_agent_that_cuts_the_log_and_kills_the_engine_loses_no_kept_commit(
     )
 
 
+@pytest.mark.leaves_open_log(
+    "it cuts a finished log back to its start line, and the refused resume writes nothing"
+)
 def test_a_log_cut_back_to_its_start_line_is_refused_not_set_up_again(tmp_path: Path, cli: Cli) -> None:
     manifest = finished_run(tmp_path, cli)
     workspace = tmp_path / "workspace"
@@ -184,6 +187,7 @@ READERS = {
 }
 
 
+@pytest.mark.leaves_open_log("it appends a hostile line after the shutdown; only the readers run after it")
 @pytest.mark.parametrize("command", ["resume", *READERS])
 def test_a_log_line_nested_200k_deep_is_skipped(tmp_path: Path, cli: Cli, command: str) -> None:
     manifest = finished_run(tmp_path, cli)

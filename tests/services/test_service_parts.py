@@ -144,6 +144,7 @@ def test_a_service_ignoring_the_stop_signal_is_killed_after_the_grace(tmp_path: 
     assert not killed and status == -15
 
 
+@pytest.mark.leaves_open_log("it drives the service runtime alone, writing a log of its events only")
 def test_a_catalog_reclaim_command_cleans_up_without_starting_a_service(tmp_path: Path) -> None:
     """A resumed run whose remaining tasks need no service must not start one (C-SERVICE-LIFECYCLE):
     with `reclaim_args` in the catalog, the attested executable runs once to reclaim, under the

@@ -106,6 +106,12 @@ def test_only_the_tasks_that_need_the_service_reach_the_cluster(
     started = [e for e in events if e["kind"] == "service_start"]
     assert [(e["service"], e["task"]) for e in started] == [("cluster", "deploy")]
     assert [e["how"] for e in events if e["kind"] == "service_exit"] == ["stopped"]
+    # stopped before the closing lines, which end with the shutdown
+    kinds = [e["kind"] for e in events]
+    assert kinds.index("service_exit") < kinds.index("summary") and kinds[-1] == "shutdown"
+    # the run's identity covers its services, as the loop's does
+    (identity,) = [e["identity"] for e in events if e["kind"] == "identity"]
+    assert [s["name"] for s in identity["services"]] == ["cluster"]
     assert [c for c in oubliette.tools_called() if c == "oubliette_create"] == ["oubliette_create"]
     assert oubliette.inventory() == {}
     assert tool_processes(str(tmp_path)) == []

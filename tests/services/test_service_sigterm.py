@@ -1,7 +1,9 @@
 """SIGTERM to `crucible plan run` stops its services gracefully: the tool deletes its cluster first.
 
 (SIGKILL is the other case, tests/services/test_service_kill_resume.py: there only a resume can
-reclaim.) After the SIGTERM the log reads as a killed run, and `--resume` finishes it.
+reclaim.) The first SIGTERM lets the running task settle (the session's one signal policy); the
+second aborts it now. Either way the services stop before the log's closing lines, the run ends
+`stopped`, and `--resume` finishes it.
 """
 
 from __future__ import annotations
@@ -50,18 +52,22 @@ command = '''test -f "$KUBECONFIG" && if [ -f ../first ]; then echo '{}'; else t
     )
     state = tmp_path / "state"
     env = env_for(tmp_path, write_catalog(tmp_path))
-    proc = subprocess.Popen(
-        [str(CRUCIBLE), "plan", "run", str(plan), "--state-dir", str(state)],
-        cwd=tmp_path / "ws",
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("w") as sink:
+        proc = subprocess.Popen(
+            [str(CRUCIBLE), "plan", "run", str(plan), "--state-dir", str(state)],
+            cwd=tmp_path / "ws",
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
     try:
         assert wait_for(lambda: (tmp_path / "first").exists() or proc.poll() is not None)
         assert oubliette.inventory()  # the cluster exists while the task runs
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == -signal.SIGTERM
+        proc.send_signal(signal.SIGTERM)  # graceful: the task holding the cluster would settle
+        assert wait_for(lambda: "again aborts now" in stderr.read_text() or proc.poll() is not None)
+        proc.send_signal(signal.SIGTERM)  # the second aborts it now
+        assert proc.wait(timeout=60) == 3, stderr.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -69,7 +75,9 @@ command = '''test -f "$KUBECONFIG" && if [ -f ../first ]; then echo '{}'; else t
     events = list(read_events(state / "session.jsonl"))
     exits = [e for e in events if e["kind"] == "service_exit"]
     assert [(e["service"], e["how"], e["status"]) for e in exits] == [("cluster", "stopped", 0)]
-    assert "shutdown" not in kinds(state)  # a killed run, as far as the log can tell
+    assert kinds(state)[-1] == "shutdown" and events[-1]["outcome"] == "stopped"
+    assert kinds(state).index("service_exit") < kinds(state).index("finished")  # stopped first
+    assert "task_result" not in kinds(state)  # the aborted attempt is not recorded: a resume runs it
     assert oubliette.inventory() == {}  # the tool deleted its cluster on the signal
     assert "oubliette_delete" in oubliette.tools_called()
     assert wait_for(lambda: tool_processes(str(tmp_path)) == [], bound=20)

@@ -20,7 +20,8 @@ import pytest
 
 from crucible_core.plugins import load_plugins
 from crucible_core.run.budget import Budget
-from crucible_core.run.runner import RunRequest, execute
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
 from crucible_core.session_log import read_events
 
 TOKEN = "ghp_publishTestToken0123456789abcdef"
@@ -103,9 +104,9 @@ def test_each_kept_commit_opens_a_draft_pr_until_the_count_refuses(
     manifest = publishing(example, '\n[outputs.draft-pr]\ncount = 2\ntarget = { fixed = "team/counter" }\n')
     result = execute(
         load_plugins(names=STANDARD),
-        RunRequest(manifest=manifest, budget=Budget(iterations=3), ui="headless"),
+        SessionRequest(manifest=manifest, budget=Budget(iterations=3), ui="headless"),
     )
-    assert result.exit.value == "finished", result.reason  # the refusal did not end the run
+    assert result.outcome == "finished", result.reason  # the refusal did not end the run
     events = list(read_events(manifest.parent / "state" / "session.jsonl"))
     rows = [e["row"] for e in events if e["kind"] == "row" and e["row"]["iter"]]
     kept = {row["iter"]: row["sha"] for row in rows if row["decision"] == "keep"}
@@ -145,9 +146,9 @@ def test_a_pr_repo_outside_the_declared_target_is_refused_and_the_run_completes(
     manifest = publishing(example, '\n[outputs.draft-pr]\ncount = 5\ntarget = { fixed = "team/other" }\n')
     result = execute(
         load_plugins(names=STANDARD),
-        RunRequest(manifest=manifest, budget=Budget(iterations=2), ui="headless"),
+        SessionRequest(manifest=manifest, budget=Budget(iterations=2), ui="headless"),
     )
-    assert result.exit.value == "finished", result.reason
+    assert result.outcome == "finished", result.reason
     events = list(read_events(manifest.parent / "state" / "session.jsonl"))
     refused = [e for e in events if e["kind"] == "output_refused"]
     # one refusal: publishing stops after it, so the second kept commit is not even asked for

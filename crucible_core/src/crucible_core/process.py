@@ -298,6 +298,35 @@ class _Orphans:
 _orphans = _Orphans()
 
 
+class _Running:
+    """The process groups `run` has started and not yet reaped, so an abort can end them all."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.groups: set[int] = set()
+
+    def add(self, pgid: int) -> None:
+        with self.lock:
+            self.groups.add(pgid)
+
+    def discard(self, pgid: int) -> None:
+        with self.lock:
+            self.groups.discard(pgid)
+
+
+_running = _Running()
+
+
+def kill_running() -> int:
+    """SIGKILL every child `run` is waiting on, in any thread: an abort ends the attempts in
+    flight now (each `run` then reaps its child and returns as killed). Returns how many."""
+    with _running.lock:
+        groups = list(_running.groups)
+    for pgid in groups:
+        _kill_group(pgid, signal.SIGKILL)
+    return len(groups)
+
+
 def adopt_orphans() -> bool:
     """Make this process a child subreaper (Linux): orphans of its children re-parent to it.
 
@@ -475,6 +504,7 @@ def run(
         return Completed(-1, "", "", False, time.monotonic() - started, spawn_error=str(exc))
     pgid = proc.pid
     _guard.tell(f"+{pgid}")
+    _running.add(pgid)
     out, err = _TailBuffer(capture_bytes), _TailBuffer(capture_bytes)
     pumps = [
         threading.Thread(target=_pump, args=(proc.stdout, out, on_stdout_line), daemon=True),
@@ -497,6 +527,7 @@ def run(
         # whole group goes: the leader may have exited while grandchildren still run.
         _kill_group(pgid, signal.SIGKILL)
         proc.wait()
+        _running.discard(pgid)
         # Descendants that started a session of their own (an agent's tool shell does) left
         # the group; they still carry the child's mark.
         if _orphans.enabled:

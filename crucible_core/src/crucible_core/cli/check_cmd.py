@@ -61,9 +61,9 @@ def command(
     a setup command, params), then the usual checks on the pack's copy in ./NAME.
     """
     from crucible_core.contract.plain_text import plain
+    from crucible_core.manifest.loader import load_manifest
     from crucible_core.plugins import load_plugins
     from crucible_core.run.check import check
-    from crucible_core.run.runner import load_for_run
 
     if plan_file is not None:
         _check_plan(plan_file)
@@ -76,7 +76,7 @@ def command(
     manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
     if _check_workflow(manifest):
         return
-    loaded = load_for_run(plugins, manifest)
+    loaded = load_manifest(manifest, plugins=plugins)
     findings = check(plugins, loaded, harness=harness, caps=frozenset(caps))
     for level, text in findings.lines:
         click.echo(f"{MARKS[level]} {plain(text)}")

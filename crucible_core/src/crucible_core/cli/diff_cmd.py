@@ -40,18 +40,18 @@ def command(
     from crucible_core.flow.decode import read_session
     from crucible_core.flow.diffstat import render_diffstat
     from crucible_core.flow.kept import best_change, iteration_change
+    from crucible_core.manifest.loader import load_manifest
     from crucible_core.manifest.paths import RunPaths
     from crucible_core.plugins import load_plugins
     from crucible_core.protocols import WorldContext
     from crucible_core.run.drivers import DriverChoice, NoteRelay, composite_world_of
     from crucible_core.run.engine import engine_environment
-    from crucible_core.run.runner import load_for_run
     from crucible_core.shell import Shell
 
     if best and iteration is not None:
         raise UsageError("--best and --iter are exclusive", hint="pick one")
     plugins = load_plugins()
-    loaded = load_for_run(plugins, manifest)
+    loaded = load_manifest(manifest, plugins=plugins)
     paths = RunPaths.resolve(loaded, state_dir=state_dir)
     log = session_log_path(manifest, state_dir, session)
     if not log.is_file():

@@ -9,16 +9,14 @@ from typing import TYPE_CHECKING
 import click
 
 from crucible_core.cli.plan_exposure_cmd import command as exposure
-from crucible_core.errors import ExitCode, UsageError, WorkspaceError
+from crucible_core.durations import parse_duration
+from crucible_core.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from crucible_core.plan.ir import ValidPlan
     from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.plan.runners import TaskRunner, TaskRunnerContext
     from crucible_core.registry import Registry
-    from crucible_core.session_log import SessionLog
 
 FORMATS = ("json", "toml", "dot", "mmd")
 
@@ -46,25 +44,6 @@ def _open_runners(context: TaskRunnerContext) -> tuple[TaskRunner, ...]:
             hint="install crucible-plugin-deploy-kubernetes",
         )
     return runners
-
-
-def _task_runners(
-    file: Path, state: Path, profile: Path | None, env: Mapping[str, str], log: SessionLog
-) -> tuple[TaskRunner, ...]:
-    """The task runners this run configured (none without --deploy-profile)."""
-    from crucible_core.plan.runners import TaskRunnerContext
-
-    if profile is None:
-        return ()
-    context = TaskRunnerContext(
-        run_name=file.resolve().parent.name,
-        state_dir=state,
-        base_dir=file.resolve().parent,
-        deploy_profile=profile.resolve(),
-        env=env,
-        emit=log.emit,
-    )
-    return _open_runners(context)
 
 
 @command.command("run")
@@ -99,6 +78,12 @@ def _task_runners(
     default=None,
     help="Run tasks needing what this machine lacks (gpu, ...) on the profile's cluster (docs/kubernetes.md).",
 )
+@click.option(
+    "--ui",
+    default="console",
+    show_default=True,
+    help="How progress is shown: any registered reporter (console, headless, jsonl, ...).",
+)
 def run(
     file: Path,
     caps: tuple[str, ...],
@@ -109,75 +94,35 @@ def run(
     agent_cmd: str | None,
     max_time: str | None,
     deploy_profile: Path | None,
+    ui: str,
 ) -> None:
     """Run a standalone plan: no World and no Judge, so engine tasks are refused.
 
-    Exit 0 when every required task passed (or skipped), 4 when the plan did not reach a
-    passing verdict, 10 when the plan file was refused, 11 when the state dir already holds
-    a run and --resume was not given.
+    Exit 0 when every required task passed (or skipped), 3 when an operator or a signal stopped
+    it, 4 when the plan did not reach a passing verdict, 10 when the plan file was refused, 11
+    when the state dir already holds a run and --resume was not given.
     """
-    from crucible_core.contract.plain_text import plain
-    from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PriorRun
-    from crucible_core.plan.load import plan_from_data, read_plan_file
-    from crucible_core.plan.runners import terminate_interrupts
-    from crucible_core.plan.validate import validate
-    from crucible_core.services import run_services
-    from crucible_core.session_log import SessionLog, log_size
+    from crucible_core.plugins import load_plugins
+    from crucible_core.run.budget import Budget
+    from crucible_core.session.entry import execute
+    from crucible_core.session.request import SessionRequest, TaskOptions
 
-    kinds = _kinds()
-    data = read_plan_file(file)
-    root = (workspace or Path.cwd()).resolve()
-    # Services are refused before the graph compiles; args may not point into the plan's or the workspace's tree.
-    declared = run_services.declarations_of(data, [file.resolve().parent, root], str(file))
-    plan = validate(plan_from_data(data, kinds, source=str(file)), kinds, source=str(file))
-    state = (state_dir or file.resolve().parent / "state").resolve()
-    log_path = state / "session.jsonl"
-    prior = None
-    if log_size(log_path) > 0:
-        if not resume:
-            raise WorkspaceError(
-                f"{state} already holds a plan run",
-                hint="pass --resume to continue it, or choose another --state-dir",
-            )
-        prior = PriorRun.read(log_path)
-    elif resume:
-        prior = PriorRun.read(log_path)  # killed before anything was written: start from the top
-    config = ExecutorConfig(
-        workspace=root,
-        state_dir=state,
-        caps=frozenset(caps),
-        agent_cmd=agent_cmd,
+    result = execute(
+        load_plugins(),
+        SessionRequest(
+            plan_file=file,
+            budget=Budget(max_time=parse_duration(max_time) if max_time is not None else None),
+            state_dir=state_dir,
+            resume=resume,
+            ui=ui,
+            caps=frozenset(caps),
+            tasks=TaskOptions(
+                jobs=jobs, workspace=workspace, agent_cmd=agent_cmd, deploy_profile=deploy_profile
+            ),
+        ),
     )
-    if max_time is not None:
-        from crucible_core.durations import parse_duration
-
-        config.max_seconds = parse_duration(max_time)
-    if jobs is not None:
-        config.jobs = jobs
-    # Read the catalog before the log opens: a broken catalog is refused with nothing recorded.
-    planned = run_services.plan_services(declared, os.environ, log_path=log_path, resumed=prior is not None)
-    config.env = planned.task_env(os.environ)  # a service's secrets reach only that service
-    log = SessionLog(log_path, planned.redactor(os.environ))
-    runners: tuple[TaskRunner, ...] = ()
-    try:
-        runners = _task_runners(file, state, deploy_profile, config.env, log)
-        config.task_runners = runners
-        with planned.serving(state_dir=state, emit=log.emit) as services, terminate_interrupts(runners):
-            config.services = services
-            report = PlanExecutor(plan, kinds, log, config, prior).run()
-    finally:
-        for runner in runners:
-            runner.close()
-        log.close()
-    width = max(len(name) for name in report.results) if report.results else 4
-    for name in plan.order:
-        result = report.results.get(name)
-        if result is not None:
-            note = f"  {plain(result.note)}" if result.note else ""  # a task's words: no escapes
-            click.echo(f"{name.ljust(width)}  {result.status:<9}{note}")
-    click.echo(f"plan {report.verdict}: {report.reason} (spent ${report.spent_usd:.4f})")
-    if report.verdict != "pass":
-        raise SystemExit(int(ExitCode.RUN_FAILED))
+    if result.exit_code:
+        raise SystemExit(int(result.exit_code))
 
 
 @command.command("show")

@@ -23,10 +23,10 @@ def command(manifest: Path) -> None:
     output kind, a target a kind does not take, or an open scope that admits everything.
     """
     from crucible_core.broker.service import declaration_for
+    from crucible_core.manifest.loader import load_manifest
     from crucible_core.plugins import load_plugins
-    from crucible_core.run.runner import load_for_run
 
     plugins = load_plugins()
-    loaded = load_for_run(plugins, manifest)
+    loaded = load_manifest(manifest, plugins=plugins)
     declaration = declaration_for(plugins, loaded)
     click.echo(json.dumps(declaration.to_wire(), indent=2, sort_keys=True))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -18,13 +17,9 @@ from crucible_core.cli.options import (
 )
 from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
+from crucible_core.lanes.loop import DEFAULT_ITERATIONS
 from crucible_core.run.budget import Budget
 from crucible_core.run.engine import RunOptions
-
-if TYPE_CHECKING:
-    from crucible_core.manifest.loader import LoadedManifest
-
-DEFAULT_ITERATIONS = 10
 
 
 @click.command("run")
@@ -149,7 +144,8 @@ def command(
     not support. See `crucible help cli`.
     """
     from crucible_core.plugins import load_plugins
-    from crucible_core.run.runner import RunRequest, execute
+    from crucible_core.session.entry import execute
+    from crucible_core.session.request import SessionRequest, TaskOptions
 
     plugins = load_plugins()
     for failure in plugins.failures:
@@ -159,45 +155,25 @@ def command(
             err=True,
         )
     manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
-    playbook = _playbook_manifest(manifest)
-    if playbook is not None:
-        from crucible_core.run.playbook import PlaybookRequest, run_playbook
-        from crucible_core.workflow.params import parse_assignments
-
-        request = PlaybookRequest(
-            max_cost=max_cost,
-            max_time=parse_duration(max_time) if max_time else None,
-            params=parse_assignments(params),
-            caps=frozenset(caps),
-            state_dir=state_dir,
-            resume=resume,
-            iterations=iterations,
-            max_asks=max_asks,
-            max_task_timeout=parse_duration(max_task_timeout),
-            task_timeout=parse_duration(task_timeout),
-        )
-        sys.exit(run_playbook(plugins, playbook, request))
-    if iterations is None and not resume:
-        iterations = DEFAULT_ITERATIONS
-    budget = Budget(
-        iterations=iterations,
-        max_cost=max_cost,
-        max_time=parse_duration(max_time) if max_time else None,
-    )
-    options = RunOptions(
-        no_early_stop=no_early_stop,
-        harness=harness,
-        model=model,
-        turn_timeout=parse_duration(turn_timeout) if turn_timeout else None,
-        wide=wide,
-        wide_keep=wide_keep,
-    )
+    # The session decides the lane from what the manifest declares (a playbook, or the loop); the
+    # loop's default number of iterations is applied there, as a playbook takes none.
     result = execute(
         plugins,
-        RunRequest(
+        SessionRequest(
             manifest=manifest,
-            budget=budget,
-            options=options,
+            budget=Budget(
+                iterations=iterations,
+                max_cost=max_cost,
+                max_time=parse_duration(max_time) if max_time else None,
+            ),
+            options=RunOptions(
+                no_early_stop=no_early_stop,
+                harness=harness,
+                model=model,
+                turn_timeout=parse_duration(turn_timeout) if turn_timeout else None,
+                wide=wide,
+                wide_keep=wide_keep,
+            ),
             state_dir=state_dir,
             steer=steer_file,
             ui=ui,
@@ -205,6 +181,11 @@ def command(
             max_park=parse_duration(max_park) if max_park else None,
             params=_parse_params(params),
             caps=frozenset(caps),
+            tasks=TaskOptions(
+                max_asks=max_asks,
+                max_task_timeout=parse_duration(max_task_timeout),
+                task_timeout=parse_duration(task_timeout),
+            ),
         ),
     )
     sys.exit(int(result.exit_code))
@@ -220,15 +201,3 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
             )
         params[name.strip()] = text
     return params
-
-
-def _playbook_manifest(manifest: Path) -> LoadedManifest | None:
-    """The loaded manifest when it declares a playbook (in [workflow] or workflow.star), else None."""
-    from crucible_core.manifest.loader import load_manifest
-    from crucible_core.workflow.pack import declared_lane
-
-    if not manifest.is_file():
-        return None  # the loop reports the missing manifest its own way
-    loaded = load_manifest(manifest)
-    lane = declared_lane(loaded)  # a scored lane runs the loop with the authored graph
-    return loaded if lane == "playbook" else None

@@ -22,7 +22,7 @@ from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 from crucible_core.control.commands import MUTATING, READ_ONLY, STOPPING, BadRequest, payload_of
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.control.ledger import IdempotencyConflict, Ledger, valid_id
-from crucible_core.control.orders import NEEDS_PENDING_APPROVAL
+from crucible_core.control.orders import BY_NAME, NEEDS_PENDING_APPROVAL
 from crucible_core.control.server import LOOPBACK, MAX_REQUEST_BYTES, LineServer
 from crucible_core.manifest.paths import write_atomic
 
@@ -40,9 +40,15 @@ class ControlBridge:
         *,
         read_seconds: float = READ_SECONDS,
         max_connections: int = MAX_CONNECTIONS,
+        honours: frozenset[str] | None = None,
+        lane: str = "loop",
     ) -> None:
         self.ledger = ledger
         self.inbox = inbox
+        # The orders this kind of run acts on (None: every one); the others are refused by name,
+        # before anything is recorded, so the operator hears why instead of waiting for nothing.
+        self.honours = honours
+        self.lane = lane
         self.read_seconds = read_seconds
         self.max_connections = max_connections
         self.token = token or secrets.token_urlsafe(32)
@@ -61,6 +67,8 @@ class ControlBridge:
             return {"ok": True, "cmd": cmd, "status": self.inbox.status()}
         if not isinstance(cmd, str) or cmd not in MUTATING:
             return {"ok": False, "cmd": cmd, "error": f"unknown command {cmd!r}"}
+        if self.honours is not None and cmd not in self.honours:
+            return {"ok": False, "cmd": cmd, "error": self._not_honoured(cmd)}
         id_ = request.get("id")
         if id_ is not None and not valid_id(id_):
             return {"ok": False, "cmd": cmd, "error": "id must be a non-empty string of at most 256 bytes"}
@@ -94,6 +102,13 @@ class ControlBridge:
             return reply
         self.inbox.put(Order(entry.key, cmd, payload))
         return reply
+
+    def _not_honoured(self, cmd: str) -> str:
+        takes = ", ".join(f"`crucible {BY_NAME[name].command}`" for name in sorted(self.honours or ()))
+        return (
+            f"a {self.lane} run does not take `crucible {BY_NAME[cmd].command}`: "
+            f"it acts on {takes or 'no order'} (and answers `crucible status`)"
+        )
 
     # -- the server ---------------------------------------------------------------------------
     def answer(self, line: bytes) -> dict[str, Any]:

@@ -16,17 +16,19 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from crucible_core import process
 from crucible_core.contract import wire
 from crucible_core.plan import ir
 from crucible_core.plan.errors import PlanError
 from crucible_core.plan.events import (
+    CLEAN_EXIT,
     DIED_IN_PLAN_TASK,
     PLAN_ADMITTED,
     RECOVERY,
@@ -110,6 +112,12 @@ class ExecutorConfig:
     serial_shared: bool = False
     # Where a task needing a capability this machine lacks may run instead (plan/runners.py).
     task_runners: tuple[TaskRunner, ...] = ()
+    # Asked before each dispatch: a reason (an operator's stop, a signal) ends dispatch there.
+    # Nothing new starts, what runs settles, the epilogue does not run, and the plan ends
+    # `stopped`; tasks never dispatched get no result (a resume dispatches them).
+    stop: Callable[[], str | None] | None = None
+    # Told where the plan stands after each change (the control bridge's `status`).
+    publish: Callable[..., object] | None = None
 
     def provided(self) -> frozenset[str]:
         """Every capability tasks may need here: --cap, "any", and each available service."""
@@ -143,6 +151,10 @@ class PlanReport:
     spent_usd: float
     results: dict[str, TaskResult]
     reason: str
+    # How dispatch stopped, as the shutdown line says it: finished (the graph ran out of work),
+    # complete (a task declared early completion), error (a required task failed or can never
+    # run here), budget (a ceiling), stopped (an operator or a signal).
+    outcome: str = "finished"
 
 
 @attrs.frozen
@@ -171,6 +183,17 @@ class PriorRun:
                 shutdown = None  # a shutdown followed by more events belongs to an earlier process
         return cls(admitted, results, shutdown)
 
+    def ended(self, tasks: Iterable[str]) -> bool:
+        """Whether the recorded run is over: its last process wrote a shutdown and the graph's
+        work is done. A stopped run, or one an engine error ended with `tasks` still unsettled,
+        continues on resume; a failed or truncated graph settled every task."""
+        if self.shutdown is None:
+            return False
+        outcome = self.shutdown.get("outcome")
+        if outcome in ("finished", "complete", "budget"):
+            return True
+        return outcome != "stopped" and all(name in self.results for name in tasks)
+
 
 @attrs.frozen
 class _Settled:
@@ -191,7 +214,7 @@ class PlanExecutor:
         self,
         plan: ir.ValidPlan,
         kinds: Registry[TaskKindSpec],
-        log: SessionLog,
+        log: SessionLog | None,  # None: only to fold an ended run's report (nothing is written)
         config: ExecutorConfig,
         prior: PriorRun | None = None,
     ) -> None:
@@ -222,6 +245,8 @@ class PlanExecutor:
         if config.max_seconds is not None:
             self.deadline = time.monotonic() + config.max_seconds - config.elapsed_before
         self.completed: tuple[str, str] | None = None  # (task, reason) of an early completion
+        self.stopped: str | None = None  # why dispatch was stopped (config.stop said so)
+        self.waiting = False  # the calling thread only waits for a task to settle (an abort may interrupt it)
         self.asks_emitted = 0
 
     @property
@@ -236,14 +261,15 @@ class PlanExecutor:
     def run(self) -> PlanReport:
         admitted = PlanAdmitted.of(self.plan)
         if self.prior is not None and self.prior.admitted is not None:
-            self._check_same_plan(admitted)
+            check_same_plan(self.plan, self.prior)
             self._fold(self.prior)
-            if self.prior.shutdown is not None:
+            if self.prior.ended(t.name for t in self.plan.stage(ir.Stage.MAIN)):
                 return self._report(self._final_state_from_log(), "already finished")
             self._emit(
                 RECOVERY,
                 **{
-                    "class": DIED_IN_PLAN_TASK,
+                    # a stopped run wrote its shutdown; any other resume follows a process that died
+                    "class": CLEAN_EXIT if self.prior.shutdown is not None else DIED_IN_PLAN_TASK,
                     "iter": self.config.iteration,
                     "detail": f"{len(self.results)} of {len(self.tasks)} tasks had settled",
                 },
@@ -272,7 +298,8 @@ class PlanExecutor:
             self._drive(pool, self.plan.stage(ir.Stage.MAIN))
             main_state = self._main_state()
             epilogue = [t for t in self.plan.stage(ir.Stage.EPILOGUE) if t.name not in self.status]
-            if epilogue and main_state is not PlanState.BUDGET:
+            # an operator's stop and a ceiling both end the run here: the epilogue does not spend
+            if epilogue and main_state not in (PlanState.BUDGET, PlanState.STOPPED):
                 self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.EPILOGUE.value)
                 self._outcome_input = self._outcome(main_state)
                 if self.halt is not None and self.halt.reason == BlockReason.REQUIRED_TASK_FAILED.value:
@@ -280,8 +307,10 @@ class PlanExecutor:
                 self._drive(pool, epilogue)
             ceiling = BlockReason.WALL_CLOCK_CEILING if self._clock_halted() else BlockReason.BUDGET_CEILING
             for task in epilogue:
-                if task.name not in self.status:
+                if task.name not in self.status and self.stopped is None:  # stopped: left undispatched
                     self._block(task, ceiling.value, None)
+        if self.stopped is not None:
+            main_state = PlanState.STOPPED  # a stop during the epilogue still ends the run stopped
         self.plan_state = PLAN_MACHINE.step(self.plan_state, main_state.value)
         reason = self._reason(main_state)
         self._before_shutdown()
@@ -294,39 +323,37 @@ class PlanExecutor:
 
     @contextlib.contextmanager
     def _runners_cancelled_on_exit(self) -> Iterator[None]:
+        """Left by an exception (an abort, an interrupt): every attempt in flight ends now, here
+        (their children killed) and elsewhere (the runners cancel theirs), so leaving the pool
+        does not wait on them and nothing is left running. Their results are not recorded: a
+        resume dispatches those tasks again."""
         try:
             yield
         except BaseException:
             for runner in self.config.task_runners:
                 runner.cancel()
+            if not self.config.inline:  # inline, the one child ran on this thread and is gone already
+                process.kill_running()
             raise
 
     def _exit_token(self, main_state: PlanState) -> str:
+        """The shutdown outcome: how dispatch stopped, not whether the verdict passed (a run that
+        completed early after a required task failed is `complete`, with a failing verdict)."""
         if main_state is PlanState.BUDGET:
             return "budget"
-        return "complete" if self.completed is not None else "finished"
+        if main_state is PlanState.STOPPED:
+            return "stopped"
+        if self.completed is not None:
+            return "complete"
+        if main_state in (PlanState.FAILED, PlanState.TRUNCATED):
+            return "error"
+        return "finished"
 
     def _clock_out(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
     def _time_left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def _check_same_plan(self, admitted: PlanAdmitted) -> None:
-        assert self.prior is not None and self.prior.admitted is not None
-        # compared as the wire reads them: the log carries the contract's full task records
-        try:
-            before = [
-                wire.converter.structure(t, wire.PlanTaskWire) for t in self.prior.admitted.get("tasks") or []
-            ]
-        except Exception:  # a damaged admitted line is not the same plan
-            before = None
-        now = [wire.converter.structure(t, wire.PlanTaskWire) for t in admitted.fields()["tasks"]]
-        if before != now or self.prior.admitted.get("budget_usd") != admitted.budget_usd:
-            raise PlanError(
-                ["the plan differs from the one this state dir admitted; a resume must run the same plan"],
-                source="resume",
-            )
 
     def _fold(self, prior: PriorRun) -> None:
         for name, result in prior.results.items():
@@ -385,7 +412,7 @@ class PlanExecutor:
                 continue
             self._settle(self.tasks[name], _Settled(TaskStatus.TRUNCATED, 0, 0.0, 0.0, note=why))
         self._before_shutdown()
-        self._emit(SHUTDOWN, outcome="finished", reason=f"truncated: {why}")
+        self._emit(SHUTDOWN, outcome=self._exit_token(PlanState.TRUNCATED), reason=f"truncated: {why}")
         return self._report(PlanState.TRUNCATED, f"truncated: {why}")
 
     def _skip_unrunnable_advisory(self) -> None:
@@ -424,10 +451,13 @@ class PlanExecutor:
             self._dispatch_ready(pool, in_flight, done)
             if not in_flight:
                 break
+            self.waiting = True
             try:
                 task, settled = done.get(timeout=self._time_left() if self.halt is None else None)
             except queue.Empty:
                 continue  # the wall clock ran out: halt, then wait for the killed attempts
+            finally:
+                self.waiting = False
             if self.halt is None and self._clock_out():
                 self._check_clock()
             in_flight.discard(task.name)
@@ -437,6 +467,7 @@ class PlanExecutor:
             hook = self.config.after_shared_task
             if hook is not None and task.isolation is ir.Isolation.SHARED and settled.attempts:
                 hook(task.name, settled.status is TaskStatus.PASS, self._shared_running == 0)
+            self._publish()
 
     def _run_task(self, task: ir.Task, inputs: dict[str, Any], done: queue.SimpleQueue[Any]) -> None:
         try:
@@ -469,9 +500,25 @@ class PlanExecutor:
     def _halted(self) -> bool:
         return self.halt is not None
 
+    def _stop_asked(self) -> bool:
+        if self.stopped is None and self.config.stop is not None:
+            self.stopped = self.config.stop()
+            if self.stopped is not None:
+                self._publish()
+        return self.stopped is not None
+
+    def _publish(self) -> None:
+        if self.config.publish is not None:
+            phase = "stopping" if self.stopped is not None else self.plan_state
+            self.config.publish(
+                phase=phase, spent=round(self.spent, 6), settled=len(self.status), tasks=len(self.tasks)
+            )
+
     def _dispatch_ready(
         self, pool: ThreadPoolExecutor, in_flight: set[str], done: queue.SimpleQueue[Any]
     ) -> None:
+        if self._stop_asked():
+            return  # stopped: nothing new starts, and nothing undispatched is blocked
         if self.completed is not None and self.plan_state != PlanState.EPILOGUE.value and self.halt is None:
             return  # early completion: nothing more dispatches, and nothing undispatched is blocked
         if self.halt is not None:
@@ -670,6 +717,8 @@ class PlanExecutor:
     def _main_state(self) -> PlanState:
         if self.spent > self.plan.plan.budget.usd or self._clock_halted():
             return PlanState.BUDGET
+        if self.stopped is not None:
+            return PlanState.STOPPED
         for task in self.plan.stage(ir.Stage.MAIN):
             status = self.status.get(task.name)
             if status is None and self.completed is not None:
@@ -687,6 +736,8 @@ class PlanExecutor:
         ) or (self.halt is not None and self.halt.reason == BlockReason.WALL_CLOCK_CEILING.value)
 
     def _reason(self, state: PlanState) -> str:
+        if state is PlanState.STOPPED:
+            return f"stopped: {self.stopped}; no new task was started"
         if state is PlanState.BUDGET and self._clock_halted():
             return f"wall_clock: the {self.config.max_seconds:g}-second ceiling was reached"
         if state is PlanState.BUDGET:
@@ -705,7 +756,7 @@ class PlanExecutor:
 
     def _report(self, state: PlanState, reason: str) -> PlanReport:
         verdict = "pass" if state is PlanState.FINISHED else "fail"
-        return PlanReport(state, verdict, self.spent, dict(self.results), reason)
+        return PlanReport(state, verdict, self.spent, dict(self.results), reason, self._exit_token(state))
 
     def _emit(self, kind: str, **fields: Any) -> None:
         if not self.config.record or (kind == SHUTDOWN and not self.config.ends_run):
@@ -714,6 +765,7 @@ class PlanExecutor:
         line = wire.from_object({"kind": kind, **fields})
         if line is None or isinstance(line.event, wire.Unknown):
             raise ValueError(f"not a session wire event: {kind} {sorted(fields)}")
+        assert self.log is not None, "an executor without a log only folds a recorded run"
         self.log.emit(line.event)
 
     # -- one task, on a worker thread ----------------------------------------------------
@@ -943,6 +995,24 @@ class PlanExecutor:
                 found.append(name)
             stack.extend(self.tasks[name].depends_on)
         return sorted(found)
+
+
+def check_same_plan(plan: ir.ValidPlan, prior: PriorRun) -> None:
+    """A resume must run the plan its state directory admitted (PlanError otherwise)."""
+    if prior.admitted is None:
+        return
+    admitted = PlanAdmitted.of(plan)
+    # compared as the wire reads them: the log carries the contract's full task records
+    try:
+        before = [wire.converter.structure(t, wire.PlanTaskWire) for t in prior.admitted.get("tasks") or []]
+    except Exception:  # a damaged admitted line is not the same plan
+        before = None
+    now = [wire.converter.structure(t, wire.PlanTaskWire) for t in admitted.fields()["tasks"]]
+    if before != now or prior.admitted.get("budget_usd") != admitted.budget_usd:
+        raise PlanError(
+            ["the plan differs from the one this state dir admitted; a resume must run the same plan"],
+            source="resume",
+        )
 
 
 def _completes(output: Any) -> bool:

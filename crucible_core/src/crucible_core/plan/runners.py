@@ -22,10 +22,7 @@ or reclaim. `runner_for` is the one rule both the executor and `plan show` place
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -159,24 +156,3 @@ def unrunnable_tasks(
         ):
             unrunnable.add(name)
     return unrunnable
-
-
-@contextlib.contextmanager
-def terminate_interrupts(runners: tuple[TaskRunner, ...]) -> Iterator[None]:
-    """While runners are open, SIGTERM interrupts like Ctrl-C, so the executor cancels them.
-
-    A process killed by the default SIGTERM action would leave its remote attempts running
-    (a pod being deleted is sent SIGTERM first). Without runners nothing changes.
-    """
-    if not runners or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

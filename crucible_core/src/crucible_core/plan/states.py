@@ -126,13 +126,14 @@ class PlanState(enum.StrEnum):
     FAILED = "failed"  # a required task did not pass
     BUDGET = "budget"  # the USD ceiling was overrun
     TRUNCATED = "truncated"  # a required task can never run on this substrate
+    STOPPED = "stopped"  # an operator or a signal stopped dispatch; what ran settled
 
 
 PLAN_MACHINE = Machine(
     name="plan",
     initial=PlanState.ADMITTED.value,
     states=tuple(state.value for state in PlanState),
-    terminal=("finished", "failed", "budget", "truncated"),
+    terminal=("finished", "failed", "budget", "truncated", "stopped"),
     edges=_edges(
         ("admitted", "truncated", "a required task is unrunnable: nothing dispatched"),
         ("admitted", "running", "plan_admitted written"),
@@ -147,6 +148,9 @@ PLAN_MACHINE = Machine(
         ("epilogue", "epilogue", "an epilogue task settled"),
         ("epilogue", "finished", "epilogue settled; main graph passed"),
         ("epilogue", "failed", "epilogue settled; main graph failed"),
+        ("running", "stopped", "stopped: in-flight tasks settled, the rest never dispatched"),
+        ("halted", "stopped", "stopped while halted: in-flight tasks settled"),
+        ("epilogue", "stopped", "stopped during the epilogue: in-flight tasks settled"),
     ),
 )
 

@@ -18,7 +18,7 @@ from crucible_core.contract.plain_text import plain
 from crucible_core.durations import short_duration
 from crucible_core.flow.model import improvement_pct
 from crucible_core.flow.task_view import counted
-from crucible_core.reporters.console import ConsoleReporter
+from crucible_core.reporters.console_lines import LineReporter
 from crucible_core.reporters.console_text import num
 from crucible_core.reporters.console_view import ConsoleView, row_label
 
@@ -100,7 +100,7 @@ def line_style(line: wire.Line) -> str:
     return ""
 
 
-class LiveConsoleReporter(ConsoleReporter):
+class LiveConsoleReporter(LineReporter):
     """The plain console's lines, printed above a live table that redraws twice a second."""
 
     def __init__(

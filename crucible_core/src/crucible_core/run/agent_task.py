@@ -4,6 +4,10 @@ One turn through a real AgentBackend: the prompt carries the dependencies' outpu
 marked as data, and the turn writes its JSON result to PLAN_TASK_RESULT.json in the root the
 task ran in. A missing, linked, oversized, too deep or non-object result fails the task, and
 so does one that is not a regular file (a FIFO there is never opened blocking).
+
+With a lifecycle (a playbook's), every plugin's `crucible_before_turn` and `crucible_after_turn`
+run around the turn as around the loop's, told which task it is; a scored workflow's agent
+tasks run beside the engine's own turn and do not call them.
 """
 
 from __future__ import annotations
@@ -11,18 +15,26 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from crucible_core.agent_files import load_json
+from crucible_core.errors import CrucibleError
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext
 from crucible_core.plan.output import MAX_OUTPUT_DEPTH, finite_score, reported_cost
-from crucible_core.protocols import AgentBackend, Turn
+from crucible_core.protocols import AgentBackend, Turn, TurnResult
+
+if TYPE_CHECKING:
+    from crucible_core.run.lifecycle import Lifecycle
 
 RESULT_FILE = "PLAN_TASK_RESULT.json"
 MAX_RESULT_BYTES = 1 << 20
 
 
 def agent_task_runner(
-    backend: Callable[[], AgentBackend], extra_env: Mapping[str, str] | None = None, iteration: int = 0
+    backend: Callable[[], AgentBackend],
+    extra_env: Mapping[str, str] | None = None,
+    iteration: int = 0,
+    lifecycle: Lifecycle | None = None,
 ) -> Callable[[TaskContext], Attempt]:
     """Run agent tasks on the backend `backend()` returns (asked on first use, so a graph with
     no agent task never builds one); `extra_env` reaches the agent only ([agent].env);
@@ -50,7 +62,9 @@ def agent_task_runner(
             mcp_servers=context.mcp_servers,  # a needed MCP service, as "service.<name>"
         )
         try:
-            done = backend().run_turn(turn)
+            done = _turn(backend, turn, lifecycle, context.task.name)
+        except CrucibleError as exc:  # a plugin's refusal (an undisclosed grant): no turn ran, never retried
+            return Attempt(Outcome.FAIL, note=exc.render())
         except Exception as exc:  # a backend that cannot start is a transport failure
             return Attempt(Outcome.TRANSPORT, note=f"agent backend: {exc}", transport="agent")
         if done.transport_failure:
@@ -74,3 +88,24 @@ def agent_task_runner(
         return Attempt(Outcome.PASS, output=output, cost_usd=cost, metric=finite_score(output))
 
     return run
+
+
+def _turn(
+    backend: Callable[[], AgentBackend], turn: Turn, lifecycle: Lifecycle | None, task: str
+) -> TurnResult:
+    """The turn itself, between the plugins' turn hooks when there is a lifecycle."""
+    if lifecycle is None:
+        return backend().run_turn(turn)
+    from crucible_core.protocols import FailureClass
+    from crucible_core.run.lifecycle import TurnUnavailable
+
+    try:
+        turn = lifecycle.before_turn(turn, task=task)
+    except TurnUnavailable as exc:  # a service the turn needs is not there now: retried
+        return TurnResult(False, FailureClass.SPAWN, note=str(exc))
+    result: TurnResult | None = None
+    try:
+        result = backend().run_turn(turn)
+        return result
+    finally:
+        lifecycle.after_turn(turn, result, task=task)

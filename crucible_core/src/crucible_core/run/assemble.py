@@ -1,16 +1,23 @@
 """An Engine built in one step from its parts, with its gates bound to the loop.
 
-The runner builds its engine here, and so does a unit test with in-memory drivers: the same
-wiring either way, and no module of the run shell imports one that imports it back.
+The loop lane builds its engine here, and so does a unit test with in-memory drivers: the same
+wiring either way, nothing assigned to the engine once this returns, and no module of the run
+shell imports one that imports it back. The three parts that need the engine itself (the broker
+reads its gates and redactor, the publisher asks the broker's mediator, the lifecycle hands
+turns the broker) are given as functions of the engine and called here, in that order.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+from crucible_core.control.inbox import Inbox
+from crucible_core.control.ledger import Ledger
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths
+from crucible_core.plan.runners import TaskRunner
 from crucible_core.protocols import AgentBackend, Judge, World
 from crucible_core.redact import Redactor
 from crucible_core.run.budget import Budget
@@ -20,7 +27,15 @@ from crucible_core.run.gates import Gates
 from crucible_core.run.loop import reject, run_baseline
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
+from crucible_core.run.remote_measure import RemoteMeasure
+from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
+
+if TYPE_CHECKING:
+    from crucible_core.broker.service import Broker
+    from crucible_core.run.lifecycle import Lifecycle
+    from crucible_core.run.publish import KeptPublisher
+    from crucible_core.run.workflow_iteration import AuthoredGraph
 
 
 def build_engine(
@@ -40,8 +55,21 @@ def build_engine(
     method_template: str = DEFAULT_METHOD,
     now: Callable[[], float] = time.monotonic,
     preflight: Preflight | None = None,
+    workflow: AuthoredGraph | None = None,
+    caps: frozenset[str] = frozenset(),
+    task_runners: tuple[TaskRunner, ...] = (),
+    remote_measure: RemoteMeasure | None = None,
+    service_resolution: Resolution | None = None,
+    inbox: Inbox | None = None,
+    ledger: Ledger | None = None,
+    max_park: float | None = None,
+    state_guards: Sequence[Callable[[], str | None]] = (),
+    broker: Callable[[Engine], Broker] | None = None,
+    publishing: Callable[[Engine], KeptPublisher | None] | None = None,
+    lifecycle: Callable[[Engine], Lifecycle] | None = None,
 ) -> Engine:
-    """The engine of one run: its drivers (built, or world + judge + backend given), log, budget.
+    """The engine of one run: its drivers (built, or world + judge + backend given), log, budget,
+    and every collaborator the run has (none of them is required by a unit test).
 
     The gates get the two loop operations they need (re-baseline after a re-scope, discard an
     escalated candidate) as functions bound to this engine.
@@ -68,10 +96,27 @@ def build_engine(
         method_template=method_template,
         now=now,
         preflight=preflight,
+        state_guards=list(state_guards),
+        workflow=workflow,
+        service_resolution=service_resolution,
+        remote_measure=remote_measure,
+        caps=caps,
+        task_runners=task_runners,
     )
     engine.gates = Gates(
         engine,
         rebaseline=lambda run: run_baseline(engine, run),
         discard=lambda run, iteration, why: reject(engine, run, iteration, why),
+        inbox=inbox,
+        ledger=ledger,
+        max_park=max_park,
     )
+    if remote_measure is not None:
+        remote_measure.note = engine.note  # its retries are the run's notes
+    if broker is not None:
+        engine.broker = broker(engine)
+    if publishing is not None:
+        engine.publishing = publishing(engine)
+    if lifecycle is not None:
+        engine.lifecycle = lifecycle(engine)
     return engine

@@ -49,15 +49,18 @@ class Gates:
         *,
         rebaseline: Callable[[Run], LoopExit | None] = _unbound,
         discard: Callable[[Run, int, str], None] = _unbound,
+        inbox: Inbox | None = None,
+        ledger: Ledger | None = None,
+        max_park: float | None = None,
     ) -> None:
         self.engine = engine
         self.rebaseline = rebaseline
         self.discard = discard
-        self.inbox = Inbox()
-        self.ledger: Ledger | None = None
+        self.inbox = inbox or Inbox()  # the control bridge's hand-over (the session's, in a run)
+        self.ledger = ledger  # None only in unit tests: orders are then never recorded
         self.stop_reason: str | None = None
         self.paused = False
-        self.max_park: float | None = None
+        self.max_park = max_park  # seconds an approval wait may park the run; None waits indefinitely
         self.wait_spent = 0.0  # seconds the outstanding approval parked before the current park
         self._parking_since: float | None = None
         self.interruptible = False  # a child (turn, measure) runs: an abort may interrupt it

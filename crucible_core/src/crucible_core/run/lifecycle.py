@@ -1,12 +1,17 @@
 """Run lifecycle hooks: what plugins hear at run start, around each agent turn, and at run end.
 
-Order for one process (a resume is a new process and starts again at run start):
+Every kind of run fires them through the session (crucible_core/session/). Order for one
+process of a loop (a resume is a new process and starts again at run start):
 
     setup (workspace, identity, baseline snapshot) or resume recovery
     crucible_run_start
     baseline measure (when owed)
     per iteration: crucible_before_turn -> agent turn -> crucible_after_turn -> measure -> keep/discard
     crucible_run_end (always, once, when run start was reached)
+
+A playbook fires run start once its workspace and identity are ready and before any task is
+dispatched, and the turn hooks around each agent task; a plan file fires run start before
+dispatch. docs/plugins.md draws all three.
 
 A before-turn implementation may instead raise TurnUnavailable: that turn alone fails as a
 transport failure (a run service it needs is not ready), and the loop retries it.
@@ -44,7 +49,8 @@ _ENGINE_ENV_PREFIX = "CRUCIBLE_"
 class RunContext:
     """What every lifecycle hook is told about the run."""
 
-    manifest: LoadedManifest
+    # The run's manifest; None for a plan file (`crucible plan run`), which has none.
+    manifest: LoadedManifest | None
     workspace: Path
     state_dir: Path
     private_dir: Path  # mode-0700 engine state; a plugin may keep its own files in a subdirectory
@@ -55,12 +61,15 @@ class RunContext:
     broker: Broker | None = None
     # The run's declared services (started lazily, stopped at run end); None when none are declared.
     services: ServiceRuntime | None = None
+    # Which kind of run this is: "loop", "playbook" or "plan" (a plan file).
+    lane: str = attrs.field(default="loop", kw_only=True)
 
 
 @attrs.frozen
 class TurnContext:
     run: RunContext
-    iteration: int
+    iteration: int  # the loop's iteration; 0 for a playbook's agent task
+    task: str | None = attrs.field(default=None, kw_only=True)  # the playbook task the turn runs
 
 
 @attrs.frozen
@@ -85,9 +94,10 @@ class TurnUnavailable(Exception):
 @attrs.frozen
 class RunEnd:
     run: RunContext
-    outcome: str  # the shutdown outcome: finished, solved, budget, stopped, escalated, stalled, error
+    # the shutdown outcome: finished, solved, budget, complete, stopped, escalated, stalled, error
+    outcome: str
     reason: str
-    iterations: int  # the last completed iteration
+    iterations: int  # the last completed iteration (a playbook's or a plan's one pass counts as 1)
 
 
 @attrs.define
@@ -110,19 +120,21 @@ class Lifecycle:
         except HookFailed as failed:
             raise _refusal(failed) from failed.error
 
-    def before_turn(self, turn: Turn) -> Turn:
-        """The turn with every plugin's additions; a server name two plugins add keeps the first."""
+    def before_turn(self, turn: Turn, task: str | None = None) -> Turn:
+        """The turn with every plugin's additions; a server name two plugins add keeps the first.
+
+        `task` names the playbook task the turn runs (None for the loop's turns)."""
         if self.context.broker is not None:
             self.context.broker.open_turn(turn.iteration)  # grants last until after_turn
         try:
-            return self._with_additions(turn)
+            return self._with_additions(turn, task)
         except BaseException:
             if self.context.broker is not None:
                 self.context.broker.close_turn()  # the turn never starts: grant nothing
             raise
 
-    def _with_additions(self, turn: Turn) -> Turn:
-        context = TurnContext(self.context, turn.iteration)
+    def _with_additions(self, turn: Turn, task: str | None) -> Turn:
+        context = TurnContext(self.context, turn.iteration, task=task)
         servers = dict(turn.mcp_servers)
         env = dict(turn.env)
         services = list(turn.services)
@@ -179,9 +191,9 @@ class Lifecycle:
                 hint="disclose it in the manifest (see docs/broker.md, Disclosure), or remove the plugin",
             )
 
-    def after_turn(self, turn: Turn, result: TurnResult | None) -> None:
+    def after_turn(self, turn: Turn, result: TurnResult | None, task: str | None = None) -> None:
         """result is None when the turn was interrupted (an abort) before it returned."""
-        context = TurnContext(self.context, turn.iteration)
+        context = TurnContext(self.context, turn.iteration, task=task)
         if self.context.broker is not None:
             self.context.broker.close_turn()
         self._observe("crucible_after_turn", context=context, result=result)

@@ -4,7 +4,7 @@ Core's own `crucible_before_turn` implementation (builtin_plugin.py) calls `turn
 each named service is started at the first turn that needs it (never before), waited on until
 ready, and handed to the turn as the MCP server `service.<name>` (an MCP transport) plus the
 forward's URL, bearer and handoff in its environment. A service that cannot be reached now fails
-that turn as a transport failure; the run's end stops every service (runner.py).
+that turn as a transport failure; the run's end stops every service (the session, session/shell.py).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ def turn_label(iteration: int) -> str:
 
 def turn_additions(context: TurnContext) -> TurnAdditions | None:
     runtime = context.run.services
-    if runtime is None:
+    manifest = context.run.manifest
+    if runtime is None or manifest is None:
         return None
-    names = context.run.manifest.manifest.agent.services
+    names = manifest.manifest.agent.services
     if not names:
         return None
     servers: dict[str, object] = {}

@@ -33,9 +33,10 @@ def crucible_register_backends(register: Register[BackendFactory]) -> None:
 
 
 def _settings_of(context: RunContext) -> Any:
-    if context.manifest.manifest.agent.backend != BACKEND:
-        return None
-    return context.manifest.settings.of("backend")
+    manifest = context.manifest
+    if manifest is None or manifest.manifest.agent.backend != BACKEND:
+        return None  # a plan file has no manifest, so no openshell backend
+    return manifest.settings.of("backend")
 
 
 def _sweep(settings: Any, run_id: str) -> list[str]:

@@ -76,7 +76,7 @@ def _render_options(func: Any) -> Any:
         click.option(
             "--playbook",
             is_flag=True,
-            help="Render the plan-runner pod (`crucible plan run`); needs --max-cost and --max-time.",
+            help="Render the playbook pod (one `crucible run` of the playbook); needs --max-cost and --max-time.",
         ),
         click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="A playbook parameter."),
         _refuse_value("--pr-repo", "publish-on-keep (draft pull requests) is not part of this crucible"),

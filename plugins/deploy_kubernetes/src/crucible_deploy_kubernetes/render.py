@@ -72,11 +72,13 @@ mkdir -p "$CRUCIBLE_RUN_DIR/state" && echo "$rc" > "$FAILED"
 exit "$rc"
 """
 
+# A playbook runs through `crucible run` too (the manifest declares it); it is one-shot, and
+# exits 0 iff its verdict is valid, so the pod's phase says whether the playbook passed.
 PLAYBOOK_SCRIPT = """\
 set -u
 mkdir -p "$CRUCIBLE_RUN_DIR"
 cp -RL "$CRUCIBLE_SOURCE_DIR/." "$CRUCIBLE_RUN_DIR/" || exit 70
-crucible plan run --manifest "$CRUCIBLE_RUN_DIR/$CRUCIBLE_MANIFEST_FILE" "$@"
+crucible run --manifest "$CRUCIBLE_RUN_DIR/$CRUCIBLE_MANIFEST_FILE" --ui jsonl "$@"
 rc=$?
 echo "=== SESSION (rc=$rc) ==="
 cat "$CRUCIBLE_RUN_DIR/state/session.jsonl" 2>/dev/null
@@ -332,8 +334,8 @@ def render(
     volumes: list[client.V1Volume] = []
     mounts: list[client.V1VolumeMount] = []
     if options.playbook:
-        # One-shot: `plan run` appends to its log, so a second launch over kept state would
-        # publish the first launch's events too. Nothing persists.
+        # One-shot: a second launch over kept state would republish the first launch's events
+        # (or be refused, the run having ended). Nothing persists.
         volumes.append(client.V1Volume(name="state", empty_dir=client.V1EmptyDirVolumeSource()))
     else:
         claim = profile.state.claim
@@ -433,7 +435,7 @@ def task_rules() -> list[client.V1PolicyRule]:
 def check_deploy_tasks(loaded: LoadedManifest, *, playbook: bool) -> None:
     """A pod whose run would open the `[deploy]` profile's task runner, naming a profile without
     `[tasks]`, is refused now rather than when the pod starts (its run would refuse that profile
-    before doing anything). A playbook's plan run always opens it; a loop opens it when the judge
+    before doing anything). A playbook's run always opens it; a loop opens it when the judge
     or the wide round needs a capability (`needs`) or the manifest authors its own graph."""
     deploy = loaded.manifest.deploy
     if deploy is None or deploy.profile is None:
@@ -450,7 +452,7 @@ def check_deploy_tasks(loaded: LoadedManifest, *, playbook: bool) -> None:
         return
     path = loaded.dir / deploy.profile
     if load_profile(path).tasks is None:
-        who = "the playbook pod's plan run" if playbook else "the loop pod's run"
+        who = "the playbook pod's run" if playbook else "the loop pod's run"
         raise ManifestError(
             f"the manifest's [deploy].profile names {path}, which has no [tasks] section: "
             f"{who} would refuse it at start",
