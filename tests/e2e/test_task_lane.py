@@ -45,3 +45,19 @@ def test_check_requires_a_goal_in_task_mode(example) -> None:
     done = run_crucible("check", "--manifest", manifest)
     assert done.returncode == 13
     assert "needs a goal" in done.stdout
+
+
+def test_a_turn_that_changes_nothing_is_still_kept_in_the_task_lane(example) -> None:
+    manifest = example("task")
+    # the second turn finds nothing to do and leaves the workspace as it was
+    (manifest.parent / "note.sh").write_text(
+        '#!/bin/sh\n[ "$CRUCIBLE_ITERATION" = 2 ] && exit 0\necho "- turn $CRUCIBLE_ITERATION was here" >> NOTES.md\n'
+    )
+    done = run_crucible("--manifest", manifest, "--iterations", "3")
+    assert done.returncode == 0, done.stderr
+    got = rows(manifest)
+    # the spec: every completed turn is kept; a no-change turn is no exception (it adds no commit)
+    assert [r["decision"] for r in got] == ["baseline-skipped", "keep", "keep", "keep"]
+    assert got[2].get("sha") is None and got[1]["sha"] and got[3]["sha"]
+    summary = next(e for e in events(manifest) if e["kind"] == "summary")
+    assert summary["kept"] == 3

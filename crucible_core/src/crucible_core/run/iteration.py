@@ -89,8 +89,9 @@ class IterationOperations:
         if staged.refused:
             reject(engine, run, iteration, staged.refused, self.turn)
             return Attempt(Outcome.FAIL, note=staged.refused)
-        if staged.unchanged:
-            # Nothing to judge: measuring the kept state again could only "win" on noise.
+        if staged.unchanged and engine.judge.scored:
+            # Nothing to judge: measuring the kept state again could only "win" on noise. (The
+            # task lane keeps every completed turn, a turn that changed nothing included.)
             reject(engine, run, iteration, NO_CHANGE, self.turn)
             return Attempt(Outcome.SKIPPED, note=NO_CHANGE)
         return staged
