@@ -22,6 +22,7 @@ cp "$CRUCIBLE_PROMPT_FILE" "../prompts/$CRUCIBLE_ITERATION.md"
 if [ "$CRUCIBLE_ITERATION" = "${AT:-0}" ]; then
   case "$BEHAVIOUR" in
     slow) sleep 1 ;;
+    hold) n=0; while [ ! -e ../release ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done ;;
     park) printf '{"trace_id": "c=48", "regime": "c=48", "handle": "ask-1", "mode": "block"}' \\
             > PROVISIONING_PENDING.json; exit 0 ;;
     escalate) "$PYTHON" -m crucible_core.cli.main escalate --category infeasible \\
@@ -162,3 +163,22 @@ def test_abort_kills_the_running_turn_and_restores_the_world(tmp_path: Path) -> 
     assert (manifest.parent / "workspace" / "value.txt").read_text().strip() == "0"
     ledger = list(read_events(manifest.parent / "state" / "admissions.jsonl"))
     assert [(e["kind"], e.get("outcome")) for e in ledger] == [("admitted", None), ("settled", "applied")]
+
+
+def test_status_right_after_a_resume_shows_the_run_so_far(tmp_path: Path) -> None:
+    manifest = domain(tmp_path)
+    first = start(manifest, "none", 0, "--iterations", "2")
+    assert first.wait(timeout=60) == 0
+    resumed = start(manifest, "hold", 3, "--iterations", "3", "--resume")
+    try:
+        wait_for(manifest, resumed, lambda e: e["kind"] == "step" and e["step"] == "propose" and e["iter"] == 3)
+        status = run_crucible("status", "--manifest", manifest, "--json")
+        assert status.returncode == 0, status.stderr
+        shown = json.loads(status.stdout)
+        # before the resumed segment's first row: the best, baseline and counts the log holds
+        assert (shown["best"], shown["baseline"], shown["kept"], shown["discarded"]) == (2, 0, 2, 0)
+        text = run_crucible("status", "--manifest", manifest)
+        assert "best 2 (baseline 0); 2 kept" in text.stdout
+    finally:
+        (tmp_path / "release").touch()
+    assert resumed.wait(timeout=60) == 0

@@ -131,6 +131,7 @@ def begin_resumed(
     _rearm_wait(engine, run, folded)
     rearm(engine.gates)
     engine.budget_event(run)  # views continue the run's clock and caps from here, not from zero
+    engine.publish_standing(run)  # status shows the resumed best and counts before the next row
     if engine.gates.paused:
         engine.note("the operator's pause is still in force: parked until `crucible unpause`")
     engine.gates.publish(run)

@@ -214,6 +214,12 @@ class Engine:
             run.kept_shas.append(sha)
         run.rows.append(row)
         self.budget_event(run)
+        self.publish_standing(run, solved=bool(reading and reading.solved and verdict != "discard"))
+        self.write_results(run)
+
+    def publish_standing(self, run: Run, *, solved: bool = False) -> None:
+        """What `crucible status` shows of the run: after each row, and when a resume starts."""
+        seg = run.segment
         self.gates.inbox.publish(
             iter=run.iteration,
             best=seg.best.score,
@@ -222,9 +228,8 @@ class Engine:
             discarded=run.discarded,
             spent=round(run.spent, 6),
             budget=self.budget.to_wire(),
-            solved=run.solved or bool(reading and reading.solved and verdict != "discard"),
+            solved=run.solved or solved,
         )
-        self.write_results(run)
 
     def write_results(self, run: Run) -> None:
         direction = self.direction.value
