@@ -171,7 +171,9 @@ def test_status_right_after_a_resume_shows_the_run_so_far(tmp_path: Path) -> Non
     assert first.wait(timeout=60) == 0
     resumed = start(manifest, "hold", 3, "--iterations", "3", "--resume")
     try:
-        wait_for(manifest, resumed, lambda e: e["kind"] == "step" and e["step"] == "propose" and e["iter"] == 3)
+        wait_for(
+            manifest, resumed, lambda e: e["kind"] == "step" and e["step"] == "propose" and e["iter"] == 3
+        )
         status = run_crucible("status", "--manifest", manifest, "--json")
         assert status.returncode == 0, status.stderr
         shown = json.loads(status.stdout)

@@ -130,6 +130,10 @@ def test_one_wild_baseline_sample_does_not_block_every_keep(tmp_path: Path) -> N
     first = discarded[0]
     needed = first["best"] - rows(manifest)[first["iter"]]["margin"]
     assert first["note"].startswith(f"needed below {needed:.6g} (best {first['best']:.6g}, margin ")
+    # the log's own note says it (a reader of session.jsonl sees it too), and no view says it twice
+    logged = [row for row in rows(manifest) if row["decision"] == "discard"]
+    assert all(row["note"].startswith("needed below ") for row in logged)
+    assert all(row["note"].count("needed below ") == 1 for row in discarded)
     results_md = (manifest.parent / "workspace" / "RESULTS.md").read_text()
     assert f"| {first['iter']} | discard |" in results_md and "needed below " in results_md
     console = [line for line in done.stderr.splitlines() if " discard " in line]

@@ -129,10 +129,13 @@ def note_with_margin(
     then the measure's own words ("needed below 9.7 (best 10, margin 0.3); cost 9.8").
 
     The row carries the best it was compared with and the margin it had to clear; with no margin
-    (or no score) the note is left as it is.
+    (or no score) the note is left as it is. The engine writes this note into the log itself;
+    the views apply it too, for logs written before it did, and never twice.
     """
     if score is None or best is None or not margin or margin <= 0:
         return note
     needed = f"below {best - margin:.6g}" if direction == Direction.LOWER else f"above {best + margin:.6g}"
     held = f"needed {needed} (best {best:.6g}, margin {margin:.6g})"
+    if held in note:
+        return note  # the engine wrote it into the log's note already (logs before it did not)
     return f"{held}; {note}" if note else held

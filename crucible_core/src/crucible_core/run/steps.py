@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from crucible_core.contract.decide import Verdict, decide
+from crucible_core.contract.noise import note_with_margin
 from crucible_core.contract.reading import Reading
 from crucible_core.protocols import Staged, TurnResult
 from crucible_core.run.context import LoopExit, Measured, Run
@@ -69,8 +70,13 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
     else:
         verdict = decide(reading, seg.best, engine.direction, engine.tiebreak_direction, margin)
     sha = token = None
+    note = None
     if verdict is Verdict.DISCARD:
         engine.world.restore(seg.best_token)
+        # a reader of the log itself sees what the margin asked of the candidate
+        note = note_with_margin(
+            reading.note, score=reading.score, best=seg.best.score, margin=margin, direction=engine.direction
+        )
     else:
         token, sha = snapshot_keep(
             engine, run, f"crucible: iteration {measured.iteration} ({reading.note or 'kept'})"
@@ -87,6 +93,7 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
         sha=sha,
         token=token,
         margin=margin,
+        note=note,
     )
     if sha is not None and engine.publishing is not None:
         engine.publishing.on_keep(measured.iteration, sha, reading.note)  # mediated; never ends the run

@@ -36,7 +36,7 @@ import attrs
 
 from crucible_core.contract import agent_wire, wire
 from crucible_core.contract.decide import Verdict, decide
-from crucible_core.contract.noise import Statistic, combine
+from crucible_core.contract.noise import Statistic, combine, note_with_margin
 from crucible_core.contract.policy import Ranked, successive_halving, top_k
 from crucible_core.contract.reading import Reading
 from crucible_core.errors import ManifestError, RunFailed
@@ -459,6 +459,11 @@ class WideOperations:
                 )
                 seg.adopt(reading, verdict)
         kept = verdict is not Verdict.DISCARD
+        said = reading.note
+        if not kept:  # what the margin asked of it, in the log's own note
+            said = note_with_margin(
+                said, score=reading.score, best=seg.best.score, margin=margin, direction=engine.direction
+            )
         engine.row(
             run,
             iteration=0,  # the round's rows sit before iteration 1, as the wire expects
@@ -469,7 +474,7 @@ class WideOperations:
             margin=margin,
             note=(
                 f"{DECIDED}: candidate {slot}, winner 1 of {of} ({_short(found.approach)}), "
-                f"{'kept' if kept else 'not better than the incumbent'}: {reading.note}"
+                f"{'kept' if kept else 'not better than the incumbent'}: {said}"
             ),
             phase=WIDE_PHASE,
         )
