@@ -24,6 +24,18 @@ def last_line(path: Path) -> bytes:
     return lines[-1] if lines else b""
 
 
+def _is_crucible_log(path: Path) -> bool:
+    """A file named session.jsonl that a run wrote: its first line is a crucible event. A test's
+    workspace may hold a file of that name with anything in it (the agent's to write)."""
+    with path.open("rb") as log:
+        first = log.readline(TAIL_BYTES)
+    try:
+        event = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(event, dict) and isinstance(event.get("kind"), str) and "v" in event
+
+
 def open_logs(root: Path) -> list[str]:
     """Every session log under `root` (links not followed) whose last line is not a shutdown."""
     found = []
@@ -34,7 +46,7 @@ def open_logs(root: Path) -> list[str]:
         if path.is_symlink() or not path.is_file():
             continue
         line = last_line(path)
-        if not line:
+        if not line or not _is_crucible_log(path):
             continue
         try:
             kind = json.loads(line).get("kind")
