@@ -261,3 +261,22 @@ def test_status_in_words() -> None:
         "spent $0.5000; budget 9 iterations, $5.00, 2h00m active",
         "approval pending (block): ask-1; `crucible approve` or `crucible deny` answers it",
     ]
+
+
+def test_a_resume_after_a_clean_exit_says_how_the_previous_process_ended_not_iteration_0() -> None:
+    from crucible_core.contract import wire
+    from crucible_core.contract.fold import fold_events
+    from crucible_core.contract.recovery import classify
+    from crucible_core.reporters.console_text import event_lines
+    from crucible_core.reporters.console_view import ConsoleView
+
+    ended = [
+        wire.Row(row=wire.RowWire(iter=3, decision="keep", note="", detail="", score=3.0), solved=False),
+        wire.Shutdown(outcome="error", reason="the measure broke"),
+    ]
+    recovery = classify(fold_events(wire.Line(event=e) for e in ended))
+    assert recovery.cls is wire.RecoveryClass.CLEAN_EXIT
+    event = wire.Recovery(cls=recovery.cls, iter=recovery.iter, detail=recovery.detail)
+    [line] = event_lines(ConsoleView(), wire.Line(event=event, ts=0.0), 0.0)
+    assert "ended cleanly: previous run exited error: the measure broke" in line
+    assert "iteration 0" not in line

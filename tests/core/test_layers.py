@@ -18,6 +18,7 @@ INFRASTRUCTURE = {
     "agent_files",
     "workspace_files",
     "sealed_git",
+    "toml_text",
     "protocols",
     "registry",
     "plugins",

@@ -330,3 +330,31 @@ def test_every_line_of_the_crucible_log_but_the_torn_one_round_trips() -> None:
         if line is None or isinstance(line.event, wire.Unknown):
             continue
         assert json.loads(wire.encode(line.event, line.ts, line.seq)) == json.loads(raw), raw
+
+
+def test_a_graph_without_a_cap_of_its_own_is_admitted_with_a_null_budget_and_still_folds(
+    tmp_path: Path,
+) -> None:
+    from crucible_core.plan import ir
+    from crucible_core.plan.events import PlanAdmitted
+
+    # a scored workflow's iteration graph has no budget of its own: its usd is infinite, which
+    # JSON cannot carry; the line says null, and every reader still sees the graph
+    plan = ir.Plan(version=1, budget=ir.Budget(usd=float("inf")), tasks=())
+    graph = ir.ValidPlan(plan=plan, order=(), dependents={})
+    assert PlanAdmitted.of(graph).budget_usd is None
+    log = tmp_path / "session.jsonl"
+    lines = [
+        {"v": 1, "kind": "start", "goal": "g", "gate": "bench", "model": "m", "namespace": "",
+         "iters_total": 2, "max_cost": 1.0, "max_secs": 60},
+        {"v": 1, "kind": "plan_admitted", "plan_version": 1, "reason": "", "budget_usd": None,
+         "tasks": [{"name": "propose", "kind": "engine_propose", "depends_on": [], "session": "",
+                    "needs": "any", "required": True, "join": "all", "stage": "iteration"}]},
+        {"v": 1, "kind": "row", "row": {"iter": 1, "decision": "discard", "valid": False, "note": "no reading", "detail": ""},
+         "solved": False},
+    ]  # fmt: skip
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    view = run_view(fold_path(log))
+    assert view["plan"] == {"plan_version": 1, "tasks": ["propose"], "results": {}}
+    # a discard without a valid reading reads `invalid` in show --json as everywhere else
+    assert [row["decision"] for row in view["rows"]] == ["invalid"]

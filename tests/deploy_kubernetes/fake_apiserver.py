@@ -38,6 +38,7 @@ GROUPED = {
     ("rbac.authorization.k8s.io", "rolebindings"): "RoleBinding",
 }
 WATCH_TICK = 0.02
+FOLLOW_WAIT = 30.0  # the longest a log follower waits for a running pod's first line
 WS_MAGIC = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
@@ -367,6 +368,17 @@ class FakeApiServer:
     def _log(self, h: BaseHTTPRequestHandler, ns: str, name: str, query: dict[str, str]) -> None:
         if ("pods", ns, name) not in self.objects:
             return self._send(h, 404, _status(404, "NotFound", f'pods "{name}" not found'))
+        if query.get("follow") == "true":
+            # A follower of a running container gets its lines as they come. The fake kubelet
+            # writes a pod's whole log when it ends, so wait for the first text or the end (bounded),
+            # or a follower that connected while the pod ran would read an empty log.
+            deadline = time.monotonic() + FOLLOW_WAIT
+            while time.monotonic() < deadline and not self.logs.get((ns, name)):
+                with self.lock:
+                    phase = (self.objects.get(("pods", ns, name)) or {}).get("status", {}).get("phase")
+                if phase in ("Succeeded", "Failed"):
+                    break
+                time.sleep(WATCH_TICK)
         text = self.logs.get((ns, name), "")
         if query.get("tailLines"):
             lines = text.splitlines(keepends=True)

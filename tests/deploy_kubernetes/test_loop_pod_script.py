@@ -104,3 +104,21 @@ def test_a_killed_loop_pod_resumes_and_a_finished_one_stays_finished(tmp_path: P
     assert third.returncode == 0, err
     assert [e["row"]["iter"] for e in _events(out) if e["kind"] == "row"] == rows
     assert session.read_text() == before
+
+
+def test_a_failed_run_is_a_failed_pod_and_a_restart_does_not_run_it_again(tmp_path: Path) -> None:
+    source = tmp_path / "image-domain"
+    shutil.copytree(EXAMPLE, source)
+    # a measure that never reads valid: the baseline fails, the run fails (exit 4)
+    (source / "measure.sh").write_text("#!/bin/sh\necho '{\"valid\": false}'\n")
+    run_dir, release = tmp_path / "volume" / "run", tmp_path / "release"
+    first = _launch(source, run_dir, release)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode not in (0, 2, 3) and first.returncode < 128, out + err  # not "Completed"
+    session = (run_dir / "state" / "session.jsonl").read_text()
+    # the kubelet restarts a failed container: the failure stands, nothing is resumed or rerun
+    again = _launch(source, run_dir, release)
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == first.returncode
+    assert "the run failed earlier" in err
+    assert (run_dir / "state" / "session.jsonl").read_text() == session

@@ -411,3 +411,16 @@ def test_render_bounds_budget_flags_as_the_pods_run_does(flag: tuple[str, str]) 
     )  # fmt: skip
     assert done.returncode == 64, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_pack_whose_pod_would_have_no_repository_to_clone_is_refused_at_render(tmp_path: Path) -> None:
+    domain = tmp_path / "domain"
+    shutil.copytree(EXAMPLE, domain)
+    manifest = domain / "crucible.toml"
+    text = manifest.read_text()
+    manifest.write_text(
+        text.replace('setup_cmd = "mkdir -p workspace && cp value.txt bump.sh workspace/"\n', "")
+    )
+    with pytest.raises(ManifestError, match=r"without its git data.*\[repo\] path"):
+        _render(RenderOptions(pack=True), manifest=manifest)
+    _render(RenderOptions(), manifest=manifest)  # baked into the image, the repository may be there

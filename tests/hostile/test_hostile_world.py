@@ -67,11 +67,11 @@ def git(workspace: Path, *args: str) -> str:
     return done.stdout
 
 
-def run_and_check(manifest: Path, iterations: int) -> dict[str, Any]:
+def run_and_check(manifest: Path, iterations: int, timeout: float = 120) -> dict[str, Any]:
     """Run, then assert the run ended normally, the log is whole and kept history is intact."""
     root = manifest.parent
     before = tree_outside_workspace(root)
-    done = run_crucible("--manifest", manifest, "--iterations", str(iterations), timeout=120)
+    done = run_crucible("--manifest", manifest, "--iterations", str(iterations), timeout=timeout)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert tree_outside_workspace(root) == before  # nothing outside the workspace changed

@@ -82,7 +82,7 @@ def test_garbage_head_is_refused_by_stage_and_rebuilt_keeping_the_damaged_copy(t
     assert "damaged one is at" in notes[0]
 
 
-def test_a_missing_object_mid_restore_is_healed(tmp_path: Path) -> None:
+def test_a_deleted_kept_object_is_noticed_and_healed_before_the_restore(tmp_path: Path) -> None:
     world, notes = recorded_world(tmp_path)
     ws = world.memory.workspace
     write(ws, "docs/guide.md", "kept guide\n")
@@ -92,7 +92,7 @@ def test_a_missing_object_mid_restore_is_healed(tmp_path: Path) -> None:
     write(ws, "docs/guide.md", "candidate\n")
     world.restore(kept)
     assert (ws / "docs" / "guide.md").read_text() == "kept guide\n"
-    assert notes and "restore failed" in notes[0]
+    assert notes and f"object {blob} of kept history was deleted" in notes[0]
 
 
 def test_a_git_symlink_is_never_followed(tmp_path: Path) -> None:

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crucible_core.cli.options import manifest_option
+from crucible_core.cli.options import manifest_option, manifest_or_pack, pack_option, repo_option
 from crucible_core.errors import ExitCode
 
 if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.plan.ir import ValidPlan
+    from crucible_core.plugins import Plugins
     from crucible_core.services.resolve import Resolution
 
 MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
@@ -21,6 +22,8 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
 
 @click.command("check")
 @manifest_option
+@pack_option
+@repo_option
 @click.option("--harness", default=None, help="Check with this harness instead of [agent].harness.")
 @click.option(
     "--cap",
@@ -36,7 +39,14 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
     default=None,
     help="Check a plan file instead: its graph, and its [[service]] resolution against the catalog.",
 )
-def command(manifest: Path, harness: str | None, caps: tuple[str, ...], plan_file: Path | None) -> None:
+def command(
+    manifest: Path,
+    pack: str | None,
+    repo: Path | None,
+    harness: str | None,
+    caps: tuple[str, ...],
+    plan_file: Path | None,
+) -> None:
     """Validate a manifest and its gate without an agent turn.
 
     Parses the manifest (unknown keys fail), resolves every referenced file and plugin name,
@@ -46,6 +56,9 @@ def command(manifest: Path, harness: str | None, caps: tuple[str, ...], plan_fil
     up for the check and removed afterwards. Exit 0 when nothing failed (warnings never
     fail), 13 when something did (a measure that gives no valid reading fails), 10 for a
     manifest that does not load, 16 for one this version does not support.
+
+    With --pack NAME (and --repo PATH): first what the pack needs from the repository (files,
+    a setup command, params), then the usual checks on the pack's copy in ./NAME.
     """
     from crucible_core.contract.plain_text import plain
     from crucible_core.plugins import load_plugins
@@ -58,6 +71,9 @@ def command(manifest: Path, harness: str | None, caps: tuple[str, ...], plan_fil
     plugins = load_plugins()
     for failure in plugins.failures:
         click.echo(f"WARN plugin {failure.name} ({failure.distribution}) failed to load: {failure.error}")
+    if pack is not None:
+        _check_pack_needs(plugins, pack, repo)
+    manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
     if _check_workflow(manifest):
         return
     loaded = load_for_run(plugins, manifest)
@@ -68,6 +84,18 @@ def command(manifest: Path, harness: str | None, caps: tuple[str, ...], plan_fil
         click.echo("check failed")
         sys.exit(int(ExitCode.CHECK_FAILED))
     click.echo("check passed")
+
+
+def _check_pack_needs(plugins: Plugins, pack: str, repo: Path | None) -> None:
+    """What the pack needs from the repository; a missing need fails here, before anything is copied."""
+    from crucible_core import domain_pack
+
+    lines = domain_pack.needs_report(domain_pack.find_pack(plugins, pack), repo.resolve() if repo else None)
+    for level, text in lines:
+        click.echo(f"{MARKS[level]} {text}")
+    if any(level == "fail" for level, _ in lines):
+        click.echo("check failed")
+        sys.exit(int(ExitCode.CHECK_FAILED))
 
 
 def _check_workflow(manifest: Path) -> bool:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from crucible_core.cli.options import repo_option
 from crucible_core.errors import WorkspaceError
 from crucible_core.init_templates import DEFAULT_TEMPLATE, TEMPLATES
 from crucible_core.manifest.containment import DEFAULT_STATE_DIR_NAME
@@ -34,12 +35,23 @@ REPO_PATH_LINE = 'path = "."'
     show_default=True,
     help="What to start from: " + "; ".join(f"{t.name}: {t.summary}" for t in TEMPLATES.values()) + ".",
 )
-def command(directory: Path, template_name: str) -> None:
+@click.option(
+    "--pack",
+    default=None,
+    metavar="NAME",
+    help="Instead of a template: copy the installed domain pack NAME into <dir>/NAME, to read and run.",
+)
+@repo_option
+def command(directory: Path, template_name: str, pack: str | None, repo: Path | None) -> None:
     """Scaffold a crucible.toml and the files it names. Refuses to overwrite existing files.
 
     [repo] names the git repository the directory is in (its root may be above --dir), and
     the run's workspace/ and state/ are added to .gitignore so a commit never takes them in.
+    With --pack NAME (and --repo PATH): the pack's copy in <dir>/NAME, as `run --pack` makes it.
     """
+    if pack is not None or repo is not None:
+        _init_pack(directory, pack, repo)
+        return
     template = TEMPLATES[template_name]
     targets = {rel: directory / rel for rel in template.files}
     existing = [str(p) for p in targets.values() if p.exists()]
@@ -70,6 +82,23 @@ def command(directory: Path, template_name: str) -> None:
             "`git init && git add -A && git commit -m start` (.gitignore keeps workspace/ and state/ out)"
         )
     click.echo(f"next: {template.next_step}")
+
+
+def _init_pack(directory: Path, pack: str | None, repo: Path | None) -> None:
+    from crucible_core import domain_pack
+    from crucible_core.errors import UsageError
+    from crucible_core.plugins import load_plugins
+
+    if pack is None:
+        raise UsageError("--repo applies a domain pack to a repository", hint="pass --pack NAME with it")
+    directory.mkdir(parents=True, exist_ok=True)
+    prepared = domain_pack.prepare(load_plugins(), pack, repo, base=directory)
+    click.echo(f"copied pack {prepared.pack.label} into {prepared.manifest.parent}")
+    where = "" if directory.resolve() == Path.cwd().resolve() else f"cd {directory} && "
+    against = f" --repo {repo}" if repo is not None else ""
+    click.echo(
+        f"next: {where}crucible check --pack {pack}{against}, then crucible run --pack {pack}{against}"
+    )
 
 
 def _ignore_run_dirs(directory: Path, root: Path | None) -> list[str]:

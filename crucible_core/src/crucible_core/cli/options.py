@@ -1,11 +1,15 @@
-"""Options several commands share: finding the manifest and the state directory."""
+"""Options several commands share: finding the manifest (or a domain pack's copy) and the state directory."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from crucible_core.plugins import Plugins
 
 manifest_option = click.option(
     "--manifest",
@@ -21,12 +25,49 @@ state_dir_option = click.option(
     default=None,
     help="Runtime state directory (default: <manifest dir>/state).",
 )
+pack_option = click.option(
+    "--pack",
+    default=None,
+    metavar="NAME",
+    help="An installed domain pack, in place of --manifest: its copy in ./NAME (made or refreshed "
+    "by run, check and init).",
+)
+repo_option = click.option(
+    "--repo",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="With --pack: the repository the pack improves (its [repo]), instead of the pack's own world.",
+)
 session_option = click.option(
     "--session",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
     help="The run's session log (default: <state dir>/session.jsonl).",
 )
+
+
+def manifest_or_pack(
+    manifest: Path, pack: str | None, repo: Path | None, *, prepare: bool, plugins: Plugins | None = None
+) -> Path:
+    """The manifest a command works on: --manifest, or the copy of --pack in ./NAME.
+
+    `prepare`: make or refresh the copy (run, check, init); otherwise an earlier copy must exist.
+    """
+    from crucible_core.errors import UsageError
+
+    if pack is None:
+        if repo is not None:
+            raise UsageError("--repo applies a domain pack to a repository", hint="pass --pack NAME with it")
+        return manifest
+    from crucible_core import domain_pack
+
+    if not prepare:
+        return domain_pack.existing_manifest(pack)
+    if plugins is None:
+        from crucible_core.plugins import load_plugins
+
+        plugins = load_plugins()
+    return domain_pack.prepare(plugins, pack, repo).manifest
 
 
 def session_log_path(manifest: Path, state_dir: Path | None, session: Path | None) -> Path:

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crucible_core.cli.options import budget_cap, manifest_option, state_dir_option
+from crucible_core.cli.options import (
+    budget_cap,
+    manifest_option,
+    manifest_or_pack,
+    pack_option,
+    repo_option,
+    state_dir_option,
+)
 from crucible_core.durations import parse_duration
 from crucible_core.errors import UsageError
 from crucible_core.run.budget import Budget
@@ -16,7 +23,6 @@ from crucible_core.run.engine import RunOptions
 
 if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest
-    from crucible_core.plugins import Plugins
 
 DEFAULT_ITERATIONS = 10
 
@@ -80,9 +86,8 @@ DEFAULT_ITERATIONS = 10
     help="Longest an approval wait may park the run (90s, 15m, 2h); a timeout counts as a deny. "
     "Default: wait indefinitely.",
 )
-@click.option(
-    "--pack", default=None, help="Run the domain pack an installed plugin registered under this name."
-)
+@pack_option
+@repo_option
 @click.option(
     "--param",
     "params",
@@ -128,6 +133,7 @@ def command(
     resume: bool,
     max_park: str | None,
     pack: str | None,
+    repo: Path | None,
     params: tuple[str, ...],
     caps: tuple[str, ...],
     max_asks: int,
@@ -152,8 +158,7 @@ def command(
             f"{failure.error}",
             err=True,
         )
-    if pack is not None:
-        manifest = _pack_manifest(plugins, pack)
+    manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
     playbook = _playbook_manifest(manifest)
     if playbook is not None:
         from crucible_core.run.playbook import PlaybookRequest, run_playbook
@@ -227,21 +232,3 @@ def _playbook_manifest(manifest: Path) -> LoadedManifest | None:
     loaded = load_manifest(manifest)
     lane = declared_lane(loaded)  # a scored lane runs the loop with the authored graph
     return loaded if lane == "playbook" else None
-
-
-def _pack_manifest(plugins: Plugins, name: str) -> Path:
-    """Copy an installed pack into ./<name> (once) and run it there, never inside site-packages."""
-    import shutil
-
-    source = Path(plugins.registry("pack").get(name, where="--pack"))
-    if not (source / "crucible.toml").is_file():
-        raise UsageError(f"pack {name!r} at {source} has no crucible.toml", hint="reinstall the pack")
-    target = Path.cwd() / name
-    if not target.exists():
-        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "__init__.py"))
-    elif not (target / "crucible.toml").is_file():
-        raise UsageError(
-            f"./{name} exists but holds no crucible.toml",
-            hint=f"move ./{name} away so the pack can be copied there",
-        )
-    return target / "crucible.toml"

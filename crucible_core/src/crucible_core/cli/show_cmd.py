@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from crucible_core.cli.options import manifest_option, state_dir_option
+from crucible_core.cli.options import manifest_option, manifest_or_pack, pack_option, state_dir_option
 
 
 def session_path(manifest: Path, state_dir: Path | None, session: Path | None) -> Path:
@@ -23,7 +23,6 @@ def show_log(path: Path, as_json: bool) -> None:
 
     A playbook's or a plan file's log is shown as its tasks (flow/task_view.py), a loop's as its rows.
     """
-    from crucible_core.contract.decide import shown_decision
     from crucible_core.contract.fold import fold_path
     from crucible_core.contract.run_kind import RunKind
     from crucible_core.errors import WorkspaceError
@@ -48,14 +47,12 @@ def show_log(path: Path, as_json: bool) -> None:
             f"{path} holds no readable session events", hint="is this a crucible session log?"
         )
     view = {"kind": RunKind.LOOP.value, **run_view(folded)}
-    # every view's word for a discard without a valid reading: `invalid` (contract/decide.py)
-    for shown, row in zip(view["rows"], folded.rows, strict=True):
-        shown["decision"] = shown_decision(row.decision, row.valid)
     click.echo(json.dumps(view) if as_json else render_text(view))
 
 
 @click.command("show")
 @manifest_option
+@pack_option
 @state_dir_option
 @click.option(
     "--session",
@@ -64,9 +61,12 @@ def show_log(path: Path, as_json: bool) -> None:
     help="A session.jsonl to read (overrides --state-dir and --manifest).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(manifest: Path, state_dir: Path | None, session: Path | None, as_json: bool) -> None:
+def command(
+    manifest: Path, pack: str | None, state_dir: Path | None, session: Path | None, as_json: bool
+) -> None:
     """Show a run from its session log: rows, best, baseline, kept, spend, outcome and resumes.
 
     A playbook or a plan file: its tasks (status, time, attempts, cost, note, output), verdict and outcome.
     """
+    manifest = manifest_or_pack(manifest, pack, None, prepare=False)
     show_log(session_path(manifest, state_dir, session), as_json)

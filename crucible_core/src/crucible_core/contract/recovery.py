@@ -32,7 +32,8 @@ def classify(f: Folded) -> Recovery:
         return Recovery(
             RecoveryClass.CLEAN_EXIT,
             0,
-            f"the last line is a shutdown: {sd.outcome} ({sd.reason})",
+            # the contract's iteration for a clean exit is 0; where it ended is in the detail
+            f"previous run exited {sd.outcome}: {sd.reason}",
         )
     if f.fingerprint is None:
         return Recovery(RecoveryClass.DIED_IN_BASELINE, 0, "died during setup, before the baseline snapshot")

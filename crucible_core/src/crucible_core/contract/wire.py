@@ -611,7 +611,7 @@ class PlanAdmitted:
     KIND: ClassVar[str] = "plan_admitted"
     plan_version: int
     reason: str = ""
-    budget_usd: float
+    budget_usd: float | None  # null: the graph has no cap of its own (a scored workflow's iteration)
     tasks: list[PlanTaskWire]
 
 

@@ -221,6 +221,20 @@ class PublishSection:
 
 
 @attrs.frozen
+class PackSection:
+    """[pack]: what a domain pack needs from a repository it is applied to (`--pack NAME --repo PATH`)."""
+
+    requires: tuple[str, ...] = ()  # repository-relative files that must exist
+    setup_cmd: str | None = None  # prepares a fresh clone, run inside it with `sh -c`
+    description: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        for rel in self.requires:
+            if not rel or rel.startswith("/") or ".." in rel.split("/"):
+                raise ValueError(f"requires entry {rel!r} must be a path inside the repository")
+
+
+@attrs.frozen
 class Manifest:
     repo: RepoSection | None = None
     workspace: WorkspaceSection = WorkspaceSection()
@@ -234,6 +248,7 @@ class Manifest:
     publish: PublishSection | None = None  # publish-on-keep (draft pull requests)
     deploy: DeploySection | None = None
     search: SearchSection | None = None
+    pack: PackSection | None = None  # read by --pack; a run of the copy ignores it
 
     @property
     def playbook(self) -> bool:

@@ -6,6 +6,7 @@ These records are shaped so the shared wire module can replace them field for fi
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -51,7 +52,7 @@ class PlanTaskWire:
 class PlanAdmitted:
     plan_version: int
     reason: str
-    budget_usd: float
+    budget_usd: float | None  # None: no cap of the graph's own (a scored workflow's iteration)
     tasks: list[PlanTaskWire]
 
     @classmethod
@@ -59,7 +60,7 @@ class PlanAdmitted:
         return cls(
             plan_version=plan.plan.version,
             reason=plan.plan.reason,
-            budget_usd=plan.plan.budget.usd,
+            budget_usd=plan.plan.budget.usd if math.isfinite(plan.plan.budget.usd) else None,
             tasks=[PlanTaskWire.of(task) for task in plan.tasks],
         )
 

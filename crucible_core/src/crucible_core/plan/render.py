@@ -10,6 +10,7 @@ import attrs
 
 from crucible_core.plan import ir
 from crucible_core.plan.events import PlanAdmitted
+from crucible_core.toml_text import value as toml_value
 
 
 def _plain(value: Any) -> Any:
@@ -65,24 +66,14 @@ def to_json(plan: ir.ValidPlan, verdict: str, runs_on: dict[str, str] | None = N
     return json.dumps(document, indent=2, sort_keys=True)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))
-
-
 def to_toml(plan: ir.ValidPlan) -> str:
     lines = [f"version = {plan.plan.version}"]
     if plan.plan.reason:
-        lines.append(f"reason = {_toml_value(plan.plan.reason)}")
+        lines.append(f"reason = {toml_value(plan.plan.reason)}")
     lines += ["", "[budget]", f"usd = {plan.plan.budget.usd!r}"]
     for task in plan.tasks:
         lines += ["", "[[task]]"]
-        lines += [f"{key} = {_toml_value(value)}" for key, value in task_table(task).items()]
+        lines += [f"{key} = {toml_value(value)}" for key, value in task_table(task).items()]
     return "\n".join(lines) + "\n"
 
 

@@ -163,6 +163,8 @@ def event_lines(view: ConsoleView, line: wire.Line, at: float, *, ellipsis: str 
     if isinstance(ev, wire.Escalation):
         return said(f"escalated ({ev.category}): {ev.reason}")
     if isinstance(ev, wire.Recovery):
+        if ev.cls is wire.RecoveryClass.CLEAN_EXIT:  # its iteration is always 0: say how it ended
+            return said(f"the previous process ended cleanly: {ev.detail}")
         return said(f"the previous process ended: {ev.cls.value.replace('_', ' ')} (iteration {ev.iter})")
     return []
 

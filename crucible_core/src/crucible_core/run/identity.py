@@ -69,11 +69,21 @@ def run_identity(
 
 
 def manifest_hash(loaded: LoadedManifest, workflow: str | None = None) -> str:
-    """The manifest text's hash; with an authored workflow, also the compiled workflow's TOML.
+    """The manifest text's hash; with an authored workflow, also the compiled workflow's TOML;
+    for a domain pack's copy, also the pack it was copied from (name, version, content digest).
 
     The compiled TOML is the frozen artifact a run executes, and workflow.star (with what it
     loads) lives beside the manifest rather than in it, so the hash takes in what it compiled to.
+    A pack's scripts are not all injects, so a changed pack is told by its digest.
     """
+    from crucible_core.domain_pack import identity_part
+
+    pack = identity_part(loaded.dir)
+    text = _text_hash(loaded, workflow)
+    return text if pack is None else _h(f"{text}\n{pack}")
+
+
+def _text_hash(loaded: LoadedManifest, workflow: str | None) -> str:
     if workflow is not None:
         return _h(f"{loaded.text_hash}\nworkflow={_h(workflow)}")
     if loaded.manifest.workflow is None and not (loaded.dir / "workflow.star").is_file():

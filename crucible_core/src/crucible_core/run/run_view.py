@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from crucible_core.contract import wire
+from crucible_core.contract.decide import shown_decision
 from crucible_core.contract.fold import Folded
 from crucible_core.contract.plain_text import plain
 
@@ -15,7 +16,9 @@ def _best(f: Folded) -> float | None:
 
 
 def row_view(row: wire.RowWire) -> dict[str, Any]:
-    view: dict[str, Any] = {"iter": row.iter, "decision": row.decision, "score": row.score, "note": row.note}
+    # every view's word for a discard without a valid reading is `invalid` (contract/decide.py)
+    decision = shown_decision(row.decision, row.valid)
+    view: dict[str, Any] = {"iter": row.iter, "decision": decision, "score": row.score, "note": row.note}
     if row.phase:
         view["phase"] = row.phase
     if row.kept_snap:
@@ -60,6 +63,12 @@ def _num(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
+def _recovery_text(recovery: dict[str, Any]) -> str:
+    if recovery["class"] == wire.RecoveryClass.CLEAN_EXIT.value:
+        return f"{recovery['class']} ({plain(recovery['detail'] or '')[:100]})"
+    return f"{recovery['class']} at iteration {recovery['iter']}"
+
+
 def render_text(view: dict[str, Any]) -> str:
     lines = []
     for row in view["rows"]:
@@ -77,11 +86,7 @@ def render_text(view: dict[str, Any]) -> str:
     recoveries = view["recoveries"]
     lines.append(
         f"resumed {view['resumes']} time(s)"
-        + (
-            ": " + ", ".join(f"{r['class']} at iteration {r['iter']}" for r in recoveries)
-            if recoveries
-            else ""
-        )
+        + (": " + ", ".join(_recovery_text(r) for r in recoveries) if recoveries else "")
     )
     if view.get("plan"):
         plan = view["plan"]

@@ -44,6 +44,13 @@ if [ ! -e "$CRUCIBLE_RUN_DIR/.crucible-staged" ]; then
   cp -RL "$CRUCIBLE_SOURCE_DIR/." "$CRUCIBLE_RUN_DIR/" && touch "$CRUCIBLE_RUN_DIR/.crucible-staged" || exit 70
 fi
 SESSION="$CRUCIBLE_RUN_DIR/state/session.jsonl"
+FAILED="$CRUCIBLE_RUN_DIR/state/.crucible-failed"
+if [ -e "$FAILED" ]; then
+  # the run failed on an earlier start: a restart must not resume it into the same failure
+  echo "the run failed earlier (exit $(cat "$FAILED")); fix the cause, then delete the run and apply again" >&2
+  cat "$SESSION" 2>/dev/null
+  exit "$(cat "$FAILED")"
+fi
 set -- --manifest "$CRUCIBLE_RUN_DIR/$CRUCIBLE_MANIFEST_FILE" --ui jsonl "$@"
 if [ -s "$SESSION" ]; then
   cat "$SESSION"
@@ -53,10 +60,16 @@ crucible run "$@"
 rc=$?
 echo "=== SESSION (rc=$rc) ==="
 cat "$SESSION" 2>/dev/null
-# A run that ended by its own decision is finished: exit 0 so the kubelet does not restart it
-# (the outcome is the session log's shutdown line). A signal death restarts and resumes.
+# A run that ended by its own decision (0 completed, 2 escalated, 3 stopped by an operator) is
+# finished: exit 0 so the kubelet does not restart it (the outcome is the session log's shutdown
+# line). A signal death restarts and resumes. Anything else is a failed run and a failed pod,
+# and stays one across restarts.
+case "$rc" in
+  0|2|3) exit 0 ;;
+esac
 if [ "$rc" -ge 128 ]; then exit "$rc"; fi
-exit 0
+mkdir -p "$CRUCIBLE_RUN_DIR/state" && echo "$rc" > "$FAILED"
+exit "$rc"
 """
 
 PLAYBOOK_SCRIPT = """\
@@ -207,6 +220,20 @@ def pack_files(directory: Path, workspace_dir: str) -> list[tuple[str, bytes]]:
     return [(rel, path.read_bytes()) for rel, path in plain_files(directory, workspace_top)]
 
 
+def check_pack_delivery(loaded: LoadedManifest) -> None:
+    """--pack ships files, never a repository (.git is left out): a pod that must clone a local
+    [repo] path would only fail, so refuse it here."""
+    repo = loaded.manifest.repo
+    if repo is None or repo.path is None or loaded.manifest.workspace.setup_cmd:
+        return
+    raise ManifestError(
+        f'--pack ships {loaded.dir} without its git data, so the pod has no repository at [repo] path = "{repo.path}" '
+        "to clone",
+        hint="name the repository with [repo] url, build the workspace with a [workspace] setup_cmd, "
+        "or bake the domain with its repository into the image (drop --pack)",
+    )
+
+
 def _pack_configmap(
     loaded: LoadedManifest, name: str, namespace: str, run: str, profile: DeployProfile
 ) -> tuple[client.V1ConfigMap, list[client.V1KeyToPath]]:
@@ -335,6 +362,7 @@ def render(
     mounts.append(client.V1VolumeMount(name="state", mount_path=STATE_MOUNT))
 
     if options.pack:
+        check_pack_delivery(loaded)
         cm_name = options.pack_configmap_name or f"{run}-pack"
         configmap, items = _pack_configmap(loaded, cm_name, namespace, run, profile)
         objects.append(configmap)

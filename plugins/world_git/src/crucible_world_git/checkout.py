@@ -11,7 +11,7 @@ import attrs
 
 from crucible_world_git.ignores import IgnoreRules
 from crucible_world_git.index_file import MODE_EXEC, MODE_GITLINK, MODE_LINK, MODE_TREE
-from crucible_world_git.loose_objects import ObjectDatabase, parse_tree
+from crucible_world_git.loose_objects import ObjectDatabase, open_regular, parse_tree
 from crucible_world_git.staged_tree import DirNode, StagedTree
 
 
@@ -182,8 +182,11 @@ def is_nested_repository(full: bytes) -> bool:
     except OSError:
         return False
     if stat.S_ISREG(st.st_mode):
-        with open(dotgit, "rb") as f:
-            return f.read(8) == b"gitdir: "
+        try:
+            with open_regular(dotgit) as f:
+                return f.read(8) == b"gitdir: "
+        except OSError:
+            return False
     if stat.S_ISDIR(st.st_mode):
         return (
             os.path.isfile(dotgit + b"/HEAD")

@@ -6,6 +6,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from crucible_world_git.ignores import read_rules_file
+
 BEGIN = "# >>> crucible: spared paths (managed by crucible, rewritten on every run)"
 END = "# <<< crucible: spared paths"
 
@@ -50,10 +52,8 @@ def render(existing: str, spared: Iterable[str]) -> str:
 
 def write_spared(exclude_file: Path, spared: Iterable[str]) -> bool:
     """Bring the exclude file's crucible block up to date; returns whether the file changed."""
-    try:
-        existing = exclude_file.read_text(encoding="utf-8", errors="surrogateescape")
-    except FileNotFoundError:
-        existing = ""
+    # Anything but a regular file there (a FIFO, a link) is replaced, never read or followed.
+    existing = (read_rules_file(exclude_file) or b"").decode("utf-8", "surrogateescape")
     wanted = render(existing, spared)
     if wanted == existing:
         return False

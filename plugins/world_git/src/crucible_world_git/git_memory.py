@@ -8,32 +8,37 @@ directories above a change, and writes only the paths that differ.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_core.errors import RunFailed, WorkspaceError
-from crucible_world_git import checkout, excludes, head_ref
+from crucible_world_git import checkout, excludes, head_ref, permissions
 from crucible_world_git.dulwich_names import object_id, ref
-from crucible_world_git.ignores import IgnoreRules
+from crucible_world_git.ignores import IgnoreRules, tree_loader
 from crucible_world_git.index_file import (
     MODE_GITLINK,
     MODE_LINK,
+    MODE_TREE,
+    IndexEntry,
     git_mode,
     make_entry,
     quick_key,
     read_index,
     stat_matches,
     tree_extension,
+    unseen_entry,
     write_index,
 )
 from crucible_world_git.kept_record import KeptRecord
-from crucible_world_git.loose_objects import ObjectDatabase, commit_tree_id
+from crucible_world_git.loose_objects import ObjectDatabase, commit_tree_id, parse_tree
+from crucible_world_git.object_watch import ObjectWatch
 from crucible_world_git.staged_tree import StagedTree
 from crucible_world_git.worktree_scan import Scan, scan_worktree
 
@@ -41,6 +46,8 @@ if TYPE_CHECKING:
     from dulwich.repo import Repo
 
 IDENTITY = b"crucible <crucible@localhost>"
+# More loose objects than this (verified a moment before) are moved into a pack.
+LOOSE_LIMIT = 2048
 BASE_REF = b"refs/crucible/base"
 BASELINE_LABEL = "crucible: baseline"
 # Paths in .git the world writes into: a symlink at any of them would carry a write elsewhere.
@@ -57,6 +64,9 @@ _NO_LINKS = (
     "info",
     "index",
 )
+# Files in .git the engine reads: each must be a regular file (a FIFO would block the read).
+_REGULAR = ("HEAD", "index", "packed-refs", "info/exclude")
+T = TypeVar("T")
 
 
 class GitMemory:
@@ -86,6 +96,8 @@ class GitMemory:
         self._commit_trees: dict[bytes, bytes] = {}
         self._recorded_config: bytes | None = None  # the record's copy of .git/config, read once
         self.kept: str | None = None  # the commit of the latest kept (or restored) state
+        self._watch: ObjectWatch | None = None  # what the engine knows of the object store's files
+        self._objects_trusted = False  # the store was just made or set up: nothing in it to verify
 
     # ---------------------------------------------------------------------------- repository
 
@@ -130,6 +142,8 @@ class GitMemory:
         self._db = ObjectDatabase(store)
         if self.record is not None and self.record.exists():
             self._db.tee = self.record.db
+        if self._watch is not None and self._watch.root == self._db.root:
+            self._db.watch = self._watch
         self._index_path = os.fsencode(repo.index_path())
         self._staged = None
 
@@ -166,8 +180,38 @@ class GitMemory:
     def write_spared(self) -> None:
         excludes.write_spared(self.exclude_file(), self.spared)
 
-    def ignore_rules(self) -> IgnoreRules:
-        return IgnoreRules(str(self.workspace), str(self.exclude_file()))
+    def in_run(self) -> bool:
+        """Whether a kept record exists: from then on the record, not the workspace, is the truth."""
+        return self.record is not None and self.record.exists()
+
+    def ignore_rules(self, tree: bytes | None = None) -> IgnoreRules:
+        """The rules that decide which untracked paths are ignored (see ignores.py).
+
+        During a run: the `.gitignore` files of `tree` (the kept tree when None) and the exclude
+        rules saved at setup, never what the candidate wrote. Before one: the working tree's.
+        """
+        if self.record is None or not self.in_run():
+            return IgnoreRules.on_disk(str(self.workspace), str(self.exclude_file()))
+        exclude = self.record.exclude_rules().decode("utf-8", "surrogateescape")
+        return IgnoreRules(
+            str(self.workspace),
+            tree_loader(self._kept_object, self._kept_tree() if tree is None else tree),
+            [excludes.render(exclude, self.spared).encode("utf-8", "surrogateescape")],
+        )
+
+    def _kept_tree(self) -> bytes:
+        """The root tree of the latest kept (or restored) commit."""
+        commit = self.kept or (self.record.kept() if self.record is not None else None)
+        head = commit.encode() if commit else self.head()
+        if head is None:
+            return self.db.write(b"tree", b"")
+        return self.tree_of(head)
+
+    def _kept_object(self, sha: bytes) -> tuple[bytes, bytes]:
+        """An object of kept history, from the record where it has it (the agent cannot touch that copy)."""
+        if self.record is not None and self.record.db.has(sha):
+            return self.record.db.read(sha)
+        return self.db.read(sha)
 
     def _put_back_config(self) -> None:
         """Make `.git/config` the file recorded at setup again if the agent changed it, and say so.
@@ -201,9 +245,18 @@ class GitMemory:
     # --------------------------------------------------------------------------------- refs
 
     def head(self) -> bytes | None:
-        """HEAD's commit id (hex), or None on an unborn branch."""
+        """HEAD's commit id (hex), or None on an unborn branch.
+
+        Read here rather than by dulwich, as regular files only: head_ref.Unreadable for a FIFO
+        or a link where HEAD or its branch should be.
+        """
+        repo = self.repo
         try:
-            return self.repo.refs[ref(b"HEAD")]
+            return head_ref.read_head(Path(repo.controldir()), Path(repo.commondir()))
+        except head_ref.Unsupported:
+            pass
+        try:
+            return repo.refs[ref(b"HEAD")]
         except KeyError:
             return None
 
@@ -294,32 +347,69 @@ class GitMemory:
     # -------------------------------------------------------------------------------- index
 
     def _sync(self) -> StagedTree:
-        """The staged tree, re-read from disk only if the index file is not the one we wrote."""
+        """The staged tree, re-read from disk only if the index file is not the one we wrote.
+
+        During a run an index someone else wrote (the agent's `git add` or `git rm --cached`, a
+        forged stat cache) is never adopted: what is tracked is what was kept, and what changed
+        is what lstat says against the signatures the engine took itself; the file is rewritten.
+        """
         self.db.refresh()
         self._put_back_config()
         try:
-            st = os.stat(self._index_path)
+            st = os.lstat(self._index_path)
         except FileNotFoundError:
             key = None
         else:
             key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if self._staged is None or key != self._index_key:
+        if self._staged is None:
+            self._load_index(key)
+        elif key != self._index_key:
+            if self.in_run():
+                self._stale_index = True
+            else:
+                self._load_index(key)
+        assert self._staged is not None
+        return self._staged
+
+    def _load_index(self, key: tuple[int, int, int] | None) -> None:
+        own = self.record.own_index() if self.record is not None and self.in_run() else None
+        try:
             parsed = read_index(self._index_path)
+        except RunFailed:
+            if not self.in_run():
+                raise
+            parsed = None
+        if self.in_run() and (parsed is None or parsed.checksum != own):
+            # Not the index the engine wrote last: start from the kept tree, every file unseen
+            # (each is read once, on the next scan).
+            self._staged = StagedTree.from_entries(self._unseen_entries(self._kept_tree(), b""))
+            self._stale_index = True
+            self._racy_ns = 0
+        else:
+            assert parsed is not None
             self._staged = StagedTree.from_entries(parsed.entries, parsed.cache_tree)
             self._stale_index = bool(parsed.conflicted)
-            self._index_key = key
             self._racy_ns = 0 if key is None else key[0]
-        return self._staged
+        self._index_key = key
+
+    def _unseen_entries(self, tree: bytes, prefix: bytes) -> Iterator[tuple[bytes, IndexEntry]]:
+        for name, mode, sha in parse_tree(self._kept_object(tree)[1]):
+            if mode == MODE_TREE:
+                yield from self._unseen_entries(sha, prefix + name + b"/")
+            else:
+                yield prefix + name, unseen_entry(prefix + name, mode, sha)
 
     def _write_index(self) -> None:
         assert self._staged is not None
         # With a cache-tree in the index, the next cold start (ours or git's commit) skips
         # hashing every directory again.
         extension = tree_extension(self._staged.cache_tree(self.db))
-        st = write_index(self._index_path, self._staged.index_body(), self._staged.count, extension)
+        st, checksum = write_index(self._index_path, self._staged.index_body(), self._staged.count, extension)
         self._index_key = (st.st_mtime_ns, st.st_size, st.st_ino)
         self._racy_ns = st.st_mtime_ns
         self._stale_index = False
+        if self.record is not None and self.in_run():
+            self.record.set_own_index(checksum)
 
     def _hash(self, path: bytes, st: os.stat_result, mode: int) -> bytes:
         full = self.root + b"/" + path
@@ -436,6 +526,12 @@ class GitMemory:
         if self.record is None:
             return
         repo = self.repo
+        # The store as set up is the run's starting point: taken as it is, packed if it holds
+        # many loose objects (before the record copies it, which then copies a few packs).
+        watch = self._watch_store()
+        watch.baseline()
+        self._keep_loose_few(watch)
+        self._objects_trusted = True
         self.record.seed(
             Path(self.db.store.path), Path(repo.controldir()), Path(repo.commondir()), self.workspace / ".git"
         )
@@ -444,11 +540,32 @@ class GitMemory:
         base = self.base()
         if head is not None:
             self.record.record(self.db, head.decode(), base.decode() if base else None)
+        if self._staged is not None:
+            self._write_index()  # so a resume knows the index on disk is the engine's own
 
     def damage(self) -> str | None:
-        """Why the workspace repository cannot be trusted (only judged once a record exists), or None."""
+        """Why the workspace repository cannot be trusted (only judged once a record exists), or None.
+
+        Cheap enough for every operation: a few lstat calls in .git, HEAD and packed-refs read,
+        and one lstat per file of the object store (object_watch.py); only what someone else
+        changed there is read.
+        """
         if self.record is None or not self.record.exists():
             return None
+        why = self._dotgit_damage()
+        if why is None:
+            try:
+                why = self._refs_damage() or self._objects_damage()
+            except PermissionError:
+                raise  # the caller takes its access back and asks again
+            except head_ref.Unreadable as exc:
+                why = exc.message
+            except Exception as exc:  # dulwich raises all sorts for a mangled repository
+                why = f"the repository cannot be read ({type(exc).__name__})"
+        return why
+
+    def _dotgit_damage(self) -> str | None:
+        assert self.record is not None
         dotgit = self.workspace / ".git"
         try:
             st = os.lstat(dotgit)
@@ -459,24 +576,76 @@ class GitMemory:
         if not stat.S_ISDIR(st.st_mode):
             if not stat.S_ISREG(st.st_mode) or not self.record.same_dotgit_file(dotgit):
                 return ".git is not a directory"
-        else:
-            for name in _NO_LINKS:
-                if os.path.islink(dotgit / name):
-                    return f".git/{name} is a symbolic link"
-            if os.path.lexists(dotgit / "commondir"):
-                return ".git/commondir points the repository elsewhere"
-        try:
-            head = self.head()
-            if head is None:
-                return "HEAD names no commit"
-            text = head.decode("ascii", "replace")
-            if len(text) != 40 or any(ch not in "0123456789abcdef" for ch in text):
-                return "HEAD does not hold a commit id"
-            if not self.db.on_disk(bytes.fromhex(text)):
-                return f"HEAD names {text}, which is not in the repository"
-        except Exception as exc:  # dulwich raises all sorts for a mangled repository
-            return f"the repository cannot be read ({type(exc).__name__})"
+            return None
+        if permissions.regain(os.fsencode(dotgit)):
+            self.note("the engine's permissions on .git had been taken away; they were given back")
+        for name in _NO_LINKS:
+            if os.path.islink(dotgit / name):
+                return f".git/{name} is a symbolic link"
+        for name in _REGULAR:
+            try:
+                mode = os.lstat(dotgit / name).st_mode
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(mode):
+                return f".git/{name} is not a regular file"
+        if os.path.lexists(dotgit / "commondir"):
+            return ".git/commondir points the repository elsewhere"
         return None
+
+    def _refs_damage(self) -> str | None:
+        repo = self.repo
+        why = head_ref.packed_refs_problem(Path(repo.commondir()))
+        if why is not None:
+            return why
+        head = self.head()
+        if head is None:
+            return "HEAD names no commit"
+        text = head.decode("ascii", "replace")
+        if len(text) != 40 or any(ch not in "0123456789abcdef" for ch in text):
+            return "HEAD does not hold a commit id"
+        if not self.db.on_disk(bytes.fromhex(text)):
+            return f"HEAD names {text}, which is not in the repository"
+        return None
+
+    def _objects_damage(self) -> str | None:
+        """What someone else did to the object store since the engine last looked (object_watch.py)."""
+        assert self.record is not None
+        db = self.db
+        watch = self._watch_store()
+        # The first look in this process verifies what changed since the last keep (a resume
+        # after a turn that was killed), unless the store was only just set up or rebuilt.
+        trusted = None if self._objects_trusted else self.record.kept_since_ns()
+        listed: list[bool] = []
+
+        def present(sha: bytes) -> bool:
+            if not listed:
+                db.refresh()  # once: a repack replaced the pack files
+                listed.append(True)
+            return db.on_disk(sha, refresh=False)
+
+        why, vanished = watch.check(trusted, present, self.record.db.has)
+        if vanished:
+            db.forget_presence()
+        if why is None:
+            self._objects_trusted = True
+            self._keep_loose_few(watch)
+        return why
+
+    def _watch_store(self) -> ObjectWatch:
+        db = self.db
+        watch = self._watch
+        if watch is None or watch.root != db.root:
+            watch = self._watch = db.watch = ObjectWatch(db.root)
+        return watch
+
+    def _keep_loose_few(self, watch: ObjectWatch) -> None:
+        """Every check costs one lstat per loose object: past LOOSE_LIMIT they go into a pack,
+        as git's auto gc does (only objects a check has just found sound)."""
+        loose = watch.loose()
+        if len(loose) > LOOSE_LIMIT:
+            self.db.pack_loose(loose)
+            watch.baseline()
 
     def rebuild(self, why: str, commit: str) -> None:
         """Replace a damaged workspace repository by one made from the record, at `commit`."""
@@ -484,6 +653,8 @@ class GitMemory:
         self.close()
         where = self.record.rebuild(self.workspace, commit)
         self._commit_trees.clear()
+        self._watch = None
+        self._objects_trusted = True  # made just now, from the record
         self.kept = commit
         self.note(
             f"the workspace repository was damaged ({why}); rebuilt it from the engine's record "
@@ -497,8 +668,30 @@ class GitMemory:
         self.rebuild(why, commit)
         return True
 
+    def _with_access(self, operation: Callable[[], T]) -> T:
+        """Run a world operation; when the workspace denies the engine access (an agent's
+        `chmod 000` on a directory), give the owner's access back everywhere and run it again."""
+        try:
+            return operation()
+        except PermissionError as exc:
+            regained = permissions.regain_tree(self.root)
+            if not regained:
+                raise _denied(self.workspace, exc) from exc
+            shown = ", ".join(os.fsdecode(path) for path in regained[:5])
+            more = f" and {len(regained) - 5} more" if len(regained) > 5 else ""
+            self.note(
+                f"the workspace had lost the permissions the engine needs on {shown}{more}; they were given back"
+            )
+        try:
+            return operation()
+        except PermissionError as exc:
+            raise _denied(self.workspace, exc) from exc
+
     def stage(self) -> tuple[str, bool, str]:
         """`git add -A` without a commit: (tree id, equal to the kept state, why refused)."""
+        return self._with_access(self._stage)
+
+    def _stage(self) -> tuple[str, bool, str]:
         why = self.damage()
         if why is None:
             try:
@@ -511,6 +704,8 @@ class GitMemory:
                 unchanged = base is not None and self.tree_of(base) == tree
                 return tree.hex(), unchanged, ""
             except Exception as exc:
+                if isinstance(exc, PermissionError):
+                    raise
                 if self.record is None or not self.record.exists():
                     if isinstance(exc, RunFailed | WorkspaceError):
                         raise
@@ -538,6 +733,9 @@ class GitMemory:
         A measure's side effects (a build directory, a rewritten file) go this way, so a keep
         commits what was measured. Ignored and spared paths are left alone, as restore leaves them.
         """
+        self._with_access(lambda: self._put_back_staged(token))
+
+    def _put_back_staged(self, token: str) -> None:
         why = self.damage()
         if why is not None:
             raise RunFailed(
@@ -546,20 +744,29 @@ class GitMemory:
             )
         try:
             self._checkout(bytes.fromhex(token))
+        except PermissionError:
+            raise
         except (OSError, ValueError) as exc:
             raise RunFailed(
                 f"could not undo the measure's changes in {self.workspace}: {exc}", hint="check the workspace"
             ) from exc
 
-    def snapshot(self, label: str) -> str:
-        """Stage everything and commit it; with nothing to commit, HEAD is the snapshot."""
+    def snapshot(self, label: str, *, pack: bool = False) -> str:
+        """Stage everything and commit it; with nothing to commit, HEAD is the snapshot.
+
+        `pack` writes the new objects as packs instead of loose files (a baseline of a whole
+        tree: one file per object would cost one lstat each on every later check).
+        """
+        return self._with_access(lambda: self._keep(label, pack))
+
+    def _keep(self, label: str, pack: bool = False) -> str:
         why = self.damage()
         if why is not None:
             raise RunFailed(
                 f"the workspace repository is damaged ({why}); the candidate was not kept",
                 hint="resume the run: the repository is rebuilt from the engine's record",
             )
-        kept = self._snapshot(label)
+        kept = self._snapshot(label, pack)
         if self.record is not None and self.record.exists():
             try:
                 self.record.record(self.db, kept)
@@ -570,21 +777,28 @@ class GitMemory:
                 ) from exc
         return kept
 
-    def _snapshot(self, label: str) -> str:
+    def _snapshot(self, label: str, pack: bool = False) -> str:
         try:
-            changed = self.stage_all()
-            staged = self._staged
-            assert staged is not None
-            tree = staged.tree_id(self.db)
-            head = self.head()
-            if head is not None and self.tree_of(head) == tree:
+            # Every object is on disk before the index or HEAD names it.
+            with self.db.packed() if pack else contextlib.nullcontext():
+                changed = self.stage_all()
+                staged = self._staged
+                assert staged is not None
+                tree = staged.tree_id(self.db)
+                head = self.head()
+                new = head is None or self.tree_of(head) != tree
+                if new:
+                    commit = self._commit(tree, head, label)
+            if not new:
+                assert head is not None
                 if changed:
                     self._write_index()
                 self.kept = head.decode()
                 return self.kept
-            commit = self._commit(tree, head, label)
             self._write_index()
             self._move_head(head, commit, f"commit: {label}")
+        except PermissionError:
+            raise
         except OSError as exc:
             raise RunFailed(
                 f"snapshot failed in {self.workspace}: {exc}", hint="check the workspace"
@@ -611,6 +825,9 @@ class GitMemory:
         A damaged repository (see damage()) is rebuilt from the record first; a restore that
         fails on the way (a missing or mangled object) is retried once on a rebuilt one.
         """
+        self._with_access(lambda: self._restore_healed(rev))
+
+    def _restore_healed(self, rev: str) -> None:
         why = self.damage()
         if why is not None and not self._heal(why, rev.strip()):
             raise RunFailed(
@@ -619,6 +836,8 @@ class GitMemory:
             )
         try:
             self._restore(rev)
+        except PermissionError:
+            raise
         except Exception as exc:
             if not self._heal(f"restore failed: {type(exc).__name__}: {exc}", rev.strip()):
                 raise
@@ -627,15 +846,20 @@ class GitMemory:
     def _restore(self, rev: str) -> None:
         commit = self.resolve_commit(rev)
         try:
-            self._checkout(self.tree_of(commit))
+            tree = self.tree_of(commit)
+            self._checkout(tree, rules=tree)  # the ignore rules of the state it returns to
             head = self.head()
             if head != commit:
                 self._move_head(head, commit, f"reset: moving to {commit.decode()}")
+        except PermissionError:
+            raise
         except OSError as exc:
             raise RunFailed(f"restore failed in {self.workspace}: {exc}", hint="check the workspace") from exc
         self.kept = commit.decode()
 
-    def _checkout(self, target_tree: bytes) -> None:
+    def _checkout(self, target_tree: bytes, rules: bytes | None = None) -> None:
+        """Make the working tree `target_tree`; the clean judges untracked paths by the ignore
+        rules of tree `rules` (the kept tree's when None), as staging did."""
         staged = self._sync()
         db = self.db
         scan = scan_worktree(self.root, staged, self._racy_ns)
@@ -676,12 +900,15 @@ class GitMemory:
             # Rewriting a file the agent touched leaves its directory's tree id as it was.
             staged.put(path, make_entry(path, mode, sha, st), content=path in planned)
         if scan.untracked:
-            checkout.clean(self.root, scan.untracked, staged, self.ignore_rules())
+            checkout.clean(self.root, scan.untracked, staged, self.ignore_rules(rules))
         if changed:
             self._write_index()
 
     def changed_paths(self) -> list[str]:
         """Paths a snapshot now would change relative to the last kept state (git add -A; diff)."""
+        return self._with_access(self._changed_paths)
+
+    def _changed_paths(self) -> list[str]:
         changed = self.stage_all()
         if changed:
             self._write_index()
@@ -696,14 +923,30 @@ class GitMemory:
         return sorted(os.fsdecode(path) for path in paths)
 
 
+def _denied(workspace: Path, exc: PermissionError) -> RunFailed:
+    return RunFailed(
+        f"the workspace {workspace} denies the engine access: {exc}",
+        hint="give the run's user read, write and search permission on the workspace and its .git, then resume",
+    )
+
+
 def _nested_head(full: bytes) -> bytes | None:
-    """The raw commit id a nested repository has checked out, or None if it has none."""
-    from dulwich.errors import NotGitRepository
+    """The raw commit id a nested repository has checked out, or None if it has none.
 
-    from crucible_world_git.engine_repo import open_repo
-
+    Its HEAD and refs are read as regular files only, like the workspace's own.
+    """
+    dotgit = Path(os.fsdecode(full)) / ".git"
     try:
-        with open_repo(os.fsdecode(full)) as nested:
-            return bytes.fromhex(nested.head().decode())
-    except (NotGitRepository, KeyError, OSError):
+        if dotgit.is_dir() and not dotgit.is_symlink():
+            controldir = dotgit
+        else:
+            pointer = head_ref.read_ref_file(dotgit) or b""
+            if not pointer.startswith(b"gitdir: "):
+                return None
+            controldir = dotgit.parent / os.fsdecode(pointer[8:].strip())
+        common = head_ref.read_ref_file(controldir / "commondir")
+        commondir = controldir / os.fsdecode(common.strip()) if common else controldir
+        head = head_ref.read_head(controldir, commondir)
+        return None if head is None else bytes.fromhex(head.decode("ascii"))
+    except (head_ref.Unsupported, head_ref.Unreadable, OSError, ValueError):
         return None

@@ -70,7 +70,7 @@ class GitWorld:
             memory.init()
         memory.write_spared()
         # Commits only when there is no commit yet or the tree differs from HEAD.
-        head = memory.snapshot(BASELINE_LABEL).encode()
+        head = memory.snapshot(BASELINE_LABEL, pack=True).encode()
         base = memory.base()
         if base is None:
             memory.set_base(head)

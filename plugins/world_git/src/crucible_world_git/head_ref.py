@@ -4,6 +4,9 @@ dulwich's ref update fsyncs every ref file; git by default does not (core.fsync 
 out), and on a slow disk that one fsync costs more than the whole rest of a small snapshot.
 This handles the shape every workspace has (HEAD naming a loose or packed branch, or a
 detached HEAD) and reports anything else so the caller can fall back to dulwich.
+
+Every file here is the agent's to replace, so each is read as a regular file only, never
+through a link and never blocking on a FIFO (`crucible_core.agent_files.read_regular`).
 """
 
 from __future__ import annotations
@@ -14,17 +17,43 @@ import stat
 import time
 from pathlib import Path
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.errors import RunFailed
+
 ZERO = b"0" * 40
+# HEAD and a loose ref hold one line; packed-refs one line per ref (a repository with a great
+# many tags still fits).
+_REF_BYTES = 4096
+PACKED_REFS_BYTES = 256 << 20
 
 
 class Unsupported(Exception):
     """A ref layout this module leaves to dulwich (reftable, symref chains)."""
 
 
-def _packed_value(commondir: Path, name: bytes) -> bytes | None:
+class Unreadable(RunFailed):
+    """A ref file that is not a regular file (a FIFO, a link, a directory) or is oversized."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            message,
+            hint="the workspace repository is damaged: resume the run to rebuild it from the engine's record",
+        )
+
+
+def read_ref_file(path: Path, max_bytes: int = _REF_BYTES) -> bytes | None:
+    """A ref file's bytes; None when absent; Unreadable for anything but a small regular file."""
     try:
-        data = (commondir / "packed-refs").read_bytes()
-    except FileNotFoundError:
+        return read_regular(path, max_bytes)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except AgentFileRefused as exc:
+        raise Unreadable(f"{path.name} is {exc}") from None
+
+
+def _packed_value(commondir: Path, name: bytes) -> bytes | None:
+    data = read_ref_file(commondir / "packed-refs", PACKED_REFS_BYTES)
+    if data is None:
         return None
     for line in data.splitlines():
         if line[:1] in (b"#", b"^"):
@@ -36,13 +65,59 @@ def _packed_value(commondir: Path, name: bytes) -> bytes | None:
 
 
 def _current(path: Path, name: bytes, commondir: Path) -> bytes | None:
-    try:
-        value = path.read_bytes().strip()
-    except FileNotFoundError:
+    data = read_ref_file(path)
+    if data is None:
         return _packed_value(commondir, name)
+    value = data.strip()
     if value.startswith(b"ref: "):
         raise Unsupported(f"{name!r} is itself a symbolic ref")
     return value
+
+
+def _head_target(controldir: Path, commondir: Path) -> tuple[bytes, Path]:
+    """(the ref name HEAD names, or b"HEAD" when detached; the file that holds its value)."""
+    if (commondir / "reftable").exists():
+        raise Unsupported("reftable ref storage")
+    data = read_ref_file(controldir / "HEAD")
+    if data is None:
+        raise Unreadable("HEAD is missing")
+    head = data.strip()
+    if head.startswith(b"ref: "):
+        name = head[5:].strip()
+        if not name.startswith(b"refs/") or b".." in name:
+            raise Unsupported(f"HEAD names {name!r}")
+        return name, commondir / os.fsdecode(name)
+    return b"HEAD", controldir / "HEAD"
+
+
+def read_head(controldir: Path, commondir: Path) -> bytes | None:
+    """The commit id (hex) HEAD resolves to, or None on an unborn branch.
+
+    Raises Unsupported for layouts left to dulwich, Unreadable for a ref file that is not one.
+    """
+    name, path = _head_target(controldir, commondir)
+    return _current(path, name, commondir)
+
+
+def packed_refs_problem(commondir: Path) -> str | None:
+    """Why packed-refs would stop git reading the repository (not a file, not packed refs), or None."""
+    try:
+        data = read_ref_file(commondir / "packed-refs", PACKED_REFS_BYTES)
+    except Unreadable as exc:
+        return str(exc)
+    if data is None:
+        return None
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line or line.startswith(b"#"):
+            continue
+        sha, space, ref = line[1:].partition(b" ") if line[:1] == b"^" else line.partition(b" ")
+        if len(sha) != 40 or not _is_hex(sha) or bool(space) == (line[:1] == b"^") or (space and not ref):
+            return f"packed-refs line {number} is not a packed ref"
+    return None
+
+
+def _is_hex(text: bytes) -> bool:
+    return all(ch in b"0123456789abcdef" for ch in text)
 
 
 def _open_dir(parent: int, name: str) -> int:
@@ -116,19 +191,10 @@ def move_head(
 ) -> bool:
     """Point HEAD's branch (or a detached HEAD) at `new` if it still holds `old`; False if not.
 
-    Raises Unsupported for layouts this module does not write.
+    Raises Unsupported for layouts this module does not write, Unreadable for a ref file that
+    is not a regular file.
     """
-    if (commondir / "reftable").exists():
-        raise Unsupported("reftable ref storage")
-    head = (controldir / "HEAD").read_bytes().strip()
-    if head.startswith(b"ref: "):
-        name = head[5:].strip()
-        if not name.startswith(b"refs/") or b".." in name:
-            raise Unsupported(f"HEAD names {name!r}")
-        path = commondir / os.fsdecode(name)
-    else:
-        name = b"HEAD"
-        path = controldir / "HEAD"
+    name, path = _head_target(controldir, commondir)
     if _current(path, name, commondir) != old:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)

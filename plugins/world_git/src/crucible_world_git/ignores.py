@@ -3,28 +3,119 @@
 Nothing outside the workspace decides what is kept: no `core.excludesFile`, no user-wide ignore
 file, and matching is case-sensitive whatever `core.ignoreCase` says (the engine never reads
 configuration; see engine_repo).
+
+Two sources of rules. Before a run has a kept record (setting the workspace up, a probe), the
+rules are the ones on disk. During a run they are the kept state's: the `.gitignore` files of
+the kept tree, read from its objects, plus the exclude rules saved when the run started (and
+the spared paths). A rule the agent writes into `.gitignore` decides nothing until a keep makes
+it part of the kept tree, and one it writes into `.git/info/exclude` decides nothing at all:
+what the candidate's own rules would hide is staged, measured and kept like the rest of it, and
+a rollback cleans it away.
+
+Either way an ignore file is read as a regular file only (a FIFO there never blocks the
+engine, a link is never followed).
 """
 
 from __future__ import annotations
 
+import io
 import os
-from contextlib import suppress
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_world_git.index_file import MODE_EXEC, MODE_FILE, MODE_TREE
+from crucible_world_git.loose_objects import parse_tree
+
+if TYPE_CHECKING:
+    from dulwich.ignore import IgnoreFilter, IgnoreFilterManager
+
+# A .gitignore or exclude file larger than this is not a list of patterns anyone wrote.
+MAX_RULES_BYTES = 16 << 20
+
+# The .gitignore text of a directory (workspace-relative, "" for the top), or None.
+Loader = Callable[[str], "bytes | None"]
+
+
+def read_rules_file(path: Path | str | bytes) -> bytes | None:
+    """An ignore file's bytes, or None when it is absent or not a small regular file."""
+    try:
+        return read_regular(path, MAX_RULES_BYTES)
+    except (FileNotFoundError, NotADirectoryError, AgentFileRefused):
+        return None
+
+
+def _filter(data: bytes) -> IgnoreFilter:
+    from dulwich.ignore import IgnoreFilter, read_ignore_patterns
+
+    return IgnoreFilter(read_ignore_patterns(io.BytesIO(data)), ignorecase=False)
+
+
+def _manager(top: str, loader: Loader, global_rules: list[bytes]) -> IgnoreFilterManager:
+    from dulwich.ignore import IgnoreFilterManager
+
+    class Manager(IgnoreFilterManager):
+        # dulwich opens each directory's .gitignore itself (following no link, but blocking on
+        # a FIFO); the loader decides where the text comes from instead.
+        def _load_path(self, path: str) -> IgnoreFilter | None:
+            if path not in self._path_filters:
+                data = loader(path)
+                self._path_filters[path] = None if data is None else _filter(data)
+            return self._path_filters[path]
+
+    return Manager(top, [_filter(data) for data in global_rules], ignorecase=False)
+
+
+def tree_loader(read: Callable[[bytes], tuple[bytes, bytes]], root_tree: bytes) -> Loader:
+    """The .gitignore files of a tree object, looked up directory by directory as asked;
+    `read(raw id)` gives an object's (kind, body)."""
+    listings: dict[str, dict[bytes, tuple[int, bytes]] | None] = {}
+
+    def listing(path: str) -> dict[bytes, tuple[int, bytes]] | None:
+        if path in listings:
+            return listings[path]
+        if not path:
+            sha: bytes | None = root_tree
+        else:
+            parent, _, name = path.rpartition("/")
+            above = listing(parent)
+            entry = above.get(os.fsencode(name)) if above else None
+            sha = entry[1] if entry is not None and entry[0] == MODE_TREE else None
+        found = None
+        if sha is not None:
+            found = {name: (mode, child) for name, mode, child in parse_tree(read(sha)[1])}
+        listings[path] = found
+        return found
+
+    def load(path: str) -> bytes | None:
+        entry = (listing(path) or {}).get(b".gitignore")
+        if entry is None or entry[0] not in (MODE_FILE, MODE_EXEC):
+            return None
+        return read(entry[1])[1]
+
+    return load
 
 
 class IgnoreRules:
-    """The ignore rules as they are on disk now (build a fresh one after the tree changed).
+    """The ignore rules in force for one operation (build a fresh one after the rules changed).
 
     Paths are workspace-relative bytes. A directory is pruned only when a pattern excludes the
     directory itself, as git decides; files inside a walked directory are asked one by one.
     """
 
-    def __init__(self, workspace: str, exclude_file: str) -> None:
-        from dulwich.ignore import IgnoreFilter, IgnoreFilterManager
+    def __init__(self, top: str, loader: Loader, global_rules: list[bytes]) -> None:
+        self._manager = _manager(top, loader, global_rules)
 
-        global_filters = []
-        with suppress(OSError):
-            global_filters.append(IgnoreFilter.from_path(exclude_file))
-        self._manager = IgnoreFilterManager(workspace, global_filters, False)
+    @classmethod
+    def on_disk(cls, top: str, exclude_file: str) -> IgnoreRules:
+        """The rules as the working tree and the repository hold them now (no run to protect yet)."""
+
+        def loader(path: str) -> bytes | None:
+            return read_rules_file(os.path.join(top, path, ".gitignore"))
+
+        exclude = read_rules_file(exclude_file)
+        return cls(top, loader, [] if exclude is None else [exclude])
 
     def ignores_file(self, path: bytes) -> bool:
         return self._manager.is_ignored(os.fsdecode(path)) is True

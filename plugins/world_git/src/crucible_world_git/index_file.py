@@ -10,9 +10,12 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_core.errors import RunFailed
 
 NS_PER_S = 1_000_000_000
+# An index far beyond any real repository's (a million paths take about 100 MB).
+MAX_INDEX_BYTES = 2 << 30
 U32 = 0xFFFFFFFF
 
 MODE_FILE = 0o100644
@@ -91,6 +94,12 @@ def make_entry(path: bytes, mode: int, sha: bytes, st: os.stat_result) -> IndexE
     return IndexEntry(mode, sha, pack_entry(path, mode, sha, st), quick_key(st))
 
 
+def unseen_entry(path: bytes, mode: int, sha: bytes) -> IndexEntry:
+    """An entry for a file nobody has looked at yet: no stat data, so the next scan reads it."""
+    head = _ENTRY_HEAD.pack(0, 0, 0, 0, 0, 0, mode, 0, 0, 0, sha, min(len(path), _NAME_MASK))
+    return IndexEntry(mode, sha, head + path + b"\0" * (8 - (62 + len(path)) % 8), (0, 0, 0, 0, 0))
+
+
 def stat_matches(entry: IndexEntry, st: os.stat_result) -> bool:
     """Git's own test (ce_match_stat_basic) of whether a file still looks like its entry.
 
@@ -120,6 +129,7 @@ class ParsedIndex:
     conflicted: list[bytes]
     # The TREE extension's valid directories: path -> (entries below it, tree id).
     cache_tree: dict[bytes, tuple[int, bytes]] = attrs.field(factory=dict)
+    checksum: bytes = b""  # the file's trailing SHA-1: which index this is, for the kept record
 
 
 def _decode_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -161,12 +171,17 @@ def _odd_entry(data: bytes, pos: int, flags: int, version: int, previous: bytes)
 
 
 def read_index(path: str | bytes) -> ParsedIndex:
-    """Parse an index file; a missing file is an empty index."""
+    """Parse an index file; a missing file is an empty index.
+
+    The agent can put anything at .git/index: it is read as a regular file only (a FIFO there
+    never blocks the read, a link is never followed).
+    """
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_regular(path, MAX_INDEX_BYTES)
     except FileNotFoundError:
         return ParsedIndex([], [])
+    except AgentFileRefused as exc:
+        raise RunFailed(f"the git index {os.fsdecode(path)} is {exc}", hint=_REBUILD_HINT) from None
     if len(data) < 32:
         raise RunFailed(f"the git index {os.fsdecode(path)} is truncated", hint=_REBUILD_HINT)
     signature, version, count = _HEADER.unpack_from(data)
@@ -226,7 +241,7 @@ def read_index(path: str | bytes) -> ParsedIndex:
     cache_tree = _read_extensions(data, pos, path)
     if conflicted:
         conflicted = sorted(set(conflicted))
-    return ParsedIndex(entries, conflicted, cache_tree)
+    return ParsedIndex(entries, conflicted, cache_tree, trailer)
 
 
 _REBUILD_HINT = "rebuild it with `rm .git/index && git reset` in the workspace"
@@ -289,8 +304,10 @@ def tree_extension(cache_tree: list[tuple[bytes, int, int, bytes]]) -> bytes:
     return b"TREE" + _U32.pack(len(body)) + body
 
 
-def write_index(path: bytes, body: bytes, count: int, extensions: bytes = b"") -> os.stat_result:
-    """Write a version-2 index holding `count` packed entries; returns the new file's stat.
+def write_index(
+    path: bytes, body: bytes, count: int, extensions: bytes = b""
+) -> tuple[os.stat_result, bytes]:
+    """Write a version-2 index holding `count` packed entries; returns the new file's stat and checksum.
 
     Takes git's lock (index.lock, created exclusively) so a concurrent git command is refused
     rather than silently overwritten.
@@ -313,7 +330,8 @@ def write_index(path: bytes, body: bytes, count: int, extensions: bytes = b"") -
             f.write(header)
             f.write(body)
             f.write(extensions)
-            f.write(digest.digest())
+            checksum = digest.digest()
+            f.write(checksum)
         st = os.fstat(fd)
     except BaseException:
         os.close(fd)
@@ -321,4 +339,4 @@ def write_index(path: bytes, body: bytes, count: int, extensions: bytes = b"") -
         raise
     os.close(fd)
     os.replace(lock, path)
-    return st
+    return st, checksum

@@ -12,6 +12,7 @@ Layout of the record directory:
   kept       the latest kept commit id        base   the pristine base commit id
   head       the ref HEAD named at setup ("" when detached)
   config, exclude   copies of the workspace repository's files at setup
+  index      the checksum of the last index file the engine wrote (hex)
   damaged-N  damaged repositories moved aside by a rebuild
 """
 
@@ -24,6 +25,8 @@ import time
 from pathlib import Path
 
 from crucible_core.errors import RunFailed
+from crucible_world_git.head_ref import read_ref_file
+from crucible_world_git.ignores import read_rules_file
 from crucible_world_git.index_file import MODE_GITLINK, MODE_TREE
 from crucible_world_git.loose_objects import ObjectDatabase, parse_tree
 
@@ -103,6 +106,28 @@ class KeptRecord:
         except OSError:
             return False
 
+    def exclude_rules(self) -> bytes:
+        """info/exclude as it was at setup: the run's exclude rules."""
+        return read_rules_file(self.directory / "exclude") or b""
+
+    def own_index(self) -> bytes | None:
+        """The checksum of the index file the engine wrote last, or None."""
+        text = _read_text(self.directory / "index")
+        try:
+            return bytes.fromhex(text) if text else None
+        except ValueError:
+            return None
+
+    def set_own_index(self, checksum: bytes) -> None:
+        _write_text(self.directory / "index", checksum.hex())
+
+    def kept_since_ns(self) -> int | None:
+        """When the latest keep was recorded (the kept file's mtime), or None."""
+        try:
+            return os.stat(self.directory / "kept").st_mtime_ns
+        except OSError:
+            return None
+
     def has_commit(self, commit: str) -> bool:
         try:
             raw = bytes.fromhex(commit)
@@ -126,7 +151,7 @@ class KeptRecord:
             source = commondir / name
             if source.is_file():
                 shutil.copyfile(source, self.directory / os.path.basename(name))
-        head = (controldir / "HEAD").read_bytes().strip()
+        head = (read_ref_file(controldir / "HEAD") or b"").strip()
         symref = head[5:].strip().decode("utf-8", "surrogateescape") if head.startswith(b"ref: ") else ""
         _write_text(self.directory / "head", symref)
         (self.directory / _SEEDED).write_text("")

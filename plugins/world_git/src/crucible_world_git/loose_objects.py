@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import stat
 import zlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from crucible_core.errors import RunFailed
 from crucible_world_git import dulwich_names
@@ -16,13 +18,29 @@ if TYPE_CHECKING:
     from dulwich.object_store import DiskObjectStore
     from dulwich.pack import Pack
 
+    from crucible_world_git.object_watch import ObjectWatch
+
 # git's core.looseCompression default: loose objects favour speed over size.
 LOOSE_COMPRESSION = 1
 # Files at least this big are hashed and compressed in chunks instead of read whole.
 STREAM_THRESHOLD = 32 << 20
+# Objects written inside packed() go to a new pack each time this much has gathered.
+PACK_BATCH_BYTES = 64 << 20
 _CHUNK = 1 << 20
 
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
+_TYPE_NUMBERS = {name: number for number, name in _TYPE_NAMES.items()}
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_regular(path: bytes) -> BinaryIO:
+    """Open a file the agent may have replaced for reading: never through a link, never blocking
+    on a FIFO; OSError (ENXIO, ELOOP or EINVAL) for anything but a regular file."""
+    fd = os.open(path, _READ)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", os.fsdecode(path))
+    return os.fdopen(fd, "rb")
 
 
 def object_id(kind: bytes, body: bytes) -> bytes:
@@ -44,10 +62,18 @@ class ObjectDatabase:
         # A second store that gets a copy of every blob written here (the world's kept record):
         # blobs only, since a tree or commit there promises that everything below it is there too.
         self.tee: ObjectDatabase | None = None
+        # Told of every file written here, so a later check knows it is the engine's own.
+        self.watch: ObjectWatch | None = None
+        # Inside packed(): objects waiting to be written as one pack, by raw id.
+        self._batch: dict[bytes, tuple[bytes, bytes]] | None = None
+        self._batch_bytes = 0
 
     def refresh(self) -> None:
         """Re-list the pack directory (once per world operation, not once per object lookup)."""
         self._made_dirs.clear()  # checked again each operation: the agent may have replaced one
+        # dulwich's `packs` lists its cached packs before it drops the ones that vanished (a
+        # repack replaced them), so the first read can name a deleted pack: read it twice.
+        self.store.packs  # noqa: B018
         self._packs = list(self.store.packs)
         self._alternates = bool(self.store.alternates)
 
@@ -57,7 +83,7 @@ class ObjectDatabase:
         return directory, directory + b"/" + hexsha[2:]
 
     def has(self, sha: bytes) -> bool:
-        if sha in self._present:
+        if sha in self._present or (self._batch is not None and sha in self._batch):
             return True
         _, path = self._loose_path(sha)
         if self._packs is None:
@@ -72,12 +98,20 @@ class ObjectDatabase:
             return True
         return False
 
-    def on_disk(self, sha: bytes) -> bool:
-        """has(), asking the disk instead of the memory of earlier answers (someone may have deleted it)."""
+    def forget_presence(self) -> None:
+        """Forget which objects were seen present: someone deleted objects behind our back."""
+        self._present.clear()
+
+    def on_disk(self, sha: bytes, *, refresh: bool = True) -> bool:
+        """has(), asking the disk instead of the memory of earlier answers (someone may have deleted it).
+
+        `refresh=False` trusts the pack list read last (when asking about many objects at once).
+        """
         _, path = self._loose_path(sha)
         if os.path.exists(path):
             return True
-        self.refresh()
+        if refresh or self._packs is None:
+            self.refresh()
         assert self._packs is not None
         return any(dulwich_names.raw_object_id(sha) in pack for pack in self._packs) or (
             self._alternates and dulwich_names.object_id(sha.hex().encode()) in self.store
@@ -86,7 +120,14 @@ class ObjectDatabase:
     def write(self, kind: bytes, body: bytes) -> bytes:
         """Store an object (unless present already) and return its raw id."""
         sha = object_id(kind, body)
-        if not self.has(sha):
+        if self._batch is not None and not self.has(sha):
+            self._batch[sha] = (kind, body)
+            self._batch_bytes += len(body)
+            if self.tee is not None and kind == b"blob":
+                self.tee.write(kind, body)
+            if self._batch_bytes >= PACK_BATCH_BYTES:
+                self._flush_batch()
+        elif not self.has(sha):
             data = zlib.compress(b"%s %d\0" % (kind, len(body)) + body, LOOSE_COMPRESSION)
             self._write_loose(sha, [data], tee=kind == b"blob")
         return sha
@@ -94,7 +135,7 @@ class ObjectDatabase:
     def write_blob_file(self, path: bytes, size: int) -> bytes:
         """Hash a regular file as a blob, storing it if new; big files never sit in memory whole."""
         if size < STREAM_THRESHOLD:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:
                 return self.write(b"blob", f.read())
         header = b"blob %d\0" % size
         digest = hashlib.sha1(header)
@@ -119,7 +160,10 @@ class ObjectDatabase:
             _real_directory(directory)
             self._made_dirs.add(directory)
         tmp = directory + b"/tmp_obj_%d_%s" % (os.getpid(), sha.hex()[:8].encode())
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+        # The name is predictable: whatever stands there (a link the agent planted) goes first.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
         try:
             with os.fdopen(fd, "wb", closefd=False) as f:
                 for part in parts:
@@ -129,14 +173,63 @@ class ObjectDatabase:
         # Objects are immutable and named by content: a concurrent writer produced the same bytes.
         os.replace(tmp, path)
         self._present.add(sha)
+        if self.watch is not None:
+            self.watch.wrote(path[len(self.root) + 1 :])
         if tee and self.tee is not None and not self.tee.has(sha):
             self.tee._write_loose(sha, parts)
 
+    @contextlib.contextmanager
+    def packed(self) -> Iterator[None]:
+        """Objects written inside go into packs rather than one loose file each (a whole tree
+        committed at once: fewer files to write now and to look at on every later check).
+        They are all on disk when the block ends; files of STREAM_THRESHOLD or more stay loose."""
+        self._batch = {}
+        try:
+            yield
+            self._flush_batch()
+        finally:
+            self._batch = None
+            self._batch_bytes = 0
+
+    def _flush_batch(self) -> None:
+        batch = self._batch
+        if batch:
+            self._add_pack(len(batch), ((sha, kind, body) for sha, (kind, body) in batch.items()))
+            self._present.update(batch)
+            batch.clear()
+        self._batch_bytes = 0
+
+    def pack_loose(self, shas: list[bytes]) -> None:
+        """Move these loose objects into one new pack and delete their files, as `git gc` does.
+
+        Streamed: one object in memory at a time. The pack is complete (written, indexed and
+        renamed into place by dulwich) before any loose file goes.
+        """
+        self._add_pack(len(shas), ((sha, *self.read(sha)) for sha in shas))
+        # The emptied fan-out directories stay: the next objects written go there.
+        for sha in shas:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._loose_path(sha)[1])
+
+    def _add_pack(self, count: int, objects: Iterator[tuple[bytes, bytes, bytes]]) -> None:
+        from dulwich.pack import UnpackedObject
+
+        self.store.add_pack_data(
+            count,
+            (
+                UnpackedObject(_TYPE_NUMBERS[kind], decomp_chunks=[body], sha=sha)
+                for sha, kind, body in objects
+            ),
+        )
+        self.refresh()
+
     def read(self, sha: bytes) -> tuple[bytes, bytes]:
         """(kind, body) of an object; loose ones are read here, packed ones through dulwich."""
+        if self._batch is not None and (waiting := self._batch.get(sha)) is not None:
+            return waiting
         _, path = self._loose_path(sha)
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:
                 raw = zlib.decompress(f.read())
         except FileNotFoundError:
             try:
@@ -165,7 +258,7 @@ def _real_directory(directory: bytes) -> None:
 
 
 def _chunks(path: bytes) -> Iterator[bytes]:
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while chunk := f.read(_CHUNK):
             yield chunk
 
