@@ -1,4 +1,4 @@
-"""Shared fixtures: the real `crucible` CLI as a subprocess, and copies of the examples to run."""
+"""Shared fixtures: the real `crucible` CLI (in-process unless a test needs a process) and example copies."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _session_logs_end_with_shutdown(request: pytest.FixtureRequest) -> Iterator[
 
 @pytest.fixture
 def crucible() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run the installed `crucible` CLI; returns the completed process."""
+    """Run the real `crucible` CLI (see `run_crucible`); returns the completed process."""
     return run_crucible
 
 

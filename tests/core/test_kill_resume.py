@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from crucible_core.control.client import send, state_dir_for
+from crucible_core.errors import ControlError
 from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, EXAMPLES, crucible_env, run_crucible
 
@@ -142,10 +144,16 @@ def watch_and_kill(proc: subprocess.Popen, log: Path, target: str, iteration: in
 
 
 def approve_when_pending(manifest: Path, proc: subprocess.Popen) -> None:
-    """Act as the operator of a parked run: approve its pending ask once the bridge shows it."""
+    """Act as the operator of a parked run: approve its pending ask once the bridge shows it.
+
+    The bridge is asked directly while waiting (a `crucible status` process per poll would cost
+    more CPU than the runs being tested); the approval goes through the real CLI."""
     while proc.poll() is None:
-        status = run_crucible("status", "--json", "--manifest", manifest)
-        if status.returncode == 0 and json.loads(status.stdout).get("approval"):
+        try:
+            status = send(state_dir_for(manifest, None), {"cmd": "status"}).get("status") or {}
+        except ControlError:
+            status = {}
+        if status.get("approval"):
             run_crucible("approve", "--manifest", manifest, "--id", "test-approve")
             return
         time.sleep(0.05)

@@ -113,7 +113,9 @@ def killed_then_resumed(pack: Path, env: dict[str, str]) -> subprocess.Completed
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    return run_crucible(*argv(pack)[1:], "--resume", cwd=pack, env=env)
+    # a real process: resumed in-process after an earlier in-process run, a task's declared
+    # file was intermittently not captured (under investigation; see the suite-speed report)
+    return run_crucible(*argv(pack)[1:], "--resume", cwd=pack, env=env, real_process=True)
 
 
 def task_results(pack: Path) -> dict[str, str]:
@@ -301,7 +303,8 @@ def test_what_a_task_leaves_running_is_killed_before_the_next_task(tmp_path: Pat
         """,
     )
     try:
-        done = run_crucible(*argv(pack)[1:], cwd=pack, env=env_for(tmp_path))
+        # the console script, as users start it: an engine that adopts its children's orphans
+        done = run_crucible(*argv(pack)[1:], cwd=pack, env=env_for(tmp_path), real_process=True)
         assert done.returncode == 0, done.stdout + done.stderr
         assert task_results(pack) == {"leave": "pass", "after": "pass"}  # gone before "after" ran
         assert wait_until_gone(marker, seconds=5) == []
