@@ -9,7 +9,7 @@ from pathlib import Path
 from harness import Options, Row, median, timed
 
 CRUCIBLE = Path(sys.executable).parent / "crucible"
-HELP_TARGET = 2.0
+HELP_TARGET = 1.3  # issue 27: `crucible --help` within 1.3x of importing click
 # SDKs and clients a driver may use, which must never load just because plugins were loaded.
 HEAVY = ("grpc", "kubernetes", "anthropic", "mcp", "openshell", "rich")
 

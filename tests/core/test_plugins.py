@@ -311,13 +311,17 @@ def test_plugin_commands_show_in_help_and_completion(tmp_path: Path) -> None:
     assert {"deploy", "ps", "remote", "view"} <= {
         line.split()[0] for line in plugin_part.splitlines() if line.startswith("  ")
     }
-    (cached,) = (tmp_path / "cache").glob("plugin-commands-*.json")
+    cached = tmp_path / "cache" / "plugin-commands.json"
+    assert cached.is_file()
     completion = run_crucible(
         env={**env, "_CRUCIBLE_COMPLETE": "bash_complete", "COMP_WORDS": "crucible de", "COMP_CWORD": "1"}
     )
     assert "plain,deploy" in completion.stdout.splitlines()
     # The next --help reads the cache instead of loading every plugin: what it holds is what shows.
-    cached.write_text(json.dumps({"from-the-cache": "Proves the cache is read."}))
+    held = json.loads(cached.read_text())
+    cached.write_text(
+        json.dumps({"key": held["key"], "commands": {"from-the-cache": "Proves the cache is read."}})
+    )
     assert "from-the-cache" in run_crucible("--help", env=env).stdout
     # Narrowing the plugin set is another key: the deploy plugin's commands are not listed then.
     narrowed = run_crucible("--help", env={**env, "CRUCIBLE_LOAD_PLUGINS": "world_git"})

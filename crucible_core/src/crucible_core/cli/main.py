@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import click
 
-from crucible_core import __version__, process
+from crucible_core import __version__
 from crucible_core.control.orders import ORDERS
 from crucible_core.errors import CrucibleError, ExitCode
 
@@ -109,6 +109,10 @@ def _normalize(argv: list[str]) -> list[str]:
     return argv
 
 
+def _only_help(args: list[str]) -> bool:
+    return not args or args[-1] in ("--help", "-h") or args == ["--version"]
+
+
 def usage_error_line(exc: click.ClickException) -> str:
     """click's error as crucible's one documented line: what was wrong, then where help is."""
     message = " ".join(exc.format_message().split())
@@ -119,12 +123,15 @@ def usage_error_line(exc: click.ClickException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    if argv is None:
+    args = _normalize(list(sys.argv[1:] if argv is None else argv))
+    if argv is None and not _only_help(args):
         # Started as the `crucible` command: this process starts its children only through the
         # supervisor, so it may adopt their orphans (a cheaper sweep; see process.py). Called
         # in-process with arguments (tests, embedding), it leaves the host process as it is.
+        # Help and the version start no child, and skip the supervisor's import.
+        from crucible_core import process
+
         process.adopt_orphans()
-    args = _normalize(list(sys.argv[1:] if argv is None else argv))
     try:
         code = cli.main(args=args, prog_name="crucible", standalone_mode=False)
     except CrucibleError as exc:

@@ -8,8 +8,7 @@ table, so adding or changing an order is one row here.
 from __future__ import annotations
 
 import enum
-
-import attrs
+from typing import NamedTuple
 
 
 class Payload(enum.Enum):
@@ -30,8 +29,9 @@ class OnResume(enum.Enum):
     REAPPLY = "reapply"  # folded into the resumed state, settled applied
 
 
-@attrs.frozen
-class OrderSpec:
+# A NamedTuple, not attrs: `crucible --help` lists one command per order, and importing attrs
+# would be most of its start-up (docs/performance.md).
+class OrderSpec(NamedTuple):
     name: str  # the input on the bridge and in the ledger
     command: str  # the `crucible` command that sends it
     summary: str  # one line for `crucible --help`
