@@ -132,6 +132,19 @@ def test_a_setup_command_that_fails_ends_the_run_with_a_clean_error_and_a_shutdo
     assert shutdown["outcome"] == "error" and "setup_cmd" in shutdown["reason"]
 
 
+def test_a_plain_rerun_after_a_failed_first_run_says_how_it_ended_and_to_resume(example) -> None:
+    manifest = example("counter")
+    fixed = manifest.read_text()
+    manifest.write_text(fixed.replace('measure_cmd = "./measure.sh"', 'measure_cmd = "./missing.sh"'))
+    first = run_crucible("--manifest", manifest, "--iterations", "1")
+    assert first.returncode == 4
+    manifest.write_text(fixed)  # the user fixes the manifest and runs again
+    again = run_crucible("--manifest", manifest, "--iterations", "1")
+    assert_clean_error(again, 11, "the run recorded there ended error after iteration 0", "--resume")
+    resumed = run_crucible("--manifest", manifest, "--iterations", "1", "--resume")
+    assert resumed.returncode == 0, resumed.stderr  # the baseline is measured again, now valid
+
+
 def test_an_existing_workspace_is_refused_and_left_alone(example) -> None:
     manifest = example("counter")
     first = run_crucible("--manifest", manifest, "--iterations", "1")

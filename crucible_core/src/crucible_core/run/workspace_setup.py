@@ -29,9 +29,10 @@ def refuse_existing_workspace(loaded: LoadedManifest, paths: RunPaths) -> None:
     if loaded.inside_workspace():
         return  # never reached (containment refuses it); never adopt the manifest's own checkout
     logged = log_size(paths.session_log) > 0
+    earlier = _earlier_run(paths) if logged else ""
     if workspace_in_use(paths.workspace):
         raise WorkspaceError(
-            f"workspace {paths.workspace} already exists",
+            f"workspace {paths.workspace} already exists{earlier}",
             hint="continue that run with --resume, or move the directory away to start fresh"
             if logged
             else f"{paths.session_log} holds no run to resume: move the directory away (it keeps its "
@@ -39,9 +40,24 @@ def refuse_existing_workspace(loaded: LoadedManifest, paths: RunPaths) -> None:
         )
     if logged:
         raise WorkspaceError(
-            f"state directory {paths.state_dir} already holds a session log",
+            f"state directory {paths.state_dir} already holds a session log{earlier}",
             hint="continue that run with --resume, or move the state directory away to start fresh",
         )
+
+
+def _earlier_run(paths: RunPaths) -> str:
+    """How the run already recorded there ended, for the refusal: a user who fixed the manifest
+    after a failed first run learns that --resume picks it up (a failed baseline is measured
+    again) rather than guessing why a plain rerun is refused."""
+    from crucible_core.contract.fold import fold_path
+
+    try:
+        folded = fold_path(paths.session_log)
+    except (OSError, ValueError):
+        return ""
+    if folded.outcome is None:
+        return ": a run recorded there has no shutdown line (it is live, or it died)"
+    return f": the run recorded there ended {folded.outcome} after iteration {folded.iteration}"
 
 
 @attrs.frozen
