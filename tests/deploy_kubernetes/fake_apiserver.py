@@ -375,8 +375,11 @@ class FakeApiServer:
             deadline = time.monotonic() + FOLLOW_WAIT
             while time.monotonic() < deadline and not self.logs.get((ns, name)):
                 with self.lock:
-                    phase = (self.objects.get(("pods", ns, name)) or {}).get("status", {}).get("phase")
-                if phase in ("Succeeded", "Failed"):
+                    pod = self.objects.get(("pods", ns, name)) or {}
+                    job = pod.get("metadata", {}).get("labels", {}).get("job-name")
+                    # deleting a Job deletes its pod, which ends every stream of its log
+                    orphaned = job is not None and ("jobs", ns, job) not in self.objects
+                if not pod or orphaned or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                     break
                 time.sleep(WATCH_TICK)
         text = self.logs.get((ns, name), "")
