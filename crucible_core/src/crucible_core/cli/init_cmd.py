@@ -95,7 +95,7 @@ def _init_pack(directory: Path, pack: str | None, repo: Path | None) -> None:
     prepared = domain_pack.prepare(load_plugins(), pack, repo, base=directory)
     click.echo(f"copied pack {prepared.pack.label} into {prepared.manifest.parent}")
     where = "" if directory.resolve() == Path.cwd().resolve() else f"cd {directory} && "
-    against = f" --repo {repo}" if repo is not None else ""
+    against = f" --repo {repo.resolve()}" if repo is not None else ""  # still right after the cd
     click.echo(
         f"next: {where}crucible check --pack {pack}{against}, then crucible run --pack {pack}{against}"
     )
