@@ -20,6 +20,7 @@ INFRASTRUCTURE = {
     "workspace_files",
     "sealed_git",
     "toml_text",
+    "event_bounds",
     "protocols",
     "registry",
     "plugins",

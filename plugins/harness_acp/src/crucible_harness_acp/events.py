@@ -11,6 +11,11 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
+# shared with every harness (core's event_bounds); re-exported, the plugin's modules read them from here
+from crucible_core.event_bounds import MAX_FIELD_CHARS as MAX_FIELD_CHARS
+from crucible_core.event_bounds import clip as clip
+from crucible_core.event_bounds import clip_value as clip_value
+
 AGENT_SESSION: Final = "agent_session"  # {session, action: started, turn}
 AGENT_START: Final = "agent_start"  # {harness, agent, version, model, permission_mode}
 AGENT_TEXT: Final = "agent_text"  # {text}
@@ -49,28 +54,7 @@ LINE_EVENT: Final = "event"
 LINE_COST: Final = "cost_usd"
 LINE_END: Final = "end"
 
-# A session log is read by people and viewers; whole files belong in the workspace.
-MAX_FIELD_CHARS = 4000
 MASK = "[REDACTED]"
-
-
-def clip(text: str, limit: int = MAX_FIELD_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... [{len(text) - limit} more characters]"
-
-
-def clip_value(value: Any, limit: int = MAX_FIELD_CHARS) -> Any:
-    """Clip every string in a JSON-like value; a value too large as a whole becomes its clipped JSON."""
-    if isinstance(value, str):
-        return clip(value, limit)
-    if isinstance(value, Mapping):
-        clipped = {str(k): clip_value(v, limit) for k, v in list(value.items())[:200]}
-        encoded = json.dumps(clipped, default=str)
-        return clipped if len(encoded) <= 4 * limit else clip(encoded, limit)
-    if isinstance(value, list | tuple):
-        return [clip_value(v, limit) for v in value[:200]]
-    return value
 
 
 def mask(value: Any, secrets: Collection[str]) -> Any:

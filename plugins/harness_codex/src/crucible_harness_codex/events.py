@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
 from typing import Any, Final
+
+# shared with every harness (core's event_bounds); re-exported, the plugin's modules read them from here
+from crucible_core.event_bounds import MAX_FIELD_CHARS as MAX_FIELD_CHARS
+from crucible_core.event_bounds import clip as clip
+from crucible_core.event_bounds import clip_value as clip_value
 
 AGENT_SESSION: Final = "agent_session"  # {session, action: started, turn}
 AGENT_START: Final = "agent_start"  # {harness, model, version?, tools}
@@ -16,29 +20,6 @@ AGENT_USAGE: Final = "agent_usage"  # {input_tokens, output_tokens, cache_*_toke
 AGENT_RETRY: Final = "agent_retry"  # {attempt, error_status}: the CLI retries the provider
 AGENT_RESULT: Final = "agent_result"  # {ok, subtype, turns, cost_usd, text}
 AGENT_NOTICE: Final = "agent_notice"  # {message}: a non-fatal error item (no wire kind: an agent log line)
-
-# A session log is read by people and viewers: a whole file or a megabyte of command output
-# belongs in the workspace, not in every event.
-MAX_FIELD_CHARS = 4000
-
-
-def clip(text: str, limit: int = MAX_FIELD_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... [{len(text) - limit} more characters]"
-
-
-def clip_value(value: Any, limit: int = MAX_FIELD_CHARS) -> Any:
-    """Clip every string in a JSON-like value; a value too large as a whole becomes its clipped JSON."""
-    if isinstance(value, str):
-        return clip(value, limit)
-    if isinstance(value, dict):
-        clipped = {str(k): clip_value(v, limit) for k, v in list(value.items())[:200]}
-        encoded = json.dumps(clipped, default=str)
-        return clipped if len(encoded) <= 4 * limit else clip(encoded, limit)
-    if isinstance(value, list | tuple):
-        return [clip_value(v, limit) for v in value[:200]]
-    return value
 
 
 MASK = "[REDACTED]"
