@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         ReporterFactory,
         ServiceTool,
         TurnResult,
+        WorkspaceMemoryFactory,
         WorldFactory,
     )
     from crucible_core.registry import Register
@@ -124,6 +125,16 @@ def crucible_register_task_runners(register: Register[TaskRunnerFactory]) -> Non
     A plan run calls every factory once; one that returns a TaskRunner (not None) may run the
     run's tasks that need a capability this machine lacks (crucible_core.plan.runners).
     `plan show` calls them with `context.offline` set and only asks provides/refuses.
+    """
+
+
+@hookspec
+def crucible_register_workspace_memories(register: Register[WorkspaceMemoryFactory]) -> None:
+    """Register workspace memories by name ("git"): factories taking a WorkspaceMemoryContext.
+
+    A playbook keeps its shared workspace's history through the one named "git" (the git world
+    plugin's): it clones `[repo]` into the workspace, records the base, commits each passing
+    task's changes and discards a failing one's, and puts the base back on resume.
     """
 
 

@@ -74,7 +74,7 @@ def command(
     if pack is not None:
         _check_pack_needs(plugins, pack, repo)
     manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
-    if _check_workflow(manifest):
+    if _check_workflow(manifest, plugins):
         return
     loaded = load_manifest(manifest, plugins=plugins)
     findings = check(plugins, loaded, harness=harness, caps=frozenset(caps))
@@ -98,7 +98,7 @@ def _check_pack_needs(plugins: Plugins, pack: str, repo: Path | None) -> None:
         sys.exit(int(ExitCode.CHECK_FAILED))
 
 
-def _check_workflow(manifest: Path) -> bool:
+def _check_workflow(manifest: Path, plugins: Plugins) -> bool:
     """Compile and validate the manifest's workflow; True when it is a playbook (nothing else to prove)."""
     from crucible_core.cli.workflow_cmd import validate_document
     from crucible_core.manifest.loader import load_manifest
@@ -115,6 +115,7 @@ def _check_workflow(manifest: Path) -> bool:
     click.echo(f"ok   workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")
     failed = _check_services(loaded, plan)
     if document["type"] == "playbook":
+        failed = _check_workspace_memory(plugins) or failed
         if failed:
             click.echo("check failed")
             sys.exit(int(ExitCode.CHECK_FAILED))
@@ -123,6 +124,19 @@ def _check_workflow(manifest: Path) -> bool:
     if failed:
         click.echo("check failed")
         sys.exit(int(ExitCode.CHECK_FAILED))
+    return False
+
+
+def _check_workspace_memory(plugins: Plugins) -> bool:
+    """Whether a plugin keeps a playbook's workspace history; True (and why) when none does."""
+    from crucible_core.errors import PluginError
+    from crucible_core.lanes.playbook_workspace import memory_factory
+
+    try:
+        memory_factory(plugins)
+    except PluginError as exc:
+        click.echo(f"{MARKS['fail']} {exc.render()}")
+        return True
     return False
 
 

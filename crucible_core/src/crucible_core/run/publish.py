@@ -29,14 +29,23 @@ Admit = Callable[..., str | None]  # Mediator.admit
 Note = Callable[[str, str], None]  # Engine.note(text, level)
 
 
+# The standard set's publishers and the distribution each comes in, so that a refusal can say
+# what to install; a third party's forge gets the general hint.
+STANDARD_PUBLISHERS = {"github": "crucible-plugin-publish-github"}
+
+
 def build_publisher(plugins: Plugins, section: PublishSection) -> Publisher:
-    """The registered publisher `[publish].forge` names, or a ManifestError naming what is installed."""
+    """The registered publisher `[publish].forge` names, or a ManifestError naming what is installed
+    and, for a forge of the standard set, the distribution that provides it."""
     registry = plugins.registry("publisher")
     if section.forge not in registry:
         installed = ", ".join(registry.names()) or "none"
+        provider = STANDARD_PUBLISHERS.get(section.forge)
         raise ManifestError(
             f"[publish].forge = {section.forge!r} is not an installed publisher (installed: {installed})",
-            hint="install the plugin that provides it (`crucible plugins` lists what is installed)",
+            hint=f"pip install {provider}"
+            if provider
+            else "install the plugin that provides it (`crucible plugins` lists what is installed)",
         )
     publisher = registry.get(section.forge, where="[publish].forge")()
     if not isinstance(publisher, Publisher):
