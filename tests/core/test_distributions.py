@@ -109,7 +109,8 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     ]
     assert registered["broker tool"] == ["distress", "escalate", "request_approval", "steer_inbox"]
     assert "draft-pr" in registered["output kind"] and "gpu-capture" in registered["output kind"]
-    assert set(registered) == {"reporter", "task kind", "broker tool", "output kind"}
+    assert registered["init template"] == ["command", "playbook"]  # claude's come with its plugin
+    assert set(registered) == {"reporter", "task kind", "broker tool", "output kind", "init template"}
     assert report["failures"] == [] and report["conflicts"] == []
 
 

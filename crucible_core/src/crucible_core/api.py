@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from crucible_core.hookspecs import PROJECT as PROJECT
     from crucible_core.hookspecs import hookimpl as hookimpl
     from crucible_core.hookspecs import hookspec as hookspec
+    from crucible_core.init_templates import InitTemplate as InitTemplate
     from crucible_core.manifest.containment import (
         escape_problem as escape_problem,
     )
@@ -324,6 +325,8 @@ _export(
     "WorkspaceMemoryContext",
     "WorkspaceMemoryFactory",
 )
+# `crucible init` starting points.
+_export("crucible_core.init_templates", "InitTemplate")
 # Contexts handed to the lifecycle hooks.
 _export(
     "crucible_core.run.lifecycle",

@@ -1,10 +1,11 @@
-"""Behaviour crucible-core ships as its own default plugin: reporters, plan task kinds, output kinds, broker tools."""
+"""Behaviour crucible-core ships as its own default plugin: reporters, plan task kinds, output kinds, broker tools, init templates."""
 
 from __future__ import annotations
 
 from crucible_core.broker.outputs import OutputKindSpec
 from crucible_core.broker.tools import BrokerTool
 from crucible_core.hookspecs import hookimpl
+from crucible_core.init_templates import InitTemplate
 from crucible_core.plan.kinds import TaskKindSpec
 from crucible_core.protocols import ReporterFactory
 from crucible_core.registry import Register
@@ -41,6 +42,14 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
 
     for tool in BUILTIN_TOOLS:
         register(tool.name, tool)
+
+
+@hookimpl
+def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
+    from crucible_core.init_templates import CORE_TEMPLATES
+
+    for template in CORE_TEMPLATES:
+        register(template.name, template)
 
 
 @hookimpl

@@ -40,6 +40,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "publisher": "crucible_register_publishers",
     "task runner": "crucible_register_task_runners",
     "workspace memory": "crucible_register_workspace_memories",
+    "init template": "crucible_register_init_templates",
 }
 
 
