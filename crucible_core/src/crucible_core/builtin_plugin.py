@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from crucible_core.broker.outputs import OutputKindSpec
 from crucible_core.broker.tools import BrokerTool
 from crucible_core.hookspecs import hookimpl
-from crucible_core.init_templates import InitTemplate
 from crucible_core.plan.kinds import TaskKindSpec
 from crucible_core.protocols import ReporterFactory
 from crucible_core.registry import Register
 from crucible_core.run.lifecycle import TurnAdditions, TurnContext
+
+if TYPE_CHECKING:
+    from crucible_core.init_templates import InitTemplate  # the templates load when registered
 
 
 @hookimpl

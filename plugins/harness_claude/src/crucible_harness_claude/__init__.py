@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from crucible_core.api import Harness, HarnessContext, HarnessFactory, InitTemplate, Register, hookimpl
+from typing import TYPE_CHECKING
+
+from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register, hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import InitTemplate  # the templates load only when registered
 
 
 # The factories import their modules on first use: loading the plugin (every `crucible`
