@@ -362,7 +362,7 @@ def _task_runners(
         run_name=loaded.dir.name,
         state_dir=state,
         base_dir=loaded.dir,
-        deploy=loaded.manifest.deploy,
+        deploy=loaded.deploy_settings,
         env=dict(env),
         emit=held,
     )
