@@ -36,6 +36,8 @@ MEMBERS = [
     "plugins/deploy_kubernetes",
     "plugins/broker_mcp",
     "plugins/service_oubliette",
+    "plugins/console_rich",
+    "plugins/flow_page",
     "plugins/publish_github",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"

@@ -32,6 +32,8 @@ STANDARD_SET = {
     "crucible-plugin-deploy-kubernetes",
     "crucible-plugin-broker-mcp",
     "crucible-plugin-service-oubliette",
+    "crucible-plugin-console-rich",
+    "crucible-plugin-flow-page",
     "crucible-plugin-publish-github",
 }
 
@@ -109,8 +111,16 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     ]
     assert registered["broker tool"] == ["distress", "escalate", "request_approval", "steer_inbox"]
     assert "draft-pr" in registered["output kind"] and "gpu-capture" in registered["output kind"]
+    assert registered["flow renderer"] == ["json", "dot", "mmd"]
     assert registered["init template"] == ["command", "playbook"]  # claude's come with its plugin
-    assert set(registered) == {"reporter", "task kind", "broker tool", "output kind", "init template"}
+    assert set(registered) == {
+        "reporter",
+        "task kind",
+        "broker tool",
+        "output kind",
+        "flow renderer",
+        "init template",
+    }
     assert report["failures"] == [] and report["conflicts"] == []
 
 
@@ -149,7 +159,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/deploy_kubernetes",
         "plugins/broker_mcp",
     ]
-    members += ["plugins/service_oubliette", "plugins/publish_github"]
+    members += ["plugins/service_oubliette", "plugins/console_rich", "plugins/flow_page", "plugins/publish_github"]
     done = subprocess.run(
         [
             *PIP_INSTALL,

@@ -48,13 +48,17 @@ if TYPE_CHECKING:
     from crucible_core.contract import wire as wire
     from crucible_core.contract.json_bounds import loads_bounded as loads_bounded
     from crucible_core.contract.measure_diagnosis import stderr_tail as stderr_tail
+    from crucible_core.contract.plain_text import plain as plain
     from crucible_core.contract.reading import (
         Reading as Reading,
     )
     from crucible_core.contract.reading import (
         parse_measure_output as parse_measure_output,
     )
+    from crucible_core.contract.run_kind import EPILOGUE as EPILOGUE
+    from crucible_core.contract.run_kind import verdict_word as verdict_word
     from crucible_core.durations import parse_duration as parse_duration
+    from crucible_core.durations import short_duration as short_duration
     from crucible_core.errors import (
         CapabilityUnserved as CapabilityUnserved,
     )
@@ -91,6 +95,17 @@ if TYPE_CHECKING:
     from crucible_core.event_bounds import (
         clip_value as clip_value,
     )
+    from crucible_core.flow.model import FlowModel as FlowModel
+    from crucible_core.flow.model import Iteration as Iteration
+    from crucible_core.flow.model import PlanTask as PlanTask
+    from crucible_core.flow.model import improvement_pct as improvement_pct
+    from crucible_core.flow.model import versus_baseline as versus_baseline
+    from crucible_core.flow.render import FlowRenderer as FlowRenderer
+    from crucible_core.flow.score_chart import ChartPoint as ChartPoint
+    from crucible_core.flow.score_chart import render_score_chart as render_score_chart
+    from crucible_core.flow.task_view import counted as counted
+    from crucible_core.flow.task_view import run_tally as run_tally
+    from crucible_core.flow.task_view import task_roles as task_roles
     from crucible_core.hookspecs import PROJECT as PROJECT
     from crucible_core.hookspecs import hookimpl as hookimpl
     from crucible_core.hookspecs import hookspec as hookspec
@@ -188,6 +203,12 @@ if TYPE_CHECKING:
         RecordedKept as RecordedKept,
     )
     from crucible_core.protocols import (
+        Reporter as Reporter,
+    )
+    from crucible_core.protocols import (
+        ReporterContext as ReporterContext,
+    )
+    from crucible_core.protocols import (
         ReporterFactory as ReporterFactory,
     )
     from crucible_core.protocols import (
@@ -242,6 +263,9 @@ if TYPE_CHECKING:
     from crucible_core.registry import MISSING_DRIVER_HINT as MISSING_DRIVER_HINT
     from crucible_core.registry import Register as Register
     from crucible_core.reporters.console import ConsoleReporter as ConsoleReporter
+    from crucible_core.reporters.console_text import show_number as show_number
+    from crucible_core.reporters.console_view import ConsoleView as ConsoleView
+    from crucible_core.reporters.console_view import row_label as row_label
     from crucible_core.run.lifecycle import (
         RunContext as RunContext,
     )
@@ -307,6 +331,8 @@ _export(
     "Publisher",
     "PublisherFactory",
     "RecordedKept",
+    "Reporter",
+    "ReporterContext",
     "ReporterFactory",
     "SandboxCommand",
     "SandboxHarness",
@@ -370,6 +396,20 @@ _export("crucible_core.mcp_config", "ENV_MCP_CONFIG", "mcp_config_file")
 # Command-line building blocks for plugin commands, and the plain console reporter.
 _export("crucible_core.cli.options", "budget_cap", "manifest_option")
 _export("crucible_core.reporters.console", "ConsoleReporter")
+# A reporter's view of the run (the console's fold of the log) and the words it prints with; every
+# agent or measure text goes through `plain` before it reaches a terminal.
+_export("crucible_core.reporters.console_view", "ConsoleView", "row_label")
+_export("crucible_core.reporters.console_text", "show_number")
+_export("crucible_core.contract.plain_text", "plain")
+_export("crucible_core.durations", "short_duration")
+_export("crucible_core.flow.model", "improvement_pct")
+_export("crucible_core.flow.task_view", "counted")
+# Flow renderers: the model `crucible flow` folds from the log, and the words and charts its views share.
+_export("crucible_core.flow.render", "FlowRenderer")
+_export("crucible_core.flow.model", "FlowModel", "Iteration", "PlanTask", "versus_baseline")
+_export("crucible_core.flow.task_view", "run_tally", "task_roles")
+_export("crucible_core.flow.score_chart", "ChartPoint", "render_score_chart")
+_export("crucible_core.contract.run_kind", "EPILOGUE", "verdict_word")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 

@@ -1,4 +1,5 @@
-"""Behaviour crucible-core ships as its own default plugin: reporters, plan task kinds, output kinds, broker tools, init templates."""
+"""Behaviour crucible-core ships as its own default plugin: reporters, flow renderings, plan task kinds,
+output kinds, broker tools, init templates."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from crucible_core.broker.outputs import OutputKindSpec
 from crucible_core.broker.tools import BrokerTool
+from crucible_core.flow.render import FlowRenderer
 from crucible_core.hookspecs import hookimpl
 from crucible_core.plan.kinds import TaskKindSpec
 from crucible_core.protocols import ReporterFactory
@@ -23,6 +25,15 @@ def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
     register("console", console.ConsoleReporter.from_context)
     register("headless", console.HeadlessReporter.from_context)
     register("jsonl", jsonl.JsonlReporter.from_context)
+
+
+@hookimpl
+def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
+    from crucible_core.flow import render
+
+    register("json", render.render_json)
+    register("dot", render.render_dot)
+    register("mmd", render.render_mermaid)
 
 
 @hookimpl

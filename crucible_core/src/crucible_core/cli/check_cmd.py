@@ -39,6 +39,11 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
     default=None,
     help="Check a plan file instead: its graph, and its [[service]] resolution against the catalog.",
 )
+@click.option(
+    "--ui",
+    default=None,
+    help="Check that this reporter is installed, as `crucible run --ui` will ask for it.",
+)
 def command(
     manifest: Path,
     pack: str | None,
@@ -46,6 +51,7 @@ def command(
     harness: str | None,
     caps: tuple[str, ...],
     plan_file: Path | None,
+    ui: str | None,
 ) -> None:
     """Validate a manifest and its gate without an agent turn.
 
@@ -58,7 +64,8 @@ def command(
     manifest that does not load, 16 for one this version does not support.
 
     With --pack NAME (and --repo PATH): first what the pack needs from the repository (files,
-    a setup command, params), then the usual checks on the pack's copy in ./NAME.
+    a setup command, params), then the usual checks on the pack's copy in ./NAME. With --ui NAME,
+    first whether that reporter is installed (`--ui rich` needs crucible-plugin-console-rich).
     """
     from crucible_core.contract.plain_text import plain
     from crucible_core.manifest.loader import load_manifest
@@ -71,6 +78,8 @@ def command(
     plugins = load_plugins()
     for failure in plugins.failures:
         click.echo(f"WARN plugin {failure.name} ({failure.distribution}) failed to load: {failure.error}")
+    if ui is not None:
+        _check_ui(plugins, ui)
     if pack is not None:
         _check_pack_needs(plugins, pack, repo)
     manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
@@ -84,6 +93,19 @@ def command(
         click.echo("check failed")
         sys.exit(int(ExitCode.CHECK_FAILED))
     click.echo("check passed")
+
+
+def _check_ui(plugins: Plugins, ui: str) -> None:
+    """The reporter `--ui` names; a missing one fails here, naming the distribution that provides it."""
+    from crucible_core.errors import PluginError
+
+    try:
+        entry = plugins.registry("reporter").entry(ui, where="--ui")
+    except PluginError as exc:
+        click.echo(f"{MARKS['fail']} {exc.render()}")
+        click.echo("check failed")
+        sys.exit(int(ExitCode.CHECK_FAILED))
+    click.echo(f"{MARKS['ok']} --ui {ui}: reporter from {entry.plugin}")
 
 
 def _check_pack_needs(plugins: Plugins, pack: str, repo: Path | None) -> None:

@@ -9,10 +9,11 @@ import click
 
 from crucible_core.cli.options import repo_option
 from crucible_core.errors import PluginError, UsageError, WorkspaceError
-from crucible_core.init_templates import DEFAULT_TEMPLATE, STANDARD_TEMPLATES, InitTemplate
+from crucible_core.init_templates import DEFAULT_TEMPLATE, InitTemplate
 from crucible_core.manifest.containment import DEFAULT_STATE_DIR_NAME
 from crucible_core.manifest.ignore_rules import ignored, repository_root
 from crucible_core.plugins import Plugins, load_plugins
+from crucible_core.registry import provider_of
 
 # The directories a run makes beside its manifest (every template keeps [workspace].dir here).
 RUN_DIRS = ("workspace", DEFAULT_STATE_DIR_NAME)
@@ -102,11 +103,12 @@ def _template(plugins: Plugins, name: str) -> InitTemplate:
         template: InitTemplate = registry.get(name, where="--template")
         return template
     installed = ", ".join(registry.names()) or "none"
-    if name in STANDARD_TEMPLATES:
+    provider = provider_of("init template", name)
+    if provider:
         raise PluginError(
-            f"the {name!r} template comes with {STANDARD_TEMPLATES[name]}, which is not installed "
+            f"the {name!r} template comes with {provider}, which is not installed "
             f"(installed templates: {installed})",
-            hint=f"pip install {STANDARD_TEMPLATES[name]}, or pick an installed template with --template",
+            hint=f"pip install {provider}, or pick an installed template with --template",
         )
     raise UsageError(f"no init template {name!r}; installed templates: {installed}")
 

@@ -22,13 +22,7 @@ class InitTemplate:
     next_step: str = ""
 
 
-DEFAULT_TEMPLATE = "claude"
-# Templates of the standard set that core does not ship, and the distribution each comes in, so
-# that `init` can say what to install when one is asked for and absent.
-STANDARD_TEMPLATES = {
-    "claude": "crucible-plugin-harness-claude",
-    "python-speed": "crucible-plugin-harness-claude",
-}
+DEFAULT_TEMPLATE = "claude"  # crucible-plugin-harness-claude's (registry.PROVIDERS)
 
 CORE_TEMPLATES = (
     InitTemplate(

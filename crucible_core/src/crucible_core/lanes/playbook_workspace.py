@@ -26,12 +26,12 @@ from crucible_core.plan.executor import PriorRun
 from crucible_core.plan.files import INPUTS_DIR, FileStore
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import WorkspaceMemory, WorkspaceMemoryContext, WorkspaceMemoryFactory
+from crucible_core.registry import provider_of
 from crucible_core.run.agent_task import RESULT_FILE
 from crucible_core.run.injects import copy_injects
 from crucible_core.run.workspace_setup import SETUP_TIMEOUT, workspace_in_use
 
 MEMORY = "git"  # the workspace memory a playbook keeps its history with
-MEMORY_DISTRIBUTION = "crucible-plugin-world-git"
 # Engine files a task leaves behind that belong to no commit.
 ENGINE_FILES = (INPUTS_DIR.parts[0], RESULT_FILE)
 
@@ -43,7 +43,7 @@ def memory_factory(plugins: Plugins) -> WorkspaceMemoryFactory:
         raise PluginError(
             f"a playbook keeps its workspace's history in a {MEMORY!r} workspace memory, and no "
             "installed plugin registers one",
-            hint=f"pip install {MEMORY_DISTRIBUTION}",
+            hint=f"pip install {provider_of('workspace memory', MEMORY)}",
         )
     factory: WorkspaceMemoryFactory = registry.get(MEMORY, where="a playbook")
     return factory

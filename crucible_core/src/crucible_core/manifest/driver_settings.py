@@ -35,6 +35,7 @@ from crucible_core.manifest.converter import (
     describe_structure_error,
 )
 from crucible_core.manifest.models import AgentSection, JudgeSection, WorldSection
+from crucible_core.registry import provider_of
 
 if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
@@ -245,10 +246,6 @@ def resolve_settings(
     return ResolvedSettings((*resolved, *set_aside))
 
 
-# Who reads [deploy] in the standard set, for the refusal when nothing installed does.
-DEPLOY_DISTRIBUTION = "crucible-plugin-deploy-kubernetes"
-
-
 def _deploy_settings(plugins: Plugins, manifest_path: Path, table: Mapping[str, Any]) -> DriverSettings:
     """`[deploy]` belongs to the task runner that registered a settings class (first in name order).
 
@@ -260,7 +257,7 @@ def _deploy_settings(plugins: Plugins, manifest_path: Path, table: Mapping[str, 
         raise ManifestError(
             f"{manifest_path}: [deploy] configures where tasks run beyond this machine, and no "
             "installed task runner reads it",
-            hint=f"pip install {DEPLOY_DISTRIBUTION}, or remove [deploy]",
+            hint=f"pip install {provider_of('task runner', 'kubernetes')}, or remove [deploy]",
         )
     entry = min(owners, key=lambda owner: owner.name)
     assert entry.settings is not None
