@@ -159,7 +159,12 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/deploy_kubernetes",
         "plugins/broker_mcp",
     ]
-    members += ["plugins/service_oubliette", "plugins/console_rich", "plugins/flow_page", "plugins/publish_github"]
+    members += [
+        "plugins/service_oubliette",
+        "plugins/console_rich",
+        "plugins/flow_page",
+        "plugins/publish_github",
+    ]
     done = subprocess.run(
         [
             *PIP_INSTALL,
