@@ -254,6 +254,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.services.catalog import Handoff as Handoff
     from crucible_core.services.catalog import ServiceTool as ServiceTool
+    from crucible_core.services.catalog import ServiceToolFactory as ServiceToolFactory
     from crucible_core.shell import Shell as Shell
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
@@ -333,7 +334,7 @@ _export("crucible_core.plan.ir", "Task")
 _export("crucible_core.plan.kinds", "Attempt", "Outcome", "TaskContext", "TaskKindSpec")
 _export("crucible_core.plan.runners", "TaskRunner", "TaskRunnerContext", "TaskRunnerFactory")
 # Run-service tools a plugin installs (discovery; a run trusts only the catalog).
-_export("crucible_core.services.catalog", "ServiceTool", "Handoff")
+_export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "Handoff")
 # Broker tools, output kinds and what an agent may reach.
 _export("crucible_core.broker.tools", "BrokerTool")
 _export("crucible_core.broker.outputs", "OutputKindSpec")

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.registry import Register
     from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
-    from crucible_core.services.catalog import ServiceTool
+    from crucible_core.services.catalog import ServiceToolFactory
 
 PROJECT = "crucible"
 
@@ -80,8 +80,8 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
 
 
 @hookspec
-def crucible_register_services(register: Register[ServiceTool]) -> None:
-    """Register installed run-service tools by their catalog name: ServiceTool values.
+def crucible_register_services(register: Register[ServiceToolFactory]) -> None:
+    """Register installed run-service tools by their catalog name: functions returning a ServiceTool.
 
     Discovery only: `crucible services list` shows them and `crucible services catalog` writes
     their catalog entries; a run starts only what the operator's catalog attests (docs/services.md).

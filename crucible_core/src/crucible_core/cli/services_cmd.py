@@ -37,13 +37,19 @@ def _installed() -> list[tuple[str, str, ServiceTool]]:
 
     found = []
     for entry in sorted(load_plugins().registry("service"), key=lambda e: e.name):
-        if not isinstance(entry.value, ServiceTool):
+        try:
+            tool = entry.value()
+        except Exception as exc:
             raise PluginError(
-                f"plugin {entry.plugin} registered service tool {entry.name!r} as a "
-                f"{type(entry.value).__name__}, not a ServiceTool",
+                f"plugin {entry.plugin}: service tool {entry.name!r} raised {type(exc).__name__}: {exc}",
+                hint="fix or uninstall the plugin, or leave it out with CRUCIBLE_LOAD_PLUGINS",
+            ) from exc
+        if not isinstance(tool, ServiceTool):
+            raise PluginError(
+                f"plugin {entry.plugin}: service tool {entry.name!r} is a {type(tool).__name__}, not a ServiceTool",
                 hint="fix or uninstall the plugin, or leave it out with CRUCIBLE_LOAD_PLUGINS",
             )
-        found.append((entry.name, entry.plugin, entry.value))
+        found.append((entry.name, entry.plugin, tool))
     return found
 
 

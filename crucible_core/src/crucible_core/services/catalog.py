@@ -16,7 +16,7 @@ import enum
 import hashlib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,10 @@ class ServiceTool:
             handoff=self.handoff,
             reclaim_args=self.reclaim_args,
         )
+
+
+# What crucible_register_services takes: called only by `crucible services`, so registering is free.
+ServiceToolFactory = Callable[[], ServiceTool]
 
 
 def catalog_text(entries: list[CatalogEntry]) -> str:

@@ -11,15 +11,20 @@ from typing import TYPE_CHECKING
 from crucible_core.api import hookimpl
 
 if TYPE_CHECKING:
-    from crucible_core.api import Register, ServiceTool
+    from crucible_core.api import Register, ServiceTool, ServiceToolFactory
 
 TOOL_NAME = "oubliette-cluster"
 SCRIPT = "crucible-service-oubliette"  # the console script this distribution installs
 DISTRIBUTION = "crucible-plugin-service-oubliette"
+KUBECONFIG_NAME = "kubeconfig"  # the handoff file, in the directory the engine gives the tool
 
 
 @hookimpl
-def crucible_register_services(register: Register[ServiceTool]) -> None:
-    from crucible_service_oubliette.install import installed_tool
+def crucible_register_services(register: Register[ServiceToolFactory]) -> None:
+    register(TOOL_NAME, _installed_tool)
 
-    register(TOOL_NAME, installed_tool())
+
+def _installed_tool() -> ServiceTool:
+    from crucible_service_oubliette.install import installed_tool  # deferred: `crucible plugins` stays cheap
+
+    return installed_tool()

@@ -7,8 +7,7 @@ from importlib.metadata import Distribution, PackageNotFoundError, distribution
 from pathlib import Path
 
 from crucible_core.api import Handoff, ServiceTool
-from crucible_service_oubliette import DISTRIBUTION, SCRIPT
-from crucible_service_oubliette.server import KUBECONFIG_NAME
+from crucible_service_oubliette import DISTRIBUTION, KUBECONFIG_NAME, SCRIPT
 
 
 def installed_tool() -> ServiceTool:

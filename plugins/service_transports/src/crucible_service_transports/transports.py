@@ -6,18 +6,22 @@ started tool and probes it the way its transport says it becomes ready.
 - `mcp-stdio`: the tool is an MCP server on its standard streams; a relay serves it as MCP
   streamable HTTP on a loopback port of its own, the forward sits in front of the relay, and
   readiness is an MCP initialize through the relay.
+
+The HTTP servers and the probes are imported when a service starts, not when the transports are
+registered (every `crucible plugins` registers them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
-from crucible_core.api import ServedTool
-from crucible_service_transports.forward import AuthenticatingForward
-from crucible_service_transports.readiness import http_answers, mcp_initializes
-from crucible_service_transports.stdio_relay import StdioRelay
+if TYPE_CHECKING:
+    from crucible_core.api import ServedTool
+    from crucible_service_transports.forward import AuthenticatingForward
+    from crucible_service_transports.stdio_relay import StdioRelay
 
 
 @attrs.define
@@ -43,6 +47,8 @@ class Endpoint:
 
 
 def _forward(port: int, tool: ServedTool) -> AuthenticatingForward:
+    from crucible_service_transports.forward import AuthenticatingForward
+
     return AuthenticatingForward(port, tool.bearer).start()
 
 
@@ -50,6 +56,8 @@ class McpHttp:
     """`mcp-http`: MCP streamable HTTP on the tool's own port."""
 
     def serve(self, tool: ServedTool) -> Endpoint:
+        from crucible_service_transports.readiness import mcp_initializes
+
         return Endpoint(tool.port, tool.mcp_path, _forward(tool.port, tool), mcp_initializes)
 
 
@@ -57,13 +65,21 @@ class PlainHttp:
     """`http`: any HTTP on the tool's own port."""
 
     def serve(self, tool: ServedTool) -> Endpoint:
-        return Endpoint(tool.port, tool.mcp_path, _forward(tool.port, tool), _any_answer)
+        from crucible_service_transports.readiness import http_answers
+
+        def any_answer(port: int, _mcp_path: str, timeout: float) -> bool:
+            return http_answers(port, timeout)
+
+        return Endpoint(tool.port, tool.mcp_path, _forward(tool.port, tool), any_answer)
 
 
 class McpStdio:
     """`mcp-stdio`: the engine is the tool's one client and relays it onto loopback HTTP."""
 
     def serve(self, tool: ServedTool) -> Endpoint:
+        from crucible_service_transports.readiness import mcp_initializes
+        from crucible_service_transports.stdio_relay import StdioRelay
+
         if tool.stdin is None or tool.stdout is None:
             raise OSError(f"service {tool.service}: an mcp-stdio tool needs its standard streams")
         relay = StdioRelay(tool.stdin, tool.stdout, tool.mcp_path).start()
@@ -73,7 +89,3 @@ class McpStdio:
             relay.close()
             raise
         return Endpoint(relay.port, tool.mcp_path, forward, mcp_initializes, relay)
-
-
-def _any_answer(port: int, _mcp_path: str, timeout: float) -> bool:
-    return http_answers(port, timeout)
