@@ -111,7 +111,6 @@ class ServiceTool:
     transport: Transport = attrs.field(converter=Transport)
     creates_external_resources: bool
     concurrent_clients: bool
-    description: str = ""  # one line for `crucible services list`
     mcp_path: str = "/mcp"
     handoff: Handoff | None = None
     reclaim_args: tuple[str, ...] | None = None

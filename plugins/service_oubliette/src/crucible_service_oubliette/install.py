@@ -21,7 +21,6 @@ def installed_tool() -> ServiceTool:
         transport="mcp-http",
         creates_external_resources=True,  # the cluster lives on the Oubliette host
         concurrent_clients=True,
-        description="one disposable Oubliette (vCluster) cluster per run, handed to tasks as a kubeconfig",
         handoff=Handoff(
             file=KUBECONFIG_NAME,
             env="KUBECONFIG",
