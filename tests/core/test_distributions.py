@@ -34,6 +34,7 @@ STANDARD_SET = {
     "crucible-plugin-service-oubliette",
     "crucible-plugin-console-rich",
     "crucible-plugin-flow-page",
+    "crucible-plugin-service-transports",
 }
 
 
@@ -150,7 +151,12 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/deploy_kubernetes",
         "plugins/broker_mcp",
     ]
-    members += ["plugins/service_oubliette", "plugins/console_rich", "plugins/flow_page"]
+    members += [
+        "plugins/service_oubliette",
+        "plugins/console_rich",
+        "plugins/flow_page",
+        "plugins/service_transports",
+    ]
     done = subprocess.run(
         [
             *PIP_INSTALL,
