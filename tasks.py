@@ -38,6 +38,7 @@ MEMBERS = [
     "plugins/service_oubliette",
     "plugins/console_rich",
     "plugins/flow_page",
+    "plugins/service_transports",
     "plugins/publish_github",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"

@@ -34,6 +34,7 @@ STANDARD_SET = {
     "crucible-plugin-service-oubliette",
     "crucible-plugin-console-rich",
     "crucible-plugin-flow-page",
+    "crucible-plugin-service-transports",
     "crucible-plugin-publish-github",
 }
 
@@ -163,6 +164,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/service_oubliette",
         "plugins/console_rich",
         "plugins/flow_page",
+        "plugins/service_transports",
         "plugins/publish_github",
     ]
     done = subprocess.run(

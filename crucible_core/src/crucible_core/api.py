@@ -221,7 +221,13 @@ if TYPE_CHECKING:
         SandboxLayout as SandboxLayout,
     )
     from crucible_core.protocols import (
-        ServiceTool as ServiceTool,
+        ServedTool as ServedTool,
+    )
+    from crucible_core.protocols import (
+        ServiceEndpoint as ServiceEndpoint,
+    )
+    from crucible_core.protocols import (
+        ServiceTransport as ServiceTransport,
     )
     from crucible_core.protocols import (
         ShellStdin as ShellStdin,
@@ -281,6 +287,9 @@ if TYPE_CHECKING:
     from crucible_core.run.lifecycle import (
         TurnUnavailable as TurnUnavailable,
     )
+    from crucible_core.services.catalog import Handoff as Handoff
+    from crucible_core.services.catalog import ServiceTool as ServiceTool
+    from crucible_core.services.catalog import ServiceToolFactory as ServiceToolFactory
     from crucible_core.shell import Shell as Shell
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
@@ -337,7 +346,9 @@ _export(
     "SandboxCommand",
     "SandboxHarness",
     "SandboxLayout",
-    "ServiceTool",
+    "ServedTool",
+    "ServiceEndpoint",
+    "ServiceTransport",
     "ShellStdin",
     "ShellTurn",
     "SourceChanges",
@@ -366,6 +377,8 @@ _export(
 _export("crucible_core.plan.ir", "Task")
 _export("crucible_core.plan.kinds", "Attempt", "Outcome", "TaskContext", "TaskKindSpec")
 _export("crucible_core.plan.runners", "TaskRunner", "TaskRunnerContext", "TaskRunnerFactory")
+# Run-service tools a plugin installs (discovery; a run trusts only the catalog).
+_export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "Handoff")
 # Broker tools, output kinds and what an agent may reach.
 _export("crucible_core.broker.tools", "BrokerTool")
 _export("crucible_core.broker.outputs", "OutputKindSpec")

@@ -29,13 +29,14 @@ if TYPE_CHECKING:
         JudgeFactory,
         PublisherFactory,
         ReporterFactory,
-        ServiceTool,
+        ServiceTransport,
         TurnResult,
         WorkspaceMemoryFactory,
         WorldFactory,
     )
     from crucible_core.registry import Register
     from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+    from crucible_core.services.catalog import ServiceToolFactory
 
 PROJECT = "crucible"
 
@@ -82,8 +83,21 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
 
 
 @hookspec
-def crucible_register_services(register: Register[ServiceTool]) -> None:
-    """Register run-service tools by name, as a run supervisor catalog offers them: ServiceTool values."""
+def crucible_register_services(register: Register[ServiceToolFactory]) -> None:
+    """Register installed run-service tools by their catalog name: functions returning a ServiceTool.
+
+    Discovery only: `crucible services list` shows them and `crucible services catalog` writes
+    their catalog entries; a run starts only what the operator's catalog attests (docs/services.md).
+    """
+
+
+@hookspec
+def crucible_register_service_transports(register: Register[ServiceTransport]) -> None:
+    """Register how a catalog transport ("mcp-http", "mcp-stdio", "http") is served: ServiceTransport values.
+
+    The engine starts the tool and mints its bearer; `serve(tool)` puts the forward in front of it
+    and returns the endpoint whose `ready(timeout)` the engine probes before any task needs it.
+    """
 
 
 @hookspec

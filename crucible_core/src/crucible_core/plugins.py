@@ -33,6 +33,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "output kind": "crucible_register_output_kinds",
     "broker tool": "crucible_register_broker_tools",
     "service": "crucible_register_services",
+    "service transport": "crucible_register_service_transports",
     "command": "crucible_register_commands",
     "reporter": "crucible_register_reporters",
     "pack": "crucible_register_packs",

@@ -129,13 +129,13 @@ def _check_workflow(manifest: Path, plugins: Plugins) -> bool:
     loaded = load_manifest(manifest)
     document = effective_workflow(loaded)
     if document is None:
-        if _check_services(loaded, None):  # agent turns would lose a service: the run is refused
+        if _check_services(loaded, None, plugins):  # agent turns would lose a service: the run is refused
             click.echo("check failed")
             sys.exit(int(ExitCode.CHECK_FAILED))
         return False
     plan = validate_document(document, source=str(manifest))
     click.echo(f"ok   workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")
-    failed = _check_services(loaded, plan)
+    failed = _check_services(loaded, plan, plugins)
     if document["type"] == "playbook":
         failed = _check_workspace_memory(plugins) or failed
         if failed:
@@ -162,8 +162,9 @@ def _check_workspace_memory(plugins: Plugins) -> bool:
     return False
 
 
-def _check_services(loaded: LoadedManifest, plan: ValidPlan | None) -> bool:
-    """A manifest's [[service]] resolution; True when a required task or the agent turns lose one."""
+def _check_services(loaded: LoadedManifest, plan: ValidPlan | None, plugins: Plugins) -> bool:
+    """A manifest's [[service]] resolution; True when a required task or the agent turns lose one,
+    or a service's transport has no plugin to serve it."""
     import os
 
     if not loaded.services:
@@ -179,17 +180,21 @@ def _check_services(loaded: LoadedManifest, plan: ValidPlan | None) -> bool:
     for name in loaded.manifest.agent.services:
         needed_by.setdefault(f"service.{name}", []).append("agent turns")
         required["agent turns"] = True  # a loop whose turns lose a service is refused outright
-    return _print_services(resolution, needed_by, required)
+    return _print_services(resolution, needed_by, required, plugins)
 
 
 def _print_services(
-    resolution: Resolution, needed_by: dict[str, list[str]], required: dict[str, bool]
+    resolution: Resolution, needed_by: dict[str, list[str]], required: dict[str, bool], plugins: Plugins
 ) -> bool:
-    from crucible_core.services.resolve import describe
+    from crucible_core.services.resolve import describe, transport_problems
 
-    failed = False
     for line in describe(resolution, needed_by):
         click.echo(f"{MARKS['info']} {line}")
+    # The run refuses these before its log opens (exit 12), whichever task needs the service.
+    unserved = transport_problems(resolution, plugins.registry("service transport").names())
+    for line in unserved:
+        click.echo(f"{MARKS['fail']} {line}")
+    failed = bool(unserved)
     for capability, why in resolution.unavailable().items():
         for name in needed_by.get(capability, []):
             must = required.get(name, True)
@@ -212,7 +217,8 @@ def _check_plan(path: Path) -> None:
     from crucible_core.plugins import load_plugins
     from crucible_core.services import run_services
 
-    kinds = load_plugins().registry("task kind")
+    plugins = load_plugins()
+    kinds = plugins.registry("task kind")
     data = read_plan_file(path)
     declared = run_services.declarations_of(data, [path.resolve().parent, Path.cwd().resolve()], str(path))
     plan = validate(plan_from_data(data, kinds, source=str(path)), kinds, source=str(path))
@@ -222,7 +228,7 @@ def _check_plan(path: Path) -> None:
     for task in plan.tasks:
         needed_by.setdefault(task.needs, []).append(task.name)
     failed = _print_services(
-        resolution, needed_by, {t.name: plan.plan.task(t.name).required for t in plan.tasks}
+        resolution, needed_by, {t.name: plan.plan.task(t.name).required for t in plan.tasks}, plugins
     )
     if failed:
         click.echo("check failed")
