@@ -155,7 +155,11 @@ def test_abort_kills_the_running_turn_and_restores_the_world(tmp_path: Path) -> 
     )
     proc = start(manifest, "slow", 1, "--iterations", "3")
     wait_for(manifest, proc, lambda e: e["kind"] == "step" and e["step"] == "propose" and e["iter"] == 1)
-    time.sleep(0.2)  # let the proposer make its edit before it is killed
+    edited = manifest.parent / "workspace" / "value.txt"
+    deadline = time.monotonic() + 60
+    while edited.read_text().strip() != "50":  # the proposer's edit is made before it is killed
+        assert proc.poll() is None and time.monotonic() < deadline, "the proposer never made its edit"
+        time.sleep(0.01)
     assert run_crucible("abort", "--manifest", manifest, "--reason", "wrong direction").returncode == 0
     assert proc.wait(timeout=60) == 3  # long before the 120 s turn would have ended
     log = events(manifest)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +29,10 @@ from crucible_core.errors import ControlError
 from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, EXAMPLES, crucible_env, run_crucible
 
-SLEEP = "python3 -c 'import sys, time; time.sleep(float(sys.argv[1]))' 0.08 \"$1\""
+# This interpreter, started directly and without site: a `python3` found on PATH may be a version
+# manager's shim costing several times the 0.08 s sleep, at every one of the trials' hundreds of
+# turns and measures.
+SLEEP = f"{shlex.quote(sys.executable)} -S -c 'import sys, time; time.sleep(float(sys.argv[1]))' 0.08 \"$1\""
 
 BUMP = f"""#!/bin/sh
 # slowed counter proposer; at value 2 (once per trial) it asks for an approval and blocks
