@@ -246,7 +246,17 @@ if TYPE_CHECKING:
     from crucible_core.run.lifecycle import (
         TurnUnavailable as TurnUnavailable,
     )
+    from crucible_core.session.embed import CheckReport as CheckReport
+    from crucible_core.session.embed import RunResult as RunResult
+    from crucible_core.session.embed import check as check
+    from crucible_core.session.embed import results as results
+    from crucible_core.session.embed import run as run
     from crucible_core.shell import Shell as Shell
+    from crucible_core.testing.drivers import MemoryWorld as MemoryWorld
+    from crucible_core.testing.drivers import ScriptedBackend as ScriptedBackend
+    from crucible_core.testing.drivers import ScriptedJudge as ScriptedJudge
+    from crucible_core.testing.kit import CrucibleKit as CrucibleKit
+    from crucible_core.testing.kit import KitRun as KitRun
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
 # public name -> (module, attribute inside it)
@@ -357,6 +367,11 @@ _export("crucible_core.mcp_config", "ENV_MCP_CONFIG", "mcp_config_file")
 # Command-line building blocks for plugin commands, and the plain console reporter.
 _export("crucible_core.cli.options", "budget_cap", "manifest_option")
 _export("crucible_core.reporters.console", "ConsoleReporter")
+# Embedding: run, check and read results from Python, as the CLI does (docs/python-api.md).
+_export("crucible_core.session.embed", "run", "check", "results", "RunResult", "CheckReport")
+# Testing: the scripted drivers and the kit running the real loop with them (docs/python-api.md).
+_export("crucible_core.testing.drivers", "MemoryWorld", "ScriptedJudge", "ScriptedBackend")
+_export("crucible_core.testing.kit", "CrucibleKit", "KitRun")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 
