@@ -178,10 +178,15 @@ RUNTIME_LAYERS: dict[str, set[str]] = {
     "lanes": BELOW_RUN | {"run"} | INFRASTRUCTURE | {"__init__"},
     # the shell every kind of run goes through: prepare, log, hooks, bridge, signals, shutdown
     "session": BELOW_RUN | {"run", "lanes"} | INFRASTRUCTURE | {"__init__"},
+    # the plugin authors' test kit: scripted drivers and runs through the session
+    "testing": BELOW_RUN | {"session"} | INFRASTRUCTURE | {"__init__"},
     # the top: the commands, the built-in plugin and the init templates may use everything
     "cli": {"*"},
     "builtin_plugin": {"*"},
     "init_templates": {"*"},
+    # the public plugin API names every module it re-exports only as a string, resolved on first
+    # use, so importing it loads nothing of core (tests/core/test_public_api.py)
+    "api": set(),
 }
 
 

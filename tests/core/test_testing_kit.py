@@ -110,7 +110,15 @@ def test_a_plugin_under_test_is_registered_on_the_kit_alone(crucible_kit: api.Cr
     assert [(row.decision, row.score) for row in done.rows] == [("baseline", 4.0), ("keep", 10.0)]
     # a second kit (another test) does not see it
     other = api.CrucibleKit(crucible_kit.root.parent / "other")
-    assert "doubling" not in other.plugins.registry("judge").entries
+    with pytest.raises(api.PluginError, match="unknown judge 'doubling'"):
+        other.registered("judge", "doubling")
+
+
+def test_a_kit_names_an_installed_plugin_it_cannot_load(tmp_path: Path) -> None:
+    with pytest.raises(api.PluginError, match="could not load the installed plugin.s. no_such_plugin"):
+        api.CrucibleKit(tmp_path, installed=["judge_command", "no_such_plugin"])
+    kit = api.CrucibleKit(tmp_path, installed=["judge_command"])
+    assert kit.registered("judge", "command") is not None
 
 
 class _Doubling:

@@ -227,6 +227,8 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         WorldFactory as WorldFactory,
     )
+    from crucible_core.plugins import Plugins as Plugins
+    from crucible_core.plugins import load_plugins as load_plugins
     from crucible_core.redact import Redactor as Redactor
     from crucible_core.registry import MISSING_DRIVER_HINT as MISSING_DRIVER_HINT
     from crucible_core.registry import Register as Register
@@ -369,6 +371,7 @@ _export("crucible_core.cli.options", "budget_cap", "manifest_option")
 _export("crucible_core.reporters.console", "ConsoleReporter")
 # Embedding: run, check and read results from Python, as the CLI does (docs/python-api.md).
 _export("crucible_core.session.embed", "run", "check", "results", "RunResult", "CheckReport")
+_export("crucible_core.plugins", "Plugins", "load_plugins")
 # Testing: the scripted drivers and the kit running the real loop with them (docs/python-api.md).
 _export("crucible_core.testing.drivers", "MemoryWorld", "ScriptedJudge", "ScriptedBackend")
 _export("crucible_core.testing.kit", "CrucibleKit", "KitRun")

@@ -15,7 +15,7 @@ from crucible_core import api
 def test_the_pack_is_registered_and_its_gate_solves_at_three(tmp_path: Path) -> None:
     kit = api.CrucibleKit(tmp_path / "hello", installed=["judge_command"])
     kit.register(crucible_pack_hello)
-    pack = kit.plugins.registry("pack").get("hello", where="--pack")
+    pack = kit.registered("pack", "hello")
     shutil.copytree(pack, kit.root)  # what `crucible run --pack hello` copies
     sections = tomllib.loads((kit.root / "crucible.toml").read_text())
     sections["judge"]["kind"] = "command"

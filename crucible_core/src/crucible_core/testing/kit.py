@@ -17,6 +17,7 @@ import attrs
 
 from crucible_core import toml_text
 from crucible_core.contract import wire
+from crucible_core.errors import PluginError
 from crucible_core.hookspecs import hookimpl
 from crucible_core.manifest.loader import load_manifest
 from crucible_core.plugins import Plugins, load_plugins
@@ -98,7 +99,16 @@ class CrucibleKit:
 
     def __init__(self, root: Path, *, installed: Iterable[str] = ()) -> None:
         self.root = root
-        self.plugins: Plugins = load_plugins(names=["core", *installed])
+        wanted = ["core", *installed]
+        self.plugins: Plugins = load_plugins(names=wanted)
+        missing = set(wanted) - {info.name for info in self.plugins.infos}
+        if missing:
+            failed = "; ".join(f"{f.name}: {f.error}" for f in self.plugins.failures)
+            raise PluginError(
+                f"the kit could not load the installed plugin(s) {', '.join(sorted(missing))}"
+                + (f" ({failed})" if failed else ""),
+                hint="name entry points of the crucible group that are installed (`crucible plugins` lists them)",
+            )
         self.plugins.pm.register(_Drivers(self), name=KIT_PLUGIN)
         self.files: Mapping[str, Content] = {}
         self.turns: Sequence[Step] = ()
@@ -115,6 +125,13 @@ class CrucibleKit:
             self.plugins.register_module(plugin, name=label, distribution=label, version="test")
         else:
             self.plugins.pm.register(plugin, name=label)
+
+    def registered(self, kind: str, name: str) -> Any:
+        """What a plugin registered as `name` in the registry of `kind` ("judge", "pack", ...).
+
+        PluginError (naming what is registered) when nothing did.
+        """
+        return self.plugins.registry(kind).get(name, where=f"the kit's {kind} registry")
 
     # -- the factories the registered drivers use ---------------------------------------------
     def make_world(self, ctx: WorldContext) -> World:
