@@ -157,6 +157,13 @@ def test_the_kit_ships_as_a_pytest_plugin_and_core_never_imports_pytest() -> Non
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+    # every pytest run in an environment with crucible loads the fixtures: they import the kit late
+    probe = (
+        "import sys; import crucible_core.testing.pytest_plugin; "
+        "print(sorted(m for m in sys.modules if m.startswith('crucible_core.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['crucible_core.testing', 'crucible_core.testing.pytest_plugin']"
 
 
 @pytest.mark.parametrize("path", ["../up.txt", "/abs.txt"])

@@ -12,16 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from crucible_core.testing.drivers import MemoryWorld
-from crucible_core.testing.kit import CrucibleKit, KitRun
+if TYPE_CHECKING:  # imported by the fixtures: every pytest run in an environment with crucible loads this
+    from crucible_core.testing.drivers import MemoryWorld
+    from crucible_core.testing.kit import CrucibleKit, KitRun
 
 
 @pytest.fixture
 def crucible_kit(tmp_path: Path) -> CrucibleKit:
     """A fresh CrucibleKit for this test: core's plugin and the scripted drivers, in a temporary directory."""
+    from crucible_core.testing.kit import CrucibleKit
+
     return CrucibleKit(tmp_path / "crucible")
 
 
@@ -34,6 +38,8 @@ def crucible_run(crucible_kit: CrucibleKit) -> Callable[..., KitRun]:
 @pytest.fixture
 def memory_world(tmp_path: Path) -> MemoryWorld:
     """A MemoryWorld over an empty workspace in a temporary directory, its base state kept."""
+    from crucible_core.testing.drivers import MemoryWorld
+
     world = MemoryWorld(tmp_path / "memory-workspace")
     world.prepare()
     return world
