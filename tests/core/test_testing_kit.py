@@ -115,7 +115,7 @@ def test_a_plugin_under_test_is_registered_on_the_kit_alone(crucible_kit: api.Cr
 
 
 def test_a_kit_names_an_installed_plugin_it_cannot_load(tmp_path: Path) -> None:
-    with pytest.raises(api.PluginError, match="could not load the installed plugin.s. no_such_plugin"):
+    with pytest.raises(api.PluginError, match=r"could not load the installed plugin\(s\) no_such_plugin"):
         api.CrucibleKit(tmp_path, installed=["judge_command", "no_such_plugin"])
     kit = api.CrucibleKit(tmp_path, installed=["judge_command"])
     assert kit.registered("judge", "command") is not None

@@ -135,6 +135,8 @@ if TYPE_CHECKING:
     from crucible_core.plan.runners import (
         TaskRunnerFactory as TaskRunnerFactory,
     )
+    from crucible_core.plugins import Plugins as Plugins
+    from crucible_core.plugins import load_plugins as load_plugins
     from crucible_core.process import Background as Background
     from crucible_core.process import Completed as Completed
     from crucible_core.protocols import (
@@ -227,8 +229,6 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         WorldFactory as WorldFactory,
     )
-    from crucible_core.plugins import Plugins as Plugins
-    from crucible_core.plugins import load_plugins as load_plugins
     from crucible_core.redact import Redactor as Redactor
     from crucible_core.registry import MISSING_DRIVER_HINT as MISSING_DRIVER_HINT
     from crucible_core.registry import Register as Register
