@@ -7,7 +7,6 @@ kept states live in a dict. Nothing here starts a process.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import shutil
@@ -19,7 +18,7 @@ import attrs
 
 from crucible_core.agent_files import AgentFileRefused, read_regular
 from crucible_core.contract.reading import Reading
-from crucible_core.errors import RunFailed
+from crucible_core.errors import CrucibleError, RunFailed
 from crucible_core.protocols import ApplyOutcome, FailureClass, Staged, Turn, TurnResult, WorldContext
 
 # One file of a state: its permission bits and its bytes.
@@ -72,7 +71,6 @@ class MemoryWorld:
     spared: tuple[str, ...] = ()
     seed: Mapping[str, Content] = attrs.field(factory=dict)
     states: dict[str, Files] = attrs.field(factory=dict)
-    kept: list[str] = attrs.field(factory=list)  # tokens snapshot() returned, oldest first
     current: str | None = None  # the last state kept or restored
 
     @classmethod
@@ -104,10 +102,8 @@ class MemoryWorld:
             files = self._read()
         except _NotRegular as exc:
             raise RunFailed(f"the memory world cannot keep {exc}", hint="keep only regular files") from None
-        token = self._remember(files)
-        self.kept.append(token)
-        self.current = token
-        return token
+        self.current = self._remember(files)
+        return self.current
 
     def restore(self, token: str) -> None:
         files = self.states.get(token)
@@ -149,17 +145,7 @@ class MemoryWorld:
         return sorted(rel for rel in files.keys() | kept.keys() if files.get(rel) != kept.get(rel))
 
     def change(self, head: str, base: str | None = None) -> str:
-        """A unified diff of the text files between two kept states (base None: the one before head)."""
-        if base is None:
-            at = self.kept.index(head) if head in self.kept else 0
-            base = self.kept[at - 1] if at > 0 else head
-        old, new = self.states.get(base, {}), self.states.get(head, {})
-        out: list[str] = []
-        for rel in sorted(old.keys() | new.keys()):
-            before = old.get(rel, (0, b""))[1].decode("utf-8", "replace").splitlines(keepends=True)
-            after = new.get(rel, (0, b""))[1].decode("utf-8", "replace").splitlines(keepends=True)
-            out.extend(difflib.unified_diff(before, after, f"a/{rel}", f"b/{rel}"))
-        return "".join(out)
+        raise CrucibleError("the memory world shows no diffs", hint="read its states in the test instead")
 
     # -- the files ----------------------------------------------------------------------------
     def _remember(self, files: Files) -> str:

@@ -8,7 +8,6 @@ result and every session event in the order it was written.
 
 from __future__ import annotations
 
-import types
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -109,7 +108,7 @@ class CrucibleKit:
                 + (f" ({failed})" if failed else ""),
                 hint="name entry points of the crucible group that are installed (`crucible plugins` lists them)",
             )
-        self.plugins.pm.register(_Drivers(self), name=KIT_PLUGIN)
+        self.register(_Drivers(self), name=KIT_PLUGIN)
         self.files: Mapping[str, Content] = {}
         self.turns: Sequence[Step] = ()
         self.scores: Sequence[Score] = ()
@@ -118,13 +117,10 @@ class CrucibleKit:
         self.judge: ScriptedJudge | None = None
         self.backend: ScriptedBackend | None = None
 
-    def register(self, plugin: types.ModuleType | object, *, name: str | None = None) -> None:
-        """Register a plugin under test (its module, or any object holding @hookimpl functions)."""
+    def register(self, plugin: object, *, name: str | None = None) -> None:
+        """Register a plugin under test: its module, or any object holding @hookimpl methods."""
         label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
-        if isinstance(plugin, types.ModuleType):
-            self.plugins.register_module(plugin, name=label, distribution=label, version="test")
-        else:
-            self.plugins.pm.register(plugin, name=label)
+        self.plugins.register_module(plugin, name=label, distribution=label, version="test")
 
     def registered(self, kind: str, name: str) -> Any:
         """What a plugin registered as `name` in the registry of `kind` ("judge", "pack", ...).
