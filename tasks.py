@@ -36,6 +36,9 @@ MEMBERS = [
     "plugins/deploy_kubernetes",
     "plugins/broker_mcp",
     "plugins/service_oubliette",
+    "plugins/console_rich",
+    "plugins/flow_page",
+    "plugins/service_transports",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm
