@@ -145,8 +145,9 @@ def check(
     """What `crucible check` finds about the manifest's drivers, settings, agent and gate: the gate
     is measured once (its workspace set up for the check and removed), no agent turn is spent.
 
-    A manifest that does not load raises its ManifestError. A workflow graph and [[service]]
-    resolution are checked by the command (`crucible check`) only.
+    A manifest that does not load raises its ManifestError. It checks a loop manifest: a
+    playbook's or a scored workflow's graph and the [[service]] resolution are checked by
+    `crucible check` only.
     """
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.run.check import check as check_loaded
