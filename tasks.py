@@ -39,6 +39,7 @@ MEMBERS = [
     "plugins/console_rich",
     "plugins/flow_page",
     "plugins/service_transports",
+    "plugins/publish_github",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm
