@@ -151,6 +151,8 @@ if TYPE_CHECKING:
     from crucible_core.plan.runners import (
         TaskRunnerFactory as TaskRunnerFactory,
     )
+    from crucible_core.plugins import Plugins as Plugins
+    from crucible_core.plugins import load_plugins as load_plugins
     from crucible_core.process import Background as Background
     from crucible_core.process import Completed as Completed
     from crucible_core.process import run as _run
@@ -290,7 +292,17 @@ if TYPE_CHECKING:
     from crucible_core.services.catalog import Handoff as Handoff
     from crucible_core.services.catalog import ServiceTool as ServiceTool
     from crucible_core.services.catalog import ServiceToolFactory as ServiceToolFactory
+    from crucible_core.session.embed import CheckReport as CheckReport
+    from crucible_core.session.embed import RunResult as RunResult
+    from crucible_core.session.embed import check as check
+    from crucible_core.session.embed import results as results
+    from crucible_core.session.embed import run as run
     from crucible_core.shell import Shell as Shell
+    from crucible_core.testing.drivers import MemoryWorld as MemoryWorld
+    from crucible_core.testing.drivers import ScriptedBackend as ScriptedBackend
+    from crucible_core.testing.drivers import ScriptedJudge as ScriptedJudge
+    from crucible_core.testing.kit import CrucibleKit as CrucibleKit
+    from crucible_core.testing.kit import KitRun as KitRun
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
     run_process = _run  # renamed on export: assigned, so mypy counts it as this module's own
@@ -423,6 +435,12 @@ _export("crucible_core.flow.model", "FlowModel", "Iteration", "PlanTask", "versu
 _export("crucible_core.flow.task_view", "run_tally", "task_roles")
 _export("crucible_core.flow.score_chart", "ChartPoint", "render_score_chart")
 _export("crucible_core.contract.run_kind", "EPILOGUE", "verdict_word")
+# Embedding: run, check and read results from Python, as the CLI does (docs/python-api.md).
+_export("crucible_core.session.embed", "run", "check", "results", "RunResult", "CheckReport")
+_export("crucible_core.plugins", "Plugins", "load_plugins")
+# Testing: the scripted drivers and the kit running the real loop with them (docs/python-api.md).
+_export("crucible_core.testing.drivers", "MemoryWorld", "ScriptedJudge", "ScriptedBackend")
+_export("crucible_core.testing.kit", "CrucibleKit", "KitRun")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 

@@ -114,10 +114,9 @@ class Plugins:
             registry.check()
         return registry
 
-    def register_module(
-        self, module: types.ModuleType, *, name: str, distribution: str, version: str
-    ) -> None:
-        """Register one plugin module; raise PluginValidationError when it is not a valid plugin.
+    def register_module(self, module: object, *, name: str, distribution: str, version: str) -> None:
+        """Register one plugin module (or, in a test, any object with @hookimpl methods); raise
+        PluginValidationError when it is not a valid plugin.
 
         A function marked @hookimpl whose name is no crucible hook (a misspelling such as
         `crucible_register_world`) and a hook-named function missing its @hookimpl mark would
@@ -131,7 +130,8 @@ class Plugins:
             raise pluggy.PluginValidationError(module, "; ".join(_unknown_hook_message(n) for n in unknown))
         self.pm.check_pending()
         hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
-        self.infos.append(PluginInfo(name, distribution, version, module.__name__, hooks))
+        where = getattr(module, "__name__", None) or type(module).__qualname__
+        self.infos.append(PluginInfo(name, distribution, version, where, hooks))
         self._registries.clear()
 
     def call(self, hook: str, **kwargs: Any) -> list[Any]:
@@ -259,7 +259,7 @@ def _unknown_hook_message(name: str) -> str:
     return message + (f" (did you mean {close[0]}?)" if close else "")
 
 
-def _refuse_unmarked_hooks(module: types.ModuleType) -> None:
+def _refuse_unmarked_hooks(module: object) -> None:
     marker = f"{hookspecs.PROJECT}_impl"
     for name in _hook_names():
         function = getattr(module, name, None)

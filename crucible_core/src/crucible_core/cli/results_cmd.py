@@ -12,45 +12,6 @@ from crucible_core.cli.options import manifest_option, session_log_path, session
 from crucible_core.errors import WorkspaceError
 
 
-def results_document(model: Any) -> dict[str, Any]:
-    """The stable JSON shape `crucible results --json` prints (documented in docs/cli.md).
-
-    Counted as the console counts: `discarded` includes the `invalid` ones (no valid reading).
-    """
-    from crucible_core.flow.model import improvement_pct
-
-    h = model.header
-    return {
-        "kind": h.kind,  # "loop" here; a playbook's or a plan's document is flow/task_view.py's
-        "objective": h.gate,
-        "direction": h.direction,
-        "baseline": h.baseline,
-        "best": h.best,
-        "improvement_pct": None if h.improvement_pct is None else round(h.improvement_pct, 3),
-        "kept": h.kept,
-        "discarded": h.discarded,
-        "invalid": h.invalid,
-        "outcome": h.outcome,
-        "spent_usd": h.spent_usd,
-        "rows": [
-            {
-                "iter": it.iter,
-                "decision": it.decision,
-                "score": it.score,
-                "best": it.best,
-                "improvement_pct": _round(improvement_pct(h.baseline, it.score, h.direction)),
-                "wide": it.wide,
-                "note": it.note,
-            }
-            for it in model.iterations
-        ],
-    }
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
-
-
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
@@ -70,6 +31,7 @@ def command(manifest: Path, state_dir: Path | None, session: Path | None, as_jso
     from crucible_core.flow.decode import read_session
     from crucible_core.flow.fold import fold_flow
     from crucible_core.flow.model import versus_baseline
+    from crucible_core.flow.results import results_document
 
     log = session_log_path(manifest, state_dir, session)
     if not log.is_file():
