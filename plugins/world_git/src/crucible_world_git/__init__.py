@@ -6,9 +6,15 @@ Only hook implementations live here; the worlds and dulwich load when a hook fir
 
 from __future__ import annotations
 
-from crucible_core.hookspecs import hookimpl
-from crucible_core.protocols import Publisher, PublisherFactory, World, WorldContext, WorldFactory
-from crucible_core.registry import Register
+from crucible_core.api import (
+    Publisher,
+    PublisherFactory,
+    Register,
+    World,
+    WorldContext,
+    WorldFactory,
+    hookimpl,
+)
 
 
 # The factories import their modules on first use: listing plugins (`crucible plugins`,

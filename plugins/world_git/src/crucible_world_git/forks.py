@@ -17,10 +17,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from crucible_core import process
-from crucible_core.errors import RunFailed
-from crucible_core.protocols import ApplyOutcome
-from crucible_core.sealed_git import environment, make_git_dir
+from crucible_core.api import (
+    ApplyOutcome,
+    Completed,
+    RunFailed,
+    make_sealed_git_dir,
+    run_process,
+    sealed_git_environment,
+)
 
 GIT_TIMEOUT = 600.0
 _TAIL = 400
@@ -32,12 +36,12 @@ def git_problem() -> str | None:
     return None
 
 
-def _git(git_dir: Path, work_tree: Path, *args: str) -> process.Completed:
-    env = environment(git_dir, work_tree=work_tree)
-    return process.run(["git", *args], cwd=work_tree, env=env, timeout=GIT_TIMEOUT)
+def _git(git_dir: Path, work_tree: Path, *args: str) -> Completed:
+    env = sealed_git_environment(git_dir, work_tree=work_tree)
+    return run_process(["git", *args], cwd=work_tree, env=env, timeout=GIT_TIMEOUT)
 
 
-def _why(what: str, done: process.Completed) -> str:
+def _why(what: str, done: Completed) -> str:
     detail = (done.stderr.strip() or done.stdout.strip())[-_TAIL:]
     return f"{what} {done.describe_failure()}" + (f": {detail}" if detail else "")
 
@@ -55,12 +59,12 @@ def add_fork(
     path.mkdir(parents=True)
     try:
         alternates = tuple(dict.fromkeys((objects, agent_objects)))
-        make_git_dir(engine_dir, head=commit, exclude=exclude, alternates=alternates)
+        make_sealed_git_dir(engine_dir, head=commit, exclude=exclude, alternates=alternates)
         filled = _git(engine_dir, path, "reset", "--hard", "--quiet", commit)
         if not filled.ok:
             raise RunFailed(_why("checking out the fork", filled), hint="check the disk")
         # The agent's own repository: the same commit, index and excludes, none of it read again.
-        make_git_dir(path / ".git", head=commit, exclude=exclude, alternates=(agent_objects,))
+        make_sealed_git_dir(path / ".git", head=commit, exclude=exclude, alternates=(agent_objects,))
         shutil.copyfile(engine_dir / "index", path / ".git" / "index")
     except BaseException:
         remove_fork(path, None)  # nothing half-made stays behind (the caller removes engine_dir's home)
@@ -95,7 +99,7 @@ def capture(path: Path, commit: str, into: Path, engine_dir: Path) -> bool:
 def adopt(workspace: Path, change: Path, scratch: Path | None) -> ApplyOutcome:
     """Apply the patch `change` to the workspace's files (not its index) with an engine git directory."""
     with tempfile.TemporaryDirectory(prefix="apply-", dir=scratch) as tmp:
-        git_dir = make_git_dir(Path(tmp) / "git")
+        git_dir = make_sealed_git_dir(Path(tmp) / "git")
         done = _git(git_dir, workspace, "apply", "--binary", "--whitespace=nowarn", str(change))
     if not done.ok:
         return ApplyOutcome(False, _why("git apply", done))

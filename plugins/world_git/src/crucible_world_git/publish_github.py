@@ -26,10 +26,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crucible_core import process
-from crucible_core.errors import RunFailed
-from crucible_core.protocols import PublishRequest
-from crucible_core.sealed_git import environment, make_git_dir
+from crucible_core.api import (
+    PublishRequest,
+    RunFailed,
+    make_sealed_git_dir,
+    run_process,
+    sealed_git_environment,
+)
 
 API_ENV = "CRUCIBLE_GITHUB_API"
 GIT_ENV = "CRUCIBLE_GITHUB_GIT"
@@ -56,7 +59,7 @@ def _token(env: Mapping[str, str]) -> str:
 
 def _git_env(git_dir: Path, env: Mapping[str, str], token: str) -> dict[str, str]:
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    git_env = environment(git_dir)
+    git_env = sealed_git_environment(git_dir)
     git_env.update({k: env[k] for k in _PASSED_THROUGH if k in env})
     git_env.update(
         {
@@ -94,8 +97,8 @@ class GitHubPublisher:
         refspec = f"{request.sha}:refs/heads/{request.branch}"
         objects = _objects_dir(request.workspace)
         with tempfile.TemporaryDirectory(prefix="crucible-push-") as tmp:
-            git_dir = make_git_dir(Path(tmp) / "git", alternates=(objects,))
-            done = process.run(
+            git_dir = make_sealed_git_dir(Path(tmp) / "git", alternates=(objects,))
+            done = run_process(
                 ["git", "push", "--quiet", "--no-verify", remote, refspec],
                 cwd=git_dir,
                 env=_git_env(git_dir, request.env, token),
