@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core import hookspecs
+from crucible_core import api, hookspecs
 from tests.cli_support import ROOT
 
 GUIDE = ROOT / "docs" / "plugins.md"
@@ -106,3 +106,12 @@ def test_the_check_fails_for_a_missing_section_example_or_syntax(guide: str, exp
 def test_a_good_section_passes_the_check() -> None:
     guide = "### crucible_x\n\nCalled once.\n\n```python\nfrom crucible_core.api import hookimpl\n```\n\n## Next\n"
     assert problems(guide, ["crucible_x"]) == []
+
+
+def test_the_public_api_section_names_every_public_name() -> None:
+    text = GUIDE.read_text()
+    start = text.index("\n## The public API\n")
+    section = text[start : text.index("\n## ", start + 1)]
+    missing = [name for name in api.__all__ if name != "API_VERSION" and f"`{name}`" not in section]
+    assert missing == [], "add them to the table in docs/plugins.md, 'The public API'"
+    assert "API_VERSION" in section

@@ -22,13 +22,25 @@ API_VERSION = "1.0"
 
 if TYPE_CHECKING:
     from crucible_core import process, sealed_git
-    from crucible_core.agent_files import AgentFileRefused as AgentFileRefused
-    from crucible_core.agent_files import load_json as load_json
-    from crucible_core.agent_files import read_regular as read_regular
+    from crucible_core.agent_files import (
+        AgentFileRefused as AgentFileRefused,
+    )
+    from crucible_core.agent_files import (
+        load_json as load_json,
+    )
+    from crucible_core.agent_files import (
+        read_regular as read_regular,
+    )
     from crucible_core.broker.outputs import OutputKindSpec as OutputKindSpec
-    from crucible_core.broker.reach import BUILTIN as BUILTIN
-    from crucible_core.broker.reach import EgressEndpoint as EgressEndpoint
-    from crucible_core.broker.reach import EgressReach as EgressReach
+    from crucible_core.broker.reach import (
+        BUILTIN as BUILTIN,
+    )
+    from crucible_core.broker.reach import (
+        EgressEndpoint as EgressEndpoint,
+    )
+    from crucible_core.broker.reach import (
+        EgressReach as EgressReach,
+    )
     from crucible_core.broker.service import SERVER_NAME as SERVER_NAME
     from crucible_core.broker.service import Broker as Broker
     from crucible_core.broker.tools import BrokerTool as BrokerTool
@@ -39,24 +51,56 @@ if TYPE_CHECKING:
     from crucible_core.contract import wire as wire
     from crucible_core.contract.json_bounds import loads_bounded as loads_bounded
     from crucible_core.contract.measure_diagnosis import stderr_tail as stderr_tail
-    from crucible_core.contract.reading import Reading as Reading
-    from crucible_core.contract.reading import parse_measure_output as parse_measure_output
+    from crucible_core.contract.reading import (
+        Reading as Reading,
+    )
+    from crucible_core.contract.reading import (
+        parse_measure_output as parse_measure_output,
+    )
     from crucible_core.durations import parse_duration as parse_duration
-    from crucible_core.errors import ControlError as ControlError
-    from crucible_core.errors import CrucibleError as CrucibleError
-    from crucible_core.errors import ExitCode as ExitCode
-    from crucible_core.errors import ManifestError as ManifestError
-    from crucible_core.errors import RunFailed as RunFailed
-    from crucible_core.errors import UsageError as UsageError
-    from crucible_core.errors import WorkspaceError as WorkspaceError
-    from crucible_core.event_bounds import MAX_FIELD_CHARS as MAX_FIELD_CHARS
-    from crucible_core.event_bounds import clip as clip
-    from crucible_core.event_bounds import clip_value as clip_value
+    from crucible_core.errors import (
+        ControlError as ControlError,
+    )
+    from crucible_core.errors import (
+        CrucibleError as CrucibleError,
+    )
+    from crucible_core.errors import (
+        ExitCode as ExitCode,
+    )
+    from crucible_core.errors import (
+        ManifestError as ManifestError,
+    )
+    from crucible_core.errors import (
+        RunFailed as RunFailed,
+    )
+    from crucible_core.errors import (
+        UsageError as UsageError,
+    )
+    from crucible_core.errors import (
+        WorkspaceError as WorkspaceError,
+    )
+    from crucible_core.event_bounds import (
+        MAX_FIELD_CHARS as MAX_FIELD_CHARS,
+    )
+    from crucible_core.event_bounds import (
+        clip as clip,
+    )
+    from crucible_core.event_bounds import (
+        clip_value as clip_value,
+    )
     from crucible_core.hookspecs import hookimpl as hookimpl
-    from crucible_core.manifest.containment import escape_problem as escape_problem
-    from crucible_core.manifest.containment import text_problem as text_problem
-    from crucible_core.manifest.converter import converter as converter
-    from crucible_core.manifest.converter import describe_structure_error as describe_structure_error
+    from crucible_core.manifest.containment import (
+        escape_problem as escape_problem,
+    )
+    from crucible_core.manifest.containment import (
+        text_problem as text_problem,
+    )
+    from crucible_core.manifest.converter import (
+        converter as converter,
+    )
+    from crucible_core.manifest.converter import (
+        describe_structure_error as describe_structure_error,
+    )
     from crucible_core.manifest.loader import LoadedManifest as LoadedManifest
     from crucible_core.manifest.loader import load_manifest as load_manifest
     from crucible_core.manifest.models import JudgeSection as JudgeSection
@@ -65,57 +109,141 @@ if TYPE_CHECKING:
     from crucible_core.mcp_config import ENV_MCP_CONFIG as ENV_MCP_CONFIG
     from crucible_core.mcp_config import mcp_config_file as mcp_config_file
     from crucible_core.plan.ir import Task as Task
-    from crucible_core.plan.kinds import Attempt as Attempt
-    from crucible_core.plan.kinds import Outcome as Outcome
-    from crucible_core.plan.kinds import TaskContext as TaskContext
-    from crucible_core.plan.kinds import TaskKindSpec as TaskKindSpec
-    from crucible_core.plan.runners import TaskRunner as TaskRunner
-    from crucible_core.plan.runners import TaskRunnerContext as TaskRunnerContext
-    from crucible_core.plan.runners import TaskRunnerFactory as TaskRunnerFactory
+    from crucible_core.plan.kinds import (
+        Attempt as Attempt,
+    )
+    from crucible_core.plan.kinds import (
+        Outcome as Outcome,
+    )
+    from crucible_core.plan.kinds import (
+        TaskContext as TaskContext,
+    )
+    from crucible_core.plan.kinds import (
+        TaskKindSpec as TaskKindSpec,
+    )
+    from crucible_core.plan.runners import (
+        TaskRunner as TaskRunner,
+    )
+    from crucible_core.plan.runners import (
+        TaskRunnerContext as TaskRunnerContext,
+    )
+    from crucible_core.plan.runners import (
+        TaskRunnerFactory as TaskRunnerFactory,
+    )
     from crucible_core.process import Completed as Completed
-    from crucible_core.protocols import AgentBackend as AgentBackend
-    from crucible_core.protocols import AgentEventSink as AgentEventSink
-    from crucible_core.protocols import ApplyOutcome as ApplyOutcome
-    from crucible_core.protocols import BackendContext as BackendContext
-    from crucible_core.protocols import BackendFactory as BackendFactory
+    from crucible_core.protocols import (
+        AgentBackend as AgentBackend,
+    )
+    from crucible_core.protocols import (
+        AgentEventSink as AgentEventSink,
+    )
+    from crucible_core.protocols import (
+        ApplyOutcome as ApplyOutcome,
+    )
+    from crucible_core.protocols import (
+        BackendContext as BackendContext,
+    )
+    from crucible_core.protocols import (
+        BackendFactory as BackendFactory,
+    )
     from crucible_core.protocols import CommandShell as CommandShell
-    from crucible_core.protocols import FailureClass as FailureClass
+    from crucible_core.protocols import (
+        FailureClass as FailureClass,
+    )
     from crucible_core.protocols import ForkingWorld as ForkingWorld
-    from crucible_core.protocols import Harness as Harness
-    from crucible_core.protocols import HarnessContext as HarnessContext
-    from crucible_core.protocols import HarnessFactory as HarnessFactory
+    from crucible_core.protocols import (
+        Harness as Harness,
+    )
+    from crucible_core.protocols import (
+        HarnessContext as HarnessContext,
+    )
+    from crucible_core.protocols import (
+        HarnessFactory as HarnessFactory,
+    )
     from crucible_core.protocols import Judge as Judge
-    from crucible_core.protocols import JudgeContext as JudgeContext
-    from crucible_core.protocols import JudgeFactory as JudgeFactory
-    from crucible_core.protocols import MeasureContext as MeasureContext
-    from crucible_core.protocols import Publisher as Publisher
-    from crucible_core.protocols import PublisherFactory as PublisherFactory
-    from crucible_core.protocols import PublishRequest as PublishRequest
-    from crucible_core.protocols import RecordedKept as RecordedKept
+    from crucible_core.protocols import (
+        JudgeContext as JudgeContext,
+    )
+    from crucible_core.protocols import (
+        JudgeFactory as JudgeFactory,
+    )
+    from crucible_core.protocols import (
+        MeasureContext as MeasureContext,
+    )
+    from crucible_core.protocols import (
+        Publisher as Publisher,
+    )
+    from crucible_core.protocols import (
+        PublisherFactory as PublisherFactory,
+    )
+    from crucible_core.protocols import (
+        PublishRequest as PublishRequest,
+    )
+    from crucible_core.protocols import (
+        RecordedKept as RecordedKept,
+    )
     from crucible_core.protocols import Reporter as Reporter
     from crucible_core.protocols import ReporterContext as ReporterContext
-    from crucible_core.protocols import ReporterFactory as ReporterFactory
-    from crucible_core.protocols import SandboxCommand as SandboxCommand
-    from crucible_core.protocols import SandboxHarness as SandboxHarness
-    from crucible_core.protocols import SandboxLayout as SandboxLayout
-    from crucible_core.protocols import ServiceTool as ServiceTool
-    from crucible_core.protocols import ShellStdin as ShellStdin
-    from crucible_core.protocols import ShellTurn as ShellTurn
+    from crucible_core.protocols import (
+        ReporterFactory as ReporterFactory,
+    )
+    from crucible_core.protocols import (
+        SandboxCommand as SandboxCommand,
+    )
+    from crucible_core.protocols import (
+        SandboxHarness as SandboxHarness,
+    )
+    from crucible_core.protocols import (
+        SandboxLayout as SandboxLayout,
+    )
+    from crucible_core.protocols import (
+        ServiceTool as ServiceTool,
+    )
+    from crucible_core.protocols import (
+        ShellStdin as ShellStdin,
+    )
+    from crucible_core.protocols import (
+        ShellTurn as ShellTurn,
+    )
     from crucible_core.protocols import ShellTurnBackend as ShellTurnBackend
-    from crucible_core.protocols import SourceChanges as SourceChanges
-    from crucible_core.protocols import Staged as Staged
-    from crucible_core.protocols import Turn as Turn
-    from crucible_core.protocols import TurnResult as TurnResult
-    from crucible_core.protocols import World as World
-    from crucible_core.protocols import WorldContext as WorldContext
-    from crucible_core.protocols import WorldFactory as WorldFactory
+    from crucible_core.protocols import (
+        SourceChanges as SourceChanges,
+    )
+    from crucible_core.protocols import (
+        Staged as Staged,
+    )
+    from crucible_core.protocols import (
+        Turn as Turn,
+    )
+    from crucible_core.protocols import (
+        TurnResult as TurnResult,
+    )
+    from crucible_core.protocols import (
+        World as World,
+    )
+    from crucible_core.protocols import (
+        WorldContext as WorldContext,
+    )
+    from crucible_core.protocols import (
+        WorldFactory as WorldFactory,
+    )
     from crucible_core.registry import Register as Register
     from crucible_core.reporters.console import ConsoleReporter as ConsoleReporter
-    from crucible_core.run.lifecycle import RunContext as RunContext
-    from crucible_core.run.lifecycle import RunEnd as RunEnd
-    from crucible_core.run.lifecycle import TurnAdditions as TurnAdditions
-    from crucible_core.run.lifecycle import TurnContext as TurnContext
-    from crucible_core.run.lifecycle import TurnUnavailable as TurnUnavailable
+    from crucible_core.run.lifecycle import (
+        RunContext as RunContext,
+    )
+    from crucible_core.run.lifecycle import (
+        RunEnd as RunEnd,
+    )
+    from crucible_core.run.lifecycle import (
+        TurnAdditions as TurnAdditions,
+    )
+    from crucible_core.run.lifecycle import (
+        TurnContext as TurnContext,
+    )
+    from crucible_core.run.lifecycle import (
+        TurnUnavailable as TurnUnavailable,
+    )
     from crucible_core.shell import Shell as Shell
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
@@ -149,7 +277,7 @@ _export(
     "ControlError",
     "UsageError",
 )
-# Driver protocols, the values they exchange and the contexts their factories receive.
+# Driver protocols and the contexts their factories receive.
 _export(
     "crucible_core.protocols",
     "AgentBackend",
@@ -212,21 +340,25 @@ _export("crucible_core.contract", "wire")
 _export("crucible_core.contract.reading", "Reading", "parse_measure_output")
 _export("crucible_core.contract.measure_diagnosis", "stderr_tail")
 _export("crucible_core.contract.json_bounds", "loads_bounded")
-# The manifest, for drivers that own settings and for plugin commands.
+# Manifest access for drivers that own settings tables.
 _export("crucible_core.manifest.loader", "LoadedManifest", "load_manifest")
 _export("crucible_core.manifest.models", "JudgeSection", "Seconds")
 _export("crucible_core.manifest.converter", "converter", "describe_structure_error")
 _export("crucible_core.manifest.containment", "escape_problem", "text_problem")
+_export("crucible_core.manifest.paths", "write_atomic")
 _export("crucible_core.durations", "parse_duration")
-# Child processes: every child goes through the supervisor; git runs sealed from the workspace.
+# Child processes: every child goes through the supervisor.
 _export("crucible_core.process", "Completed", "run_process=run")
 _export("crucible_core.shell", "Shell")
-_export("crucible_core.sealed_git", "sealed_git_environment=environment", "make_sealed_git_dir=make_git_dir")
-# Hostile input: agent-written files, bounded event fields, link-refusing copies, atomic writes.
+_export(
+    "crucible_core.sealed_git",
+    "sealed_git_environment=environment",
+    "make_sealed_git_dir=make_git_dir",
+)
+# Hostile input: agent-written files, bounded event fields, link-refusing copies.
 _export("crucible_core.agent_files", "AgentFileRefused", "read_regular", "load_json")
 _export("crucible_core.event_bounds", "MAX_FIELD_CHARS", "clip", "clip_value")
 _export("crucible_core.workspace_files", "copy_tree_into")
-_export("crucible_core.manifest.paths", "write_atomic")
 # Agent tool configuration (the 0600 MCP config file).
 _export("crucible_core.mcp_config", "ENV_MCP_CONFIG", "mcp_config_file")
 # Command-line building blocks for plugin commands, and the plain console reporter.
@@ -247,7 +379,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     if name in _DEPRECATED:
         warnings.warn(
-            f"crucible_core.api.{name} is deprecated and goes in the next minor release: {_DEPRECATED[name]}",
+            f"crucible_core.api.{name} is deprecated and goes in the next release: {_DEPRECATED[name]}",
             DeprecationWarning,
             stacklevel=2,
         )
