@@ -1,8 +1,9 @@
 """The public plugin API: the one core module a plugin, an example or an embedding program imports.
 
-Everything a plugin author may rely on is named here, grouped the way docs/plugins.md documents
-it. Names not listed here are core's private business and may change in any release; a name listed
-here changes only with a major version of crucible-core (see "Stability" in docs/plugins.md).
+Everything a plugin author may rely on is named here, grouped the way docs/plugins.md ("The public
+API") documents it. Names not listed here are core's private business and may change in any
+release; a name listed here keeps its meaning until API_VERSION's major part changes, and is
+deprecated for one minor release before it goes.
 
 Names resolve lazily (PEP 562): importing this module costs nothing until a name is used, so a
 plugin that imports it at module level does not slow `crucible --help`.
@@ -11,18 +12,18 @@ plugin that imports it at module level does not slow `crucible --help`.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 # Version of this surface, independent of the distribution's version: the major part changes
-# when a listed name is removed or changes meaning, the minor part when names are added.
+# when a listed name is removed or changes meaning, the minor part when names are added or
+# deprecated.
 API_VERSION = "1.0"
 
 if TYPE_CHECKING:
+    from crucible_core import process
     from crucible_core.agent_files import (
         AgentFileRefused as AgentFileRefused,
-    )
-    from crucible_core.agent_files import (
-        is_regular as is_regular,
     )
     from crucible_core.agent_files import (
         load_json as load_json,
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from crucible_core.broker.service import SERVER_NAME as SERVER_NAME
     from crucible_core.broker.service import Broker as Broker
     from crucible_core.broker.tools import BrokerTool as BrokerTool
+    from crucible_core.broker.tools import ToolCall as ToolCall
+    from crucible_core.broker.tools import ToolError as ToolError
     from crucible_core.cli.options import budget_cap as budget_cap
     from crucible_core.cli.options import manifest_option as manifest_option
     from crucible_core.contract import wire as wire
@@ -60,9 +63,6 @@ if TYPE_CHECKING:
     from crucible_core.durations import parse_duration as parse_duration
     from crucible_core.durations import short_duration as short_duration
     from crucible_core.errors import (
-        CapabilityUnserved as CapabilityUnserved,
-    )
-    from crucible_core.errors import (
         ControlError as ControlError,
     )
     from crucible_core.errors import (
@@ -73,9 +73,6 @@ if TYPE_CHECKING:
     )
     from crucible_core.errors import (
         ManifestError as ManifestError,
-    )
-    from crucible_core.errors import (
-        PluginError as PluginError,
     )
     from crucible_core.errors import (
         RunFailed as RunFailed,
@@ -106,9 +103,7 @@ if TYPE_CHECKING:
     from crucible_core.flow.task_view import counted as counted
     from crucible_core.flow.task_view import run_tally as run_tally
     from crucible_core.flow.task_view import task_roles as task_roles
-    from crucible_core.hookspecs import PROJECT as PROJECT
     from crucible_core.hookspecs import hookimpl as hookimpl
-    from crucible_core.hookspecs import hookspec as hookspec
     from crucible_core.init_templates import InitTemplate as InitTemplate
     from crucible_core.manifest.containment import (
         escape_problem as escape_problem,
@@ -153,9 +148,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.plugins import Plugins as Plugins
     from crucible_core.plugins import load_plugins as load_plugins
-    from crucible_core.process import Background as Background
     from crucible_core.process import Completed as Completed
-    from crucible_core.process import run as _run
     from crucible_core.protocols import (
         AgentBackend as AgentBackend,
     )
@@ -171,9 +164,11 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         BackendFactory as BackendFactory,
     )
+    from crucible_core.protocols import CommandShell as CommandShell
     from crucible_core.protocols import (
         FailureClass as FailureClass,
     )
+    from crucible_core.protocols import ForkingWorld as ForkingWorld
     from crucible_core.protocols import (
         Harness as Harness,
     )
@@ -183,6 +178,7 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         HarnessFactory as HarnessFactory,
     )
+    from crucible_core.protocols import Judge as Judge
     from crucible_core.protocols import (
         JudgeContext as JudgeContext,
     )
@@ -204,12 +200,8 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         RecordedKept as RecordedKept,
     )
-    from crucible_core.protocols import (
-        Reporter as Reporter,
-    )
-    from crucible_core.protocols import (
-        ReporterContext as ReporterContext,
-    )
+    from crucible_core.protocols import Reporter as Reporter
+    from crucible_core.protocols import ReporterContext as ReporterContext
     from crucible_core.protocols import (
         ReporterFactory as ReporterFactory,
     )
@@ -237,6 +229,7 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         ShellTurn as ShellTurn,
     )
+    from crucible_core.protocols import ShellTurnBackend as ShellTurnBackend
     from crucible_core.protocols import (
         SourceChanges as SourceChanges,
     )
@@ -267,8 +260,6 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         WorldFactory as WorldFactory,
     )
-    from crucible_core.redact import Redactor as Redactor
-    from crucible_core.registry import MISSING_DRIVER_HINT as MISSING_DRIVER_HINT
     from crucible_core.registry import Register as Register
     from crucible_core.reporters.console import ConsoleReporter as ConsoleReporter
     from crucible_core.reporters.console_text import show_number as show_number
@@ -305,7 +296,9 @@ if TYPE_CHECKING:
     from crucible_core.testing.kit import KitRun as KitRun
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
-    run_process = _run  # renamed on export: assigned, so mypy counts it as this module's own
+    # renamed on the way out (a flat namespace needs the module's name in it); mypy re-exports
+    # an assignment, never an `import x as y`
+    run_process = process.run
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -318,17 +311,15 @@ def _export(module: str, *names: str) -> None:
 
 
 # Hook markers and registration.
-_export("crucible_core.hookspecs", "hookimpl", "hookspec", "PROJECT")
-_export("crucible_core.registry", "Register", "MISSING_DRIVER_HINT")
+_export("crucible_core.hookspecs", "hookimpl")
+_export("crucible_core.registry", "Register")
 # Errors a plugin may raise (each carries an exit code and a next step for the user).
 _export(
     "crucible_core.errors",
     "ExitCode",
     "CrucibleError",
     "ManifestError",
-    "CapabilityUnserved",
     "WorkspaceError",
-    "PluginError",
     "RunFailed",
     "ControlError",
     "UsageError",
@@ -341,10 +332,13 @@ _export(
     "ApplyOutcome",
     "BackendContext",
     "BackendFactory",
+    "CommandShell",
     "FailureClass",
+    "ForkingWorld",
     "Harness",
     "HarnessContext",
     "HarnessFactory",
+    "Judge",
     "JudgeContext",
     "JudgeFactory",
     "MeasureContext",
@@ -363,6 +357,7 @@ _export(
     "ServiceTransport",
     "ShellStdin",
     "ShellTurn",
+    "ShellTurnBackend",
     "SourceChanges",
     "Staged",
     "Turn",
@@ -392,7 +387,7 @@ _export("crucible_core.plan.runners", "TaskRunner", "TaskRunnerContext", "TaskRu
 # Run-service tools a plugin installs (discovery; a run trusts only the catalog).
 _export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "Handoff")
 # Broker tools, output kinds and what an agent may reach.
-_export("crucible_core.broker.tools", "BrokerTool")
+_export("crucible_core.broker.tools", "BrokerTool", "ToolCall", "ToolError")
 _export("crucible_core.broker.outputs", "OutputKindSpec")
 _export("crucible_core.broker.reach", "BUILTIN", "EgressEndpoint", "EgressReach")
 _export("crucible_core.broker.service", "Broker", "SERVER_NAME")
@@ -409,12 +404,11 @@ _export("crucible_core.manifest.containment", "escape_problem", "text_problem")
 _export("crucible_core.manifest.paths", "write_atomic")
 _export("crucible_core.durations", "parse_duration")
 # Child processes: every child goes through the supervisor.
-_export("crucible_core.process", "Completed", "Background", "run_process=run", "spawn_process=spawn")
+_export("crucible_core.process", "Completed", "run_process=run")
 _export("crucible_core.shell", "Shell")
-# Hostile input: agent-written files, bounded event fields, redaction, link-refusing copies.
-_export("crucible_core.agent_files", "AgentFileRefused", "read_regular", "load_json", "is_regular")
+# Hostile input: agent-written files, bounded event fields, link-refusing copies.
+_export("crucible_core.agent_files", "AgentFileRefused", "read_regular", "load_json")
 _export("crucible_core.event_bounds", "MAX_FIELD_CHARS", "clip", "clip_value")
-_export("crucible_core.redact", "Redactor")
 _export("crucible_core.workspace_files", "copy_tree_into")
 # Agent tool configuration (the 0600 MCP config file).
 _export("crucible_core.mcp_config", "ENV_MCP_CONFIG", "mcp_config_file")
@@ -445,17 +439,28 @@ _export("crucible_core.testing.kit", "CrucibleKit", "KitRun")
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 
 
+# public name -> what to use instead; a deprecated name still resolves, for one minor release.
+_DEPRECATED: dict[str, str] = {}
+
+
 def __getattr__(name: str) -> Any:
     try:
         module, attribute = _WHERE[name]
     except KeyError:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    if name in _DEPRECATED:
+        warnings.warn(
+            f"crucible_core.api.{name} is deprecated and goes in the next release: {_DEPRECATED[name]}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     owner = importlib.import_module(module)
     try:
         value = getattr(owner, attribute)
     except AttributeError:  # a submodule not yet imported by its package (`contract.wire`)
         value = importlib.import_module(f"{module}.{attribute}")
-    globals()[name] = value  # resolved once; later lookups are plain attribute reads
+    if name not in _DEPRECATED:  # a deprecated name is looked up (and warns) at every use
+        globals()[name] = value  # resolved once; later lookups are plain attribute reads
     return value
 
 

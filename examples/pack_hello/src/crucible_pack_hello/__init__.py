@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crucible_core.hookspecs import hookimpl
-from crucible_core.registry import Register
+from crucible_core.api import Register, hookimpl
 
 
 @hookimpl

@@ -1,6 +1,6 @@
 """crucible-plugin-judge-pytest: a judge whose score is the number of passing tests."""
 
-from crucible_core.hookspecs import hookimpl
+from crucible_core.api import hookimpl
 
 
 @hookimpl

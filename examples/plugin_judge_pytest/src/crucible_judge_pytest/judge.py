@@ -6,9 +6,7 @@ import sys
 
 import attrs
 
-from crucible_core.contract.reading import Reading
-from crucible_core.protocols import JudgeContext, MeasureContext
-from crucible_core.shell import Shell
+from crucible_core.api import JudgeContext, MeasureContext, Reading, Shell
 
 PASSED = re.compile(r"(\d+) passed")
 # pytest exit codes: 0 all passed, 1 some failed, 5 nothing collected; anything else means

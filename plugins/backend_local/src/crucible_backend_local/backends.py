@@ -11,17 +11,19 @@ from pathlib import Path
 import attrs
 
 from crucible_backend_local.pod_turn import sandbox_shell_turn
-from crucible_core import process
-from crucible_core.errors import ManifestError
-from crucible_core.mcp_config import ENV_MCP_CONFIG, mcp_config_file
-from crucible_core.protocols import (
+from crucible_core.api import (
+    ENV_MCP_CONFIG,
     BackendContext,
+    Completed,
     FailureClass,
     Harness,
+    ManifestError,
     SandboxHarness,
     ShellTurn,
     Turn,
     TurnResult,
+    mcp_config_file,
+    run_process,
 )
 
 PROMPT_FILE_ENV = "CRUCIBLE_PROMPT_FILE"
@@ -154,7 +156,7 @@ class CommandBackend:
             env = dict(shell_turn.env)
             if mcp_config is not None:
                 env[ENV_MCP_CONFIG] = str(mcp_config)
-            done = process.run(
+            done = run_process(
                 shell_turn.command,
                 cwd=turn.workspace,
                 env=env,
@@ -165,7 +167,7 @@ class CommandBackend:
         return shell_turn.finish(done)
 
 
-def _turn_result(done: process.Completed) -> TurnResult:
+def _turn_result(done: Completed) -> TurnResult:
     """What agent_cmd's exit says about the turn, wherever it ran."""
     if done.spawn_error:
         return TurnResult(False, FailureClass.SPAWN, note=done.describe_failure())

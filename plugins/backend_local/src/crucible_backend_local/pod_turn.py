@@ -30,8 +30,8 @@ from pathlib import PurePosixPath
 
 import attrs
 
-from crucible_core import process
-from crucible_core.protocols import (
+from crucible_core.api import (
+    Completed,
     FailureClass,
     SandboxCommand,
     SandboxHarness,
@@ -125,7 +125,7 @@ def sandbox_shell_turn(harness: SandboxHarness, turn: Turn) -> ShellTurn:
         return _refused(turn, TurnResult(False, FailureClass.SPAWN, note=note))
     command = described
 
-    def finish(done: process.Completed) -> TurnResult:
+    def finish(done: Completed) -> TurnResult:
         for line in done.stdout.splitlines():
             command.on_stdout_line(line)
         return command.finish(done)

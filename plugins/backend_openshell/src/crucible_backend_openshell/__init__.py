@@ -9,10 +9,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from crucible_core.hookspecs import hookimpl
-from crucible_core.protocols import AgentBackend, BackendContext, BackendFactory
-from crucible_core.registry import Register
-from crucible_core.run.lifecycle import RunContext, RunEnd
+from crucible_core.api import (
+    AgentBackend,
+    BackendContext,
+    BackendFactory,
+    Register,
+    RunContext,
+    RunEnd,
+    hookimpl,
+)
 
 BACKEND = "openshell"
 

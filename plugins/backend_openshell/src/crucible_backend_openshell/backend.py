@@ -29,12 +29,12 @@ from crucible_backend_openshell.egress import ResolvedEgress, resolve_egress
 from crucible_backend_openshell.services import ServiceNeed, bearer_forward, mcp_entry
 from crucible_backend_openshell.settings import Endpoint, OpenShellSettings
 from crucible_backend_openshell.transfer import TransferError, pack_files, pack_workspace, sync_back
-from crucible_core import process
-from crucible_core.broker.reach import EgressReach
-from crucible_core.errors import ManifestError
-from crucible_core.protocols import (
+from crucible_core.api import (
     BackendContext,
+    Completed,
+    EgressReach,
     FailureClass,
+    ManifestError,
     SandboxCommand,
     SandboxHarness,
     SandboxLayout,
@@ -284,7 +284,7 @@ class OpenShellBackend:
 
     # -- the harness's command ------------------------------------------------------------------
 
-    def _execute(self, gateway: Gateway, name: str, turn: Turn, command: SandboxCommand) -> process.Completed:
+    def _execute(self, gateway: Gateway, name: str, turn: Turn, command: SandboxCommand) -> Completed:
         started = time.monotonic()
         pending = b""
         stderr = bytearray()
@@ -319,7 +319,7 @@ class OpenShellBackend:
         deadline = turn.deadline_seconds
         if deadline is not None and duration >= deadline and exit_code != 0:
             timed_out = True  # the gateway killed it at execution_timeout
-        return process.Completed(
+        return Completed(
             exit_code if exit_code is not None else -9,
             stdout="",
             stderr=stderr.decode("utf-8", errors="replace"),

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from crucible_backend_openshell.settings import Endpoint, OpenShellTable
-from crucible_core.broker.reach import BUILTIN, EgressReach
+from crucible_core.api import BUILTIN, EgressReach
 
 # Standing reach every sandbox gets unless the manifest opts out: the public forges, PyPI,
 # the model providers the Claude harness talks to (Anthropic, Vertex), and the npm registry

@@ -11,8 +11,7 @@ import re
 
 import attrs
 
-from crucible_core.broker.reach import EgressEndpoint, EgressReach
-from crucible_core.manifest.models import Seconds
+from crucible_core.api import EgressEndpoint, EgressReach, Seconds
 
 ACCESS_CLASSES = ("read-only", "read-write", "full")
 ENFORCEMENT_MODES = ("enforce", "audit")

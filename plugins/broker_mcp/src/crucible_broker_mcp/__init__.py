@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crucible_core.hookspecs import hookimpl
+from crucible_core.api import hookimpl
 
 if TYPE_CHECKING:
     from crucible_broker_mcp.starter import Starter
-    from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+    from crucible_core.api import RunContext, RunEnd, TurnAdditions, TurnContext
 
 # One server per run this process drives, keyed by run id (tests drive several runs per process).
 _servers: dict[str, Starter] = {}
@@ -42,7 +42,7 @@ def crucible_before_turn(context: TurnContext) -> TurnAdditions | None:
     starter = _servers.get(context.run.run_id)
     if starter is None:
         return None
-    from crucible_core.run.lifecycle import TurnAdditions
+    from crucible_core.api import TurnAdditions
 
     server = starter.wait()  # raises (ending the run) when the server could not start
     return TurnAdditions(mcp_servers={server.name: server.client_config()})

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crucible_core.errors import RunFailed
+from crucible_core.api import RunFailed
 
 if TYPE_CHECKING:
     from crucible_broker_mcp.server import BrokerServer

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crucible_core.hookspecs import hookimpl
+from crucible_core.api import hookimpl
 
 if TYPE_CHECKING:
     import click
 
-    from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, TaskRunnerFactory
-    from crucible_core.registry import Register
+    from crucible_core.api import Register, TaskRunner, TaskRunnerContext, TaskRunnerFactory
 
 
 @hookimpl

@@ -13,8 +13,7 @@ from typing import Any
 
 import click
 
-from crucible_core.cli.options import budget_cap, manifest_option
-from crucible_core.errors import ControlError, UsageError
+from crucible_core.api import ControlError, UsageError, budget_cap, manifest_option
 
 DEFAULT_ITERATIONS = 10
 START_TIMEOUT = 300.0
@@ -105,8 +104,7 @@ def _prepare(
     playbook: bool,
     params: tuple[str, ...],
 ) -> Any:
-    from crucible_core.durations import parse_duration
-    from crucible_core.manifest.loader import load_manifest
+    from crucible_core.api import load_manifest, parse_duration
     from crucible_deploy_kubernetes.images import resolve_digest
     from crucible_deploy_kubernetes.profile import load_profile
     from crucible_deploy_kubernetes.render import RenderOptions, render

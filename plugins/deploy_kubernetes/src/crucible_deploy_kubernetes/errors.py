@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crucible_core.errors import CrucibleError, ExitCode
+from crucible_core.api import CrucibleError, ExitCode
 
 
 class ClusterError(CrucibleError):

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.errors import ManifestError
+from crucible_core.api import ManifestError
 
 # RFC 1123 label (namespaces, secret and service-account names are DNS subdomains; a label is
 # the safe common subset) and a C-identifier-ish env name, the shapes the API server accepts.
@@ -230,7 +230,7 @@ def _problems(profile: DeployProfile) -> list[str]:
 
 def parse_profile(path: Path, raw: dict[str, Any]) -> DeployProfile:
     """Structure a parsed profile; every problem is reported at once, each with its key path."""
-    from crucible_core.manifest.converter import converter, describe_structure_error
+    from crucible_core.api import converter, describe_structure_error
 
     try:
         profile = converter.structure(raw, DeployProfile)

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.contract import wire
+from crucible_core.api import wire
 from crucible_deploy_kubernetes import labels as L
 
 LOG_TAIL_LINES = 400

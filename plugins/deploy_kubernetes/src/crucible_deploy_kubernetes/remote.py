@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from crucible_core.reporters.console import ConsoleReporter
+from crucible_core.api import ConsoleReporter
 from crucible_deploy_kubernetes import labels as L
 
 RUN_DIR_STATE = "/var/lib/crucible/run/state"

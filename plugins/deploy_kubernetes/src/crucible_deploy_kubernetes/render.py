@@ -18,8 +18,7 @@ from typing import Any
 import attrs
 from kubernetes import client
 
-from crucible_core.errors import ManifestError, UsageError
-from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.api import LoadedManifest, ManifestError, UsageError
 from crucible_deploy_kubernetes import labels as L
 from crucible_deploy_kubernetes.profile import DeployProfile, load_profile
 from crucible_deploy_kubernetes.settings import DeploySettings

@@ -54,13 +54,18 @@ from typing import Any
 import attrs
 from kubernetes import client
 
-from crucible_core.contract import wire
-from crucible_core.errors import ManifestError
-from crucible_core.plan.ir import Task
-from crucible_core.plan.kinds import Attempt, Outcome, TaskContext, TaskKindSpec
-from crucible_core.plan.runners import TaskRunnerContext
-from crucible_core.process import Completed
-from crucible_core.protocols import ShellStdin
+from crucible_core.api import (
+    Attempt,
+    Completed,
+    ManifestError,
+    Outcome,
+    ShellStdin,
+    Task,
+    TaskContext,
+    TaskKindSpec,
+    TaskRunnerContext,
+    wire,
+)
 from crucible_deploy_kubernetes import cluster, jobs
 from crucible_deploy_kubernetes import labels as L
 from crucible_deploy_kubernetes.errors import ClusterError

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from crucible_core.hookspecs import hookimpl
-from crucible_core.protocols import Harness, HarnessContext, HarnessFactory
-from crucible_core.registry import Register
+from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register, hookimpl
 
 
 # The factory imports its module on first use: loading the plugin (every `crucible` command

@@ -12,9 +12,9 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 # shared with every harness (core's event_bounds); re-exported, the plugin's modules read them from here
-from crucible_core.event_bounds import MAX_FIELD_CHARS as MAX_FIELD_CHARS
-from crucible_core.event_bounds import clip as clip
-from crucible_core.event_bounds import clip_value as clip_value
+from crucible_core.api import MAX_FIELD_CHARS as MAX_FIELD_CHARS
+from crucible_core.api import clip as clip
+from crucible_core.api import clip_value as clip_value
 
 AGENT_SESSION: Final = "agent_session"  # {session, action: started, turn}
 AGENT_START: Final = "agent_start"  # {harness, agent, version, model, permission_mode}

@@ -19,15 +19,15 @@ from typing import Any
 
 import attrs
 
-from crucible_core import process
-from crucible_core.errors import ManifestError
-from crucible_core.protocols import (
+from crucible_core.api import (
     FailureClass,
     HarnessContext,
+    ManifestError,
     SandboxCommand,
     SandboxLayout,
     Turn,
     TurnResult,
+    run_process,
 )
 from crucible_harness_acp import events, launch
 from crucible_harness_acp.config import DRIVER_MODULE, TurnConfig
@@ -91,7 +91,7 @@ class AcpHarness:
             self._config(turn, lookup.argv).write(config)
             stream = DriverStream(turn.emit, _secrets(turn, self.table))
             env = launch.child_env(turn.env, launch.home_env(str(home), self.manifest_env), self.manifest_env)
-            done = process.run(
+            done = run_process(
                 [sys.executable, "-m", DRIVER_MODULE, str(config)],
                 cwd=turn.workspace,
                 env=env,

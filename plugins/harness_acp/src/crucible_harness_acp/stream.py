@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.protocols import AgentEventSink
+from crucible_core.api import AgentEventSink
 from crucible_harness_acp import events
 
 _KEPT_BAD_LINES = 3

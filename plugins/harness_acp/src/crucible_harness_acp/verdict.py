@@ -8,8 +8,7 @@ failure is the model service's; an agent failure is the agent's own.
 
 from __future__ import annotations
 
-from crucible_core.process import Completed
-from crucible_core.protocols import FailureClass, TurnResult
+from crucible_core.api import Completed, FailureClass, TurnResult
 from crucible_harness_acp import events
 from crucible_harness_acp.config import DRIVER_MODULE
 from crucible_harness_acp.stream import DriverStream

@@ -9,15 +9,16 @@ from typing import Any
 
 import attrs
 
-from crucible_core import process
-from crucible_core.mcp_config import mcp_config_file
-from crucible_core.protocols import (
+from crucible_core.api import (
+    Completed,
     FailureClass,
     HarnessContext,
     SandboxCommand,
     SandboxLayout,
     Turn,
     TurnResult,
+    mcp_config_file,
+    run_process,
 )
 from crucible_harness_claude import events, launch
 from crucible_harness_claude.cli_verdict import classify
@@ -81,7 +82,7 @@ class ClaudeCodeHarness:
                 mcp_server_names=sorted(turn.mcp_servers),
                 resume=stored.cursor if stored else None,
             )
-            done = process.run(
+            done = run_process(
                 argv,
                 cwd=turn.workspace,
                 env=launch.child_env(turn.env, keep_sandbox_claim=self.sandbox_claimed),
@@ -136,7 +137,7 @@ class ClaudeCodeHarness:
             resume=stored.cursor if stored else None,
         )
 
-        def finish(done: process.Completed) -> TurnResult:
+        def finish(done: Completed) -> TurnResult:
             result = self._close_session(turn, stored, decoder, classify(done, decoder))
             if decoder.session_id:
                 cursors.add(decoder.session_id)

@@ -8,8 +8,7 @@ failure is the agent's own (it ran and reported an error).
 
 from __future__ import annotations
 
-from crucible_core.process import Completed
-from crucible_core.protocols import FailureClass, TurnResult
+from crucible_core.api import Completed, FailureClass, TurnResult
 from crucible_harness_claude import events
 from crucible_harness_claude.stream_json import StreamDecoder
 

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.errors import ManifestError
-from crucible_core.protocols import FailureClass, HarnessContext, Turn, TurnResult
+from crucible_core.api import FailureClass, HarnessContext, ManifestError, Turn, TurnResult
 from crucible_harness_claude import events
 from crucible_harness_claude.pricing import Usage, cost_usd, price_of
 from crucible_harness_claude.settings import DEFAULT_MODEL

@@ -17,8 +17,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
-from crucible_core.contract.json_bounds import loads_bounded
+from crucible_core.api import AgentFileRefused, loads_bounded, read_regular
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAX_CURSOR_BYTES = 64 * 1024  # a cursor file holds one id, a count and a cost

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.protocols import AgentEventSink
+from crucible_core.api import AgentEventSink
 from crucible_harness_claude import events
 from crucible_harness_claude.pricing import Usage, cost_usd
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crucible_core.errors import ManifestError
-from crucible_core.manifest.containment import escape_problem, text_problem
-from crucible_core.workspace_files import copy_tree_into
+from crucible_core.api import ManifestError, copy_tree_into, escape_problem, text_problem
 
 SKILLS_DIR = Path(".claude") / "skills"
 

@@ -15,8 +15,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core import process
-from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.api import AgentFileRefused, read_regular, run_process
 from crucible_harness_claude.events import clip
 
 # What one tool call may hand back to the model: enough to read a source file or a test log's
@@ -187,7 +186,7 @@ class WorkspaceTools:
             if left <= 0:
                 raise ToolError("the turn's deadline has passed")
             timeout = min(timeout, left)
-        done = process.run(command, cwd=self.root, env=self.env, timeout=max(timeout, 0.1))
+        done = run_process(command, cwd=self.root, env=self.env, timeout=max(timeout, 0.1))
         status = "timed out and was killed" if done.timed_out else f"exit code {done.exit_code}"
         half = MAX_OUTPUT_CHARS // 2 - 100
         return f"{status}\n--- stdout ---\n{done.stdout[-half:]}\n--- stderr ---\n{done.stderr[-half:]}"

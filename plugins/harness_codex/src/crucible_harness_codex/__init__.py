@@ -6,9 +6,7 @@ plugins or `crucible --help` never imports it.
 
 from __future__ import annotations
 
-from crucible_core.hookspecs import hookimpl
-from crucible_core.protocols import Harness, HarnessContext, HarnessFactory
-from crucible_core.registry import Register
+from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register, hookimpl
 
 
 def _codex_cli(ctx: HarnessContext) -> Harness:

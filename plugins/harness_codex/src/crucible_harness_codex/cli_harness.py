@@ -20,15 +20,18 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core import process
-from crucible_core.broker.reach import BUILTIN, EgressEndpoint, EgressReach
-from crucible_core.protocols import (
+from crucible_core.api import (
+    BUILTIN,
+    Completed,
+    EgressEndpoint,
+    EgressReach,
     FailureClass,
     HarnessContext,
     SandboxCommand,
     SandboxLayout,
     Turn,
     TurnResult,
+    run_process,
 )
 from crucible_harness_codex import auth, events, launch
 from crucible_harness_codex.exec_json import ExecDecoder
@@ -149,7 +152,7 @@ class CodexHarness:
         with self._turn_home(turn.iteration) as home:
             for path, data in self._files(str(home), turn, opened).items():
                 _write_private(Path(path), data)
-            done = process.run(
+            done = run_process(
                 launch.build_argv(cli.path, model=opened.model, effort=turn.effort),
                 cwd=turn.workspace,
                 env=launch.child_env(turn.env, str(home)),
@@ -232,7 +235,7 @@ class CodexHarness:
         model = self.settings.choose_model(turn.model)
         decoder = ExecDecoder(lambda kind, fields: turn.emit(kind, events.mask(fields, hidden)), model)
 
-        def verdict(done: process.Completed, fallback_cost: float = 0.0) -> TurnResult:
+        def verdict(done: Completed, fallback_cost: float = 0.0) -> TurnResult:
             self._close_session(turn, decoder)
             result = classify(done, decoder, fallback_cost=fallback_cost)
             return attrs.evolve(result, note=events.mask(result.note, hidden))

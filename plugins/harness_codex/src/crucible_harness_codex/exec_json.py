@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.protocols import AgentEventSink
+from crucible_core.api import AgentEventSink
 from crucible_harness_codex import events
 from crucible_harness_codex.pricing import Usage, cost_usd
 

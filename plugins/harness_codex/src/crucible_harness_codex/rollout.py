@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.api import AgentFileRefused, read_regular
 from crucible_harness_codex.pricing import Usage
 
 MAX_ROLLOUT_BYTES = 64 * 1024 * 1024

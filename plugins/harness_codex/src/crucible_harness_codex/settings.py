@@ -10,7 +10,7 @@ import re
 
 import attrs
 
-from crucible_core.broker.reach import BUILTIN, EgressEndpoint, EgressReach
+from crucible_core.api import BUILTIN, EgressEndpoint, EgressReach
 
 # The model a turn uses when neither [agent.codex].model nor a non-Claude [agent].model names one.
 DEFAULT_MODEL = "gpt-5.6-sol"

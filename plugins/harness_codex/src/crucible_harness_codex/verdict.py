@@ -9,8 +9,7 @@ stream); a turn that completed is ok whatever the agent's commands did along the
 
 from __future__ import annotations
 
-from crucible_core.process import Completed
-from crucible_core.protocols import FailureClass, TurnResult
+from crucible_core.api import Completed, FailureClass, TurnResult
 from crucible_harness_codex import events
 from crucible_harness_codex.exec_json import ExecDecoder
 

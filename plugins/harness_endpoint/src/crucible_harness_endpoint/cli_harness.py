@@ -12,9 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-from crucible_core.broker.reach import EgressReach
-from crucible_core.errors import ManifestError
-from crucible_core.protocols import FailureClass, SandboxCommand, SandboxLayout, Turn, TurnResult
+from crucible_core.api import (
+    EgressReach,
+    FailureClass,
+    ManifestError,
+    SandboxCommand,
+    SandboxLayout,
+    Turn,
+    TurnResult,
+)
 from crucible_harness_endpoint.cli_lookup import AgentCli
 from crucible_harness_endpoint.endpoint import sandbox_reach
 from crucible_harness_endpoint.host_turn import preflight_problems, run_on_host

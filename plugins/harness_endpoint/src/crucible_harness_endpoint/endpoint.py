@@ -25,9 +25,7 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from crucible_core.broker.reach import EgressEndpoint, EgressReach
-from crucible_core.errors import ManifestError
-from crucible_core.process import Completed
+from crucible_core.api import Completed, EgressEndpoint, EgressReach, ManifestError
 
 PROVIDER = "crucible"  # the provider id both CLIs get, and the prefix opencode's model rides on
 OPENAI_URL = "https://api.openai.com/v1"

@@ -19,8 +19,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from crucible_core import process
-from crucible_core.protocols import FailureClass, SandboxCommand, SandboxLayout, Turn, TurnResult
+from crucible_core.api import FailureClass, SandboxCommand, SandboxLayout, Turn, TurnResult, run_process
 from crucible_harness_endpoint.cli_lookup import AgentCli
 from crucible_harness_endpoint.endpoint import credential_problem
 
@@ -107,7 +106,7 @@ def run_on_host(cli: AgentCli, describe: Describe, turn: Turn, *, prefix: str) -
                 _write_private(base, path, data)
         except (OSError, ValueError) as exc:
             return TurnResult(False, FailureClass.SPAWN, note=f"could not lay out the turn's files: {exc}")
-        done = process.run(
+        done = run_process(
             list(command.argv),
             cwd=turn.workspace,
             env=command.env,

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from crucible_core.process import Completed
-from crucible_core.protocols import FailureClass, TurnResult
+from crucible_core.api import Completed, FailureClass, TurnResult
 from crucible_harness_endpoint import events
 from crucible_harness_endpoint.endpoint import refusal
 

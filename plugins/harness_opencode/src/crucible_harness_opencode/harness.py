@@ -21,12 +21,7 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core.protocols import (
-    HarnessContext,
-    SandboxCommand,
-    SandboxLayout,
-    Turn,
-)
+from crucible_core.api import HarnessContext, SandboxCommand, SandboxLayout, Turn
 from crucible_harness_endpoint.cli_harness import EndpointCliHarness, refuse_session
 from crucible_harness_endpoint.cli_lookup import PROGRAM_STEP, AgentCli
 from crucible_harness_endpoint.endpoint import (

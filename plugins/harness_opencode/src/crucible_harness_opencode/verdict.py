@@ -7,8 +7,7 @@ never a success at no cost; what the tokens shown live were worth is still charg
 
 from __future__ import annotations
 
-from crucible_core.process import Completed
-from crucible_core.protocols import FailureClass, TurnResult
+from crucible_core.api import Completed, FailureClass, TurnResult
 from crucible_harness_endpoint import events
 from crucible_harness_endpoint.verdict import ended_early
 from crucible_harness_opencode.stream import OpenCodeStream

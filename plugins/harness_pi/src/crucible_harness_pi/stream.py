@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.protocols import AgentEventSink
+from crucible_core.api import AgentEventSink
 from crucible_harness_endpoint import events
 from crucible_harness_endpoint.json_stream import JsonStream
 from crucible_harness_endpoint.pricing import Usage, cost_usd

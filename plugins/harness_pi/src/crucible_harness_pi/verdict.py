@@ -6,8 +6,7 @@ a provider error too, so the last assistant message's stop reason decides, not t
 
 from __future__ import annotations
 
-from crucible_core.process import Completed
-from crucible_core.protocols import FailureClass, TurnResult
+from crucible_core.api import Completed, FailureClass, TurnResult
 from crucible_harness_endpoint import events
 from crucible_harness_endpoint.verdict import ended_early
 from crucible_harness_pi.stream import PiStream

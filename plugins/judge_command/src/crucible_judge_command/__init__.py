@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from crucible_core.hookspecs import hookimpl
-from crucible_core.protocols import JudgeFactory
-from crucible_core.registry import Register
+from crucible_core.api import JudgeFactory, Register, hookimpl
 
 
 @hookimpl

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import attrs
 
-from crucible_core.contract.measure_diagnosis import stderr_tail
-from crucible_core.contract.reading import Reading, parse_measure_output
-from crucible_core.errors import ManifestError
-from crucible_core.manifest.models import JudgeSection
-from crucible_core.protocols import JudgeContext, MeasureContext
-from crucible_core.shell import Shell
+from crucible_core.api import (
+    JudgeContext,
+    JudgeSection,
+    ManifestError,
+    MeasureContext,
+    Reading,
+    Shell,
+    parse_measure_output,
+    stderr_tail,
+)
 
 DEFAULT_MEASURE_TIMEOUT = 3600.0
 

@@ -7,7 +7,7 @@ import io
 from dulwich.objects import Commit
 from dulwich.patch import write_object_diff
 
-from crucible_core.errors import RunFailed
+from crucible_core.api import RunFailed
 from crucible_world_git.dulwich_names import object_id
 from crucible_world_git.git_memory import GitMemory
 

@@ -6,7 +6,7 @@ import io
 import os
 from pathlib import Path
 
-from crucible_core.errors import RunFailed, WorkspaceError
+from crucible_core.api import RunFailed, WorkspaceError
 from crucible_world_git.dulwich_names import object_id, ref
 from crucible_world_git.git_memory import GitMemory
 

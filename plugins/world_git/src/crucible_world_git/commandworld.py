@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import attrs
 
-from crucible_core.errors import RunFailed
-from crucible_core.process import Completed
-from crucible_core.protocols import ApplyOutcome, SourceChanges, Staged, WorldContext
-from crucible_core.shell import Shell
+from crucible_core.api import ApplyOutcome, Completed, RunFailed, Shell, SourceChanges, Staged, WorldContext
 from crucible_world_git.gitworld import GitWorld
 from crucible_world_git.settings import CommandWorldSettings
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from dulwich.config import ConfigFile, StackedConfig
 from dulwich.repo import Repo
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.api import AgentFileRefused, read_regular
 from crucible_world_git import head_ref
 from crucible_world_git.checkout import write_all
 

@@ -17,9 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from crucible_core import process
-from crucible_core.errors import RunFailed
-from crucible_core.protocols import ApplyOutcome
+from crucible_core.api import ApplyOutcome, Completed, RunFailed, run_process
 from crucible_world_git.sealed_git import environment, make_git_dir
 
 GIT_TIMEOUT = 600.0
@@ -32,12 +30,12 @@ def git_problem() -> str | None:
     return None
 
 
-def _git(git_dir: Path, work_tree: Path, *args: str) -> process.Completed:
+def _git(git_dir: Path, work_tree: Path, *args: str) -> Completed:
     env = environment(git_dir, work_tree=work_tree)
-    return process.run(["git", *args], cwd=work_tree, env=env, timeout=GIT_TIMEOUT)
+    return run_process(["git", *args], cwd=work_tree, env=env, timeout=GIT_TIMEOUT)
 
 
-def _why(what: str, done: process.Completed) -> str:
+def _why(what: str, done: Completed) -> str:
     detail = (done.stderr.strip() or done.stdout.strip())[-_TAIL:]
     return f"{what} {done.describe_failure()}" + (f": {detail}" if detail else "")
 

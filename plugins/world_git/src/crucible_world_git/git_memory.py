@@ -17,8 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
-from crucible_core.errors import RunFailed, WorkspaceError
+from crucible_core.api import AgentFileRefused, RunFailed, WorkspaceError, read_regular
 from crucible_world_git import checkout, excludes, head_ref, permissions
 from crucible_world_git.dulwich_names import object_id, ref
 from crucible_world_git.ignores import IgnoreRules, tree_loader

@@ -9,9 +9,16 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
-from crucible_core.errors import RunFailed
-from crucible_core.protocols import ApplyOutcome, RecordedKept, SourceChanges, Staged, WorldContext
+from crucible_core.api import (
+    AgentFileRefused,
+    ApplyOutcome,
+    RecordedKept,
+    RunFailed,
+    SourceChanges,
+    Staged,
+    WorldContext,
+    read_regular,
+)
 from crucible_world_git import excludes, forks
 from crucible_world_git.change_diff import commit_change
 from crucible_world_git.clone import clone_into

@@ -17,8 +17,7 @@ import stat
 import time
 from pathlib import Path
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
-from crucible_core.errors import RunFailed
+from crucible_core.api import AgentFileRefused, RunFailed, read_regular
 
 ZERO = b"0" * 40
 # HEAD and a loose ref hold one line; packed-refs one line per ref (a repository with a great

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.api import AgentFileRefused, read_regular
 from crucible_world_git.index_file import MODE_EXEC, MODE_FILE, MODE_TREE
 from crucible_world_git.loose_objects import parse_tree
 

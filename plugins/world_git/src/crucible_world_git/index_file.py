@@ -10,8 +10,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
-from crucible_core.errors import RunFailed
+from crucible_core.api import AgentFileRefused, RunFailed, read_regular
 
 NS_PER_S = 1_000_000_000
 # An index far beyond any real repository's (a million paths take about 100 MB).

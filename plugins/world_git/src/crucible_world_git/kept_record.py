@@ -24,7 +24,7 @@ import stat
 import time
 from pathlib import Path
 
-from crucible_core.errors import RunFailed
+from crucible_core.api import RunFailed
 from crucible_world_git.head_ref import read_ref_file
 from crucible_world_git.ignores import read_rules_file
 from crucible_world_git.index_file import MODE_GITLINK, MODE_TREE

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
-from crucible_core.errors import RunFailed
+from crucible_core.api import RunFailed
 from crucible_world_git import dulwich_names
 
 if TYPE_CHECKING:

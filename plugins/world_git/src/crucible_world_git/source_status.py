@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crucible_core.protocols import SourceChanges
+from crucible_core.api import SourceChanges
 
 
 def source_changes(source: str) -> SourceChanges | None:

@@ -14,7 +14,7 @@ from stat import S_ISDIR
 
 import attrs
 
-from crucible_core.errors import RunFailed
+from crucible_core.api import RunFailed
 from crucible_world_git.index_file import MODE_GITLINK
 from crucible_world_git.staged_tree import DirNode, StagedTree
 
