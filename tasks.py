@@ -36,6 +36,7 @@ MEMBERS = [
     "plugins/deploy_kubernetes",
     "plugins/broker_mcp",
     "plugins/service_oubliette",
+    "plugins/workflow_starlark",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm

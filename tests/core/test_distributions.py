@@ -32,6 +32,7 @@ STANDARD_SET = {
     "crucible-plugin-deploy-kubernetes",
     "crucible-plugin-broker-mcp",
     "crucible-plugin-service-oubliette",
+    "crucible-plugin-workflow-starlark",
 }
 
 
@@ -147,7 +148,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/deploy_kubernetes",
         "plugins/broker_mcp",
     ]
-    members += ["plugins/service_oubliette"]
+    members += ["plugins/service_oubliette", "plugins/workflow_starlark"]
     done = subprocess.run(
         [
             *PIP_INSTALL,

@@ -247,6 +247,9 @@ if TYPE_CHECKING:
         TurnUnavailable as TurnUnavailable,
     )
     from crucible_core.shell import Shell as Shell
+    from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES as SCORED_WORKFLOW_TYPES
+    from crucible_core.workflow.lanes import WORKFLOW_TYPES as WORKFLOW_TYPES
+    from crucible_core.workflow.language import WorkflowLanguage as WorkflowLanguage
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
 # public name -> (module, attribute inside it)
@@ -322,6 +325,9 @@ _export(
 _export("crucible_core.plan.ir", "Task")
 _export("crucible_core.plan.kinds", "Attempt", "Outcome", "TaskContext", "TaskKindSpec")
 _export("crucible_core.plan.runners", "TaskRunner", "TaskRunnerContext", "TaskRunnerFactory")
+# Workflow authoring languages: what one provides, and the workflow types (lanes) it may declare.
+_export("crucible_core.workflow.language", "WorkflowLanguage")
+_export("crucible_core.workflow.lanes", "WORKFLOW_TYPES", "SCORED_WORKFLOW_TYPES")
 # Broker tools, output kinds and what an agent may reach.
 _export("crucible_core.broker.tools", "BrokerTool")
 _export("crucible_core.broker.outputs", "OutputKindSpec")

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.registry import Register
     from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+    from crucible_core.workflow.language import WorkflowLanguage
 
 PROJECT = "crucible"
 
@@ -124,6 +125,16 @@ def crucible_register_task_runners(register: Register[TaskRunnerFactory]) -> Non
     A plan run calls every factory once; one that returns a TaskRunner (not None) may run the
     run's tasks that need a capability this machine lacks (crucible_core.plan.runners).
     `plan show` calls them with `context.offline` set and only asks provides/refuses.
+    """
+
+
+@hookspec
+def crucible_register_workflow_languages(register: Register[WorkflowLanguage]) -> None:
+    """Register workflow authoring languages by source suffix (".star"): a WorkflowLanguage each.
+
+    A file `workflow<suffix>` beside a manifest is that manifest's graph; the language registered
+    for the suffix reads its lane and launch parameters and compiles it to the `[workflow]` IR
+    (crucible_core.workflow.language). With no language for a source's suffix, runs and checks refuse.
     """
 
 

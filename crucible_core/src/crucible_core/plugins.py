@@ -39,6 +39,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "task kind": "crucible_register_task_kinds",
     "publisher": "crucible_register_publishers",
     "task runner": "crucible_register_task_runners",
+    "workflow language": "crucible_register_workflow_languages",
 }
 
 

@@ -74,7 +74,7 @@ def command(
     if pack is not None:
         _check_pack_needs(plugins, pack, repo)
     manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
-    if _check_workflow(manifest):
+    if _check_workflow(plugins, manifest):
         return
     loaded = load_manifest(manifest, plugins=plugins)
     findings = check(plugins, loaded, harness=harness, caps=frozenset(caps))
@@ -90,7 +90,9 @@ def _check_pack_needs(plugins: Plugins, pack: str, repo: Path | None) -> None:
     """What the pack needs from the repository; a missing need fails here, before anything is copied."""
     from crucible_core import domain_pack
 
-    lines = domain_pack.needs_report(domain_pack.find_pack(plugins, pack), repo.resolve() if repo else None)
+    lines = domain_pack.needs_report(
+        plugins, domain_pack.find_pack(plugins, pack), repo.resolve() if repo else None
+    )
     for level, text in lines:
         click.echo(f"{MARKS[level]} {text}")
     if any(level == "fail" for level, _ in lines):
@@ -98,20 +100,20 @@ def _check_pack_needs(plugins: Plugins, pack: str, repo: Path | None) -> None:
         sys.exit(int(ExitCode.CHECK_FAILED))
 
 
-def _check_workflow(manifest: Path) -> bool:
+def _check_workflow(plugins: Plugins, manifest: Path) -> bool:
     """Compile and validate the manifest's workflow; True when it is a playbook (nothing else to prove)."""
     from crucible_core.cli.workflow_cmd import validate_document
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.workflow.pack import effective_workflow
 
-    loaded = load_manifest(manifest)
-    document = effective_workflow(loaded)
+    loaded = load_manifest(manifest, plugins=plugins)
+    document = effective_workflow(plugins, loaded)
     if document is None:
         if _check_services(loaded, None):  # agent turns would lose a service: the run is refused
             click.echo("check failed")
             sys.exit(int(ExitCode.CHECK_FAILED))
         return False
-    plan = validate_document(document, source=str(manifest))
+    plan = validate_document(plugins, document, source=str(manifest))
     click.echo(f"ok   workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")
     failed = _check_services(loaded, plan)
     if document["type"] == "playbook":
