@@ -164,11 +164,11 @@ def _params_lines(plugins: Plugins, pack: InstalledPack) -> list[tuple[str, str]
         return []
     schema = source.language.params(source.path)
     lines = []
-    for name, prop in schema["properties"].items():
-        required = name in schema["required"]
+    for name, prop in schema.get("properties", {}).items():
+        required = name in schema.get("required", ())
         given = "required: --param " + name + "=VALUE" if required else f"default {prop.get('default')!r}"
         about = f" ({prop['description']})" if prop.get("description") else ""
-        lines.append(("info", f"pack param {name}: {prop['type']}, {given}{about}"))
+        lines.append(("info", f"pack param {name}: {prop.get('type', 'any')}, {given}{about}"))
     return lines
 
 

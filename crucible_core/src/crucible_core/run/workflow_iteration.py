@@ -82,7 +82,7 @@ def admit_authored_graph(
     if declared_lane(plugins, loaded) not in SCORED_WORKFLOW_TYPES:
         return None
     kinds: Registry[TaskKindSpec] = plugins.registry("task kind")
-    declared = declared_params(plugins, loaded)["properties"]
+    declared = declared_params(plugins, loaded).get("properties", {})
     # Other --param values belong to [outputs] targets; the workflow gets the ones it declares.
     supplied = {name: value for name, value in params.items() if name in declared}
     document = effective_workflow(plugins, loaded, supplied)
