@@ -36,6 +36,9 @@ MEMBERS = [
     "plugins/deploy_kubernetes",
     "plugins/broker_mcp",
     "plugins/service_oubliette",
+    "plugins/console_rich",
+    "plugins/flow_page",
+    "plugins/service_transports",
     "plugins/workflow_starlark",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"

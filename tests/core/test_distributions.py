@@ -32,6 +32,9 @@ STANDARD_SET = {
     "crucible-plugin-deploy-kubernetes",
     "crucible-plugin-broker-mcp",
     "crucible-plugin-service-oubliette",
+    "crucible-plugin-console-rich",
+    "crucible-plugin-flow-page",
+    "crucible-plugin-service-transports",
     "crucible-plugin-workflow-starlark",
 }
 
@@ -109,7 +112,8 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     ]
     assert registered["broker tool"] == ["distress", "escalate", "request_approval", "steer_inbox"]
     assert "draft-pr" in registered["output kind"] and "gpu-capture" in registered["output kind"]
-    assert set(registered) == {"reporter", "task kind", "broker tool", "output kind"}
+    assert registered["flow renderer"] == ["json", "dot", "mmd"]
+    assert set(registered) == {"reporter", "task kind", "broker tool", "output kind", "flow renderer"}
     assert report["failures"] == [] and report["conflicts"] == []
 
 
@@ -148,7 +152,13 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/deploy_kubernetes",
         "plugins/broker_mcp",
     ]
-    members += ["plugins/service_oubliette", "plugins/workflow_starlark"]
+    members += [
+        "plugins/service_oubliette",
+        "plugins/console_rich",
+        "plugins/flow_page",
+        "plugins/service_transports",
+        "plugins/workflow_starlark",
+    ]
     done = subprocess.run(
         [
             *PIP_INSTALL,

@@ -76,7 +76,7 @@ def test_spans_add_wall_clock(tmp_path: Path) -> None:
 
 def test_bad_input_is_one_line_with_a_documented_code(tmp_path: Path) -> None:
     done = run_crucible("flow", "--session", FIXTURE, "--out", tmp_path / "flow.pdf")
-    assert done.returncode == 64 and "name the output .json, .dot, .mmd or .html" in done.stderr
+    assert done.returncode == 64 and "name the output .dot, .html, .json or .mmd" in done.stderr
     done = run_crucible("flow", "--session", tmp_path / "missing.jsonl", "--out", tmp_path / "f.html")
     assert done.returncode == 11 and "no session log" in done.stderr
     garbage = tmp_path / "garbage.jsonl"

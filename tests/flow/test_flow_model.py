@@ -1,4 +1,5 @@
-"""The flow model folded from a crucible-shaped session log, and its renderings (no browser here)."""
+"""The flow model folded from a crucible-shaped session log, and core's renderings of it (the page's are in
+tests/flow_page)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 from crucible_core.flow.decode import decode_lines, read_session
 from crucible_core.flow.fold import fold_flow
 from crucible_core.flow.graph import render_dot, render_mermaid
-from crucible_core.flow.page import render_html
 from crucible_core.flow.score_chart import ChartPoint, render_score_chart
 from crucible_core.flow.spans import apply_spans
 
@@ -112,17 +112,6 @@ def test_graph_renderings_chain_the_iterations_and_mark_the_resume() -> None:
     assert "<script>" not in mmd  # the hostile note is entity-coded
 
 
-def test_html_escapes_every_log_string() -> None:
-    page = render_html(model())
-    assert "<script>window.__pwned" not in page
-    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
-    assert "<b>aggressively</b>" not in page and "&lt;b&gt;aggressively&lt;/b&gt;" in page
-    assert page.count("<script>") == 1  # our own, and only ours
-    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    assert "https://" not in page  # nothing fetched, no CDN
-    assert "default-src 'none'" in page
-
-
 def test_spans_add_wall_clock_per_iteration(tmp_path: Path) -> None:
     m = model()
     spans = [
@@ -206,8 +195,6 @@ def test_each_iteration_keeps_its_own_graph() -> None:
     assert by_iter[1] == {"candidate": "pass", "review": "fail", "score": "blocked", "decide": "blocked"}
     assert by_iter[2] == {"candidate": "pass", "review": "pass", "score": "pass", "decide": "pass"}
     assert by_iter[0] == {}
-    page = render_html(m)
-    assert "Plan tasks of iteration 1" in page and "Plan tasks of the run" not in page
 
 
 def test_versus_a_baseline_of_zero_is_the_change_itself() -> None:
@@ -215,8 +202,6 @@ def test_versus_a_baseline_of_zero_is_the_change_itself() -> None:
 
     assert versus_baseline(0.0, 4.0, "higher") == "+4" and versus_baseline(0.0, 4.0, "lower") == "-4"
     assert versus_baseline(200.0, 150.0, "lower") == "+25.0%" and versus_baseline(None, 1.0, "higher") == ""
-    page = render_html(our_model())
-    assert "vs baseline +4 · best 4" in page and "best: <b>6 vs baseline 0 +6</b>" in page
 
 
 def test_a_far_out_score_is_drawn_on_the_edge_and_the_rest_fill_the_chart() -> None:

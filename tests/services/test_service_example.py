@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 from crucible_core.session_log import read_events
 from tests.cli_support import EXAMPLES, run_crucible
-from tests.services.support import SCRIPTED, TOOL, crucible_env, free_port, stop, wait_listening
+from tests.services.support import SCRIPTED, crucible_env, free_port, stop, wait_listening
 
 
 def test_the_service_cluster_example(tmp_path: Path) -> None:
@@ -26,12 +25,7 @@ def test_the_service_cluster_example(tmp_path: Path) -> None:
     )
     try:
         wait_listening(port, server)
-        made = subprocess.run(
-            [str(example / "make-catalog.sh")],
-            capture_output=True,
-            text=True,
-            env=crucible_env(PATH=f"{TOOL.parent}:{os.environ['PATH']}"),
-        )
+        made = run_crucible("services", "catalog", "--output", example / "catalog.toml", cwd=example)
         assert made.returncode == 0, made.stderr
         env = crucible_env(
             CRUCIBLE_SERVICE_CATALOG=str(example / "catalog.toml"),

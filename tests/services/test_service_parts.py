@@ -1,11 +1,8 @@
-"""The service parts on their own: requirements, declarations, the catalog, the forward, a supervised service."""
+"""The service parts on their own: requirements, declarations, the catalog, a supervised service."""
 
 from __future__ import annotations
 
-import http.client
-import http.server
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -15,8 +12,8 @@ from crucible_core import process
 from crucible_core.manifest.semver import admits
 from crucible_core.manifest.service_declaration import ServiceDeclarationError, parse_declarations
 from crucible_core.services.catalog import CATALOG_ENV, CatalogError, load_catalog
-from crucible_core.services.proxy import AuthenticatingForward
 from crucible_core.services.resolve import resolve
+from tests.cli_support import run_crucible
 from tests.services.support import write_catalog
 
 
@@ -98,36 +95,6 @@ def test_a_catalog_entry_pins_its_executable_by_digest(tmp_path: Path) -> None:
         load_catalog({CATALOG_ENV: str(tmp_path / "bad.toml")})
 
 
-def test_the_forward_requires_the_bearer_and_hides_it_from_the_service() -> None:
-    seen: list[str | None] = []
-
-    class Upstream(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.headers.get("Authorization"))
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    forward = AuthenticatingForward(upstream.server_address[1], "the-bearer").start()
-    try:
-        for header, status in ((None, 401), ("Bearer wrong", 401), ("Bearer the-bearer", 200)):
-            connection = http.client.HTTPConnection("127.0.0.1", forward.port, timeout=10)
-            connection.request("GET", "/x", headers={"Authorization": header} if header else {})
-            response = connection.getresponse()
-            assert (response.status, response.read() if status == 200 else b"ok") == (status, b"ok")
-            connection.close()
-        assert seen == [None] and forward.refused == 2
-    finally:
-        forward.close()
-        upstream.shutdown()
-
-
 def test_a_service_ignoring_the_stop_signal_is_killed_after_the_grace(tmp_path: Path) -> None:
     stubborn = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
     child = process.spawn([sys.executable, "-c", stubborn], cwd=tmp_path, env={}, output=tmp_path / "out")
@@ -167,7 +134,7 @@ def test_a_catalog_reclaim_command_cleans_up_without_starting_a_service(tmp_path
     resolution = resolve(declared, load_catalog({CATALOG_ENV: str(catalog_path)}), frozenset())
     events: list[object] = []
     runtime = ServiceRuntime(
-        resolution, run_id="run-7", state_dir=tmp_path / "state", emit=events.append, env={}
+        resolution, run_id="run-7", state_dir=tmp_path / "state", emit=events.append, env={}, transports={}
     )
     try:
         runtime.reclaim(["cluster"])
@@ -180,3 +147,15 @@ def test_a_catalog_reclaim_command_cleans_up_without_starting_a_service(tmp_path
     lines = [wire.ServiceStart(service="cluster", port=1, task="t", attempt=1, resolution="r"), *events]
     log.write_text("".join(wire.encode(event) + "\n" for event in lines))  # type: ignore[arg-type]
     assert left_running(log) == []
+
+
+def test_tasks_sharing_a_session_must_declare_the_same_needs(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        "version = 1\n[budget]\nusd = 1.0\n"
+        '[[task]]\nname = "a"\nkind = "agent"\nprompt = "p"\nsession = "s"\nneeds = "service.x"\n'
+        '[[task]]\nname = "b"\nkind = "agent"\nprompt = "p"\nsession = "s"\ndepends_on = ["a"]\n'
+    )
+    done = run_crucible("plan", "show", plan)
+    assert done.returncode == 10
+    assert "session 's' declare different needs" in done.stderr

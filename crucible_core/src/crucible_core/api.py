@@ -48,13 +48,17 @@ if TYPE_CHECKING:
     from crucible_core.contract import wire as wire
     from crucible_core.contract.json_bounds import loads_bounded as loads_bounded
     from crucible_core.contract.measure_diagnosis import stderr_tail as stderr_tail
+    from crucible_core.contract.plain_text import plain as plain
     from crucible_core.contract.reading import (
         Reading as Reading,
     )
     from crucible_core.contract.reading import (
         parse_measure_output as parse_measure_output,
     )
+    from crucible_core.contract.run_kind import EPILOGUE as EPILOGUE
+    from crucible_core.contract.run_kind import verdict_word as verdict_word
     from crucible_core.durations import parse_duration as parse_duration
+    from crucible_core.durations import short_duration as short_duration
     from crucible_core.errors import (
         CapabilityUnserved as CapabilityUnserved,
     )
@@ -91,6 +95,17 @@ if TYPE_CHECKING:
     from crucible_core.event_bounds import (
         clip_value as clip_value,
     )
+    from crucible_core.flow.model import FlowModel as FlowModel
+    from crucible_core.flow.model import Iteration as Iteration
+    from crucible_core.flow.model import PlanTask as PlanTask
+    from crucible_core.flow.model import improvement_pct as improvement_pct
+    from crucible_core.flow.model import versus_baseline as versus_baseline
+    from crucible_core.flow.render import FlowRenderer as FlowRenderer
+    from crucible_core.flow.score_chart import ChartPoint as ChartPoint
+    from crucible_core.flow.score_chart import render_score_chart as render_score_chart
+    from crucible_core.flow.task_view import counted as counted
+    from crucible_core.flow.task_view import run_tally as run_tally
+    from crucible_core.flow.task_view import task_roles as task_roles
     from crucible_core.hookspecs import PROJECT as PROJECT
     from crucible_core.hookspecs import hookimpl as hookimpl
     from crucible_core.hookspecs import hookspec as hookspec
@@ -186,6 +201,12 @@ if TYPE_CHECKING:
         RecordedKept as RecordedKept,
     )
     from crucible_core.protocols import (
+        Reporter as Reporter,
+    )
+    from crucible_core.protocols import (
+        ReporterContext as ReporterContext,
+    )
+    from crucible_core.protocols import (
         ReporterFactory as ReporterFactory,
     )
     from crucible_core.protocols import (
@@ -198,7 +219,13 @@ if TYPE_CHECKING:
         SandboxLayout as SandboxLayout,
     )
     from crucible_core.protocols import (
-        ServiceTool as ServiceTool,
+        ServedTool as ServedTool,
+    )
+    from crucible_core.protocols import (
+        ServiceEndpoint as ServiceEndpoint,
+    )
+    from crucible_core.protocols import (
+        ServiceTransport as ServiceTransport,
     )
     from crucible_core.protocols import (
         ShellStdin as ShellStdin,
@@ -231,6 +258,9 @@ if TYPE_CHECKING:
     from crucible_core.registry import MISSING_DRIVER_HINT as MISSING_DRIVER_HINT
     from crucible_core.registry import Register as Register
     from crucible_core.reporters.console import ConsoleReporter as ConsoleReporter
+    from crucible_core.reporters.console_text import show_number as show_number
+    from crucible_core.reporters.console_view import ConsoleView as ConsoleView
+    from crucible_core.reporters.console_view import row_label as row_label
     from crucible_core.run.lifecycle import (
         RunContext as RunContext,
     )
@@ -246,6 +276,9 @@ if TYPE_CHECKING:
     from crucible_core.run.lifecycle import (
         TurnUnavailable as TurnUnavailable,
     )
+    from crucible_core.services.catalog import Handoff as Handoff
+    from crucible_core.services.catalog import ServiceTool as ServiceTool
+    from crucible_core.services.catalog import ServiceToolFactory as ServiceToolFactory
     from crucible_core.shell import Shell as Shell
     from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES as SCORED_WORKFLOW_TYPES
     from crucible_core.workflow.lanes import WORKFLOW_TYPES as WORKFLOW_TYPES
@@ -297,11 +330,15 @@ _export(
     "Publisher",
     "PublisherFactory",
     "RecordedKept",
+    "Reporter",
+    "ReporterContext",
     "ReporterFactory",
     "SandboxCommand",
     "SandboxHarness",
     "SandboxLayout",
-    "ServiceTool",
+    "ServedTool",
+    "ServiceEndpoint",
+    "ServiceTransport",
     "ShellStdin",
     "ShellTurn",
     "SourceChanges",
@@ -328,6 +365,8 @@ _export("crucible_core.plan.runners", "TaskRunner", "TaskRunnerContext", "TaskRu
 # Workflow authoring languages: what one provides, and the workflow types (lanes) it may declare.
 _export("crucible_core.workflow.language", "WorkflowLanguage")
 _export("crucible_core.workflow.lanes", "WORKFLOW_TYPES", "SCORED_WORKFLOW_TYPES")
+# Run-service tools a plugin installs (discovery; a run trusts only the catalog).
+_export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "Handoff")
 # Broker tools, output kinds and what an agent may reach.
 _export("crucible_core.broker.tools", "BrokerTool")
 _export("crucible_core.broker.outputs", "OutputKindSpec")
@@ -363,6 +402,20 @@ _export("crucible_core.mcp_config", "ENV_MCP_CONFIG", "mcp_config_file")
 # Command-line building blocks for plugin commands, and the plain console reporter.
 _export("crucible_core.cli.options", "budget_cap", "manifest_option")
 _export("crucible_core.reporters.console", "ConsoleReporter")
+# A reporter's view of the run (the console's fold of the log) and the words it prints with; every
+# agent or measure text goes through `plain` before it reaches a terminal.
+_export("crucible_core.reporters.console_view", "ConsoleView", "row_label")
+_export("crucible_core.reporters.console_text", "show_number")
+_export("crucible_core.contract.plain_text", "plain")
+_export("crucible_core.durations", "short_duration")
+_export("crucible_core.flow.model", "improvement_pct")
+_export("crucible_core.flow.task_view", "counted")
+# Flow renderers: the model `crucible flow` folds from the log, and the words and charts its views share.
+_export("crucible_core.flow.render", "FlowRenderer")
+_export("crucible_core.flow.model", "FlowModel", "Iteration", "PlanTask", "versus_baseline")
+_export("crucible_core.flow.task_view", "run_tally", "task_roles")
+_export("crucible_core.flow.score_chart", "ChartPoint", "render_score_chart")
+_export("crucible_core.contract.run_kind", "EPILOGUE", "verdict_word")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 

@@ -1,9 +1,11 @@
-"""Behaviour crucible-core ships as its own default plugin: reporters, plan task kinds, output kinds, broker tools."""
+"""Behaviour crucible-core ships as its own default plugin: reporters, flow renderings, plan task kinds,
+output kinds, broker tools."""
 
 from __future__ import annotations
 
 from crucible_core.broker.outputs import OutputKindSpec
 from crucible_core.broker.tools import BrokerTool
+from crucible_core.flow.render import FlowRenderer
 from crucible_core.hookspecs import hookimpl
 from crucible_core.plan.kinds import TaskKindSpec
 from crucible_core.protocols import ReporterFactory
@@ -18,6 +20,15 @@ def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
     register("console", console.ConsoleReporter.from_context)
     register("headless", console.HeadlessReporter.from_context)
     register("jsonl", jsonl.JsonlReporter.from_context)
+
+
+@hookimpl
+def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
+    from crucible_core.flow import render
+
+    register("json", render.render_json)
+    register("dot", render.render_dot)
+    register("mmd", render.render_mermaid)
 
 
 @hookimpl

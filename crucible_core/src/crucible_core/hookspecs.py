@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from crucible_core.broker.outputs import OutputKindSpec
     from crucible_core.broker.tools import BrokerTool
+    from crucible_core.flow.render import FlowRenderer
     from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.plan.runners import TaskRunnerFactory
     from crucible_core.protocols import (
@@ -27,12 +28,13 @@ if TYPE_CHECKING:
         JudgeFactory,
         PublisherFactory,
         ReporterFactory,
-        ServiceTool,
+        ServiceTransport,
         TurnResult,
         WorldFactory,
     )
     from crucible_core.registry import Register
     from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+    from crucible_core.services.catalog import ServiceToolFactory
     from crucible_core.workflow.language import WorkflowLanguage
 
 PROJECT = "crucible"
@@ -80,8 +82,21 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
 
 
 @hookspec
-def crucible_register_services(register: Register[ServiceTool]) -> None:
-    """Register run-service tools by name, as a run supervisor catalog offers them: ServiceTool values."""
+def crucible_register_services(register: Register[ServiceToolFactory]) -> None:
+    """Register installed run-service tools by their catalog name: functions returning a ServiceTool.
+
+    Discovery only: `crucible services list` shows them and `crucible services catalog` writes
+    their catalog entries; a run starts only what the operator's catalog attests (docs/services.md).
+    """
+
+
+@hookspec
+def crucible_register_service_transports(register: Register[ServiceTransport]) -> None:
+    """Register how a catalog transport ("mcp-http", "mcp-stdio", "http") is served: ServiceTransport values.
+
+    The engine starts the tool and mints its bearer; `serve(tool)` puts the forward in front of it
+    and returns the endpoint whose `ready(timeout)` the engine probes before any task needs it.
+    """
 
 
 @hookspec
@@ -92,6 +107,16 @@ def crucible_register_commands(register: Register[click.Command]) -> None:
 @hookspec
 def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
     """Register run reporters by name ("console", "headless", "jsonl"), chosen with `--ui`."""
+
+
+@hookspec
+def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
+    """Register renderings of a run's flow model by output file extension ("json", "dot", "html").
+
+    `crucible flow --out FILE` picks the one its extension names; each is a function from the
+    FlowModel (already folded from the redacted log) to the file's text. Core registers json,
+    dot and mmd; crucible-plugin-flow-page registers html.
+    """
 
 
 @hookspec

@@ -33,12 +33,14 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "output kind": "crucible_register_output_kinds",
     "broker tool": "crucible_register_broker_tools",
     "service": "crucible_register_services",
+    "service transport": "crucible_register_service_transports",
     "command": "crucible_register_commands",
     "reporter": "crucible_register_reporters",
     "pack": "crucible_register_packs",
     "task kind": "crucible_register_task_kinds",
     "publisher": "crucible_register_publishers",
     "task runner": "crucible_register_task_runners",
+    "flow renderer": "crucible_register_flow_renderers",
     "workflow language": "crucible_register_workflow_languages",
 }
 

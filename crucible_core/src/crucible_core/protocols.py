@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -498,21 +498,51 @@ ReporterFactory = Callable[[ReporterContext], Reporter]
 
 
 # ---------------------------------------------------------------------------------------------
-# Run services: registered by name today, driven by the run supervisor as it grows. The Protocol
-# is deliberately small so the registry is typed (a plugin registering the wrong shape fails
-# mypy) without fixing what the engine does with it. (Output kinds are broker.outputs.OutputKindSpec.)
+# Run services: how a running catalog tool is served to the tasks that need it. The engine keeps
+# the lifecycle (start, restart bound, stop) and the bearer; a transport plugin, chosen by the
+# catalog entry's `transport` ("mcp-http", "mcp-stdio", "http"), puts the engine's forward in
+# front of the tool and says when it is ready. (The tools themselves: services.catalog.ServiceTool.)
 
 
-@runtime_checkable
-class ServiceTool(Protocol):
-    """A tool a run service offers, as the run supervisor's catalog lists it to the agent."""
+@attrs.frozen
+class ServedTool:
+    """One started instance of a catalog tool, as a transport receives it.
+
+    port: the loopback port the tool was given (CRUCIBLE_SERVICE_PORT); stdin/stdout: its standard
+    streams for the `mcp-stdio` transport (the engine started it with pipes), else None.
+    bearer: what the forward must require of every request (minted by the engine, per service).
+    """
+
+    service: str
+    port: int
+    mcp_path: str
+    bearer: str = attrs.field(repr=False)
+    stdin: IO[bytes] | None = None
+    stdout: IO[bytes] | None = None
+
+
+class ServiceEndpoint(Protocol):
+    """What a transport made for one instance: the forward tasks use, and a readiness probe."""
 
     @property
-    def description(self) -> str:
-        """What the tool does, in one line the agent reads."""
+    def port(self) -> int:
+        """Where the service answers on loopback: the tool's own port, or the transport's relay."""
 
-    def call(self, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
-        """Run the tool once with the agent's arguments and return its JSON-shaped result."""
+    def url(self, path: str = "") -> str:
+        """The forward's URL (loopback, bearer-checked) with `path` appended."""
+
+    def ready(self, timeout: float) -> bool:
+        """One readiness probe, bounded by `timeout` seconds: True once the service serves."""
+
+    def close(self) -> None:
+        """Stop the forward (and any relay); the engine stops the tool's process itself."""
+
+
+class ServiceTransport(Protocol):
+    """One catalog transport, registered under its catalog name (crucible_register_service_transports)."""
+
+    def serve(self, tool: ServedTool) -> ServiceEndpoint:
+        """Start serving a just-started instance; raise OSError when the forward cannot listen."""
 
 
 # ---------------------------------------------------------------------------------------------

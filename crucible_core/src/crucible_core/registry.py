@@ -37,6 +37,20 @@ MISSING_DRIVER_HINT = (
     "`crucible plugins` lists what is installed"
 )
 
+# Drivers the standard set ships in a distribution of their own, which an installation may leave
+# out: a name missing from its registry then says which distribution to install. Names only, so
+# that the message can say it; core imports none of them.
+PROVIDERS: dict[tuple[str, str], str] = {
+    ("reporter", "rich"): "crucible-plugin-console-rich",
+    ("flow renderer", "html"): "crucible-plugin-flow-page",
+    ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
+}
+
+
+def provider_of(kind: str, name: str) -> str | None:
+    """The distribution of the standard set that registers `name` in the `kind` registry, if one does."""
+    return PROVIDERS.get((kind, name))
+
 
 @attrs.frozen
 class Entry(Generic[T]):
@@ -130,11 +144,14 @@ class Registry(Generic[T]):
         installed = self.names()
         parts = [f"unknown {self.kind} {name!r} in {where}"]
         parts.append(f"installed: {', '.join(installed) if installed else 'none'}")
-        close = difflib.get_close_matches(name, installed, n=1, cutoff=0.6)
+        provider = provider_of(self.kind, name)
+        close = [] if provider else difflib.get_close_matches(name, installed, n=1, cutoff=0.6)
         if close:
             parts.append(f"did you mean {close[0]!r}?")
         if self.unloaded:
             parts.append(f"failed to load: {', '.join(self.unloaded)} (`crucible plugins` says why)")
-        if not close:
+        if provider:
+            parts.append(f"`pip install {provider}` provides it")
+        elif not close:
             parts.append(MISSING_DRIVER_HINT)
         return "; ".join(parts)

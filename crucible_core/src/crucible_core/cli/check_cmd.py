@@ -39,6 +39,11 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "    "}
     default=None,
     help="Check a plan file instead: its graph, and its [[service]] resolution against the catalog.",
 )
+@click.option(
+    "--ui",
+    default=None,
+    help="Check that this reporter is installed, as `crucible run --ui` will ask for it.",
+)
 def command(
     manifest: Path,
     pack: str | None,
@@ -46,6 +51,7 @@ def command(
     harness: str | None,
     caps: tuple[str, ...],
     plan_file: Path | None,
+    ui: str | None,
 ) -> None:
     """Validate a manifest and its gate without an agent turn.
 
@@ -58,7 +64,8 @@ def command(
     manifest that does not load, 16 for one this version does not support.
 
     With --pack NAME (and --repo PATH): first what the pack needs from the repository (files,
-    a setup command, params), then the usual checks on the pack's copy in ./NAME.
+    a setup command, params), then the usual checks on the pack's copy in ./NAME. With --ui NAME,
+    first whether that reporter is installed (`--ui rich` needs crucible-plugin-console-rich).
     """
     from crucible_core.contract.plain_text import plain
     from crucible_core.manifest.loader import load_manifest
@@ -71,10 +78,12 @@ def command(
     plugins = load_plugins()
     for failure in plugins.failures:
         click.echo(f"WARN plugin {failure.name} ({failure.distribution}) failed to load: {failure.error}")
+    if ui is not None:
+        _check_ui(plugins, ui)
     if pack is not None:
         _check_pack_needs(plugins, pack, repo)
     manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
-    if _check_workflow(plugins, manifest):
+    if _check_workflow(manifest, plugins):
         return
     loaded = load_manifest(manifest, plugins=plugins)
     findings = check(plugins, loaded, harness=harness, caps=frozenset(caps))
@@ -84,6 +93,19 @@ def command(
         click.echo("check failed")
         sys.exit(int(ExitCode.CHECK_FAILED))
     click.echo("check passed")
+
+
+def _check_ui(plugins: Plugins, ui: str) -> None:
+    """The reporter `--ui` names; a missing one fails here, naming the distribution that provides it."""
+    from crucible_core.errors import PluginError
+
+    try:
+        entry = plugins.registry("reporter").entry(ui, where="--ui")
+    except PluginError as exc:
+        click.echo(f"{MARKS['fail']} {exc.render()}")
+        click.echo("check failed")
+        sys.exit(int(ExitCode.CHECK_FAILED))
+    click.echo(f"{MARKS['ok']} --ui {ui}: reporter from {entry.plugin}")
 
 
 def _check_pack_needs(plugins: Plugins, pack: str, repo: Path | None) -> None:
@@ -100,7 +122,7 @@ def _check_pack_needs(plugins: Plugins, pack: str, repo: Path | None) -> None:
         sys.exit(int(ExitCode.CHECK_FAILED))
 
 
-def _check_workflow(plugins: Plugins, manifest: Path) -> bool:
+def _check_workflow(manifest: Path, plugins: Plugins) -> bool:
     """Compile and validate the manifest's workflow; True when it is a playbook (nothing else to prove)."""
     from crucible_core.cli.workflow_cmd import validate_document
     from crucible_core.manifest.loader import load_manifest
@@ -109,13 +131,13 @@ def _check_workflow(plugins: Plugins, manifest: Path) -> bool:
     loaded = load_manifest(manifest, plugins=plugins)
     document = effective_workflow(plugins, loaded)
     if document is None:
-        if _check_services(loaded, None):  # agent turns would lose a service: the run is refused
+        if _check_services(loaded, None, plugins):  # agent turns would lose a service: the run is refused
             click.echo("check failed")
             sys.exit(int(ExitCode.CHECK_FAILED))
         return False
     plan = validate_document(plugins, document, source=str(manifest))
     click.echo(f"ok   workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")
-    failed = _check_services(loaded, plan)
+    failed = _check_services(loaded, plan, plugins)
     if document["type"] == "playbook":
         if failed:
             click.echo("check failed")
@@ -128,8 +150,9 @@ def _check_workflow(plugins: Plugins, manifest: Path) -> bool:
     return False
 
 
-def _check_services(loaded: LoadedManifest, plan: ValidPlan | None) -> bool:
-    """A manifest's [[service]] resolution; True when a required task or the agent turns lose one."""
+def _check_services(loaded: LoadedManifest, plan: ValidPlan | None, plugins: Plugins) -> bool:
+    """A manifest's [[service]] resolution; True when a required task or the agent turns lose one,
+    or a service's transport has no plugin to serve it."""
     import os
 
     if not loaded.services:
@@ -145,17 +168,21 @@ def _check_services(loaded: LoadedManifest, plan: ValidPlan | None) -> bool:
     for name in loaded.manifest.agent.services:
         needed_by.setdefault(f"service.{name}", []).append("agent turns")
         required["agent turns"] = True  # a loop whose turns lose a service is refused outright
-    return _print_services(resolution, needed_by, required)
+    return _print_services(resolution, needed_by, required, plugins)
 
 
 def _print_services(
-    resolution: Resolution, needed_by: dict[str, list[str]], required: dict[str, bool]
+    resolution: Resolution, needed_by: dict[str, list[str]], required: dict[str, bool], plugins: Plugins
 ) -> bool:
-    from crucible_core.services.resolve import describe
+    from crucible_core.services.resolve import describe, transport_problems
 
-    failed = False
     for line in describe(resolution, needed_by):
         click.echo(f"{MARKS['info']} {line}")
+    # The run refuses these before its log opens (exit 12), whichever task needs the service.
+    unserved = transport_problems(resolution, plugins.registry("service transport").names())
+    for line in unserved:
+        click.echo(f"{MARKS['fail']} {line}")
+    failed = bool(unserved)
     for capability, why in resolution.unavailable().items():
         for name in needed_by.get(capability, []):
             must = required.get(name, True)
@@ -178,7 +205,8 @@ def _check_plan(path: Path) -> None:
     from crucible_core.plugins import load_plugins
     from crucible_core.services import run_services
 
-    kinds = load_plugins().registry("task kind")
+    plugins = load_plugins()
+    kinds = plugins.registry("task kind")
     data = read_plan_file(path)
     declared = run_services.declarations_of(data, [path.resolve().parent, Path.cwd().resolve()], str(path))
     plan = validate(plan_from_data(data, kinds, source=str(path)), kinds, source=str(path))
@@ -188,7 +216,7 @@ def _check_plan(path: Path) -> None:
     for task in plan.tasks:
         needed_by.setdefault(task.needs, []).append(task.name)
     failed = _print_services(
-        resolution, needed_by, {t.name: plan.plan.task(t.name).required for t in plan.tasks}
+        resolution, needed_by, {t.name: plan.plan.task(t.name).required for t in plan.tasks}, plugins
     )
     if failed:
         click.echo("check failed")

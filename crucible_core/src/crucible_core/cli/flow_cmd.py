@@ -26,7 +26,8 @@ from crucible_core.errors import UsageError, WorkspaceError
     type=click.Path(path_type=Path, dir_okay=False),
     default=Path("flow.html"),
     show_default=True,
-    help="Output file; its extension picks the rendering: .json, .dot, .mmd or .html.",
+    help="Output file; its extension picks the rendering: .json, .dot, .mmd, or .html with "
+    "crucible-plugin-flow-page (`crucible plugins` lists every installed one).",
 )
 @click.option(
     "--spans",
@@ -41,15 +42,17 @@ def command(
     """Explain a run: fold its session log into a flow model and render it.
 
     Reads only the session log (already redacted when it was written). The .html page is one
-    self-contained file: open it in any browser, offline.
+    self-contained file: open it in any browser, offline. Exit 12 when the extension names a
+    rendering whose plugin is not installed, 64 for one nothing renders.
     """
     from crucible_core.contract.plain_text import plain
     from crucible_core.flow.decode import read_session
     from crucible_core.flow.fold import fold_flow
     from crucible_core.flow.render import renderer_for
     from crucible_core.flow.spans import apply_spans, load_spans
+    from crucible_core.plugins import load_plugins
 
-    render = renderer_for(out)
+    render = renderer_for(load_plugins(), out)
     log = session_log_path(manifest, state_dir, session)
     if not log.is_file():
         raise WorkspaceError(f"no session log at {log}", hint=missing_log_hint(manifest, session))

@@ -25,6 +25,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "plan": ("crucible_core.cli.plan_cmd", "Run, show or chart a work graph (a plan file of [[task]])."),
     "show": ("crucible_core.cli.show_cmd", "Show any run from its session log (offline, live or finished)."),
+    "services": ("crucible_core.cli.services_cmd", "List installed service tools; write catalog entries."),
     # looking at a run, live or finished
     "flow": ("crucible_core.cli.flow_cmd", "Render a run's session log as a page, a graph or JSON."),
     "diff": ("crucible_core.cli.diff_cmd", "Show the change a kept iteration made, or the best change."),

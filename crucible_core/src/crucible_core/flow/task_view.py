@@ -67,14 +67,14 @@ def roles_of(stage: str, required: bool) -> list[str]:
     return (["epilogue"] if stage == EPILOGUE else []) + ([] if required else ["advisory"])
 
 
-def roles(task: PlanTask) -> list[str]:
+def task_roles(task: PlanTask) -> list[str]:
     return roles_of(task.stage, task.required)
 
 
 def _task_line(task: PlanTask, width: int) -> str:
     secs = task_time(task.secs) if task.attempts else "-"  # blocked, truncated or pending: it never ran
     tries = f"{task.attempts}x" if task.attempts else "-"
-    tags = "".join(f"[{tag}] " for tag in roles(task))
+    tags = "".join(f"[{tag}] " for tag in task_roles(task))
     words = [_cut(task.note, TEXT_CHARS)] if task.note else []
     if task.output:
         words.append("out " + _cut(task.output, TEXT_CHARS))

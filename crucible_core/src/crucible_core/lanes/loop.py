@@ -132,7 +132,11 @@ def prepare_loop(
     # The catalog is read and the services resolved before the log exists; agent turns cannot
     # be truncated like a task, so a service they need and cannot have refuses the run here.
     planned = run_services.plan_services(
-        loaded.services, os.environ, log_path=paths.session_log, resumed=folded is not None
+        loaded.services,
+        os.environ,
+        log_path=paths.session_log,
+        resumed=folded is not None,
+        plugins=plugins,
     )
     planned.refuse_unavailable(loaded.manifest.agent.services)
     paths.ensure_state_dirs()

@@ -76,7 +76,11 @@ def prepare_plan_file(
             return Ending(report.outcome, "already finished", report_ending(report).exit_code)
     # Read the catalog before the log opens: a broken catalog is refused with nothing recorded.
     planned = run_services.plan_services(
-        declared, os.environ, log_path=paths.session_log, resumed=prior is not None
+        declared,
+        os.environ,
+        log_path=paths.session_log,
+        resumed=prior is not None,
+        plugins=plugins,
     )
     config.env = planned.task_env(os.environ)  # a service's secrets reach only that service
     held = HeldEvents()  # what the runners say while opening, written once the log is open

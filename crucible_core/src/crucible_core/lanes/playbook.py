@@ -147,7 +147,11 @@ def prepare_playbook(
     elif not request.resume:
         refuse_existing_workspace(loaded)
     planned = run_services.plan_services(
-        loaded.services, os.environ, log_path=paths.session_log, resumed=prior is not None
+        loaded.services,
+        os.environ,
+        log_path=paths.session_log,
+        resumed=prior is not None,
+        plugins=plugins,
     )
     engine_env = planned.task_env(engine_environment())  # a service's secrets reach only that service
     config.env = planned.task_env(os.environ)

@@ -1,7 +1,7 @@
 """The console's plain-line reporter: the log's events folded into one view and printed as lines.
 
-The live console (console_live.py) draws the same lines above its table, so both build on this
-class; console.py chooses between them without either importing the other.
+The console reporters (console.py) build on it, and so does a plugin's live console
+(crucible-plugin-console-rich draws the same lines above its table).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def unicode_ok(stream: Any) -> bool:
     return True
 
 
-def num(value: Any) -> str:
+def show_number(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float) and value.is_integer():
@@ -87,7 +87,7 @@ def row_line(view: ConsoleView, row: wire.RowWire, at: float, *, ellipsis: str =
         note = f"[{row.phase}] {note}".rstrip()
     line = (
         f"{stamp(view, at)} {iteration_column(view, row.iter)} {label:<{DECISION_WIDTH}} "
-        f"score {num(row.score):<{SCORE_WIDTH}} best {num(view.best):<{SCORE_WIDTH}} {note}"
+        f"score {show_number(row.score):<{SCORE_WIDTH}} best {show_number(view.best):<{SCORE_WIDTH}} {note}"
     )
     return line.rstrip()
 
@@ -172,10 +172,10 @@ def event_lines(view: ConsoleView, line: wire.Line, at: float, *, ellipsis: str 
 def summary_line(view: ConsoleView) -> str:
     """Best against baseline, the counts, spend and active time."""
     gain = improvement_pct(view.baseline, view.best, view.direction or "higher")
-    versus = f"baseline {num(view.baseline)}" + (f", {gain:+.1f}%" if gain is not None else "")
+    versus = f"baseline {show_number(view.baseline)}" + (f", {gain:+.1f}%" if gain is not None else "")
     invalid = f" ({view.invalid} invalid)" if view.invalid else ""
     return (
-        f"best {num(view.best)} ({versus}); {view.kept} kept, {view.discarded} discarded{invalid}; "
+        f"best {show_number(view.best)} ({versus}); {view.kept} kept, {view.discarded} discarded{invalid}; "
         f"${view.spent:.4f} spent; {short_duration(active_time(view))} active"
     )
 
@@ -205,7 +205,7 @@ def spark_line(view: ConsoleView, *, ascii_only: bool = False) -> str | None:
         return None
     first = next((v for v in view.best_history if v is not None), None)
     arrow = "->" if ascii_only else "→"
-    return f"best by iteration  {drawn}  {num(first)} {arrow} {num(view.best)}"
+    return f"best by iteration  {drawn}  {show_number(first)} {arrow} {show_number(view.best)}"
 
 
 def end_lines(view: ConsoleView, *, ascii_only: bool = False) -> list[str]:

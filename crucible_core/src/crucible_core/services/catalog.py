@@ -4,6 +4,10 @@ The operator names the catalog document in CRUCIBLE_SERVICE_CATALOG; with none n
 attested. Each `[[tool]]` entry pins an absolute executable by its sha256, which is checked when
 the run resolves its services and again just before every start, so a file changed underneath
 the catalog is refused by name.
+
+Plugins install tools (`ServiceTool`, registered through crucible_register_services); that is
+discovery only. `crucible services catalog` writes their entries (`catalog_text`) for the operator
+to review and name, and a run trusts nothing but the document it reads here.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import enum
 import hashlib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ import attrs
 
 from crucible_core.errors import ManifestError
 from crucible_core.manifest.semver import SemverError, parse_version
+from crucible_core.toml_text import document as toml_document
 
 CATALOG_ENV = "CRUCIBLE_SERVICE_CATALOG"
 MAX_CATALOG_BYTES = 1 << 20
@@ -46,6 +51,16 @@ class Transport(enum.StrEnum):
     MCP_HTTP = "mcp-http"  # MCP streamable HTTP at mcp_path
     MCP_STDIO = "mcp-stdio"
     HTTP = "http"
+
+    @property
+    def mcp(self) -> bool:
+        """Tasks see the service as the MCP server `service.<name>` at mcp_path."""
+        return self is not Transport.HTTP
+
+
+# Core reads the catalog's transport names; serving them is a plugin's work
+# (crucible_register_service_transports), and this distribution serves all three.
+TRANSPORTS_DISTRIBUTION = "crucible-plugin-service-transports"
 
 
 class CatalogError(ManifestError):
@@ -81,6 +96,65 @@ class CatalogEntry:
     # A one-shot run of the same executable that reclaims what an earlier instance under the run
     # id created, then exits: a resumed run uses it instead of starting a service no task needs.
     reclaim_args: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class ServiceTool:
+    """A service tool a plugin installs (crucible_register_services), described as a catalog entry
+    would describe it; `entry(name)` is that entry with the executable's sha256 as it is now.
+
+    Registering a tool attests nothing: a run reads only the catalog the operator names.
+    """
+
+    executable: Path  # absolute
+    version: str
+    transport: Transport = attrs.field(converter=Transport)
+    creates_external_resources: bool
+    concurrent_clients: bool
+    mcp_path: str = "/mcp"
+    handoff: Handoff | None = None
+    reclaim_args: tuple[str, ...] | None = None
+
+    def entry(self, name: str) -> CatalogEntry:
+        """This tool's catalog entry under `name`; raises OSError when the executable cannot be read."""
+        return CatalogEntry(
+            name=name,
+            executable=self.executable,
+            sha256=file_sha256(self.executable),
+            version=self.version,
+            transport=self.transport,
+            mcp_path=self.mcp_path,
+            creates_external_resources=self.creates_external_resources,
+            concurrent_clients=self.concurrent_clients,
+            handoff=self.handoff,
+            reclaim_args=self.reclaim_args,
+        )
+
+
+# What crucible_register_services takes: called only by `crucible services`, so registering is free.
+ServiceToolFactory = Callable[[], ServiceTool]
+
+
+def catalog_text(entries: list[CatalogEntry]) -> str:
+    """A catalog document holding `entries`, in the format load_catalog reads."""
+    tables: list[dict[str, Any]] = []
+    for entry in entries:
+        table: dict[str, Any] = {
+            "name": entry.name,
+            "executable": str(entry.executable),
+            "sha256": entry.sha256,
+            "version": entry.version,
+            "transport": entry.transport.value,
+            "mcp_path": entry.mcp_path,
+            "creates_external_resources": entry.creates_external_resources,
+            "concurrent_clients": entry.concurrent_clients,
+        }
+        if entry.handoff is not None:
+            table["handoff"] = attrs.asdict(entry.handoff)
+        if entry.reclaim_args is not None:
+            table["reclaim_args"] = list(entry.reclaim_args)
+        tables.append(table)
+    return toml_document({"tool": tables})
 
 
 @attrs.frozen

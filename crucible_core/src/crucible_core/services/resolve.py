@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 import attrs
 
 from crucible_core.manifest.semver import admits
 from crucible_core.manifest.service_declaration import ServiceDeclaration
-from crucible_core.services.catalog import Catalog, CatalogEntry, digest_problem
+from crucible_core.services.catalog import TRANSPORTS_DISTRIBUTION, Catalog, CatalogEntry, digest_problem
 
 # Where the engine reads which secrets the operator granted this run: a comma-separated list of
 # environment variable names the operator exported for services.
@@ -127,6 +127,16 @@ def resolve(
                 problem = f"secret(s) {', '.join(missing)} not granted to this run ({GRANTED_SECRETS_ENV})"
         resolved.append(ResolvedService(declaration, entry, problem))
     return Resolution(catalog.source, bounds or Bounds(), tuple(resolved))
+
+
+def transport_problems(resolution: Resolution, served: Collection[str]) -> list[str]:
+    """One line per service whose catalog transport no installed plugin serves (`served` names those)."""
+    return [
+        f"service {s.name}: tool {s.entry.name!r} speaks transport {s.entry.transport.value!r}, which no "
+        f"installed plugin serves (pip install {TRANSPORTS_DISTRIBUTION})"
+        for s in resolution.services
+        if s.entry is not None and s.entry.transport.value not in served
+    ]
 
 
 def describe(resolution: Resolution, needed_by: Mapping[str, list[str]]) -> list[str]:

@@ -13,23 +13,28 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from crucible_core.contract import wire
-from crucible_core.errors import RunFailed
+from crucible_core.errors import PluginError, RunFailed
 from crucible_core.manifest.service_declaration import (
     CAPABILITY_PREFIX,
     ServiceDeclaration,
     parse_declarations,
 )
 from crucible_core.redact import Redactor
-from crucible_core.services.catalog import load_catalog
-from crucible_core.services.resolve import Resolution, granted_secrets, resolve
+from crucible_core.services.catalog import TRANSPORTS_DISTRIBUTION, load_catalog
+from crucible_core.services.resolve import Resolution, granted_secrets, resolve, transport_problems
 from crucible_core.services.runtime import ServiceRuntime
 from crucible_core.services.termination import services_stop_on_sigterm
 from crucible_core.session_log import read_events
+
+if TYPE_CHECKING:
+    from crucible_core.plugins import Plugins
+    from crucible_core.protocols import ServiceTransport
+    from crucible_core.registry import Registry
 
 RUN_ID_FILE = "run_id"
 
@@ -79,6 +84,7 @@ def open_runtime(
     *,
     state_dir: Path,
     emit: Callable[[wire.Event], object],
+    transports: Mapping[str, ServiceTransport],
     env: Mapping[str, str] | None = None,
     run_id: str | None = None,
 ) -> ServiceRuntime:
@@ -88,7 +94,21 @@ def open_runtime(
         state_dir=state_dir,
         emit=emit,
         env=dict(os.environ if env is None else env),
+        transports=transports,
     )
+
+
+def served_transports(
+    resolution: Resolution, registry: Registry[ServiceTransport]
+) -> dict[str, ServiceTransport]:
+    """The plugins serving the resolved services' transports; a transport none serves refuses the run."""
+    problems = transport_problems(resolution, registry.names())
+    if problems:
+        raise PluginError(
+            "; ".join(problems),
+            hint=f"pip install {TRANSPORTS_DISTRIBUTION} (`crucible plugins` lists the transports installed)",
+        )
+    return {entry.name: entry.value for entry in registry}
 
 
 @attrs.frozen
@@ -98,6 +118,7 @@ class PlannedServices:
     declared: tuple[ServiceDeclaration, ...]
     resolution: Resolution | None  # None: the run declares no service
     leftover: tuple[str, ...] = ()  # started by a killed predecessor and never recorded stopping
+    transports: Mapping[str, ServiceTransport] = attrs.field(factory=dict)  # catalog name -> plugin
 
     def secret_names(self) -> frozenset[str]:
         return frozenset(secret.name for service in self.declared for secret in service.secrets)
@@ -131,7 +152,14 @@ class PlannedServices:
         """The runtime for this process (None when nothing is declared); nothing starts until needed."""
         if self.resolution is None:
             return None
-        return open_runtime(self.resolution, state_dir=state_dir, emit=emit, env=env, run_id=run_id)
+        return open_runtime(
+            self.resolution,
+            state_dir=state_dir,
+            emit=emit,
+            transports=self.transports,
+            env=env,
+            run_id=run_id,
+        )
 
     def shut(self, runtime: ServiceRuntime | None) -> None:
         """Reclaim what a killed predecessor left (when this process never restarted it), stop the rest."""
@@ -184,9 +212,13 @@ def plan_services(
     *,
     log_path: Path,
     resumed: bool,
+    plugins: Plugins,
 ) -> PlannedServices:
-    """Resolve the declared services (reads the catalog; a broken one is refused here) and find leftovers."""
+    """Resolve the declared services (reads the catalog; a broken one is refused here), find the
+    plugins serving their transports (a missing one is refused here too) and find leftovers."""
     if not declared:
         return PlannedServices(declared, None)
+    resolution = resolve_declared(declared, env)
+    transports = served_transports(resolution, plugins.registry("service transport"))
     leftover = tuple(left_running(log_path)) if resumed else ()
-    return PlannedServices(declared, resolve_declared(declared, env), leftover)
+    return PlannedServices(declared, resolution, leftover, transports)

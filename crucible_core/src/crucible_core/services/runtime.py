@@ -5,14 +5,16 @@ just before each attempt of a task that needs a service (from a worker thread) a
 the environment that task may see or a transport-failure note; `close` stops everything with a
 signal, a grace period, then a kill. Children go through the supervisor, so the guard kills
 them if the engine dies; a resumed run is a new process and starts new instances.
+
+How an instance is reached and when it is ready belongs to its catalog transport, served by a
+plugin (`ServiceTransport`, crucible_register_service_transports): the runtime hands it the
+started tool and the bearer it minted, and gets back the forward tasks use and a readiness probe.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import http.client
 import os
+import secrets
 import socket
 import threading
 import time
@@ -23,10 +25,9 @@ import attrs
 
 from crucible_core import process
 from crucible_core.contract import wire
+from crucible_core.protocols import ServedTool, ServiceEndpoint, ServiceTransport
 from crucible_core.services.catalog import Transport, digest_problem
-from crucible_core.services.proxy import AuthenticatingForward, mint_bearer
 from crucible_core.services.resolve import Resolution, ResolvedService
-from crucible_core.services.stdio_relay import StdioRelay
 
 RUN_ID_ENV = "CRUCIBLE_RUN_ID"
 PORT_ENV = "CRUCIBLE_SERVICE_PORT"
@@ -71,6 +72,11 @@ class ServiceUnavailable(Exception):
     """This attempt cannot reach the service: a transport failure of the attempt, never of the run."""
 
 
+def mint_bearer() -> str:
+    """A fresh per-run, per-service credential the forward requires (C-SERVICE-REACH)."""
+    return secrets.token_urlsafe(32)
+
+
 def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -81,9 +87,7 @@ def free_loopback_port() -> int:
 class _Instance:
     service: ResolvedService
     child: process.Background
-    port: int  # where it is served on loopback: its own port, or the relay's for a stdio service
-    forward: AuthenticatingForward
-    relay: StdioRelay | None = None
+    endpoint: ServiceEndpoint  # the transport's forward (and relay) and readiness probe
     ready: bool = False
 
 
@@ -96,8 +100,10 @@ class ServiceRuntime:
         state_dir: Path,
         emit: Callable[[wire.Event], object],
         env: Mapping[str, str],
+        transports: Mapping[str, ServiceTransport],
     ) -> None:
         self.resolution = resolution
+        self._transports = transports  # catalog transport name -> the plugin serving it
         self.run_id = run_id
         self.dir = state_dir / "services"
         self._emit_raw = emit
@@ -203,17 +209,17 @@ class ServiceRuntime:
     def _forward_of(self, instance: _Instance) -> ServiceForward:
         entry = instance.service.entry
         assert entry is not None
-        mcp = entry.transport in (Transport.MCP_HTTP, Transport.MCP_STDIO)
+        mcp = entry.transport.mcp
         handoff = None
         if entry.handoff is not None:
             handoff = (entry.handoff.env, str(self._handoff_dir(instance.service.name) / entry.handoff.file))
         return ServiceForward(
             service=instance.service.name,
-            url=instance.forward.url(entry.mcp_path if mcp else ""),
+            url=instance.endpoint.url(entry.mcp_path if mcp else ""),
             bearer=self._bearers[instance.service.name],
             mcp_server=f"service.{instance.service.name}" if mcp else None,
             handoff=handoff,
-            port=instance.port,
+            port=instance.endpoint.port,
             mcp_path=entry.mcp_path,
         )
 
@@ -286,19 +292,26 @@ class ServiceRuntime:
             )
         except OSError as exc:
             raise ServiceUnavailable(f"service {service.name} could not start: {exc}") from None
-        relay = None
-        if stdio:  # tasks reach it over HTTP: the engine relays to the child's stdin and stdout
-            assert child.proc.stdin is not None and child.proc.stdout is not None
-            port = free_loopback_port()
-            relay = StdioRelay(child.proc.stdin, child.proc.stdout, port, entry.mcp_path).start()
-        self._bearers.setdefault(service.name, mint_bearer())
-        forward = AuthenticatingForward(port, self._bearers[service.name]).start()
-        instance = _Instance(service, child, port, forward, relay)
+        bearer = self._bearers.setdefault(service.name, mint_bearer())
+        tool = ServedTool(
+            service=service.name,
+            port=port,
+            mcp_path=entry.mcp_path,
+            bearer=bearer,
+            stdin=child.proc.stdin if stdio else None,
+            stdout=child.proc.stdout if stdio else None,
+        )
+        try:
+            endpoint = self._transports[entry.transport.value].serve(tool)
+        except OSError as exc:
+            child.stop(0)
+            raise ServiceUnavailable(f"service {service.name} could not be served: {exc}") from None
+        instance = _Instance(service, child, endpoint)
         self._instances[service.name] = instance
         self._emit(
             wire.ServiceStart(
                 service=service.name,
-                port=port,
+                port=endpoint.port,
                 task=task,
                 attempt=count + 1,
                 resolution=self.resolution.digest(),
@@ -307,8 +320,6 @@ class ServiceRuntime:
         return instance
 
     def _await_ready(self, instance: _Instance) -> None:
-        entry = instance.service.entry
-        assert entry is not None
         started = time.monotonic()
         deadline = started + self.resolution.bounds.readiness_seconds
         while time.monotonic() < deadline:
@@ -316,7 +327,7 @@ class ServiceRuntime:
                 self._reap(instance, note="exited before it was ready")
                 raise ServiceUnavailable(f"service {instance.service.name} exited before it was ready")
             remaining = max(0.5, deadline - time.monotonic())
-            if _probe(entry.transport, instance.port, entry.mcp_path, min(remaining, 5.0)):
+            if instance.endpoint.ready(min(remaining, 5.0)):
                 instance.ready = True
                 self._emit(
                     wire.ServiceReady(
@@ -333,62 +344,16 @@ class ServiceRuntime:
 
     def _reap(self, instance: _Instance, note: str) -> None:
         status, _killed = instance.child.stop(0)
-        instance.forward.close()
-        if instance.relay is not None:
-            instance.relay.close()
+        instance.endpoint.close()
         self._instances.pop(instance.service.name, None)
         self._emit(wire.ServiceExit(service=instance.service.name, status=status, how="exited", note=note))
 
     def _stop(self, instance: _Instance, note: str = "") -> None:
         status, killed = instance.child.stop(self.resolution.bounds.grace_seconds)
-        instance.forward.close()
-        if instance.relay is not None:
-            instance.relay.close()
+        instance.endpoint.close()
         self._instances.pop(instance.service.name, None)
         self._emit(
             wire.ServiceExit(
                 service=instance.service.name, status=status, how="killed" if killed else "stopped", note=note
             )
         )
-
-
-def _listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1.0)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _probe(transport: Transport, port: int, mcp_path: str, timeout: float) -> bool:
-    if not _listening(port):  # cheap: an MCP client waits out its timeout on a refused connection
-        return False
-    if transport in (Transport.MCP_HTTP, Transport.MCP_STDIO):  # stdio: through the engine's relay
-        return _mcp_initialize(f"http://127.0.0.1:{port}{mcp_path}", timeout)
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        connection.request("GET", "/")
-        connection.getresponse().read(0)
-        return True  # any HTTP answer at all means it is serving
-    except OSError:
-        return False
-    finally:
-        connection.close()
-
-
-def _mcp_initialize(url: str, timeout: float) -> bool:
-    """An MCP initialize handshake through the mcp SDK's client (streamable HTTP)."""
-    from mcp import Client
-
-    async def handshake() -> None:
-        async with Client(url, mode="legacy", read_timeout_seconds=timeout):
-            pass  # entering performed the initialize request and its acknowledgement
-
-    async def bounded() -> bool:
-        try:
-            await asyncio.wait_for(handshake(), timeout)
-            return True
-        except Exception:  # refused, not yet listening, a bad answer: not ready (yet)
-            return False
-
-    with contextlib.suppress(Exception):
-        return asyncio.run(bounded())
-    return False

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from typing import TextIO
 
 from crucible_core.broker.declaration import Disclosure
 from crucible_core.broker.service import Broker
@@ -26,6 +27,7 @@ from crucible_core.lanes.lane import Ending, Lane, Shell
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import Reporter, ReporterContext, ReporterFactory
 from crucible_core.redact import Redactor
+from crucible_core.reporters.console import console_choice, is_terminal
 from crucible_core.run.gates import Aborted
 from crucible_core.run.lifecycle import Lifecycle, RunContext
 from crucible_core.run.observers import ObserverFanout
@@ -36,9 +38,15 @@ from crucible_core.session.signals import AbortSignal, SignalPolicy
 from crucible_core.session_log import SessionLog
 
 
-def make_reporter(plugins: Plugins, name: str, iterations: int | None) -> Reporter:
-    factory: ReporterFactory = plugins.registry("reporter").get(name, where="--ui")
-    return factory(ReporterContext(stream=sys.stderr, iterations=iterations))
+def make_reporter(
+    plugins: Plugins, name: str, iterations: int | None, stream: TextIO | None = None
+) -> Reporter:
+    """The reporter `--ui NAME` names, showing progress on `stream` (standard error by default)."""
+    stream = sys.stderr if stream is None else stream
+    reporters = plugins.registry("reporter")
+    chosen = console_choice(reporters, name, on_terminal=is_terminal(stream))
+    factory: ReporterFactory = reporters.get(chosen, where="--ui")
+    return factory(ReporterContext(stream=stream, iterations=iterations))
 
 
 def redactor_for(lane: Lane) -> Redactor:

@@ -16,16 +16,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from crucible_core.errors import ManifestError, PluginError
+from crucible_core.registry import PROVIDERS
 
 if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
 
 SOURCE_STEM = "workflow"
 REGISTRY = "workflow language"
-# Languages whose distribution crucible knows, so a source that nothing installed compiles says
-# what to install instead of being ignored. A third-party language's source is looked for only
-# while its plugin is installed.
-KNOWN_LANGUAGES = {".star": "crucible-plugin-workflow-starlark"}
 _SUFFIX = re.compile(r"\.[A-Za-z0-9_]{1,16}")
 
 
@@ -76,7 +73,11 @@ def find_source(plugins: Plugins, directory: Path) -> WorkflowSource | None:
                 "which is not a file suffix such as '.star'",
                 hint="fix or uninstall the plugin, or leave it out with CRUCIBLE_LOAD_PLUGINS",
             )
-    suffixes = sorted(set(languages.names()) | set(KNOWN_LANGUAGES))
+    # The standard set's languages are looked for even when not installed, so that their source
+    # says what to install instead of being ignored; a third-party language's source is looked
+    # for only while its plugin is installed.
+    standard = {name for kind, name in PROVIDERS if kind == REGISTRY}
+    suffixes = sorted(set(languages.names()) | standard)
     found = [directory / f"{SOURCE_STEM}{suffix}" for suffix in suffixes]
     found = [path for path in found if path.is_file()]
     if not found:
@@ -93,6 +94,6 @@ def find_source(plugins: Plugins, directory: Path) -> WorkflowSource | None:
         raise PluginError(
             f"{path} is a {path.suffix} workflow, and no installed plugin compiles {path.suffix} "
             f"sources{unloaded}",
-            hint=f"`pip install {KNOWN_LANGUAGES[path.suffix]}`; `crucible plugins` lists what is installed",
+            hint=f"`pip install {PROVIDERS[(REGISTRY, path.suffix)]}`; `crucible plugins` lists what is installed",
         )
     return WorkflowSource(path, language.value)

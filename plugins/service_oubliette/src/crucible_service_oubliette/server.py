@@ -31,9 +31,9 @@ from typing import Any
 
 import attrs
 
+from crucible_service_oubliette import KUBECONFIG_NAME
 from crucible_service_oubliette.oubliette import ENDPOINT_ENV, TOKEN_ENV, Oubliette, OublietteError
 
-KUBECONFIG_NAME = "kubeconfig"
 TTL_ENV = "OUBLIETTE_TTL_SECONDS"
 RENEW_ENV = "OUBLIETTE_RENEW_SECONDS"
 READY_TIMEOUT_ENV = "OUBLIETTE_READY_TIMEOUT_SECONDS"

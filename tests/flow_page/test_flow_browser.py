@@ -13,10 +13,11 @@ import pytest
 
 from crucible_core.flow.decode import read_session
 from crucible_core.flow.fold import fold_flow
-from crucible_core.flow.page import render_html
+from crucible_flow_page.page import render_html
 from tests.cli_support import crucible_in_process
 
-FIXTURE = Path(__file__).parent / "fixtures" / "crucible_run.jsonl"
+FIXTURES = Path(__file__).resolve().parents[1] / "flow" / "fixtures"  # the flow model's logs
+FIXTURE = FIXTURES / "crucible_run.jsonl"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "flow"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -88,7 +89,7 @@ def test_the_page_shows_columns_chart_and_detail_on_click(browser, tmp_path: Pat
     page.close()
 
 
-OUR_RUN = Path(__file__).parent / "fixtures" / "our_run.jsonl"  # described in test_flow_model.py
+OUR_RUN = FIXTURES / "our_run.jsonl"  # described in tests/flow/test_flow_model.py
 
 
 def test_our_run_wide_round_plans_outlier_and_a_zero_baseline_in_the_browser(browser, tmp_path: Path) -> None:

@@ -13,14 +13,17 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from crucible_core.contract import wire
-from crucible_core.contract.plain_text import plain
-from crucible_core.durations import short_duration
-from crucible_core.flow.model import improvement_pct
-from crucible_core.flow.task_view import counted
-from crucible_core.reporters.console_lines import LineReporter
-from crucible_core.reporters.console_text import num
-from crucible_core.reporters.console_view import ConsoleView, row_label
+from crucible_core.api import (
+    ConsoleReporter,
+    ConsoleView,
+    counted,
+    improvement_pct,
+    plain,
+    row_label,
+    short_duration,
+    show_number,
+    wire,
+)
 
 # how a printed line is coloured, by what it says
 _ROW_STYLES = {"keep": "green", "baseline": "cyan", "invalid": "yellow", "discard": "dim"}
@@ -67,7 +70,7 @@ def status_table(view: ConsoleView, at: float) -> Table:
         ProgressBar(total=total, completed=min(view.iteration, total), width=24) if total else Text("-")
     )
     gain = improvement_pct(view.baseline, view.best, view.direction or "higher")
-    best = f"{num(view.best)} (baseline {num(view.baseline)}" + (
+    best = f"{show_number(view.best)} (baseline {show_number(view.baseline)}" + (
         f", {gain:+.1f}%)" if gain is not None else ")"
     )
     kept = f"{view.kept} of {view.kept + view.discarded}" + (
@@ -100,7 +103,7 @@ def line_style(line: wire.Line) -> str:
     return ""
 
 
-class LiveConsoleReporter(LineReporter):
+class LiveConsoleReporter(ConsoleReporter):
     """The plain console's lines, printed above a live table that redraws twice a second."""
 
     def __init__(

@@ -47,15 +47,3 @@ def test_a_one_client_http_service_never_serves_two_tasks_at_once(tmp_path: Path
         "service_ready",
         "service_exit",
     ]
-
-
-def test_tasks_sharing_a_session_must_declare_the_same_needs(tmp_path: Path) -> None:
-    plan = tmp_path / "plan.toml"
-    plan.write_text(
-        "version = 1\n[budget]\nusd = 1.0\n"
-        '[[task]]\nname = "a"\nkind = "agent"\nprompt = "p"\nsession = "s"\nneeds = "service.x"\n'
-        '[[task]]\nname = "b"\nkind = "agent"\nprompt = "p"\nsession = "s"\ndepends_on = ["a"]\n'
-    )
-    done = run_crucible("plan", "show", plan)
-    assert done.returncode == 10
-    assert "session 's' declare different needs" in done.stderr

@@ -1,7 +1,7 @@
 """The engine-owned forward to one service: loopback only, refusing any request without the run's bearer.
 
-Tasks never learn the service's own port; they get this forward's URL and a bearer minted for
-this run and this service. The bearer is stripped before the request reaches the service, and
+Tasks never learn the service's own port; they get this forward's URL and the bearer the engine
+minted for this run and this service. The bearer is stripped before the request reaches the service, and
 responses (streamed MCP answers included) are copied through as they arrive.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hmac
 import http.client
-import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,10 +16,6 @@ MAX_BODY_BYTES = 16 << 20
 _HOP_HEADERS = frozenset(
     {"connection", "keep-alive", "proxy-authorization", "te", "trailers", "transfer-encoding", "upgrade"}
 )
-
-
-def mint_bearer() -> str:
-    return secrets.token_urlsafe(32)
 
 
 class AuthenticatingForward:

@@ -1,7 +1,7 @@
 """A run's task graph as a small standalone SVG: one box per task, coloured by its status.
 
 The flow page draws a playbook or a plan file with this instead of a score chart. Hand-written
-for the reasons score_chart.py gives (no dependency, inlinable, every label escaped here). The
+for the reasons core's score chart gives (`render_score_chart`) (no dependency, inlinable, every label escaped here). The
 layout is layered: a task sits one column right of its deepest dependency, tasks in a column
 keep the plan's order, and the epilogue (which depends on nothing in the main graph, and runs
 after it) gets the last column.
@@ -13,9 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 from html import escape
 
-from crucible_core.contract.run_kind import EPILOGUE
-from crucible_core.flow.model import PlanTask
-from crucible_core.flow.task_view import roles
+from crucible_core.api import EPILOGUE, PlanTask, task_roles
 
 STATUS_FILLS = {
     "pass": "#d1f0d8",
@@ -116,7 +114,7 @@ def render_task_graph(tasks: Sequence[PlanTask], *, title: str = "task graph") -
         fill = STATUS_FILLS.get(task.status, _PENDING_FILL)
         stroke = _STROKES.get(task.status, "#8c959f")
         dashed = ' stroke-dasharray="4,3"' if task.status not in STATUS_FILLS else ""
-        tags = [task.status, *roles(task)]
+        tags = [task.status, *task_roles(task)]
         secs = f" · {task.secs:.2f}s" if task.attempts else ""
         tooltip = f"{task.name}: {', '.join(tags)}" + (f"\n{task.note}" if task.note else "")
         parts.append(

@@ -9,11 +9,12 @@ import sys
 
 from rich.console import Console
 
+from crucible_console_rich.live import LiveConsoleReporter, status_table
 from crucible_core.contract import wire
-from crucible_core.protocols import ReporterContext
+from crucible_core.plugins import load_plugins
 from crucible_core.reporters.console import ConsoleReporter, HeadlessReporter
-from crucible_core.reporters.console_live import LiveConsoleReporter, status_table
 from crucible_core.reporters.console_view import ConsoleView
+from crucible_core.session.shell import make_reporter
 from tests.cli_support import crucible_env
 from tests.console.test_console_lines import T0, a_run, budget, phase, row, start
 
@@ -92,14 +93,18 @@ def test_markup_in_a_note_is_shown_as_text() -> None:
 
 
 def test_the_live_console_is_chosen_only_on_a_terminal() -> None:
-    assert type(ConsoleReporter.from_context(ReporterContext(io.StringIO(), 3))) is ConsoleReporter
+    plugins = load_plugins()
+    assert type(make_reporter(plugins, "console", 3, io.StringIO())) is ConsoleReporter
     leader, follower = os.openpty()
     try:
         with open(follower, "w", closefd=False) as tty:
-            chosen = ConsoleReporter.from_context(ReporterContext(tty, 3))
+            chosen = make_reporter(plugins, "console", 3, tty)
             assert isinstance(chosen, LiveConsoleReporter)
             chosen.close()
-            assert type(HeadlessReporter.from_context(ReporterContext(tty, 3))) is HeadlessReporter
+            assert type(make_reporter(plugins, "headless", 3, tty)) is HeadlessReporter
+            asked = make_reporter(plugins, "rich", 3, tty)  # --ui rich: asked for by name
+            assert isinstance(asked, LiveConsoleReporter)
+            asked.close()
     finally:
         os.close(leader)
         os.close(follower)

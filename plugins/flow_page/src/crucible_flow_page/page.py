@@ -12,11 +12,19 @@ from __future__ import annotations
 
 from html import escape
 
-from crucible_core.contract.run_kind import EPILOGUE, verdict_word
-from crucible_core.flow.model import FlowModel, Iteration, PlanTask, versus_baseline
-from crucible_core.flow.score_chart import ChartPoint, render_score_chart
-from crucible_core.flow.task_graph import render_task_graph
-from crucible_core.flow.task_view import counted, run_tally
+from crucible_core.api import (
+    EPILOGUE,
+    ChartPoint,
+    FlowModel,
+    Iteration,
+    PlanTask,
+    counted,
+    render_score_chart,
+    run_tally,
+    verdict_word,
+    versus_baseline,
+)
+from crucible_flow_page.task_graph import render_task_graph
 
 # No network at all: the page may only use what it carries.
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"

@@ -36,9 +36,9 @@ class _Pending:
 
 
 class StdioRelay:
-    """One stdio child's MCP endpoint at http://127.0.0.1:<port><mcp_path>."""
+    """One stdio child's MCP endpoint at http://127.0.0.1:<port><mcp_path>, on a port of its own."""
 
-    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], port: int, mcp_path: str) -> None:
+    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], mcp_path: str) -> None:
         self._stdin = stdin
         self._stdout = stdout
         self.mcp_path = mcp_path
@@ -49,11 +49,15 @@ class StdioRelay:
         self._initialized: dict[str, Any] | None = None  # the child's initialize result
         self._init_lock = threading.Lock()  # one initialize reaches the child
         self._closed = threading.Event()
-        self._server = _RelayServer(("127.0.0.1", port), self)
+        self._server = _RelayServer(("127.0.0.1", 0), self)
         self._threads = [
             threading.Thread(target=self._read_child, name="stdio-relay-read", daemon=True),
             threading.Thread(target=self._server.serve_forever, name="stdio-relay-http", daemon=True),
         ]
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
 
     def start(self) -> StdioRelay:
         for thread in self._threads:

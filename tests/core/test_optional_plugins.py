@@ -1,0 +1,68 @@
+"""Core without the optional view plugins: `--ui rich` and `crucible flow --out *.html` name the
+distribution to install, and a terminal falls back to the plain console without a word."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from crucible_core.errors import PluginError
+from crucible_core.plugins import load_plugins
+from crucible_core.reporters.console import ConsoleReporter
+from crucible_core.session.shell import make_reporter
+from tests.cli_support import crucible_env, run_crucible
+
+FLOW_LOG = Path(__file__).parents[1] / "flow" / "fixtures" / "crucible_run.jsonl"
+# what the counter example runs on, and nothing else: no live console, no flow page
+COUNTER_PLUGINS = "world_git,judge_command,backend_local"
+
+
+def test_a_terminal_without_the_live_console_gets_the_plain_lines() -> None:
+    plugins = load_plugins(names=["core"])
+    leader, follower = os.openpty()
+    try:
+        with open(follower, "w", closefd=False) as tty:
+            assert type(make_reporter(plugins, "console", 3, tty)) is ConsoleReporter
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
+def test_ui_rich_without_its_plugin_names_the_distribution() -> None:
+    with pytest.raises(PluginError) as refused:
+        make_reporter(load_plugins(names=["core"]), "rich", 3, io.StringIO())
+    assert "unknown reporter 'rich' in --ui" in refused.value.message
+    assert "`pip install crucible-plugin-console-rich` provides it" in refused.value.message
+
+
+def test_run_and_check_refuse_ui_rich_without_its_plugin(example) -> None:
+    manifest = example("counter")
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS=COUNTER_PLUGINS)
+    run = run_crucible("--manifest", manifest, "--iterations", "1", "--ui", "rich", env=env)
+    assert run.returncode == 12, run.stderr
+    assert "pip install crucible-plugin-console-rich" in run.stderr and "Traceback" not in run.stderr
+    assert not (manifest.parent / "state" / "session.jsonl").exists()  # refused before the run began
+    check = run_crucible("check", "--manifest", manifest, "--ui", "rich", env=env)
+    assert check.returncode == 13, check.stdout + check.stderr
+    assert "FAIL unknown reporter 'rich' in --ui" in check.stdout
+    assert "pip install crucible-plugin-console-rich" in check.stdout
+    # with the plugin installed the same check passes that line
+    done = run_crucible("check", "--manifest", manifest, "--ui", "rich", env=crucible_env())
+    assert "ok   --ui rich: reporter from crucible-plugin-console-rich" in done.stdout, done.stdout
+
+
+def test_flow_html_without_the_page_plugin_names_the_distribution(tmp_path: Path) -> None:
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS=COUNTER_PLUGINS)
+    page = run_crucible("flow", "--session", FLOW_LOG, "--out", tmp_path / "flow.html", env=env)
+    assert page.returncode == 12 and "Traceback" not in page.stderr
+    assert "unknown flow renderer 'html'" in page.stderr
+    assert "pip install crucible-plugin-flow-page" in page.stderr
+    assert not (tmp_path / "flow.html").exists()
+    # core's own renderings need no plugin
+    data = run_crucible("flow", "--session", FLOW_LOG, "--out", tmp_path / "flow.json", env=env)
+    assert data.returncode == 0, data.stderr
+    other = run_crucible("flow", "--session", FLOW_LOG, "--out", tmp_path / "flow.pdf", env=env)
+    assert other.returncode == 64 and "name the output .dot, .json or .mmd" in other.stderr
