@@ -39,6 +39,7 @@ MEMBERS = [
     "plugins/console_rich",
     "plugins/flow_page",
     "plugins/service_transports",
+    "plugins/publish_github",
     "plugins/workflow_starlark",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"

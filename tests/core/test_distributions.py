@@ -35,6 +35,7 @@ STANDARD_SET = {
     "crucible-plugin-console-rich",
     "crucible-plugin-flow-page",
     "crucible-plugin-service-transports",
+    "crucible-plugin-publish-github",
     "crucible-plugin-workflow-starlark",
 }
 
@@ -113,7 +114,15 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     assert registered["broker tool"] == ["distress", "escalate", "request_approval", "steer_inbox"]
     assert "draft-pr" in registered["output kind"] and "gpu-capture" in registered["output kind"]
     assert registered["flow renderer"] == ["json", "dot", "mmd"]
-    assert set(registered) == {"reporter", "task kind", "broker tool", "output kind", "flow renderer"}
+    assert registered["init template"] == ["command", "playbook"]  # claude's come with its plugin
+    assert set(registered) == {
+        "reporter",
+        "task kind",
+        "broker tool",
+        "output kind",
+        "flow renderer",
+        "init template",
+    }
     assert report["failures"] == [] and report["conflicts"] == []
 
 
@@ -157,6 +166,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/console_rich",
         "plugins/flow_page",
         "plugins/service_transports",
+        "plugins/publish_github",
         "plugins/workflow_starlark",
     ]
     done = subprocess.run(

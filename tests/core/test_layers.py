@@ -18,7 +18,6 @@ INFRASTRUCTURE = {
     "redact",
     "agent_files",
     "workspace_files",
-    "sealed_git",
     "toml_text",
     "event_bounds",
     "protocols",

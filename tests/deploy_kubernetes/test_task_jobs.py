@@ -19,7 +19,7 @@ import pytest
 from crucible_core.errors import ManifestError
 from crucible_deploy_kubernetes.profile import load_profile
 from crucible_deploy_kubernetes.task_runner import split_log
-from tests.cli_support import CRUCIBLE, crucible_env
+from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 from tests.deploy_kubernetes.conftest import EXAMPLE
 from tests.deploy_kubernetes.fake_apiserver import FakeApiServer
 from tests.deploy_kubernetes.fake_kubelet import FakeKubelet
@@ -419,6 +419,25 @@ def test_a_deploy_profile_the_manifest_names_must_be_a_file_beside_it(tmp_path: 
     )
     done = cli("check", "--manifest", tmp_path / "crucible.toml")
     assert done.returncode == 10 and "not a file" in done.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_without_the_plugin_a_deploy_table_is_refused_naming_it(tmp_path: Path, cli) -> None:
+    """[deploy] is the deploy plugin's table: validated by its schema, refused by name without it."""
+    (tmp_path / "profile.toml").write_text("")
+    manifest = tmp_path / "crucible.toml"
+    manifest.write_text(
+        '[workflow]\ntype = "playbook"\n\n[agent]\ngoal = "g"\n\n[deploy]\nprofile = "profile.toml"\n'
+    )
+    done = run_crucible(
+        "check", "--manifest", manifest, env=crucible_env(CRUCIBLE_LOAD_PLUGINS="core,backend_local")
+    )
+    assert done.returncode == 10, done.stdout + done.stderr
+    assert "pip install crucible-plugin-deploy-kubernetes" in done.stderr
+    manifest.write_text(manifest.read_text() + 'registry = "quay.io/x"\n')
+    done = cli("check", "--manifest", manifest)
+    assert done.returncode == 10 and "unknown key 'registry' in [deploy]" in done.stderr
+    assert "crucible-plugin-deploy-kubernetes" in done.stderr  # the schema that refused it
     assert not (tmp_path / "state").exists()
 
 

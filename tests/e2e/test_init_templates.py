@@ -70,6 +70,21 @@ def test_the_default_is_claude_and_nothing_is_overwritten(tmp_path: Path) -> Non
     assert unknown.returncode == 64
 
 
+def test_without_the_claude_plugin_init_names_it_and_core_templates_still_work(tmp_path: Path) -> None:
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="core,world_git,judge_command,backend_local")
+    for args in ((), ("--template", "python-speed")):
+        refused = run_crucible("init", *args, "--dir", tmp_path, env=env)
+        assert refused.returncode == 12, refused.stdout + refused.stderr
+        assert "pip install crucible-plugin-harness-claude" in refused.stderr
+        assert not (tmp_path / "crucible.toml").exists()
+    listed = run_crucible("init", "--help", env=env).stdout.split("Templates:")[1]
+    names = [line.split()[0] for line in listed.splitlines() if line[:3].strip() and line.strip()]
+    assert names == ["command", "playbook"]  # continuation lines are indented further
+    assert "python-speed" in run_crucible("init", "--help").stdout  # the plugin's, when installed
+    done = run_crucible("init", "--template", "command", "--dir", tmp_path, env=env)
+    assert done.returncode == 0 and "(command template)" in done.stdout
+
+
 def test_the_playbook_template_checks_and_runs_once_without_a_judge(tmp_path: Path) -> None:
     repo = scaffold(tmp_path, "playbook")
     checked = run_crucible("check", cwd=repo)

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from crucible_core.protocols import PublishRequest
+from crucible_publish_github.github import GitHubPublisher
 from crucible_world_git.gitworld import GitWorld
-from crucible_world_git.publish_github import GitHubPublisher
 from tests.cli_support import crucible_env, run_crucible
 from tests.e2e.session import rows
 from tests.hostile.test_hostile_world import hostile_domain, notes, run_and_check, tree_outside_workspace
-from tests.world_git.test_publish_github import FakeForge
+from tests.publish_github.test_publish_github import FakeForge
 
 SECRET = "svc_token_0123456789abcdefSECRET"
 # Leaves the environment it ran with as a mark named by its first argument, then acts as `cat`.

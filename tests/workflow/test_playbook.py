@@ -302,6 +302,18 @@ def test_only_passing_tasks_reach_the_git_memory(tmp_path: Path) -> None:
     assert (workspace / "kept.txt").exists() and not (workspace / "lost.txt").exists()
 
 
+def test_without_the_git_world_plugin_a_playbook_is_refused_naming_it(tmp_path: Path) -> None:
+    pack = example(tmp_path)
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="core,backend_local,judge_command")
+    done = play(pack, "--max-time", "5m", env=env)
+    assert done.returncode == 12, done.stdout + done.stderr
+    assert "pip install crucible-plugin-world-git" in done.stderr
+    assert not (pack / "state").exists() and not (pack / "workspace").exists()
+    checked = run_crucible("check", "--manifest", pack / "crucible.toml", cwd=pack, env=env)
+    assert checked.returncode == 13, checked.stdout + checked.stderr
+    assert "pip install crucible-plugin-world-git" in checked.stdout
+
+
 def test_shared_tasks_run_one_at_a_time_so_a_failure_never_reaches_a_commit(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()

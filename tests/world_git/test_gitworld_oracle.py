@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core.sealed_git import ATTRIBUTES
+from crucible_world_git.sealed_git import ATTRIBUTES
 from tests.world_git.support import GIT_ENV, Twin, git, symlink, write
 
 FIXED_DATE = {"GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}

@@ -109,6 +109,7 @@ if TYPE_CHECKING:
     from crucible_core.hookspecs import PROJECT as PROJECT
     from crucible_core.hookspecs import hookimpl as hookimpl
     from crucible_core.hookspecs import hookspec as hookspec
+    from crucible_core.init_templates import InitTemplate as InitTemplate
     from crucible_core.manifest.containment import (
         escape_problem as escape_problem,
     )
@@ -152,6 +153,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.process import Background as Background
     from crucible_core.process import Completed as Completed
+    from crucible_core.process import run as _run
     from crucible_core.protocols import (
         AgentBackend as AgentBackend,
     )
@@ -246,6 +248,15 @@ if TYPE_CHECKING:
         TurnResult as TurnResult,
     )
     from crucible_core.protocols import (
+        WorkspaceMemory as WorkspaceMemory,
+    )
+    from crucible_core.protocols import (
+        WorkspaceMemoryContext as WorkspaceMemoryContext,
+    )
+    from crucible_core.protocols import (
+        WorkspaceMemoryFactory as WorkspaceMemoryFactory,
+    )
+    from crucible_core.protocols import (
         World as World,
     )
     from crucible_core.protocols import (
@@ -284,6 +295,8 @@ if TYPE_CHECKING:
     from crucible_core.workflow.lanes import WORKFLOW_TYPES as WORKFLOW_TYPES
     from crucible_core.workflow.language import WorkflowLanguage as WorkflowLanguage
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
+
+    run_process = _run  # renamed on export: assigned, so mypy counts it as this module's own
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -348,7 +361,12 @@ _export(
     "World",
     "WorldContext",
     "WorldFactory",
+    "WorkspaceMemory",
+    "WorkspaceMemoryContext",
+    "WorkspaceMemoryFactory",
 )
+# `crucible init` starting points.
+_export("crucible_core.init_templates", "InitTemplate")
 # Contexts handed to the lifecycle hooks.
 _export(
     "crucible_core.run.lifecycle",
@@ -387,11 +405,6 @@ _export("crucible_core.durations", "parse_duration")
 # Child processes: every child goes through the supervisor.
 _export("crucible_core.process", "Completed", "Background", "run_process=run", "spawn_process=spawn")
 _export("crucible_core.shell", "Shell")
-_export(
-    "crucible_core.sealed_git",
-    "sealed_git_environment=environment",
-    "make_sealed_git_dir=make_git_dir",
-)
 # Hostile input: agent-written files, bounded event fields, redaction, link-refusing copies.
 _export("crucible_core.agent_files", "AgentFileRefused", "read_regular", "load_json", "is_regular")
 _export("crucible_core.event_bounds", "MAX_FIELD_CHARS", "clip", "clip_value")

@@ -1,7 +1,9 @@
 """Behaviour crucible-core ships as its own default plugin: reporters, flow renderings, plan task kinds,
-output kinds, broker tools."""
+output kinds, broker tools, init templates."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from crucible_core.broker.outputs import OutputKindSpec
 from crucible_core.broker.tools import BrokerTool
@@ -11,6 +13,9 @@ from crucible_core.plan.kinds import TaskKindSpec
 from crucible_core.protocols import ReporterFactory
 from crucible_core.registry import Register
 from crucible_core.run.lifecycle import TurnAdditions, TurnContext
+
+if TYPE_CHECKING:
+    from crucible_core.init_templates import InitTemplate  # the templates load when registered
 
 
 @hookimpl
@@ -52,6 +57,14 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
 
     for tool in BUILTIN_TOOLS:
         register(tool.name, tool)
+
+
+@hookimpl
+def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
+    from crucible_core.init_templates import CORE_TEMPLATES
+
+    for template in CORE_TEMPLATES:
+        register(template.name, template)
 
 
 @hookimpl

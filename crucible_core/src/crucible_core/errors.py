@@ -18,7 +18,9 @@ class ExitCode(enum.IntEnum):
     PLUGIN = 12  # an unknown or duplicate plugin name
     CHECK_FAILED = 13  # `crucible check` found problems
     CONTROL = 14  # no run is reachable over its control bridge, or the bridge refused
-    CLUSTER = 15  # a Kubernetes API server or an image registry is unreachable or refused a request
+    # A remote system a plugin drives (a cluster, an image registry) is unreachable or refused a
+    # request; what it means in detail is the raising plugin's to say (deploy-kubernetes: ClusterError).
+    REMOTE = 15
     UNSUPPORTED = 16  # a valid manifest uses a section or key this version does not execute
     PREFLIGHT = 17  # a [preflight] start rung failed: the environment is not ready, nothing was spent
     USAGE = 64  # bad command-line usage

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from crucible_core.broker.outputs import OutputKindSpec
     from crucible_core.broker.tools import BrokerTool
     from crucible_core.flow.render import FlowRenderer
+    from crucible_core.init_templates import InitTemplate
     from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.plan.runners import TaskRunnerFactory
     from crucible_core.protocols import (
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
         ReporterFactory,
         ServiceTransport,
         TurnResult,
+        WorkspaceMemoryFactory,
         WorldFactory,
     )
     from crucible_core.registry import Register
@@ -150,6 +152,26 @@ def crucible_register_task_runners(register: Register[TaskRunnerFactory]) -> Non
     A plan run calls every factory once; one that returns a TaskRunner (not None) may run the
     run's tasks that need a capability this machine lacks (crucible_core.plan.runners).
     `plan show` calls them with `context.offline` set and only asks provides/refuses.
+    """
+
+
+@hookspec
+def crucible_register_workspace_memories(register: Register[WorkspaceMemoryFactory]) -> None:
+    """Register workspace memories by name ("git"): factories taking a WorkspaceMemoryContext.
+
+    A playbook keeps its shared workspace's history through the one named "git" (the git world
+    plugin's): it clones `[repo]` into the workspace, records the base, commits each passing
+    task's changes and discards a failing one's, and puts the base back on resume.
+    """
+
+
+@hookspec
+def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
+    """Register `crucible init --template NAME` starting points by name: an InitTemplate each.
+
+    Core registers the templates that need nothing beyond the standard plugins every install has
+    ("command", "playbook"); a template that only makes sense with a plugin ("claude") is that
+    plugin's to register.
     """
 
 

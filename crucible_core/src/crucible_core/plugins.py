@@ -41,6 +41,8 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "publisher": "crucible_register_publishers",
     "task runner": "crucible_register_task_runners",
     "flow renderer": "crucible_register_flow_renderers",
+    "workspace memory": "crucible_register_workspace_memories",
+    "init template": "crucible_register_init_templates",
     "workflow language": "crucible_register_workflow_languages",
 }
 

@@ -574,3 +574,55 @@ class Publisher(Protocol):
 
 
 PublisherFactory = Callable[[], Publisher]
+
+
+# ---------------------------------------------------------------------------------------------
+# Workspace memory: a playbook's history of its workspace, kept by the plugin that knows how
+# (the git world's), so no lane of core runs a version-control tool itself.
+
+
+@attrs.frozen
+class WorkspaceMemoryContext:
+    """What a WorkspaceMemory factory gets.
+
+    `record_dir` is the memory's own directory under the run's private state directory (out of
+    the agent's reach: what it trusts about the workspace's repository lives there);
+    `engine_files` are workspace-root names the engine writes for a task (its staged inputs, its
+    result file) that belong to no task's change.
+    """
+
+    workspace: Path
+    record_dir: Path
+    engine_files: tuple[str, ...] = ()
+
+
+class WorkspaceMemory(Protocol):
+    """The history a playbook keeps of its shared workspace: a pristine base, then one commit per
+    passing task, while a failing task's changes are thrown away.
+
+    Tasks write the workspace, so everything in it (the repository's own files included) is the
+    agent's: an implementation reads none of it as configuration.
+    """
+
+    @property
+    def workspace(self) -> Path: ...
+
+    def clone_from(self, source: str, ref: str | None, *, cwd: Path) -> None:
+        """Fill the absent or empty workspace with a clone of `source` (a URL, or a path relative
+        to `cwd`) and check out `ref` when given. Raise a CrucibleError saying what failed."""
+
+    def ensure(self) -> None:
+        """Make the memory once: the workspace's repository if it has none, and its base commit."""
+
+    def settled(self, task: str, passed: bool, quiescent: bool) -> None:
+        """A shared task settled: keep its changes as a commit when it passed, discard them when
+        not; `quiescent` says no other shared task is running (changes are told apart only then)."""
+
+    def base_commit(self) -> str | None:
+        """The base commit as the memory recorded it; None before ensure()."""
+
+    def reset_to_base(self) -> bool:
+        """Put the workspace back to the base commit; False (and the record forgotten) when it cannot."""
+
+
+WorkspaceMemoryFactory = Callable[[WorkspaceMemoryContext], WorkspaceMemory]

@@ -43,6 +43,11 @@ MISSING_DRIVER_HINT = (
 PROVIDERS: dict[tuple[str, str], str] = {
     ("reporter", "rich"): "crucible-plugin-console-rich",
     ("flow renderer", "html"): "crucible-plugin-flow-page",
+    ("publisher", "github"): "crucible-plugin-publish-github",
+    ("workspace memory", "git"): "crucible-plugin-world-git",
+    ("init template", "claude"): "crucible-plugin-harness-claude",
+    ("init template", "python-speed"): "crucible-plugin-harness-claude",
+    ("task runner", "kubernetes"): "crucible-plugin-deploy-kubernetes",
     ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
 }
 

@@ -139,6 +139,7 @@ def _check_workflow(manifest: Path, plugins: Plugins) -> bool:
     click.echo(f"ok   workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")
     failed = _check_services(loaded, plan, plugins)
     if document["type"] == "playbook":
+        failed = _check_workspace_memory(plugins) or failed
         if failed:
             click.echo("check failed")
             sys.exit(int(ExitCode.CHECK_FAILED))
@@ -147,6 +148,19 @@ def _check_workflow(manifest: Path, plugins: Plugins) -> bool:
     if failed:
         click.echo("check failed")
         sys.exit(int(ExitCode.CHECK_FAILED))
+    return False
+
+
+def _check_workspace_memory(plugins: Plugins) -> bool:
+    """Whether a plugin keeps a playbook's workspace history; True (and why) when none does."""
+    from crucible_core.errors import PluginError
+    from crucible_core.lanes.playbook_workspace import memory_factory
+
+    try:
+        memory_factory(plugins)
+    except PluginError as exc:
+        click.echo(f"{MARKS['fail']} {exc.render()}")
+        return True
     return False
 
 

@@ -8,17 +8,29 @@ from pathlib import Path
 import click
 
 from crucible_core.cli.options import repo_option
-from crucible_core.errors import WorkspaceError
-from crucible_core.init_templates import DEFAULT_TEMPLATE, TEMPLATES
+from crucible_core.errors import PluginError, UsageError, WorkspaceError
+from crucible_core.init_templates import DEFAULT_TEMPLATE, InitTemplate
 from crucible_core.manifest.containment import DEFAULT_STATE_DIR_NAME
 from crucible_core.manifest.ignore_rules import ignored, repository_root
+from crucible_core.plugins import Plugins, load_plugins
+from crucible_core.registry import provider_of
 
 # The directories a run makes beside its manifest (every template keeps [workspace].dir here).
 RUN_DIRS = ("workspace", DEFAULT_STATE_DIR_NAME)
 REPO_PATH_LINE = 'path = "."'
 
 
-@click.command("init")
+class _InitCommand(click.Command):
+    """`init --help` lists the installed templates (plugins register them, so only the help asks)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        templates = load_plugins().registry("init template", strict=False)
+        with formatter.section("Templates"):
+            formatter.write_dl([(name, templates.entries[name].value.summary) for name in templates.names()])
+        super().format_epilog(ctx, formatter)
+
+
+@click.command("init", cls=_InitCommand)
 @click.option(
     "--dir",
     "directory",
@@ -30,10 +42,10 @@ REPO_PATH_LINE = 'path = "."'
 @click.option(
     "--template",
     "template_name",
-    type=click.Choice(sorted(TEMPLATES)),
     default=DEFAULT_TEMPLATE,
     show_default=True,
-    help="What to start from: " + "; ".join(f"{t.name}: {t.summary}" for t in TEMPLATES.values()) + ".",
+    metavar="NAME",
+    help="What to start from: an installed template (listed below).",
 )
 @click.option(
     "--pack",
@@ -52,7 +64,7 @@ def command(directory: Path, template_name: str, pack: str | None, repo: Path | 
     if pack is not None or repo is not None:
         _init_pack(directory, pack, repo)
         return
-    template = TEMPLATES[template_name]
+    template = _template(load_plugins(), template_name)
     targets = {rel: directory / rel for rel in template.files}
     existing = [str(p) for p in targets.values() if p.exists()]
     if existing:
@@ -84,10 +96,25 @@ def command(directory: Path, template_name: str, pack: str | None, repo: Path | 
     click.echo(f"next: {template.next_step}")
 
 
+def _template(plugins: Plugins, name: str) -> InitTemplate:
+    """The registered template `name`; one the standard set has names its distribution when absent."""
+    registry = plugins.registry("init template")
+    if name in registry:
+        template: InitTemplate = registry.get(name, where="--template")
+        return template
+    installed = ", ".join(registry.names()) or "none"
+    provider = provider_of("init template", name)
+    if provider:
+        raise PluginError(
+            f"the {name!r} template comes with {provider}, which is not installed "
+            f"(installed templates: {installed})",
+            hint=f"pip install {provider}, or pick an installed template with --template",
+        )
+    raise UsageError(f"no init template {name!r}; installed templates: {installed}")
+
+
 def _init_pack(directory: Path, pack: str | None, repo: Path | None) -> None:
     from crucible_core import domain_pack
-    from crucible_core.errors import UsageError
-    from crucible_core.plugins import load_plugins
 
     if pack is None:
         raise UsageError("--repo applies a domain pack to a repository", hint="pass --pack NAME with it")

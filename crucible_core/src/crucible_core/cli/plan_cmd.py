@@ -188,7 +188,7 @@ def show(
             plan = validate(
                 render.default_iteration_plan(), kinds, owns_world_and_judge=True, source=str(manifest)
             )
-        deploy = loaded.manifest.deploy
+        deploy = loaded.deploy_settings
         base = loaded.dir
     else:
         assert file is not None

@@ -3,9 +3,10 @@
 No World, no Judge, no engine operations. Each settled task writes one task_result row
 (score null); the run exits 0 iff its verdict is valid. The workspace starts as the loop's does
 ([repo] at its ref, or [workspace].setup_cmd; lanes/playbook_workspace.py) and a passing task's
-changes become a commit of the run's git memory. A resume folds settled tasks from the log,
-never re-dispatches them, and rebuilds the workspace from the pristine start plus the declared
-files of every folded task that passed in the shared workspace, each committed as that task's.
+changes become a commit of the run's workspace memory (the git world plugin's). A resume folds
+settled tasks from the log, never re-dispatches them, and rebuilds the workspace from the
+pristine start plus the declared files of every folded task that passed in the shared
+workspace, each committed as that task's.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from crucible_core.lanes.playbook_workspace import (
     refuse_existing_workspace,
     refuse_unsupported_repo,
     replay_declared_files,
+    workspace_memory,
 )
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths
@@ -47,12 +49,11 @@ from crucible_core.plan.load import plan_from_data
 from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners
 from crucible_core.plan.validate import validate
 from crucible_core.plugins import Plugins
-from crucible_core.protocols import AgentBackend
+from crucible_core.protocols import AgentBackend, WorkspaceMemory
 from crucible_core.registry import Registry
 from crucible_core.run.agent_task import agent_task_runner
 from crucible_core.run.drivers import build_drivers
 from crucible_core.run.engine import engine_environment
-from crucible_core.run.git_memory import GitMemory
 from crucible_core.run.identity import run_identity
 from crucible_core.run.injects import copy_injects, refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle
@@ -115,6 +116,7 @@ def prepare_playbook(
         )
     plugins.registry("reporter").get(request.ui, where="--ui")
     paths = RunPaths.resolve(loaded, state_dir=request.state_dir)
+    memory = workspace_memory(plugins, paths.workspace, paths.private_dir / MEMORY_DIR)
     take_lock(paths.state_dir)
     artifact = to_toml(document)
     prior = recorded_run(paths.session_log, resume=request.resume, what="playbook")
@@ -173,6 +175,7 @@ def prepare_playbook(
         engine_env=engine_env,
         held=held,
         runners=runners,
+        memory=memory,
         elapsed_before=_elapsed_before(read_events(paths.session_log)) if prior is not None else 0.0,
     )
 
@@ -217,6 +220,7 @@ class PlaybookLane(GraphLane):
         engine_env: dict[str, str],
         held: HeldEvents,
         runners: tuple[TaskRunner, ...],
+        memory: WorkspaceMemory,
         elapsed_before: float,
     ) -> None:
         super().__init__()
@@ -240,7 +244,7 @@ class PlaybookLane(GraphLane):
         self.resumed = request.resume
         self.run_id = run_services.stable_run_id(paths.state_dir)
         self.reporter_total: int | None = 1
-        self.memory = GitMemory(paths.workspace, paths.private_dir / MEMORY_DIR)
+        self.memory = memory
         self.started = time.monotonic()
         self.wrote_start = False
 
@@ -280,7 +284,7 @@ class PlaybookLane(GraphLane):
         if self.resumed:
             rebuilt = rebuild_workspace(loaded, memory, self.engine_env)
         else:
-            fresh_workspace(loaded, paths.workspace, self.engine_env)
+            fresh_workspace(loaded, memory, self.engine_env)
             copy_injects(loaded.injects, paths.workspace)
             rebuilt = False
         paths.state_dir.mkdir(parents=True, exist_ok=True)
@@ -362,7 +366,7 @@ def _task_runners(
         run_name=loaded.dir.name,
         state_dir=state,
         base_dir=loaded.dir,
-        deploy=loaded.manifest.deploy,
+        deploy=loaded.deploy_settings,
         env=dict(env),
         emit=held,
     )

@@ -6,8 +6,11 @@ The pristine start, as the loop's setup has it:
   is "head", its default: committed history only); a local `path` that is not a git repository,
   or `start_from = "worktree"` without a ref, is copied as its working tree stands;
 - with neither, the workspace starts empty.
-Then every inject is copied in. A resume rebuilds the pristine start (the git memory's base
+Then every inject is copied in. A resume rebuilds the pristine start (the workspace memory's base
 commit) and puts back the declared files of every task that passed in the shared workspace.
+
+The clone and the history are the workspace memory's (a plugin's: the git world registers "git"),
+so nothing here runs git.
 """
 
 from __future__ import annotations
@@ -17,15 +20,38 @@ import shutil
 from pathlib import Path
 
 from crucible_core import process
-from crucible_core.errors import RunFailed, UnsupportedSectionError, WorkspaceError
+from crucible_core.errors import PluginError, RunFailed, UnsupportedSectionError, WorkspaceError
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.plan.executor import PriorRun
-from crucible_core.plan.files import FileStore
-from crucible_core.run.git_memory import ENGINE_CONFIG, GIT_ENV, GitMemory
+from crucible_core.plan.files import INPUTS_DIR, FileStore
+from crucible_core.plugins import Plugins
+from crucible_core.protocols import WorkspaceMemory, WorkspaceMemoryContext, WorkspaceMemoryFactory
+from crucible_core.registry import provider_of
+from crucible_core.run.agent_task import RESULT_FILE
 from crucible_core.run.injects import copy_injects
 from crucible_core.run.workspace_setup import SETUP_TIMEOUT, workspace_in_use
 
-CLONE_TIMEOUT = 600.0
+MEMORY = "git"  # the workspace memory a playbook keeps its history with
+# Engine files a task leaves behind that belong to no commit.
+ENGINE_FILES = (INPUTS_DIR.parts[0], RESULT_FILE)
+
+
+def memory_factory(plugins: Plugins) -> WorkspaceMemoryFactory:
+    """What makes the playbook's workspace memory, or a PluginError naming the distribution to install."""
+    registry = plugins.registry("workspace memory")
+    if MEMORY not in registry:
+        raise PluginError(
+            f"a playbook keeps its workspace's history in a {MEMORY!r} workspace memory, and no "
+            "installed plugin registers one",
+            hint=f"pip install {provider_of('workspace memory', MEMORY)}",
+        )
+    factory: WorkspaceMemoryFactory = registry.get(MEMORY, where="a playbook")
+    return factory
+
+
+def workspace_memory(plugins: Plugins, workspace: Path, record_dir: Path) -> WorkspaceMemory:
+    """The playbook's workspace memory over `workspace`, its record kept in `record_dir`."""
+    return memory_factory(plugins)(WorkspaceMemoryContext(workspace, record_dir, ENGINE_FILES))
 
 
 def refuse_unsupported_repo(loaded: LoadedManifest) -> None:
@@ -46,9 +72,10 @@ def refuse_existing_workspace(loaded: LoadedManifest) -> None:
         raise WorkspaceError(f"workspace {workspace} already exists", hint="move it away, or pass --resume")
 
 
-def fresh_workspace(loaded: LoadedManifest, workspace: Path, env: dict[str, str]) -> None:
+def fresh_workspace(loaded: LoadedManifest, memory: WorkspaceMemory, env: dict[str, str]) -> None:
     """The pristine start (see the module's docstring), before the injects; a fresh run was
     refused before anything ran when something else stands there (refuse_existing_workspace)."""
+    workspace = memory.workspace
     if loaded.inside_workspace() and workspace_in_use(workspace):
         return  # the manifest's own checkout is the start
     m = loaded.manifest
@@ -56,12 +83,12 @@ def fresh_workspace(loaded: LoadedManifest, workspace: Path, env: dict[str, str]
     if m.workspace.setup_cmd:
         _run_setup(loaded, m.workspace.setup_cmd, workspace, env)
     elif repo is not None and repo.url is not None:
-        _clone(repo.url, repo.ref, workspace, cwd=loaded.dir)
+        memory.clone_from(repo.url, repo.ref, cwd=loaded.dir)
     elif repo is not None and repo.path is not None:
         source = loaded.resolve(repo.path)
         cloned = repo.ref is not None or (repo.start_from == "head" and (source / ".git").exists())
         if cloned:
-            _clone(str(source), repo.ref, workspace, cwd=loaded.dir)
+            memory.clone_from(str(source), repo.ref, cwd=loaded.dir)
         else:
             if workspace.exists():
                 workspace.rmdir()
@@ -85,29 +112,7 @@ def _run_setup(loaded: LoadedManifest, command: str, workspace: Path, env: dict[
         )
 
 
-def _git(args: list[str], cwd: Path, timeout: float) -> process.Completed:
-    # No system or global config, hooks or fsmonitor; HOME stays unset so ssh finds its keys.
-    env = {key: value for key, value in GIT_ENV.items() if key not in ("HOME", "XDG_CONFIG_HOME")}
-    return process.run(["git", *ENGINE_CONFIG, *args], cwd=cwd, env=env, timeout=timeout)
-
-
-def _clone(source: str, ref: str | None, workspace: Path, *, cwd: Path) -> None:
-    if workspace.exists():
-        workspace.rmdir()  # empty (checked above): git clones into a directory it makes
-    done = _git(["clone", "--quiet", "--no-recurse-submodules", source, str(workspace)], cwd, CLONE_TIMEOUT)
-    if not done.ok:
-        raise WorkspaceError(f"git clone {source} {done.describe_failure()}: {done.stderr.strip()[-300:]}")
-    if ref is None:
-        return
-    checkout = _git(["-C", str(workspace), "checkout", "--quiet", "--detach", ref, "--"], cwd, CLONE_TIMEOUT)
-    if not checkout.ok:
-        raise RunFailed(
-            f"[repo].ref {ref!r} could not be checked out of {source}: {checkout.stderr.strip()[-300:]}",
-            hint="name a branch, tag or commit the repository has",
-        )
-
-
-def rebuild_workspace(loaded: LoadedManifest, memory: GitMemory, env: dict[str, str]) -> bool:
+def rebuild_workspace(loaded: LoadedManifest, memory: WorkspaceMemory, env: dict[str, str]) -> bool:
     """Put the workspace back to the pristine start (its base commit, or a fresh start when the
     memory cannot give it back); False when the workspace is the manifest's own checkout."""
     if loaded.inside_workspace():
@@ -116,12 +121,14 @@ def rebuild_workspace(loaded: LoadedManifest, memory: GitMemory, env: dict[str, 
     if not memory.reset_to_base():
         if os.path.lexists(workspace):
             shutil.rmtree(workspace)
-        fresh_workspace(loaded, workspace, env)
+        fresh_workspace(loaded, memory, env)
     copy_injects(loaded.injects, workspace)
     return True
 
 
-def replay_declared_files(memory: GitMemory, files: FileStore, shared: set[str], prior: PriorRun) -> None:
+def replay_declared_files(
+    memory: WorkspaceMemory, files: FileStore, shared: set[str], prior: PriorRun
+) -> None:
     """The declared files of every folded task that passed in the shared workspace, put back in
     the order the tasks settled, each committed as that task's, as the uninterrupted run did.
 

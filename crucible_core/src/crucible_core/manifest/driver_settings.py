@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from crucible_core.errors import ManifestError
+from crucible_core.manifest.containment import escape_problem, text_problem
 from crucible_core.manifest.converter import (
     ManifestValueError,
     _suggest,
@@ -34,6 +35,7 @@ from crucible_core.manifest.converter import (
     describe_structure_error,
 )
 from crucible_core.manifest.models import AgentSection, JudgeSection, WorldSection
+from crucible_core.registry import provider_of
 
 if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
@@ -185,8 +187,10 @@ def resolve_settings(
     judge: str,
     backend: str,
     harness: str,
+    deploy: Mapping[str, Any] | None = None,
 ) -> ResolvedSettings:
-    """Validate every driver table against its plugin's settings class (an uninstalled driver is skipped)."""
+    """Validate every driver table against its plugin's settings class (an uninstalled driver is
+    skipped), and `[deploy]` against the settings class of the task runner that reads it."""
     resolved: list[DriverSettings] = []
 
     def one(role: str, registry: Registry[Any], name: str, section: str, table: Mapping[str, Any]) -> None:
@@ -237,7 +241,42 @@ def resolve_settings(
     one("backend", backends, backend, "agent", backend_keys)
     if runs_harness:
         one("harness", harnesses, harness, "agent", harness_keys)
+    if deploy is not None:
+        resolved.append(_deploy_settings(plugins, manifest_path, deploy))
     return ResolvedSettings((*resolved, *set_aside))
+
+
+def _deploy_settings(plugins: Plugins, manifest_path: Path, table: Mapping[str, Any]) -> DriverSettings:
+    """`[deploy]` belongs to the task runner that registered a settings class (first in name order).
+
+    Fields its registration names in `files=` are paths of files beside the manifest: checked
+    here, as core checks its own, so a pod rendered with --pack carries them along.
+    """
+    owners = [entry for entry in plugins.registry("task runner", strict=False) if entry.settings is not None]
+    if not owners:
+        raise ManifestError(
+            f"{manifest_path}: [deploy] configures where tasks run beyond this machine, and no "
+            "installed task runner reads it",
+            hint=f"pip install {provider_of('task runner', 'kubernetes')}, or remove [deploy]",
+        )
+    entry = min(owners, key=lambda owner: owner.name)
+    assert entry.settings is not None
+    owner = f"{entry.plugin}, which registered task runner {entry.name!r}"
+    value = structure_settings(manifest_path, entry.settings, table, section="deploy", owner=owner)
+    base = manifest_path.parent
+    for field in entry.trait("files", ()):
+        named = getattr(value, field)
+        if named is None:
+            continue
+        problem = text_problem(named) or escape_problem(base, named)
+        if problem:
+            shown = repr(named if len(named) <= 60 else named[:60] + "...")
+            raise ManifestError(f"{manifest_path}: [deploy].{field} = {shown} {problem}")
+        if not (base / named).is_file():
+            raise ManifestError(
+                f"{manifest_path}: [deploy].{field} names {named!r}, which is not a file under {base}"
+            )
+    return DriverSettings("task runner", entry.name, entry.plugin, "[deploy]", value)
 
 
 def _fields(entry: Entry[Any] | None) -> frozenset[str]:

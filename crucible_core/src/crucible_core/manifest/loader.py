@@ -83,7 +83,13 @@ class LoadedManifest:
             judge=m.judge_kind(),
             backend=m.agent.backend,
             harness=harness or m.agent.harness,
+            deploy=m.deploy,
         )
+
+    @property
+    def deploy_settings(self) -> Any:
+        """`[deploy]` as the settings class of the task runner that owns it; None without one."""
+        return self.settings.of("task runner")
 
     @property
     def dir(self) -> Path:
@@ -492,14 +498,6 @@ def _check_references(path: Path, m: Manifest) -> None:
         if not ok:
             kind = "directory" if want_dir else "file"
             raise _fail(path, f"[agent].{key} names {value!r}, which is not a {kind} under {base}")
-    if m.deploy is not None and m.deploy.profile is not None:
-        # Inside the manifest directory: a pod rendered with --pack carries it along.
-        value = m.deploy.profile
-        problem = text_problem(value) or escape_problem(base, value)
-        if problem:
-            raise _fail(path, f"[deploy].profile = {_quoted(value)} {problem}")
-        if not (base / value).is_file():
-            raise _fail(path, f"[deploy].profile names {value!r}, which is not a file under {base}")
     if m.repo is not None and m.repo.path is not None:
         # [repo].path is only read (cloned), so it may name a repository outside the manifest dir.
         problem = text_problem(m.repo.path)

@@ -120,20 +120,6 @@ class WorldSection:
 
 
 @attrs.frozen
-class DeploySection:
-    """[deploy]: where this run's tasks may run beyond this machine (docs/kubernetes.md).
-
-    Only the task-runner part is executed in this version: the deploy profile (relative to the
-    manifest) and, optionally, which kubeconfig and context reach the cluster. The
-    specification's build/deploy target keys are refused as unknown keys.
-    """
-
-    profile: str | None = None
-    kubeconfig: str | None = None  # unset: $KUBECONFIG, ~/.kube/config, or the in-cluster account
-    context: str | None = None
-
-
-@attrs.frozen
 class WorkflowSection:
     """[workflow]: the work graph's lane, its result task, and its [[workflow.task]] IR tables.
 
@@ -246,7 +232,10 @@ class Manifest:
     workflow: WorkflowSection | None = None
     preflight: PreflightSection | None = None
     publish: PublishSection | None = None  # publish-on-keep (draft pull requests)
-    deploy: DeploySection | None = None
+    # [deploy]: where this run's tasks may run beyond this machine. Its keys belong to the task
+    # runner plugin that registers settings for them (manifest/driver_settings.py); core only
+    # knows whether the table is there.
+    deploy: dict[str, Any] | None = None
     search: SearchSection | None = None
     pack: PackSection | None = None  # read by --pack; a run of the copy ignores it
 

@@ -33,7 +33,6 @@ from crucible_core.plan.kinds import Attempt, TaskContext, TaskKindSpec
 
 if TYPE_CHECKING:
     from crucible_core.contract import wire
-    from crucible_core.manifest.models import DeploySection
 
 
 class TaskRunner(Protocol):
@@ -76,9 +75,10 @@ class TaskRunnerContext:
     state_dir: the run's state directory; a runner may derive a stable identity from it so a
       resumed run recognises (and reclaims) what a killed predecessor left behind.
     base_dir: the directory relative paths in `deploy` are resolved against.
-    deploy: the manifest's `[deploy]` table (None when there is none, or for a plan file).
+    deploy: the manifest's `[deploy]` table, as the settings class the runner that owns it
+      registered (None when there is none, or for a plan file).
     deploy_profile: a profile path given on the command line (`plan run --deploy-profile`);
-      it takes precedence over `deploy.profile`.
+      it takes precedence over what `deploy` names.
     env: the run's environment (KUBECONFIG and the like are read from here, not os.environ).
     emit: writes one event to the run's session log (redacted there); safe from any thread.
     offline: nothing will run (`plan show`): return a runner whose provides() and refuses()
@@ -89,19 +89,11 @@ class TaskRunnerContext:
     run_name: str
     state_dir: Path
     base_dir: Path
-    deploy: DeploySection | None = None
+    deploy: Any = None
     deploy_profile: Path | None = None
     env: Mapping[str, str] = attrs.field(factory=dict)
     emit: Callable[[wire.Event], Any] | None = None
     offline: bool = False
-
-    def profile_path(self) -> Path | None:
-        """The deploy profile this run names: the command line's, else `[deploy].profile`."""
-        if self.deploy_profile is not None:
-            return self.deploy_profile
-        if self.deploy is not None and self.deploy.profile is not None:
-            return (self.base_dir / self.deploy.profile).resolve()
-        return None
 
 
 TaskRunnerFactory = Callable[[TaskRunnerContext], "TaskRunner | None"]

@@ -21,6 +21,7 @@ from crucible_core.errors import CrucibleError, ManifestError, PluginError
 from crucible_core.manifest.models import PublishSection
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import Publisher, PublishRequest
+from crucible_core.registry import provider_of
 
 PUBLISH_SECONDS = 120.0  # one publish (push and pull request); a hung forge must not hold the run
 OUTPUT_KIND = "draft-pr"
@@ -30,13 +31,17 @@ Note = Callable[[str, str], None]  # Engine.note(text, level)
 
 
 def build_publisher(plugins: Plugins, section: PublishSection) -> Publisher:
-    """The registered publisher `[publish].forge` names, or a ManifestError naming what is installed."""
+    """The registered publisher `[publish].forge` names, or a ManifestError naming what is installed
+    and, for a forge of the standard set, the distribution that provides it."""
     registry = plugins.registry("publisher")
     if section.forge not in registry:
         installed = ", ".join(registry.names()) or "none"
+        provider = provider_of("publisher", section.forge)
         raise ManifestError(
             f"[publish].forge = {section.forge!r} is not an installed publisher (installed: {installed})",
-            hint="install the plugin that provides it (`crucible plugins` lists what is installed)",
+            hint=f"pip install {provider}"
+            if provider
+            else "install the plugin that provides it (`crucible plugins` lists what is installed)",
         )
     publisher = registry.get(section.forge, where="[publish].forge")()
     if not isinstance(publisher, Publisher):

@@ -229,7 +229,7 @@ def open_run_runners(
         run_name=loaded.dir.name,
         state_dir=state_dir,
         base_dir=loaded.dir,
-        deploy=deploy,
+        deploy=loaded.deploy_settings,
         env=dict(env),
         emit=emit,
     )

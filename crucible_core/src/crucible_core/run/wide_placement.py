@@ -118,7 +118,7 @@ def place_proposals(
                 run_name=loaded.dir.name,
                 state_dir=state_dir,
                 base_dir=loaded.dir,
-                deploy=loaded.manifest.deploy,
+                deploy=loaded.deploy_settings,
                 env=dict(env),
                 offline=True,
             )

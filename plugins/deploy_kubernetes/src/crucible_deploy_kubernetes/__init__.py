@@ -35,4 +35,7 @@ def _open_task_runner(context: TaskRunnerContext) -> TaskRunner | None:
 
 @hookimpl
 def crucible_register_task_runners(register: Register[TaskRunnerFactory]) -> None:
-    register("kubernetes", _open_task_runner)
+    from crucible_deploy_kubernetes.settings import DeploySettings
+
+    # The runner owns the manifest's [deploy] table; core checks `profile` names a file beside it.
+    register("kubernetes", _open_task_runner, settings=DeploySettings, files=("profile",))

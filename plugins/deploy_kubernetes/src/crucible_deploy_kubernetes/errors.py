@@ -6,6 +6,10 @@ from crucible_core.errors import CrucibleError, ExitCode
 
 
 class ClusterError(CrucibleError):
-    """The Kubernetes API server or an image registry is unreachable or refused a request."""
+    """The Kubernetes API server or an image registry is unreachable or refused a request.
 
-    exit_code = ExitCode.CLUSTER
+    Core's exit code for a remote system a plugin drives (15, docs/cli.md); this plugin gives it
+    its Kubernetes meaning.
+    """
+
+    exit_code = ExitCode.REMOTE

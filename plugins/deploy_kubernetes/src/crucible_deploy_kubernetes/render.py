@@ -22,6 +22,7 @@ from crucible_core.errors import ManifestError, UsageError
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_deploy_kubernetes import labels as L
 from crucible_deploy_kubernetes.profile import DeployProfile, load_profile
+from crucible_deploy_kubernetes.settings import DeploySettings
 
 STATE_MOUNT = "/var/lib/crucible"  # the state volume; the run directory lives under it
 RUN_DIR = f"{STATE_MOUNT}/run"
@@ -437,7 +438,7 @@ def check_deploy_tasks(loaded: LoadedManifest, *, playbook: bool) -> None:
     `[tasks]`, is refused now rather than when the pod starts (its run would refuse that profile
     before doing anything). A playbook's run always opens it; a loop opens it when the judge
     or the wide round needs a capability (`needs`) or the manifest authors its own graph."""
-    deploy = loaded.manifest.deploy
+    deploy: DeploySettings | None = loaded.deploy_settings
     if deploy is None or deploy.profile is None:
         return
     m = loaded.manifest
@@ -463,7 +464,7 @@ def check_deploy_tasks(loaded: LoadedManifest, *, playbook: bool) -> None:
 
 def task_profile(loaded: LoadedManifest) -> DeployProfile | None:
     """The profile the manifest's `[deploy]` names, when its `[tasks]` lets the run's tasks run as Jobs."""
-    deploy = loaded.manifest.deploy
+    deploy: DeploySettings | None = loaded.deploy_settings
     if deploy is None or deploy.profile is None:
         return None
     named = load_profile(loaded.dir / deploy.profile)  # the loader checked it is a file beside the manifest

@@ -66,6 +66,7 @@ from crucible_deploy_kubernetes import labels as L
 from crucible_deploy_kubernetes.errors import ClusterError
 from crucible_deploy_kubernetes.profile import DeployProfile, load_profile
 from crucible_deploy_kubernetes.render import CONFIGMAP_MAX_BYTES, PACK_SKIP, plain_files
+from crucible_deploy_kubernetes.settings import DeploySettings
 from crucible_deploy_kubernetes.workspace_return import (
     FILES_DELIMITER,
     MAX_ENCODED_CHARS,
@@ -733,9 +734,19 @@ def run_label(context: TaskRunnerContext) -> str:
     return f"{dns_label(context.run_name, 24)}-{digest}"
 
 
+def profile_path(context: TaskRunnerContext) -> Path | None:
+    """The deploy profile this run names: the command line's, else `[deploy].profile`."""
+    if context.deploy_profile is not None:
+        return context.deploy_profile
+    deploy: DeploySettings | None = context.deploy
+    if deploy is not None and deploy.profile is not None:
+        return (context.base_dir / deploy.profile).resolve()
+    return None
+
+
 def open_runner(context: TaskRunnerContext) -> KubernetesTaskRunner | None:
     """The runner a plan run configured with a deploy profile; None when it names none."""
-    path = context.profile_path()
+    path = profile_path(context)
     if path is None:
         return None
     profile = load_profile(path)
@@ -746,7 +757,7 @@ def open_runner(context: TaskRunnerContext) -> KubernetesTaskRunner | None:
         )
     if context.offline:  # plan show: only provides/refuses are asked; the client never calls out
         return KubernetesTaskRunner(profile, client.ApiClient(), run=run_label(context))
-    deploy = context.deploy
+    deploy: DeploySettings | None = context.deploy
     kubeconfig: Path | None = None
     if deploy is not None and deploy.kubeconfig is not None:
         kubeconfig = (context.base_dir / Path(deploy.kubeconfig).expanduser()).resolve()

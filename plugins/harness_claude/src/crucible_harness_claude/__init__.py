@@ -1,10 +1,13 @@
-"""crucible-plugin-harness-claude: the `claude` (Claude Code CLI) and `anthropic` (SDK agent loop) harnesses."""
+"""crucible-plugin-harness-claude: the `claude` (Claude Code CLI) and `anthropic` (SDK agent loop) harnesses, and the init templates that use them."""
 
 from __future__ import annotations
 
-from crucible_core.hookspecs import hookimpl
-from crucible_core.protocols import Harness, HarnessContext, HarnessFactory
-from crucible_core.registry import Register
+from typing import TYPE_CHECKING
+
+from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register, hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import InitTemplate  # the templates load only when registered
 
 
 # The factories import their modules on first use: loading the plugin (every `crucible`
@@ -29,3 +32,11 @@ def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
     register("claude", _claude_cli, settings=ClaudeSettings, spared=SPARED, takes_mcp=True)
     # takes_mcp: the SDK loop lists the turn's MCP servers' tools and calls them (mcp_tools.py)
     register("anthropic", _anthropic_sdk, settings=ClaudeSettings, spared=SPARED, takes_mcp=True)
+
+
+@hookimpl
+def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
+    from crucible_harness_claude.templates import TEMPLATES
+
+    for template in TEMPLATES:
+        register(template.name, template)

@@ -1,4 +1,4 @@
-"""crucible-plugin-world-git: GitWorld and CommandWorld, git-backed reversibility on dulwich.
+"""crucible-plugin-world-git: GitWorld and CommandWorld on dulwich, and a playbook's git memory.
 
 Only hook implementations live here; the worlds and dulwich load when a hook first runs, so
 `crucible --help` does not pay for them.
@@ -6,9 +6,16 @@ Only hook implementations live here; the worlds and dulwich load when a hook fir
 
 from __future__ import annotations
 
-from crucible_core.hookspecs import hookimpl
-from crucible_core.protocols import Publisher, PublisherFactory, World, WorldContext, WorldFactory
-from crucible_core.registry import Register
+from crucible_core.api import (
+    Register,
+    WorkspaceMemory,
+    WorkspaceMemoryContext,
+    WorkspaceMemoryFactory,
+    World,
+    WorldContext,
+    WorldFactory,
+    hookimpl,
+)
 
 
 # The factories import their modules on first use: listing plugins (`crucible plugins`,
@@ -33,12 +40,12 @@ def crucible_register_worlds(register: Register[WorldFactory]) -> None:
     register("command", _command_world, settings=CommandWorldSettings)
 
 
-def _github_publisher() -> Publisher:
-    from crucible_world_git.publish_github import GitHubPublisher
+def _playbook_memory(ctx: WorkspaceMemoryContext) -> WorkspaceMemory:
+    from crucible_world_git.playbook_memory import PlaybookMemory
 
-    return GitHubPublisher()
+    return PlaybookMemory.from_context(ctx)
 
 
 @hookimpl
-def crucible_register_publishers(register: Register[PublisherFactory]) -> None:
-    register("github", _github_publisher)
+def crucible_register_workspace_memories(register: Register[WorkspaceMemoryFactory]) -> None:
+    register("git", _playbook_memory)

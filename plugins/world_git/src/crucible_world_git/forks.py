@@ -4,7 +4,7 @@ A fork is a directory holding a checkout of the kept commit and a small reposito
 (`.git`, borrowing the workspace's objects through alternates), so the agent can use git there;
 nothing in it is shared with the workspace's repository. The engine never runs git through that
 repository, nor through the workspace's: each fork also gets an engine git directory
-(crucible_core.sealed_git) outside the fork, which fills the checkout and later captures what
+(sealed_git.py) outside the fork, which fills the checkout and later captures what
 the candidate changed as `git diff --binary` against the kept commit, and `git apply` brings
 that patch into the workspace through another one. So no configuration, attribute, hook or
 filter the agent wrote, in its fork or in the workspace, is ever read by the engine's git, and
@@ -20,7 +20,7 @@ from pathlib import Path
 from crucible_core import process
 from crucible_core.errors import RunFailed
 from crucible_core.protocols import ApplyOutcome
-from crucible_core.sealed_git import environment, make_git_dir
+from crucible_world_git.sealed_git import environment, make_git_dir
 
 GIT_TIMEOUT = 600.0
 _TAIL = 400

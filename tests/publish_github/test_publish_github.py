@@ -18,14 +18,17 @@ from typing import Any
 
 import pytest
 
+from crucible_core.errors import ExitCode
 from crucible_core.plugins import load_plugins
 from crucible_core.run.budget import Budget
 from crucible_core.session.entry import execute
 from crucible_core.session.request import SessionRequest
 from crucible_core.session_log import read_events
+from tests.cli_support import crucible_env, run_crucible
 
 TOKEN = "ghp_publishTestToken0123456789abcdef"
-STANDARD = ["core", "world_git", "judge_command", "backend_local"]
+WITHOUT_PUBLISHER = ["core", "world_git", "judge_command", "backend_local"]
+STANDARD = [*WITHOUT_PUBLISHER, "publish_github"]
 
 
 class FakeForge:
@@ -168,3 +171,16 @@ def test_without_outputs_the_draft_pr_default_targets_the_publish_repo(example: 
     draft = declaration_for(plugins, load_manifest(manifest, plugins=plugins), environ={}).output("draft-pr")
     assert draft is not None and draft.count == 2 and draft.source == "engine-default"
     assert draft.describe_target() == "fixed team/counter"
+
+
+def test_without_the_plugin_check_and_run_name_the_distribution_to_install(example: Any) -> None:
+    manifest = publishing(example, "")
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS=",".join(WITHOUT_PUBLISHER))
+    check = run_crucible("check", "--manifest", manifest, env=env)
+    assert check.returncode == ExitCode.CHECK_FAILED, check.stdout + check.stderr
+    assert "'github' is not an installed publisher" in check.stdout
+    assert "pip install crucible-plugin-publish-github" in check.stdout
+    run = run_crucible("run", "--manifest", manifest, "--iterations", "1", env=env)
+    assert run.returncode == ExitCode.MANIFEST, run.stdout + run.stderr
+    assert "pip install crucible-plugin-publish-github" in run.stderr
+    assert not (manifest.parent / "workspace").exists()  # refused before anything was made

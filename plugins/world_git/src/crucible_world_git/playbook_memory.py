@@ -1,7 +1,7 @@
 """A playbook's git memory: a task's workspace changes become a commit only when it passes.
 
-This sits at the playbook runner's edge (not in any loop body) and runs git through the
-supervisor. The playbook runs its shared-workspace tasks one at a time (isolated ones still
+The git world's WorkspaceMemory (registered as "git"): the playbook lane clones `[repo]` and
+keeps its workspace's history through it, and it runs git through the supervisor. The playbook runs its shared-workspace tasks one at a time (isolated ones still
 run side by side), so when a task settles nothing else is writing there: its changes are its
 own. The deferral below is a guard for an executor that overlaps shared tasks anyway.
 
@@ -23,10 +23,15 @@ import shutil
 import stat
 from pathlib import Path
 
-from crucible_core import process
-from crucible_core.agent_files import AgentFileRefused, read_regular
-from crucible_core.errors import WorkspaceError
-from crucible_core.plan.files import INPUTS_DIR
+from crucible_core.api import (
+    AgentFileRefused,
+    Completed,
+    RunFailed,
+    WorkspaceError,
+    WorkspaceMemoryContext,
+    read_regular,
+    run_process,
+)
 
 GIT_ENV = {
     "PATH": "/usr/bin:/bin:/usr/local/bin",
@@ -53,8 +58,7 @@ ENGINE_CONFIG = (
     "-c", "core.logAllRefUpdates=false",  # no new reflogs (existing ones are checked before each call)
     "-c", "maintenance.auto=false",
 )  # fmt: skip
-# Engine files a task leaves behind that belong to no commit.
-EXCLUDED = (INPUTS_DIR.parts[0], "PLAN_TASK_RESULT.json")
+CLONE_TIMEOUT = 600.0
 # The repository files git reads on every call that the engine keeps as it recorded them.
 RECORDED = ("config", "info/exclude")
 BASE = "base"  # the record of the playbook's base commit (the pristine start)
@@ -62,18 +66,42 @@ ALTERNATES = ("objects/info/alternates", "objects/info/http-alternates")
 MAX_RECORD_BYTES = 1 << 20
 
 
-class GitMemory:
-    def __init__(self, workspace: Path, record: Path) -> None:
+class PlaybookMemory:
+    def __init__(self, workspace: Path, record: Path, excluded: tuple[str, ...] = ()) -> None:
         self.workspace = workspace
         self.git_dir = workspace / ".git"
         self.record = record  # engine-owned: what RECORDED held when the memory was made, the base
+        self.excluded = excluded  # engine files a task leaves behind that belong to no commit
         self.deferred: list[str] = []  # passing tasks whose changes could not be committed alone
 
-    def _git(self, *args: str, restore: bool = True) -> process.Completed:
+    @classmethod
+    def from_context(cls, ctx: WorkspaceMemoryContext) -> PlaybookMemory:
+        return cls(ctx.workspace, ctx.record_dir, ctx.engine_files)
+
+    def _git(self, *args: str, restore: bool = True) -> Completed:
         if restore:
             self._restore()
         env = {**GIT_ENV, "GIT_DIR": str(self.git_dir), "GIT_WORK_TREE": str(self.workspace)}
-        return process.run(["git", *ENGINE_CONFIG, *args], cwd=self.workspace, env=env, timeout=120)
+        return run_process(["git", *ENGINE_CONFIG, *args], cwd=self.workspace, env=env, timeout=120)
+
+    def clone_from(self, source: str, ref: str | None, *, cwd: Path) -> None:
+        """Clone `source` into the absent or empty workspace and check out `ref` (detached)."""
+        workspace = self.workspace
+        if workspace.exists():
+            workspace.rmdir()  # empty (checked before): git clones into a directory it makes
+        done = _clone_git(["clone", "--quiet", "--no-recurse-submodules", source, str(workspace)], cwd)
+        if not done.ok:
+            raise WorkspaceError(
+                f"git clone {source} {done.describe_failure()}: {done.stderr.strip()[-300:]}"
+            )
+        if ref is None:
+            return
+        checkout = _clone_git(["-C", str(workspace), "checkout", "--quiet", "--detach", ref, "--"], cwd)
+        if not checkout.ok:
+            raise RunFailed(
+                f"[repo].ref {ref!r} could not be checked out of {source}: {checkout.stderr.strip()[-300:]}",
+                hint="name a branch, tag or commit the repository has",
+            )
 
     def ensure(self) -> None:
         """Make the memory once: the workspace's repository (made here when it has none) and its
@@ -89,7 +117,9 @@ class GitMemory:
         made = kind is None
         if made:
             self._git("init", "-q", restore=False)
-            _replace(self.git_dir / "info" / "exclude", "".join(f"/{name}\n" for name in EXCLUDED).encode())
+            _replace(
+                self.git_dir / "info" / "exclude", "".join(f"/{name}\n" for name in self.excluded).encode()
+            )
         self.record.mkdir(mode=0o700, parents=True, exist_ok=True)
         for name in RECORDED:
             _replace(self.record / name, _read(self.git_dir / name) or b"")
@@ -145,7 +175,7 @@ class GitMemory:
             return
         # A task that did not pass contributes nothing: its undeclared changes are discarded.
         self._git("reset", "-q", "--hard", "HEAD")
-        self._git("clean", "-fdq", *(f"-e{name}" for name in EXCLUDED))
+        self._git("clean", "-fdq", *(f"-e{name}" for name in self.excluded))
 
     def base_commit(self) -> str | None:
         """The playbook's base commit (the pristine start), as the engine recorded it; None before."""
@@ -168,6 +198,12 @@ class GitMemory:
         if not done:
             shutil.rmtree(self.record, ignore_errors=True)
         return done
+
+
+def _clone_git(args: list[str], cwd: Path) -> Completed:
+    # No system or global config, hooks or fsmonitor; HOME stays unset so ssh finds its keys.
+    env = {key: value for key, value in GIT_ENV.items() if key not in ("HOME", "XDG_CONFIG_HOME")}
+    return run_process(["git", *ENGINE_CONFIG, *args], cwd=cwd, env=env, timeout=CLONE_TIMEOUT)
 
 
 def _read(path: Path) -> bytes | None:

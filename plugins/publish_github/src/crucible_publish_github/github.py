@@ -8,7 +8,7 @@ engine's environment, never from the manifest, so a pack cannot send the token e
 `CRUCIBLE_GITHUB_API` (default https://api.github.com) and `CRUCIBLE_GITHUB_GIT` (default
 https://github.com; the remote is `<that>/<owner>/<name>.git`).
 
-git pushes from a git directory the engine made for the push (crucible_core.sealed_git), reading
+git pushes from a git directory the engine made for the push (crucible_world_git.sealed_git), reading
 the kept commit from the workspace's objects through alternates: nothing of the workspace's
 `.git/config` (an `insteadOf` that would send the token elsewhere, a proxy, a credential helper,
 an ssh command, a hook) nor of the user's or the system's configuration takes part.
@@ -26,10 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crucible_core import process
-from crucible_core.errors import RunFailed
-from crucible_core.protocols import PublishRequest
-from crucible_core.sealed_git import environment, make_git_dir
+from crucible_core.api import PublishRequest, RunFailed, run_process
+from crucible_world_git.sealed_git import environment, make_git_dir
 
 API_ENV = "CRUCIBLE_GITHUB_API"
 GIT_ENV = "CRUCIBLE_GITHUB_GIT"
@@ -95,7 +93,7 @@ class GitHubPublisher:
         objects = _objects_dir(request.workspace)
         with tempfile.TemporaryDirectory(prefix="crucible-push-") as tmp:
             git_dir = make_git_dir(Path(tmp) / "git", alternates=(objects,))
-            done = process.run(
+            done = run_process(
                 ["git", "push", "--quiet", "--no-verify", remote, refspec],
                 cwd=git_dir,
                 env=_git_env(git_dir, request.env, token),

@@ -10,7 +10,8 @@ hooks) and runs with `environment()`: no system or global configuration, no syst
 nothing inherited from the engine's own environment (a GIT_DIR or GIT_CONFIG_* there, or a
 secret). Objects may come from elsewhere through alternates: they are data, never configuration.
 
-Both git lanes use this: the git world's forks and publisher, and any lane that runs git.
+Every engine git call goes through this: the git world's forks and the playbook's git memory,
+and the github publisher (crucible-plugin-publish-github) for its push.
 """
 
 from __future__ import annotations
