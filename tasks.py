@@ -40,6 +40,7 @@ MEMBERS = [
     "plugins/flow_page",
     "plugins/service_transports",
     "plugins/publish_github",
+    "plugins/workflow_starlark",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm

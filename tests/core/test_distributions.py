@@ -36,6 +36,7 @@ STANDARD_SET = {
     "crucible-plugin-flow-page",
     "crucible-plugin-service-transports",
     "crucible-plugin-publish-github",
+    "crucible-plugin-workflow-starlark",
 }
 
 
@@ -166,6 +167,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/flow_page",
         "plugins/service_transports",
         "plugins/publish_github",
+        "plugins/workflow_starlark",
     ]
     done = subprocess.run(
         [

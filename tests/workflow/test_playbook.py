@@ -304,7 +304,7 @@ def test_only_passing_tasks_reach_the_git_memory(tmp_path: Path) -> None:
 
 def test_without_the_git_world_plugin_a_playbook_is_refused_naming_it(tmp_path: Path) -> None:
     pack = example(tmp_path)
-    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="core,backend_local,judge_command")
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="core,backend_local,judge_command,workflow_starlark")
     done = play(pack, "--max-time", "5m", env=env)
     assert done.returncode == 12, done.stdout + done.stderr
     assert "pip install crucible-plugin-world-git" in done.stderr

@@ -138,7 +138,7 @@ def test_adversarial_review_keeps_a_better_candidate_and_discards_the_rest(tmp_p
     assert log.count("crucible: iteration") == 1
     assert not (workspace / "PLAN_TASK_RESULT.json").exists()
     assert (pack / "state" / "workflow.toml").read_text() == (
-        Path(__file__).parent / "golden" / "adversarial_review.toml"
+        Path(__file__).parent.parent / "workflow_starlark" / "golden" / "adversarial_review.toml"
     ).read_text()
     # additive plan lines, one admission and one result per task per iteration; one shutdown
     kinds = [e["kind"] for e in events(pack)]

@@ -294,6 +294,9 @@ if TYPE_CHECKING:
     from crucible_core.testing.drivers import ScriptedJudge as ScriptedJudge
     from crucible_core.testing.kit import CrucibleKit as CrucibleKit
     from crucible_core.testing.kit import KitRun as KitRun
+    from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES as SCORED_WORKFLOW_TYPES
+    from crucible_core.workflow.lanes import WORKFLOW_TYPES as WORKFLOW_TYPES
+    from crucible_core.workflow.language import WorkflowLanguage as WorkflowLanguage
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
     # renamed on the way out (a flat namespace needs the module's name in it); mypy re-exports
@@ -384,6 +387,9 @@ _export(
 _export("crucible_core.plan.ir", "Task")
 _export("crucible_core.plan.kinds", "Attempt", "Outcome", "TaskContext", "TaskKindSpec")
 _export("crucible_core.plan.runners", "TaskRunner", "TaskRunnerContext", "TaskRunnerFactory")
+# Workflow authoring languages: what one provides, and the workflow types (lanes) it may declare.
+_export("crucible_core.workflow.language", "WorkflowLanguage")
+_export("crucible_core.workflow.lanes", "WORKFLOW_TYPES", "SCORED_WORKFLOW_TYPES")
 # Run-service tools a plugin installs (discovery; a run trusts only the catalog).
 _export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "Handoff")
 # Broker tools, output kinds and what an agent may reach.

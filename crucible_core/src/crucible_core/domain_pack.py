@@ -132,7 +132,7 @@ def missing_in_repo(pack_manifest: dict[str, Any], repo: Path) -> list[str]:
     return [rel for rel in requires if isinstance(rel, str) and not (repo / rel).exists()]
 
 
-def needs_report(pack: InstalledPack, repo: Path | None) -> list[tuple[str, str]]:
+def needs_report(plugins: Plugins, pack: InstalledPack, repo: Path | None) -> list[tuple[str, str]]:
     """What the pack needs, as `check` lines ("ok" / "fail" / "info", text): files, setup, params."""
     data = _load_pack_manifest(pack)
     table = _pack_table(data)
@@ -144,7 +144,7 @@ def needs_report(pack: InstalledPack, repo: Path | None) -> list[tuple[str, str]
             _check_own_world(pack, data)
         except ManifestError as exc:
             lines.append(("fail", f"{exc.message}; {exc.hint}"))
-        return lines + _params_lines(pack)
+        return lines + _params_lines(plugins, pack)
     missing = set(missing_in_repo(data, repo))
     for rel in table.get("requires", []):
         if isinstance(rel, str):
@@ -153,19 +153,22 @@ def needs_report(pack: InstalledPack, repo: Path | None) -> list[tuple[str, str]
     setup = table.get("setup_cmd")
     if isinstance(setup, str) and setup.strip():
         lines.append(("info", f"pack prepares the clone of {repo} with: {setup}"))
-    return lines + _params_lines(pack)
+    return lines + _params_lines(plugins, pack)
 
 
-def _params_lines(pack: InstalledPack) -> list[tuple[str, str]]:
-    if not (pack.source / "workflow.star").is_file():
+def _params_lines(plugins: Plugins, pack: InstalledPack) -> list[tuple[str, str]]:
+    from crucible_core.workflow.language import find_source
+
+    source = find_source(plugins, pack.source)
+    if source is None:
         return []
-    from crucible_core.workflow.compile import declared_params
-
+    schema = source.language.params(source.path)
     lines = []
-    for name, param in declared_params(pack.source).items():
-        given = "required: --param " + name + "=VALUE" if param.required else f"default {param.default!r}"
-        about = f" ({param.description})" if param.description else ""
-        lines.append(("info", f"pack param {name}: {param.type}, {given}{about}"))
+    for name, prop in schema.get("properties", {}).items():
+        required = name in schema.get("required", ())
+        given = "required: --param " + name + "=VALUE" if required else f"default {prop.get('default')!r}"
+        about = f" ({prop['description']})" if prop.get("description") else ""
+        lines.append(("info", f"pack param {name}: {prop.get('type', 'any')}, {given}{about}"))
     return lines
 
 

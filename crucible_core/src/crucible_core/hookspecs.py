@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from crucible_core.registry import Register
     from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
     from crucible_core.services.catalog import ServiceToolFactory
+    from crucible_core.workflow.language import WorkflowLanguage
 
 PROJECT = "crucible"
 
@@ -171,6 +172,16 @@ def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
     Core registers the templates that need nothing beyond the standard plugins every install has
     ("command", "playbook"); a template that only makes sense with a plugin ("claude") is that
     plugin's to register.
+    """
+
+
+@hookspec
+def crucible_register_workflow_languages(register: Register[WorkflowLanguage]) -> None:
+    """Register workflow authoring languages by source suffix (".star"): a WorkflowLanguage each.
+
+    A file `workflow<suffix>` beside a manifest is that manifest's graph; the language registered
+    for the suffix reads its lane and launch parameters and compiles it to the `[workflow]` IR
+    (crucible_core.workflow.language). With no language for a source's suffix, runs and checks refuse.
     """
 
 

@@ -43,6 +43,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "flow renderer": "crucible_register_flow_renderers",
     "workspace memory": "crucible_register_workspace_memories",
     "init template": "crucible_register_init_templates",
+    "workflow language": "crucible_register_workflow_languages",
 }
 
 

@@ -48,6 +48,7 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("init template", "claude"): "crucible-plugin-harness-claude",
     ("init template", "python-speed"): "crucible-plugin-harness-claude",
     ("task runner", "kubernetes"): "crucible-plugin-deploy-kubernetes",
+    ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
 }
 
 

@@ -112,7 +112,9 @@ def _check_pack_needs(plugins: Plugins, pack: str, repo: Path | None) -> None:
     """What the pack needs from the repository; a missing need fails here, before anything is copied."""
     from crucible_core import domain_pack
 
-    lines = domain_pack.needs_report(domain_pack.find_pack(plugins, pack), repo.resolve() if repo else None)
+    lines = domain_pack.needs_report(
+        plugins, domain_pack.find_pack(plugins, pack), repo.resolve() if repo else None
+    )
     for level, text in lines:
         click.echo(f"{MARKS[level]} {text}")
     if any(level == "fail" for level, _ in lines):
@@ -126,14 +128,14 @@ def _check_workflow(manifest: Path, plugins: Plugins) -> bool:
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.workflow.pack import effective_workflow
 
-    loaded = load_manifest(manifest)
-    document = effective_workflow(loaded)
+    loaded = load_manifest(manifest, plugins=plugins)
+    document = effective_workflow(plugins, loaded)
     if document is None:
         if _check_services(loaded, None, plugins):  # agent turns would lose a service: the run is refused
             click.echo("check failed")
             sys.exit(int(ExitCode.CHECK_FAILED))
         return False
-    plan = validate_document(document, source=str(manifest))
+    plan = validate_document(plugins, document, source=str(manifest))
     click.echo(f"ok   workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")
     failed = _check_services(loaded, plan, plugins)
     if document["type"] == "playbook":

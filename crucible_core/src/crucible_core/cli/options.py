@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from crucible_core.errors import UsageError
+
 if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
 
@@ -53,8 +55,6 @@ def manifest_or_pack(
 
     `prepare`: make or refresh the copy (run, check, init); otherwise an earlier copy must exist.
     """
-    from crucible_core.errors import UsageError
-
     if pack is None:
         if repo is not None:
             raise UsageError("--repo applies a domain pack to a repository", hint="pass --pack NAME with it")
@@ -75,6 +75,19 @@ def session_log_path(manifest: Path, state_dir: Path | None, session: Path | Non
     if session is not None:
         return session
     return (state_dir or manifest.parent / "state") / "session.jsonl"
+
+
+def parse_params(values: tuple[str, ...]) -> dict[str, str]:
+    """`--param NAME=VALUE` options as a mapping (the workflow's language types and checks each value)."""
+    params: dict[str, str] = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name.strip() or not name.strip().isidentifier():
+            raise UsageError(
+                f"--param {value!r} is not NAME=VALUE", hint="for example --param issue_key=PROJ-42"
+            )
+        params[name.strip()] = text
+    return params
 
 
 def missing_log_hint(manifest: Path, session: Path | None) -> str:

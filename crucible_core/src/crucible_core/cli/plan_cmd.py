@@ -26,12 +26,6 @@ def command() -> None:
     """Work graphs: validate, show and run a plan file ([[task]])."""
 
 
-def _kinds() -> Registry[TaskKindSpec]:
-    from crucible_core.plugins import load_plugins
-
-    return load_plugins().registry("task kind")
-
-
 def _open_runners(context: TaskRunnerContext) -> tuple[TaskRunner, ...]:
     """The task runners the context configures; a --deploy-profile nobody takes is refused."""
     from crucible_core.plan.runners import open_task_runners
@@ -164,20 +158,23 @@ def show(
     from crucible_core.plan.load import load_plan
     from crucible_core.plan.runners import TaskRunnerContext
     from crucible_core.plan.validate import validate
+    from crucible_core.plugins import load_plugins
 
     if (file is None) == (manifest is None):
         raise UsageError("give a plan FILE or --manifest, not both and not neither")
     if wide_round and manifest is None:
         raise UsageError("--wide-round shows a manifest's wide round: give --manifest")
-    kinds = _kinds()
+    plugins = load_plugins()
+    kinds: Registry[TaskKindSpec] = plugins.registry("task kind")
     profile = deploy_profile.resolve() if deploy_profile is not None else None
     if manifest is not None:
         from crucible_core.cli.workflow_cmd import validate_document
         from crucible_core.manifest.loader import load_manifest
         from crucible_core.workflow.pack import effective_workflow
 
-        loaded = load_manifest(manifest)  # a broken manifest is reported as such, not as a graph
-        document = effective_workflow(loaded)
+        # a broken manifest is reported as such, not as a graph
+        loaded = load_manifest(manifest, plugins=plugins)
+        document = effective_workflow(plugins, loaded)
         search = loaded.manifest.search
         if wide_round:
             from crucible_core.plan.wide import admitted_wide_plan
@@ -186,7 +183,7 @@ def show(
                 raise UsageError(f"{manifest} asks for no wide round ([search].wide is 0 or absent)")
             plan = admitted_wide_plan(range(1, search.wide + 1), search.needs)
         elif document is not None:
-            plan = validate_document(document, source=str(manifest))
+            plan = validate_document(plugins, document, source=str(manifest))
         else:
             plan = validate(
                 render.default_iteration_plan(), kinds, owns_world_and_judge=True, source=str(manifest)

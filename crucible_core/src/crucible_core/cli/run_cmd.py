@@ -12,11 +12,11 @@ from crucible_core.cli.options import (
     manifest_option,
     manifest_or_pack,
     pack_option,
+    parse_params,
     repo_option,
     state_dir_option,
 )
 from crucible_core.durations import parse_duration
-from crucible_core.errors import UsageError
 from crucible_core.lanes.loop import DEFAULT_ITERATIONS
 from crucible_core.run.budget import Budget
 from crucible_core.run.engine import RunOptions
@@ -179,7 +179,7 @@ def command(
             ui=ui,
             resume=resume,
             max_park=parse_duration(max_park) if max_park else None,
-            params=_parse_params(params),
+            params=parse_params(params),
             caps=frozenset(caps),
             tasks=TaskOptions(
                 max_asks=max_asks,
@@ -189,15 +189,3 @@ def command(
         ),
     )
     sys.exit(int(result.exit_code))
-
-
-def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for value in values:
-        name, sep, text = value.partition("=")
-        if not sep or not name.strip() or not name.strip().isidentifier():
-            raise UsageError(
-                f"--param {value!r} is not NAME=VALUE", hint="for example --param issue_key=PROJ-42"
-            )
-        params[name.strip()] = text
-    return params

@@ -1,4 +1,8 @@
-"""`crucible workflow`: compile a pack's workflow.star to its `[workflow]` IR, print its launch schema."""
+"""`crucible workflow`: compile a manifest's workflow source to its `[workflow]` IR, print its launch schema.
+
+The source is compiled by the installed language plugin for its suffix (workflow.star: the
+Starlark plugin); a manifest's own `[[workflow.task]]` tables need no plugin.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from crucible_core.cli.options import manifest_option
+from crucible_core.cli.options import manifest_option, parse_params
 from crucible_core.errors import ManifestError
 
 if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.plan.ir import ValidPlan
+    from crucible_core.plugins import Plugins
 
 
 @click.group("workflow")
@@ -30,12 +35,14 @@ def command() -> None:
 def compile_(manifest: Path, fmt: str, params: tuple[str, ...]) -> None:
     """Compile and validate the manifest's workflow; print the generated [workflow] table.
 
-    Exit 0 when it compiles and validates, 10 with every diagnostic (file:line:col) otherwise.
+    Exit 0 when it compiles and validates, 10 with every diagnostic (file:line:col) otherwise,
+    12 when no installed plugin compiles the source's language (the message names the one to install).
     """
+    from crucible_core.plugins import load_plugins
     from crucible_core.workflow import pack
-    from crucible_core.workflow.params import parse_assignments
 
-    _loaded, document = compiled(manifest, parse_assignments(params))
+    plugins = load_plugins()
+    _loaded, document = compiled(plugins, manifest, parse_params(params))
     click.echo(pack.to_toml(document) if fmt == "toml" else pack.to_json(document), nl=fmt == "json")
 
 
@@ -44,38 +51,38 @@ def compile_(manifest: Path, fmt: str, params: tuple[str, ...]) -> None:
 def params_(manifest: Path) -> None:
     """Print the workflow's launch parameters as a JSON Schema document (nothing is evaluated)."""
     from crucible_core.manifest.loader import load_manifest
-    from crucible_core.workflow.compile import declared_params
-    from crucible_core.workflow.pack import source_path
-    from crucible_core.workflow.params import json_schema
+    from crucible_core.plugins import load_plugins
+    from crucible_core.workflow.pack import declared_params
 
-    loaded = load_manifest(manifest)
-    declared = declared_params(loaded.dir) if source_path(loaded) is not None else {}
-    click.echo(json.dumps(json_schema(declared), indent=2))
+    plugins = load_plugins()
+    loaded = load_manifest(manifest, plugins=plugins)
+    click.echo(json.dumps(declared_params(plugins, loaded), indent=2))
 
 
-def compiled(manifest: Path, params: dict[str, str]) -> tuple[LoadedManifest, dict[str, Any]]:
+def compiled(
+    plugins: Plugins, manifest: Path, params: dict[str, str]
+) -> tuple[LoadedManifest, dict[str, Any]]:
     """Load the manifest, compile its workflow, and validate the result as a plan of its lane."""
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.workflow import pack
 
-    loaded = load_manifest(manifest)
-    document = pack.effective_workflow(loaded, params)
+    loaded = load_manifest(manifest, plugins=plugins)
+    document = pack.effective_workflow(plugins, loaded, params)
     if document is None:
         raise ManifestError(
             f"{manifest}: no workflow.star beside it and no [workflow] in it",
             hint="write a workflow.star (see `crucible help workflows`)",
         )
-    validate_document(document, source=str(manifest))
+    validate_document(plugins, document, source=str(manifest))
     return loaded, document
 
 
-def validate_document(document: dict[str, Any], *, source: str) -> ValidPlan:
+def validate_document(plugins: Plugins, document: dict[str, Any], *, source: str) -> ValidPlan:
     from crucible_core.plan.load import plan_from_data
     from crucible_core.plan.validate import validate
-    from crucible_core.plugins import load_plugins
     from crucible_core.workflow.pack import plan_data
 
-    kinds = load_plugins().registry("task kind")
+    kinds = plugins.registry("task kind")
     scored = document["type"] != "playbook"
     plan = plan_from_data(plan_data(document, 1.0), kinds, source=source)
     return validate(plan, kinds, owns_world_and_judge=scored, source=source)

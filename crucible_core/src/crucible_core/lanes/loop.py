@@ -126,7 +126,7 @@ def prepare_loop(
     refuse_uncovered(declaration, params)  # an undisclosed grant never reaches the agent
     publisher = build_publisher(plugins, loaded.manifest.publish) if loaded.manifest.publish else None
     # A scored workflow compiles and validates here, before anything is created; its TOML is frozen.
-    workflow = admit_authored_graph(loaded, plugins.registry("task kind"), params)
+    workflow = admit_authored_graph(plugins, loaded, params)
     if workflow is not None:
         freeze_artifact(workflow, paths, resume=request.resume)
     # The catalog is read and the services resolved before the log exists; agent turns cannot

@@ -97,7 +97,7 @@ def prepare_playbook(
     # The capability disclosure, resolved as the loop's is: env a plugin adds to an agent task's
     # turn must be covered by it, as it must for the loop's turns.
     disclosure = declaration_for(plugins, loaded).capabilities
-    document = effective_workflow(loaded, request.params)
+    document = effective_workflow(plugins, loaded, request.params)
     assert document is not None  # the manifest declares a playbook, so it has a graph
     kinds: Registry[TaskKindSpec] = plugins.registry("task kind")
     if tasks.task_timeout > tasks.max_task_timeout:

@@ -86,11 +86,16 @@ def manifest_hash(loaded: LoadedManifest, workflow: str | None = None) -> str:
 def _text_hash(loaded: LoadedManifest, workflow: str | None) -> str:
     if workflow is not None:
         return _h(f"{loaded.text_hash}\nworkflow={_h(workflow)}")
-    if loaded.manifest.workflow is None and not (loaded.dir / "workflow.star").is_file():
+    from crucible_core.workflow.language import SOURCE_STEM
+
+    if loaded.manifest.workflow is None and not any(loaded.dir.glob(f"{SOURCE_STEM}.*")):
         return loaded.text_hash  # no authored graph: identities stay what they were
+    from crucible_core.plugins import load_plugins
     from crucible_core.workflow.pack import artifact_hash, effective_workflow
 
-    document = effective_workflow(loaded)
+    # The lanes pass the artifact they froze; only a loop whose authored graph is empty (it runs
+    # the built-in one) gets here, and its source is compiled with the installed languages.
+    document = effective_workflow(load_plugins(), loaded)
     if document is None:
         return loaded.text_hash
     return _h(f"{loaded.text_hash}\nworkflow={artifact_hash(document)}")

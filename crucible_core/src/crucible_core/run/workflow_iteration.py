@@ -37,6 +37,7 @@ from crucible_core.run.iteration import IterationOperations
 from crucible_core.run.steps import reject
 
 if TYPE_CHECKING:
+    from crucible_core.plugins import Plugins
     from crucible_core.run.engine import Engine
 
 SCRATCH_DIR = "workflow"  # under the private dir: one iteration's captured task files
@@ -57,7 +58,7 @@ class AuthoredGraph:
 
 
 def admit_authored_graph(
-    loaded: LoadedManifest, kinds: Registry[TaskKindSpec], params: Mapping[str, str]
+    plugins: Plugins, loaded: LoadedManifest, params: Mapping[str, str]
 ) -> AuthoredGraph | None:
     """The manifest's scored workflow, compiled and validated; None when it has none (or an
     empty one), so the built-in graph runs. A playbook never gets here (`crucible run` routes it).
@@ -69,16 +70,22 @@ def admit_authored_graph(
     """
     from crucible_core.plan.load import plan_from_data
     from crucible_core.plan.validate import validate
-    from crucible_core.workflow.compile import declared_params
-    from crucible_core.workflow.lanes import SCORED
-    from crucible_core.workflow.pack import declared_lane, effective_workflow, plan_data, source_path, to_toml
+    from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES
+    from crucible_core.workflow.pack import (
+        declared_lane,
+        declared_params,
+        effective_workflow,
+        plan_data,
+        to_toml,
+    )
 
-    if declared_lane(loaded) not in SCORED:
+    if declared_lane(plugins, loaded) not in SCORED_WORKFLOW_TYPES:
         return None
-    declared = declared_params(loaded.dir) if source_path(loaded) is not None else {}
+    kinds: Registry[TaskKindSpec] = plugins.registry("task kind")
+    declared = declared_params(plugins, loaded).get("properties", {})
     # Other --param values belong to [outputs] targets; the workflow gets the ones it declares.
     supplied = {name: value for name, value in params.items() if name in declared}
-    document = effective_workflow(loaded, supplied)
+    document = effective_workflow(plugins, loaded, supplied)
     if document is None or not document["task"]:
         return None
     source = str(loaded.path)

@@ -32,6 +32,6 @@ def prepare(
         return prepare_plan_file(plugins, request, take_lock)
     assert request.manifest is not None
     loaded = load_manifest(request.manifest, plugins=plugins)
-    if declared_lane(loaded) == PLAYBOOK:  # a scored lane runs the loop with its authored graph
+    if declared_lane(plugins, loaded) == PLAYBOOK:  # a scored lane runs the loop with its authored graph
         return prepare_playbook(plugins, request, loaded, take_lock)
     return prepare_loop(plugins, request, loaded, take_lock)

@@ -1,1 +1,1 @@
-"""workflow.star: the Starlark authoring surface that compiles to a `[workflow]` plan IR."""
+"""Authored workflows: a manifest's `[workflow]` IR document, written as tables or compiled by a language plugin."""

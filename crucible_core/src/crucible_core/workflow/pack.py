@@ -1,7 +1,9 @@
-"""A manifest's effective workflow: compiled from workflow.star beside it, else its own [workflow].
+"""A manifest's effective workflow: compiled from the source beside it, else its own [workflow].
 
-The compiled document is the `[workflow]` table ({"type", "result"?, "task": [...]}); its
-TOML rendering is the frozen artifact a run hashes and the runtime authority it executes.
+The source (workflow.star, or another language's) is compiled by the installed language plugin
+registered for its suffix (see `language.py`). The compiled document is the `[workflow]` table
+({"type", "result"?, "task": [...]}); its TOML rendering is the frozen artifact a run hashes and
+the runtime authority it executes.
 """
 
 from __future__ import annotations
@@ -9,61 +11,68 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crucible_core.errors import ManifestError
+from crucible_core.errors import ManifestError, PluginError
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.workflow.compile import SOURCE_NAME
+from crucible_core.workflow.lanes import WORKFLOW_TYPES
+from crucible_core.workflow.language import WorkflowSource, find_source, no_params
+
+if TYPE_CHECKING:
+    from crucible_core.plugins import Plugins
 
 ARTIFACT_NAME = "workflow.toml"
 
 
-def source_path(loaded: LoadedManifest) -> Path | None:
-    path = loaded.dir / SOURCE_NAME
-    return path if path.is_file() else None
-
-
-def declared_lane(loaded: LoadedManifest) -> str | None:
-    """The lane without evaluating anything: the manifest's type, or the source's literal one."""
-    from crucible_core.workflow.compile import read_source
-    from crucible_core.workflow.compiler import CompileFailed, read_lane
-    from crucible_core.workflow.diagnostics import WorkflowError
-
+def declared_lane(plugins: Plugins, loaded: LoadedManifest) -> str | None:
+    """The lane without evaluating anything: the manifest's type, or the one its source declares."""
     lane = loaded.manifest.workflow.type if loaded.manifest.workflow is not None else None
-    path = source_path(loaded)
-    if path is None:
+    source = find_source(plugins, loaded.dir)
+    if source is None:
         return lane
-    try:
-        source_lane = read_lane(read_source(loaded.dir), SOURCE_NAME)
-    except CompileFailed as exc:
-        raise WorkflowError(exc.diagnostics) from None
+    source_lane = _source_lane(source)
     if lane is not None and lane != source_lane:
         raise ManifestError(
-            f"{loaded.path}: [workflow].type is {lane!r} but {SOURCE_NAME} declares {source_lane!r}",
-            hint="make them agree, or drop [workflow] and let workflow.star decide",
+            f"{loaded.path}: [workflow].type is {lane!r} but {source.path.name} declares {source_lane!r}",
+            hint=f"make them agree, or drop [workflow] and let {source.path.name} decide",
         )
     return source_lane
 
 
-def effective_workflow(
-    loaded: LoadedManifest, supplied: Mapping[str, str] | None = None
-) -> dict[str, Any] | None:
-    from crucible_core.workflow.compile import compile_workflow
+def _source_lane(source: WorkflowSource) -> str:
+    lane = source.language.lane(source.path)
+    if lane not in WORKFLOW_TYPES:  # the language's own checks missed it: a plugin bug, said as one
+        raise PluginError(
+            f"the {source.path.suffix} workflow language read the lane {lane!r} from {source.path.name}; "
+            f"a workflow type is one of {', '.join(WORKFLOW_TYPES)}",
+            hint="report it to the language plugin's authors",
+        )
+    return lane
 
+
+def declared_params(plugins: Plugins, loaded: LoadedManifest) -> dict[str, Any]:
+    """The launch parameters as a JSON Schema object, read without evaluating the source."""
+    source = find_source(plugins, loaded.dir)
+    return source.language.params(source.path) if source is not None else no_params()
+
+
+def effective_workflow(
+    plugins: Plugins, loaded: LoadedManifest, supplied: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
     section = loaded.manifest.workflow
-    if source_path(loaded) is not None:
+    source = find_source(plugins, loaded.dir)
+    if source is not None:
         if section is not None and section.task:
             raise ManifestError(
-                f"{loaded.path}: both {SOURCE_NAME} and [[workflow.task]] define the graph",
+                f"{loaded.path}: both {source.path.name} and [[workflow.task]] define the graph",
                 hint="keep one: the source compiles to the tables",
             )
-        declared_lane(loaded)
-        return compile_workflow(loaded.dir, supplied)
+        declared_lane(plugins, loaded)
+        return source.language.compile(source.path, dict(supplied or {}))
     if section is None:
         return None
     if supplied:
-        raise ManifestError(f"{loaded.path}: --param needs a {SOURCE_NAME} that declares params")
+        raise ManifestError(f"{loaded.path}: --param needs a workflow.star that declares params")
     document: dict[str, Any] = {"type": section.type}
     if section.result is not None:
         document["result"] = section.result

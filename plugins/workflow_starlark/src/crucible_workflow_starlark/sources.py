@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from crucible_core.workflow.bounds import Bounds
+from crucible_workflow_starlark.bounds import Bounds
 
 
 class SourceRefused(Exception):

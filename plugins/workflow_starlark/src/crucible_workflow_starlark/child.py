@@ -1,4 +1,4 @@
-"""The compile child: `python -m crucible_core.workflow.child`, a JSON request on stdin, a JSON answer on stdout.
+"""The compile child: `python -m crucible_workflow_starlark.child`, a JSON request on stdin, a JSON answer on stdout.
 
 It lowers its own address-space limit first, so an allocation no in-process bound caught
 fails here rather than in the engine.
@@ -12,8 +12,8 @@ import resource
 import sys
 from pathlib import Path
 
-from crucible_core.workflow.bounds import Bounds
-from crucible_core.workflow.diagnostics import Diagnostic
+from crucible_workflow_starlark.bounds import Bounds
+from crucible_workflow_starlark.diagnostics import Diagnostic
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
         with contextlib.suppress(ValueError, OSError):  # a platform without the limit still compiles
             resource.setrlimit(which, (limit, limit))
     sys.setrecursionlimit(2000)
-    from crucible_core.workflow.compiler import CompileFailed, Compiler
+    from crucible_workflow_starlark.compiler import CompileFailed, Compiler
 
     try:
         compiler = Compiler(

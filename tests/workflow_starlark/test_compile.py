@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from crucible_core.errors import UsageError
-from crucible_core.workflow.compile import compile_workflow, declared_params
-from crucible_core.workflow.diagnostics import WorkflowError
-from crucible_core.workflow.params import json_schema
+from crucible_workflow_starlark.compile import compile_workflow, declared_params
+from crucible_workflow_starlark.diagnostics import WorkflowError
+from crucible_workflow_starlark.params import json_schema
 from tests.cli_support import EXAMPLES, run_crucible
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -318,7 +318,7 @@ def test_launch_supplied_values_are_fenced_in_agent_prompts_only(tmp_path: Path)
 
 
 def test_a_workflow_call_in_a_comment_or_a_string_does_not_decide_the_lane(tmp_path: Path) -> None:
-    from crucible_core.workflow.compiler import CompileFailed, read_lane
+    from crucible_workflow_starlark.compiler import CompileFailed, read_lane
 
     source = textwrap.dedent(
         """\

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.errors import ManifestError
+from crucible_core.api import ManifestError
 
 
 @attrs.frozen

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from crucible_core.workflow import params
-from crucible_core.workflow.bounds import Bounds
-from crucible_core.workflow.compile import compile_workflow
-from crucible_core.workflow.diagnostics import WorkflowError
+from crucible_workflow_starlark import params
+from crucible_workflow_starlark.bounds import Bounds
+from crucible_workflow_starlark.compile import compile_workflow
+from crucible_workflow_starlark.diagnostics import WorkflowError
 
 CORPUS = Path(__file__).parent / "hostile"
 
@@ -69,8 +69,8 @@ def test_one_builtin_call_cannot_take_the_compile_past_its_memory_bound(tmp_path
     probe = (
         "import json, resource, sys\n"
         "from pathlib import Path\n"
-        "from crucible_core.workflow.compile import compile_workflow\n"
-        "from crucible_core.workflow.diagnostics import WorkflowError\n"
+        "from crucible_workflow_starlark.compile import compile_workflow\n"
+        "from crucible_workflow_starlark.diagnostics import WorkflowError\n"
         "try:\n"
         "    compile_workflow(Path(sys.argv[1]))\n"
         "    message = ''\n"

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crucible_core import process
-from crucible_core.workflow import params as params_mod
-from crucible_core.workflow.bounds import Bounds
-from crucible_core.workflow.diagnostics import Diagnostic, WorkflowError
-from crucible_core.workflow.sources import PackSources, SourceRefused
+from crucible_core.api import run_process
+from crucible_workflow_starlark import params as params_mod
+from crucible_workflow_starlark.bounds import Bounds
+from crucible_workflow_starlark.diagnostics import Diagnostic, WorkflowError
+from crucible_workflow_starlark.sources import PackSources, SourceRefused
 
 SOURCE_NAME = "workflow.star"
 
@@ -53,8 +53,8 @@ def compile_workflow(
         "supplied": sorted(supplied or {}),  # values from outside the pack are fenced in prompts
         "bounds": bounds.to_json(),
     }
-    done = process.run(
-        [sys.executable, "-m", "crucible_core.workflow.child"],
+    done = run_process(
+        [sys.executable, "-m", "crucible_workflow_starlark.child"],
         cwd=pack,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(p for p in sys.path if p)},
         timeout=bounds.seconds,

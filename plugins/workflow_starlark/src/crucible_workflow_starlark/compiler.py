@@ -1,6 +1,6 @@
 """Evaluating workflow.star under the sandbox and turning its tasks into `[workflow]` IR tables.
 
-This runs inside the compile child (see `supervise.py`), never in the engine process: a
+This runs inside the compile child (see `compile.py`), never in the engine process: a
 source that defeats every in-process bound can at worst kill its own child. In-process bounds:
 source size, bracket/indent depth and line count before parsing; loaded-module count and total
 bytes before each read; evaluation slices and resident memory at every cancellation check;
@@ -20,10 +20,11 @@ from typing import Any
 
 import attrs
 
-from crucible_core.workflow import lanes
-from crucible_core.workflow.bounds import Bounds
-from crucible_core.workflow.diagnostics import Diagnostic, did_you_mean
-from crucible_core.workflow.sources import PackSources, SourceRefused
+from crucible_core.api import SCORED_WORKFLOW_TYPES, WORKFLOW_TYPES
+from crucible_workflow_starlark import constructors
+from crucible_workflow_starlark.bounds import Bounds
+from crucible_workflow_starlark.diagnostics import Diagnostic, did_you_mean
+from crucible_workflow_starlark.sources import PackSources, SourceRefused
 
 PRELUDE_FILE = "<dsl>"
 RESERVED_OUTPUT_FIELDS = ("complete", "reason")
@@ -151,15 +152,15 @@ def read_lane(text: str, file: str) -> str:
             ]
         )
     lane = _string_literal(value.string)
-    if lane not in lanes.WORKFLOW_TYPES:
+    if lane not in WORKFLOW_TYPES:
         raise CompileFailed(
             [
                 Diagnostic(
                     file,
                     line,
                     col + 1,
-                    f"unknown workflow type {lane!r}; one of {', '.join(lanes.WORKFLOW_TYPES)}",
-                    did_you_mean(lane, lanes.WORKFLOW_TYPES),
+                    f"unknown workflow type {lane!r}; one of {', '.join(WORKFLOW_TYPES)}",
+                    did_you_mean(lane, WORKFLOW_TYPES),
                 )
             ]
         )
@@ -313,7 +314,7 @@ class Compiler:
         module.add_callable("_construct", self._construct)
         prelude = "\n".join(
             f"def {name}(*args, **kwargs):\n    return _construct({name!r}, args, kwargs, call_stack())\n"
-            for name in lanes.in_lane(self.lane)
+            for name in constructors.in_lane(self.lane)
         )
         sl.eval(module, sl.parse(PRELUDE_FILE, prelude, self._dialect()), self._globals())
         return module
@@ -408,7 +409,7 @@ class Compiler:
         if missing:
             name = missing.group(1)
             text = f"unknown name {name!r}"
-            candidates = set(lanes.in_lane(self.lane)) | bound_names(self.texts.get(loc_file, ""))
+            candidates = set(constructors.in_lane(self.lane)) | bound_names(self.texts.get(loc_file, ""))
             candidates |= set(self.sessions)
             hint = did_you_mean(name, candidates - self._out_of_lane())
         if "Too many recursion" in text or ("recursion" in text.lower() and "stack" in text.lower()):
@@ -416,7 +417,7 @@ class Compiler:
         return Diagnostic(loc_file, int(line), int(col), text, hint)
 
     def _out_of_lane(self) -> set[str]:
-        return set(lanes.CONSTRUCTORS) - set(lanes.in_lane(self.lane))
+        return set(constructors.CONSTRUCTORS) - set(constructors.in_lane(self.lane))
 
     def _site(self, stack: str, ctor: str) -> tuple[str, int, int]:
         frames = [(f, int(n)) for f, n in re.findall(r"\* ([^:\n]+):(\d+), in ", stack) if f != PRELUDE_FILE]
@@ -444,7 +445,7 @@ class Compiler:
 
     def _construct(self, ctor: str, args: Any, kwargs: Any, stack: str) -> Any:
         where = self._site(stack, ctor)
-        spec = lanes.in_lane(self.lane).get(ctor)
+        spec = constructors.in_lane(self.lane).get(ctor)
         if spec is None:  # reached through _construct directly: still not in this lane
             raise self._fail(where, f"unknown name {ctor!r}")
         args = list(args)
@@ -634,9 +635,9 @@ class Compiler:
             problems.append(
                 Diagnostic(*self._arg_site(wf.where, "result"), f"result {result!r} is not a task")
             )
-        if lane in lanes.SCORED and result is None:
+        if lane in SCORED_WORKFLOW_TYPES and result is None:
             problems.append(Diagnostic(*wf.where, f"a {lane} workflow needs result = <task>"))
-        if lane == lanes.AUTORESEARCH and result in by_name:
+        if lane == "autoresearch" and result in by_name:
             problems.extend(self._autoresearch_shape(by_name, result, wf.where))
         if problems:
             raise CompileFailed(problems)

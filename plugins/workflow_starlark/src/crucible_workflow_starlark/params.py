@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from crucible_core.errors import UsageError
-from crucible_core.workflow.diagnostics import Diagnostic, WorkflowError, did_you_mean
+from crucible_core.api import UsageError
+from crucible_workflow_starlark.diagnostics import Diagnostic, WorkflowError, did_you_mean
 
 TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean", "list": "array"}
 DECL_KEYS = frozenset(
@@ -225,16 +225,6 @@ def bind(declared: Mapping[str, Param], supplied: Mapping[str, str]) -> dict[str
     if problems:
         raise UsageError("; ".join(problems), hint="`crucible workflow params` prints the schema")
     return values
-
-
-def parse_assignments(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
-    supplied: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--param {pair!r} must be NAME=VALUE")
-        supplied[name] = value
-    return supplied
 
 
 def json_schema(declared: Mapping[str, Param]) -> dict[str, Any]:
