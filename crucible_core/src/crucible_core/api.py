@@ -75,6 +75,9 @@ if TYPE_CHECKING:
         ManifestError as ManifestError,
     )
     from crucible_core.errors import (
+        PluginError as PluginError,
+    )
+    from crucible_core.errors import (
         RunFailed as RunFailed,
     )
     from crucible_core.errors import (
@@ -326,6 +329,7 @@ _export(
     "RunFailed",
     "ControlError",
     "UsageError",
+    "PluginError",
 )
 # Driver protocols and the contexts their factories receive.
 _export(
