@@ -265,6 +265,40 @@ def test_loading_every_registry_imports_no_heavy_sdk() -> None:
     assert done.stdout.strip() == "[]"
 
 
+# What drivers use when they run, which listing them must not load: the session log's wire
+# records, the console reporter, the supervisor, the manifest loader and models, the Protocols,
+# the flow renderers, the command judge and backends, and the statistics module.
+NOT_FOR_LISTING = (
+    "crucible_core.contract.wire",
+    "crucible_core.reporters.console",
+    "crucible_core.process",
+    "crucible_core.manifest.loader",
+    "crucible_core.manifest.models",
+    "crucible_core.protocols",
+    "crucible_core.flow.render",
+    "crucible_judge_command.judges",
+    "crucible_backend_local.backends",
+    "statistics",
+)
+
+
+def test_crucible_plugins_imports_only_what_it_lists() -> None:
+    """`crucible plugins` calls every registration hook, yet registers factories, not drivers."""
+    code = (
+        "import sys\n"
+        "from crucible_core.cli.main import main\n"
+        "sys.argv = ['crucible', 'plugins']\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        f"    print(sorted(m for m in {NOT_FOR_LISTING!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=crucible_env())
+    assert done.returncode == 0, done.stderr
+    assert "crucible-plugin-judge-command" in done.stdout and "judge: command, task" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
 def test_every_driver_kind_is_chosen_by_any_registered_name(tmp_path: Path) -> None:
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.run.drivers import DriverChoice

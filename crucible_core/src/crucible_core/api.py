@@ -120,10 +120,10 @@ if TYPE_CHECKING:
     from crucible_core.manifest.converter import (
         describe_structure_error as describe_structure_error,
     )
+    from crucible_core.manifest.durations import Seconds as Seconds
     from crucible_core.manifest.loader import LoadedManifest as LoadedManifest
     from crucible_core.manifest.loader import load_manifest as load_manifest
     from crucible_core.manifest.models import JudgeSection as JudgeSection
-    from crucible_core.manifest.models import Seconds as Seconds
     from crucible_core.manifest.paths import write_atomic as write_atomic
     from crucible_core.mcp_config import ENV_MCP_CONFIG as ENV_MCP_CONFIG
     from crucible_core.mcp_config import mcp_config_file as mcp_config_file
@@ -408,7 +408,8 @@ _export("crucible_core.contract.measure_diagnosis", "stderr_tail")
 _export("crucible_core.contract.json_bounds", "loads_bounded")
 # Manifest access for drivers that own settings tables.
 _export("crucible_core.manifest.loader", "LoadedManifest", "load_manifest")
-_export("crucible_core.manifest.models", "JudgeSection", "Seconds")
+_export("crucible_core.manifest.models", "JudgeSection")
+_export("crucible_core.manifest.durations", "Seconds")
 _export("crucible_core.manifest.converter", "converter", "describe_structure_error")
 _export("crucible_core.manifest.containment", "escape_problem", "text_problem")
 _export("crucible_core.manifest.paths", "write_atomic")

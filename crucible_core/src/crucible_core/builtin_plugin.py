@@ -5,35 +5,70 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crucible_core.broker.outputs import OutputKindSpec
-from crucible_core.broker.tools import BrokerTool
-from crucible_core.flow.render import FlowRenderer
 from crucible_core.hookspecs import hookimpl
-from crucible_core.plan.kinds import TaskKindSpec
-from crucible_core.protocols import ReporterFactory
-from crucible_core.registry import Register
-from crucible_core.run.lifecycle import TurnAdditions, TurnContext
 
+# Types only: `crucible plugins` (and every command) loads this module and calls its registration
+# hooks, so what a driver needs is imported when the driver is first used, not here.
 if TYPE_CHECKING:
-    from crucible_core.init_templates import InitTemplate  # the templates load when registered
+    from crucible_core.broker.outputs import OutputKindSpec
+    from crucible_core.broker.tools import BrokerTool
+    from crucible_core.flow.model import FlowModel
+    from crucible_core.flow.render import FlowRenderer
+    from crucible_core.init_templates import InitTemplate
+    from crucible_core.plan.kinds import TaskKindSpec
+    from crucible_core.protocols import Reporter, ReporterContext, ReporterFactory
+    from crucible_core.registry import Register
+    from crucible_core.run.lifecycle import TurnAdditions, TurnContext
+
+
+def _console(ctx: ReporterContext) -> Reporter:
+    from crucible_core.reporters.console import ConsoleReporter
+
+    return ConsoleReporter.from_context(ctx)
+
+
+def _headless(ctx: ReporterContext) -> Reporter:
+    from crucible_core.reporters.console import HeadlessReporter
+
+    return HeadlessReporter.from_context(ctx)
+
+
+def _jsonl(ctx: ReporterContext) -> Reporter:
+    from crucible_core.reporters.jsonl import JsonlReporter
+
+    return JsonlReporter.from_context(ctx)
 
 
 @hookimpl
 def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
-    from crucible_core.reporters import console, jsonl
+    register("console", _console)
+    register("headless", _headless)
+    register("jsonl", _jsonl)
 
-    register("console", console.ConsoleReporter.from_context)
-    register("headless", console.HeadlessReporter.from_context)
-    register("jsonl", jsonl.JsonlReporter.from_context)
+
+def _render_json(model: FlowModel) -> str:
+    from crucible_core.flow.render import render_json
+
+    return render_json(model)
+
+
+def _render_dot(model: FlowModel) -> str:
+    from crucible_core.flow.render import render_dot
+
+    return render_dot(model)
+
+
+def _render_mermaid(model: FlowModel) -> str:
+    from crucible_core.flow.render import render_mermaid
+
+    return render_mermaid(model)
 
 
 @hookimpl
 def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
-    from crucible_core.flow import render
-
-    register("json", render.render_json)
-    register("dot", render.render_dot)
-    register("mmd", render.render_mermaid)
+    register("json", _render_json)
+    register("dot", _render_dot)
+    register("mmd", _render_mermaid)
 
 
 @hookimpl

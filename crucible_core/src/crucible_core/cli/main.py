@@ -110,8 +110,12 @@ def _normalize(argv: list[str]) -> list[str]:
     return argv
 
 
+# Commands that only print and start no child: they skip the supervisor's import (see main()).
+PRINT_ONLY = frozenset({"plugins", "help", "completion"})
+
+
 def _only_help(args: list[str]) -> bool:
-    return not args or args[-1] in ("--help", "-h") or args == ["--version"]
+    return not args or args[-1] in ("--help", "-h") or args == ["--version"] or args[0] in PRINT_ONLY
 
 
 def usage_error_line(exc: click.ClickException) -> str:
@@ -129,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # Started as the `crucible` command: this process starts its children only through the
         # supervisor, so it may adopt their orphans (a cheaper sweep; see process.py). Called
         # in-process with arguments (tests, embedding), it leaves the host process as it is.
-        # Help and the version start no child, and skip the supervisor's import.
+        # Help, the version and the print-only commands start no child, and skip the supervisor's import.
         from crucible_core import process
 
         process.adopt_orphans()

@@ -10,7 +10,6 @@ whichever is larger. `note_with_margin` says, on a row a margin held back, what 
 from __future__ import annotations
 
 import enum
-import statistics
 from collections.abc import Sequence
 
 import attrs
@@ -24,6 +23,8 @@ class Statistic(enum.StrEnum):
 
 
 def summarize(values: Sequence[float], statistic: Statistic) -> float:
+    import statistics  # deferred: ~20 ms (it imports fractions, decimal, random) that loading a manifest never needs
+
     if not values:
         raise ValueError("no values to summarize")
     if statistic is Statistic.MEAN:
@@ -115,6 +116,8 @@ def noise_margin(samples: Sequence[float]) -> float:
     change of 2 standard deviations about 42% (tests/core/test_noise.py measures both); more
     samples do better.
     """
+    import statistics
+
     if len(samples) < 2:
         return 0.0
     middle = statistics.median(samples)

@@ -10,6 +10,7 @@ import attrs
 from crucible_core.contract.noise import Margin, Statistic
 from crucible_core.contract.reading import Direction
 from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSection, OutputDeclaration
+from crucible_core.manifest.durations import Seconds as Seconds  # re-exported: the models use it
 
 # Sections the specification defines but this version does not execute. They are refused by
 # name rather than accepted and ignored: a run must never silently drop part of its manifest.
@@ -21,10 +22,6 @@ UNSUPPORTED_SECTIONS = (
 UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers")
 UNSUPPORTED_AGENT_KEYS = ("allow_unverified_image",)  # image verification for sandboxing backends
 UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
-
-
-class Seconds(float):
-    """A duration in seconds; the manifest may write it as a number or as text like "90s", "1h30m"."""
 
 
 class Capability(str):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
 from crucible_core.errors import UsageError
 from crucible_core.manifest.containment import DEFAULT_STATE_DIR_NAME, overlap_problem
-from crucible_core.manifest.loader import LoadedManifest
+
+if TYPE_CHECKING:  # a type only: the broker tools write through this module without the loader
+    from crucible_core.manifest.loader import LoadedManifest
 
 PRIVATE_DIR_NAME = "private"
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core import process
 from crucible_core.contract.reading import Direction
 from crucible_core.plan.kinds import Attempt, Outcome, Register, TaskContext, TaskKindSpec
 from crucible_core.plan.output import finite_score, last_json_object, reported_cost
+
+if TYPE_CHECKING:  # the supervisor loads when a task first runs, not when the kinds are registered
+    from crucible_core import process
 
 ENGINE_OPS = ("propose", "apply", "measure", "grade", "decide")
 
@@ -55,6 +57,8 @@ def _shell(context: TaskContext, command: str, extra_env: dict[str, str] | None 
         env.update(extra_env)
     if context.shell is not None:  # a task runner carries the command out elsewhere
         return context.shell(command, env, context.timeout)
+    from crucible_core import process
+
     return process.run(command, cwd=context.workdir, env=env, timeout=context.timeout)
 
 

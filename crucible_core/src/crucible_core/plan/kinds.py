@@ -10,12 +10,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from crucible_core.plan.ir import Task
-from crucible_core.protocols import CommandShell
+if TYPE_CHECKING:  # annotations only: registering a task kind must not load the Protocols
+    from crucible_core.plan.ir import Task
+    from crucible_core.protocols import CommandShell
 
 
 class Outcome(enum.StrEnum):

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
-from crucible_core.api import BackendFactory, Register, hookimpl
+from typing import TYPE_CHECKING
+
+from crucible_core.api import hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import AgentBackend, BackendContext, BackendFactory, Register
+
+
+# The factories import the backends on first use: loading the plugin (every `crucible` command
+# does) imports only this module and the settings.
+def _command(ctx: BackendContext) -> AgentBackend:
+    from crucible_backend_local.backends import CommandBackend
+
+    return CommandBackend.from_context(ctx)
+
+
+def _local(ctx: BackendContext) -> AgentBackend:
+    from crucible_backend_local.backends import LocalBackend
+
+    return LocalBackend.from_context(ctx)
 
 
 @hookimpl
 def crucible_register_backends(register: Register[BackendFactory]) -> None:
-    from crucible_backend_local.backends import CommandBackend, LocalBackend
     from crucible_backend_local.settings import CommandBackendSettings
 
     # takes_mcp: the command backend hands the turn's MCP servers over $CRUCIBLE_MCP_CONFIG
-    register("command", CommandBackend.from_context, settings=CommandBackendSettings, takes_mcp=True)
-    register("local", LocalBackend.from_context, runs_harness=True)
+    register("command", _command, settings=CommandBackendSettings, takes_mcp=True)
+    register("local", _local, runs_harness=True)

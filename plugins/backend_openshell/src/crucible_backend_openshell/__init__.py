@@ -7,17 +7,12 @@ runs, so listing plugins or checking a manifest never imports grpc.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crucible_core.api import (
-    AgentBackend,
-    BackendContext,
-    BackendFactory,
-    Register,
-    RunContext,
-    RunEnd,
-    hookimpl,
-)
+from crucible_core.api import hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import AgentBackend, BackendContext, BackendFactory, Register, RunContext, RunEnd
 
 BACKEND = "openshell"
 

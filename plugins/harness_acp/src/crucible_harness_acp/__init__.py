@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register, hookimpl
+from typing import TYPE_CHECKING
+
+from crucible_core.api import hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register
 
 
 # The factory imports its module on first use: loading the plugin (every `crucible` command

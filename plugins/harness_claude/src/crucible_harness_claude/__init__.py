@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register, hookimpl
+from crucible_core.api import hookimpl
 
 if TYPE_CHECKING:
-    from crucible_core.api import InitTemplate  # the templates load only when registered
+    from crucible_core.api import Harness, HarnessContext, HarnessFactory, InitTemplate, Register
 
 
 # The factories import their modules on first use: loading the plugin (every `crucible`

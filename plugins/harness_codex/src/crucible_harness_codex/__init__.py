@@ -6,7 +6,12 @@ plugins or `crucible --help` never imports it.
 
 from __future__ import annotations
 
-from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register, hookimpl
+from typing import TYPE_CHECKING
+
+from crucible_core.api import hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register
 
 
 def _codex_cli(ctx: HarnessContext) -> Harness:

@@ -6,7 +6,12 @@ loads when a run first builds it, so `crucible --help` does not pay for it.
 
 from __future__ import annotations
 
-from crucible_core.api import Publisher, PublisherFactory, Register, hookimpl
+from typing import TYPE_CHECKING
+
+from crucible_core.api import hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import Publisher, PublisherFactory, Register
 
 
 def _github_publisher() -> Publisher:

@@ -6,7 +6,12 @@ module only registers the language, so `crucible --help` never imports the inter
 
 from __future__ import annotations
 
-from crucible_core.api import Register, WorkflowLanguage, hookimpl
+from typing import TYPE_CHECKING
+
+from crucible_core.api import hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import Register, WorkflowLanguage
 
 
 @hookimpl

@@ -6,16 +6,20 @@ Only hook implementations live here; the worlds and dulwich load when a hook fir
 
 from __future__ import annotations
 
-from crucible_core.api import (
-    Register,
-    WorkspaceMemory,
-    WorkspaceMemoryContext,
-    WorkspaceMemoryFactory,
-    World,
-    WorldContext,
-    WorldFactory,
-    hookimpl,
-)
+from typing import TYPE_CHECKING
+
+from crucible_core.api import hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import (
+        Register,
+        WorkspaceMemory,
+        WorkspaceMemoryContext,
+        WorkspaceMemoryFactory,
+        World,
+        WorldContext,
+        WorldFactory,
+    )
 
 
 # The factories import their modules on first use: listing plugins (`crucible plugins`,
