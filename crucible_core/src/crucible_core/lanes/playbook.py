@@ -2,8 +2,9 @@
 
 No World, no Judge, no engine operations. Each settled task writes one task_result row
 (score null); the run exits 0 iff its verdict is valid. The workspace starts as the loop's does
-([repo] at its ref, or [workspace].setup_cmd; lanes/playbook_workspace.py) and a passing task's
-changes become a commit of the run's workspace memory (the git world plugin's). A resume folds
+([repo] at its ref, or [workspace].setup_cmd, or each component of a composite;
+lanes/playbook_workspace.py) and a passing task's changes become a commit of the run's
+workspace memory (the git world plugin's; one per component of a composite). A resume folds
 settled tasks from the log, never re-dispatches them, and rebuilds the workspace from the
 pristine start plus the declared files of every folded task that passed in the shared
 workspace, each committed as that task's.
@@ -116,7 +117,7 @@ def prepare_playbook(
         )
     plugins.registry("reporter").get(request.ui, where="--ui")
     paths = RunPaths.resolve(loaded, state_dir=request.state_dir)
-    memory = workspace_memory(plugins, paths.workspace, paths.private_dir / MEMORY_DIR)
+    memory = workspace_memory(plugins, loaded, paths.workspace, paths.private_dir / MEMORY_DIR)
     take_lock(paths.state_dir)
     artifact = to_toml(document)
     prior = recorded_run(paths.session_log, resume=request.resume, what="playbook")
@@ -282,9 +283,9 @@ class PlaybookLane(GraphLane):
         assert self.session is not None
         session, loaded, paths, memory = self.session, self.loaded, self.paths, self.memory
         if self.resumed:
-            rebuilt = rebuild_workspace(loaded, memory, self.engine_env)
+            rebuilt = rebuild_workspace(loaded, memory, self.engine_env, paths)
         else:
-            fresh_workspace(loaded, memory, self.engine_env)
+            fresh_workspace(loaded, memory, self.engine_env, paths)
             copy_injects(loaded.injects, paths.workspace)
             rebuilt = False
         paths.state_dir.mkdir(parents=True, exist_ok=True)

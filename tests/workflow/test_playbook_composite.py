@@ -1,0 +1,125 @@
+"""A judgeless composite playbook (C-PLAYBOOK-COMPOSITE): its graph runs over every component.
+
+Two components, each a domain cloning its own real git repository, assembled into one
+workspace; a passing task's changes become a commit in each component it touched, a failing
+task's are discarded in all of them, the identity names both bases, and no score is made.
+Driven in-process: the playbook's workspace is the point, not a real process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from crucible_core.run import composite_world
+from crucible_core.session_log import read_events
+from tests.cli_support import run_crucible
+
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+
+COMPOSITE = """\
+[composite]
+name = "pair"
+
+[[component]]
+domain = "domains/api"
+
+[[component]]
+domain = "domains/web"
+name = "ui"
+
+[workspace]
+dir = "workspace"
+
+[agent]
+goal = "bump the version in both components"
+backend = "command"
+agent_cmd = "true"
+
+[workflow]
+type = "playbook"
+
+[[workflow.task]]
+name = "bump"
+kind = "command"
+command = "echo 2 > api/version.txt && echo 2 > ui/version.txt"
+
+[[workflow.task]]
+name = "wreck"
+kind = "command"
+command = "echo junk > api/junk.txt; rm ui/index.html; exit 1"
+depends_on = ["bump"]
+required = false
+
+[[workflow.task]]
+name = "verify"
+kind = "command"
+command = 'test "$(cat api/version.txt)" = 2 && test -f ui/index.html && ! test -e api/junk.txt'
+depends_on = ["wreck"]
+join = "settled"
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run([*GIT, "-C", str(repo), *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def repository(root: Path, files: dict[str, str]) -> str:
+    """A real repository with one commit of `files`; its HEAD."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q")
+    for name, text in files.items():
+        (root / name).write_text(text)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "upstream")
+    return git(root, "rev-parse", "HEAD")
+
+
+def domain(root: Path, repo: Path) -> None:
+    root.mkdir(parents=True)
+    (root / "crucible.toml").write_text(
+        f'[repo]\npath = "{repo}"\n\n[workspace]\ndir = "workspace"\n\n'
+        '[agent]\ngoal = "own goal"\nbackend = "command"\nagent_cmd = "true"\n'
+    )
+
+
+def events(pack: Path) -> list[dict[str, Any]]:
+    return list(read_events(pack / "state" / "session.jsonl"))
+
+
+def test_a_judgeless_composite_playbook_runs_its_graph_over_every_component(tmp_path: Path) -> None:
+    api_head = repository(tmp_path / "upstream" / "api", {"version.txt": "1\n"})
+    web_head = repository(tmp_path / "upstream" / "web", {"version.txt": "1\n", "index.html": "<p>\n"})
+    pack = tmp_path / "pack"
+    domain(pack / "domains" / "api", tmp_path / "upstream" / "api")
+    domain(pack / "domains" / "web", tmp_path / "upstream" / "web")
+    (pack / "crucible.toml").write_text(COMPOSITE)
+
+    done = run_crucible(
+        "run", "--manifest", pack / "crucible.toml", "--max-cost", "1", "--max-time", "5m", "--ui", "headless"
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = events(pack)
+    results = {e["task"]: e["status"] for e in log if e["kind"] == "task_result"}
+    assert results == {"bump": "pass", "wreck": "fail", "verify": "pass"}
+    shutdown = [e for e in log if e["kind"] == "shutdown"]
+    assert len(shutdown) == 1 and shutdown[0]["outcome"] == "finished"
+    # each component is its own clone, its history the upstream commit, then the passing task
+    workspace = pack / "workspace"
+    for name, head in (("api", api_head), ("ui", web_head)):
+        assert git(workspace / name, "log", "--format=%s").splitlines() == ["crucible: task bump", "upstream"]
+        assert git(workspace / name, "rev-parse", "HEAD~1") == head
+        assert git(workspace / name, "status", "--porcelain") == ""
+        assert (workspace / name / "version.txt").read_text() == "2\n"
+    assert not (workspace / "api" / "junk.txt").exists()  # the failing task's changes: discarded
+    assert (workspace / "ui" / "index.html").read_text() == "<p>\n"
+    # the identity names each component's base; no combined score is made
+    (identity,) = [e for e in log if e["kind"] == "identity"]
+    assert composite_world.decode(identity["base_commit"]) == {"api": api_head, "ui": web_head}
+    (summary,) = [e for e in log if e["kind"] == "summary"]
+    assert summary["best_score"] is None and summary["kept"] == 0
+    # the component domains are reused verbatim: nothing was made in them
+    assert not (pack / "domains" / "api" / "workspace").exists()
