@@ -2,19 +2,23 @@
 
 Two components, each a domain cloning its own real git repository, assembled into one
 workspace; a passing task's changes become a commit in each component it touched, a failing
-task's are discarded in all of them, the identity names both bases, and no score is made.
-Driven in-process: the playbook's workspace is the point, not a real process.
+task's are discarded in all of them, the identity names both bases, and no score is made;
+killed mid-graph, a resume puts every component back to its base plus the declared files of
+the tasks that passed. Driven in-process, except the run a SIGKILL ends.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 from crucible_core.run import composite_world
 from crucible_core.session_log import read_events
-from tests.cli_support import run_crucible
+from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
 
@@ -123,3 +127,90 @@ def test_a_judgeless_composite_playbook_runs_its_graph_over_every_component(tmp_
     assert summary["best_score"] is None and summary["kept"] == 0
     # the component domains are reused verbatim: nothing was made in them
     assert not (pack / "domains" / "api" / "workspace").exists()
+
+
+RESUMED = """\
+[[workflow.task]]
+name = "bump"
+kind = "command"
+command = "echo x >> $MARKS/bump; echo 2 > api/version.txt; echo 2 > ui/version.txt; echo junk > ui/junk.txt"
+emits_files = ["api/version.txt", "ui/version.txt"]
+
+[[workflow.task]]
+name = "hang"
+kind = "command"
+command = '''
+echo x >> $MARKS/hang
+if [ ! -f $MARKS/armed ]; then echo half > api/half.txt; touch $MARKS/armed; sleep 60; fi
+test ! -e api/half.txt && test ! -e ui/junk.txt && test "$(cat api/version.txt)" = 2
+'''
+depends_on = ["bump"]
+"""
+
+
+def test_a_killed_composite_playbook_resumes_every_component_from_its_base(tmp_path: Path) -> None:
+    heads = {
+        "api": repository(tmp_path / "upstream" / "api", {"version.txt": "1\n"}),
+        "ui": repository(tmp_path / "upstream" / "web", {"version.txt": "1\n", "index.html": "<p>\n"}),
+    }
+    pack = tmp_path / "pack"
+    domain(pack / "domains" / "api", tmp_path / "upstream" / "api")
+    domain(pack / "domains" / "web", tmp_path / "upstream" / "web")
+    (pack / "crucible.toml").write_text(COMPOSITE.split("[[workflow.task]]")[0] + RESUMED)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = crucible_env(MARKS=str(marks))
+    argv = ["run", "--manifest", str(pack / "crucible.toml"), "--max-cost", "1", "--max-time", "5m"]
+    proc = subprocess.Popen(
+        [str(CRUCIBLE), *argv],
+        cwd=pack,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(600):
+            if (marks / "armed").exists():
+                break
+            time.sleep(0.05)
+        assert (marks / "armed").exists()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    workspace = pack / "workspace"
+    assert (workspace / "api" / "half.txt").exists()  # the task in flight had written there
+
+    resumed = run_crucible(*argv, "--resume", cwd=pack, env=env)
+
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (marks / "bump").read_text().count("x") == 1  # settled: never dispatched again
+    assert (marks / "hang").read_text().count("x") == 2  # in flight when killed: runs again
+    # each component: back to its base, then the passing task's declared files, committed as its
+    for name, head in heads.items():
+        assert git(workspace / name, "log", "--format=%s").splitlines() == ["crucible: task bump", "upstream"]
+        assert git(workspace / name, "rev-parse", "HEAD~1") == head
+        assert (workspace / name / "version.txt").read_text() == "2\n"
+    assert not (workspace / "api" / "half.txt").exists() and not (workspace / "ui" / "junk.txt").exists()
+    identities = [e for e in events(pack) if e["kind"] == "identity"]
+    assert [composite_world.decode(e["base_commit"]) for e in identities] == [heads, heads]
+    assert identities[1]["resumed"] is True
+
+
+def test_a_components_publish_target_is_refused_by_name_before_anything_exists(tmp_path: Path) -> None:
+    repository(tmp_path / "upstream" / "api", {"version.txt": "1\n"})
+    repository(tmp_path / "upstream" / "web", {"version.txt": "1\n"})
+    pack = tmp_path / "pack"
+    domain(pack / "domains" / "api", tmp_path / "upstream" / "api")
+    domain(pack / "domains" / "web", tmp_path / "upstream" / "web")
+    with (pack / "domains" / "web" / "crucible.toml").open("a") as out:
+        out.write('\n[publish]\npr_repo = "example/web"\n')
+    (pack / "crucible.toml").write_text(COMPOSITE)
+
+    done = run_crucible(
+        "run", "--manifest", pack / "crucible.toml", "--max-cost", "1", "--max-time", "5m", "--ui", "headless"
+    )
+
+    assert done.returncode == 16, done.stdout + done.stderr
+    assert "[publish] of component(s) ui is not supported" in done.stderr
+    assert not (pack / "workspace").exists() and not (pack / "state" / "session.jsonl").exists()

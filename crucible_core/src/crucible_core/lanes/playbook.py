@@ -93,6 +93,15 @@ def prepare_playbook(
             "acts on each kept commit of the loop, and a playbook keeps none",
             hint="remove [publish], or run the work as a loop with a [judge]",
         )
+    published = [c.name for c in loaded.components if c.loaded.manifest.publish is not None]
+    if published:
+        # C-PLAYBOOK-COMPOSITE has a component with a target publish a draft pull request when it
+        # gained commits; refused by name rather than left unpublished without a word.
+        raise UnsupportedSectionError(
+            f"{loaded.path}: the [publish] of component(s) {', '.join(published)} is not supported "
+            "on a composite playbook by this version: nothing would open their draft pull requests",
+            hint="run the playbook over a copy of the domain without [publish]",
+        )
     refuse_unsupported_repo(loaded)
     refuse_loop_sections(loaded)
     # The capability disclosure, resolved as the loop's is: env a plugin adds to an agent task's
