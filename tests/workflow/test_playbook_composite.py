@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from crucible_core.run import composite_world
 from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
@@ -141,14 +143,21 @@ name = "hang"
 kind = "command"
 command = '''
 echo x >> $MARKS/hang
-if [ ! -f $MARKS/armed ]; then echo half > api/half.txt; touch $MARKS/armed; sleep 60; fi
+if [ ! -f $MARKS/armed ]; then echo half > api/half.txt; $WRECK; touch $MARKS/armed; sleep 60; fi
 test ! -e api/half.txt && test ! -e ui/junk.txt && test "$(cat api/version.txt)" = 2
 '''
 depends_on = ["bump"]
 """
 
 
-def test_a_killed_composite_playbook_resumes_every_component_from_its_base(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "wreck",
+    [
+        "true",
+        "rm -rf ui/.git",  # one component cannot be reset: every component is made again
+    ],
+)
+def test_a_killed_composite_playbook_resumes_every_component_from_its_base(tmp_path: Path, wreck: str) -> None:
     heads = {
         "api": repository(tmp_path / "upstream" / "api", {"version.txt": "1\n"}),
         "ui": repository(tmp_path / "upstream" / "web", {"version.txt": "1\n", "index.html": "<p>\n"}),
@@ -159,7 +168,7 @@ def test_a_killed_composite_playbook_resumes_every_component_from_its_base(tmp_p
     (pack / "crucible.toml").write_text(COMPOSITE.split("[[workflow.task]]")[0] + RESUMED)
     marks = tmp_path / "marks"
     marks.mkdir()
-    env = crucible_env(MARKS=str(marks))
+    env = crucible_env(MARKS=str(marks), WRECK=wreck)
     argv = ["run", "--manifest", str(pack / "crucible.toml"), "--max-cost", "1", "--max-time", "5m"]
     proc = subprocess.Popen(
         [str(CRUCIBLE), *argv],
