@@ -157,7 +157,9 @@ depends_on = ["bump"]
         "rm -rf ui/.git",  # one component cannot be reset: every component is made again
     ],
 )
-def test_a_killed_composite_playbook_resumes_every_component_from_its_base(tmp_path: Path, wreck: str) -> None:
+def test_a_killed_composite_playbook_resumes_every_component_from_its_base(
+    tmp_path: Path, wreck: str
+) -> None:
     heads = {
         "api": repository(tmp_path / "upstream" / "api", {"version.txt": "1\n"}),
         "ui": repository(tmp_path / "upstream" / "web", {"version.txt": "1\n", "index.html": "<p>\n"}),
@@ -223,3 +225,28 @@ def test_a_components_publish_target_is_refused_by_name_before_anything_exists(t
     assert done.returncode == 16, done.stdout + done.stderr
     assert "[publish] of component(s) ui is not supported" in done.stderr
     assert not (pack / "workspace").exists() and not (pack / "state" / "session.jsonl").exists()
+
+
+def test_a_component_replaced_by_a_link_never_leads_the_engines_git_elsewhere(tmp_path: Path) -> None:
+    repository(tmp_path / "upstream" / "api", {"version.txt": "1\n"})
+    repository(tmp_path / "upstream" / "web", {"version.txt": "1\n"})
+    outside = tmp_path / "outside"
+    outside_head = repository(outside, {"mine.txt": "committed\n"})
+    (outside / "mine.txt").write_text("uncommitted work\n")
+    (outside / "untracked.txt").write_text("mine\n")
+    pack = tmp_path / "pack"
+    domain(pack / "domains" / "api", tmp_path / "upstream" / "api")
+    domain(pack / "domains" / "web", tmp_path / "upstream" / "web")
+    task = f'[[workflow.task]]\nname = "swap"\nkind = "command"\ncommand = "rm -rf ui && ln -s {outside} ui; exit 1"\n'
+    (pack / "crucible.toml").write_text(COMPOSITE.split("[[workflow.task]]")[0] + task)
+
+    done = run_crucible(
+        "run", "--manifest", pack / "crucible.toml", "--max-cost", "1", "--max-time", "5m", "--ui", "headless"
+    )
+
+    assert done.returncode != 0
+    assert "component 'ui'" in done.stderr and "no longer a directory" in done.stderr
+    assert (outside / "mine.txt").read_text() == "uncommitted work\n"
+    assert (outside / "untracked.txt").read_text() == "mine\n"
+    assert git(outside, "rev-parse", "HEAD") == outside_head
+    assert git(outside, "log", "--format=%s").splitlines() == ["upstream"]
