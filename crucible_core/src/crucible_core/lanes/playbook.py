@@ -2,8 +2,9 @@
 
 No World, no Judge, no engine operations. Each settled task writes one task_result row
 (score null); the run exits 0 iff its verdict is valid. The workspace starts as the loop's does
-([repo] at its ref, or [workspace].setup_cmd; lanes/playbook_workspace.py) and a passing task's
-changes become a commit of the run's workspace memory (the git world plugin's). A resume folds
+([repo] at its ref, or [workspace].setup_cmd, or each component of a composite;
+lanes/playbook_workspace.py) and a passing task's changes become a commit of the run's
+workspace memory (the git world plugin's; one per component of a composite). A resume folds
 settled tasks from the log, never re-dispatches them, and rebuilds the workspace from the
 pristine start plus the declared files of every folded task that passed in the shared
 workspace, each committed as that task's.
@@ -92,6 +93,15 @@ def prepare_playbook(
             "acts on each kept commit of the loop, and a playbook keeps none",
             hint="remove [publish], or run the work as a loop with a [judge]",
         )
+    published = [c.name for c in loaded.components if c.loaded.manifest.publish is not None]
+    if published:
+        # C-PLAYBOOK-COMPOSITE has a component with a target publish a draft pull request when it
+        # gained commits; refused by name rather than left unpublished without a word.
+        raise UnsupportedSectionError(
+            f"{loaded.path}: the [publish] of component(s) {', '.join(published)} is not supported "
+            "on a composite playbook by this version: nothing would open their draft pull requests",
+            hint="run the playbook over a copy of the domain without [publish]",
+        )
     refuse_unsupported_repo(loaded)
     refuse_loop_sections(loaded)
     # The capability disclosure, resolved as the loop's is: env a plugin adds to an agent task's
@@ -116,7 +126,7 @@ def prepare_playbook(
         )
     plugins.registry("reporter").get(request.ui, where="--ui")
     paths = RunPaths.resolve(loaded, state_dir=request.state_dir)
-    memory = workspace_memory(plugins, paths.workspace, paths.private_dir / MEMORY_DIR)
+    memory = workspace_memory(plugins, loaded, paths.workspace, paths.private_dir / MEMORY_DIR)
     take_lock(paths.state_dir)
     artifact = to_toml(document)
     prior = recorded_run(paths.session_log, resume=request.resume, what="playbook")
@@ -282,9 +292,9 @@ class PlaybookLane(GraphLane):
         assert self.session is not None
         session, loaded, paths, memory = self.session, self.loaded, self.paths, self.memory
         if self.resumed:
-            rebuilt = rebuild_workspace(loaded, memory, self.engine_env)
+            rebuilt = rebuild_workspace(loaded, memory, self.engine_env, paths)
         else:
-            fresh_workspace(loaded, memory, self.engine_env)
+            fresh_workspace(loaded, memory, self.engine_env, paths)
             copy_injects(loaded.injects, paths.workspace)
             rebuilt = False
         paths.state_dir.mkdir(parents=True, exist_ok=True)

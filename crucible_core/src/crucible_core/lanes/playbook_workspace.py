@@ -5,7 +5,10 @@ The pristine start, as the loop's setup has it:
 - otherwise `[repo]` is cloned at `[repo].ref` (a URL, or a local repository when `start_from`
   is "head", its default: committed history only); a local `path` that is not a git repository,
   or `start_from = "worktree"` without a ref, is copied as its working tree stands;
-- with neither, the workspace starts empty.
+- with neither, the workspace starts empty;
+- a composite makes each component's workspace in `<workspace>/<component>` as the loop's
+  composite does (its setup_cmd, or its [repo] cloned), each with its own workspace memory
+  (lanes/playbook_composite.py).
 Then every inject is copied in. A resume rebuilds the pristine start (the workspace memory's base
 commit) and puts back the declared files of every task that passed in the shared workspace.
 
@@ -15,13 +18,16 @@ so nothing here runs git.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
 
 from crucible_core import process
 from crucible_core.errors import PluginError, RunFailed, UnsupportedSectionError, WorkspaceError
+from crucible_core.lanes.playbook_composite import CompositeMemory
 from crucible_core.manifest.loader import LoadedManifest
+from crucible_core.manifest.paths import RunPaths
 from crucible_core.plan.executor import PriorRun
 from crucible_core.plan.files import INPUTS_DIR, FileStore
 from crucible_core.plugins import Plugins
@@ -29,7 +35,8 @@ from crucible_core.protocols import WorkspaceMemory, WorkspaceMemoryContext, Wor
 from crucible_core.registry import provider_of
 from crucible_core.run.agent_task import RESULT_FILE
 from crucible_core.run.injects import copy_injects
-from crucible_core.run.workspace_setup import SETUP_TIMEOUT, workspace_in_use
+from crucible_core.run.workspace_setup import SETUP_TIMEOUT, setup_component, workspace_in_use
+from crucible_core.shell import Shell
 
 MEMORY = "git"  # the workspace memory a playbook keeps its history with
 # Engine files a task leaves behind that belong to no commit.
@@ -49,9 +56,19 @@ def memory_factory(plugins: Plugins) -> WorkspaceMemoryFactory:
     return factory
 
 
-def workspace_memory(plugins: Plugins, workspace: Path, record_dir: Path) -> WorkspaceMemory:
-    """The playbook's workspace memory over `workspace`, its record kept in `record_dir`."""
-    return memory_factory(plugins)(WorkspaceMemoryContext(workspace, record_dir, ENGINE_FILES))
+def workspace_memory(
+    plugins: Plugins, loaded: LoadedManifest, workspace: Path, record_dir: Path
+) -> WorkspaceMemory:
+    """The playbook's workspace memory over `workspace`, its record kept in `record_dir`; for a
+    composite, one per component over its directory, moved together."""
+    factory = memory_factory(plugins)
+    if not loaded.components:
+        return factory(WorkspaceMemoryContext(workspace, record_dir, ENGINE_FILES))
+    parts = tuple(
+        (c.name, factory(WorkspaceMemoryContext(workspace / c.name, record_dir / c.name, ENGINE_FILES)))
+        for c in loaded.components
+    )
+    return CompositeMemory(workspace, record_dir, parts)
 
 
 def refuse_unsupported_repo(loaded: LoadedManifest) -> None:
@@ -72,10 +89,19 @@ def refuse_existing_workspace(loaded: LoadedManifest) -> None:
         raise WorkspaceError(f"workspace {workspace} already exists", hint="move it away, or pass --resume")
 
 
-def fresh_workspace(loaded: LoadedManifest, memory: WorkspaceMemory, env: dict[str, str]) -> None:
+def fresh_workspace(
+    loaded: LoadedManifest, memory: WorkspaceMemory, env: dict[str, str], paths: RunPaths
+) -> None:
     """The pristine start (see the module's docstring), before the injects; a fresh run was
     refused before anything ran when something else stands there (refuse_existing_workspace)."""
     workspace = memory.workspace
+    if isinstance(memory, CompositeMemory):
+        workspace.mkdir(parents=True, exist_ok=True)
+        shell = Shell(cwd=workspace, env=env)
+        for component in loaded.components:
+            clone = functools.partial(memory.component(component.name).clone_from, cwd=component.loaded.dir)
+            setup_component(component, paths, clone, shell)
+        return
     if loaded.inside_workspace() and workspace_in_use(workspace):
         return  # the manifest's own checkout is the start
     m = loaded.manifest
@@ -112,7 +138,9 @@ def _run_setup(loaded: LoadedManifest, command: str, workspace: Path, env: dict[
         )
 
 
-def rebuild_workspace(loaded: LoadedManifest, memory: WorkspaceMemory, env: dict[str, str]) -> bool:
+def rebuild_workspace(
+    loaded: LoadedManifest, memory: WorkspaceMemory, env: dict[str, str], paths: RunPaths
+) -> bool:
     """Put the workspace back to the pristine start (its base commit, or a fresh start when the
     memory cannot give it back); False when the workspace is the manifest's own checkout."""
     if loaded.inside_workspace():
@@ -121,7 +149,7 @@ def rebuild_workspace(loaded: LoadedManifest, memory: WorkspaceMemory, env: dict
     if not memory.reset_to_base():
         if os.path.lexists(workspace):
             shutil.rmtree(workspace)
-        fresh_workspace(loaded, memory, env)
+        fresh_workspace(loaded, memory, env, paths)
     copy_injects(loaded.injects, workspace)
     return True
 

@@ -213,14 +213,6 @@ def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, Dr
         raise
     if manifest.composite is not None and tables.world:
         _refuse_composite_world(path)
-    if manifest.composite is not None and manifest.playbook:
-        # C-PLAYBOOK-COMPOSITE permits it (a valid manifest); this version's playbook lane does
-        # not assemble components into its workspace yet, so it is refused as unsupported.
-        raise UnsupportedSectionError(
-            f"{path}: a composite playbook is not supported by this version: the playbook lane "
-            "does not assemble [[component]] workspaces yet",
-            hint="run the playbook over one domain, or give the composite a [judge] and run it as a loop",
-        )
     return manifest, tables
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -147,15 +148,16 @@ def overlay_working_tree(source: Path, workspace: Path, changes: SourceChanges) 
         # absent in the source: deleted in the working tree, so it stays deleted here
 
 
-def _setup_component(
-    component: LoadedComponent, paths: RunPaths, world: CompositeWorld, shell: Shell
+def setup_component(
+    component: LoadedComponent, paths: RunPaths, clone: Callable[[str, str | None], None], shell: Shell
 ) -> None:
     """A component's workspace, made as its own domain makes it, in the composite's workspace.
 
     Its setup_cmd runs in a scratch copy of its domain directory (so the domain is reused
     verbatim and left untouched) and the workspace it creates moves into place; without one,
-    its [repo] is cloned. Its own injects (its own gate) play no part: the composite's gate
-    scores the assembly.
+    its [repo] is cloned by `clone(source, ref)` (the component's world, or a playbook's
+    workspace memory). Its own injects (its own gate) play no part: the composite's gate
+    scores the assembly, and a composite playbook has none.
     """
     m = component.loaded.manifest
     target = paths.workspace / component.name
@@ -183,7 +185,7 @@ def _setup_component(
         shutil.rmtree(scratch, ignore_errors=True)
     elif m.repo is not None:
         source = m.repo.url or str((component.loaded.dir / (m.repo.path or ".")).resolve())
-        world.component(component.name).clone_from(source, m.repo.ref)
+        clone(source, m.repo.ref)
     else:
         target.mkdir(parents=True, exist_ok=True)
 
@@ -195,7 +197,7 @@ def prepare_workspace(loaded: LoadedManifest, paths: RunPaths, world: World, she
         assert isinstance(world, CompositeWorld)
         paths.workspace.mkdir(parents=True, exist_ok=True)
         for component in loaded.components:
-            _setup_component(component, paths, world, shell)
+            setup_component(component, paths, world.component(component.name).clone_from, shell)
     elif not loaded.inside_workspace():
         if m.workspace.setup_cmd:
             done = shell.run(m.workspace.setup_cmd, cwd=paths.manifest_dir, timeout=SETUP_TIMEOUT)
