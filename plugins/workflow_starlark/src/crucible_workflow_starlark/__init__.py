@@ -1,4 +1,4 @@
-"""crucible's Starlark workflow language: compiles a pack's workflow.star to the `[workflow]` IR.
+"""crucible's Starlark workflow language: compiles a pack's workflow.star to the `[workflow]` IR, and the `playbook` init template.
 
 The compiler (starlark-pyo3) runs in a supervised child with a deadline and memory bounds; this
 module only registers the language, so `crucible --help` never imports the interpreter.
@@ -6,7 +6,12 @@ module only registers the language, so `crucible --help` never imports the inter
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from crucible_core.api import Register, WorkflowLanguage, hookimpl
+
+if TYPE_CHECKING:
+    from crucible_core.api import InitTemplate  # the template loads only when registered
 
 
 @hookimpl
@@ -14,3 +19,20 @@ def crucible_register_workflow_languages(register: Register[WorkflowLanguage]) -
     from crucible_workflow_starlark.language import StarlarkLanguage
 
     register(".star", StarlarkLanguage())
+
+
+@hookimpl
+def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
+    from crucible_core.api import InitTemplate
+    from crucible_workflow_starlark import init_template
+
+    register(
+        "playbook",
+        InitTemplate(
+            "playbook",
+            "a graph of steps that runs once, with no judge: no agent, no credentials",
+            init_template.FILES,
+            frozenset({"gather.sh", "agent.sh"}),
+            "`crucible check`, then `crucible run --max-cost 0.5 --max-time 5m`; then make workflow.star yours",
+        ),
+    )
