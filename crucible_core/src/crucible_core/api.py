@@ -75,6 +75,9 @@ if TYPE_CHECKING:
         ManifestError as ManifestError,
     )
     from crucible_core.errors import (
+        PluginError as PluginError,
+    )
+    from crucible_core.errors import (
         RunFailed as RunFailed,
     )
     from crucible_core.errors import (
@@ -323,6 +326,7 @@ _export(
     "CrucibleError",
     "ManifestError",
     "WorkspaceError",
+    "PluginError",
     "RunFailed",
     "ControlError",
     "UsageError",
