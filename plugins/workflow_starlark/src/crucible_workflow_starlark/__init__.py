@@ -1,7 +1,7 @@
 """crucible's Starlark workflow language: compiles a pack's workflow.star to the `[workflow]` IR, and the `playbook` init template.
 
 The compiler (starlark-pyo3) runs in a supervised child with a deadline and memory bounds; this
-module only registers the language, so `crucible --help` never imports the interpreter.
+module only registers the language and the template, so `crucible --help` never imports the interpreter.
 """
 
 from __future__ import annotations
