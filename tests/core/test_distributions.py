@@ -114,7 +114,8 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     assert registered["broker tool"] == ["distress", "escalate", "request_approval", "steer_inbox"]
     assert "draft-pr" in registered["output kind"] and "gpu-capture" in registered["output kind"]
     assert registered["flow renderer"] == ["json", "dot", "mmd"]
-    assert registered["init template"] == ["command", "playbook"]  # claude's come with its plugin
+    # claude's come with the Claude harness plugin, playbook's workflow.star with the Starlark one
+    assert registered["init template"] == ["command"]
     assert set(registered) == {
         "reporter",
         "task kind",

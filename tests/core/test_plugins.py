@@ -52,9 +52,10 @@ def test_unknown_name_lists_installed_and_suggests() -> None:
 
 
 def test_a_name_no_plugin_provides_points_at_the_standard_set_not_at_a_plugin() -> None:
-    # Core knows no plugin by name: the hint is the meta-distribution and the listing.
+    # A name outside the standard set's (registry.PROVIDERS; tests/core/test_plugin_removal.py
+    # covers those): the hint is the meta-distribution and the listing.
     registry: Registry[object] = Registry("harness")
-    message = registry.unknown_message("claude", "[agent].harness")
+    message = registry.unknown_message("my-own-agent", "[agent].harness")
     assert "installed: none" in message
     assert "`pip install crucible` installs the standard plugin set" in message
     assert "`crucible plugins`" in message and "crucible-plugin-" not in message

@@ -79,7 +79,11 @@ def test_without_the_claude_plugin_init_names_it_and_core_templates_still_work(t
         assert not (tmp_path / "crucible.toml").exists()
     listed = run_crucible("init", "--help", env=env).stdout.split("Templates:")[1]
     names = [line.split()[0] for line in listed.splitlines() if line[:3].strip() and line.strip()]
-    assert names == ["command", "playbook"]  # continuation lines are indented further
+    assert names == ["command"]  # continuation lines are indented further
+    # the playbook template is a workflow.star: it comes with the Starlark plugin
+    refused = run_crucible("init", "--template", "playbook", "--dir", tmp_path, env=env)
+    assert refused.returncode == 12 and "pip install crucible-plugin-workflow-starlark" in refused.stderr
+    assert not (tmp_path / "crucible.toml").exists()
     assert "python-speed" in run_crucible("init", "--help").stdout  # the plugin's, when installed
     done = run_crucible("init", "--template", "command", "--dir", tmp_path, env=env)
     assert done.returncode == 0 and "(command template)" in done.stdout

@@ -326,10 +326,10 @@ _export(
     "CrucibleError",
     "ManifestError",
     "WorkspaceError",
+    "PluginError",
     "RunFailed",
     "ControlError",
     "UsageError",
-    "PluginError",
 )
 # Driver protocols and the contexts their factories receive.
 _export(

@@ -169,9 +169,9 @@ def crucible_register_workspace_memories(register: Register[WorkspaceMemoryFacto
 def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
     """Register `crucible init --template NAME` starting points by name: an InitTemplate each.
 
-    Core registers the templates that need nothing beyond the standard plugins every install has
-    ("command", "playbook"); a template that only makes sense with a plugin ("claude") is that
-    plugin's to register.
+    Core registers the template that needs nothing beyond the standard plugins every install has
+    ("command"); a template that only makes sense with a plugin ("claude", or "playbook", a
+    workflow.star) is that plugin's to register.
     """
 
 

@@ -62,7 +62,11 @@ class CrucibleGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
         if args and self.get_command(ctx, name) is None and not name.startswith("-"):
-            raise click.UsageError(f"no such command {name!r}{_did_you_mean(ctx, self, name)}", ctx)
+            from crucible_core.registry import provider_of
+
+            provider = provider_of("command", name)  # a standard plugin's command, left uninstalled
+            hint = f" (`pip install {provider}` provides it)" if provider else _did_you_mean(ctx, self, name)
+            raise click.UsageError(f"no such command {name!r}{hint}", ctx)
         return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -168,9 +168,8 @@ def show(
     kinds: Registry[TaskKindSpec] = plugins.registry("task kind")
     profile = deploy_profile.resolve() if deploy_profile is not None else None
     if manifest is not None:
-        from crucible_core.cli.workflow_cmd import validate_document
         from crucible_core.manifest.loader import load_manifest
-        from crucible_core.workflow.pack import effective_workflow
+        from crucible_core.workflow.pack import effective_workflow, validate_document
 
         # a broken manifest is reported as such, not as a graph
         loaded = load_manifest(manifest, plugins=plugins)

@@ -17,7 +17,6 @@ from crucible_core.errors import ManifestError
 
 if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest
-    from crucible_core.plan.ir import ValidPlan
     from crucible_core.plugins import Plugins
 
 
@@ -73,16 +72,5 @@ def compiled(
             f"{manifest}: no workflow.star beside it and no [workflow] in it",
             hint="write a workflow.star (see `crucible help workflows`)",
         )
-    validate_document(plugins, document, source=str(manifest))
+    pack.validate_document(plugins, document, source=str(manifest))
     return loaded, document
-
-
-def validate_document(plugins: Plugins, document: dict[str, Any], *, source: str) -> ValidPlan:
-    from crucible_core.plan.load import plan_from_data
-    from crucible_core.plan.validate import validate
-    from crucible_core.workflow.pack import plan_data
-
-    kinds = plugins.registry("task kind")
-    scored = document["type"] != "playbook"
-    plan = plan_from_data(plan_data(document, 1.0), kinds, source=source)
-    return validate(plan, kinds, owns_world_and_judge=scored, source=source)

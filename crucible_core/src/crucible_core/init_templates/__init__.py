@@ -1,16 +1,16 @@
 """The starting points `crucible init --template NAME` writes: each a manifest plus the files it names.
 
-Templates are registered through `crucible_register_init_templates`. Core registers the ones that
-need only core and the plugins every install has (`command`: the git world, the command judge
-and backend; `playbook`); a template that only makes sense with a given plugin is that plugin's
-(`claude` and `python-speed` are the Claude harness plugin's).
+Templates are registered through `crucible_register_init_templates`. Core registers the one that
+needs only core and the plugins every install has (`command`: the git world, the command judge
+and backend); a template that only makes sense with a given plugin is that plugin's (`claude` and
+`python-speed` are the Claude harness plugin's, `playbook`, a workflow.star, the Starlark plugin's).
 """
 
 from __future__ import annotations
 
 import attrs
 
-from crucible_core.init_templates import command, playbook
+from crucible_core.init_templates import command
 
 
 @attrs.frozen
@@ -31,12 +31,5 @@ CORE_TEMPLATES = (
         command.FILES,
         frozenset({"measure.sh", "propose.sh"}),
         "`crucible check`, then `crucible run --iterations 3`; then make propose.sh and measure.sh yours",
-    ),
-    InitTemplate(
-        "playbook",
-        "a graph of steps that runs once, with no judge: no agent, no credentials",
-        playbook.FILES,
-        frozenset({"gather.sh", "agent.sh"}),
-        "`crucible check`, then `crucible run --max-cost 0.5 --max-time 5m`; then make workflow.star yours",
     ),
 )

@@ -1,4 +1,4 @@
-"""`crucible check` as a library: validate a manifest, prove the measure contract, run the gate self-test."""
+"""A loop manifest's check: validate it, prove the measure contract, run the gate self-test (session/check.py checks every kind)."""
 
 from __future__ import annotations
 
@@ -38,9 +38,13 @@ TASK_NOTICE = (
 @attrs.define
 class Findings:
     lines: list[tuple[str, str]] = attrs.field(factory=list)  # (level, text): ok | warn | fail | info
+    # told of each finding as it is made, so `crucible check` prints while a slow measure runs
+    on_add: Callable[[str, str], object] | None = attrs.field(default=None, eq=False, repr=False)
 
     def add(self, level: str, text: str) -> None:
         self.lines.append((level, text))
+        if self.on_add is not None:
+            self.on_add(level, text)
 
     @property
     def failed(self) -> bool:
@@ -111,8 +115,10 @@ def check(
     *,
     harness: str | None = None,
     caps: frozenset[str] = frozenset(),
+    findings: Findings | None = None,
 ) -> Findings:
-    findings = Findings()
+    """A loop manifest's drivers, settings, declaration, agent and gate, added to `findings`."""
+    findings = findings if findings is not None else Findings()
     m = loaded.manifest
     findings.add("ok", f"manifest {loaded.path} parsed")
     choice = DriverChoice.of(loaded, plugins, harness=harness)

@@ -140,21 +140,20 @@ def check(
     *,
     harness: str | None = None,
     caps: Iterable[str] = (),
+    ui: str | None = None,
     plugins: Plugins | None = None,
 ) -> CheckReport:
-    """What `crucible check` finds about the manifest's drivers, settings, agent and gate: the gate
-    is measured once (its workspace set up for the check and removed), no agent turn is spent.
+    """What `crucible check` finds about the manifest, whatever its kind, line for line: a loop's
+    drivers, settings, agent and gate (measured once, in a workspace set up for the check and
+    removed; no agent turn is spent), a workflow's graph, a playbook's workspace history, the
+    [[service]] resolution; with `ui`, first whether that reporter is installed.
 
-    A manifest that does not load raises its ManifestError. It checks a loop manifest: a
-    playbook's or a scored workflow's graph and the [[service]] resolution are checked by
-    `crucible check` only.
+    A manifest that does not load raises its ManifestError, as `crucible check` exits 10.
     """
-    from crucible_core.manifest.loader import load_manifest
-    from crucible_core.run.check import check as check_loaded
+    from crucible_core.session.check import check_manifest
 
     plugins = plugins if plugins is not None else _installed_plugins()
-    loaded = load_manifest(Path(manifest), plugins=plugins)
-    findings = check_loaded(plugins, loaded, harness=harness, caps=frozenset(caps))
+    findings = check_manifest(plugins, Path(manifest), harness=harness, caps=frozenset(caps), ui=ui)
     return CheckReport(tuple(findings.lines))
 
 

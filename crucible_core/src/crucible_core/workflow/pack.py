@@ -19,6 +19,7 @@ from crucible_core.workflow.lanes import WORKFLOW_TYPES
 from crucible_core.workflow.language import WorkflowSource, find_source, no_params
 
 if TYPE_CHECKING:
+    from crucible_core.plan.ir import ValidPlan
     from crucible_core.plugins import Plugins
 
 ARTIFACT_NAME = "workflow.toml"
@@ -83,6 +84,17 @@ def effective_workflow(
 def plan_data(document: Mapping[str, Any], usd: float) -> dict[str, Any]:
     """The plan-file shape the executor's loader reads, for one run under a cost ceiling."""
     return {"version": 1, "budget": {"usd": usd}, "task": list(document["task"])}
+
+
+def validate_document(plugins: Plugins, document: Mapping[str, Any], *, source: str) -> ValidPlan:
+    """The compiled workflow admitted as a plan of its lane (a playbook's tasks own no world or judge)."""
+    from crucible_core.plan.load import plan_from_data
+    from crucible_core.plan.validate import validate
+
+    kinds = plugins.registry("task kind")
+    scored = document["type"] != "playbook"
+    plan = plan_from_data(plan_data(document, 1.0), kinds, source=source)
+    return validate(plan, kinds, owns_world_and_judge=scored, source=source)
 
 
 def to_json(document: Mapping[str, Any]) -> str:

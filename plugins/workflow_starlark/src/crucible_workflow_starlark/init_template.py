@@ -1,4 +1,4 @@
-"""The `playbook` template: a graph that runs once with no judge, on the command backend (no credentials)."""
+"""The `playbook` init template: a workflow.star graph that runs once with no judge, on the command backend (no credentials)."""
 
 MANIFEST = """\
 # crucible manifest (playbook template): the graph in workflow.star runs once; no [judge].
