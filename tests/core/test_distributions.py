@@ -200,3 +200,15 @@ def test_every_distribution_names_its_docs_and_source() -> None:
     for path in pyprojects:
         urls = tomllib.loads(path.read_text())["project"].get("urls", {})
         assert {"Documentation", "Source"} <= set(urls), path
+
+
+def test_core_depends_on_the_five_small_libraries_only() -> None:
+    # The minimal-core promise: everything heavier (rich, mcp, starlark-pyo3, dulwich, kubernetes,
+    # the agent SDKs) belongs to the plugin that needs it, so `pip install crucible-core` pulls
+    # exactly these.
+    project = tomllib.loads((ROOT / "crucible_core" / "pyproject.toml").read_text())["project"]
+    names = {
+        re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower()
+        for requirement in project["dependencies"]
+    }
+    assert names == {"attrs", "cattrs", "pluggy", "stevedore", "click"}
