@@ -117,17 +117,10 @@ class ServiceTool:
 
     def entry(self, name: str) -> CatalogEntry:
         """This tool's catalog entry under `name`; raises OSError when the executable cannot be read."""
+        # every field of the tool is the entry's field of the same name: a field added to both
+        # cannot be forgotten here
         return CatalogEntry(
-            name=name,
-            executable=self.executable,
-            sha256=file_sha256(self.executable),
-            version=self.version,
-            transport=self.transport,
-            mcp_path=self.mcp_path,
-            creates_external_resources=self.creates_external_resources,
-            concurrent_clients=self.concurrent_clients,
-            handoff=self.handoff,
-            reclaim_args=self.reclaim_args,
+            name=name, sha256=file_sha256(self.executable), **attrs.asdict(self, recurse=False)
         )
 
 
