@@ -7,6 +7,7 @@ a resume puts both back to the last kept state.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -129,3 +130,39 @@ def test_a_measure_that_writes_into_a_component_is_rolled_back_before_the_keep(t
         ["git", "-C", str(workspace / "left"), "ls-files"], capture_output=True, text=True, check=True
     )
     assert "measure.log" not in tracked.stdout.split()
+
+
+LINKING_PROPOSER = """\
+set -eu
+if [ "$CRUCIBLE_ITERATION" -eq 1 ]; then
+  rm -rf left && ln -s "$VICTIM" left
+  echo 100 > r/value.txt
+fi
+"""
+
+
+def test_a_component_swapped_for_a_link_never_reaches_the_link_target(tmp_path: Path) -> None:
+    # The agent works in the composite's workspace, so it can replace a component's directory
+    # with a link to another repository on the host; keep, discard and rebuild must not follow it.
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    subprocess.run(["git", "init", "-q", str(victim)], check=True)
+    (victim / "value.txt").write_text("7\n")
+    subprocess.run(["git", "-C", str(victim), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(victim), "-c", "user.name=o", "-c", "user.email=o@x", "commit", "-qm", "owner"], check=True
+    )
+    (victim / "wip.txt").write_text("uncommitted work\n")
+    root = tmp_path / "c"
+    manifest = make_composite(root)
+    (root / "propose.sh").write_text(LINKING_PROPOSER.replace("$VICTIM", str(victim)))
+    done = run_crucible("--manifest", manifest, "--iterations", "2", cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert commits(victim) == ["owner"]
+    assert sorted(p.name for p in victim.iterdir()) == [".git", "value.txt", "wip.txt"]
+    workspace = root / "workspace"
+    assert not (workspace / "left").is_symlink()
+    assert values(workspace) == ("0", "0")  # the linking candidate was not kept
+    decided = rows(manifest)
+    assert [r["decision"] for r in decided] == ["baseline", "discard", "discard"]
+    assert "symbolic link" in json.dumps(decided[1])

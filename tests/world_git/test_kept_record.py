@@ -138,3 +138,45 @@ def test_command_world_with_a_domain_snapshot_is_never_unchanged(tmp_path: Path)
 
     assert staged(apply_cmd="true")
     assert not staged(snapshot_cmd="echo live", restore_cmd="true")
+
+
+def victim_repository(root: Path) -> tuple[Path, dict[str, str], str]:
+    """A repository outside the workspace with a commit and uncommitted work: what must survive."""
+    victim = make_base(root)
+    write(victim, "precious.txt", "committed elsewhere\n")
+    git(victim, "add", "-A")
+    git(victim, "commit", "-qm", "the owner's commit")
+    write(victim, "wip.txt", "uncommitted work\n")
+    return victim, worktree(victim), git(victim, "rev-parse", "HEAD").strip()
+
+
+def test_a_link_in_place_of_the_workspace_is_never_followed(tmp_path: Path) -> None:
+    # A composite component sits in the agent's working directory: the agent can swap the
+    # component's directory for a link to another repository. Nothing may reach that one.
+    world, notes = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    write(ws, "src/app.py", "print('kept')\n")
+    kept = world.snapshot("kept")
+    expected = worktree(ws)
+    victim, victim_files, victim_head = victim_repository(tmp_path / "victim")
+
+    def swap_for_link() -> None:
+        shutil.rmtree(ws)
+        os.symlink(victim, ws)
+
+    swap_for_link()
+    assert world.changed_paths() == []
+    with pytest.raises(CrucibleError, match="symbolic link"):
+        world.snapshot("through the link")
+    staged = world.stage()
+    assert "symbolic link" in staged.refused
+    assert not ws.is_symlink() and any("symbolic link" in note for note in notes)
+    world.restore(kept)  # the discard that follows a refused candidate
+    assert worktree(ws) == expected  # rebuilt in place from the record
+
+    swap_for_link()
+    world.restore(kept)
+    assert not ws.is_symlink() and worktree(ws) == expected
+    assert worktree(victim) == victim_files
+    assert git(victim, "rev-parse", "HEAD").strip() == victim_head
+    assert git(victim, "status", "--porcelain").strip() == "?? wip.txt"

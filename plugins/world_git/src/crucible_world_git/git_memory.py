@@ -551,7 +551,7 @@ class GitMemory:
         """
         if self.record is None or not self.record.exists():
             return None
-        why = self._dotgit_damage()
+        why = self._root_damage() or self._dotgit_damage()
         if why is None:
             try:
                 why = self._refs_damage() or self._objects_damage()
@@ -562,6 +562,20 @@ class GitMemory:
             except Exception as exc:  # dulwich raises all sorts for a mangled repository
                 why = f"the repository cannot be read ({type(exc).__name__})"
         return why
+
+    def _root_damage(self) -> str | None:
+        # An agent that can write the directory holding the workspace (a composite's component
+        # sits in the agent's own working directory) can put a link to some other repository in
+        # its place: every later operation, the rebuild included, would then act on that one.
+        try:
+            st = os.lstat(self.workspace)
+        except FileNotFoundError:
+            return "the workspace directory is missing"
+        if stat.S_ISLNK(st.st_mode):
+            return "the workspace directory was replaced by a symbolic link"
+        if not stat.S_ISDIR(st.st_mode):
+            return "the workspace is not a directory"
+        return None
 
     def _dotgit_damage(self) -> str | None:
         assert self.record is not None
@@ -908,6 +922,8 @@ class GitMemory:
         return self._with_access(self._changed_paths)
 
     def _changed_paths(self) -> list[str]:
+        if self.damage() is not None:
+            return []  # nothing is read through a damaged repository; the next stage heals it
         changed = self.stage_all()
         if changed:
             self._write_index()

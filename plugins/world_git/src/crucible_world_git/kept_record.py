@@ -217,10 +217,13 @@ class KeptRecord:
 
         self.close()
         dotgit = workspace / ".git"
+        replaced = _unlink_stand_in(workspace)
         aside = self._move_aside(dotgit)
+        if replaced is not None:
+            aside = replaced
         if not workspace.is_dir():
             workspace.mkdir(parents=True)
-            aside = "the whole workspace was gone; its files come back from the record"
+            aside = replaced or "the whole workspace was gone; its files come back from the record"
         init_repo(workspace).close()
         _copy_objects(self.objects, dotgit / "objects")
         for name, target in (("config", dotgit / "config"), ("exclude", dotgit / "info" / "exclude")):
@@ -282,3 +285,20 @@ def _copy_objects(source: Path, target: Path) -> None:
 
 def _is_hex(text: str) -> bool:
     return all(ch in "0123456789abcdef" for ch in text)
+
+
+def _unlink_stand_in(workspace: Path) -> str | None:
+    """Remove a link or file standing where the workspace directory belongs, never following it.
+
+    Everything after this runs on paths under `workspace`; through a link those would be some
+    other directory's files (another repository, the user's home), so the entry itself goes.
+    """
+    try:
+        st = os.lstat(workspace)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    os.unlink(workspace)
+    what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a file"
+    return f"{what} stood in place of the workspace directory and was removed (its target untouched)"
