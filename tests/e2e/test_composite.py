@@ -150,7 +150,8 @@ def test_a_component_swapped_for_a_link_never_reaches_the_link_target(tmp_path: 
     (victim / "value.txt").write_text("7\n")
     subprocess.run(["git", "-C", str(victim), "add", "-A"], check=True)
     subprocess.run(
-        ["git", "-C", str(victim), "-c", "user.name=o", "-c", "user.email=o@x", "commit", "-qm", "owner"], check=True
+        ["git", "-C", str(victim), "-c", "user.name=o", "-c", "user.email=o@x", "commit", "-qm", "owner"],
+        check=True,
     )
     (victim / "wip.txt").write_text("uncommitted work\n")
     root = tmp_path / "c"
