@@ -139,7 +139,8 @@ def test(extra: list[str]) -> int:
     # their measure scripts start is then the venv's interpreter, not a version-manager shim that
     # costs a shell and a lookup per start (about 0.1-0.3 s, hundreds of times per suite).
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
-    return subprocess.run([str(BIN / "python"), "-m", "pytest", *_parallel(extra), *extra], cwd=ROOT, env=env).returncode
+    argv = [str(BIN / "python"), "-m", "pytest", *_parallel(extra), *extra]
+    return subprocess.run(argv, cwd=ROOT, env=env).returncode
 
 
 def _parallel(extra: list[str]) -> list[str]:
