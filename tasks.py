@@ -43,7 +43,7 @@ MEMBERS = [
     "plugins/workflow_starlark",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
-# pytest-xdist workers for a whole-suite run (measured on the 2-core CI machine: see _parallel).
+# pytest-xdist workers for a whole-suite run, sized for the 2-core CI machine (see _parallel).
 PARALLEL_WORKERS = 4
 # The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm
 # exists, and its path handed to the tests in the named variable (without npm those tests skip).
