@@ -43,6 +43,8 @@ MEMBERS = [
     "plugins/workflow_starlark",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
+# pytest-xdist workers for a whole-suite run, sized for the 2-core CI machine (see _parallel).
+PARALLEL_WORKERS = 4
 # The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm
 # exists, and its path handed to the tests in the named variable (without npm those tests skip).
 AGENT_CLIS = [
@@ -137,7 +139,21 @@ def test(extra: list[str]) -> int:
     # their measure scripts start is then the venv's interpreter, not a version-manager shim that
     # costs a shell and a lookup per start (about 0.1-0.3 s, hundreds of times per suite).
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
-    return subprocess.run([str(BIN / "python"), "-m", "pytest", *extra], cwd=ROOT, env=env).returncode
+    argv = [str(BIN / "python"), "-m", "pytest", *_parallel(extra), *extra]
+    return subprocess.run(argv, cwd=ROOT, env=env).returncode
+
+
+def _parallel(extra: list[str]) -> list[str]:
+    """pytest-xdist's options for a whole-suite run: PARALLEL_WORKERS workers, whatever the cores.
+
+    Most tests wait on a subprocess, a socket or a git command more than they compute, so more
+    workers than cores still shortens the run. A run given test paths, or its own -n, --dist or
+    `-p no:xdist`, stays as asked (a few paths run faster in one process than spread over workers).
+    """
+    named = [a for a in extra if not a.startswith("-") and Path(a.split("::")[0]).exists()]
+    if named or any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in extra):
+        return []
+    return ["-n", str(PARALLEL_WORKERS), "--dist", "worksteal"]
 
 
 def lint(extra: list[str]) -> int:

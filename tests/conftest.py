@@ -8,9 +8,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.cli_support import EXAMPLES, crucible_in_process, run_crucible
 from tests.session_logs import open_logs
+
+# Hypothesis's deadline and too_slow check time the machine, not the code: with parallel workers
+# on a shared machine, one slow draw would fail a test whose properties all hold.
+settings.register_profile("crucible", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("crucible")
 
 
 @pytest.fixture(autouse=True)

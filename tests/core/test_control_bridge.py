@@ -110,9 +110,9 @@ def test_bad_requests_are_refused_before_recording(bridge: ControlBridge, tmp_pa
 def test_an_unreachable_run_is_a_control_error(tmp_path: Path) -> None:
     with pytest.raises(ControlError, match="no run is reachable"):
         send(tmp_path, {"cmd": "status"})
-    with socket.socket() as s:
+    with socket.socket() as s:  # bound and held but not listening: refused, and no other test can take it
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    (tmp_path / "control.json").write_text(json.dumps({"host": "127.0.0.1", "port": port, "token": "t"}))
-    with pytest.raises(ControlError, match="no run is reachable"):
-        send(tmp_path, {"cmd": "status"})
+        (tmp_path / "control.json").write_text(json.dumps({"host": "127.0.0.1", "port": port, "token": "t"}))
+        with pytest.raises(ControlError, match="no run is reachable"):
+            send(tmp_path, {"cmd": "status"})

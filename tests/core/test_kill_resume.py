@@ -237,6 +237,8 @@ def trial(base: Path, index: int, seed: int) -> dict[str, Any]:
     }
 
 
+# Twenty-odd runs on four threads: about a minute alone, five beside other workers on a loaded machine.
+@pytest.mark.timeout(1200)
 def test_uninterrupted_and_killed_runs_reach_the_same_best(tmp_path: Path) -> None:
     marker = f"killmark-{uuid.uuid4().hex[:12]}"
     manifest = make_domain(tmp_path / "clean", marker)

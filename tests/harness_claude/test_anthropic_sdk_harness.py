@@ -192,17 +192,18 @@ def test_mcp_servers_it_cannot_use_are_reported_and_the_turn_goes_on(
 ) -> None:
     import socket
 
-    with socket.socket() as probe:  # a loopback port nothing listens on
+    # a loopback port bound and held but not listening: refused, and no test in parallel can take it
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    fake.script = Script([say("Nothing to call.")])
-    events = Recorder()
-    harness = AnthropicHarness.from_context(harness_context(workspace.parent, private_dir))
-    servers = {
-        "gone": {"type": "http", "url": f"http://127.0.0.1:{port}/mcp", "headers": {}},
-        "local": {"command": "some-stdio-server"},
-    }
-    result = harness.run(make_turn(workspace, sdk_env, events, mcp_servers=servers))
+        fake.script = Script([say("Nothing to call.")])
+        events = Recorder()
+        harness = AnthropicHarness.from_context(harness_context(workspace.parent, private_dir))
+        servers = {
+            "gone": {"type": "http", "url": f"http://127.0.0.1:{port}/mcp", "headers": {}},
+            "local": {"command": "some-stdio-server"},
+        }
+        result = harness.run(make_turn(workspace, sdk_env, events, mcp_servers=servers))
     assert result.ok, result.note
     notes = [n["text"] for n in events.of("note")]
     assert len(notes) == 2

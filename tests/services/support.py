@@ -41,12 +41,6 @@ found = asyncio.run(status())
 """
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @attrs.frozen
 class ScriptedOubliette:
     endpoint: str
@@ -65,28 +59,37 @@ class ScriptedOubliette:
         return [str(call["tool"]) for call in self.calls()]
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+def serve_scripted(state: Path, token: str = TOKEN) -> tuple[int, subprocess.Popen[bytes]]:
+    """Start the scripted Oubliette on a listening socket bound here on port 0 and handed over, so
+    no test running in parallel can take the port first; returns the port once the server answers."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        proc = subprocess.Popen(
+            [*SCRIPTED, "--fd", str(listener.fileno()), "--token", token, "--state", str(state)],
+            pass_fds=(listener.fileno(),),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        port = int(listener.getsockname()[1])
+    # The socket accepts connections before the server reads them: wait for an HTTP answer (to a
+    # request with the token, outside /mcp, so the server records no call).
+    ask = f"GET /ready HTTP/1.0\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        if proc.poll() is not None:
-            break
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+                probe.sendall(ask)
+                if probe.recv(1):
+                    return port, proc
+        except OSError:
+            pass
         time.sleep(0.05)
-    proc.kill()
+    stop(proc)
     raise RuntimeError("the scripted Oubliette did not start")
 
 
 def start_scripted(root: Path) -> ScriptedOubliette:
-    port = free_port()
     state = root / "oubliette"
-    proc = subprocess.Popen(
-        [*SCRIPTED, "--port", str(port), "--token", TOKEN, "--state", str(state)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_listening(port, proc)
+    port, proc = serve_scripted(state)
     return ScriptedOubliette(f"http://127.0.0.1:{port}/mcp", state, proc)
 
 

@@ -4,27 +4,20 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 from crucible_core.session_log import read_events
 from tests.cli_support import EXAMPLES, run_crucible
-from tests.services.support import SCRIPTED, crucible_env, free_port, stop, wait_listening
+from tests.services.support import crucible_env, serve_scripted, stop
 
 
 def test_the_service_cluster_example(tmp_path: Path) -> None:
     example = tmp_path / "service-cluster"
     shutil.copytree(EXAMPLES / "service-cluster", example)
-    port = free_port()
+    port, server = serve_scripted(example / "oubliette", "demo-token")
     plan = example / "plan.toml"
     plan.write_text(plan.read_text().replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
-    server = subprocess.Popen(
-        [*SCRIPTED, "--port", str(port), "--token", "demo-token", "--state", str(example / "oubliette")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     try:
-        wait_listening(port, server)
         made = run_crucible("services", "catalog", "--output", example / "catalog.toml", cwd=example)
         assert made.returncode == 0, made.stderr
         env = crucible_env(

@@ -348,6 +348,12 @@ def test_gitattributes_never_convert_what_is_kept(tmp_path: Path) -> None:
     twin = Twin.create(tmp_path, base)
     for side in (twin.oracle, twin.ours):  # git's side converts nothing either
         (side / ".git" / "info" / "attributes").write_text(ATTRIBUTES)
+        # The clone checked run.bat out with CRLF. Whether `git add` re-reads it then depends on
+        # whether its stat data is racily clean (written in the index's own second), which is
+        # timing, not behaviour: a changed mtime makes both sides read every file's bytes.
+        for name in (".gitattributes", "plain.txt", "run.bat"):
+            stamp = (side / name).stat().st_mtime_ns - 10_000_000_000
+            os.utime(side / name, ns=(stamp, stamp))
     start = twin.snapshot("start")
 
     def crlf(root: Path) -> None:

@@ -6,6 +6,9 @@ oubliette_create/get/list/renew/delete with the public schemas — and keeps an 
 
     python -m crucible_service_oubliette.scripted --port 8765 --token secret --state ./oubliette
 
+A caller that binds the listening socket itself (port 0) passes it as `--fd N` instead of `--port`,
+so no other process can take the port between choosing it and serving on it.
+
 A cluster reports phase Provisioning for its first `ready_after` gets, then Ready.
 """
 
@@ -18,6 +21,7 @@ import json
 import logging
 import os
 import re
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -174,7 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int)
+    where.add_argument("--fd", type=int, help="serve on this inherited listening socket")
     parser.add_argument("--token", default=os.environ.get("OUBLIETTE_MCP_TOKEN", ""))
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--ready-after", type=int, default=2)
@@ -184,7 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     for noisy in ("httpx", "httpx2", "mcp"):  # one line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     app = build_app(Inventory(args.state, args.ready_after), args.token)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host="127.0.0.1", port=args.port or 0, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=None if args.fd is None else [socket.socket(fileno=args.fd)])
 
 
 if __name__ == "__main__":
