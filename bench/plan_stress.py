@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,8 +58,9 @@ def stressed_run(workdir: Path, jobs: int, blocks: int) -> list[str]:
     ran = workdir / "ran"
     shutil.rmtree(ran, ignore_errors=True)
     ran.mkdir(parents=True)
-    report = run_plan(plan_text(blocks, RECORD), workdir, jobs)
-    tasks = {f"b{b}w{i}" for b in range(blocks) for i in range(WIDTH)} | {f"b{b}join" for b in range(blocks)}
+    text = plan_text(blocks, RECORD)
+    tasks = {task["name"] for task in tomllib.loads(text)["task"]}
+    report = run_plan(text, workdir, jobs)
     problems: list[str] = []
     runs = {path.name: path.stat().st_size for path in ran.iterdir()}
     if missing := sorted(tasks - runs.keys()):

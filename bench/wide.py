@@ -126,6 +126,7 @@ def _propose_reps(options: Options) -> int:
 
 
 def estimate(options: Options) -> float:
+    # A pristine repository not cached counts here and in world's estimate, though generated once.
     forks = sum(
         generation_estimate(options.workdir / "world", files)
         + files * SECONDS_TO_CLONE
