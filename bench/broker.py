@@ -30,6 +30,13 @@ from harness import Options, Row, median, timed
 
 CALLS = 50
 TARGET = 5.0  # SDK framing and two session events on top of the round trip
+QUICK_RUN_REPS = 1  # `--quick`: timed pairs of one-iteration runs (each run takes seconds)
+# For the up-front estimate: a batch of CALLS calls through both sides, the server's start,
+# and one one-iteration run in a fresh interpreter. Measured on the shared 2-core machine
+# (load about 12).
+SECONDS_PER_BATCH = 0.5
+SECONDS_SERVER = 2.0
+SECONDS_PER_RUN = 7.0
 
 
 class _Echo(BaseHTTPRequestHandler):
@@ -127,13 +134,23 @@ def _one_run(workdir: Path, takes_mcp: bool) -> tuple[float, str]:
     return time.perf_counter() - started, done.stdout.strip()
 
 
+def _run_reps(options: Options) -> int:
+    return min(options.reps, QUICK_RUN_REPS) if options.quick else options.reps
+
+
+def estimate(options: Options) -> float:
+    calls = (options.reps + 1) * SECONDS_PER_BATCH + SECONDS_SERVER
+    return calls + 2 * (_run_reps(options) + 1) * SECONDS_PER_RUN
+
+
 def skipped_start(options: Options) -> Row:
     workdir = options.workdir / "broker_start"
     without, with_server = [], []
     seen: set[str] = set()
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_without = cpu_with = 0.0
-    for _ in range(options.reps + 1):  # the first pair warms both sides up
+    reps = _run_reps(options)
+    for _ in range(reps + 1):  # the first pair warms both sides up
         for takes_mcp in (False, True):  # interleaved, so drift hits both sides alike
             seconds, printed = _one_run(workdir / ("mcp" if takes_mcp else "plain"), takes_mcp)
             cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -147,7 +164,7 @@ def skipped_start(options: Options) -> Row:
             seen.add(f"{'mcp' if takes_mcp else 'plain'} {printed}")
     if not options.keep:
         shutil.rmtree(workdir, ignore_errors=True)
-    runs = options.reps + 1
+    runs = reps + 1
     note = f"child CPU per run {cpu_without / runs:.2f} s vs {cpu_with / runs:.2f} s"
     if seen != {"plain finished none", "mcp finished served"}:
         note = f"MISMATCH: the runs reported {sorted(seen)}"

@@ -15,7 +15,14 @@ from pathlib import Path
 from harness import Options, Row, median, timed
 
 ITERATIONS = 50
+QUICK_ITERATIONS = 10
+QUICK_REPS = 2  # `--quick`: each repetition starts crucible twice
 TARGET = 1.5
+# For the up-front estimate: both sides' seconds per iteration, and per start of both (crucible
+# and the script, with setup and the baseline measure). Measured on the shared 2-core machine
+# (load about 12).
+SECONDS_PER_ITERATION = 0.3
+SECONDS_PER_START = 8.5
 COUNTER = Path(__file__).resolve().parent.parent / "examples" / "counter"
 CRUCIBLE = Path(sys.executable).parent / "crucible"
 
@@ -70,30 +77,43 @@ def _floor(workdir: Path, iterations: int = ITERATIONS) -> None:
     subprocess.run(["sh", str(script)], cwd=copy, check=True, capture_output=True)
 
 
+def _iterations(options: Options) -> int:
+    return QUICK_ITERATIONS if options.quick else ITERATIONS
+
+
+def _reps(options: Options) -> int:
+    return min(options.reps, QUICK_REPS) if options.quick else options.reps
+
+
+def estimate(options: Options) -> float:
+    return _reps(options) * (_iterations(options) * SECONDS_PER_ITERATION + 2 * SECONDS_PER_START)
+
+
 def run(options: Options) -> list[Row]:
     workdir = options.workdir / "engine_overhead"
+    iterations = _iterations(options)
     ours, floor, ours_empty, floor_empty = [], [], [], []
-    for _ in range(options.reps):
+    for _ in range(_reps(options)):
         # Interleaved, so drift on a noisy machine hits both sides alike.
-        ours.append(timed(lambda: _crucible(workdir / "crucible")))
-        floor.append(timed(lambda: _floor(workdir / "floor")))
+        ours.append(timed(lambda: _crucible(workdir / "crucible", iterations)))
+        floor.append(timed(lambda: _floor(workdir / "floor", iterations)))
         ours_empty.append(timed(lambda: _crucible(workdir / "crucible", 0)))
         floor_empty.append(timed(lambda: _floor(workdir / "floor", 0)))
     if not options.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return [
         Row(
-            f"engine: counter, per iteration ({ITERATIONS} its)",
-            median(ours) / ITERATIONS,
-            median(floor) / ITERATIONS,
+            f"engine: counter, per iteration ({iterations} its)",
+            median(ours) / iterations,
+            median(floor) / iterations,
             target=TARGET,
             note="start-up included",
         ),
         Row(
             "engine: counter, per iteration, start-up excluded",
-            (median(ours) - median(ours_empty)) / ITERATIONS,
-            (median(floor) - median(floor_empty)) / ITERATIONS,
-            note="(50 its - 0 its) / 50",
+            (median(ours) - median(ours_empty)) / iterations,
+            (median(floor) - median(floor_empty)) / iterations,
+            note=f"({iterations} its - 0 its) / {iterations}",
         ),
         Row("engine: start-up and baseline (0 its)", median(ours_empty), median(floor_empty)),
     ]

@@ -10,6 +10,8 @@ from pathlib import Path
 import attrs
 
 DEFAULT_FILES = (20_000, 100_000)
+QUICK_FILES = (2_000,)  # `--quick`: one small repository
+QUICK_REPS = 3
 
 
 @attrs.frozen
@@ -20,6 +22,9 @@ class Options:
     reps: int = 7  # timed repetitions per measurement; the median is reported
     workdir: Path = Path(".bench")  # scratch space (git-ignored); each benchmark takes a subdirectory
     keep: bool = False  # leave scratch repositories behind for inspection
+    # `--quick`: each benchmark runs its smaller variant (fewer iterations, tasks or log rows);
+    # still both sides in the same run, so every row is still a ratio.
+    quick: bool = False
 
 
 @attrs.frozen

@@ -22,33 +22,43 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import Options, Row, median, timed
 
+if TYPE_CHECKING:
+    from crucible_core.plan.executor import PlanReport
+
 BLOCKS = 10
+QUICK_BLOCKS = 3  # `--quick`: 300 tasks
 WIDTH = 99
 TARGET = 1.3
 REPS_CAP = 3  # each side spawns 1,000 processes per repetition
+# For the up-front estimate: seconds per block (100 tasks) of one side's run. Measured on the
+# shared 2-core machine (load about 12).
+SECONDS_PER_BLOCK = 0.35
 
 
-def plan_text() -> str:
+def plan_text(blocks: int = BLOCKS, command: str = "true") -> str:
+    """The DAG as a plan file: `blocks` fan-out/fan-in blocks of WIDTH + 1 tasks running `command`."""
     lines = ["version = 1", "[budget]", "usd = 1.0", ""]
     previous: str | None = None
-    for block in range(BLOCKS):
+    for block in range(blocks):
         wide = [f"b{block}w{i}" for i in range(WIDTH)]
         for name in wide:
             deps = f'depends_on = ["{previous}"]\n' if previous else ""
-            lines.append(f'[[task]]\nname = "{name}"\nkind = "command"\ncommand = "true"\n{deps}')
+            lines.append(f'[[task]]\nname = "{name}"\nkind = "command"\ncommand = "{command}"\n{deps}')
         join = f"b{block}join"
         deps = ", ".join(f'"{n}"' for n in wide)
         lines.append(
-            f'[[task]]\nname = "{join}"\nkind = "command"\ncommand = "true"\ndepends_on = [{deps}]\n'
+            f'[[task]]\nname = "{join}"\nkind = "command"\ncommand = "{command}"\ndepends_on = [{deps}]\n'
         )
         previous = join
     return "\n".join(lines)
 
 
-def run_executor(workdir: Path, jobs: int) -> int:
+def run_plan(text: str, workdir: Path, jobs: int) -> PlanReport:
+    """Run a plan file's text through the executor in this process, its session log in workdir/state."""
     import tomllib
 
     from crucible_core.plan.executor import ExecutorConfig, PlanExecutor
@@ -58,18 +68,22 @@ def run_executor(workdir: Path, jobs: int) -> int:
     from crucible_core.session_log import SessionLog
 
     kinds = load_plugins().registry("task kind")
-    plan = validate(plan_from_data(tomllib.loads(plan_text()), kinds), kinds)
+    plan = validate(plan_from_data(tomllib.loads(text), kinds), kinds)
     state = workdir / "state"
     shutil.rmtree(state, ignore_errors=True)
     log = SessionLog(state / "session.jsonl")
     try:
-        report = PlanExecutor(plan, kinds, log, ExecutorConfig(workdir, state, jobs=jobs)).run()
+        return PlanExecutor(plan, kinds, log, ExecutorConfig(workdir, state, jobs=jobs)).run()
     finally:
         log.close()
+
+
+def run_executor(workdir: Path, jobs: int, blocks: int = BLOCKS) -> int:
+    report = run_plan(plan_text(blocks), workdir, jobs)
     return sum(1 for r in report.results.values() if r.status == "pass")
 
 
-def run_floor(workdir: Path, jobs: int) -> int:
+def run_floor(workdir: Path, jobs: int, blocks: int = BLOCKS) -> int:
     spawned = 0
 
     def one(_: int) -> int:
@@ -80,24 +94,35 @@ def run_floor(workdir: Path, jobs: int) -> int:
         return 1
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for _block in range(BLOCKS):
+        for _block in range(blocks):
             spawned += sum(pool.map(one, range(WIDTH)))
             spawned += one(0)
     return spawned
+
+
+def _blocks(options: Options) -> int:
+    return QUICK_BLOCKS if options.quick else BLOCKS
+
+
+def estimate(options: Options) -> float:
+    # Both sides warm up once, then each repetition runs both, then the two informative rows.
+    runs = 2 + 4 * min(options.reps, REPS_CAP)
+    return runs * _blocks(options) * SECONDS_PER_BLOCK
 
 
 def run(options: Options) -> list[Row]:
     workdir = options.workdir / "plan_dag"
     workdir.mkdir(parents=True, exist_ok=True)
     jobs = max(2, os.cpu_count() or 2)
-    total = BLOCKS * (WIDTH + 1)
+    blocks = _blocks(options)
+    total = blocks * (WIDTH + 1)
     ours_counts, floor_counts = [], []
     ours, floor = [], []
     from crucible_core import process
 
     process.adopt_orphans()  # as the `crucible` command does (cli/main.py)
-    run_executor(workdir, jobs)  # warm-up, untimed
-    run_floor(workdir, jobs)
+    run_executor(workdir, jobs, blocks)  # warm-up, untimed
+    run_floor(workdir, jobs, blocks)
     for rep in range(min(options.reps, REPS_CAP)):
         sides = [("ours", run_executor), ("floor", run_floor)]
         if rep % 2:
@@ -105,14 +130,16 @@ def run(options: Options) -> list[Row]:
         for side, action in sides:
             counts = ours_counts if side == "ours" else floor_counts
             samples = ours if side == "ours" else floor
-            samples.append(timed(lambda action=action, counts=counts: counts.append(action(workdir, jobs))))
+            samples.append(
+                timed(lambda action=action, counts=counts: counts.append(action(workdir, jobs, blocks)))
+            )
     note = f"{jobs} in flight"
     if set(ours_counts) != {total} or set(floor_counts) != {total}:
         note = (
             f"MISMATCH: passed {sorted(set(ours_counts))} vs spawned {sorted(set(floor_counts))} of {total}"
         )
-    sweep_off = _without_sweep(workdir, jobs, min(options.reps, REPS_CAP))
-    full_sweep = _full_sweep(workdir, jobs, min(options.reps, REPS_CAP))
+    sweep_off = _without_sweep(workdir, jobs, blocks, min(options.reps, REPS_CAP))
+    full_sweep = _full_sweep(workdir, jobs, blocks, min(options.reps, REPS_CAP))
     if not options.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return [
@@ -122,24 +149,24 @@ def run(options: Options) -> list[Row]:
     ]
 
 
-def _without_sweep(workdir: Path, jobs: int, reps: int) -> list[float]:
+def _without_sweep(workdir: Path, jobs: int, blocks: int, reps: int) -> list[float]:
     from crucible_core import process
 
     saved = process.kill_marked, process._sweep_adopted
     process.kill_marked = lambda mark: 0
     process._sweep_adopted = lambda mark: None
     try:
-        return [timed(lambda: run_executor(workdir, jobs)) for _ in range(reps)]
+        return [timed(lambda: run_executor(workdir, jobs, blocks)) for _ in range(reps)]
     finally:
         process.kill_marked, process._sweep_adopted = saved
 
 
-def _full_sweep(workdir: Path, jobs: int, reps: int) -> list[float]:
+def _full_sweep(workdir: Path, jobs: int, blocks: int, reps: int) -> list[float]:
     from crucible_core import process
 
     enabled = process._orphans.enabled
     process._orphans.enabled = False  # the kernel flag stays; the supervisor takes the old path
     try:
-        return [timed(lambda: run_executor(workdir, jobs)) for _ in range(reps)]
+        return [timed(lambda: run_executor(workdir, jobs, blocks)) for _ in range(reps)]
     finally:
         process._orphans.enabled = enabled

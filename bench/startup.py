@@ -17,6 +17,10 @@ HEAVY = ("grpc", "kubernetes", "anthropic", "mcp", "openshell", "rich")
 
 # The arguments of each command the bench looks into with `python -X importtime`.
 COMMANDS = {"--help": ["--help"], "plugins": ["plugins"]}
+# For the up-front estimate: one round of the four commands, and the two `-X importtime` runs.
+# Measured on the shared 2-core machine (load about 12).
+SECONDS_PER_ROUND = 1.8
+SECONDS_IMPORTTIME = 2.0
 
 
 def _median_time(argv: list[str], reps: int) -> float:
@@ -51,8 +55,16 @@ def heavy_sdks(times: list[tuple[str, int, bool]]) -> list[str]:
     return sorted({module.split(".")[0] for module, _, _ in times} & set(HEAVY))
 
 
+def _reps(options: Options) -> int:
+    return max(options.reps, 5)  # each round is cheap, and start-up times scatter
+
+
+def estimate(options: Options) -> float:
+    return _reps(options) * SECONDS_PER_ROUND + SECONDS_IMPORTTIME
+
+
 def run(options: Options) -> list[Row]:
-    reps = max(options.reps, 5)
+    reps = _reps(options)
     samples: dict[str, list[float]] = {"bare": [], "click": [], "--help": [], "plugins": []}
     argvs = {
         "bare": [sys.executable, "-c", "pass"],

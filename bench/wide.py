@@ -22,12 +22,19 @@ import sys
 from pathlib import Path
 
 from harness import Options, Row, median, timed
-from world import git, pristine
+from world import SECONDS_TO_CLONE, generation_estimate, git, pristine
 
 CANDIDATES = 4
 SLEEP_S = 2.0
 PROPOSE_TARGET = 1 / 3.5
 FORK_TARGET = 1.5
+QUICK_FORK_REPS = 2  # `--quick`: each fork and removal costs seconds on a loaded machine
+# For the up-front estimate: one repetition of both proposal sides (sleeps included), and one
+# fork plus its removal: git's start-ups, and per file. Measured on the shared 2-core machine
+# (load about 12).
+SECONDS_PER_PROPOSE_REP = 28.0
+SECONDS_PER_FORK = 3.0
+SECONDS_PER_FORK_FILE = 50e-6
 
 PROPOSE = """\
 import os, pathlib, time
@@ -113,11 +120,27 @@ def _serial_seconds(root: Path) -> float:
     return total
 
 
+def _propose_reps(options: Options) -> int:
+    # each repetition is ~10 s of sleeping agents: at most 3, one with --quick
+    return 1 if options.quick else max(1, min(options.reps, 3))
+
+
+def estimate(options: Options) -> float:
+    # A pristine repository not cached counts here and in world's estimate, though generated once.
+    forks = sum(
+        generation_estimate(options.workdir / "world", files)
+        + files * SECONDS_TO_CLONE
+        + 2 * (_fork_reps(options) + 1) * (SECONDS_PER_FORK + files * SECONDS_PER_FORK_FILE)
+        for files in options.files
+    )
+    return forks + _propose_reps(options) * SECONDS_PER_PROPOSE_REP
+
+
 def _propose_row(options: Options) -> Row:
     base = options.workdir / "wide"
     wide: list[float] = []
     serial: list[float] = []
-    for rep in range(max(1, min(options.reps, 3))):  # each repetition is ~10 s of sleeping agents
+    for rep in range(_propose_reps(options)):
         order = (_wide_seconds, _serial_seconds) if rep % 2 == 0 else (_serial_seconds, _wide_seconds)
         for side in order:
             (wide if side is _wide_seconds else serial).append(side(base / side.__name__))
@@ -132,6 +155,10 @@ def _propose_row(options: Options) -> Row:
 
 def _fork_rows(options: Options) -> list[Row]:
     return [_fork_row(options, files) for files in options.files]
+
+
+def _fork_reps(options: Options) -> int:
+    return min(options.reps, QUICK_FORK_REPS) if options.quick else options.reps
 
 
 def _fork_row(options: Options, files: int) -> Row:
@@ -157,7 +184,7 @@ def _fork_row(options: Options, files: int) -> Row:
 
     ours_s: list[float] = []
     git_s: list[float] = []
-    for rep in range(options.reps + 1):
+    for rep in range(_fork_reps(options) + 1):
         sides = ((ours_s, ours), (git_s, plain))
         for samples, action in sides if rep % 2 else sides[::-1]:
             elapsed = timed(action)

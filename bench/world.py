@@ -33,6 +33,15 @@ FILES_PER_DIR = 100
 EDITED = 10
 ADDED = 5
 SPARED = (".claude/", "RESULTS.md")
+_GENERATED = "bench-complete"  # the marker of a finished pristine repository
+# For the up-front estimate: per file, generating the pristine repository (once; it is
+# cached), cloning it and one repetition of the three races; per repetition and per size, the
+# git commands' own start-up. Measured on the shared 2-core machine (load about 12).
+SECONDS_TO_GENERATE = 400e-6
+SECONDS_TO_CLONE = 100e-6
+SECONDS_PER_REP = 55e-6
+SECONDS_PER_REP_FIXED = 3.0
+SECONDS_FIXED = 8.0
 
 _GIT_ENV = {
     **os.environ,
@@ -55,7 +64,7 @@ def _target(table: dict[int, float], files: int) -> float:
 def pristine(workdir: Path, files: int) -> Path:
     """A committed repository of `files` small text files, generated once and reused."""
     repo = workdir / f"pristine-{files}"
-    marker = repo / ".git" / "bench-complete"
+    marker = repo / ".git" / _GENERATED
     if marker.exists():
         return repo
     shutil.rmtree(repo, ignore_errors=True)
@@ -139,6 +148,23 @@ def race(
         elapsed = timed(action)
         if rep:
             samples.append(elapsed)
+
+
+def generation_estimate(workdir: Path, files: int) -> float:
+    """Seconds to generate the pristine repository of this size, 0 when it is cached."""
+    cached = (workdir / f"pristine-{files}" / ".git" / _GENERATED).exists()
+    return 0.0 if cached else files * SECONDS_TO_GENERATE
+
+
+def estimate(options: Options) -> float:
+    base = options.workdir / "world"
+    return sum(
+        generation_estimate(base, files)
+        + files * (2 * SECONDS_TO_CLONE + (options.reps + 1) * SECONDS_PER_REP)
+        + (options.reps + 1) * SECONDS_PER_REP_FIXED
+        + SECONDS_FIXED
+        for files in options.files
+    )
 
 
 def run(options: Options) -> list[Row]:

@@ -180,3 +180,48 @@ def test_an_adopting_engine_kills_a_descendant_that_left_the_group(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert "ok" in done.stdout and "children []" in done.stdout, done.stdout
     assert wait_until_gone(marker) == []
+
+
+def _unreaped(pid: int) -> bool:
+    """Whether `pid` is still this process's child, running or exited but not waited for: its pid
+    (and so its group's id) cannot have been given to another process."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def test_a_group_is_signalled_only_while_its_leader_still_holds_the_id(tmp_path: Path, monkeypatch) -> None:
+    """Once a child is reaped its pid, which is also its group's id, is free, and a busy machine
+    hands it out again within minutes (pid_max is 32,768 here), possibly to another session
+    leader at once: killing the group by that id after the reap kills a stranger, a task of a
+    plan running beside it, say. So every group kill, and the end of the child's registration
+    with the guard and with the abort list, happens while the exited leader is still a zombie."""
+    signalled: list[tuple[str, int, bool]] = []
+    kill_group, tell, discard = process._kill_group, process._guard.tell, process._running.discard
+
+    def spy_kill(pgid: int, sig: int) -> None:
+        signalled.append((f"killpg {sig}", pgid, _unreaped(pgid)))
+        kill_group(pgid, sig)
+
+    def spy_tell(line: str) -> None:
+        if line.startswith("-"):
+            signalled.append(("guard -", int(line[1:]), _unreaped(int(line[1:]))))
+        tell(line)
+
+    def spy_discard(pgid: int) -> None:
+        signalled.append(("abort list -", pgid, _unreaped(pgid)))
+        discard(pgid)
+
+    monkeypatch.setattr(process, "_kill_group", spy_kill)
+    monkeypatch.setattr(process._guard, "tell", spy_tell)
+    monkeypatch.setattr(process._running, "discard", spy_discard)
+    assert process.run("true", cwd=tmp_path, env=os.environ, timeout=30).ok
+    assert process.run("sleep 30", cwd=tmp_path, env=os.environ, timeout=0.2, grace=5).timed_out
+    assert process.run("true", cwd=tmp_path, env=os.environ).ok  # no deadline
+    service = process.spawn(["sh", "-c", "exit 0"], cwd=tmp_path, env=os.environ, output=tmp_path / "out")
+    while os.waitid(os.P_PID, service.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        time.sleep(0.01)  # until the service has exited by itself (not reaped yet)
+    assert service.stop(grace=5) == (0, False)
+    assert signalled and all(held for _, _, held in signalled), signalled

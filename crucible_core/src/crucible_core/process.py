@@ -189,38 +189,47 @@ class _Guard:
 _guard = _Guard()
 
 
-def _wait_for_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> bool:
-    """Wait for the child to exit, at most `timeout` seconds; True when it did.
-
-    Popen.wait(timeout) polls with growing sleeps, which adds milliseconds to every short
-    command; a pidfd wakes us the moment the child exits (Linux 5.3+), else we fall back.
-    """
-    if timeout is None:
-        proc.wait()
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the child has exited, without reaping it: until it is reaped its pid, which is also
+    its group's id, stays taken, so the group can still be signalled by that id safely."""
+    if proc.returncode is not None:
         return True
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is not None:
-        try:
-            pidfd = pidfd_open(proc.pid)
-        except OSError:
-            pidfd = None
-        if pidfd is not None:
-            try:
-                poller = select.poll()
-                poller.register(pidfd, select.POLLIN)
-                deadline = time.monotonic() + timeout
-                while True:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or poller.poll(remaining * 1000):
-                        break
-            finally:
-                os.close(pidfd)
-            return proc.poll() is not None
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return False
-    return True
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # reaped by someone else (Popen's returncode then says 0)
+
+
+def _wait_for_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> bool:
+    """Wait for the child to exit, at most `timeout` seconds (None: no limit); True when it did.
+
+    The child is not reaped here: the caller kills its group first, then reaps it (see `run`).
+    Popen.wait(timeout) polls with growing sleeps, which adds milliseconds to every short
+    command; a pidfd wakes us the moment the child exits (Linux 5.3+), else we poll.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pidfd_open = getattr(os, "pidfd_open", None)
+    pidfd = None
+    if pidfd_open is not None:
+        with contextlib.suppress(OSError):
+            pidfd = pidfd_open(proc.pid)
+    if pidfd is None:
+        while not _exited(proc):
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        while not _exited(proc):
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            poller.poll(None if remaining is None else remaining * 1000)
+        return True
+    finally:
+        os.close(pidfd)
 
 
 def kill_marked(mark: str) -> int:
@@ -524,10 +533,14 @@ def run(
             _wait_for_exit(proc, grace)
     finally:
         # Whatever happened (deadline, KeyboardInterrupt, an exception in a callback), the
-        # whole group goes: the leader may have exited while grandchildren still run.
+        # whole group goes: the leader may have exited while grandchildren still run. The
+        # leader is not reaped yet, so the group's id is still its own: once reaped, the id is
+        # free, and a busy machine may give it to another session leader (a task running
+        # beside this one) at once. Nothing may signal the group by that id after the reap.
         _kill_group(pgid, signal.SIGKILL)
-        proc.wait()
         _running.discard(pgid)
+        _guard.tell(f"-{pgid}")
+        proc.wait()
         # Descendants that started a session of their own (an agent's tool shell does) left
         # the group; they still carry the child's mark.
         if _orphans.enabled:
@@ -536,7 +549,6 @@ def run(
             _sweep_adopted(mark)
         else:
             kill_marked(mark)
-        _guard.tell(f"-{pgid}")
         for pump in pumps:
             pump.join(timeout=5)
     return Completed(
@@ -565,15 +577,18 @@ class Background:
     def stop(self, grace: float) -> tuple[int, bool]:
         """SIGTERM the group, allow `grace` seconds, then SIGKILL; (exit code, whether it was killed)."""
         killed = False
-        if self.proc.poll() is None:
+        if not _exited(self.proc):
             _kill_group(self.proc.pid, signal.SIGTERM)
             if not _wait_for_exit(self.proc, grace):
                 killed = True
-        # The whole group goes either way: the leader may have left helpers behind.
-        _kill_group(self.proc.pid, signal.SIGKILL)
+        # The whole group goes either way: the leader may have left helpers behind. Only while
+        # the leader is unreaped is the group's id still its own (see `run`); once a poll()
+        # reaped it, its marked helpers are found by their mark below.
+        if self.proc.returncode is None:
+            _kill_group(self.proc.pid, signal.SIGKILL)
+        _guard.tell(f"-{self.proc.pid}")
         self.proc.wait()
         kill_marked(self.mark)
-        _guard.tell(f"-{self.proc.pid}")
         return self.proc.returncode, killed
 
 
