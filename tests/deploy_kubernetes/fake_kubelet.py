@@ -38,7 +38,9 @@ class FakeKubelet:
         self.run_pods = False  # also run the Pods created directly (not a Job's), once each
         self.pod_output: dict[str, str] = {}  # pod name -> what its command printed
         self.claims: dict[str, Path] = {}
-        self.timeout = 60.0  # seconds a Job's command may run  # claim name -> the shared directory it stands for
+        self.timeout = (
+            60.0  # seconds a Job's command may run  # claim name -> the shared directory it stands for
+        )
         api.on_create = self._created
 
     def _created(self, plural: str, obj: dict[str, Any]) -> None:
@@ -129,7 +131,11 @@ class FakeKubelet:
         env["TMPDIR"] = str(base)
         self.ran.append(env)
         done = subprocess.run(
-            container["command"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=self.timeout
+            container["command"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=self.timeout,
         )
         return done.returncode, done.stdout.decode("utf-8", "replace")
 

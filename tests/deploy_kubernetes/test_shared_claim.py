@@ -134,6 +134,8 @@ def _written(notes: list[str]) -> int:
     return int(hits[-1].group(2))
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # about 25 s of CPU; minutes of wall time on a loaded machine
 def test_a_200_mib_repository_moves_through_a_measure_job_and_a_proposal_job_writing_only_the_change(
     fake_api: FakeApiServer, node: dict[str, Any], big_repo: Path, tmp_path: Path
 ) -> None:
@@ -144,7 +146,7 @@ def test_a_200_mib_repository_moves_through_a_measure_job_and_a_proposal_job_wri
     os.rename(big_repo, workspace)  # the module's repository, lent to this test and given back
     try:
         # The measure: the pod lays out the tree, verifies its id, and counts what it got.
-        count = "echo \"{\\\"valid\\\": true, \\\"score\\\": $(find . -type f | wc -l)}\""
+        count = 'echo "{\\"valid\\": true, \\"score\\": $(find . -type f | wc -l)}"'
         measured = runner.run(_context("measure", workspace), _measure_kind(count))
         assert measured.outcome is Outcome.PASS, (measured, node["notes"])
         assert json.loads(measured.output["stdout"].strip().splitlines()[-1])["score"] == FILES
@@ -172,7 +174,9 @@ def test_a_200_mib_repository_moves_through_a_measure_job_and_a_proposal_job_wri
         assert not (workspace / "pkg100" / "m050.bin").exists()
         assert any("its workspace came back (2 file(s), 1 deleted)" in n for n in node["notes"])
 
-        jobs = [json.loads(c["body"]) for c in fake_api.calls_to("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")]
+        jobs = [
+            json.loads(c["body"]) for c in fake_api.calls_to("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")
+        ]
         assert len(jobs) == 2 and not fake_api.calls_to("POST", "/configmaps")  # no pack at all
         for job in jobs:
             _validate(job)
@@ -184,7 +188,7 @@ def test_a_200_mib_repository_moves_through_a_measure_job_and_a_proposal_job_wri
             assert mounts["/opt/crucible/share/attempt"]["subPath"].startswith("crucible/big-run/attempts/")
     finally:
         os.rename(workspace, big_repo)
-    print(f"\n200 MiB through a measure Job and a proposal Job: {time.monotonic() - started:.1f}s")
+    print(f"\n200 MiB through a measure Job and a proposal Job: {time.monotonic() - started:.1f}s, wrote {first} then {second} bytes")
 
 
 def _small_node(node: dict[str, Any]) -> Path:
@@ -196,7 +200,9 @@ def _small_node(node: dict[str, Any]) -> Path:
     return workspace
 
 
-def test_a_workspace_on_the_claim_leaves_out_links_fifos_and_state_as_the_pack_does(node: dict[str, Any]) -> None:
+def test_a_workspace_on_the_claim_leaves_out_links_fifos_and_state_as_the_pack_does(
+    node: dict[str, Any],
+) -> None:
     workspace = _small_node(node)
     os.symlink("/etc/passwd", workspace / "outside")
     os.mkfifo(workspace / "pipe")
@@ -332,7 +338,9 @@ def test_a_claim_is_checked_like_every_name_and_needs_the_pack_workspace(tmp_pat
     assert "[tasks].claim_mount must be an absolute path" in text
 
 
-def test_without_a_claim_a_large_workspace_is_refused_naming_the_claim(node: dict[str, Any], tmp_path: Path) -> None:
+def test_without_a_claim_a_large_workspace_is_refused_naming_the_claim(
+    node: dict[str, Any], tmp_path: Path
+) -> None:
     from crucible_deploy_kubernetes.render import CONFIGMAP_MAX_BYTES
     from crucible_deploy_kubernetes.task_runner import pack_workspace
 
@@ -357,5 +365,39 @@ def test_the_store_writes_what_git_reads(tmp_path: Path) -> None:
     env = {**os.environ, "GIT_DIR": str(workspace / ".git")}
     subprocess.run(["git", "init", "-q"], cwd=workspace, check=True, env=env)
     subprocess.run(["git", "add", "-A", "-f", "."], cwd=workspace, check=True, env=env)
-    done = subprocess.run(["git", "write-tree"], cwd=workspace, check=True, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "write-tree"], cwd=workspace, check=True, env=env, capture_output=True, text=True
+    )
     assert done.stdout.strip() == tree
+
+
+def test_a_run_s_wide_round_and_its_measures_travel_on_the_claim(
+    fake_api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli
+) -> None:
+    """The real `crucible run`: three proposals and every measure as Jobs, no ConfigMap at all."""
+    from tests.deploy_kubernetes import test_wide_jobs as wide
+
+    manifest = wide.make_domain(tmp_path)
+    manifest.write_text(
+        manifest.read_text().replace('direction = "lower"', 'direction = "lower"\nneeds = "gpu"')
+    )
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    (manifest.parent / "profile.toml").write_text(
+        task_profile(f'log_lines = 5\nclaim = "{CLAIM}"\nclaim_mount = "{claim}"\n')
+    )
+    kubelet = FakeKubelet(fake_api, tmp_path / "node")
+    kubelet.claims[CLAIM] = claim
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    try:
+        done = cli("run", "--manifest", manifest, "--iterations", "0", "--ui", "headless")
+    finally:
+        for thread in kubelet.threads:
+            thread.join(timeout=10)
+    assert done.returncode == 0, done.stdout + done.stderr
+    wide._assert_best_kept(manifest)
+    jobs = [json.loads(c["body"]) for c in fake_api.calls_to("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")]
+    assert len(jobs) == 7  # three proposals, the baseline and three candidates measured
+    assert not fake_api.calls_to("POST", "/configmaps")
+    [run_dir] = (claim / "crucible").iterdir()
+    assert not list((run_dir / "attempts").iterdir())

@@ -104,7 +104,9 @@ def render_job(spec: TaskSpec) -> client.V1Job:
         volumes.append(
             client.V1Volume(
                 name="share",
-                persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(claim_name=spec.share_claim),
+                persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+                    claim_name=spec.share_claim
+                ),
             )
         )
         mounts += [

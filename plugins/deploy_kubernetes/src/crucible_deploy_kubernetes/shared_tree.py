@@ -245,7 +245,9 @@ class ObjectStore:
     def _tree(self, oid: str, extra: Path, where: str) -> dict[str, _Entry]:
         kind, body = self.read(oid, extra, MAX_TREE_BYTES)
         if kind != b"tree":
-            raise ReturnRefused(f"{where or 'the workspace'} is a {kind.decode(errors='replace')}, not a tree")
+            raise ReturnRefused(
+                f"{where or 'the workspace'} is a {kind.decode(errors='replace')}, not a tree"
+            )
         entries: dict[str, _Entry] = {}
         at = 0
         while at < len(body):
@@ -262,7 +264,9 @@ class ObjectStore:
             if mode == b"120000":
                 raise ReturnRefused(f"the returned tree holds {rel!r}, a link: only plain files come back")
             if mode == b"160000":
-                raise ReturnRefused(f"the returned tree holds {rel!r}, a submodule: only plain files come back")
+                raise ReturnRefused(
+                    f"the returned tree holds {rel!r}, a submodule: only plain files come back"
+                )
             if mode not in (TREE_MODE, FILE_MODE, EXEC_MODE):
                 raise ReturnRefused(f"the returned tree holds {rel!r} with mode {mode!r}")
             if name in entries:
@@ -270,7 +274,9 @@ class ObjectStore:
             entries[name] = _Entry(mode, oid_here)
         return entries
 
-    def changes(self, shipped: str, returned: str, extra: Path) -> tuple[list[tuple[str, str, bool]], list[str]]:
+    def changes(
+        self, shipped: str, returned: str, extra: Path
+    ) -> tuple[list[tuple[str, str, bool]], list[str]]:
         """What differs between the shipped tree and the returned one: (files to write as
         (path, blob id, executable), shipped paths gone). Only differing subtrees are read."""
         files: list[tuple[str, str, bool]] = []

@@ -497,7 +497,9 @@ class KubernetesTaskRunner:
             if attempt.tree is not None and self.store is not None:
                 returned = attempt.returned_tree or ""
                 if not _TREE_ID.fullmatch(returned):
-                    raise ReturnRefused(f"the pod printed no tree id for the workspace it left ({returned[:60]!r})")
+                    raise ReturnRefused(
+                        f"the pod printed no tree id for the workspace it left ({returned[:60]!r})"
+                    )
                 extra = self.store.attempts / attempt.job / "objects"
                 written, deleted = self.store.bring_back(workdir, attempt.tree, returned, extra)
             elif attempt.workspace is None:
@@ -613,7 +615,9 @@ class KubernetesTaskRunner:
         )
         return spec, configmap, shipped
 
-    def _ship(self, context: TaskContext, attempt: _Attempt, stdin: ShellStdin | None) -> tuple[tuple[str, str, bool], ...]:
+    def _ship(
+        self, context: TaskContext, attempt: _Attempt, stdin: ShellStdin | None
+    ) -> tuple[tuple[str, str, bool], ...]:
         """Write the workspace's tree to the run's store on the claim, and the attempt's prompt
         beside it: the Job's mounts of the claim (the store read-only, the attempt's directory)."""
         assert self.store is not None
