@@ -188,7 +188,9 @@ def test_a_200_mib_repository_moves_through_a_measure_job_and_a_proposal_job_wri
             assert mounts["/opt/crucible/share/attempt"]["subPath"].startswith("crucible/big-run/attempts/")
     finally:
         os.rename(workspace, big_repo)
-    print(f"\n200 MiB through a measure Job and a proposal Job: {time.monotonic() - started:.1f}s, wrote {first} then {second} bytes")
+    print(
+        f"\n200 MiB through a measure Job and a proposal Job: {time.monotonic() - started:.1f}s, wrote {first} then {second} bytes"
+    )
 
 
 def _small_node(node: dict[str, Any]) -> Path:
@@ -397,7 +399,40 @@ def test_a_run_s_wide_round_and_its_measures_travel_on_the_claim(
     assert done.returncode == 0, done.stdout + done.stderr
     wide._assert_best_kept(manifest)
     jobs = [json.loads(c["body"]) for c in fake_api.calls_to("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")]
-    assert len(jobs) == 7  # three proposals, the baseline and three candidates measured
+    notes = [e.get("msg", "") for e in wide._events(manifest) if e["kind"] == "note"]
+    assert len(jobs) == 7, "\n".join(notes)  # three proposals, the baseline and three candidates measured
     assert not fake_api.calls_to("POST", "/configmaps")
     [run_dir] = (claim / "crucible").iterdir()
     assert not list((run_dir / "attempts").iterdir())
+
+
+def test_a_claim_not_mounted_here_is_refused_before_any_task_runs(
+    fake_api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    profile = tmp_path / "profile.toml"
+    profile.write_text(task_profile(f'claim = "{CLAIM}"\nclaim_mount = "{tmp_path / "not-mounted"}"\n'))
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'version = 1\n[budget]\nusd = 1.0\n\n[[task]]\nname = "bench"\nkind = "command"\n'
+        'command = "echo {}"\nneeds = "gpu"\n'
+    )
+    (tmp_path / "ws").mkdir()
+    done = cli("plan", "run", plan, "--workspace", tmp_path / "ws", "--deploy-profile", profile)
+    assert done.returncode == 10, done.stdout + done.stderr
+    assert "is not mounted here" in done.stderr and "[tasks].claim_mount" in done.stderr
+    assert not fake_api.calls_to("POST", "/jobs")
+
+
+def test_a_workspace_over_the_volume_s_bound_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared_tree, "MAX_SHIPPED_BYTES", 100)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "big.bin").write_bytes(b"x" * 101)
+    (workspace / "big.bin").chmod(0)  # were it read, this would fail differently
+    store = ObjectStore(tmp_path / "claim", "run")
+    with pytest.raises(ValueError, match="holds 101 bytes, more than the shared volume takes"):
+        store.ship(workspace)
+    assert not store.objects.exists()

@@ -52,6 +52,7 @@ MAX_SHIPPED_FILES = 500_000
 MAX_SHIPPED_BYTES = 32 << 30
 MAX_TREE_BYTES = 16 << 20  # one tree object read back (a directory of ~300,000 entries)
 MAX_TREES_READ = 100_000  # tree objects read back for one returned workspace
+MAX_CACHED_WORKDIRS = 16  # workdirs whose files' hashes are remembered (the main one, a round's forks)
 RACY_NS = 2_000_000_000  # a file changed this recently is hashed again next time (its stat may not tell)
 TREE_MODE, FILE_MODE, EXEC_MODE = b"40000", b"100644", b"100755"
 
@@ -118,7 +119,8 @@ class ObjectStore:
         self.attempts = self.root / "attempts"
         self._lock = threading.Lock()
         self._present: set[str] = set()  # ids known to be in the store
-        self._hashed: dict[str, tuple[tuple[int, ...], str]] = {}  # path -> (its stat, its blob id)
+        # workdir -> {relative path -> (its stat, its blob id)}: the most recently shipped last
+        self._hashed: dict[str, dict[str, tuple[tuple[int, ...], str]]] = {}
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -147,23 +149,22 @@ class ObjectStore:
             self._present.add(oid)
         return oid, written
 
-    def _blob(self, path: str, st: os.stat_result) -> tuple[str, bytes, int]:
-        """(blob id, mode, bytes written) of one plain file, hashed again only when its stat changed."""
+    def _blob(
+        self, path: str, st: os.stat_result, cached: tuple[tuple[int, ...], str] | None
+    ) -> tuple[str, bytes, int, tuple[tuple[int, ...], str] | None]:
+        """(blob id, mode, bytes written, what to remember of it) of one plain file, hashed
+        again only when its stat changed since it was stored."""
         mode = EXEC_MODE if st.st_mode & stat.S_IXUSR else FILE_MODE
         key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
-        with self._lock:
-            cached = self._hashed.get(path)
-        if cached is not None and cached[0] == key:  # unchanged since it was stored
-            return cached[1], mode, 0
+        if cached is not None and cached[0] == key:
+            return cached[1], mode, 0, cached
         try:
             data = read_regular(path, st.st_size)  # a link or fifo swapped in, or a file that grew: refused
         except (AgentFileRefused, FileNotFoundError) as exc:
             raise ValueError(f"the workspace changed while it was being shipped ({exc})") from None
         oid, written = self._put(b"blob", data)
-        if time.time_ns() - st.st_mtime_ns > RACY_NS:
-            with self._lock:
-                self._hashed[path] = (key, oid)
-        return oid, mode, written
+        racy = time.time_ns() - st.st_mtime_ns <= RACY_NS  # it may change again within its stat's grain
+        return oid, mode, written, None if racy else (key, oid)
 
     def ship(self, workdir: Path) -> Shipped:
         """Write `workdir`'s plain files (the pack's set) and their trees; ValueError when it is too big.
@@ -183,10 +184,15 @@ class ObjectStore:
                 f"the task's workspace holds {total} bytes, more than the shared volume takes ({MAX_SHIPPED_BYTES})"
             )
         written = 0
+        with self._lock:
+            before = self._hashed.pop(str(workdir), {})
+        after: dict[str, tuple[tuple[int, ...], str]] = {}
         dirs: dict[str, dict[str, _Entry]] = {"": {}}
         for rel, path, st in chosen:
-            oid, mode, count = self._blob(path, st)
+            oid, mode, count, remembered = self._blob(path, st, before.get(rel))
             written += count
+            if remembered is not None:
+                after[rel] = remembered
             parent, _, name = rel.rpartition("/")
             up = parent
             while up not in dirs:  # every ancestor gets a tree ("" is always there)
@@ -201,6 +207,10 @@ class ObjectStore:
                 parent, _, name = directory.rpartition("/")
                 dirs[parent][name] = _Entry(TREE_MODE, oid)
         root, count = self._put(b"tree", _tree_body(dirs[""]))
+        with self._lock:
+            self._hashed[str(workdir)] = after
+            while len(self._hashed) > MAX_CACHED_WORKDIRS:
+                del self._hashed[next(iter(self._hashed))]  # the least recently shipped
         return Shipped(root, len(chosen), written + count)
 
     # -- attempts ---------------------------------------------------------------------------------

@@ -856,6 +856,14 @@ def open_runner(context: TaskRunnerContext) -> KubernetesTaskRunner | None:
         )
     if context.offline:  # plan show: only provides/refuses are asked; the client never calls out
         return KubernetesTaskRunner(profile, client.ApiClient(), run=run_label(context))
+    tasks = profile.tasks
+    if tasks.claim is not None and not Path(tasks.claim_mount).is_dir():
+        raise ManifestError(
+            f"[tasks].claim {tasks.claim!r} of deploy profile {path} is not mounted here: "
+            f"{tasks.claim_mount} is not a directory",
+            hint="mount the claim there (deploy render does, in the loop pod), set [tasks].claim_mount to where "
+            "it is mounted, or drop [tasks].claim (workspaces then travel in ConfigMaps of at most 900 KiB)",
+        )
     deploy: DeploySettings | None = context.deploy
     kubeconfig: Path | None = None
     if deploy is not None and deploy.kubeconfig is not None:
