@@ -218,6 +218,9 @@ class ObjectStore:
     def attempt_dir(self, job: str) -> Path:
         path = self.attempts / job
         path.mkdir(parents=True, exist_ok=True)
+        # The Job's pod writes its returned objects here and may run as another user than this
+        # process; only that Job mounts this directory.
+        path.chmod(0o777)
         return path
 
     def drop_attempt(self, job: str) -> None:

@@ -7,6 +7,9 @@ the pod, so a command or evaluate task judges a Job's result exactly as it judge
 
 An attempt in the pod:
 - the workspace arrives as a ConfigMap copy ([tasks].workspace = "pack") or is the image's own;
+  with a claim named ([tasks].claim), a "pack" workspace travels on that shared volume instead:
+  the runner writes its tree as git objects there (shared_tree.py), the pod checks it out and
+  verifies the tree id before the command runs;
 - CRUCIBLE_INPUTS and CRUCIBLE_TASK are set as locally; nothing else of this machine's
   environment leaves it (only the profile's [tasks.env] and [[tasks.secret_env]] are added);
 - the command's output streams to the pod log; when it ends, the pod prints a delimiter line
@@ -21,7 +24,9 @@ the variable naming it (CRUCIBLE_PROMPT_FILE) points at it in the pod; the turn'
 variables (CRUCIBLE_ITERATION, CRUCIBLE_CANDIDATE, CRUCIBLE_APPROACH) go along, and
 CRUCIBLE_WORKSPACE names the pod's workdir. When the command succeeds the pod prints the
 workdir as a gzipped tar in base64 after a delimiter of its own; workspace_return.py checks it
-as hostile input and lays it over the task's workdir (the fork) before the kind reads it.
+as hostile input and lays it over the task's workdir (the fork) before the kind reads it. On a
+claim the prompt is a file of the attempt's directory there, and the pod hashes its workdir into
+that directory and prints the tree id instead; shared_tree.py checks and lays it over the fork.
 
 A task that declares files (`emits_files`) gets them back the same way, whatever its exit
 code: the pod script is given the declared paths as its arguments and, after the command,
@@ -143,6 +148,7 @@ fi
 if [ -n "${CRUCIBLE_TASK_TREE:-}" ]; then
   command -v git >/dev/null 2>&1 || {
     echo "crucible: the task image has no git, which lays the workspace out from the shared volume" >&2; exit 97; }
+  cd "$work" || exit 97
   gitdir="${TMPDIR:-/tmp}/crucible-git.$$"
   mkdir -p "$gitdir/objects" "$gitdir/refs" "$gitdir/info" || exit 97
   echo "ref: refs/heads/crucible" > "$gitdir/HEAD"
@@ -171,7 +177,6 @@ printf '\\n=== CRUCIBLE TASK STDOUT (rc=%s) ===\\n' "$rc"
 base64 < "$out"
 if [ -n "${CRUCIBLE_TASK_RETURN:-}" ] && [ "$rc" = 0 ]; then
   if [ -n "${CRUCIBLE_TASK_TREE:-}" ]; then
-    rm -f "$gitdir/index"
     mkdir -p "$CRUCIBLE_TASK_ATTEMPT/objects"
     back=$(tgit "$CRUCIBLE_TASK_ATTEMPT/objects" add -A -f -- . ':(exclude,glob)**/state/**' \\
       ':(exclude,glob)**/.venv/**' ':(exclude,glob)**/__pycache__/**' \\
