@@ -91,16 +91,14 @@ def _bytes_under(root: Path) -> int:
 def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """200 MiB of incompressible content in 20,000 files (200 directories of 100), made once."""
     root = tmp_path_factory.mktemp("big") / "repo"
-    data = os.urandom(FILES * FILE_BYTES)
-    view = memoryview(data)
     per_dir = FILES // DIRS
     for d in range(DIRS):
         directory = root / f"pkg{d:03d}"
         directory.mkdir(parents=True)
+        view = memoryview(os.urandom(per_dir * FILE_BYTES))  # one random draw per directory
         for f in range(per_dir):
-            at = (d * per_dir + f) * FILE_BYTES
             with open(directory / f"m{f:03d}.bin", "wb") as out:
-                out.write(view[at : at + FILE_BYTES])
+                out.write(view[f * FILE_BYTES : (f + 1) * FILE_BYTES])
     return root
 
 
