@@ -434,3 +434,27 @@ def test_a_workspace_over_the_volume_s_bound_is_refused_before_it_is_read(
     with pytest.raises(ValueError, match="holds 101 bytes, more than the shared volume takes"):
         store.ship(workspace)
     assert not store.objects.exists()
+
+
+@pytest.mark.parametrize("linked", ["objects", "fan-out"])
+def test_objects_the_pod_left_behind_a_link_are_never_read(tmp_path: Path, linked: str) -> None:
+    """A pod may plant a link in its attempt's directory, pointing into this machine: refused, even
+    when what lies behind it is a well-formed object."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "keep.txt").write_text("keep\n")
+    store = ObjectStore(tmp_path / "claim", "run")
+    shipped = store.ship(workspace).tree
+    elsewhere = tmp_path / "this-machine"
+    blob = _loose(elsewhere, b"blob", b"planted\n")
+    returned = _loose(elsewhere, b"tree", _tree([(b"100644", b"keep.txt", blob)]))
+    extra = store.attempt_dir("job") / "objects"
+    if linked == "objects":
+        extra.symlink_to(elsewhere)
+    else:
+        extra.mkdir()
+        for fan in {blob[:2], returned[:2]}:
+            (extra / fan).symlink_to(elsewhere / fan)
+    with pytest.raises(ReturnRefused, match="hold a link"):
+        store.bring_back(workspace, shipped, returned, extra)
+    assert (workspace / "keep.txt").read_text() == "keep\n"

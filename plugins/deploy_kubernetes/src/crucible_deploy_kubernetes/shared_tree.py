@@ -235,6 +235,12 @@ class ObjectStore:
         """(kind, body) of the object `oid`, from the attempt's objects or the store, checked against its id."""
         for directory in (extra, self.objects):
             path = directory / oid[:2] / oid[2:]
+            if directory == extra:  # the pod wrote this part: never read through a link it left
+                for part in (extra, extra / oid[:2]):
+                    if part.is_symlink():
+                        raise ReturnRefused(
+                            f"the attempt's objects hold a link ({part.name}); nothing is read through it"
+                        )
             try:
                 packed = read_regular(path, limit + limit // 100 + 1024)
             except FileNotFoundError:
