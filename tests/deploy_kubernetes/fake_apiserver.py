@@ -389,6 +389,9 @@ class FakeApiServer:
         h.send_response(200)
         h.send_header("Content-Type", "text/plain")
         h.send_header("Transfer-Encoding", "chunked")
+        # It closes the connection after the log, and says so: a client must not take the
+        # connection back into its pool (reused, it would fail the next call at random).
+        h.send_header("Connection", "close")
         h.end_headers()
         data = text.encode()
         # Stream in small uneven pieces, so a follower must reassemble lines across chunks.

@@ -9,6 +9,10 @@ eviction does; "hang" leaves the pod running until someone deletes the Job; "pen
 With `run_pods`, a Pod created directly (the loop or playbook pod `deploy apply` writes) is run
 the same way: its volumes laid out under a directory of its own (a ConfigMap's items projected,
 an emptyDir or a claim empty), each mount path in its environment standing for that directory.
+
+A claim named in `claims` is a directory this machine shares with the "pods" (a ReadWriteMany
+volume): a mount of it (with its subPath) is that directory, so a runner writing there and a
+pod reading there see the same files.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ class FakeKubelet:
         self.threads: list[threading.Thread] = []
         self.run_pods = False  # also run the Pods created directly (not a Job's), once each
         self.pod_output: dict[str, str] = {}  # pod name -> what its command printed
+        self.claims: dict[str, Path] = {}
+        self.timeout = (
+            60.0  # seconds a Job's command may run  # claim name -> the shared directory it stands for
+        )
         api.on_create = self._created
 
     def _created(self, plural: str, obj: dict[str, Any]) -> None:
@@ -107,6 +115,12 @@ class FakeKubelet:
         env.update(self._secret_env(job["metadata"]["namespace"], container))
         for mount in container.get("volumeMounts", []):
             volume = next(v for v in spec.get("volumes", []) if v["name"] == mount["name"])
+            if "persistentVolumeClaim" in volume:
+                shared = self.claims[volume["persistentVolumeClaim"]["claimName"]] / mount.get("subPath", "")
+                for key, value in env.items():  # the mount path, as it is on this "node"
+                    if value == mount["mountPath"]:
+                        env[key] = str(shared)
+                continue
             target = base / "pack"
             self._project(job["metadata"]["namespace"], volume["configMap"], target)
             env["CRUCIBLE_TASK_PACK"] = str(target)  # the mount path, as it is on this "node"
@@ -117,7 +131,11 @@ class FakeKubelet:
         env["TMPDIR"] = str(base)
         self.ran.append(env)
         done = subprocess.run(
-            container["command"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60
+            container["command"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=self.timeout,
         )
         return done.returncode, done.stdout.decode("utf-8", "replace")
 
@@ -130,6 +148,9 @@ class FakeKubelet:
         for mount in container.get("volumeMounts", []):
             volume = next(v for v in spec.get("volumes", []) if v["name"] == mount["name"])
             local = base / "volumes" / mount["name"]
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim in self.claims:
+                local = self.claims[claim]
             local.mkdir(parents=True, exist_ok=True)
             if "configMap" in volume:
                 self._project(ns, volume["configMap"], local)

@@ -426,3 +426,27 @@ def test_a_pack_whose_pod_would_have_no_repository_to_clone_is_refused_at_render
     with pytest.raises(ManifestError, match=r"without its git data.*\[repo\] path"):
         _render(RenderOptions(pack=True), manifest=manifest)
     _render(RenderOptions(), manifest=manifest)  # baked into the image, the repository may be there
+
+
+def test_a_loop_whose_tasks_share_a_claim_mounts_it_where_the_profile_says(tmp_path: Path) -> None:
+    text = (
+        (EXAMPLE / "profile.toml")
+        .read_text()
+        .replace("[tasks]\n", '[tasks]\nclaim = "crucible-share"\nclaim_mount = "/mnt/share"\n', 1)
+    )
+    manifest = _manifest_naming_a_profile(tmp_path, text)
+    for options in (RenderOptions(), RenderOptions(playbook=True, max_cost=5, max_time="1h", pack=True)):
+        rendered = _render(options, manifest=manifest)
+        for obj in rendered.objects:
+            _validate(to_wire(obj))
+        [pod] = [o for o in rendered.objects if o.kind == "Pod"]
+        [share] = [v for v in pod.spec.volumes if v.name == "share"]
+        assert share.persistent_volume_claim.claim_name == "crucible-share"
+        mounts = {m.name: m.mount_path for m in pod.spec.containers[0].volume_mounts}
+        assert mounts["share"] == "/mnt/share"
+    # A claim is namespaced: a pod in another namespace than the tasks' could not mount it.
+    elsewhere = _manifest_naming_a_profile(
+        tmp_path / "other", text.replace('namespace = "crucible"', 'namespace = "gpu-jobs"')
+    )
+    with pytest.raises(ManifestError, match="lives in the tasks' namespace 'gpu-jobs'"):
+        _render(RenderOptions(), manifest=elsewhere)

@@ -20,6 +20,10 @@ from crucible_deploy_kubernetes.errors import ClusterError
 
 TASK_CONTAINER = "task"
 PACK_MOUNT = "/opt/crucible/task-pack"  # where a task's workspace ConfigMap is mounted
+# Where a task pod sees the run's object store (read-only) and its attempt's directory on the
+# shared claim (shared_tree.py): two subPath mounts, so a pod can write only its own attempt's.
+SHARE_OBJECTS = "/opt/crucible/share/objects"
+SHARE_ATTEMPT = "/opt/crucible/share/attempt"
 # Reasons that say the attempt failed for the cluster's reasons, not the task's: retry-worthy.
 TRANSPORT_REASONS = frozenset(
     {"Evicted", "DeadlineExceeded", "Preempted", "NodeLost", "UnexpectedAdmissionError"}
@@ -48,6 +52,9 @@ class TaskSpec:
     pack_configmap: str | None = None
     pack_items: tuple[tuple[str, str, int], ...] = ()
     pack_mount: str = PACK_MOUNT
+    # The shared claim and the (subPath, mount path, read-only) mounts of it the pod gets.
+    share_claim: str | None = None
+    share_mounts: tuple[tuple[str, str, bool], ...] = ()
 
 
 @attrs.frozen
@@ -93,6 +100,19 @@ def render_job(spec: TaskSpec) -> client.V1Job:
             )
         )
         mounts.append(client.V1VolumeMount(name="pack", mount_path=spec.pack_mount, read_only=True))
+    if spec.share_claim is not None:
+        volumes.append(
+            client.V1Volume(
+                name="share",
+                persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+                    claim_name=spec.share_claim
+                ),
+            )
+        )
+        mounts += [
+            client.V1VolumeMount(name="share", mount_path=path, sub_path=sub, read_only=read_only or None)
+            for sub, path, read_only in spec.share_mounts
+        ]
     container = client.V1Container(
         name=TASK_CONTAINER,
         image=spec.image,

@@ -78,8 +78,12 @@ class TasksSection:
 
     capabilities: the `needs` values served here ("gpu", or a label of your own such as "a100").
     image: the image a task Job runs (unset: [image].loop); it needs /bin/sh, cp, tee and base64.
-    workspace: "pack" ships a copy of the task's workspace in a ConfigMap (at most 900 KiB);
-      "image" runs the command in `workdir` as the image carries it.
+    workspace: "pack" ships a copy of the task's workspace to the pod: through `claim` when one
+      is named, else in a ConfigMap (at most 900 KiB); "image" runs the command in `workdir` as
+      the image carries it.
+    claim: a ReadWriteMany PersistentVolumeClaim in the tasks' namespace that the runner and the
+      Jobs share: the workspace travels on it as git objects (shared_tree.py), of any size.
+    claim_mount: where this process finds that claim (the loop pod mounts it there).
     gpu: the nvidia.com/gpu limit of a task needing "gpu".
     schedule_timeout: seconds a Job may wait for its pod to start before the attempt is a
       transport failure (retried by the task's retries).
@@ -103,6 +107,8 @@ class TasksSection:
     secret_env: tuple[SecretEnv, ...] = ()
     log_lines: int = 200
     service_account: str | None = None
+    claim: str | None = None
+    claim_mount: str = "/var/lib/crucible-share"
 
 
 @attrs.frozen
@@ -132,6 +138,13 @@ def _task_problems(tasks: TasksSection) -> list[str]:
         out.append(f'[tasks].workspace = {tasks.workspace!r}: use "pack" or "image"')
     if not tasks.workdir.startswith("/"):
         out.append("[tasks].workdir must be an absolute path inside the image")
+    if tasks.claim is not None:
+        if not tasks.claim or len(tasks.claim) > 253 or not DNS_SUBDOMAIN.match(tasks.claim):
+            out.append(f"[tasks].claim = {tasks.claim!r} is not a valid Kubernetes name")
+        if tasks.workspace != "pack":
+            out.append('[tasks].claim carries the workspace, which [tasks].workspace = "image" never ships')
+    if not tasks.claim_mount.startswith("/") or tasks.claim_mount.rstrip("/") == "":
+        out.append("[tasks].claim_mount must be an absolute path below the root")
     if tasks.gpu < 0:
         out.append("[tasks].gpu must be >= 0")
     for key in ("cpu", "memory"):

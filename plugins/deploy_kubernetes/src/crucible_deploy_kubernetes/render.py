@@ -362,6 +362,25 @@ def render(
             )
         )
     mounts.append(client.V1VolumeMount(name="state", mount_path=STATE_MOUNT))
+    served = tasks.tasks if tasks is not None else None
+    if tasks is not None and served is not None and served.claim is not None:
+        share = served.claim
+        # The run's task runner writes each attempt's workspace to this claim, which its Jobs
+        # mount too (a claim is namespaced: the pod and the Jobs must share the namespace).
+        if tasks.cluster.namespace != namespace:
+            raise ManifestError(
+                f"[tasks].claim {share!r} lives in the tasks' namespace {tasks.cluster.namespace!r}, "
+                f"but the pod runs in {namespace!r}, where it cannot mount it",
+                hint="run the pod in the tasks' namespace, or drop [tasks].claim (workspaces then travel "
+                "in ConfigMaps of at most 900 KiB)",
+            )
+        volumes.append(
+            client.V1Volume(
+                name="share",
+                persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(claim_name=share),
+            )
+        )
+        mounts.append(client.V1VolumeMount(name="share", mount_path=served.claim_mount))
 
     if options.pack:
         check_pack_delivery(loaded)

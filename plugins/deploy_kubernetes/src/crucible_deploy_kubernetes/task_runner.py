@@ -7,6 +7,9 @@ the pod, so a command or evaluate task judges a Job's result exactly as it judge
 
 An attempt in the pod:
 - the workspace arrives as a ConfigMap copy ([tasks].workspace = "pack") or is the image's own;
+  with a claim named ([tasks].claim), a "pack" workspace travels on that shared volume instead:
+  the runner writes its tree as git objects there (shared_tree.py), the pod checks it out and
+  verifies the tree id before the command runs;
 - CRUCIBLE_INPUTS and CRUCIBLE_TASK are set as locally; nothing else of this machine's
   environment leaves it (only the profile's [tasks.env] and [[tasks.secret_env]] are added);
 - the command's output streams to the pod log; when it ends, the pod prints a delimiter line
@@ -21,7 +24,9 @@ the variable naming it (CRUCIBLE_PROMPT_FILE) points at it in the pod; the turn'
 variables (CRUCIBLE_ITERATION, CRUCIBLE_CANDIDATE, CRUCIBLE_APPROACH) go along, and
 CRUCIBLE_WORKSPACE names the pod's workdir. When the command succeeds the pod prints the
 workdir as a gzipped tar in base64 after a delimiter of its own; workspace_return.py checks it
-as hostile input and lays it over the task's workdir (the fork) before the kind reads it.
+as hostile input and lays it over the task's workdir (the fork) before the kind reads it. On a
+claim the prompt is a file of the attempt's directory there, and the pod hashes its workdir into
+that directory and prints the tree id instead; shared_tree.py checks and lays it over the fork.
 
 A task that declares files (`emits_files`) gets them back the same way, whatever its exit
 code: the pod script is given the declared paths as its arguments and, after the command,
@@ -72,6 +77,7 @@ from crucible_deploy_kubernetes.errors import ClusterError
 from crucible_deploy_kubernetes.profile import DeployProfile, load_profile
 from crucible_deploy_kubernetes.render import CONFIGMAP_MAX_BYTES, PACK_SKIP, plain_files
 from crucible_deploy_kubernetes.settings import DeploySettings
+from crucible_deploy_kubernetes.shared_tree import ObjectStore
 from crucible_deploy_kubernetes.workspace_return import (
     FILES_DELIMITER,
     MAX_ENCODED_CHARS,
@@ -84,6 +90,8 @@ from crucible_deploy_kubernetes.workspace_return import (
 NAME = "kubernetes"
 TASK_LABEL = "crucible.dev/task"
 STDOUT_DELIMITER = "=== CRUCIBLE TASK STDOUT (rc="
+TREE_DELIMITER = "=== CRUCIBLE TASK TREE ==="  # a returned workspace's tree id, on the shared claim
+_TREE_ID = re.compile(r"[0-9a-f]{40}")
 SETUP_FAILED = 97  # the pod script's exit code when the workspace could not be laid out
 MAX_LOG_BYTES = 1 << 20  # the tail of a pod log kept per attempt (stdout comes from its end)
 MAX_NOTE_CHARS = 500
@@ -122,7 +130,7 @@ STUCK_REASONS = frozenset(
 TASK_SCRIPT = """\
 set -u
 command -v base64 >/dev/null 2>&1 || { echo "crucible: the task image has no base64" >&2; exit 97; }
-if [ -n "${CRUCIBLE_TASK_RETURN:-}" ] || [ "$#" -gt 0 ]; then
+if { [ -n "${CRUCIBLE_TASK_RETURN:-}" ] && [ -z "${CRUCIBLE_TASK_TREE:-}" ]; } || [ "$#" -gt 0 ]; then
   { command -v tar && command -v gzip; } >/dev/null 2>&1 || {
     echo "crucible: the task image has no tar or gzip, which bring files back" >&2; exit 97; }
 fi
@@ -137,6 +145,28 @@ if [ -n "${CRUCIBLE_TASK_PACK:-}" ] && [ -d "$CRUCIBLE_TASK_PACK" ]; then
   done
   [ -f "$CRUCIBLE_TASK_PACK/.crucible-task-stdin" ] && input="$CRUCIBLE_TASK_PACK/.crucible-task-stdin"
 fi
+if [ -n "${CRUCIBLE_TASK_TREE:-}" ]; then
+  command -v git >/dev/null 2>&1 || {
+    echo "crucible: the task image has no git, which lays the workspace out from the shared volume" >&2; exit 97; }
+  cd "$work" || exit 97
+  gitdir="${TMPDIR:-/tmp}/crucible-git.$$"
+  mkdir -p "$gitdir/objects" "$gitdir/refs" "$gitdir/info" || exit 97
+  echo "ref: refs/heads/crucible" > "$gitdir/HEAD"
+  echo "* -text -filter -ident -diff -merge" > "$gitdir/info/attributes"
+  tgit() {
+    objects="$1"; shift
+    GIT_DIR="$gitdir" GIT_WORK_TREE="$work" GIT_INDEX_FILE="$gitdir/index" GIT_OBJECT_DIRECTORY="$objects" \\
+      GIT_ALTERNATE_OBJECT_DIRECTORIES="$CRUCIBLE_TASK_OBJECTS" GIT_CONFIG_NOSYSTEM=1 \\
+      GIT_CONFIG_GLOBAL=/dev/null HOME="$gitdir" git -c core.autocrlf=false -c core.filemode=true "$@"
+  }
+  tgit "$gitdir/objects" read-tree "$CRUCIBLE_TASK_TREE" && tgit "$gitdir/objects" checkout-index -a -f || exit 97
+  rm -f "$gitdir/index"
+  laid=$(tgit "$gitdir/objects" add -A -f . && tgit "$gitdir/objects" write-tree) || exit 97
+  if [ "$laid" != "$CRUCIBLE_TASK_TREE" ]; then
+    echo "crucible: the workspace laid out here is tree $laid, not the candidate's $CRUCIBLE_TASK_TREE" >&2; exit 97
+  fi
+  [ -f "$CRUCIBLE_TASK_ATTEMPT/stdin" ] && input="$CRUCIBLE_TASK_ATTEMPT/stdin"
+fi
 [ -n "${CRUCIBLE_TASK_STDIN_ENV:-}" ] && export "$CRUCIBLE_TASK_STDIN_ENV=$input"
 [ -n "${CRUCIBLE_WORKSPACE+x}" ] && export CRUCIBLE_WORKSPACE="$work"
 cd "$work" || exit 97
@@ -146,8 +176,16 @@ rc=$(cat "$out.rc" 2>/dev/null || echo 1)
 printf '\\n=== CRUCIBLE TASK STDOUT (rc=%s) ===\\n' "$rc"
 base64 < "$out"
 if [ -n "${CRUCIBLE_TASK_RETURN:-}" ] && [ "$rc" = 0 ]; then
-  printf '\\n=== CRUCIBLE TASK WORKSPACE ===\\n'
-  tar -cf - . | gzip -c | base64
+  if [ -n "${CRUCIBLE_TASK_TREE:-}" ]; then
+    mkdir -p "$CRUCIBLE_TASK_ATTEMPT/objects"
+    back=$(tgit "$CRUCIBLE_TASK_ATTEMPT/objects" add -A -f -- . ':(exclude,glob)**/state/**' \\
+      ':(exclude,glob)**/.venv/**' ':(exclude,glob)**/__pycache__/**' \\
+      && tgit "$CRUCIBLE_TASK_ATTEMPT/objects" write-tree)
+    printf '\\n=== CRUCIBLE TASK TREE ===\\n%s\\n' "$back"
+  else
+    printf '\\n=== CRUCIBLE TASK WORKSPACE ===\\n'
+    tar -cf - . | gzip -c | base64
+  fi
 fi
 if [ "$#" -gt 0 ]; then
   printf '\\n=== CRUCIBLE TASK FILES ===\\n'
@@ -201,7 +239,8 @@ def pack_workspace(workdir: Path, stdin: bytes | None = None) -> list[tuple[str,
     if total > CONFIGMAP_MAX_BYTES:
         raise ValueError(
             f"the task's workspace holds {total} bytes, more than a ConfigMap carries "
-            f'({CONFIGMAP_MAX_BYTES}); set [tasks].workspace = "image" and bake it into the image'
+            f"({CONFIGMAP_MAX_BYTES}); name a ReadWriteMany claim in [tasks].claim to ship it on a "
+            'shared volume, or set [tasks].workspace = "image" and bake it into the image'
         )
     found = [(rel, path.read_bytes(), 0o755 if os.access(path, os.X_OK) else 0o644) for rel, path in chosen]
     if stdin is not None:
@@ -226,6 +265,8 @@ class _Attempt:
     workspace: str | None = None  # the base64 workspace section the pod printed, if any
     declared: tuple[str, ...] = ()  # the task's emits_files, which the pod prints back
     files: str | None = None  # the base64 declared-files section the pod printed, if any
+    tree: str | None = None  # the tree shipped on the shared claim (None: a ConfigMap or the image)
+    returned_tree: str | None = None  # the tree id the pod printed for the workspace it left
     lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def stop_reading(self) -> None:
@@ -262,6 +303,8 @@ class KubernetesTaskRunner:
         self._lock = threading.Lock()
         self._in_flight: dict[str, _Attempt] = {}
         self._attempts: dict[str, int] = {}
+        # With a claim named, every workspace travels on it (shared_tree.py); else in a ConfigMap.
+        self.store = ObjectStore(Path(self.tasks.claim_mount), run) if self.tasks.claim is not None else None
 
     # -- the TaskRunner protocol ----------------------------------------------------------------
 
@@ -321,13 +364,17 @@ class KubernetesTaskRunner:
             self.client.delete_run(self.namespace, self.run_label)
         except ClusterError as exc:
             self._note(f"could not delete the run's Jobs: {exc.message}", level="warn")
+        if self.store is not None:
+            self.store.drop_attempts()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.api.close()
 
     def reclaim(self) -> int:
-        """Delete what a killed predecessor of this run left (its Jobs and ConfigMaps)."""
+        """Delete what a killed predecessor of this run left (its Jobs, ConfigMaps and attempts on the claim)."""
+        if self.store is not None:
+            self.store.drop_attempts()
         return self.client.delete_run(self.namespace, self.run_label)
 
     # -- one attempt ----------------------------------------------------------------------------
@@ -357,19 +404,18 @@ class KubernetesTaskRunner:
             transport.append(why)
             return Completed(-1, "", "", False, time.monotonic() - started, spawn_error=why)
 
+        attempt = _Attempt(self.namespace, job, None, declared=context.task.emits_files)
         try:
             spec, configmap, shipped = self._spec(
-                context, job, command, env, timeout, stdin, returns_workspace
+                context, attempt, command, env, timeout, stdin, returns_workspace
             )
         except ValueError as exc:
+            if self.store is not None:
+                self.store.drop_attempt(job)
             self._note(f"task {task}: {exc}", level="warn")
             return lost(str(exc))
-        attempt = _Attempt(
-            self.namespace,
-            job,
-            _workspace_map(job) if configmap is not None else None,
-            declared=context.task.emits_files,
-        )
+        if configmap is not None:
+            attempt.configmap = _workspace_map(job)
         attempt.log_limit = MAX_LOG_BYTES + MAX_ENCODED_CHARS * (returns_workspace + bool(attempt.declared))
         with self._lock:
             self._in_flight[job] = attempt
@@ -396,6 +442,8 @@ class KubernetesTaskRunner:
             if attempt.configmap is not None:
                 with contextlib.suppress(ClusterError):
                     self.client.delete_configmap(self.namespace, attempt.configmap)
+            if self.store is not None:
+                self.store.drop_attempt(job)
 
     def _follow(
         self,
@@ -422,6 +470,8 @@ class KubernetesTaskRunner:
         if attempt.declared:  # printed last: split off first
             text, attempt.files = split_workspace(text, STDOUT_DELIMITER, FILES_DELIMITER)
         text, attempt.workspace = split_workspace(text, STDOUT_DELIMITER)
+        text, returned = split_workspace(text, STDOUT_DELIMITER, TREE_DELIMITER)
+        attempt.returned_tree = returned.strip() if returned is not None else None
         live_part, stdout, code = split_log(text)
         duration = time.monotonic() - started
         if attempt.timed_out:
@@ -449,9 +499,18 @@ class KubernetesTaskRunner:
     ) -> Completed:
         """Lay the workspace the command left over `workdir`; a failed result saying why when it cannot."""
         try:
-            if attempt.workspace is None:
+            if attempt.tree is not None and self.store is not None:
+                returned = attempt.returned_tree or ""
+                if not _TREE_ID.fullmatch(returned):
+                    raise ReturnRefused(
+                        f"the pod printed no tree id for the workspace it left ({returned[:60]!r})"
+                    )
+                extra = self.store.attempts / attempt.job / "objects"
+                written, deleted = self.store.bring_back(workdir, attempt.tree, returned, extra)
+            elif attempt.workspace is None:
                 raise ReturnRefused("the pod printed no workspace after the command (its log was cut short)")
-            written, deleted = bring_back(workdir, attempt.workspace, shipped, PACK_SKIP | {STDIN_NAME})
+            else:
+                written, deleted = bring_back(workdir, attempt.workspace, shipped, PACK_SKIP | {STDIN_NAME})
         except ReturnRefused as exc:
             self._note(f"task {task}: the workspace it left was refused: {exc}", level="warn")
             why = f"crucible: the workspace the command left was refused: {exc}"
@@ -482,7 +541,7 @@ class KubernetesTaskRunner:
     def _spec(
         self,
         context: TaskContext,
-        job: str,
+        attempt: _Attempt,
         command: str,
         env: Mapping[str, str],
         timeout: float,
@@ -490,6 +549,7 @@ class KubernetesTaskRunner:
         returns_workspace: bool = False,
     ) -> tuple[jobs.TaskSpec, client.V1ConfigMap | None, tuple[str, ...]]:
         tasks = self.tasks
+        job = attempt.job
         task_env = {k: env[k] for k in (*FORWARDED_ENV, *FORWARDED_TURN_ENV) if k in env}
         if WORKSPACE_ENV in env:
             task_env[WORKSPACE_ENV] = ""  # the pod script sets it to its workdir
@@ -516,7 +576,17 @@ class KubernetesTaskRunner:
         configmap = None
         items: tuple[tuple[str, str, int], ...] = ()
         shipped: tuple[str, ...] = ()
-        if tasks.workspace == "pack":
+        share: tuple[tuple[str, str, bool], ...] = ()
+        if tasks.workspace == "pack" and self.store is not None:
+            share = self._ship(context, attempt, stdin)
+            task_env.update(
+                {
+                    "CRUCIBLE_TASK_TREE": str(attempt.tree),
+                    "CRUCIBLE_TASK_OBJECTS": jobs.SHARE_OBJECTS,
+                    "CRUCIBLE_TASK_ATTEMPT": jobs.SHARE_ATTEMPT,
+                }
+            )
+        elif tasks.workspace == "pack":
             configmap, items = self._pack(
                 context.workdir, _workspace_map(job), labels, stdin.data if stdin is not None else None
             )
@@ -545,8 +615,37 @@ class KubernetesTaskRunner:
             labels=labels,
             pack_configmap=_workspace_map(job) if configmap is not None else None,
             pack_items=items,
+            share_claim=tasks.claim if share else None,
+            share_mounts=share,
         )
         return spec, configmap, shipped
+
+    def _ship(
+        self, context: TaskContext, attempt: _Attempt, stdin: ShellStdin | None
+    ) -> tuple[tuple[str, str, bool], ...]:
+        """Write the workspace's tree to the run's store on the claim, and the attempt's prompt
+        beside it: the Job's mounts of the claim (the store read-only, the attempt's directory)."""
+        assert self.store is not None
+        try:
+            shipped = self.store.ship(context.workdir)
+            directory = self.store.attempt_dir(attempt.job)
+            if stdin is not None:
+                (directory / "stdin").write_bytes(stdin.data)
+        except OSError as exc:  # the claim is full, gone or not mounted here
+            raise ValueError(
+                f"could not write the workspace to claim {self.tasks.claim} at {self.tasks.claim_mount}: {exc}"
+            ) from None
+        attempt.tree = shipped.tree
+        written = shipped.written + (len(stdin.data) if stdin is not None else 0)
+        self._note(
+            f"task {context.task.name}: workspace on claim {self.tasks.claim} as tree {shipped.tree} "
+            f"({shipped.files} files, {written} bytes written)"
+        )
+        base = self.store.sub_path
+        return (
+            (f"{base}/objects", jobs.SHARE_OBJECTS, True),
+            (f"{base}/attempts/{attempt.job}", jobs.SHARE_ATTEMPT, False),
+        )
 
     def _pack(
         self, workdir: Path, name: str, labels: dict[str, str], stdin: bytes | None = None
@@ -762,6 +861,14 @@ def open_runner(context: TaskRunnerContext) -> KubernetesTaskRunner | None:
         )
     if context.offline:  # plan show: only provides/refuses are asked; the client never calls out
         return KubernetesTaskRunner(profile, client.ApiClient(), run=run_label(context))
+    tasks = profile.tasks
+    if tasks.claim is not None and not Path(tasks.claim_mount).is_dir():
+        raise ManifestError(
+            f"[tasks].claim {tasks.claim!r} of deploy profile {path} is not mounted here: "
+            f"{tasks.claim_mount} is not a directory",
+            hint="mount the claim there (deploy render does, in the loop pod), set [tasks].claim_mount to where "
+            "it is mounted, or drop [tasks].claim (workspaces then travel in ConfigMaps of at most 900 KiB)",
+        )
     deploy: DeploySettings | None = context.deploy
     kubeconfig: Path | None = None
     if deploy is not None and deploy.kubeconfig is not None:
