@@ -300,6 +300,90 @@ def test_crucible_plugins_imports_only_what_it_lists() -> None:
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
+# What listing plugins used to build and now leaves for first use (registered by import path or
+# Deferred): the drivers' settings classes, core's task kind, output kind and broker tool specs
+# (with the plan's field classes, the broker's sections and the distress records), and the
+# Kubernetes plugin's click commands.
+DEFERRED_AT_LISTING = (
+    "crucible_core.plan.kinds",
+    "crucible_core.plan.builtin_kinds",
+    "crucible_core.broker.outputs",
+    "crucible_core.broker.tools",
+    "crucible_core.run.broker_tools",
+    "crucible_core.run.distress",
+    "crucible_core.manifest.broker_sections",
+    "crucible_deploy_kubernetes.cli",
+    "crucible_backend_local.settings",
+    "crucible_backend_openshell.settings",
+    "crucible_deploy_kubernetes.settings",
+    "crucible_harness_acp.settings",
+    "crucible_harness_claude.settings",
+    "crucible_harness_codex.settings",
+    "crucible_harness_opencode.settings",
+    "crucible_harness_pi.settings",
+    "crucible_world_git.settings",
+)
+
+
+def test_crucible_plugins_builds_no_settings_class_spec_or_plugin_command() -> None:
+    code = (
+        "import sys\n"
+        "from crucible_core.cli.main import main\n"
+        "sys.argv = ['crucible', 'plugins']\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        f"    print(sorted(m for m in {DEFERRED_AT_LISTING!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=crucible_env())
+    assert done.returncode == 0, done.stderr
+    assert "broker tool: distress, escalate, request_approval, steer_inbox" in done.stdout
+    assert "command: deploy, ps, remote, view" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_core_registers_by_name_exactly_the_kinds_and_tools_it_builds() -> None:
+    from crucible_core.broker.outputs import BUILTIN_KINDS
+    from crucible_core.plan.builtin_kinds import register_core_kinds
+    from crucible_core.run.broker_tools import BUILTIN_TOOLS
+
+    built: list[str] = []
+    register_core_kinds(lambda name, spec, /, **_: built.append(name))
+    expected = {
+        "task kind": built,
+        "output kind": [spec.name for spec in BUILTIN_KINDS],
+        "broker tool": [tool.name for tool in BUILTIN_TOOLS],
+    }
+    plugins = load_plugins(names=["core"])
+    for kind, names in expected.items():
+        registry = plugins.registry(kind)
+        assert registry.names() == sorted(names), kind
+        for entry in registry:
+            assert entry.value.name == entry.name  # the deferred value is the one built under that name
+            assert entry.value is entry.value  # built once, then kept
+
+
+def test_a_deferred_value_loads_on_first_read_and_a_broken_one_names_its_plugin() -> None:
+    from crucible_core.registry import Deferred
+
+    calls: list[int] = []
+    registry: Registry[object] = Registry("world")
+    registry.add("late", Deferred(lambda: calls.append(1) or "built"), "crucible-plugin-late")
+    registry.add("path", Deferred("json:dumps"), "crucible-plugin-late")
+    registry.add("broken", Deferred("crucible_no_such_plugin.worlds:World"), "crucible-plugin-broken")
+    assert calls == [] and registry.names() == ["broken", "late", "path"]
+    assert registry.get("late", where="test") == "built" and registry.get("late", where="test") == "built"
+    assert calls == [1]
+    assert registry.get("path", where="test") is json.dumps
+    with pytest.raises(PluginError) as err:
+        registry.get("broken", where="test")
+    assert "plugin crucible-plugin-broken registered 'broken' from crucible_no_such_plugin.worlds:World" in (
+        err.value.render()
+    )
+    with pytest.raises(ValueError, match="is not an import path"):
+        Deferred("json.dumps")
+
+
 def test_every_driver_kind_is_chosen_by_any_registered_name(tmp_path: Path) -> None:
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.run.drivers import DriverChoice

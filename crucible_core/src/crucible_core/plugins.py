@@ -277,7 +277,7 @@ def _register_into(
     value: Any,
     /,
     *,
-    settings: type | None = None,
+    settings: type | str | None = None,
     **traits: Any,
 ) -> None:
     registry.add(name, value, owner, settings=settings, traits=traits)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Mapping
+import importlib
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
@@ -14,18 +16,58 @@ T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
 
+# "package.module:Attribute" (dots allowed after the colon): where a deferred value or a
+# settings class lives.
+_IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
+def import_path(path: str) -> Any:
+    """The object `path` ("package.module:Attribute") names, importing its module."""
+    module, _, attribute = path.partition(":")
+    value: Any = importlib.import_module(module)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+@attrs.define(eq=False)
+class Deferred:
+    """A registered value that is built when first used, not when it is registered.
+
+    Registration hooks run whenever a registry is needed, `crucible plugins` included, so a value
+    costly to build (a click command, a spec full of attrs classes) is registered as
+    `Deferred("package.module:NAME")` or `Deferred(loader)`; the registry's entry loads it on the
+    first read of its value and keeps it.
+    """
+
+    target: str | Callable[[], Any]
+    _loaded: list[Any] = attrs.field(factory=list, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.target, str) and not _IMPORT_PATH.fullmatch(self.target):
+            raise ValueError(f"{self.target!r} is not an import path such as 'package.module:NAME'")
+
+    def load(self) -> Any:
+        if not self._loaded:
+            target = self.target
+            self._loaded.append(import_path(target) if isinstance(target, str) else target())
+        return self._loaded[0]
+
+
 class Register(Protocol[T_contra]):
     """The callback a registration hook receives.
 
-    `register(name, value)` adds a driver; `settings=` names the attrs class that validates the
-    driver's own manifest keys (see `crucible_core.manifest.driver_settings`), and keyword traits
-    describe the driver to core without core knowing the plugin: `runs_harness=True` for a
-    backend that runs the selected harness, `spared=(".claude/",)` for workspace paths a harness
-    keeps there that a restore must leave alone.
+    `register(name, value)` adds a driver, or `register(name, Deferred(...))` one built on first
+    use; `settings=` names the attrs class that validates the driver's own manifest keys (see
+    `crucible_core.manifest.driver_settings`), preferably by import path
+    (`settings="package.settings:MySettings"`, imported only when a manifest is converted);
+    keyword traits describe the driver to core without core knowing the plugin:
+    `runs_harness=True` for a backend that runs the selected harness, `spared=(".claude/",)` for
+    workspace paths a harness keeps there that a restore must leave alone.
     """
 
     def __call__(
-        self, name: str, value: T_contra, /, *, settings: type | None = None, **traits: Any
+        self, name: str, value: T_contra | Deferred, /, *, settings: type | str | None = None, **traits: Any
     ) -> None: ...
 
 
@@ -82,13 +124,49 @@ def provider_of(kind: str, name: str) -> str | None:
 @attrs.frozen
 class Entry(Generic[T]):
     name: str
-    value: T
+    registered: T | Deferred  # what the plugin passed; `value` is what it stands for
     plugin: str  # the distribution (or plugin name) that registered it
-    settings: type | None = None  # the attrs class for this driver's manifest keys, if it has any
+    # the attrs class for this driver's manifest keys (or its import path), if it has any
+    settings_ref: type | str | None = None
     traits: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def value(self) -> T:
+        if not isinstance(self.registered, Deferred):
+            return self.registered
+        try:
+            loaded: T = self.registered.load()
+        except Exception as exc:
+            raise self._unloadable(self.registered.target, exc) from exc
+        return loaded
+
+    @property
+    def settings(self) -> type | None:
+        """The settings class, imported on first use when it was registered by import path."""
+        if not isinstance(self.settings_ref, str):
+            return self.settings_ref
+        try:
+            found = import_path(self.settings_ref)
+        except Exception as exc:
+            raise self._unloadable(self.settings_ref, exc) from exc
+        if not (isinstance(found, type) and attrs.has(found)):
+            raise PluginError(
+                f"plugin {self.plugin} registered {self.name!r} with settings={self.settings_ref!r}, "
+                "which is not an attrs class",
+                hint="fix or uninstall the plugin, or leave it out with CRUCIBLE_LOAD_PLUGINS",
+            )
+        return found
 
     def trait(self, name: str, default: Any = None) -> Any:
         return self.traits.get(name, default)
+
+    def _unloadable(self, target: object, exc: Exception) -> PluginError:
+        where = target if isinstance(target, str) else getattr(target, "__qualname__", repr(target))
+        return PluginError(
+            f"plugin {self.plugin} registered {self.name!r} from {where}, "
+            f"which failed to load: {type(exc).__name__}: {exc}",
+            hint="fix or uninstall the plugin, or leave it out with CRUCIBLE_LOAD_PLUGINS",
+        )
 
 
 @attrs.frozen
@@ -123,15 +201,21 @@ class Registry(Generic[T]):
     def add(
         self,
         name: str,
-        value: T,
+        value: T | Deferred,
         plugin: str,
         *,
-        settings: type | None = None,
+        settings: type | str | None = None,
         traits: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {plugin} registered a {self.kind} with an empty or non-string name")
-        if settings is not None and not attrs.has(settings):
+        if isinstance(settings, str):
+            if not _IMPORT_PATH.fullmatch(settings):
+                raise PluginError(
+                    f"plugin {plugin} registered {self.kind} {name!r} with settings={settings!r}, "
+                    "which is not an import path such as 'package.settings:MySettings'"
+                )
+        elif settings is not None and not attrs.has(settings):
             raise PluginError(
                 f"plugin {plugin} registered {self.kind} {name!r} with settings={settings!r}, "
                 "which is not an attrs class"

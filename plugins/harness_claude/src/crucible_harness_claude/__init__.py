@@ -9,6 +9,9 @@ from crucible_core.api import hookimpl
 if TYPE_CHECKING:
     from crucible_core.api import Harness, HarnessContext, HarnessFactory, InitTemplate, Register
 
+# Claude Code keeps skills (the toolbox) and project settings here; a restore must leave it.
+SPARED = (".claude/",)
+
 
 # The factories import their modules on first use: loading the plugin (every `crucible`
 # command does) must not import the anthropic SDK.
@@ -26,12 +29,22 @@ def _anthropic_sdk(ctx: HarnessContext) -> Harness:
 
 @hookimpl
 def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
-    from crucible_harness_claude.settings import SPARED, ClaudeSettings
-
     # takes_mcp: the CLI passes the turn's MCP servers with --mcp-config
-    register("claude", _claude_cli, settings=ClaudeSettings, spared=SPARED, takes_mcp=True)
+    register(
+        "claude",
+        _claude_cli,
+        settings="crucible_harness_claude.settings:ClaudeSettings",
+        spared=SPARED,
+        takes_mcp=True,
+    )
     # takes_mcp: the SDK loop lists the turn's MCP servers' tools and calls them (mcp_tools.py)
-    register("anthropic", _anthropic_sdk, settings=ClaudeSettings, spared=SPARED, takes_mcp=True)
+    register(
+        "anthropic",
+        _anthropic_sdk,
+        settings="crucible_harness_claude.settings:ClaudeSettings",
+        spared=SPARED,
+        takes_mcp=True,
+    )
 
 
 @hookimpl

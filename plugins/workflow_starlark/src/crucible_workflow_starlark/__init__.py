@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crucible_core.api import hookimpl
+from crucible_core.api import Deferred, hookimpl
 
 if TYPE_CHECKING:  # type-only: naming them here loads nothing of core when plugins are listed
     from crucible_core.api import InitTemplate, Register, WorkflowLanguage
@@ -17,9 +17,13 @@ if TYPE_CHECKING:  # type-only: naming them here loads nothing of core when plug
 
 @hookimpl
 def crucible_register_workflow_languages(register: Register[WorkflowLanguage]) -> None:
+    register(".star", Deferred(_starlark))  # its module loads attrs classes and pathlib: on first use
+
+
+def _starlark() -> WorkflowLanguage:
     from crucible_workflow_starlark.language import StarlarkLanguage
 
-    register(".star", StarlarkLanguage())
+    return StarlarkLanguage()
 
 
 @hookimpl
