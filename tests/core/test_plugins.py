@@ -100,7 +100,9 @@ def test_load_env_narrows_but_always_keeps_core() -> None:
 
 
 def _fake_distribution(site: Path, dist: str, module: str, source: str) -> None:
-    info = site / f"{dist}-0.3.dist-info"
+    # The directory's name is normalized (underscores) as an installer writes it; importlib.metadata
+    # takes the part before the first hyphen as the name, so hyphens would make two fakes one.
+    info = site / f"{dist.replace('-', '_')}-0.3.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.3\n")
     (info / "entry_points.txt").write_text(f"[crucible]\n{module} = {module}\n")
@@ -122,6 +124,49 @@ def test_a_plugin_that_fails_to_import_is_listed_and_the_cli_still_works(tmp_pat
     assert "no such thing" in failures["broken_plugin"]["error"]
     assert any(p["distribution"] == "crucible-core" for p in report["plugins"])
     assert run_crucible("help", env=env).returncode == 0
+
+
+def _listing_with_discovery(env: dict[str, str]) -> tuple[dict[str, object], list[str]]:
+    """`crucible plugins --json` in a fresh interpreter, and which of stevedore and
+    importlib.metadata it imported."""
+    code = (
+        "import sys\n"
+        "from crucible_core.cli.main import main\n"
+        "sys.argv = ['crucible', 'plugins', '--json']\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(sorted(m for m in ('stevedore', 'importlib.metadata') if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 12, done.stderr  # the broken plugin makes the listing exit 12
+    return json.loads(done.stdout), ast.literal_eval(done.stderr.strip().splitlines()[-1])
+
+
+def test_the_plugin_index_lists_what_discovery_lists_and_follows_an_install(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _fake_distribution(
+        site, "crucible-plugin-broken", "broken_plugin", "raise ImportError('no such thing')\n"
+    )
+    env = crucible_env(PYTHONPATH=str(site), CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    discovered, imported = _listing_with_discovery(env)
+    assert imported == ["importlib.metadata", "stevedore"]  # no index yet: stevedore discovers
+    assert list((tmp_path / "cache").glob("plugin-index-*.json"))
+    indexed, imported = _listing_with_discovery(env)
+    assert imported == []  # the index answered: no distribution metadata was read
+    assert indexed == discovered  # the same plugins, versions, hooks, names and failures
+    failures = {f["name"]: f for f in indexed["failures"]}  # type: ignore[attr-defined]
+    assert failures["broken_plugin"] == {
+        "name": "broken_plugin",
+        "distribution": "crucible-plugin-broken",
+        "error": "ImportError: no such thing",
+    }
+    # Installing a distribution changes the fingerprint: it is found, not hidden by the index.
+    _fake_distribution(site, "crucible-plugin-added", "added_plugin", "")
+    after, imported = _listing_with_discovery(env)
+    assert imported == ["importlib.metadata", "stevedore"]
+    added = [p for p in after["plugins"] if p["name"] == "added_plugin"]  # type: ignore[attr-defined]
+    assert added and added[0]["distribution"] == "crucible-plugin-added" and added[0]["version"] == "0.3"
 
 
 def test_duplicate_world_from_a_third_party_fails_the_run_naming_both(tmp_path: Path, example) -> None:
@@ -430,8 +475,8 @@ def test_plugin_commands_show_in_help_and_completion(tmp_path: Path) -> None:
     assert {"deploy", "ps", "remote", "view"} <= {
         line.split()[0] for line in plugin_part.splitlines() if line.startswith("  ")
     }
-    cached = tmp_path / "cache" / "plugin-commands.json"
-    assert cached.is_file()
+    # one file per interpreter, so installations sharing a cache directory keep their own
+    (cached,) = (tmp_path / "cache").glob("plugin-commands-*.json")
     completion = run_crucible(
         env={**env, "_CRUCIBLE_COMPLETE": "bash_complete", "COMP_WORDS": "crucible de", "COMP_CWORD": "1"}
     )
