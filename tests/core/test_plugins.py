@@ -346,10 +346,16 @@ def test_crucible_plugins_imports_only_what_it_lists() -> None:
 
 
 # What listing plugins used to build and now leaves for first use (registered by import path or
-# Deferred): the drivers' settings classes, core's task kind, output kind and broker tool specs
-# (with the plan's field classes, the broker's sections and the distress records), and the
-# Kubernetes plugin's click commands.
+# Deferred): the drivers' settings classes, core's task kind, output kind, broker tool and init
+# template specs (with the plan's field classes, the broker's sections and the distress records),
+# the Kubernetes plugin's click commands, the service transports and the Starlark language; and
+# attrs itself, which none of what remains needs.
 DEFERRED_AT_LISTING = (
+    "attrs",
+    "crucible_core.init_templates",
+    "crucible_service_transports.transports",
+    "crucible_workflow_starlark.language",
+    "crucible_harness_claude.templates",
     "crucible_core.plan.kinds",
     "crucible_core.plan.builtin_kinds",
     "crucible_core.broker.outputs",
@@ -389,6 +395,7 @@ def test_crucible_plugins_builds_no_settings_class_spec_or_plugin_command() -> N
 
 def test_core_registers_by_name_exactly_the_kinds_and_tools_it_builds() -> None:
     from crucible_core.broker.outputs import BUILTIN_KINDS
+    from crucible_core.init_templates import CORE_TEMPLATES
     from crucible_core.plan.builtin_kinds import register_core_kinds
     from crucible_core.run.broker_tools import BUILTIN_TOOLS
 
@@ -398,6 +405,7 @@ def test_core_registers_by_name_exactly_the_kinds_and_tools_it_builds() -> None:
         "task kind": built,
         "output kind": [spec.name for spec in BUILTIN_KINDS],
         "broker tool": [tool.name for tool in BUILTIN_TOOLS],
+        "init template": [template.name for template in CORE_TEMPLATES],
     }
     plugins = load_plugins(names=["core"])
     for kind, names in expected.items():

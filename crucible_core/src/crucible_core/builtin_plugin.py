@@ -73,7 +73,7 @@ def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
     register("mmd", _render_mermaid)
 
 
-# The built-in task kinds, output kinds and broker tools are registered by name and built on first
+# The built-in task kinds, output kinds, broker tools and init templates are registered by name and built on first
 # use: their specs bring in the plan's field classes, the broker's output declarations and the
 # distress and escalation records (about a third of what listing plugins cost otherwise). The
 # names are written out here; tests/core/test_plugins.py checks them against what is built.
@@ -94,6 +94,7 @@ CORE_OUTPUT_KINDS = (
     "gpu-capture",
 )
 CORE_BROKER_TOOLS = ("distress", "escalate", "request_approval", "steer_inbox")
+CORE_INIT_TEMPLATES = ("command",)
 
 
 @functools.cache
@@ -138,10 +139,10 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
 
 @hookimpl
 def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
-    from crucible_core.init_templates import CORE_TEMPLATES
-
-    for template in CORE_TEMPLATES:
-        register(template.name, template)
+    for name in CORE_INIT_TEMPLATES:
+        register(
+            name, Deferred(functools.partial(_named, "crucible_core.init_templates:CORE_TEMPLATES", name))
+        )
 
 
 @hookimpl

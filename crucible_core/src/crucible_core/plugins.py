@@ -11,9 +11,8 @@ import sys
 import time
 import types
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
-import attrs
 import pluggy
 
 from crucible_core import hookspecs, plugin_index
@@ -49,8 +48,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
 }
 
 
-@attrs.frozen
-class PluginInfo:
+class PluginInfo(NamedTuple):
     name: str  # the entry-point name
     distribution: str
     version: str
@@ -58,21 +56,20 @@ class PluginInfo:
     hooks: tuple[str, ...]
 
 
-@attrs.frozen
-class LoadFailure:
+class LoadFailure(NamedTuple):
     name: str
     distribution: str
     error: str
 
 
-@attrs.define
 class Plugins:
     """One plugin manager with its loaded plugins; build a fresh one per test."""
 
-    pm: pluggy.PluginManager
-    infos: list[PluginInfo] = attrs.field(factory=list)
-    failures: list[LoadFailure] = attrs.field(factory=list)
-    _registries: dict[str, Registry[Any]] = attrs.field(factory=dict)
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self.infos: list[PluginInfo] = []
+        self.failures: list[LoadFailure] = []
+        self._registries: dict[str, Registry[Any]] = {}
 
     @property
     def hook(self) -> Any:

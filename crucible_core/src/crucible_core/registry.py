@@ -6,11 +6,12 @@ import difflib
 import importlib
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Generic, Protocol, TypeVar
-
-import attrs
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from crucible_core.errors import PluginError
+
+# No attrs here nor in plugins.py: every command that loads plugins imports both, and importing
+# attrs and building a class per record was a tenth of what `crucible plugins` cost.
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
@@ -30,7 +31,6 @@ def import_path(path: str) -> Any:
     return value
 
 
-@attrs.define(eq=False)
 class Deferred:
     """A registered value that is built when first used, not when it is registered.
 
@@ -40,12 +40,16 @@ class Deferred:
     first read of its value and keeps it.
     """
 
-    target: str | Callable[[], Any]
-    _loaded: list[Any] = attrs.field(factory=list, init=False, repr=False)
+    __slots__ = ("_loaded", "target")
 
-    def __attrs_post_init__(self) -> None:
-        if isinstance(self.target, str) and not _IMPORT_PATH.fullmatch(self.target):
-            raise ValueError(f"{self.target!r} is not an import path such as 'package.module:NAME'")
+    def __init__(self, target: str | Callable[[], Any]) -> None:
+        if isinstance(target, str) and not _IMPORT_PATH.fullmatch(target):
+            raise ValueError(f"{target!r} is not an import path such as 'package.module:NAME'")
+        self.target = target
+        self._loaded: list[Any] = []
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.target!r})"
 
     def load(self) -> Any:
         if not self._loaded:
@@ -121,14 +125,19 @@ def provider_of(kind: str, name: str) -> str | None:
     return PROVIDERS.get((kind, name))
 
 
-@attrs.frozen
-class Entry(Generic[T]):
+def _is_attrs_class(value: object) -> bool:
+    import attrs  # only for a class a plugin hands over: registering by import path needs no attrs
+
+    return isinstance(value, type) and attrs.has(value)
+
+
+class Entry(NamedTuple, Generic[T]):
     name: str
     registered: T | Deferred  # what the plugin passed; `value` is what it stands for
     plugin: str  # the distribution (or plugin name) that registered it
     # the attrs class for this driver's manifest keys (or its import path), if it has any
     settings_ref: type | str | None = None
-    traits: Mapping[str, Any] = attrs.field(factory=dict)
+    traits: Mapping[str, Any] = {}  # never mutated: Registry.add passes a dict of its own
 
     @property
     def value(self) -> T:
@@ -146,10 +155,10 @@ class Entry(Generic[T]):
         if not isinstance(self.settings_ref, str):
             return self.settings_ref
         try:
-            found = import_path(self.settings_ref)
+            found: type = import_path(self.settings_ref)  # checked below
         except Exception as exc:
             raise self._unloadable(self.settings_ref, exc) from exc
-        if not (isinstance(found, type) and attrs.has(found)):
+        if not _is_attrs_class(found):
             raise PluginError(
                 f"plugin {self.plugin} registered {self.name!r} with settings={self.settings_ref!r}, "
                 "which is not an attrs class",
@@ -169,8 +178,7 @@ class Entry(Generic[T]):
         )
 
 
-@attrs.frozen
-class Conflict:
+class Conflict(NamedTuple):
     """One name claimed by more than one plugin: which plugins, in registration order."""
 
     kind: str
@@ -184,7 +192,6 @@ class Conflict:
         )
 
 
-@attrs.define
 class Registry(Generic[T]):
     """All drivers of one kind ("world", "judge", ...) keyed by name.
 
@@ -192,11 +199,12 @@ class Registry(Generic[T]):
     can still show everything; `check()` (what a run calls) turns the first conflict into an error.
     """
 
-    kind: str
-    entries: dict[str, Entry[T]] = attrs.field(factory=dict)
-    conflicts: dict[str, Conflict] = attrs.field(factory=dict)
-    # Installed plugin distributions that failed to load: one of them may be what a name lacks.
-    unloaded: tuple[str, ...] = ()
+    def __init__(self, kind: str, *, unloaded: tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self.entries: dict[str, Entry[T]] = {}
+        self.conflicts: dict[str, Conflict] = {}
+        # Installed plugin distributions that failed to load: one of them may be what a name lacks.
+        self.unloaded = unloaded
 
     def add(
         self,
@@ -215,7 +223,7 @@ class Registry(Generic[T]):
                     f"plugin {plugin} registered {self.kind} {name!r} with settings={settings!r}, "
                     "which is not an import path such as 'package.settings:MySettings'"
                 )
-        elif settings is not None and not attrs.has(settings):
+        elif settings is not None and not _is_attrs_class(settings):
             raise PluginError(
                 f"plugin {plugin} registered {self.kind} {name!r} with settings={settings!r}, "
                 "which is not an attrs class"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
-from crucible_core.api import hookimpl
+from crucible_core.api import Deferred, hookimpl
 
 if TYPE_CHECKING:
     from crucible_core.api import Harness, HarnessContext, HarnessFactory, InitTemplate, Register
@@ -49,7 +50,11 @@ def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
 
 @hookimpl
 def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
+    for name in ("claude", "python-speed"):  # built on first use, from templates.TEMPLATES
+        register(name, Deferred(functools.partial(_template, name)))
+
+
+def _template(name: str) -> InitTemplate:
     from crucible_harness_claude.templates import TEMPLATES
 
-    for template in TEMPLATES:
-        register(template.name, template)
+    return next(template for template in TEMPLATES if template.name == name)

@@ -28,16 +28,17 @@ def _starlark() -> WorkflowLanguage:
 
 @hookimpl
 def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
+    register("playbook", Deferred(_playbook_template))
+
+
+def _playbook_template() -> InitTemplate:
     from crucible_core.api import InitTemplate
     from crucible_workflow_starlark import init_template
 
-    register(
+    return InitTemplate(
         "playbook",
-        InitTemplate(
-            "playbook",
-            "a graph of steps that runs once, with no judge: no agent, no credentials",
-            init_template.FILES,
-            frozenset({"gather.sh", "agent.sh"}),
-            "`crucible check`, then `crucible run --max-cost 0.5 --max-time 5m`; then make workflow.star yours",
-        ),
+        "a graph of steps that runs once, with no judge: no agent, no credentials",
+        init_template.FILES,
+        frozenset({"gather.sh", "agent.sh"}),
+        "`crucible check`, then `crucible run --max-cost 0.5 --max-time 5m`; then make workflow.star yours",
     )
