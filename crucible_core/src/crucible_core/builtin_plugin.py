@@ -73,10 +73,11 @@ def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
     register("mmd", _render_mermaid)
 
 
-# The built-in task kinds, output kinds, broker tools and init templates are registered by name and built on first
-# use: their specs bring in the plan's field classes, the broker's output declarations and the
-# distress and escalation records (about a third of what listing plugins cost otherwise). The
-# names are written out here; tests/core/test_plugins.py checks them against what is built.
+# The built-in task kinds, output kinds, broker tools and init templates are registered by name
+# and built on first use: their specs bring in the plan's field classes, the broker's output
+# declarations and the distress and escalation records (about a third of what listing plugins
+# cost otherwise). The names are written out here; tests/core/test_plugins.py checks them
+# against what is built.
 CORE_TASK_KINDS = (
     "command",
     "evaluate",
