@@ -23,6 +23,7 @@ INFRASTRUCTURE = {
     "protocols",
     "registry",
     "plugins",
+    "plugin_index",
     "hookspecs",
 }
 # What each layer may import besides itself (docs/architecture.md, "Core layers").

@@ -130,3 +130,44 @@ def test_the_command_backend_still_requires_agent_cmd(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as err:
         load_manifest(path)
     assert "[agent].agent_cmd is required" in err.value.render()
+
+
+def test_settings_named_by_import_path_are_imported_only_when_a_manifest_is_converted(tmp_path: Path) -> None:
+    plugins = load_plugins(names=["core", "world_git", "backend_local", "judge_command"])
+
+    def register(register):
+        register("ruler", lambda ctx: ctx.settings, settings=f"{__name__}:RulerSettings")
+
+    plugins.register_module(
+        make_plugin("ruler", crucible_register_judges=register),
+        name="ruler",
+        distribution="crucible-plugin-ruler",
+        version="1",
+    )
+    entry = plugins.registry("judge").entry("ruler", where="test")
+    assert entry.settings_ref == f"{__name__}:RulerSettings" and entry.settings is RulerSettings
+    path = tmp_path / "crucible.toml"
+    path.write_text(BASE + 'unit = "in"\n')
+    assert load_manifest(path, plugins=plugins).settings.of("judge") == RulerSettings("in")
+
+
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        ("RulerSettings", "is not an import path such as 'package.settings:MySettings'"),
+        (f"{__name__}:Nowhere", "failed to load: AttributeError"),
+        ("crucible_no_such_plugin.settings:S", "failed to load: ModuleNotFoundError"),
+        (f"{__name__}:BASE", "which is not an attrs class"),
+    ],
+)
+def test_a_settings_path_that_names_no_attrs_class_is_a_plugin_error_naming_the_plugin(
+    settings: str, refusal: str
+) -> None:
+    from crucible_core.errors import PluginError
+    from crucible_core.registry import Registry
+
+    registry: Registry[object] = Registry("judge")
+    with pytest.raises(PluginError) as err:
+        registry.add("ruler", object(), "crucible-plugin-ruler", settings=settings)
+        registry.entry("ruler", where="test").settings  # noqa: B018 - the read imports it
+    assert refusal in err.value.render() and "crucible-plugin-ruler" in err.value.render()

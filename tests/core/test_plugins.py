@@ -100,7 +100,9 @@ def test_load_env_narrows_but_always_keeps_core() -> None:
 
 
 def _fake_distribution(site: Path, dist: str, module: str, source: str) -> None:
-    info = site / f"{dist}-0.3.dist-info"
+    # The directory's name is normalized (underscores) as an installer writes it; importlib.metadata
+    # takes the part before the first hyphen as the name, so hyphens would make two fakes one.
+    info = site / f"{dist.replace('-', '_')}-0.3.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.3\n")
     (info / "entry_points.txt").write_text(f"[crucible]\n{module} = {module}\n")
@@ -122,6 +124,49 @@ def test_a_plugin_that_fails_to_import_is_listed_and_the_cli_still_works(tmp_pat
     assert "no such thing" in failures["broken_plugin"]["error"]
     assert any(p["distribution"] == "crucible-core" for p in report["plugins"])
     assert run_crucible("help", env=env).returncode == 0
+
+
+def _listing_with_discovery(env: dict[str, str]) -> tuple[dict[str, object], list[str]]:
+    """`crucible plugins --json` in a fresh interpreter, and which of stevedore and
+    importlib.metadata it imported."""
+    code = (
+        "import sys\n"
+        "from crucible_core.cli.main import main\n"
+        "sys.argv = ['crucible', 'plugins', '--json']\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(sorted(m for m in ('stevedore', 'importlib.metadata') if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 12, done.stderr  # the broken plugin makes the listing exit 12
+    return json.loads(done.stdout), ast.literal_eval(done.stderr.strip().splitlines()[-1])
+
+
+def test_the_plugin_index_lists_what_discovery_lists_and_follows_an_install(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _fake_distribution(
+        site, "crucible-plugin-broken", "broken_plugin", "raise ImportError('no such thing')\n"
+    )
+    env = crucible_env(PYTHONPATH=str(site), CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    discovered, imported = _listing_with_discovery(env)
+    assert imported == ["importlib.metadata", "stevedore"]  # no index yet: stevedore discovers
+    assert list((tmp_path / "cache").glob("plugin-index-*.json"))
+    indexed, imported = _listing_with_discovery(env)
+    assert imported == []  # the index answered: no distribution metadata was read
+    assert indexed == discovered  # the same plugins, versions, hooks, names and failures
+    failures = {f["name"]: f for f in indexed["failures"]}  # type: ignore[attr-defined]
+    assert failures["broken_plugin"] == {
+        "name": "broken_plugin",
+        "distribution": "crucible-plugin-broken",
+        "error": "ImportError: no such thing",
+    }
+    # Installing a distribution changes the fingerprint: it is found, not hidden by the index.
+    _fake_distribution(site, "crucible-plugin-added", "added_plugin", "")
+    after, imported = _listing_with_discovery(env)
+    assert imported == ["importlib.metadata", "stevedore"]
+    added = [p for p in after["plugins"] if p["name"] == "added_plugin"]  # type: ignore[attr-defined]
+    assert added and added[0]["distribution"] == "crucible-plugin-added" and added[0]["version"] == "0.3"
 
 
 def test_duplicate_world_from_a_third_party_fails_the_run_naming_both(tmp_path: Path, example) -> None:
@@ -300,6 +345,98 @@ def test_crucible_plugins_imports_only_what_it_lists() -> None:
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
+# What listing plugins used to build and now leaves for first use (registered by import path or
+# Deferred): the drivers' settings classes, core's task kind, output kind, broker tool and init
+# template specs (with the plan's field classes, the broker's sections and the distress records),
+# the Kubernetes plugin's click commands, the service transports and the Starlark language; and
+# attrs itself, which none of what remains needs.
+DEFERRED_AT_LISTING = (
+    "attrs",
+    "crucible_core.init_templates",
+    "crucible_service_transports.transports",
+    "crucible_workflow_starlark.language",
+    "crucible_harness_claude.templates",
+    "crucible_core.plan.kinds",
+    "crucible_core.plan.builtin_kinds",
+    "crucible_core.broker.outputs",
+    "crucible_core.broker.tools",
+    "crucible_core.run.broker_tools",
+    "crucible_core.run.distress",
+    "crucible_core.manifest.broker_sections",
+    "crucible_deploy_kubernetes.cli",
+    "crucible_backend_local.settings",
+    "crucible_backend_openshell.settings",
+    "crucible_deploy_kubernetes.settings",
+    "crucible_harness_acp.settings",
+    "crucible_harness_claude.settings",
+    "crucible_harness_codex.settings",
+    "crucible_harness_opencode.settings",
+    "crucible_harness_pi.settings",
+    "crucible_world_git.settings",
+)
+
+
+def test_crucible_plugins_builds_no_settings_class_spec_or_plugin_command() -> None:
+    code = (
+        "import sys\n"
+        "from crucible_core.cli.main import main\n"
+        "sys.argv = ['crucible', 'plugins']\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        f"    print(sorted(m for m in {DEFERRED_AT_LISTING!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=crucible_env())
+    assert done.returncode == 0, done.stderr
+    assert "broker tool: distress, escalate, request_approval, steer_inbox" in done.stdout
+    assert "command: deploy, ps, remote, view" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_core_registers_by_name_exactly_the_kinds_and_tools_it_builds() -> None:
+    from crucible_core.broker.outputs import BUILTIN_KINDS
+    from crucible_core.init_templates import CORE_TEMPLATES
+    from crucible_core.plan.builtin_kinds import register_core_kinds
+    from crucible_core.run.broker_tools import BUILTIN_TOOLS
+
+    built: list[str] = []
+    register_core_kinds(lambda name, spec, /, **_: built.append(name))
+    expected = {
+        "task kind": built,
+        "output kind": [spec.name for spec in BUILTIN_KINDS],
+        "broker tool": [tool.name for tool in BUILTIN_TOOLS],
+        "init template": [template.name for template in CORE_TEMPLATES],
+    }
+    plugins = load_plugins(names=["core"])
+    for kind, names in expected.items():
+        registry = plugins.registry(kind)
+        assert registry.names() == sorted(names), kind
+        for entry in registry:
+            assert entry.value.name == entry.name  # the deferred value is the one built under that name
+            assert entry.value is entry.value  # built once, then kept
+
+
+def test_a_deferred_value_loads_on_first_read_and_a_broken_one_names_its_plugin() -> None:
+    from crucible_core.registry import Deferred
+
+    calls: list[int] = []
+    registry: Registry[object] = Registry("world")
+    registry.add("late", Deferred(lambda: calls.append(1) or "built"), "crucible-plugin-late")
+    registry.add("path", Deferred("json:dumps"), "crucible-plugin-late")
+    registry.add("broken", Deferred("crucible_no_such_plugin.worlds:World"), "crucible-plugin-broken")
+    assert calls == [] and registry.names() == ["broken", "late", "path"]
+    assert registry.get("late", where="test") == "built" and registry.get("late", where="test") == "built"
+    assert calls == [1]
+    assert registry.get("path", where="test") is json.dumps
+    with pytest.raises(PluginError) as err:
+        registry.get("broken", where="test")
+    assert "plugin crucible-plugin-broken registered 'broken' from crucible_no_such_plugin.worlds:World" in (
+        err.value.render()
+    )
+    with pytest.raises(ValueError, match="is not an import path"):
+        Deferred("json.dumps")
+
+
 def test_every_driver_kind_is_chosen_by_any_registered_name(tmp_path: Path) -> None:
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.run.drivers import DriverChoice
@@ -346,8 +483,8 @@ def test_plugin_commands_show_in_help_and_completion(tmp_path: Path) -> None:
     assert {"deploy", "ps", "remote", "view"} <= {
         line.split()[0] for line in plugin_part.splitlines() if line.startswith("  ")
     }
-    cached = tmp_path / "cache" / "plugin-commands.json"
-    assert cached.is_file()
+    # one file per interpreter, so installations sharing a cache directory keep their own
+    (cached,) = (tmp_path / "cache").glob("plugin-commands-*.json")
     completion = run_crucible(
         env={**env, "_CRUCIBLE_COMPLETE": "bash_complete", "COMP_WORDS": "crucible de", "COMP_CWORD": "1"}
     )

@@ -263,6 +263,7 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         WorldFactory as WorldFactory,
     )
+    from crucible_core.registry import Deferred as Deferred
     from crucible_core.registry import Register as Register
     from crucible_core.reporters.console import ConsoleReporter as ConsoleReporter
     from crucible_core.reporters.console_text import show_number as show_number
@@ -318,7 +319,7 @@ def _export(module: str, *names: str) -> None:
 
 # Hook markers and registration.
 _export("crucible_core.hookspecs", "hookimpl")
-_export("crucible_core.registry", "Register")
+_export("crucible_core.registry", "Register", "Deferred")
 # Errors a plugin may raise (each carries an exit code and a next step for the user).
 _export(
     "crucible_core.errors",

@@ -3,9 +3,11 @@ output kinds, broker tools, init templates."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from typing import TYPE_CHECKING, Any
 
 from crucible_core.hookspecs import hookimpl
+from crucible_core.registry import Deferred, import_path
 
 # Types only: `crucible plugins` (and every command) loads this module and calls its registration
 # hooks, so what a driver needs is imported when the driver is first used, not here.
@@ -71,35 +73,77 @@ def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
     register("mmd", _render_mermaid)
 
 
-@hookimpl
-def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
+# The built-in task kinds, output kinds, broker tools and init templates are registered by name
+# and built on first use: their specs bring in the plan's field classes, the broker's output
+# declarations and the distress and escalation records (about a third of what listing plugins
+# cost otherwise). The names are written out here; tests/core/test_plugins.py checks them
+# against what is built.
+CORE_TASK_KINDS = (
+    "command",
+    "evaluate",
+    "agent",
+    "top_k",
+    *(f"engine_{op}" for op in ("propose", "apply", "measure", "grade", "decide")),
+)
+CORE_OUTPUT_KINDS = (
+    "draft-pr",
+    "tracker-comment",
+    "chat-message",
+    "image-push",
+    "deploy",
+    "workflow-dispatch",
+    "gpu-capture",
+)
+CORE_BROKER_TOOLS = ("distress", "escalate", "request_approval", "steer_inbox")
+CORE_INIT_TEMPLATES = ("command",)
+
+
+@functools.cache
+def _core_task_kinds() -> dict[str, TaskKindSpec]:
     from crucible_core.plan.builtin_kinds import register_core_kinds
 
-    register_core_kinds(register)
+    built: dict[str, TaskKindSpec] = {}
+    register_core_kinds(lambda name, spec, /, **_: built.__setitem__(name, spec))
+    return built
+
+
+def _core_task_kind(name: str) -> TaskKindSpec:
+    return _core_task_kinds()[name]
+
+
+def _named(path: str, name: str) -> Any:
+    """The item called `name` in the tuple at `path` ("module:NAME")."""
+    return next(item for item in import_path(path) if item.name == name)
+
+
+@hookimpl
+def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
+    for name in CORE_TASK_KINDS:
+        register(name, Deferred(functools.partial(_core_task_kind, name)))
 
 
 @hookimpl
 def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
-    from crucible_core.broker.outputs import BUILTIN_KINDS
-
-    for spec in BUILTIN_KINDS:
-        register(spec.name, spec)
+    for name in CORE_OUTPUT_KINDS:
+        register(
+            name, Deferred(functools.partial(_named, "crucible_core.broker.outputs:BUILTIN_KINDS", name))
+        )
 
 
 @hookimpl
 def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
-    from crucible_core.run.broker_tools import BUILTIN_TOOLS
-
-    for tool in BUILTIN_TOOLS:
-        register(tool.name, tool)
+    for name in CORE_BROKER_TOOLS:
+        register(
+            name, Deferred(functools.partial(_named, "crucible_core.run.broker_tools:BUILTIN_TOOLS", name))
+        )
 
 
 @hookimpl
 def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
-    from crucible_core.init_templates import CORE_TEMPLATES
-
-    for template in CORE_TEMPLATES:
-        register(template.name, template)
+    for name in CORE_INIT_TEMPLATES:
+        register(
+            name, Deferred(functools.partial(_named, "crucible_core.init_templates:CORE_TEMPLATES", name))
+        )
 
 
 @hookimpl

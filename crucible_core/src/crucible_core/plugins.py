@@ -5,18 +5,19 @@ from __future__ import annotations
 import contextvars
 import difflib
 import functools
+import importlib
 import os
 import sys
 import time
 import types
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
-import attrs
 import pluggy
 
-from crucible_core import hookspecs
+from crucible_core import hookspecs, plugin_index
 from crucible_core.errors import CrucibleError, PluginError
+from crucible_core.plugin_index import IndexedEntryPoint
 from crucible_core.registry import Registry
 
 ENTRY_POINT_GROUP = "crucible"
@@ -47,8 +48,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
 }
 
 
-@attrs.frozen
-class PluginInfo:
+class PluginInfo(NamedTuple):
     name: str  # the entry-point name
     distribution: str
     version: str
@@ -56,21 +56,20 @@ class PluginInfo:
     hooks: tuple[str, ...]
 
 
-@attrs.frozen
-class LoadFailure:
+class LoadFailure(NamedTuple):
     name: str
     distribution: str
     error: str
 
 
-@attrs.define
 class Plugins:
     """One plugin manager with its loaded plugins; build a fresh one per test."""
 
-    pm: pluggy.PluginManager
-    infos: list[PluginInfo] = attrs.field(factory=list)
-    failures: list[LoadFailure] = attrs.field(factory=list)
-    _registries: dict[str, Registry[Any]] = attrs.field(factory=dict)
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self.infos: list[PluginInfo] = []
+        self.failures: list[LoadFailure] = []
+        self._registries: dict[str, Registry[Any]] = {}
 
     @property
     def hook(self) -> Any:
@@ -277,7 +276,7 @@ def _register_into(
     value: Any,
     /,
     *,
-    settings: type | None = None,
+    settings: type | str | None = None,
     **traits: Any,
 ) -> None:
     registry.add(name, value, owner, settings=settings, traits=traits)
@@ -341,18 +340,68 @@ def _distribution(entry_point: Any) -> tuple[str, str]:
 
 
 def load_plugins(*, names: Iterable[str] | None = None, discover: bool = True) -> Plugins:
-    """Discover and register installed plugins; a plugin that fails to import is listed, not fatal."""
-    from stevedore import ExtensionManager, NamedExtensionManager  # deferred: keeps --version fast
+    """Discover and register installed plugins; a plugin that fails to import is listed, not fatal.
 
+    stevedore discovers the entry points; what it found is kept in the plugin index
+    (plugin_index.py), and while the installation is unchanged the next process imports the
+    indexed modules directly, without `importlib.metadata` and without scanning distributions.
+    """
     plugins = Plugins(new_manager())
     if not discover:
         return plugins
     wanted = list(names) if names is not None else requested_names()
+    key = plugin_index.fingerprint()
+    indexed = plugin_index.read(ENTRY_POINT_GROUP, key)
+    if indexed is None:
+        plugin_index.keep(ENTRY_POINT_GROUP, key, _discover(plugins, wanted))
+        return plugins
+    loaded: list[tuple[IndexedEntryPoint, object]] = []
+    for entry_point in indexed:
+        if wanted is not None and entry_point.name not in wanted:
+            continue
+        try:
+            loaded.append((entry_point, _load_entry_point(entry_point.value)))
+        except Exception as exc:  # what stevedore's failure callback receives, listed the same way
+            plugins.failures.append(
+                LoadFailure(entry_point.name, entry_point.distribution, f"{type(exc).__name__}: {exc}")
+            )
+    if wanted is not None:  # in the order asked for, as stevedore's NamedExtensionManager(name_order=True)
+        loaded.sort(key=lambda item: wanted.index(item[0].name))
+    for entry_point, module in loaded:
+        _register_loaded(plugins, module, entry_point.name, entry_point.distribution, entry_point.version)
+    return plugins
+
+
+def _load_entry_point(value: str) -> object:
+    """What an entry point's value (`module`, `module:attribute`, maybe with `[extras]`) names."""
+    module, _, attribute = value.split("[")[0].partition(":")
+    found: object = importlib.import_module(module.strip())
+    for part in attribute.strip().split(".") if attribute.strip() else ():
+        found = getattr(found, part)
+    return found
+
+
+def _register_loaded(plugins: Plugins, module: object, name: str, dist: str, version: str) -> None:
+    if not isinstance(module, types.ModuleType):  # whatever the entry point named: checked here
+        plugins.failures.append(
+            LoadFailure(name, dist, "entry point must name a module of @hookimpl functions")
+        )
+        return
+    try:
+        plugins.register_module(module, name=name, distribution=dist, version=version)
+    except (ValueError, pluggy.PluginValidationError) as exc:
+        plugins.failures.append(LoadFailure(name, dist, f"{type(exc).__name__}: {exc}"))
+
+
+def _discover(plugins: Plugins, wanted: list[str] | None) -> list[IndexedEntryPoint]:
+    """Load plugins through stevedore; every entry point of the group, for the index."""
+    from stevedore import ExtensionManager, NamedExtensionManager  # deferred: keeps --version fast
 
     def on_failure(_manager: Any, entry_point: Any, exc: BaseException) -> None:
         dist, _ = _distribution(entry_point)
         plugins.failures.append(LoadFailure(entry_point.name, dist, f"{type(exc).__name__}: {exc}"))
 
+    manager: ExtensionManager[Any]
     if wanted is None:
         manager = ExtensionManager(
             ENTRY_POINT_GROUP, invoke_on_load=False, on_load_failure_callback=on_failure
@@ -367,14 +416,8 @@ def load_plugins(*, names: Iterable[str] | None = None, discover: bool = True) -
         )
     for extension in manager:
         dist, version = _distribution(extension.entry_point)
-        module: object = extension.plugin  # whatever the entry point named: checked below
-        if not isinstance(module, types.ModuleType):
-            plugins.failures.append(
-                LoadFailure(extension.name, dist, "entry point must name a module of @hookimpl functions")
-            )
-            continue
-        try:
-            plugins.register_module(module, name=extension.name, distribution=dist, version=version)
-        except (ValueError, pluggy.PluginValidationError) as exc:
-            plugins.failures.append(LoadFailure(extension.name, dist, f"{type(exc).__name__}: {exc}"))
-    return plugins
+        _register_loaded(plugins, extension.plugin, extension.name, dist, version)
+    return [
+        IndexedEntryPoint(entry_point.name, entry_point.value, *_distribution(entry_point))
+        for entry_point in manager.list_entry_points()
+    ]

@@ -3,29 +3,75 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Mapping
-from typing import Any, Generic, Protocol, TypeVar
-
-import attrs
+import importlib
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from crucible_core.errors import PluginError
+
+# No attrs here nor in plugins.py: every command that loads plugins imports both, and importing
+# attrs and building a class per record was a tenth of what `crucible plugins` cost.
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
 
+# "package.module:Attribute" (dots allowed after the colon): where a deferred value or a
+# settings class lives.
+_IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
+def import_path(path: str) -> Any:
+    """The object `path` ("package.module:Attribute") names, importing its module."""
+    module, _, attribute = path.partition(":")
+    value: Any = importlib.import_module(module)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+class Deferred:
+    """A registered value that is built when first used, not when it is registered.
+
+    Registration hooks run whenever a registry is needed, `crucible plugins` included, so a value
+    costly to build (a click command, a spec full of attrs classes) is registered as
+    `Deferred("package.module:NAME")` or `Deferred(loader)`; the registry's entry loads it on the
+    first read of its value and keeps it.
+    """
+
+    __slots__ = ("_loaded", "target")
+
+    def __init__(self, target: str | Callable[[], Any]) -> None:
+        if isinstance(target, str) and not _IMPORT_PATH.fullmatch(target):
+            raise ValueError(f"{target!r} is not an import path such as 'package.module:NAME'")
+        self.target = target
+        self._loaded: list[Any] = []
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.target!r})"
+
+    def load(self) -> Any:
+        if not self._loaded:
+            target = self.target
+            self._loaded.append(import_path(target) if isinstance(target, str) else target())
+        return self._loaded[0]
+
+
 class Register(Protocol[T_contra]):
     """The callback a registration hook receives.
 
-    `register(name, value)` adds a driver; `settings=` names the attrs class that validates the
-    driver's own manifest keys (see `crucible_core.manifest.driver_settings`), and keyword traits
-    describe the driver to core without core knowing the plugin: `runs_harness=True` for a
-    backend that runs the selected harness, `spared=(".claude/",)` for workspace paths a harness
-    keeps there that a restore must leave alone.
+    `register(name, value)` adds a driver, or `register(name, Deferred(...))` one built on first
+    use; `settings=` names the attrs class that validates the driver's own manifest keys (see
+    `crucible_core.manifest.driver_settings`), preferably by import path
+    (`settings="package.settings:MySettings"`, imported only when a manifest is converted);
+    keyword traits describe the driver to core without core knowing the plugin:
+    `runs_harness=True` for a backend that runs the selected harness, `spared=(".claude/",)` for
+    workspace paths a harness keeps there that a restore must leave alone.
     """
 
     def __call__(
-        self, name: str, value: T_contra, /, *, settings: type | None = None, **traits: Any
+        self, name: str, value: T_contra | Deferred, /, *, settings: type | str | None = None, **traits: Any
     ) -> None: ...
 
 
@@ -79,20 +125,60 @@ def provider_of(kind: str, name: str) -> str | None:
     return PROVIDERS.get((kind, name))
 
 
-@attrs.frozen
-class Entry(Generic[T]):
+def _is_attrs_class(value: object) -> bool:
+    import attrs  # only for a class a plugin hands over: registering by import path needs no attrs
+
+    return isinstance(value, type) and attrs.has(value)
+
+
+class Entry(NamedTuple, Generic[T]):
     name: str
-    value: T
+    registered: T | Deferred  # what the plugin passed; `value` is what it stands for
     plugin: str  # the distribution (or plugin name) that registered it
-    settings: type | None = None  # the attrs class for this driver's manifest keys, if it has any
-    traits: Mapping[str, Any] = attrs.field(factory=dict)
+    # the attrs class for this driver's manifest keys (or its import path), if it has any
+    settings_ref: type | str | None = None
+    traits: Mapping[str, Any] = {}  # never mutated: Registry.add passes a dict of its own
+
+    @property
+    def value(self) -> T:
+        if not isinstance(self.registered, Deferred):
+            return self.registered
+        try:
+            loaded: T = self.registered.load()
+        except Exception as exc:
+            raise self._unloadable(self.registered.target, exc) from exc
+        return loaded
+
+    @property
+    def settings(self) -> type | None:
+        """The settings class, imported on first use when it was registered by import path."""
+        if not isinstance(self.settings_ref, str):
+            return self.settings_ref
+        try:
+            found: type = import_path(self.settings_ref)  # checked below
+        except Exception as exc:
+            raise self._unloadable(self.settings_ref, exc) from exc
+        if not _is_attrs_class(found):
+            raise PluginError(
+                f"plugin {self.plugin} registered {self.name!r} with settings={self.settings_ref!r}, "
+                "which is not an attrs class",
+                hint="fix or uninstall the plugin, or leave it out with CRUCIBLE_LOAD_PLUGINS",
+            )
+        return found
 
     def trait(self, name: str, default: Any = None) -> Any:
         return self.traits.get(name, default)
 
+    def _unloadable(self, target: object, exc: Exception) -> PluginError:
+        where = target if isinstance(target, str) else getattr(target, "__qualname__", repr(target))
+        return PluginError(
+            f"plugin {self.plugin} registered {self.name!r} from {where}, "
+            f"which failed to load: {type(exc).__name__}: {exc}",
+            hint="fix or uninstall the plugin, or leave it out with CRUCIBLE_LOAD_PLUGINS",
+        )
 
-@attrs.frozen
-class Conflict:
+
+class Conflict(NamedTuple):
     """One name claimed by more than one plugin: which plugins, in registration order."""
 
     kind: str
@@ -106,7 +192,6 @@ class Conflict:
         )
 
 
-@attrs.define
 class Registry(Generic[T]):
     """All drivers of one kind ("world", "judge", ...) keyed by name.
 
@@ -114,24 +199,31 @@ class Registry(Generic[T]):
     can still show everything; `check()` (what a run calls) turns the first conflict into an error.
     """
 
-    kind: str
-    entries: dict[str, Entry[T]] = attrs.field(factory=dict)
-    conflicts: dict[str, Conflict] = attrs.field(factory=dict)
-    # Installed plugin distributions that failed to load: one of them may be what a name lacks.
-    unloaded: tuple[str, ...] = ()
+    def __init__(self, kind: str, *, unloaded: tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self.entries: dict[str, Entry[T]] = {}
+        self.conflicts: dict[str, Conflict] = {}
+        # Installed plugin distributions that failed to load: one of them may be what a name lacks.
+        self.unloaded = unloaded
 
     def add(
         self,
         name: str,
-        value: T,
+        value: T | Deferred,
         plugin: str,
         *,
-        settings: type | None = None,
+        settings: type | str | None = None,
         traits: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {plugin} registered a {self.kind} with an empty or non-string name")
-        if settings is not None and not attrs.has(settings):
+        if isinstance(settings, str):
+            if not _IMPORT_PATH.fullmatch(settings):
+                raise PluginError(
+                    f"plugin {plugin} registered {self.kind} {name!r} with settings={settings!r}, "
+                    "which is not an import path such as 'package.settings:MySettings'"
+                )
+        elif settings is not None and not _is_attrs_class(settings):
             raise PluginError(
                 f"plugin {plugin} registered {self.kind} {name!r} with settings={settings!r}, "
                 "which is not an attrs class"

@@ -26,8 +26,8 @@ def _local(ctx: BackendContext) -> AgentBackend:
 
 @hookimpl
 def crucible_register_backends(register: Register[BackendFactory]) -> None:
-    from crucible_backend_local.settings import CommandBackendSettings
-
     # takes_mcp: the command backend hands the turn's MCP servers over $CRUCIBLE_MCP_CONFIG
-    register("command", _command, settings=CommandBackendSettings, takes_mcp=True)
+    register(
+        "command", _command, settings="crucible_backend_local.settings:CommandBackendSettings", takes_mcp=True
+    )
     register("local", _local, runs_harness=True)

@@ -25,11 +25,15 @@ def _openshell(ctx: BackendContext) -> AgentBackend:
 
 @hookimpl
 def crucible_register_backends(register: Register[BackendFactory]) -> None:
-    from crucible_backend_openshell.settings import OpenShellSettings
-
     # takes_mcp=False: the sandbox cannot reach a server on the engine host's loopback (the
     # broker's), so a run here starts none; run services reach it through gateway forwards.
-    register(BACKEND, _openshell, settings=OpenShellSettings, runs_harness=True, takes_mcp=False)
+    register(
+        BACKEND,
+        _openshell,
+        settings="crucible_backend_openshell.settings:OpenShellSettings",
+        runs_harness=True,
+        takes_mcp=False,
+    )
 
 
 def _settings_of(context: RunContext) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crucible_core.api import hookimpl
+from crucible_core.api import Deferred, hookimpl
 
 if TYPE_CHECKING:
     import click
@@ -18,12 +18,12 @@ if TYPE_CHECKING:
 
 @hookimpl
 def crucible_register_commands(register: Register[click.Command]) -> None:
-    from crucible_deploy_kubernetes.cli import deploy, ps_command, remote, view_command
-
-    register("deploy", deploy)
-    register("ps", ps_command)
-    register("view", view_command)
-    register("remote", remote)
+    # Deferred: the commands (and click's option machinery for them) are built when one runs or
+    # help is shown, not each time plugins are listed.
+    register("deploy", Deferred("crucible_deploy_kubernetes.cli:deploy"))
+    register("ps", Deferred("crucible_deploy_kubernetes.cli:ps_command"))
+    register("view", Deferred("crucible_deploy_kubernetes.cli:view_command"))
+    register("remote", Deferred("crucible_deploy_kubernetes.cli:remote"))
 
 
 def _open_task_runner(context: TaskRunnerContext) -> TaskRunner | None:
@@ -34,7 +34,10 @@ def _open_task_runner(context: TaskRunnerContext) -> TaskRunner | None:
 
 @hookimpl
 def crucible_register_task_runners(register: Register[TaskRunnerFactory]) -> None:
-    from crucible_deploy_kubernetes.settings import DeploySettings
-
     # The runner owns the manifest's [deploy] table; core checks `profile` names a file beside it.
-    register("kubernetes", _open_task_runner, settings=DeploySettings, files=("profile",))
+    register(
+        "kubernetes",
+        _open_task_runner,
+        settings="crucible_deploy_kubernetes.settings:DeploySettings",
+        files=("profile",),
+    )

@@ -20,7 +20,5 @@ def _acp(ctx: HarnessContext) -> Harness:
 
 @hookimpl
 def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
-    from crucible_harness_acp.settings import AcpSettings
-
     # takes_mcp: the turn's MCP servers are passed at session creation (session/new)
-    register("acp", _acp, settings=AcpSettings, takes_mcp=True)
+    register("acp", _acp, settings="crucible_harness_acp.settings:AcpSettings", takes_mcp=True)

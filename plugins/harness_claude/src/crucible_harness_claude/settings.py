@@ -6,8 +6,6 @@ import attrs
 
 # The model a turn uses when neither [agent].model nor --model names one.
 DEFAULT_MODEL = "claude-opus-4-6"
-# Claude Code keeps skills (the toolbox) and project settings here; a restore must leave it.
-SPARED = (".claude/",)
 
 
 @attrs.frozen

@@ -22,7 +22,5 @@ def _codex_cli(ctx: HarnessContext) -> Harness:
 
 @hookimpl
 def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
-    from crucible_harness_codex.settings import CodexSettings
-
     # takes_mcp: the turn's MCP servers (the broker among them) go into the CLI's config.toml
-    register("codex", _codex_cli, settings=CodexSettings, takes_mcp=True)
+    register("codex", _codex_cli, settings="crucible_harness_codex.settings:CodexSettings", takes_mcp=True)

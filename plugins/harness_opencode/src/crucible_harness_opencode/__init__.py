@@ -9,9 +9,13 @@ from crucible_core.api import hookimpl
 if TYPE_CHECKING:
     from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register
 
+# OpenCode's toolbox lands where Claude Code's does (settings.SKILLS_DIR); a restore must leave it
+# (and the agent's own edits to it are overwritten each turn).
+SPARED = (".claude/",)
+
 
 # The harness module is imported on first use: loading the plugin (every `crucible` command
-# does) imports only this module and the settings.
+# does) imports only this module.
 def _opencode(ctx: HarnessContext) -> Harness:
     from crucible_harness_opencode.harness import OpenCodeHarness
 
@@ -20,7 +24,11 @@ def _opencode(ctx: HarnessContext) -> Harness:
 
 @hookimpl
 def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
-    from crucible_harness_opencode.settings import SPARED, OpenCodeSettings
-
     # takes_mcp: the turn's MCP servers (the broker among them) are remote servers in opencode.json
-    register("opencode", _opencode, settings=OpenCodeSettings, spared=SPARED, takes_mcp=True)
+    register(
+        "opencode",
+        _opencode,
+        settings="crucible_harness_opencode.settings:OpenCodeSettings",
+        spared=SPARED,
+        takes_mcp=True,
+    )

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import attrs
 
-# OpenCode discovers Claude Code's project skills, so the toolbox lands where claude's does; a
-# restore must leave it (and the agent's own edits to it are overwritten each turn).
+# OpenCode discovers Claude Code's project skills, so the toolbox lands where claude's does (the
+# plugin's SPARED keeps a restore away from it).
 SKILLS_DIR = ".claude/skills"
-SPARED = (".claude/",)
 
 
 @attrs.frozen

@@ -9,9 +9,12 @@ from crucible_core.api import hookimpl
 if TYPE_CHECKING:
     from crucible_core.api import Harness, HarnessContext, HarnessFactory, Register
 
+# Pi keeps project skills under .agents/ (settings.SKILLS_DIR); a restore must leave it.
+SPARED = (".agents/",)
+
 
 # The harness module is imported on first use: loading the plugin (every `crucible` command
-# does) imports only this module and the settings.
+# does) imports only this module.
 def _pi(ctx: HarnessContext) -> Harness:
     from crucible_harness_pi.harness import PiHarness
 
@@ -20,7 +23,5 @@ def _pi(ctx: HarnessContext) -> Harness:
 
 @hookimpl
 def crucible_register_harnesses(register: Register[HarnessFactory]) -> None:
-    from crucible_harness_pi.settings import SPARED, PiSettings
-
     # No takes_mcp: pi has no MCP client, so a run that grants broker tools is refused (harness.py).
-    register("pi", _pi, settings=PiSettings, spared=SPARED)
+    register("pi", _pi, settings="crucible_harness_pi.settings:PiSettings", spared=SPARED)

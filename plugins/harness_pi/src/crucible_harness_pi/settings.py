@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import attrs
 
-# Pi discovers project skills under .agents/skills (the Agent Skills layout); a restore must leave it.
+# Pi discovers project skills under .agents/skills (the Agent Skills layout; the plugin's SPARED
+# keeps a restore away from it).
 SKILLS_DIR = ".agents/skills"
-SPARED = (".agents/",)
 
 
 @attrs.frozen

@@ -9,9 +9,10 @@ that declares a service is refused before its log opens, naming this distributio
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
-from crucible_core.api import hookimpl
+from crucible_core.api import Deferred, hookimpl
 
 if TYPE_CHECKING:
     from crucible_core.api import Register, ServiceTransport
@@ -19,8 +20,14 @@ if TYPE_CHECKING:
 
 @hookimpl
 def crucible_register_service_transports(register: Register[ServiceTransport]) -> None:
-    from crucible_service_transports.transports import McpHttp, McpStdio, PlainHttp
+    # Deferred: the transports' module builds attrs classes, which listing plugins need not pay for.
+    register("mcp-http", Deferred(functools.partial(_transport, "McpHttp")))
+    register("mcp-stdio", Deferred(functools.partial(_transport, "McpStdio")))
+    register("http", Deferred(functools.partial(_transport, "PlainHttp")))
 
-    register("mcp-http", McpHttp())
-    register("mcp-stdio", McpStdio())
-    register("http", PlainHttp())
+
+def _transport(name: str) -> ServiceTransport:
+    from crucible_service_transports import transports
+
+    transport: ServiceTransport = getattr(transports, name)()
+    return transport

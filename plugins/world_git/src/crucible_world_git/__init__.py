@@ -38,10 +38,8 @@ def _command_world(ctx: WorldContext) -> World:
 
 @hookimpl
 def crucible_register_worlds(register: Register[WorldFactory]) -> None:
-    from crucible_world_git.settings import CommandWorldSettings
-
     register("git", _git_world)
-    register("command", _command_world, settings=CommandWorldSettings)
+    register("command", _command_world, settings="crucible_world_git.settings:CommandWorldSettings")
 
 
 def _playbook_memory(ctx: WorkspaceMemoryContext) -> WorkspaceMemory:

@@ -1,0 +1,125 @@
+"""The `crucible` entry points with their distributions and versions, remembered between processes.
+
+Finding entry points means importing `importlib.metadata` and reading every installed
+distribution's metadata (stevedore does it, and the distribution and version of each take a second
+scan), which was a third of what `crucible plugins` cost. What stevedore found is written to a
+small file beside a fingerprint of what decides it, the way stevedore keys its own cache: each
+import path entry and each `*.dist-info/entry_points.txt` under it, with their modification
+times. Installing, upgrading or removing a distribution changes one of them, so a stale index is
+never used; a missing, stale or unreadable index is rebuilt, and one that cannot be written is
+simply not kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zlib
+from typing import Any, NamedTuple
+
+CACHE_ENV = "CRUCIBLE_CACHE_DIR"
+INDEX_STEM = "plugin-index"
+
+# Plain strings, os and json only: this runs before any plugin loads, on every command.
+
+
+class IndexedEntryPoint(NamedTuple):
+    name: str  # the entry-point name (`world_git`)
+    value: str  # what it names: `module` or `module:attribute`
+    distribution: str
+    version: str
+
+
+def cache_dir(environ: dict[str, str] | None = None) -> str | None:
+    """Where crucible keeps caches: $CRUCIBLE_CACHE_DIR, else $XDG_CACHE_HOME/crucible or ~/.cache/crucible."""
+    env = os.environ if environ is None else environ
+    if env.get(CACHE_ENV):
+        return env[CACHE_ENV]
+    base = env.get("XDG_CACHE_HOME") or (os.path.join(env["HOME"], ".cache") if env.get("HOME") else "")
+    return os.path.join(base, "crucible") if base else None
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def fingerprint(*, entry_point_files: bool = True) -> str:
+    """Each import path entry and (unless entry_point_files is False) each entry_points.txt of a
+    distribution in it, with their modification times. Kept whole in the cache file and
+    compared, so nothing is hashed."""
+    parts = []
+    for entry in sys.path:
+        if not entry:
+            continue  # `python -c`'s working directory: where plugins are never installed, and busy
+        parts.append(f"{entry}\0{_mtime(entry)}")
+        if not entry_point_files:
+            continue
+        try:
+            names = sorted(os.listdir(entry))
+        except OSError:
+            continue  # a zip file, or gone
+        for name in names:
+            if name.endswith(".dist-info"):
+                listed = os.path.join(entry, name, "entry_points.txt")
+                parts.append(f"{listed}\0{_mtime(listed)}")
+    return "\n".join(parts)
+
+
+def cache_file(stem: str) -> str | None:
+    """The cache file `stem` of this interpreter, or None when there is no cache directory. One
+    file per interpreter, so installations sharing a cache directory do not evict each other."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    tag = zlib.crc32(f"{sys.executable}\0{sys.prefix}".encode("utf-8", "surrogateescape"))
+    return os.path.join(directory, f"{stem}-{tag:08x}.json")
+
+
+def read_cache(path: str | None, key: str) -> dict[str, Any] | None:
+    """The cache file's content when it was written under `key`; None when missing, stale or unreadable."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            kept = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return kept if isinstance(kept, dict) and kept.get("key") == key else None
+
+
+def write_cache(path: str | None, content: dict[str, Any]) -> None:
+    """Replace the cache file at once (readers never see half of it); one that cannot be written is not kept."""
+    if path is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temp = f"{path}.{os.getpid()}.tmp"
+        with open(temp, "w", encoding="utf-8", errors="surrogateescape") as handle:
+            json.dump(content, handle)
+        os.replace(temp, path)
+    except OSError:
+        pass
+
+
+def read(group: str, key: str) -> list[IndexedEntryPoint] | None:
+    """The entry points of `group` as last recorded under `key`, or None when there is no fresh record."""
+    kept = read_cache(cache_file(INDEX_STEM), key)
+    if kept is None or kept.get("group") != group:
+        return None
+    rows = kept.get("entry_points")
+    if not isinstance(rows, list) or not all(
+        isinstance(row, list) and len(row) == 4 and all(isinstance(field, str) for field in row)
+        for row in rows
+    ):
+        return None
+    return [IndexedEntryPoint(*row) for row in rows]
+
+
+def keep(group: str, key: str, entry_points: list[IndexedEntryPoint]) -> None:
+    """Record the entry points of `group` found under `key`."""
+    rows = [list(entry_point) for entry_point in entry_points]
+    write_cache(cache_file(INDEX_STEM), {"key": key, "group": group, "entry_points": rows})
