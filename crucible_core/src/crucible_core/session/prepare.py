@@ -1,11 +1,11 @@
 """Prepare: resolve a request into one lane before the session log opens.
 
 The manifest (or plan file) is loaded with the run's plugins, the lane chosen by what it
-declares (the loop, or a lane a plugin registers under its workflow type, such as a playbook), and
-the lane resolves everything it needs: names, identity
-inputs, services planned from the catalog, task runners opened once, the resume classified, the
-state lock taken. Any refusal here leaves the state directory without a log line. A resume of
-a run that already ended is answered here too: nothing is written and no hook fires.
+declares (the loop, or the lane a plugin registers under its workflow type, such as a playbook),
+and the lane resolves everything it needs: names, identity inputs, services planned from the
+catalog, task runners opened once, the resume classified, the state lock taken. Any refusal here
+leaves the state directory without a log line. A resume of a run that already ended is answered
+here too: nothing is written and no hook fires.
 """
 
 from __future__ import annotations
