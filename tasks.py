@@ -41,6 +41,7 @@ MEMBERS = [
     "plugins/service_transports",
     "plugins/publish_github",
     "plugins/workflow_starlark",
+    "plugins/lane_playbook",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # pytest-xdist workers for a whole-suite run, sized for the 2-core CI machine (see _parallel).

@@ -89,6 +89,7 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
     ),
     "console_rich": lambda tmp_path, _env: (_copy(tmp_path, "counter"), {"ui": "rich"}),
     "workflow_starlark": lambda tmp_path, _env: (_copy(tmp_path, "playbook"), {}),
+    "lane_playbook": lambda tmp_path, _env: (_copy(tmp_path, "playbook"), {}),
     "deploy_kubernetes": _gpu_judge,
     "service_transports": _attested_service,
     "service_oubliette": _unattested_service,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from crucible_core.agent_files import (
         read_regular as read_regular,
     )
+    from crucible_core.broker.declaration import Disclosure as Disclosure
     from crucible_core.broker.outputs import OutputKindSpec as OutputKindSpec
     from crucible_core.broker.reach import (
         BUILTIN as BUILTIN,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.broker.service import SERVER_NAME as SERVER_NAME
     from crucible_core.broker.service import Broker as Broker
+    from crucible_core.broker.service import declaration_for as declaration_for
     from crucible_core.broker.tools import BrokerTool as BrokerTool
     from crucible_core.broker.tools import ToolCall as ToolCall
     from crucible_core.broker.tools import ToolError as ToolError
@@ -77,9 +79,11 @@ if TYPE_CHECKING:
     from crucible_core.errors import (
         PluginError as PluginError,
     )
+    from crucible_core.errors import ResumeConflict as ResumeConflict
     from crucible_core.errors import (
         RunFailed as RunFailed,
     )
+    from crucible_core.errors import UnsupportedSectionError as UnsupportedSectionError
     from crucible_core.errors import (
         UsageError as UsageError,
     )
@@ -108,6 +112,17 @@ if TYPE_CHECKING:
     from crucible_core.flow.task_view import task_roles as task_roles
     from crucible_core.hookspecs import hookimpl as hookimpl
     from crucible_core.init_templates import InitTemplate as InitTemplate
+    from crucible_core.lanes import lane
+    from crucible_core.lanes.graph import GraphLane as GraphLane
+    from crucible_core.lanes.graph import ended_report as ended_report
+    from crucible_core.lanes.graph import print_tasks as print_tasks
+    from crucible_core.lanes.graph import recorded_run as recorded_run
+    from crucible_core.lanes.graph import report_ending as report_ending
+    from crucible_core.lanes.graph import tell_how_to_start_anew as tell_how_to_start_anew
+    from crucible_core.lanes.lane import Ending as Ending
+    from crucible_core.lanes.lane import Lane as Lane
+    from crucible_core.lanes.lane import LaneContext as LaneContext
+    from crucible_core.lanes.lane import LaneSpec as LaneSpec
     from crucible_core.manifest.containment import (
         escape_problem as escape_problem,
     )
@@ -124,10 +139,20 @@ if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest as LoadedManifest
     from crucible_core.manifest.loader import load_manifest as load_manifest
     from crucible_core.manifest.models import JudgeSection as JudgeSection
+    from crucible_core.manifest.paths import RunPaths as RunPaths
     from crucible_core.manifest.paths import write_atomic as write_atomic
     from crucible_core.mcp_config import ENV_MCP_CONFIG as ENV_MCP_CONFIG
     from crucible_core.mcp_config import mcp_config_file as mcp_config_file
+    from crucible_core.plan import validate
+    from crucible_core.plan.executor import ExecutorConfig as ExecutorConfig
+    from crucible_core.plan.executor import PriorRun as PriorRun
+    from crucible_core.plan.executor import check_same_plan as check_same_plan
+    from crucible_core.plan.files import FILES_DIR_NAME as FILES_DIR_NAME
+    from crucible_core.plan.files import INPUTS_DIR as INPUTS_DIR
+    from crucible_core.plan.files import FileStore as FileStore
+    from crucible_core.plan.ir import Isolation as Isolation
     from crucible_core.plan.ir import Task as Task
+    from crucible_core.plan.ir import ValidPlan as ValidPlan
     from crucible_core.plan.kinds import (
         Attempt as Attempt,
     )
@@ -140,6 +165,7 @@ if TYPE_CHECKING:
     from crucible_core.plan.kinds import (
         TaskKindSpec as TaskKindSpec,
     )
+    from crucible_core.plan.load import plan_from_data as plan_from_data
     from crucible_core.plan.runners import (
         TaskRunner as TaskRunner,
     )
@@ -149,6 +175,7 @@ if TYPE_CHECKING:
     from crucible_core.plan.runners import (
         TaskRunnerFactory as TaskRunnerFactory,
     )
+    from crucible_core.plan.runners import open_task_runners as open_task_runners
     from crucible_core.plugins import Plugins as Plugins
     from crucible_core.plugins import load_plugins as load_plugins
     from crucible_core.process import Completed as Completed
@@ -265,10 +292,21 @@ if TYPE_CHECKING:
     )
     from crucible_core.registry import Deferred as Deferred
     from crucible_core.registry import Register as Register
+    from crucible_core.registry import Registry as Registry
+    from crucible_core.registry import provider_of as provider_of
     from crucible_core.reporters.console import ConsoleReporter as ConsoleReporter
     from crucible_core.reporters.console_text import show_number as show_number
     from crucible_core.reporters.console_view import ConsoleView as ConsoleView
     from crucible_core.reporters.console_view import row_label as row_label
+    from crucible_core.run import composite_world
+    from crucible_core.run.agent_task import RESULT_FILE as RESULT_FILE
+    from crucible_core.run.agent_task import agent_task_runner as agent_task_runner
+    from crucible_core.run.drivers import build_drivers as build_drivers
+    from crucible_core.run.engine import engine_environment as engine_environment
+    from crucible_core.run.identity import run_identity as run_identity
+    from crucible_core.run.injects import copy_injects as copy_injects
+    from crucible_core.run.injects import refresh_frozen as refresh_frozen
+    from crucible_core.run.lifecycle import Lifecycle as Lifecycle
     from crucible_core.run.lifecycle import (
         RunContext as RunContext,
     )
@@ -284,14 +322,23 @@ if TYPE_CHECKING:
     from crucible_core.run.lifecycle import (
         TurnUnavailable as TurnUnavailable,
     )
+    from crucible_core.run.remote_measure import HeldEvents as HeldEvents
+    from crucible_core.run.workspace_setup import SETUP_TIMEOUT as SETUP_TIMEOUT
+    from crucible_core.run.workspace_setup import setup_component as setup_component
+    from crucible_core.run.workspace_setup import workspace_in_use as workspace_in_use
     from crucible_core.services.catalog import Handoff as Handoff
     from crucible_core.services.catalog import ServiceTool as ServiceTool
     from crucible_core.services.catalog import ServiceToolFactory as ServiceToolFactory
+    from crucible_core.services.run_services import PlannedServices as PlannedServices
+    from crucible_core.services.run_services import plan_services as plan_services
+    from crucible_core.services.run_services import stable_run_id as stable_run_id
     from crucible_core.session.embed import CheckReport as CheckReport
     from crucible_core.session.embed import RunResult as RunResult
     from crucible_core.session.embed import check as check
     from crucible_core.session.embed import results as results
     from crucible_core.session.embed import run as run
+    from crucible_core.session.request import SessionRequest as SessionRequest
+    from crucible_core.session_log import read_events as read_events
     from crucible_core.shell import Shell as Shell
     from crucible_core.testing.drivers import MemoryWorld as MemoryWorld
     from crucible_core.testing.drivers import ScriptedBackend as ScriptedBackend
@@ -301,11 +348,18 @@ if TYPE_CHECKING:
     from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES as SCORED_WORKFLOW_TYPES
     from crucible_core.workflow.lanes import WORKFLOW_TYPES as WORKFLOW_TYPES
     from crucible_core.workflow.language import WorkflowLanguage as WorkflowLanguage
+    from crucible_core.workflow.pack import ARTIFACT_NAME as ARTIFACT_NAME
+    from crucible_core.workflow.pack import effective_workflow as effective_workflow
+    from crucible_core.workflow.pack import plan_data as plan_data
+    from crucible_core.workflow.pack import to_toml as to_toml
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
     # renamed on the way out (a flat namespace needs the module's name in it); mypy re-exports
     # an assignment, never an `import x as y`
     run_process = process.run
+    LaneShell = lane.Shell
+    validate_plan = validate.validate
+    encode_components = composite_world.encode
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -447,6 +501,43 @@ _export("crucible_core.plugins", "Plugins", "load_plugins")
 # Testing: the scripted drivers and the kit running the real loop with them (docs/python-api.md).
 _export("crucible_core.testing.drivers", "MemoryWorld", "ScriptedJudge", "ScriptedBackend")
 _export("crucible_core.testing.kit", "CrucibleKit", "KitRun")
+# Lanes: a kind of run a plugin registers (crucible_register_lanes), what the session hands it,
+# and the parts a graph lane is built from: the body a playbook shares with a plan file, the plan
+# executor, the run's workspace, drivers, identity, services and task runners.
+_export("crucible_core.lanes.lane", "Lane", "LaneContext", "LaneSpec", "Ending", "LaneShell=Shell")
+_export(
+    "crucible_core.lanes.graph",
+    "GraphLane",
+    "ended_report",
+    "print_tasks",
+    "recorded_run",
+    "report_ending",
+    "tell_how_to_start_anew",
+)
+_export("crucible_core.session.request", "SessionRequest")
+_export("crucible_core.errors", "ResumeConflict", "UnsupportedSectionError")
+_export("crucible_core.plan.ir", "ValidPlan", "Isolation")
+_export("crucible_core.plan.load", "plan_from_data")
+_export("crucible_core.plan.validate", "validate_plan=validate")
+_export("crucible_core.plan.executor", "ExecutorConfig", "PriorRun", "check_same_plan")
+_export("crucible_core.plan.files", "FILES_DIR_NAME", "FileStore", "INPUTS_DIR")
+_export("crucible_core.plan.runners", "open_task_runners")
+_export("crucible_core.registry", "Registry", "provider_of")
+_export("crucible_core.workflow.pack", "ARTIFACT_NAME", "effective_workflow", "plan_data", "to_toml")
+_export("crucible_core.broker.service", "declaration_for")
+_export("crucible_core.broker.declaration", "Disclosure")
+_export("crucible_core.manifest.paths", "RunPaths")
+_export("crucible_core.run.workspace_setup", "SETUP_TIMEOUT", "setup_component", "workspace_in_use")
+_export("crucible_core.run.composite_world", "encode_components=encode")
+_export("crucible_core.run.injects", "copy_injects", "refresh_frozen")
+_export("crucible_core.run.agent_task", "RESULT_FILE", "agent_task_runner")
+_export("crucible_core.run.drivers", "build_drivers")
+_export("crucible_core.run.engine", "engine_environment")
+_export("crucible_core.run.identity", "run_identity")
+_export("crucible_core.run.lifecycle", "Lifecycle")
+_export("crucible_core.run.remote_measure", "HeldEvents")
+_export("crucible_core.services.run_services", "PlannedServices", "plan_services", "stable_run_id")
+_export("crucible_core.session_log", "read_events")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from crucible_core.broker.tools import BrokerTool
     from crucible_core.flow.render import FlowRenderer
     from crucible_core.init_templates import InitTemplate
+    from crucible_core.lanes.lane import LaneSpec
     from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.plan.runners import TaskRunnerFactory
     from crucible_core.protocols import (
@@ -182,6 +183,18 @@ def crucible_register_workflow_languages(register: Register[WorkflowLanguage]) -
     A file `workflow<suffix>` beside a manifest is that manifest's graph; the language registered
     for the suffix reads its lane and launch parameters and compiles it to the `[workflow]` IR
     (crucible_core.workflow.language). With no language for a source's suffix, runs and checks refuse.
+    """
+
+
+@hookspec
+def crucible_register_lanes(register: Register[LaneSpec]) -> None:
+    """Register kinds of run by the workflow type that selects them ("playbook"): a LaneSpec each.
+
+    A manifest whose effective `[workflow]` declares a type no judge scores runs through the lane
+    registered under that type: the session hands its `prepare` a LaneContext before the log opens
+    and drives the lane it returns through the one shell (crucible_core.lanes.lane); `crucible check`
+    adds the lane's own findings. The loop and the plan file are core's and are not registered here;
+    with no lane for the type, runs and checks refuse, naming the distribution to install.
     """
 
 

@@ -117,6 +117,7 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("init template", "playbook"): "crucible-plugin-workflow-starlark",
     ("task runner", "kubernetes"): "crucible-plugin-deploy-kubernetes",
     ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
+    ("lane", "playbook"): "crucible-plugin-lane-playbook",
 }
 
 

@@ -22,6 +22,7 @@ Order of the calls the shell makes (docs/architecture.md, "The session and its l
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -36,10 +37,13 @@ if TYPE_CHECKING:
     from crucible_core.control.ledger import Ledger
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.manifest.paths import RunPaths
+    from crucible_core.plugins import Plugins
     from crucible_core.redact import Redactor
     from crucible_core.run.lifecycle import Lifecycle
+    from crucible_core.run.state_lock import StateLock
     from crucible_core.services.run_services import PlannedServices
     from crucible_core.services.runtime import ServiceRuntime
+    from crucible_core.session.request import SessionRequest
     from crucible_core.session_log import SessionLog
 
 
@@ -111,3 +115,27 @@ class Lane(Protocol):
         ...
 
     def iterations(self) -> int: ...
+
+
+@attrs.frozen
+class LaneContext:
+    """What a plugin's lane gets to resolve a manifest into a run, before the session log opens."""
+
+    plugins: Plugins
+    request: SessionRequest
+    loaded: LoadedManifest
+    take_lock: Callable[[Path], StateLock]  # take the state directory's lock once it is known
+
+
+@attrs.frozen
+class LaneSpec:
+    """A kind of run a plugin provides, registered under the workflow type that selects it.
+
+    `prepare` resolves everything (nothing written, the state lock taken through the context) and
+    returns the lane to drive, or the Ending of a run that already ended. `check` is what `crucible
+    check` adds about such a manifest once its graph validated: (level, text) findings, level one
+    of "ok", "info", "warn", "fail".
+    """
+
+    prepare: Callable[[LaneContext], Lane | Ending]
+    check: Callable[[Plugins, LoadedManifest], list[tuple[str, str]]] = lambda _plugins, _loaded: []

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from crucible_core.errors import PluginError
 from crucible_core.run.check import Findings
+from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES
 
 if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest
@@ -67,8 +68,8 @@ def check_manifest(
     plan = validate_document(plugins, document, source=str(manifest))
     findings.add("ok", f"workflow ({document['type']}) compiled and validated: {len(plan.tasks)} task(s)")
     served = _services_served(loaded, plan, plugins, findings)
-    if document["type"] == "playbook":
-        _workspace_memory(plugins, findings)  # a playbook's graph is all there is to prove
+    if document["type"] not in SCORED_WORKFLOW_TYPES:
+        _lane(plugins, loaded, document["type"], findings)  # a plugin lane's graph is all there is to prove
     elif served:
         check(plugins, loaded, harness=harness, caps=caps, findings=findings)
     return findings
@@ -118,14 +119,17 @@ def _pack_needs_met(plugins: Plugins, pack: str, repo: Path | None, findings: Fi
     return not any(level == "fail" for level, _ in lines)
 
 
-def _workspace_memory(plugins: Plugins, findings: Findings) -> None:
-    """Whether a plugin keeps a playbook's workspace history; a failure (and why) when none does."""
-    from crucible_core.lanes.playbook_workspace import memory_factory
-
+def _lane(plugins: Plugins, loaded: LoadedManifest, lane: str, findings: Findings) -> None:
+    """The plugin lane the workflow type selects, and what it finds; a failure naming the
+    distribution to install when no installed plugin registers it."""
     try:
-        memory_factory(plugins)
+        entry = plugins.registry("lane").entry(lane, where=f"{loaded.path} ([workflow].type)")
     except PluginError as exc:
         findings.add("fail", exc.render())
+        return
+    findings.add("ok", f"{lane} lane from {entry.plugin}")
+    for level, text in entry.value.check(plugins, loaded):
+        findings.add(level, text)
 
 
 def _services_served(

@@ -304,7 +304,9 @@ def test_only_passing_tasks_reach_the_git_memory(tmp_path: Path) -> None:
 
 def test_without_the_git_world_plugin_a_playbook_is_refused_naming_it(tmp_path: Path) -> None:
     pack = example(tmp_path)
-    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="core,backend_local,judge_command,workflow_starlark")
+    env = crucible_env(
+        CRUCIBLE_LOAD_PLUGINS="core,backend_local,judge_command,workflow_starlark,lane_playbook"
+    )
     done = play(pack, "--max-time", "5m", env=env)
     assert done.returncode == 12, done.stdout + done.stderr
     assert "pip install crucible-plugin-world-git" in done.stderr
@@ -312,6 +314,19 @@ def test_without_the_git_world_plugin_a_playbook_is_refused_naming_it(tmp_path: 
     checked = run_crucible("check", "--manifest", pack / "crucible.toml", cwd=pack, env=env)
     assert checked.returncode == 13, checked.stdout + checked.stderr
     assert "pip install crucible-plugin-world-git" in checked.stdout
+
+
+def test_without_the_playbook_lane_plugin_a_playbook_is_refused_naming_it(tmp_path: Path) -> None:
+    pack = example(tmp_path)
+    names = "core,world_git,backend_local,judge_command,workflow_starlark"  # everything but the lane
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS=names)
+    done = play(pack, "--max-time", "5m", env=env)
+    assert done.returncode == 12, done.stdout + done.stderr
+    assert "pip install crucible-plugin-lane-playbook" in done.stderr
+    assert not (pack / "state").exists() and not (pack / "workspace").exists()
+    checked = run_crucible("check", "--manifest", pack / "crucible.toml", cwd=pack, env=env)
+    assert checked.returncode == 13, checked.stdout + checked.stderr
+    assert "pip install crucible-plugin-lane-playbook" in checked.stdout
 
 
 def test_shared_tasks_run_one_at_a_time_so_a_failure_never_reaches_a_commit(tmp_path: Path) -> None:
@@ -362,7 +377,7 @@ def test_per_task_deadlines_fail_the_task_and_are_bounded_by_the_operator(tmp_pa
 
 
 def test_time_spent_before_a_crash_counts_but_time_dead_does_not() -> None:
-    from crucible_core.lanes.playbook import _elapsed_before
+    from crucible_lane_playbook.lane import _elapsed_before
 
     log = [
         {"kind": "plan_admitted", "ts": 100.0},

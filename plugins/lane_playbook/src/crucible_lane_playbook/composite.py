@@ -24,9 +24,7 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core.errors import RunFailed, WorkspaceError
-from crucible_core.protocols import WorkspaceMemory
-from crucible_core.run import composite_world
+from crucible_core.api import RunFailed, WorkspaceError, WorkspaceMemory, encode_components
 
 
 @attrs.frozen
@@ -68,7 +66,7 @@ class CompositeMemory:
         bases = {name: memory.base_commit() for name, memory in self.parts}
         if any(base is None for base in bases.values()):
             return None
-        return composite_world.encode({name: base for name, base in bases.items() if base is not None})
+        return encode_components({name: base for name, base in bases.items() if base is not None})
 
     def reset_to_base(self) -> bool:
         """Every component back to its base; when any cannot be, every record is forgotten so

@@ -8,7 +8,7 @@ The pristine start, as the loop's setup has it:
 - with neither, the workspace starts empty;
 - a composite makes each component's workspace in `<workspace>/<component>` as the loop's
   composite does (its setup_cmd, or its [repo] cloned), each with its own workspace memory
-  (lanes/playbook_composite.py).
+  (composite.py).
 Then every inject is copied in. A resume rebuilds the pristine start (the workspace memory's base
 commit) and puts back the declared files of every task that passed in the shared workspace.
 
@@ -21,22 +21,38 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from crucible_core import process
-from crucible_core.errors import PluginError, RunFailed, UnsupportedSectionError, WorkspaceError
-from crucible_core.lanes.playbook_composite import CompositeMemory
-from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.manifest.paths import RunPaths
-from crucible_core.plan.executor import PriorRun
-from crucible_core.plan.files import INPUTS_DIR, FileStore
-from crucible_core.plugins import Plugins
-from crucible_core.protocols import WorkspaceMemory, WorkspaceMemoryContext, WorkspaceMemoryFactory
-from crucible_core.registry import provider_of
-from crucible_core.run.agent_task import RESULT_FILE
-from crucible_core.run.injects import copy_injects
-from crucible_core.run.workspace_setup import SETUP_TIMEOUT, setup_component, workspace_in_use
-from crucible_core.shell import Shell
+from crucible_core.api import (
+    INPUTS_DIR,
+    RESULT_FILE,
+    SETUP_TIMEOUT,
+    PluginError,
+    RunFailed,
+    Shell,
+    UnsupportedSectionError,
+    WorkspaceError,
+    WorkspaceMemoryContext,
+    copy_injects,
+    provider_of,
+    run_process,
+    setup_component,
+    workspace_in_use,
+)
+from crucible_lane_playbook.composite import CompositeMemory
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from crucible_core.api import (
+        FileStore,
+        LoadedManifest,
+        Plugins,
+        PriorRun,
+        RunPaths,
+        WorkspaceMemory,
+        WorkspaceMemoryFactory,
+    )
 
 MEMORY = "git"  # the workspace memory a playbook keeps its history with
 # Engine files a task leaves behind that belong to no commit.
@@ -54,6 +70,16 @@ def memory_factory(plugins: Plugins) -> WorkspaceMemoryFactory:
         )
     factory: WorkspaceMemoryFactory = registry.get(MEMORY, where="a playbook")
     return factory
+
+
+def check_memory(plugins: Plugins) -> list[tuple[str, str]]:
+    """`crucible check`'s finding about the playbook's workspace history: a failure (and why)
+    when no installed plugin keeps it."""
+    try:
+        memory_factory(plugins)
+    except PluginError as exc:
+        return [("fail", exc.render())]
+    return []
 
 
 def workspace_memory(
@@ -124,7 +150,7 @@ def fresh_workspace(
 
 
 def _run_setup(loaded: LoadedManifest, command: str, workspace: Path, env: dict[str, str]) -> None:
-    done = process.run(command, cwd=loaded.dir, env=env, timeout=SETUP_TIMEOUT)
+    done = run_process(command, cwd=loaded.dir, env=env, timeout=SETUP_TIMEOUT)
     if not done.ok:
         tail = done.stderr.strip().splitlines()[-3:]
         raise RunFailed(

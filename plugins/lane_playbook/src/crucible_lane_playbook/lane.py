@@ -2,9 +2,9 @@
 
 No World, no Judge, no engine operations. Each settled task writes one task_result row
 (score null); the run exits 0 iff its verdict is valid. The workspace starts as the loop's does
-([repo] at its ref, or [workspace].setup_cmd, or each component of a composite;
-lanes/playbook_workspace.py) and a passing task's changes become a commit of the run's
-workspace memory (the git world plugin's; one per component of a composite). A resume folds
+([repo] at its ref, or [workspace].setup_cmd, or each component of a composite; workspace.py)
+and a passing task's changes become a commit of the run's workspace memory (the git world
+plugin's; one per component of a composite). A resume folds
 settled tasks from the log, never re-dispatches them, and rebuilds the workspace from the
 pristine start plus the declared files of every folded task that passed in the shared
 workspace, each committed as that task's.
@@ -15,24 +15,50 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crucible_core import __version__
-from crucible_core.broker.declaration import Disclosure
-from crucible_core.broker.service import declaration_for
-from crucible_core.contract import wire
-from crucible_core.errors import ResumeConflict, UnsupportedSectionError, UsageError
-from crucible_core.lanes.graph import (
+from crucible_core.api import (
+    ARTIFACT_NAME,
+    FILES_DIR_NAME,
+    Ending,
+    ExecutorConfig,
+    FileStore,
     GraphLane,
+    HeldEvents,
+    Isolation,
+    ResumeConflict,
+    RunPaths,
+    Shell,
+    TaskRunnerContext,
+    UnsupportedSectionError,
+    UsageError,
+    agent_task_runner,
+    build_drivers,
+    check_same_plan,
+    copy_injects,
+    declaration_for,
+    effective_workflow,
     ended_report,
+    engine_environment,
+    open_task_runners,
+    plan_data,
+    plan_from_data,
+    plan_services,
     print_tasks,
+    read_events,
     recorded_run,
+    refresh_frozen,
     report_ending,
+    run_identity,
+    stable_run_id,
     tell_how_to_start_anew,
+    to_toml,
+    validate_plan,
+    wire,
 )
-from crucible_core.lanes.lane import Ending, Shell
-from crucible_core.lanes.playbook_workspace import (
+from crucible_lane_playbook.workspace import (
     fresh_workspace,
     rebuild_workspace,
     refuse_existing_workspace,
@@ -40,45 +66,35 @@ from crucible_core.lanes.playbook_workspace import (
     replay_declared_files,
     workspace_memory,
 )
-from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.manifest.paths import RunPaths
-from crucible_core.plan import ir
-from crucible_core.plan.executor import ExecutorConfig, PriorRun, check_same_plan
-from crucible_core.plan.files import FILES_DIR_NAME, FileStore
-from crucible_core.plan.kinds import Attempt, TaskContext, TaskKindSpec
-from crucible_core.plan.load import plan_from_data
-from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners
-from crucible_core.plan.validate import validate
-from crucible_core.plugins import Plugins
-from crucible_core.protocols import AgentBackend, WorkspaceMemory
-from crucible_core.registry import Registry
-from crucible_core.run.agent_task import agent_task_runner
-from crucible_core.run.drivers import build_drivers
-from crucible_core.run.engine import engine_environment
-from crucible_core.run.identity import run_identity
-from crucible_core.run.injects import copy_injects, refresh_frozen
-from crucible_core.run.lifecycle import Lifecycle
-from crucible_core.run.remote_measure import HeldEvents
-from crucible_core.run.state_lock import StateLock
-from crucible_core.services import run_services
-from crucible_core.session_log import read_events
-from crucible_core.shell import Shell as CommandShell
-from crucible_core.workflow.pack import ARTIFACT_NAME, effective_workflow, plan_data, to_toml
 
 if TYPE_CHECKING:
-    from crucible_core.session.request import SessionRequest
+    from crucible_core.api import (
+        AgentBackend,
+        Attempt,
+        Disclosure,
+        LaneContext,
+        LaneShell,
+        Lifecycle,
+        LoadedManifest,
+        PlannedServices,
+        Plugins,
+        PriorRun,
+        Registry,
+        SessionRequest,
+        TaskContext,
+        TaskKindSpec,
+        TaskRunner,
+        ValidPlan,
+        WorkspaceMemory,
+    )
 
 MEMORY_DIR = "playbook-git"  # under the private dir: the engine's record of its git memory
 
 
-def prepare_playbook(
-    plugins: Plugins,
-    request: SessionRequest,
-    loaded: LoadedManifest,
-    take_lock: Callable[[Path], StateLock],
-) -> PlaybookLane | Ending:
+def prepare_playbook(context: LaneContext) -> PlaybookLane | Ending:
     """Resolve a playbook before its log opens: the ceilings, the compiled graph, the sections a
     playbook does not act on (refused by name), the recorded run, the services, the task runners."""
+    plugins, request, loaded = context.plugins, context.request, context.loaded
     budget, tasks = request.budget, request.tasks
     if budget.iterations is not None and budget.iterations > 1:
         raise UsageError("a playbook runs its graph exactly once; --iterations must be 1 or omitted")
@@ -113,7 +129,7 @@ def prepare_playbook(
     if tasks.task_timeout > tasks.max_task_timeout:
         raise UsageError("--task-timeout must not exceed --max-task-timeout")
     document = {**document, "task": [{"timeout": tasks.task_timeout, **task} for task in document["task"]]}
-    plan = validate(
+    plan = validate_plan(
         plan_from_data(plan_data(document, budget.max_cost), kinds, source=str(loaded.path)),
         kinds,
         source=str(loaded.path),
@@ -127,7 +143,7 @@ def prepare_playbook(
     plugins.registry("reporter").get(request.ui, where="--ui")
     paths = RunPaths.resolve(loaded, state_dir=request.state_dir)
     memory = workspace_memory(plugins, loaded, paths.workspace, paths.private_dir / MEMORY_DIR)
-    take_lock(paths.state_dir)
+    context.take_lock(paths.state_dir)
     artifact = to_toml(document)
     prior = recorded_run(paths.session_log, resume=request.resume, what="playbook")
     config = ExecutorConfig(
@@ -158,7 +174,7 @@ def prepare_playbook(
             return Ending(report.outcome, "already finished", ending.exit_code)
     elif not request.resume:
         refuse_existing_workspace(loaded)
-    planned = run_services.plan_services(
+    planned = plan_services(
         loaded.services,
         os.environ,
         log_path=paths.session_log,
@@ -220,13 +236,13 @@ class PlaybookLane(GraphLane):
         request: SessionRequest,
         loaded: LoadedManifest,
         paths: RunPaths,
-        plan: ir.ValidPlan,
+        plan: ValidPlan,
         kinds: Registry[TaskKindSpec],
         config: ExecutorConfig,
         prior: PriorRun | None,
         artifact: str,
         disclosure: Disclosure,
-        planned: run_services.PlannedServices,
+        planned: PlannedServices,
         engine_env: dict[str, str],
         held: HeldEvents,
         runners: tuple[TaskRunner, ...],
@@ -252,13 +268,13 @@ class PlaybookLane(GraphLane):
         self.task_runners = runners
         self.elapsed_before = elapsed_before
         self.resumed = request.resume
-        self.run_id = run_services.stable_run_id(paths.state_dir)
+        self.run_id = stable_run_id(paths.state_dir)
         self.reporter_total: int | None = 1
         self.memory = memory
         self.started = time.monotonic()
         self.wrote_start = False
 
-    def open(self, session: Shell) -> None:
+    def open(self, session: LaneShell) -> None:
         self.attach(session)
 
     def before_start(self) -> None:
@@ -277,7 +293,7 @@ class PlaybookLane(GraphLane):
                 iters_total=1,
                 max_cost=float(budget.max_cost or 0.0),
                 max_secs=int(budget.max_time or 0),
-                version=__version__,
+                version=version("crucible-core"),
                 run_id=self.run_id,
                 manifest=str(self.loaded.path),
                 workspace=str(self.paths.workspace),
@@ -301,7 +317,7 @@ class PlaybookLane(GraphLane):
         (paths.state_dir / ARTIFACT_NAME).write_text(self.artifact, encoding="utf-8")
         memory.ensure()
         if rebuilt and self.prior is not None:
-            shared = {task.name for task in self.plan.tasks if task.isolation is ir.Isolation.SHARED}
+            shared = {task.name for task in self.plan.tasks if task.isolation is Isolation.SHARED}
             stored = FileStore(paths.state_dir / FILES_DIR_NAME, max_bytes=0)  # read only here
             replay_declared_files(memory, stored, shared, self.prior)
         # the comparability key, as the loop writes it: the compiled workflow and the services in it
@@ -355,7 +371,7 @@ class PlaybookLane(GraphLane):
         def backend() -> AgentBackend:
             if "backend" not in cache:
                 paths.ensure_state_dirs()
-                shell = CommandShell(cwd=paths.workspace, env={})
+                shell = Shell(cwd=paths.workspace, env={})
                 cache["backend"] = build_drivers(plugins, loaded, paths, shell).backend
             return cache["backend"]
 
