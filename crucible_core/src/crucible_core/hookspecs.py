@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.registry import Register
     from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+    from crucible_core.run.rounds import RoundStrategy
     from crucible_core.services.catalog import ServiceToolFactory
     from crucible_core.workflow.language import WorkflowLanguage
 
@@ -182,6 +183,18 @@ def crucible_register_workflow_languages(register: Register[WorkflowLanguage]) -
     A file `workflow<suffix>` beside a manifest is that manifest's graph; the language registered
     for the suffix reads its lane and launch parameters and compiles it to the `[workflow]` IR
     (crucible_core.workflow.language). With no language for a source's suffix, runs and checks refuse.
+    """
+
+
+@hookspec
+def crucible_register_round_strategies(register: Register[RoundStrategy]) -> None:
+    """Register what runs before the deep loop when `[search]` or `--wide N` asks ("wide"): a RoundStrategy each.
+
+    Core runs the ordinary loop, one candidate per iteration, itself; a run that asks for a round
+    calls the strategy named "wide" to prepare it, refuse what it cannot use, place its work and
+    run it once the baseline is measured (crucible_core.run.rounds). `settings=` names the attrs
+    class `[search]` converts into; without a strategy installed, a manifest with `[search]` is
+    refused naming the distribution to install.
     """
 
 

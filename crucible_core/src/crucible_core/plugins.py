@@ -44,6 +44,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "workspace memory": "crucible_register_workspace_memories",
     "init template": "crucible_register_init_templates",
     "workflow language": "crucible_register_workflow_languages",
+    "round strategy": "crucible_register_round_strategies",
 }
 
 

@@ -71,6 +71,7 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("init template", "playbook"): "crucible-plugin-workflow-starlark",
     ("task runner", "kubernetes"): "crucible-plugin-deploy-kubernetes",
     ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
+    ("round strategy", "wide"): "crucible-plugin-search-wide",
 }
 
 
