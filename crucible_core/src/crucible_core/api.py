@@ -117,6 +117,7 @@ if TYPE_CHECKING:
     from crucible_core.flow.task_view import task_roles as task_roles
     from crucible_core.hookspecs import hookimpl as hookimpl
     from crucible_core.init_templates import InitTemplate as InitTemplate
+    from crucible_core.manifest.capability import Capability as Capability
     from crucible_core.manifest.containment import (
         escape_problem as escape_problem,
     )
@@ -133,7 +134,6 @@ if TYPE_CHECKING:
     from crucible_core.manifest.durations import Seconds as Seconds
     from crucible_core.manifest.loader import LoadedManifest as LoadedManifest
     from crucible_core.manifest.loader import load_manifest as load_manifest
-    from crucible_core.manifest.models import Capability as Capability
     from crucible_core.manifest.models import JudgeSection as JudgeSection
     from crucible_core.manifest.paths import write_atomic as write_atomic
     from crucible_core.mcp_config import ENV_MCP_CONFIG as ENV_MCP_CONFIG
@@ -484,7 +484,7 @@ _export("crucible_core.plugins", "Plugins", "load_plugins")
 # executor for its graph, the turn, stage, measure, decide and keep steps of the loop.
 _export("crucible_core.run.rounds", "RoundStrategy", "RoundRequest", "SearchRound")
 _export("crucible_core.errors", "CapabilityUnserved")
-_export("crucible_core.manifest.models", "Capability")
+_export("crucible_core.manifest.capability", "Capability")
 _export("crucible_core.manifest.converter", "show")
 _export("crucible_core.contract", "agent_wire")
 _export("crucible_core.contract.reading", "Direction")

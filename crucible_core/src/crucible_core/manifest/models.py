@@ -10,6 +10,7 @@ import attrs
 from crucible_core.contract.noise import Margin, Statistic
 from crucible_core.contract.reading import Direction
 from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSection, OutputDeclaration
+from crucible_core.manifest.capability import Capability as Capability  # re-exported: the models use it
 from crucible_core.manifest.durations import Seconds as Seconds  # re-exported: the models use it
 
 # Sections the specification defines but this version does not execute. They are refused by
@@ -22,10 +23,6 @@ UNSUPPORTED_SECTIONS = (
 UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers")
 UNSUPPORTED_AGENT_KEYS = ("allow_unverified_image",)  # image verification for sandboxing backends
 UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
-
-
-class Capability(str):
-    """A capability a piece of work needs ("gpu"); the manifest may write it as a list of one."""
 
 
 REPO_STARTS = ("head", "worktree")

@@ -1,10 +1,13 @@
-"""`[search]`, the wide round's settings table: converted strictly by core, checked here (docs/search.md)."""
+"""`[search]`, the wide round's settings table: converted strictly by core, checked here (docs/search.md).
+
+Registration imports this module, so it loads nothing of core's manifest models (`crucible plugins`).
+"""
 
 from __future__ import annotations
 
 import attrs
 
-from crucible_core.api import Capability, show
+from crucible_core.api import Capability
 
 SEARCH_POLICIES = ("top-k", "halving")
 MAX_WIDE = 32  # [search].wide: each candidate is a concurrent agent turn and a worktree
@@ -30,6 +33,8 @@ class SearchSettings:
             if not approach.strip():
                 raise ValueError(f"[search].approaches[{index}] is empty")
         if self.policy not in SEARCH_POLICIES:
+            from crucible_core.api import show
+
             raise ValueError(
                 f"[search].policy must be one of {', '.join(SEARCH_POLICIES)} (got {show(self.policy)})"
             )
@@ -43,6 +48,8 @@ def search_problem(
     Shared by the manifest check and the `--wide` / `--wide-keep` overrides, which name
     themselves as the key at fault.
     """
+    from crucible_core.api import show
+
     if not 0 <= wide <= MAX_WIDE:
         return f"{wide_key} must be between 0 and {MAX_WIDE} (got {show(wide)})"
     if wide == 0:
