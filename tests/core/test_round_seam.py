@@ -139,3 +139,18 @@ def test_the_strategy_owns_search_and_its_schema_refuses_with_key_paths(tmp_path
         api.load_manifest(manifest, plugins=_with_strategy(CoinStrategy()))
     assert "[search].coin" in refused.value.message
     assert "checked by crucible-plugin-coin, which registered round strategy 'wide'" in refused.value.message
+
+
+def test_resuming_a_round_without_its_strategy_is_refused_naming_the_distribution(tmp_path: Path) -> None:
+    from crucible_core.errors import PluginError
+    from crucible_core.run.engine import RunOptions
+    from crucible_core.run.rounds import prepare_round
+
+    manifest = _counter(tmp_path)  # the round was started with --wide: no [search] to say so
+    plugins = load_plugins(names=["core", *COUNTER_PLUGINS])
+    loaded = api.load_manifest(manifest, plugins=plugins)
+    assert prepare_round(plugins, loaded, RunOptions(), resume=True) is None
+    with pytest.raises(PluginError) as refused:
+        prepare_round(plugins, loaded, RunOptions(), resume=True, unfinished=True)
+    assert "in the resumed run's wide round" in refused.value.message
+    assert "pip install crucible-plugin-search-wide" in refused.value.message

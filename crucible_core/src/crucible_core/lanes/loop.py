@@ -3,8 +3,8 @@
 `prepare_loop` resolves everything the loop needs before the log opens (the resume's fold and
 budget, the declaration, the publisher, the authored graph, the services, the drivers, the
 runners, the round a strategy plugin prepares for `[search]`); `LoopLane` then builds the engine
-once the log exists and runs the baseline, the round and the loop. The loop itself (run/loop.py) calls only the drivers and the engine's
-operations.
+once the log exists and runs the baseline, the round and the loop. The loop itself (run/loop.py)
+calls only the drivers and the engine's operations.
 """
 
 from __future__ import annotations
@@ -144,7 +144,14 @@ def prepare_loop(
     agent_env = agent_environment(base_env, loaded)
     # The round before the deep loop (a strategy plugin's): what it cannot use is said before anything.
     search = prepare_round(
-        plugins, loaded, request.options, private_dir=paths.private_dir, resume=folded is not None
+        plugins,
+        loaded,
+        request.options,
+        private_dir=paths.private_dir,
+        resume=folded is not None,
+        unfinished=folded is not None
+        and folded.last_phase == wire.WIDE_PHASE
+        and not wire.wide_round_decided(folded.rows),
     )
     if search is not None:
         search.refuse(

@@ -123,17 +123,19 @@ def prepare_round(
     *,
     private_dir: Path | None = None,
     resume: bool = False,
+    unfinished: bool = False,
 ) -> SearchRound | None:
     """The round this run executes, from the installed strategy; None when nothing asks for one.
 
     With no strategy installed, a run that asks for a round is refused naming the distribution
-    to install (PluginError); one that does not ask runs the deep loop alone. A resume asks the
+    to install (PluginError); so is the resume of a run whose log ends inside its round
+    (`unfinished`). One that does not ask runs the deep loop alone. A resume asks the
     strategy even without `[search]`: a round started with `--wide` resumes without it.
     """
     registry = plugins.registry(ROUND_STRATEGY)
-    if WIDE not in registry and not asks_for_round(loaded, options):
+    if WIDE not in registry and not (unfinished or asks_for_round(loaded, options)):
         return None
-    where = "--wide" if options.wide else "[search]"
+    where = "--wide" if options.wide else "the resumed run's wide round" if unfinished else "[search]"
     strategy: RoundStrategy = registry.get(WIDE, where=where)
     request = RoundRequest(
         loaded,
