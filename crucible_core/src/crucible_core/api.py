@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from crucible_core.broker.tools import ToolError as ToolError
     from crucible_core.cli.options import budget_cap as budget_cap
     from crucible_core.cli.options import manifest_option as manifest_option
-    from crucible_core.contract import agent_wire as agent_wire
     from crucible_core.contract import wire as wire
     from crucible_core.contract.decide import Verdict as Verdict
     from crucible_core.contract.decide import decide as decide
@@ -288,8 +287,6 @@ if TYPE_CHECKING:
     from crucible_core.reporters.console_text import show_number as show_number
     from crucible_core.reporters.console_view import ConsoleView as ConsoleView
     from crucible_core.reporters.console_view import row_label as row_label
-    from crucible_core.run import distress
-    from crucible_core.run.agent_output import TurnOutputCap as TurnOutputCap
     from crucible_core.run.context import LoopExit as LoopExit
     from crucible_core.run.context import Run as Run
     from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT as DEFAULT_TURN_TIMEOUT
@@ -340,7 +337,6 @@ if TYPE_CHECKING:
     run_process = process.run
     task_refusals = runners.refusals
     validate_plan = validate.validate
-    DISTRESS_DIR_ENV = distress.ENV_DIR
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -486,7 +482,6 @@ _export("crucible_core.run.rounds", "RoundStrategy", "RoundRequest", "SearchRoun
 _export("crucible_core.errors", "CapabilityUnserved")
 _export("crucible_core.manifest.capability", "Capability")
 _export("crucible_core.manifest.converter", "show")
-_export("crucible_core.contract", "agent_wire")
 _export("crucible_core.contract.reading", "Direction")
 _export("crucible_core.contract.decide", "Verdict", "decide")
 _export("crucible_core.contract.noise", "Statistic", "combine", "note_with_margin", "summarize")
@@ -501,8 +496,6 @@ _export("crucible_core.run.engine", "Engine", "DEFAULT_TURN_TIMEOUT")
 _export("crucible_core.run.context", "Run", "LoopExit")
 _export("crucible_core.run.steps", "stage_for_measure", "measure_staged", "snapshot_keep")
 _export("crucible_core.run.injects", "refresh_frozen")
-_export("crucible_core.run.agent_output", "TurnOutputCap")
-_export("crucible_core.run.distress", "DISTRESS_DIR_ENV=ENV_DIR")
 # Testing: the scripted drivers and the kit running the real loop with them (docs/python-api.md).
 _export("crucible_core.testing.drivers", "MemoryWorld", "ScriptedJudge", "ScriptedBackend")
 _export("crucible_core.testing.kit", "CrucibleKit", "KitRun")

@@ -28,15 +28,14 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from crucible_core.api import (
     DEFAULT_TURN_TIMEOUT,
-    DISTRESS_DIR_ENV,
     AgentBackend,
     Attempt,
     CommandShell,
@@ -55,11 +54,9 @@ from crucible_core.api import (
     Statistic,
     TaskContext,
     Turn,
-    TurnOutputCap,
     TurnResult,
     Verdict,
     World,
-    agent_wire,
     combine,
     decide,
     measure_staged,
@@ -529,30 +526,13 @@ def propose_candidate(
         text = redacted  # the prompt leaves this machine: only as the prompt file has it
     prompt_file = engine.paths.private_dir / WIDE_DIR / f"prompt-{slot}.md"
     write_atomic(prompt_file, redacted.encode("utf-8"), mode=0o600, durable=False)
-    env = dict(engine.agent_env)
-    env.update(
-        {
-            "CRUCIBLE_PROMPT_FILE": str(prompt_file),
-            "CRUCIBLE_ITERATION": str(iteration),
-            "CRUCIBLE_WORKSPACE": str(fork),
-            "CRUCIBLE_CANDIDATE": str(slot),
-            "CRUCIBLE_APPROACH": approach,
-            DISTRESS_DIR_ENV: str(engine.paths.distress_dir),
-        }
-    )
-    agent = engine.loaded.manifest.agent
-    capped = TurnOutputCap(lambda kind, fields: _agent_event(engine, kind, fields))
-    turn = Turn(
-        iteration=iteration,
-        prompt=text,
-        workspace=fork,
-        env=env,
-        deadline_seconds=engine.options.turn_timeout or agent.turn_timeout or DEFAULT_TURN_TIMEOUT,
-        emit=capped,
-        model=engine.options.model or agent.model,
-        effort=agent.effort,
-        session=None,  # candidates are independent: no shared conversation
-    )
+    env = {
+        "CRUCIBLE_PROMPT_FILE": str(prompt_file),
+        "CRUCIBLE_CANDIDATE": str(slot),
+        "CRUCIBLE_APPROACH": approach,
+    }
+    # candidates are independent: no shared conversation
+    turn, capped = engine.agent_turn(iteration, text, fork, env, session=None)
     lifecycle = engine.lifecycle if engine.broker is None else None
     if lifecycle is not None:
         with hooks:
@@ -596,10 +576,6 @@ def remote_turn(backend: AgentBackend, turn: Turn, shell: CommandShell) -> TurnR
         returns_workspace=True,
     )
     return command.finish(done)
-
-
-def _agent_event(engine: Engine, kind: str, fields: Mapping[str, Any]) -> None:
-    engine.log.emit(agent_wire.to_wire(kind, fields))
 
 
 def _make_durable(scratch: Path, final: Path) -> None:
