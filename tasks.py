@@ -42,6 +42,7 @@ MEMBERS = [
     "plugins/publish_github",
     "plugins/workflow_starlark",
     "plugins/lane_playbook",
+    "plugins/search_wide",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # pytest-xdist workers for a whole-suite run, sized for the 2-core CI machine (see _parallel).

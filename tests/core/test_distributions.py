@@ -38,6 +38,7 @@ STANDARD_SET = {
     "crucible-plugin-publish-github",
     "crucible-plugin-workflow-starlark",
     "crucible-plugin-lane-playbook",
+    "crucible-plugin-search-wide",
 }
 
 
@@ -171,6 +172,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/publish_github",
         "plugins/workflow_starlark",
         "plugins/lane_playbook",
+        "plugins/search_wide",
     ]
     done = subprocess.run(
         [

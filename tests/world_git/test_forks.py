@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from crucible_core.protocols import ForkingWorld
-from crucible_core.run.wide import sweep_forks
+from crucible_search_wide.round import sweep_forks
 from crucible_world_git.gitworld import GitWorld
 
 

@@ -51,9 +51,16 @@ if TYPE_CHECKING:
     from crucible_core.cli.options import budget_cap as budget_cap
     from crucible_core.cli.options import manifest_option as manifest_option
     from crucible_core.contract import wire as wire
+    from crucible_core.contract.decide import Verdict as Verdict
+    from crucible_core.contract.decide import decide as decide
     from crucible_core.contract.json_bounds import loads_bounded as loads_bounded
     from crucible_core.contract.measure_diagnosis import stderr_tail as stderr_tail
+    from crucible_core.contract.noise import Statistic as Statistic
+    from crucible_core.contract.noise import combine as combine
+    from crucible_core.contract.noise import note_with_margin as note_with_margin
+    from crucible_core.contract.noise import summarize as summarize
     from crucible_core.contract.plain_text import plain as plain
+    from crucible_core.contract.reading import Direction as Direction
     from crucible_core.contract.reading import (
         Reading as Reading,
     )
@@ -64,6 +71,7 @@ if TYPE_CHECKING:
     from crucible_core.contract.run_kind import verdict_word as verdict_word
     from crucible_core.durations import parse_duration as parse_duration
     from crucible_core.durations import short_duration as short_duration
+    from crucible_core.errors import CapabilityUnserved as CapabilityUnserved
     from crucible_core.errors import (
         ControlError as ControlError,
     )
@@ -123,6 +131,7 @@ if TYPE_CHECKING:
     from crucible_core.lanes.lane import Lane as Lane
     from crucible_core.lanes.lane import LaneContext as LaneContext
     from crucible_core.lanes.lane import LaneSpec as LaneSpec
+    from crucible_core.manifest.capability import Capability as Capability
     from crucible_core.manifest.containment import (
         escape_problem as escape_problem,
     )
@@ -135,6 +144,7 @@ if TYPE_CHECKING:
     from crucible_core.manifest.converter import (
         describe_structure_error as describe_structure_error,
     )
+    from crucible_core.manifest.converter import show as show
     from crucible_core.manifest.durations import Seconds as Seconds
     from crucible_core.manifest.loader import LoadedManifest as LoadedManifest
     from crucible_core.manifest.loader import load_manifest as load_manifest
@@ -143,7 +153,6 @@ if TYPE_CHECKING:
     from crucible_core.manifest.paths import write_atomic as write_atomic
     from crucible_core.mcp_config import ENV_MCP_CONFIG as ENV_MCP_CONFIG
     from crucible_core.mcp_config import mcp_config_file as mcp_config_file
-    from crucible_core.plan import validate
     from crucible_core.plan.executor import ExecutorConfig as ExecutorConfig
     from crucible_core.plan.executor import PriorRun as PriorRun
     from crucible_core.plan.executor import check_same_plan as check_same_plan
@@ -153,6 +162,11 @@ if TYPE_CHECKING:
     from crucible_core.plan.ir import Isolation as Isolation
     from crucible_core.plan.ir import Task as Task
     from crucible_core.plan.ir import ValidPlan as ValidPlan
+    from crucible_core.plan import ir as ir
+    from crucible_core.plan import runners, validate
+    from crucible_core.plan.builtin_kinds import EngineFields as EngineFields
+    from crucible_core.plan.executor import PlanExecutor as PlanExecutor
+    from crucible_core.plan.iteration import core_kinds as core_kinds
     from crucible_core.plan.kinds import (
         Attempt as Attempt,
     )
@@ -176,6 +190,7 @@ if TYPE_CHECKING:
         TaskRunnerFactory as TaskRunnerFactory,
     )
     from crucible_core.plan.runners import open_task_runners as open_task_runners
+    from crucible_core.plan.runners import runner_for as runner_for
     from crucible_core.plugins import Plugins as Plugins
     from crucible_core.plugins import load_plugins as load_plugins
     from crucible_core.process import Completed as Completed
@@ -307,6 +322,10 @@ if TYPE_CHECKING:
     from crucible_core.run.injects import copy_injects as copy_injects
     from crucible_core.run.injects import refresh_frozen as refresh_frozen
     from crucible_core.run.lifecycle import Lifecycle as Lifecycle
+    from crucible_core.run.context import LoopExit as LoopExit
+    from crucible_core.run.context import Run as Run
+    from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT as DEFAULT_TURN_TIMEOUT
+    from crucible_core.run.engine import Engine as Engine
     from crucible_core.run.lifecycle import (
         RunContext as RunContext,
     )
@@ -326,6 +345,12 @@ if TYPE_CHECKING:
     from crucible_core.run.workspace_setup import SETUP_TIMEOUT as SETUP_TIMEOUT
     from crucible_core.run.workspace_setup import setup_component as setup_component
     from crucible_core.run.workspace_setup import workspace_in_use as workspace_in_use
+    from crucible_core.run.rounds import RoundRequest as RoundRequest
+    from crucible_core.run.rounds import RoundStrategy as RoundStrategy
+    from crucible_core.run.rounds import SearchRound as SearchRound
+    from crucible_core.run.steps import measure_staged as measure_staged
+    from crucible_core.run.steps import snapshot_keep as snapshot_keep
+    from crucible_core.run.steps import stage_for_measure as stage_for_measure
     from crucible_core.services.catalog import Handoff as Handoff
     from crucible_core.services.catalog import ServiceTool as ServiceTool
     from crucible_core.services.catalog import ServiceToolFactory as ServiceToolFactory
@@ -360,6 +385,7 @@ if TYPE_CHECKING:
     LaneShell = lane.Shell
     validate_plan = validate.validate
     encode_components = composite_world.encode
+    task_refusals = runners.refusals
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -498,6 +524,26 @@ _export("crucible_core.contract.run_kind", "EPILOGUE", "verdict_word")
 # Embedding: run, check and read results from Python, as the CLI does (docs/python-api.md).
 _export("crucible_core.session.embed", "run", "check", "results", "RunResult", "CheckReport")
 _export("crucible_core.plugins", "Plugins", "load_plugins")
+# Round strategies: what `crucible_register_round_strategies` registers and the round it prepares,
+# the settings a `[search]` class uses, and the engine operations a round runs on: the plan
+# executor for its graph, the turn, stage, measure, decide and keep steps of the loop.
+_export("crucible_core.run.rounds", "RoundStrategy", "RoundRequest", "SearchRound")
+_export("crucible_core.errors", "CapabilityUnserved")
+_export("crucible_core.manifest.capability", "Capability")
+_export("crucible_core.manifest.converter", "show")
+_export("crucible_core.contract.reading", "Direction")
+_export("crucible_core.contract.decide", "Verdict", "decide")
+_export("crucible_core.contract.noise", "Statistic", "combine", "note_with_margin", "summarize")
+_export("crucible_core.plan", "ir")
+_export("crucible_core.plan.builtin_kinds", "EngineFields")
+_export("crucible_core.plan.executor", "ExecutorConfig", "PlanExecutor")
+_export("crucible_core.plan.iteration", "core_kinds")
+_export("crucible_core.plan.validate", "validate_plan=validate")
+_export("crucible_core.plan.runners", "open_task_runners", "runner_for", "task_refusals=refusals")
+_export("crucible_core.registry", "Registry")
+_export("crucible_core.run.engine", "Engine", "DEFAULT_TURN_TIMEOUT")
+_export("crucible_core.run.context", "Run", "LoopExit")
+_export("crucible_core.run.steps", "stage_for_measure", "measure_staged", "snapshot_keep")
 # Testing: the scripted drivers and the kit running the real loop with them (docs/python-api.md).
 _export("crucible_core.testing.drivers", "MemoryWorld", "ScriptedJudge", "ScriptedBackend")
 _export("crucible_core.testing.kit", "CrucibleKit", "KitRun")
@@ -518,11 +564,9 @@ _export("crucible_core.session.request", "SessionRequest")
 _export("crucible_core.errors", "ResumeConflict", "UnsupportedSectionError")
 _export("crucible_core.plan.ir", "ValidPlan", "Isolation")
 _export("crucible_core.plan.load", "plan_from_data")
-_export("crucible_core.plan.validate", "validate_plan=validate")
-_export("crucible_core.plan.executor", "ExecutorConfig", "PriorRun", "check_same_plan")
+_export("crucible_core.plan.executor", "PriorRun", "check_same_plan")
 _export("crucible_core.plan.files", "FILES_DIR_NAME", "FileStore", "INPUTS_DIR")
-_export("crucible_core.plan.runners", "open_task_runners")
-_export("crucible_core.registry", "Registry", "provider_of")
+_export("crucible_core.registry", "provider_of")
 _export("crucible_core.workflow.pack", "ARTIFACT_NAME", "effective_workflow", "plan_data", "to_toml")
 _export("crucible_core.broker.service", "declaration_for")
 _export("crucible_core.broker.declaration", "Disclosure")

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.registry import Register
     from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+    from crucible_core.run.rounds import RoundStrategy
     from crucible_core.services.catalog import ServiceToolFactory
     from crucible_core.workflow.language import WorkflowLanguage
 
@@ -195,6 +196,18 @@ def crucible_register_lanes(register: Register[LaneSpec]) -> None:
     and drives the lane it returns through the one shell (crucible_core.lanes.lane); `crucible check`
     adds the lane's own findings. The loop and the plan file are core's and are not registered here;
     with no lane for the type, runs and checks refuse, naming the distribution to install.
+    """
+
+
+@hookspec
+def crucible_register_round_strategies(register: Register[RoundStrategy]) -> None:
+    """Register what runs before the deep loop when `[search]` or `--wide N` asks ("wide"): a RoundStrategy each.
+
+    Core runs the ordinary loop, one candidate per iteration, itself; a run that asks for a round
+    calls the strategy named "wide" to prepare it, refuse what it cannot use, place its work and
+    run it once the baseline is measured (crucible_core.run.rounds). `settings=` names the attrs
+    class `[search]` converts into; without a strategy installed, a manifest with `[search]` is
+    refused naming the distribution to install.
     """
 
 

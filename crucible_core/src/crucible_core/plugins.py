@@ -46,6 +46,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "init template": "crucible_register_init_templates",
     "workflow language": "crucible_register_workflow_languages",
     "lane": "crucible_register_lanes",
+    "round strategy": "crucible_register_round_strategies",
 }
 
 

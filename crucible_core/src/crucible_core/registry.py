@@ -118,6 +118,7 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("task runner", "kubernetes"): "crucible-plugin-deploy-kubernetes",
     ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
     ("lane", "playbook"): "crucible-plugin-lane-playbook",
+    ("round strategy", "wide"): "crucible-plugin-search-wide",
 }
 
 

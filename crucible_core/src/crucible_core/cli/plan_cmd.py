@@ -174,13 +174,14 @@ def show(
         # a broken manifest is reported as such, not as a graph
         loaded = load_manifest(manifest, plugins=plugins)
         document = effective_workflow(plugins, loaded)
-        search = loaded.manifest.search
         if wide_round:
-            from crucible_core.plan.wide import admitted_wide_plan
+            from crucible_core.run.engine import RunOptions
+            from crucible_core.run.rounds import prepare_round
 
-            if search is None or search.wide == 0:
+            search = prepare_round(plugins, loaded, RunOptions())
+            if search is None:
                 raise UsageError(f"{manifest} asks for no wide round ([search].wide is 0 or absent)")
-            plan = admitted_wide_plan(range(1, search.wide + 1), search.needs)
+            plan = search.graph()
         elif document is not None:
             plan = validate_document(plugins, document, source=str(manifest))
         else:

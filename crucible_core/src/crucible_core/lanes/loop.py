@@ -1,10 +1,10 @@
-"""The loop lane: the keep/discard loop (with its wide round and an authored scored graph) as a session body.
+"""The loop lane: the keep/discard loop (with a round before it and an authored scored graph) as a session body.
 
 `prepare_loop` resolves everything the loop needs before the log opens (the resume's fold and
 budget, the declaration, the publisher, the authored graph, the services, the drivers, the
-runners); `LoopLane` then builds the engine once the log exists and runs the baseline, the wide
-round and the loop. The loop itself (run/loop.py) calls only the drivers and the engine's
-operations.
+runners, the round a strategy plugin prepares for `[search]`); `LoopLane` then builds the engine
+once the log exists and runs the baseline, the round and the loop. The loop itself (run/loop.py)
+calls only the drivers and the engine's operations.
 """
 
 from __future__ import annotations
@@ -53,16 +53,8 @@ from crucible_core.run.resume import (
     refuse_nothing_to_resume,
     resumed_budget,
 )
+from crucible_core.run.rounds import SearchRound, prepare_round
 from crucible_core.run.state_lock import StateLock
-from crucible_core.run.wide import (
-    WideSettings,
-    forget_round,
-    recorded_settings,
-    refuse_unforkable,
-    wide_round_due,
-    wide_settings,
-)
-from crucible_core.run.wide_placement import ProposalPlacement, place_proposals, refuse_unsendable_turns
 from crucible_core.run.workflow_iteration import AuthoredGraph, admit_authored_graph, freeze_artifact
 from crucible_core.run.workspace_setup import refuse_existing_workspace
 from crucible_core.services import run_services
@@ -150,25 +142,29 @@ def prepare_loop(
     if folded is not None:
         refuse_disagreeing_log(folded, paths, world_kept)
     agent_env = agent_environment(base_env, loaded)
-    wide = wide_settings(loaded.manifest, request.options.wide, request.options.wide_keep)
-    if folded is None:
-        forget_round(paths.private_dir)  # what an earlier run in this state directory left
-    elif wide is None:
-        wide = recorded_settings(paths.private_dir)  # a round started with --wide, resumed without it
-    if wide is not None:
-        refuse_unforkable(drivers.world, drivers.choice.world)
-    # A wide round sent elsewhere needs a backend whose turn is one command: said before anything.
-    refuse_unsendable_turns(
-        wide.needs if wide is not None else None, request.caps, drivers.backend, drivers.choice.agent_name()
+    # The round before the deep loop (a strategy plugin's): what it cannot use is said before anything.
+    search = prepare_round(
+        plugins,
+        loaded,
+        request.options,
+        private_dir=paths.private_dir,
+        resume=folded is not None,
+        unfinished=folded is not None
+        and folded.last_phase == wire.WIDE_PHASE
+        and not wire.wide_round_decided(folded.rows),
     )
+    if search is not None:
+        search.refuse(
+            drivers.world, drivers.choice.world, drivers.backend, drivers.choice.agent_name(), request.caps
+        )
     # Before the log exists, so fixing the agent and running the same command again just works.
     # A workspace that setup has not finished is not looked in (a resume sets it up again);
     # a fresh run looks again once setup has made it.
     setup_done = folded is None or folded.fingerprint is not None
     refuse_unstartable_agent(drivers.backend, agent_env, paths.workspace if setup_done else None)
     held = HeldEvents()  # what the runners say while opening, written after the start line
-    opened, placement = _open_runners(
-        plugins, request, loaded, paths, drivers, base_env, held, graph=workflow is not None, wide=wide
+    opened = _open_runners(
+        plugins, request, loaded, paths, drivers, base_env, held, graph=workflow is not None, search=search
     )
     recorded = folded.start.run_id if folded is not None and folded.start is not None else None
     return LoopLane(
@@ -188,10 +184,9 @@ def prepare_loop(
         shell=shell,
         drivers=drivers,
         agent_env=agent_env,
-        wide=wide,
+        search=search,
         held=held,
         opened=opened,
-        placement=placement,
         run_id=str(recorded or uuid.uuid4().hex[:16]),
     )
 
@@ -224,10 +219,9 @@ class LoopLane:
         shell: CommandShell,
         drivers: Drivers,
         agent_env: dict[str, str],
-        wide: WideSettings | None,
+        search: SearchRound | None,
         held: HeldEvents,
         opened: RunRunners,
-        placement: ProposalPlacement | None,
         run_id: str,
     ) -> None:
         self.plugins = plugins
@@ -249,10 +243,9 @@ class LoopLane:
         self.full_agent_env = agent_env
         self.agent_env = dict(loaded.manifest.agent.env)  # its values are masked in the log
         self.engine_env = base_env
-        self.wide = wide
+        self.search = search
         self.held = held
         self.opened = opened
-        self.placement = placement
         self.run_id = run_id
         self.resumed = request.resume
         self.reporter_total = budget.iterations
@@ -384,12 +377,8 @@ class LoopLane:
             run = self.run_state = begin_fresh(engine, self.shell, self.started)
             prove_environment(engine, run)
             settled = run_baseline(engine, run)
-        if settled is None:
-            wide_round = wide_round_due(
-                engine, run, self.wide, resumed=folded is not None, placement=self.placement
-            )
-            if wide_round is not None:
-                settled = wide_round()
+        if settled is None and self.search is not None:
+            settled = self.search.run(engine, run, resumed=folded is not None)
         exit_ = settled or run_loop(engine, run)
         return Ending(exit_.value, _reason(exit_, run), exit_.exit_code)
 
@@ -414,7 +403,9 @@ class LoopLane:
             self.engine.note(f"could not restore the last kept state: {exc}", level="error")
 
     def close(self) -> None:
-        self.opened.close()  # the wide proposals' runners among them
+        self.opened.close()  # the round's runners among them
+        if self.search is not None:
+            self.search.close()
 
     def closing_events(self, ending: Ending) -> list[wire.Event]:
         run = self.run_state
@@ -457,13 +448,12 @@ def _open_runners(
     held: HeldEvents,
     *,
     graph: bool,
-    wide: WideSettings | None,
-) -> tuple[RunRunners, ProposalPlacement | None]:
-    """Where the judge's measure, an authored graph's tasks and the wide proposals run: here, or
+    search: SearchRound | None,
+) -> RunRunners:
+    """Where the judge's measure, an authored graph's tasks and the round's work run: here, or
     through the task runners [deploy] configures. A need nobody serves, or an unreachable
     cluster, refuses the run here, before the log exists."""
     judge = loaded.manifest.judge
-    wide_needs = wide.needs if wide is not None else None
     opened = open_run_runners(
         plugins,
         loaded,
@@ -475,16 +465,14 @@ def _open_runners(
         env=env,
         emit=held,
         graph=graph,
-        wide_needs=wide_needs,
+        round_needs=search.needs if search is not None else None,
     )
-    if wide is None:
-        return opened, None
+    if search is None:
+        return opened
     try:
-        placement = place_proposals(
+        search.place(
             plugins,
-            loaded,
             state_dir=paths.state_dir,
-            needs=wide_needs,
             caps=request.caps,
             backend=drivers.backend,
             backend_name=drivers.choice.agent_name(),
@@ -494,7 +482,7 @@ def _open_runners(
     except CrucibleError:
         opened.close()
         raise
-    return opened, placement
+    return opened
 
 
 def _reason(exit_: LoopExit, run: Run) -> str:

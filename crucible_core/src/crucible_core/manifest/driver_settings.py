@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
     from crucible_core.registry import Entry, Registry
 
+# `[search]` and `--wide` ask the round strategy registered under this name (run/rounds.py).
+ROUND_STRATEGY = "round strategy"  # its registry's kind
+WIDE = "wide"
+
 # The keys core itself reads in each driver table; every other key belongs to a plugin.
 CORE_KEYS: Mapping[str, frozenset[str]] = {
     "world": frozenset(f.name for f in attrs.fields(WorldSection)),
@@ -188,9 +192,11 @@ def resolve_settings(
     backend: str,
     harness: str,
     deploy: Mapping[str, Any] | None = None,
+    search: Mapping[str, Any] | None = None,
 ) -> ResolvedSettings:
     """Validate every driver table against its plugin's settings class (an uninstalled driver is
-    skipped), and `[deploy]` against the settings class of the task runner that reads it."""
+    skipped), `[deploy]` against the settings class of the task runner that reads it, and
+    `[search]` against the round strategy's (run/rounds.py)."""
     resolved: list[DriverSettings] = []
 
     def one(role: str, registry: Registry[Any], name: str, section: str, table: Mapping[str, Any]) -> None:
@@ -243,6 +249,8 @@ def resolve_settings(
         one("harness", harnesses, harness, "agent", harness_keys)
     if deploy is not None:
         resolved.append(_deploy_settings(plugins, manifest_path, deploy))
+    if search is not None:
+        resolved.append(_search_settings(plugins, manifest_path, search))
     return ResolvedSettings((*resolved, *set_aside))
 
 
@@ -277,6 +285,20 @@ def _deploy_settings(plugins: Plugins, manifest_path: Path, table: Mapping[str, 
                 f"{manifest_path}: [deploy].{field} names {named!r}, which is not a file under {base}"
             )
     return DriverSettings("task runner", entry.name, entry.plugin, "[deploy]", value)
+
+
+def _search_settings(plugins: Plugins, manifest_path: Path, table: Mapping[str, Any]) -> DriverSettings:
+    """`[search]` belongs to the round strategy it asks for (`wide`), which registered its settings class."""
+    entry = plugins.registry(ROUND_STRATEGY, strict=False).entries.get(WIDE)
+    if entry is None or entry.settings is None:
+        raise ManifestError(
+            f"{manifest_path}: [search] asks for a wide round before the deep loop, and no installed "
+            "plugin runs one",
+            hint=f"pip install {provider_of(ROUND_STRATEGY, WIDE)}, or remove [search]",
+        )
+    owner = f"{entry.plugin}, which registered {ROUND_STRATEGY} {WIDE!r}"
+    value = structure_settings(manifest_path, entry.settings, table, section="search", owner=owner)
+    return DriverSettings(ROUND_STRATEGY, WIDE, entry.plugin, "[search]", value)
 
 
 def _fields(entry: Entry[Any] | None) -> frozenset[str]:

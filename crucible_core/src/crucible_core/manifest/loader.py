@@ -18,7 +18,6 @@ from crucible_core.manifest.converter import converter, describe_structure_error
 from crucible_core.manifest.driver_settings import DriverTables, ResolvedSettings, resolve_settings
 from crucible_core.manifest.models import (
     REPO_STARTS,
-    SEARCH_POLICIES,
     UNSUPPORTED_AGENT_KEYS,
     UNSUPPORTED_AGENT_TABLES,
     UNSUPPORTED_SECTIONS,
@@ -36,7 +35,6 @@ GLOB_CHARS = set("*?[")
 # A self-test control is measured this many times at most: each run is a full measure.
 MAX_SELFTEST_RUNS = 100
 MAX_REPEATS = 100  # [judge].repeats: each repeat is a full measure
-MAX_WIDE = 32  # [search].wide: each candidate is a concurrent agent turn and a worktree
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 
 
@@ -84,6 +82,7 @@ class LoadedManifest:
             backend=m.agent.backend,
             harness=harness or m.agent.harness,
             deploy=m.deploy,
+            search=m.search,
         )
 
     @property
@@ -241,43 +240,9 @@ def _validate_preflight(path: Path, m: Manifest) -> None:
 
 
 def _validate_search(path: Path, m: Manifest) -> None:
-    search = m.search
-    assert search is not None
+    """`[search]`'s own keys are its round strategy's (manifest/driver_settings.py); a round needs a judge."""
     if m.judge is None:
         raise _fail(path, "[search] needs a [judge]: a wide round ranks its candidates by the judge")
-    problem = search_problem(search.wide, search.policy_k, len(search.approaches), "[search].wide")
-    if problem:
-        raise _fail(path, problem, hint="see docs/search.md#wide-rounds")
-    for index, approach in enumerate(search.approaches):
-        if not approach.strip():
-            raise _fail(path, f"[search].approaches[{index}] is empty")
-    if search.policy not in SEARCH_POLICIES:
-        raise _fail(
-            path,
-            f"[search].policy must be one of {', '.join(SEARCH_POLICIES)} (got {show(search.policy)})",
-        )
-
-
-def search_problem(
-    wide: int, keep: int, approaches: int, wide_key: str, keep_key: str = "[search].policy_k"
-) -> str:
-    """Why a wide round of `wide` candidates keeping `keep` cannot run, or "" when it can.
-
-    Shared by the manifest check and the `--wide` / `--wide-keep` overrides, which name
-    themselves as the key at fault.
-    """
-    if not 0 <= wide <= MAX_WIDE:
-        return f"{wide_key} must be between 0 and {MAX_WIDE} (got {show(wide)})"
-    if wide == 0:
-        return ""
-    if approaches < wide:
-        return (
-            f"{wide_key} = {wide} needs at least {wide} [search].approaches, one per candidate "
-            f"(the manifest lists {approaches}): diversity is written down, not generated"
-        )
-    if not 1 <= keep <= wide:
-        return f"{keep_key} must be between 1 and {wide_key} ({wide}) (got {show(keep)})"
-    return ""
 
 
 def _validate_composite(path: Path, m: Manifest) -> None:

@@ -10,6 +10,7 @@ import attrs
 from crucible_core.contract.noise import Margin, Statistic
 from crucible_core.contract.reading import Direction
 from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSection, OutputDeclaration
+from crucible_core.manifest.capability import Capability as Capability  # re-exported: the models use it
 from crucible_core.manifest.durations import Seconds as Seconds  # re-exported: the models use it
 
 # Sections the specification defines but this version does not execute. They are refused by
@@ -22,10 +23,6 @@ UNSUPPORTED_SECTIONS = (
 UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers")
 UNSUPPORTED_AGENT_KEYS = ("allow_unverified_image",)  # image verification for sandboxing backends
 UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
-
-
-class Capability(str):
-    """A capability a piece of work needs ("gpu"); the manifest may write it as a list of one."""
 
 
 REPO_STARTS = ("head", "worktree")
@@ -154,22 +151,6 @@ class PreflightSection:
         return listed + tuple(r for r in self.rung if r.when == when)
 
 
-SEARCH_POLICIES = ("top-k", "halving")
-
-
-@attrs.frozen
-class SearchSection:
-    """[search]: a wide round of parallel proposals before the deep loop (docs/search.md)."""
-
-    wide: int = 0  # N isolated propose turns at once; 0 skips the wide round
-    approaches: tuple[str, ...] = ()  # one per candidate slot, biased into its prompt
-    policy: str = "top-k"  # how the measured candidates are ranked: "top-k" or "halving"
-    policy_k: int = 1  # how many winners seed the deep loop
-    # What each proposal needs ("gpu"): run here when `--cap` declares it, else by a task runner
-    # that serves it (a [deploy] profile's cluster); None: proposals run here.
-    needs: Capability | None = None
-
-
 @attrs.frozen
 class CompositeSection:
     """A composite domain (docs/search.md#composite-worlds): several domains edited together."""
@@ -233,7 +214,9 @@ class Manifest:
     # runner plugin that registers settings for them (manifest/driver_settings.py); core only
     # knows whether the table is there.
     deploy: dict[str, Any] | None = None
-    search: SearchSection | None = None
+    # [search]: a round before the deep loop. Its keys belong to the round strategy plugin that
+    # registers settings for them (run/rounds.py, manifest/driver_settings.py).
+    search: dict[str, Any] | None = None
     pack: PackSection | None = None  # read by --pack; a run of the copy ignores it
 
     @property

@@ -22,7 +22,6 @@ from crucible_core.run.identity import run_identity
 from crucible_core.run.loop import run_baseline
 from crucible_core.run.parking import Pending
 from crucible_core.run.resume import rearm, run_from_fold
-from crucible_core.run.wide import RoundFiles, sweep_forks
 from crucible_core.run.workspace_setup import prepare_workspace, source_notice
 from crucible_core.shell import Shell
 
@@ -117,9 +116,6 @@ def begin_resumed(
             engine.note(_services_changed(original.identity, identity), level="warn")
     run = run_from_fold(folded, started)
     engine.world.recover()  # a SIGKILL mid-snapshot can leave a lock behind
-    swept = sweep_forks(engine.world, RoundFiles(engine.paths.private_dir).forks)
-    if swept:
-        engine.note(f"removed {len(swept)} wide-round worktree(s) the killed process left behind")
     unlogged = unlogged_keep(folded, recorded.latest if recorded is not None else None)
     if unlogged is not None:
         _adopt_unlogged_keep(engine, run, unlogged)

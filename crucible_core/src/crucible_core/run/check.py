@@ -15,17 +15,18 @@ from crucible_core.contract.measure_diagnosis import explain_invalid
 from crucible_core.contract.noise import noise_margin
 from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import CrucibleError
+from crucible_core.manifest.driver_settings import WIDE
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
 from crucible_core.protocols import MeasureContext, World
 from crucible_core.run.agent_ready import agent_problems
 from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
-from crucible_core.run.engine import agent_environment, engine_environment
+from crucible_core.run.engine import RunOptions, agent_environment, engine_environment
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, RunRunners, open_run_runners
-from crucible_core.run.wide import refuse_unforkable, wide_settings
+from crucible_core.run.rounds import SearchRound, prepare_round
 from crucible_core.run.workspace_setup import prepare_workspace, source_notice, workspace_in_use
 from crucible_core.shell import Shell
 
@@ -304,23 +305,21 @@ def _probe_agent(plugins: Plugins, loaded: LoadedManifest, findings: Findings, h
 
 
 def _report_placement(
-    plugins: Plugins, loaded: LoadedManifest, drivers: Drivers, needs: str | None, caps: frozenset[str]
+    plugins: Plugins, loaded: LoadedManifest, drivers: Drivers, search: SearchRound, caps: frozenset[str]
 ) -> str:
-    """Where the wide proposals will run (a refusal raises CapabilityUnserved); nothing remote is touched."""
-    from crucible_core.run.wide_placement import place_proposals
-
-    placement = place_proposals(
-        plugins,
-        loaded,
-        state_dir=RunPaths.resolve(loaded).state_dir,
-        needs=needs,
-        caps=caps,
-        backend=drivers.backend,
-        backend_name=drivers.choice.agent_name(),
-        env=engine_environment(),
-    )
-    placement.close()
-    return placement.describe()
+    """Where the round's work will run (a refusal raises CapabilityUnserved); nothing remote is touched."""
+    try:
+        return search.place(
+            plugins,
+            state_dir=RunPaths.resolve(loaded).state_dir,
+            caps=caps,
+            backend=drivers.backend,
+            backend_name=drivers.choice.agent_name(),
+            env=engine_environment(),
+            runners=None,
+        )
+    finally:
+        search.close()
 
 
 def _probe_gate(
@@ -340,20 +339,19 @@ def _probe_gate(
                 findings.add(notice.level, notice.text)
             prepare_workspace(loaded, paths, drivers.world, shell)
         _report_agent(drivers, loaded, paths.workspace, findings)
-        wide = wide_settings(m, None, None)
-        if wide is not None:
-            refuse_unforkable(drivers.world, drivers.choice.world)  # a refusal is a failed finding
-            findings.add(
-                "ok",
-                f"wide round: {wide.width} candidates ({wide.policy}, {wide.keep} seed the deep loop); "
-                f"the {drivers.choice.world} world forks worktrees",
+        search = prepare_round(plugins, loaded, RunOptions())
+        if search is not None:
+            # a refusal is a failed finding
+            search.refuse(
+                drivers.world, drivers.choice.world, drivers.backend, drivers.choice.agent_name(), caps
             )
+            findings.add("ok", f"{WIDE} round: {search.describe(drivers.choice.world)}")
             try:
                 findings.add(
-                    "ok", f"wide round: {_report_placement(plugins, loaded, drivers, wide.needs, caps)}"
+                    "ok", f"{WIDE} round: {_report_placement(plugins, loaded, drivers, search, caps)}"
                 )
             except CrucibleError as exc:
-                findings.add("fail", f"wide round: {exc.render()}")
+                findings.add("fail", f"{WIDE} round: {exc.render()}")
         if m.preflight is not None:
             check_preflight(Preflight(m.preflight, shell), findings)
 

@@ -40,6 +40,8 @@ from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from crucible_core.run.workflow_iteration import AuthoredGraph
 
 DEFAULT_TURN_TIMEOUT = 3600.0
@@ -327,25 +329,11 @@ class Engine:
         # no secret (the agent itself gets the prompt whole, on stdin or through its harness).
         prompt_file = self.paths.private_dir / "prompt.md"
         write_atomic(prompt_file, self.redactor.text(text).encode("utf-8"), mode=0o600, durable=False)
-        env = dict(self.agent_env)
-        env["CRUCIBLE_PROMPT_FILE"] = str(prompt_file)
-        env["CRUCIBLE_ITERATION"] = str(iteration)
-        env["CRUCIBLE_WORKSPACE"] = str(self.paths.workspace)
-        env[distress.ENV_DIR] = str(self.paths.distress_dir)
+        env = {"CRUCIBLE_PROMPT_FILE": str(prompt_file)}
         if run.segment.regime:
             env["CRUCIBLE_REGIME"] = run.segment.regime
-        agent = self.loaded.manifest.agent
-        capped = TurnOutputCap(lambda kind, fields: self._agent_event(iteration, kind, fields))
-        turn = Turn(
-            iteration=iteration,
-            prompt=text,
-            workspace=self.paths.workspace,
-            env=env,
-            deadline_seconds=self.options.turn_timeout or agent.turn_timeout or DEFAULT_TURN_TIMEOUT,
-            emit=capped,
-            model=self.options.model or agent.model,
-            effort=agent.effort,
-            session=agent.session,
+        turn, capped = self.agent_turn(
+            iteration, text, self.paths.workspace, env, session=self.loaded.manifest.agent.session
         )
         self.step("propose", iteration)
         if steer:
@@ -388,6 +376,32 @@ class Engine:
             )
         )
         return result
+
+    def agent_turn(
+        self, iteration: int, prompt: str, workspace: Path, env: Mapping[str, str], *, session: str | None
+    ) -> tuple[Turn, TurnOutputCap]:
+        """A turn of the configured agent in `workspace`: the agent's environment with `env` on top,
+        its deadline, model and effort, and its events written to the log through a cap whose
+        `finish()` the caller calls once the turn is over (a wide round's candidates use it too)."""
+        agent = self.loaded.manifest.agent
+        full_env = dict(self.agent_env)
+        full_env["CRUCIBLE_ITERATION"] = str(iteration)
+        full_env["CRUCIBLE_WORKSPACE"] = str(workspace)
+        full_env[distress.ENV_DIR] = str(self.paths.distress_dir)
+        full_env.update(env)
+        capped = TurnOutputCap(lambda kind, fields: self._agent_event(iteration, kind, fields))
+        turn = Turn(
+            iteration=iteration,
+            prompt=prompt,
+            workspace=workspace,
+            env=full_env,
+            deadline_seconds=self.options.turn_timeout or agent.turn_timeout or DEFAULT_TURN_TIMEOUT,
+            emit=capped,
+            model=self.options.model or agent.model,
+            effort=agent.effort,
+            session=session,
+        )
+        return turn, capped
 
     def _agent_event(self, iteration: int, kind: str, fields: Mapping[str, Any]) -> None:
         """A harness's agent event, written in the wire's agent vocabulary (see agent_wire.py)."""

@@ -203,12 +203,12 @@ def open_run_runners(
     env: Mapping[str, str],
     emit: Callable[[wire.Event], Any],
     graph: bool = False,
-    wide_needs: str | None = None,
+    round_needs: str | None = None,
 ) -> RunRunners:
     """The runners `[deploy]` configures, opened when something of this run may need them: the
     judge's measure (its `needs` not in `caps`), with `graph` an authored graph's tasks, or the
-    wide round's proposals (`wide_needs`, `[search].needs`, not in `caps`; the wide round
-    decides which runner takes them: run/wide_placement.py).
+    work of the round before the deep loop (`round_needs`, `[search].needs`, not in `caps`; the
+    round decides which runner takes it: run/rounds.py).
 
     Refuses the run (CapabilityUnserved, exit 10) when the judge needs a capability that
     neither `--cap` nor a runner configured by the manifest's `[deploy]` section provides.
@@ -216,7 +216,7 @@ def open_run_runners(
     needs = judge_needs(judge)
     measured_here = needs is None or needs in caps
     deploy = loaded.manifest.deploy
-    proposals_here = wide_needs is None or wide_needs in caps or wide_needs == "any"
+    proposals_here = round_needs is None or round_needs in caps or round_needs == "any"
     if deploy is None or (measured_here and not graph and proposals_here):
         if not measured_here:
             raise CapabilityUnserved(

@@ -463,7 +463,7 @@ def check_deploy_tasks(loaded: LoadedManifest, *, playbook: bool) -> None:
     opens_runner = (
         playbook
         or (m.judge is not None and m.judge.needs is not None)
-        or (m.search is not None and m.search.needs is not None)
+        or (m.search is not None and m.search.get("needs") is not None)  # [search] as written
         or m.workflow is not None
         or (loaded.dir / "workflow.star").is_file()
     )

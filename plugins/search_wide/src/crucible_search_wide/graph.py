@@ -1,6 +1,6 @@
 """The graph a wide round is: N isolated propose tasks, then one serial measure, then decide.
 
-Compiled from `[search]` (run/wide.py runs it on the plan executor: the proposals with one
+Compiled from `[search]` (round.py runs it on the plan executor: the proposals with one
 worker per candidate, the ranking inline): each `propose-<slot>` runs in its own fork of the kept state (isolation
 "worktree", lent by the World), so the proposals run at the same time; `measure` waits for
 all of them and measures the candidates one after another in the main workspace, ranking them
@@ -18,10 +18,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from crucible_core.plan import ir
-from crucible_core.plan.builtin_kinds import EngineFields
-from crucible_core.plan.kinds import Attempt, Outcome, TaskContext, TaskKindSpec
-from crucible_core.registry import Registry
+from crucible_core.api import Attempt, EngineFields, Outcome, Registry, TaskContext, TaskKindSpec, ir
 
 PROPOSE_PREFIX = "propose-"
 WIDE_PROPOSE_KIND = "wide_propose"
@@ -52,10 +49,10 @@ WIDE_PROPOSE = TaskKindSpec(
 
 def wide_kinds() -> Registry[TaskKindSpec]:
     """The core kinds plus `wide_propose`: what a wide round's graphs are validated and run with."""
-    from crucible_core.plan.iteration import core_kinds
+    from crucible_core.api import core_kinds
 
     registry = core_kinds()
-    registry.add(WIDE_PROPOSE_KIND, WIDE_PROPOSE, "crucible-core")
+    registry.add(WIDE_PROPOSE_KIND, WIDE_PROPOSE, "crucible-plugin-search-wide")
     return registry
 
 
@@ -125,9 +122,9 @@ def wide_plan(slots: Iterable[int], needs: str | None = None) -> ir.Plan:
 
 
 def admitted(plan: ir.Plan) -> ir.ValidPlan:
-    from crucible_core.plan.validate import validate
+    from crucible_core.api import validate_plan
 
-    return validate(plan, wide_kinds(), owns_world_and_judge=True, source="the wide round")
+    return validate_plan(plan, wide_kinds(), owns_world_and_judge=True, source="the wide round")
 
 
 def admitted_wide_plan(slots: Iterable[int], needs: str | None = None) -> ir.ValidPlan:

@@ -14,8 +14,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from crucible_core.contract.noise import Statistic, summarize
-from crucible_core.contract.reading import Direction
+from crucible_core.api import Direction, Statistic, summarize
 
 
 @attrs.frozen

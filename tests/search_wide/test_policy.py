@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from crucible_core.contract.policy import halving_rounds, successive_halving, top_k
 from crucible_core.contract.reading import Direction
+from crucible_search_wide.policy import halving_rounds, successive_halving, top_k
 
 HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
 

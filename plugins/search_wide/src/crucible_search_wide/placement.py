@@ -8,7 +8,7 @@ or the `local` backend over a harness that describes its turn as a command, like
 fork shipped there and brought back edited. When neither can, the run is refused before anything starts,
 saying what to configure; so is a backend whose turn is not one command.
 
-A run hands in the runners it opened for everything (run/remote_measure.py's
+A run hands in the runners it opened for everything (core's run/remote_measure.py's
 `open_run_runners`, before the session log exists); `crucible check` lets this module open
 them itself, as a probe that touches nothing remote.
 """
@@ -21,11 +21,18 @@ from typing import Any
 
 import attrs
 
-from crucible_core.errors import CapabilityUnserved
-from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners, refusals, runner_for
-from crucible_core.plan.wide import WIDE_PROPOSE, proposals_plan
-from crucible_core.protocols import AgentBackend, ShellTurnBackend
+from crucible_core.api import (
+    AgentBackend,
+    CapabilityUnserved,
+    LoadedManifest,
+    ShellTurnBackend,
+    TaskRunner,
+    TaskRunnerContext,
+    open_task_runners,
+    runner_for,
+    task_refusals,
+)
+from crucible_search_wide.graph import WIDE_PROPOSE, proposals_plan
 
 HERE = "here"
 
@@ -127,7 +134,7 @@ def place_proposals(
     chosen = runner_for(task, WIDE_PROPOSE, runners)  # the executor's own rule, so they agree
     if chosen is not None:
         return ProposalPlacement(needs, caps, runners, chosen.name, owned)
-    declined = refusals(task, WIDE_PROPOSE, runners)
+    declined = task_refusals(task, WIDE_PROPOSE, runners)
     if owned:
         for runner in runners:
             runner.close()

@@ -1,19 +1,19 @@
 """A wide round: N candidates proposed at once in forks, measured one by one, ranked, the best kept.
 
-The round is the graph of plan/wide.py on the plan executor, with one worker per candidate:
+The round is the graph of graph.py on the plan executor, with one worker per candidate:
 
 - `propose-<slot>` (worker threads, concurrently): the executor asks `WorldForks` for a fork
   of the kept state (the World's `fork`, a git worktree under the state directory), the agent
   takes one turn there with its slot's approach biased into the prompt (or, when
   `[search].needs` sends it elsewhere, the backend's turn command runs through the task
-  runner's shell, which brings the fork back edited; run/wide_placement.py), and the fork's change
+  runner's shell, which brings the fork back edited; placement.py), and the fork's change
   is captured to `<private>/wide/candidates/<slot>.patch` and made durable *before* the
   candidate's record `<slot>.json` is written. A candidate with a record is finished: a
   resume never proposes it again. The executor removes the fork when the task settles.
 - `measure` (once every proposal settled): for each candidate in slot order, the main
   workspace goes back to the kept state, the World adopts the captured change, and the
   candidate is staged, preflighted and measured there as a deep candidate is. Measures are
-  strictly serial. The policy (`top-k` or `halving`, contract/policy.py) decides which
+  strictly serial. The policy (`top-k` or `halving`, policy.py) decides which
   candidates are measured again.
 - `decide`: one `phase: "wide"` row per candidate, the best is applied once more and kept when
   it beats the incumbent by the usual rule and margin, and the round's last row says so.
@@ -28,44 +28,52 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
-from crucible_core.contract import agent_wire, wire
-from crucible_core.contract.decide import Verdict, decide
-from crucible_core.contract.noise import Statistic, combine, note_with_margin
-from crucible_core.contract.policy import Ranked, successive_halving, top_k
-from crucible_core.contract.reading import Reading
-from crucible_core.errors import ManifestError, RunFailed
-from crucible_core.manifest.loader import search_problem
-from crucible_core.manifest.paths import write_atomic
-from crucible_core.plan.executor import ExecutorConfig, PlanExecutor
-from crucible_core.plan.kinds import Attempt, Outcome, TaskContext
-from crucible_core.plan.wide import admitted, proposals_plan, ranking_plan, slot_of, wide_kinds
-from crucible_core.protocols import (
+from crucible_core.api import (
+    DEFAULT_TURN_TIMEOUT,
     AgentBackend,
+    Attempt,
     CommandShell,
+    ExecutorConfig,
     FailureClass,
     ForkingWorld,
+    LoopExit,
+    ManifestError,
+    Outcome,
+    PlanExecutor,
+    Reading,
+    Run,
+    RunFailed,
     ShellStdin,
     ShellTurnBackend,
+    Statistic,
+    TaskContext,
     Turn,
     TurnResult,
+    Verdict,
     World,
+    combine,
+    decide,
+    measure_staged,
+    note_with_margin,
+    refresh_frozen,
+    snapshot_keep,
+    stage_for_measure,
+    wire,
+    write_atomic,
 )
-from crucible_core.run import distress
-from crucible_core.run.agent_output import TurnOutputCap
-from crucible_core.run.context import LoopExit, Run
-from crucible_core.run.injects import refresh_frozen
-from crucible_core.run.steps import measure_staged, snapshot_keep, stage_for_measure
+from crucible_search_wide.graph import admitted, proposals_plan, ranking_plan, slot_of, wide_kinds
+from crucible_search_wide.policy import Ranked, successive_halving, top_k
+from crucible_search_wide.settings import SearchSettings, search_problem
 
 if TYPE_CHECKING:
-    from crucible_core.manifest.models import Manifest
-    from crucible_core.run.engine import Engine
-    from crucible_core.run.wide_placement import ProposalPlacement
+    from crucible_core.api import Engine
+    from crucible_search_wide.placement import ProposalPlacement
 
 WIDE_PHASE = wire.WIDE_PHASE
 # The note that opens the round's last row: a resume that finds it knows the round is over.
@@ -81,19 +89,21 @@ class WideSettings:
     approaches: tuple[str, ...]
     policy: str
     keep: int
-    needs: str | None = None  # [search].needs: what each proposal needs (run/wide_placement.py)
+    needs: str | None = None  # [search].needs: what each proposal needs (placement.py)
 
 
-def wide_settings(manifest: Manifest, wide: int | None, keep: int | None) -> WideSettings | None:
+def wide_settings(
+    has_judge: bool, search: SearchSettings | None, wide: int | None, keep: int | None
+) -> WideSettings | None:
     """The round to run, or None for a pure-deep run; ManifestError when it cannot run as asked.
 
-    `--wide N` and `--wide-keep K` override `[search].wide` and `[search].policy_k`.
+    `search` is the manifest's `[search]`; `--wide N` and `--wide-keep K` override
+    `[search].wide` and `[search].policy_k`.
     """
-    search = manifest.search
     width = wide if wide is not None else (search.wide if search is not None else 0)
     if width == 0:
         return None
-    if manifest.judge is None:
+    if not has_judge:
         raise ManifestError("--wide needs a [judge]: a wide round ranks its candidates by the judge")
     approaches = search.approaches if search is not None else ()
     policy_k = keep if keep is not None else (search.policy_k if search is not None else 1)
@@ -505,8 +515,6 @@ def propose_candidate(
     candidate at a time, and only without a broker: its grants are per turn and serial.
     With a task runner's `shell` the turn's command runs there (`remote_turn`).
     """
-    from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT
-
     iteration = run.iteration + 1
     steer = (
         f"This is wide-round candidate {slot} of {width}: several agents attack the goal at once, "
@@ -518,30 +526,13 @@ def propose_candidate(
         text = redacted  # the prompt leaves this machine: only as the prompt file has it
     prompt_file = engine.paths.private_dir / WIDE_DIR / f"prompt-{slot}.md"
     write_atomic(prompt_file, redacted.encode("utf-8"), mode=0o600, durable=False)
-    env = dict(engine.agent_env)
-    env.update(
-        {
-            "CRUCIBLE_PROMPT_FILE": str(prompt_file),
-            "CRUCIBLE_ITERATION": str(iteration),
-            "CRUCIBLE_WORKSPACE": str(fork),
-            "CRUCIBLE_CANDIDATE": str(slot),
-            "CRUCIBLE_APPROACH": approach,
-            distress.ENV_DIR: str(engine.paths.distress_dir),
-        }
-    )
-    agent = engine.loaded.manifest.agent
-    capped = TurnOutputCap(lambda kind, fields: _agent_event(engine, kind, fields))
-    turn = Turn(
-        iteration=iteration,
-        prompt=text,
-        workspace=fork,
-        env=env,
-        deadline_seconds=engine.options.turn_timeout or agent.turn_timeout or DEFAULT_TURN_TIMEOUT,
-        emit=capped,
-        model=engine.options.model or agent.model,
-        effort=agent.effort,
-        session=None,  # candidates are independent: no shared conversation
-    )
+    env = {
+        "CRUCIBLE_PROMPT_FILE": str(prompt_file),
+        "CRUCIBLE_CANDIDATE": str(slot),
+        "CRUCIBLE_APPROACH": approach,
+    }
+    # candidates are independent: no shared conversation
+    turn, capped = engine.agent_turn(iteration, text, fork, env, session=None)
     lifecycle = engine.lifecycle if engine.broker is None else None
     if lifecycle is not None:
         with hooks:
@@ -575,7 +566,6 @@ def remote_turn(backend: AgentBackend, turn: Turn, shell: CommandShell) -> TurnR
     """
     if not isinstance(backend, ShellTurnBackend):
         return TurnResult(False, FailureClass.COMMAND, note="the backend's turn is not one shell command")
-    from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT
 
     command = backend.shell_turn(turn)
     done = shell(
@@ -586,10 +576,6 @@ def remote_turn(backend: AgentBackend, turn: Turn, shell: CommandShell) -> TurnR
         returns_workspace=True,
     )
     return command.finish(done)
-
-
-def _agent_event(engine: Engine, kind: str, fields: Mapping[str, Any]) -> None:
-    engine.log.emit(agent_wire.to_wire(kind, fields))
 
 
 def _make_durable(scratch: Path, final: Path) -> None:
@@ -632,7 +618,7 @@ def run_wide_round(
     """Propose, measure, rank and decide one wide round; an exit when the run must end.
 
     A resumed round keeps the candidates whose records are on disk and proposes the rest.
-    `placement` says where the proposals run (run/wide_placement.py); None: here.
+    `placement` says where the proposals run (placement.py); None: here.
     """
     world = engine.world
     assert isinstance(world, ForkingWorld)

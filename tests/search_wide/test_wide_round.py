@@ -9,10 +9,10 @@ import pytest
 from crucible_core.contract.fold import fold_objects
 from crucible_core.contract.recovery import RecoveryClass, classify
 from crucible_core.errors import ManifestError
-from crucible_core.manifest.models import JudgeSection, Manifest, SearchSection
 from crucible_core.plan import ir
-from crucible_core.plan.wide import admitted_wide_plan, slot_of
-from crucible_core.run.wide import WideSettings, wide_settings
+from crucible_search_wide.graph import admitted_wide_plan, slot_of
+from crucible_search_wide.round import WideSettings, wide_settings
+from crucible_search_wide.settings import SearchSettings
 from tests.core.test_resume_fold import ev, head, iteration, row
 
 
@@ -56,25 +56,21 @@ def test_the_round_graph_isolates_each_proposal_and_measures_once_after_all_of_t
     assert (slot_of("propose-12"), slot_of("measure"), slot_of("propose-x")) == (12, None, None)
 
 
-def manifest(search: SearchSection | None) -> Manifest:
-    return Manifest(judge=JudgeSection(direction="lower", measure_cmd="true"), search=search)  # type: ignore[arg-type]
-
-
 def test_cli_overrides_and_their_refusals() -> None:
-    search = SearchSection(wide=2, approaches=("a", "b", "c"), policy="halving", policy_k=1)
-    assert wide_settings(manifest(search), None, None) == WideSettings(2, ("a", "b"), "halving", 1)
-    assert wide_settings(manifest(search), 3, 2) == WideSettings(3, ("a", "b", "c"), "halving", 2)
-    assert wide_settings(manifest(search), 0, None) is None
-    assert wide_settings(manifest(None), None, None) is None
+    search = SearchSettings(wide=2, approaches=("a", "b", "c"), policy="halving", policy_k=1)
+    assert wide_settings(True, search, None, None) == WideSettings(2, ("a", "b"), "halving", 1)
+    assert wide_settings(True, search, 3, 2) == WideSettings(3, ("a", "b", "c"), "halving", 2)
+    assert wide_settings(True, search, 0, None) is None
+    assert wide_settings(True, None, None, None) is None
     with pytest.raises(ManifestError, match="--wide = 4 needs at least 4"):
-        wide_settings(manifest(search), 4, None)
+        wide_settings(True, search, 4, None)
     with pytest.raises(ManifestError, match=r"--wide-keep must be between 1 and \[search\].wide \(2\)"):
-        wide_settings(manifest(search), None, 3)
+        wide_settings(True, search, None, 3)
 
 
 def test_a_world_that_cannot_fork_refuses_the_round_by_name(tmp_path: Path) -> None:
     from crucible_core.run.composite_world import CompositeWorld
-    from crucible_core.run.wide import refuse_unforkable
+    from crucible_search_wide.round import refuse_unforkable
 
     with pytest.raises(ManifestError, match="the 'composite' world cannot") as err:
         refuse_unforkable(CompositeWorld(tmp_path, ()), "composite")
