@@ -41,6 +41,7 @@ MEMBERS = [
     "plugins/service_transports",
     "plugins/publish_github",
     "plugins/workflow_starlark",
+    "plugins/results_md",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm

@@ -37,6 +37,7 @@ STANDARD_SET = {
     "crucible-plugin-service-transports",
     "crucible-plugin-publish-github",
     "crucible-plugin-workflow-starlark",
+    "crucible-plugin-results-md",
 }
 
 
@@ -169,6 +170,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/service_transports",
         "plugins/publish_github",
         "plugins/workflow_starlark",
+        "plugins/results_md",
     ]
     done = subprocess.run(
         [

@@ -94,6 +94,7 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
     "service_oubliette": _unattested_service,
     "flow_page": None,  # `crucible flow --out *.html`: tests/core/test_optional_plugins.py
     "broker_mcp": None,  # registers no name: it serves the broker's tools at run start
+    "results_md": None,  # registers no name: RESULTS.md, tests/results_md/test_results_md.py
 }
 
 

@@ -49,8 +49,12 @@ if TYPE_CHECKING:
     from crucible_core.cli.options import budget_cap as budget_cap
     from crucible_core.cli.options import manifest_option as manifest_option
     from crucible_core.contract import wire as wire
+    from crucible_core.contract.decide import shown_decision as shown_decision
+    from crucible_core.contract.fold import Folded as Folded
+    from crucible_core.contract.fold import fold_path as fold_path
     from crucible_core.contract.json_bounds import loads_bounded as loads_bounded
     from crucible_core.contract.measure_diagnosis import stderr_tail as stderr_tail
+    from crucible_core.contract.noise import note_with_margin as note_with_margin
     from crucible_core.contract.plain_text import plain as plain
     from crucible_core.contract.reading import (
         Reading as Reading,
@@ -101,8 +105,6 @@ if TYPE_CHECKING:
     from crucible_core.flow.model import improvement_pct as improvement_pct
     from crucible_core.flow.model import versus_baseline as versus_baseline
     from crucible_core.flow.render import FlowRenderer as FlowRenderer
-    from crucible_core.flow.score_chart import ChartPoint as ChartPoint
-    from crucible_core.flow.score_chart import render_score_chart as render_score_chart
     from crucible_core.flow.task_view import counted as counted
     from crucible_core.flow.task_view import run_tally as run_tally
     from crucible_core.flow.task_view import task_roles as task_roles
@@ -438,7 +440,9 @@ _export("crucible_core.flow.task_view", "counted")
 _export("crucible_core.flow.render", "FlowRenderer")
 _export("crucible_core.flow.model", "FlowModel", "Iteration", "PlanTask", "versus_baseline")
 _export("crucible_core.flow.task_view", "run_tally", "task_roles")
-_export("crucible_core.flow.score_chart", "ChartPoint", "render_score_chart")
+_export("crucible_core.contract.decide", "shown_decision")
+_export("crucible_core.contract.noise", "note_with_margin")
+_export("crucible_core.contract.fold", "fold_path", "Folded")
 _export("crucible_core.contract.run_kind", "EPILOGUE", "verdict_word")
 # Embedding: run, check and read results from Python, as the CLI does (docs/python-api.md).
 _export("crucible_core.session.embed", "run", "check", "results", "RunResult", "CheckReport")

@@ -63,6 +63,13 @@ class RunContext:
     services: ServiceRuntime | None = None
     # Which kind of run this is: "loop", "playbook" or "plan" (a plan file).
     lane: str = attrs.field(default="loop", kw_only=True)
+    # note(text, level): a note in the session log ("info" or "warn"), for what a plugin did or
+    # the trouble it had that must not end the run.
+    note: Callable[[str, str], None] = attrs.field(default=lambda text, level: None, kw_only=True, eq=False)
+
+    @property
+    def session_log(self) -> Path:
+        return self.state_dir / "session.jsonl"
 
 
 @attrs.frozen

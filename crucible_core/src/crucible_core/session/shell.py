@@ -84,6 +84,7 @@ class _Hooks:
             broker,
             self.services,
             lane=lane.kind,
+            note=self._say,
         )
         self.made = Lifecycle(
             self.plugins,
@@ -94,7 +95,10 @@ class _Hooks:
         return self.made
 
     def _note(self, text: str) -> None:
-        self.log.emit(wire.Note(msg=text, level="warn"))
+        self._say(text, "warn")
+
+    def _say(self, text: str, level: str) -> None:
+        self.log.emit(wire.Note(msg=text, level=level))
 
     def run_end(self, ending: Ending, iterations: int) -> None:
         if self.made is not None:
