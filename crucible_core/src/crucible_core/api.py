@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from crucible_core.agent_files import (
         read_regular as read_regular,
     )
+    from crucible_core.broker.mediation import OutputRefused as OutputRefused
     from crucible_core.broker.outputs import OutputKindSpec as OutputKindSpec
     from crucible_core.broker.reach import (
         BUILTIN as BUILTIN,
@@ -126,6 +127,7 @@ if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest as LoadedManifest
     from crucible_core.manifest.loader import load_manifest as load_manifest
     from crucible_core.manifest.models import JudgeSection as JudgeSection
+    from crucible_core.manifest.models import PublishSection as PublishSection
     from crucible_core.manifest.paths import write_atomic as write_atomic
     from crucible_core.mcp_config import ENV_MCP_CONFIG as ENV_MCP_CONFIG
     from crucible_core.mcp_config import mcp_config_file as mcp_config_file
@@ -271,6 +273,9 @@ if TYPE_CHECKING:
     from crucible_core.reporters.console_view import ConsoleView as ConsoleView
     from crucible_core.reporters.console_view import row_label as row_label
     from crucible_core.run.lifecycle import (
+        KeptCommit as KeptCommit,
+    )
+    from crucible_core.run.lifecycle import (
         RunContext as RunContext,
     )
     from crucible_core.run.lifecycle import (
@@ -388,6 +393,7 @@ _export(
     "TurnAdditions",
     "TurnContext",
     "TurnUnavailable",
+    "KeptCommit",
 )
 # Plan task kinds and task runners.
 _export("crucible_core.plan.ir", "Task")
@@ -401,6 +407,7 @@ _export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "
 # Broker tools, output kinds and what an agent may reach.
 _export("crucible_core.broker.tools", "BrokerTool", "ToolCall", "ToolError")
 _export("crucible_core.broker.outputs", "OutputKindSpec")
+_export("crucible_core.broker.mediation", "OutputRefused")
 _export("crucible_core.broker.reach", "BUILTIN", "EgressEndpoint", "EgressReach")
 _export("crucible_core.broker.service", "Broker", "SERVER_NAME")
 # Readings, measure output and the session wire records.
@@ -410,7 +417,7 @@ _export("crucible_core.contract.measure_diagnosis", "stderr_tail")
 _export("crucible_core.contract.json_bounds", "loads_bounded")
 # Manifest access for drivers that own settings tables.
 _export("crucible_core.manifest.loader", "LoadedManifest", "load_manifest")
-_export("crucible_core.manifest.models", "JudgeSection")
+_export("crucible_core.manifest.models", "JudgeSection", "PublishSection")
 _export("crucible_core.manifest.durations", "Seconds")
 _export("crucible_core.manifest.converter", "converter", "describe_structure_error")
 _export("crucible_core.manifest.containment", "escape_problem", "text_problem")

@@ -32,7 +32,6 @@ from crucible_core.run.gates import Gates
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle, TurnUnavailable
 from crucible_core.run.preflight import Preflight
-from crucible_core.run.publish import KeptPublisher
 from crucible_core.run.remote_measure import RemoteMeasure
 from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
@@ -73,7 +72,6 @@ class Engine:
     # Each puts back one engine file in the state directory and says what it did (None: intact).
     state_guards: list[Callable[[], str | None]] = attrs.field(factory=list)
     broker: Broker | None = None  # the run's broker: its tools, bounds and disclosure reach the prompt
-    publishing: KeptPublisher | None = None  # [publish]: each kept commit as a draft pull request
     # The pack's authored scored graph (workflow.star or [workflow]); None runs the built-in one.
     workflow: AuthoredGraph | None = None
     # The run's resolved services (this process's catalog): the run identity covers each one.
@@ -227,6 +225,11 @@ class Engine:
             budget=self.budget.to_wire(),
             solved=run.solved or solved,
         )
+
+    def kept(self, iteration: int, sha: str, summary: str) -> None:
+        """A keep made a new commit: plugins hear it (publish-on-keep); never ends the run."""
+        if self.lifecycle is not None:
+            self.lifecycle.commit_kept(iteration, sha, summary)
 
     def guard_state(self, after: str) -> None:
         """After a child the agent or the measure controls: put back what it removed from the
