@@ -42,6 +42,7 @@ MEMBERS = [
     "plugins/publish_github",
     "plugins/workflow_starlark",
     "plugins/results_md",
+    "plugins/testkit",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm

@@ -128,6 +128,15 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     assert report["failures"] == [] and report["conflicts"] == []
 
 
+def test_an_installed_core_ships_no_test_kit(core_alone: list[str]) -> None:
+    # the kit is crucible-testkit's (plugins/testkit): core alone has neither it nor its fixtures
+    site = Path(core_alone[0])
+    assert (site / "crucible_core" / "api.py").is_file()
+    assert not (site / "crucible_core" / "testing").exists()
+    (entry_points,) = site.glob("crucible_core-*.dist-info/entry_points.txt")
+    assert "pytest11" not in entry_points.read_text()
+
+
 def test_an_installed_core_carries_the_guides(core_alone: list[str]) -> None:
     listing = _crucible(core_alone, "help")
     assert listing.returncode == 0, listing.stderr

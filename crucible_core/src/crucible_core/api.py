@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 API_VERSION = "1.0"
 
 if TYPE_CHECKING:
-    from crucible_core import process
+    from crucible_core import process, toml_text
     from crucible_core.agent_files import (
         AgentFileRefused as AgentFileRefused,
     )
@@ -299,11 +299,6 @@ if TYPE_CHECKING:
     from crucible_core.session.embed import results as results
     from crucible_core.session.embed import run as run
     from crucible_core.shell import Shell as Shell
-    from crucible_core.testing.drivers import MemoryWorld as MemoryWorld
-    from crucible_core.testing.drivers import ScriptedBackend as ScriptedBackend
-    from crucible_core.testing.drivers import ScriptedJudge as ScriptedJudge
-    from crucible_core.testing.kit import CrucibleKit as CrucibleKit
-    from crucible_core.testing.kit import KitRun as KitRun
     from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES as SCORED_WORKFLOW_TYPES
     from crucible_core.workflow.lanes import WORKFLOW_TYPES as WORKFLOW_TYPES
     from crucible_core.workflow.language import WorkflowLanguage as WorkflowLanguage
@@ -312,6 +307,7 @@ if TYPE_CHECKING:
     # renamed on the way out (a flat namespace needs the module's name in it); mypy re-exports
     # an assignment, never an `import x as y`
     run_process = process.run
+    toml_document = toml_text.document
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -422,6 +418,7 @@ _export("crucible_core.manifest.durations", "Seconds")
 _export("crucible_core.manifest.converter", "converter", "describe_structure_error")
 _export("crucible_core.manifest.containment", "escape_problem", "text_problem")
 _export("crucible_core.manifest.paths", "write_atomic")
+_export("crucible_core.toml_text", "toml_document=document")  # a manifest or TOML file written from data
 _export("crucible_core.durations", "parse_duration")
 # Child processes: every child goes through the supervisor.
 _export("crucible_core.process", "Completed", "run_process=run")
@@ -454,9 +451,6 @@ _export("crucible_core.contract.run_kind", "EPILOGUE", "verdict_word")
 # Embedding: run, check and read results from Python, as the CLI does (docs/python-api.md).
 _export("crucible_core.session.embed", "run", "check", "results", "RunResult", "CheckReport")
 _export("crucible_core.plugins", "Plugins", "load_plugins")
-# Testing: the scripted drivers and the kit running the real loop with them (docs/python-api.md).
-_export("crucible_core.testing.drivers", "MemoryWorld", "ScriptedJudge", "ScriptedBackend")
-_export("crucible_core.testing.kit", "CrucibleKit", "KitRun")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 
