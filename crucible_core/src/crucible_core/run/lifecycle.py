@@ -19,8 +19,8 @@ transport failure (a run service it needs is not ready), and the loop retries it
 
 Run start and before turn may refuse: an exception there ends the run as an error naming the
 plugin (a plugin that provides something the run relies on, such as a tool server, must not
-be skipped silently). After turn, commit kept and run end only observe: an exception there is noted and the
-remaining plugins are still called.
+be skipped silently). After turn, commit kept and run end only observe: an exception there is
+noted and the remaining plugins are still called.
 """
 
 from __future__ import annotations
@@ -67,7 +67,6 @@ class RunContext:
     # note(text, level): a note in the session log ("info" or "warn"), for what a plugin did or
     # the trouble it had that must not end the run.
     note: Callable[[str, str], None] = attrs.field(default=lambda text, level: None, kw_only=True, eq=False)
-
     # The environment the engine's own commands get (service secrets left out): where a forge
     # credential for a publisher lives, never the agent's.
     engine_env: Mapping[str, str] = attrs.field(factory=dict, kw_only=True)
