@@ -43,6 +43,8 @@ MEMBERS = [
     "plugins/workflow_starlark",
     "plugins/lane_playbook",
     "plugins/search_wide",
+    "plugins/results_md",
+    "plugins/testkit",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # pytest-xdist workers for a whole-suite run, sized for the 2-core CI machine (see _parallel).

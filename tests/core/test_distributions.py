@@ -39,6 +39,7 @@ STANDARD_SET = {
     "crucible-plugin-workflow-starlark",
     "crucible-plugin-lane-playbook",
     "crucible-plugin-search-wide",
+    "crucible-plugin-results-md",
 }
 
 
@@ -129,6 +130,15 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     assert report["failures"] == [] and report["conflicts"] == []
 
 
+def test_an_installed_core_ships_no_test_kit(core_alone: list[str]) -> None:
+    # the kit is crucible-testkit's (plugins/testkit): core alone has neither it nor its fixtures
+    site = Path(core_alone[0])
+    assert (site / "crucible_core" / "api.py").is_file()
+    assert not (site / "crucible_core" / "testing").exists()
+    (entry_points,) = site.glob("crucible_core-*.dist-info/entry_points.txt")
+    assert "pytest11" not in entry_points.read_text()
+
+
 def test_an_installed_core_carries_the_guides(core_alone: list[str]) -> None:
     listing = _crucible(core_alone, "help")
     assert listing.returncode == 0, listing.stderr
@@ -173,6 +183,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/workflow_starlark",
         "plugins/lane_playbook",
         "plugins/search_wide",
+        "plugins/results_md",
     ]
     done = subprocess.run(
         [

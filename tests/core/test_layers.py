@@ -179,8 +179,6 @@ RUNTIME_LAYERS: dict[str, set[str]] = {
     # the shell every kind of run goes through: prepare, log, hooks, bridge, signals, shutdown; it
     # chooses the reporter `--ui` names (reporters/console.py: a terminal's live console)
     "session": BELOW_RUN | {"run", "lanes", "reporters"} | INFRASTRUCTURE | {"__init__"},
-    # the plugin authors' test kit: scripted drivers and runs through the session
-    "testing": BELOW_RUN | {"session"} | INFRASTRUCTURE | {"__init__"},
     # the top: the commands, the built-in plugin and the init templates may use everything
     "cli": {"*"},
     "builtin_plugin": {"*"},

@@ -496,3 +496,25 @@ def test_a_plan_file_fires_run_start_and_end_with_no_manifest(tmp_path: Path) ->
     )
     assert (result.outcome, result.exit_code) == ("finished", 0)
     assert calls == [("run_start", "plan", False, None), ("run_end", "plan", "finished", 1)]
+
+
+def test_commit_kept_hears_each_kept_commit_after_its_row(example) -> None:
+    manifest = example("counter")
+    heard: list[tuple[Any, ...]] = []
+    module = types.ModuleType("kept_plugin")
+
+    def crucible_commit_kept(kept: Any) -> None:
+        rows = [e["row"] for e in log(manifest) if e["kind"] == "row"]
+        heard.append((kept.iteration, kept.sha, kept.summary, rows[-1]["iter"], kept.run.lane))
+        raise RuntimeError("an observer's bug")  # noted; the run goes on
+
+    module.crucible_commit_kept = hookimpl(crucible_commit_kept)  # type: ignore[attr-defined]
+    result = run(fresh_plugins(module), manifest, 2)
+
+    assert result.outcome == "finished"
+    kept = {
+        e["row"]["iter"]: e["row"]["sha"] for e in log(manifest) if e["kind"] == "row" and e["row"].get("sha")
+    }
+    assert heard == [(1, kept[1], "value=1", 1, "loop"), (2, kept[2], "value=2", 2, "loop")]
+    notes = [e["msg"] for e in log(manifest) if e["kind"] == "note"]
+    assert sum("crucible_commit_kept" in n and "an observer's bug" in n for n in notes) == 2

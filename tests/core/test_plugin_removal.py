@@ -24,8 +24,9 @@ from tests.services.support import write_catalog
 
 PLUGINS_DIR = Path(__file__).parents[2] / "plugins"
 INSTALLED = sorted(ep.name for ep in entry_points(group="crucible"))
-# A library the harness plugins share: it registers nothing, so it has no entry point to leave out.
-LIBRARIES = {"harness_endpoint"}
+# A library the harness plugins share, and the plugin authors' test kit (a pytest plugin): they
+# register nothing, so they have no entry point to leave out.
+LIBRARIES = {"harness_endpoint", "testkit"}
 
 # (manifest, api.check options) a row's check uses; made in the test's directory.
 Case = tuple[Path, dict[str, str]]
@@ -99,6 +100,7 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
         _copy(tmp_path, "counter", lambda text: text + '\n[search]\nwide = 2\napproaches = ["a", "b"]\n'),
         {},
     ),
+    "results_md": None,  # registers no name: RESULTS.md, tests/results_md/test_results_md.py
 }
 
 

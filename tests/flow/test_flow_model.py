@@ -4,13 +4,11 @@ tests/flow_page)."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from crucible_core.flow.decode import decode_lines, read_session
 from crucible_core.flow.fold import fold_flow
 from crucible_core.flow.graph import render_dot, render_mermaid
-from crucible_core.flow.score_chart import ChartPoint, render_score_chart
 from crucible_core.flow.spans import apply_spans
 
 FIXTURE = Path(__file__).parent / "fixtures" / "crucible_run.jsonl"
@@ -128,18 +126,6 @@ def test_spans_add_wall_clock_per_iteration(tmp_path: Path) -> None:
     assert m.iterations[0].wall_secs == 3.5 and m.iterations[1].wall_secs is None
 
 
-def test_score_chart_draws_a_point_per_iteration_and_the_baseline() -> None:
-    points = [
-        ChartPoint(1, 5.0, "keep", 5.0),
-        ChartPoint(2, None, "invalid", 5.0),
-        ChartPoint(3, 4.0, "discard", 5.0),
-    ]
-    svg = render_score_chart(points, baseline=3.0, title='a "<b>" title')
-    assert svg.startswith("<svg") and svg.count('class="point"') == 3
-    assert 'class="baseline"' in svg and 'class="best"' in svg
-    assert "<b>" not in svg
-
-
 def test_kept_states_for_diff_come_from_the_contract_rows() -> None:
     import pytest
 
@@ -202,15 +188,3 @@ def test_versus_a_baseline_of_zero_is_the_change_itself() -> None:
 
     assert versus_baseline(0.0, 4.0, "higher") == "+4" and versus_baseline(0.0, 4.0, "lower") == "-4"
     assert versus_baseline(200.0, 150.0, "lower") == "+25.0%" and versus_baseline(None, 1.0, "higher") == ""
-
-
-def test_a_far_out_score_is_drawn_on_the_edge_and_the_rest_fill_the_chart() -> None:
-    points = [ChartPoint(n, 10.0 + n / 10, "discard", 10.0) for n in range(1, 6)]
-    points.append(ChartPoint(6, 900.0, "discard", 10.0))
-    svg = render_score_chart(points, baseline=10.0, direction="lower", height=240)
-    assert svg.count('class="point clipped"') == 1 and "900 (off the scale)" in svg
-    ys = [float(y) for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', svg)]
-    assert max(ys) - min(ys) > 100  # the five ordinary scores spread over the plot, not one pixel
-    # none far out, or too few values to tell: nothing is clipped
-    assert "clipped" not in render_score_chart(points[:5], baseline=10.0)
-    assert "clipped" not in render_score_chart([ChartPoint(1, 10.0, "discard"), points[-1]], baseline=None)

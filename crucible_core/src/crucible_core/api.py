@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 API_VERSION = "1.0"
 
 if TYPE_CHECKING:
-    from crucible_core import process
+    from crucible_core import process, toml_text
     from crucible_core.agent_files import (
         AgentFileRefused as AgentFileRefused,
     )
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         read_regular as read_regular,
     )
     from crucible_core.broker.declaration import Disclosure as Disclosure
+    from crucible_core.broker.mediation import OutputRefused as OutputRefused
     from crucible_core.broker.outputs import OutputKindSpec as OutputKindSpec
     from crucible_core.broker.reach import (
         BUILTIN as BUILTIN,
@@ -59,6 +60,9 @@ if TYPE_CHECKING:
     from crucible_core.contract.noise import combine as combine
     from crucible_core.contract.noise import note_with_margin as note_with_margin
     from crucible_core.contract.noise import summarize as summarize
+    from crucible_core.contract.decide import shown_decision as shown_decision
+    from crucible_core.contract.fold import Folded as Folded
+    from crucible_core.contract.fold import fold_path as fold_path
     from crucible_core.contract.plain_text import plain as plain
     from crucible_core.contract.reading import Direction as Direction
     from crucible_core.contract.reading import (
@@ -113,8 +117,6 @@ if TYPE_CHECKING:
     from crucible_core.flow.model import improvement_pct as improvement_pct
     from crucible_core.flow.model import versus_baseline as versus_baseline
     from crucible_core.flow.render import FlowRenderer as FlowRenderer
-    from crucible_core.flow.score_chart import ChartPoint as ChartPoint
-    from crucible_core.flow.score_chart import render_score_chart as render_score_chart
     from crucible_core.flow.task_view import counted as counted
     from crucible_core.flow.task_view import run_tally as run_tally
     from crucible_core.flow.task_view import task_roles as task_roles
@@ -150,6 +152,7 @@ if TYPE_CHECKING:
     from crucible_core.manifest.loader import load_manifest as load_manifest
     from crucible_core.manifest.models import JudgeSection as JudgeSection
     from crucible_core.manifest.paths import RunPaths as RunPaths
+    from crucible_core.manifest.models import PublishSection as PublishSection
     from crucible_core.manifest.paths import write_atomic as write_atomic
     from crucible_core.mcp_config import ENV_MCP_CONFIG as ENV_MCP_CONFIG
     from crucible_core.mcp_config import mcp_config_file as mcp_config_file
@@ -327,6 +330,9 @@ if TYPE_CHECKING:
     from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT as DEFAULT_TURN_TIMEOUT
     from crucible_core.run.engine import Engine as Engine
     from crucible_core.run.lifecycle import (
+        KeptCommit as KeptCommit,
+    )
+    from crucible_core.run.lifecycle import (
         RunContext as RunContext,
     )
     from crucible_core.run.lifecycle import (
@@ -365,11 +371,6 @@ if TYPE_CHECKING:
     from crucible_core.session.request import SessionRequest as SessionRequest
     from crucible_core.session_log import read_events as read_events
     from crucible_core.shell import Shell as Shell
-    from crucible_core.testing.drivers import MemoryWorld as MemoryWorld
-    from crucible_core.testing.drivers import ScriptedBackend as ScriptedBackend
-    from crucible_core.testing.drivers import ScriptedJudge as ScriptedJudge
-    from crucible_core.testing.kit import CrucibleKit as CrucibleKit
-    from crucible_core.testing.kit import KitRun as KitRun
     from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES as SCORED_WORKFLOW_TYPES
     from crucible_core.workflow.lanes import WORKFLOW_TYPES as WORKFLOW_TYPES
     from crucible_core.workflow.language import WorkflowLanguage as WorkflowLanguage
@@ -386,6 +387,7 @@ if TYPE_CHECKING:
     validate_plan = validate.validate
     encode_components = composite_world.encode
     task_refusals = runners.refusals
+    toml_document = toml_text.document
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -467,6 +469,7 @@ _export(
     "TurnAdditions",
     "TurnContext",
     "TurnUnavailable",
+    "KeptCommit",
 )
 # Plan task kinds and task runners.
 _export("crucible_core.plan.ir", "Task")
@@ -480,6 +483,7 @@ _export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "
 # Broker tools, output kinds and what an agent may reach.
 _export("crucible_core.broker.tools", "BrokerTool", "ToolCall", "ToolError")
 _export("crucible_core.broker.outputs", "OutputKindSpec")
+_export("crucible_core.broker.mediation", "OutputRefused")
 _export("crucible_core.broker.reach", "BUILTIN", "EgressEndpoint", "EgressReach")
 _export("crucible_core.broker.service", "Broker", "SERVER_NAME")
 # Readings, measure output and the session wire records.
@@ -489,11 +493,12 @@ _export("crucible_core.contract.measure_diagnosis", "stderr_tail")
 _export("crucible_core.contract.json_bounds", "loads_bounded")
 # Manifest access for drivers that own settings tables.
 _export("crucible_core.manifest.loader", "LoadedManifest", "load_manifest")
-_export("crucible_core.manifest.models", "JudgeSection")
+_export("crucible_core.manifest.models", "JudgeSection", "PublishSection")
 _export("crucible_core.manifest.durations", "Seconds")
 _export("crucible_core.manifest.converter", "converter", "describe_structure_error")
 _export("crucible_core.manifest.containment", "escape_problem", "text_problem")
 _export("crucible_core.manifest.paths", "write_atomic")
+_export("crucible_core.toml_text", "toml_document=document")  # a manifest or TOML file written from data
 _export("crucible_core.durations", "parse_duration")
 # Child processes: every child goes through the supervisor.
 _export("crucible_core.process", "Completed", "run_process=run")
@@ -519,7 +524,8 @@ _export("crucible_core.flow.task_view", "counted")
 _export("crucible_core.flow.render", "FlowRenderer")
 _export("crucible_core.flow.model", "FlowModel", "Iteration", "PlanTask", "versus_baseline")
 _export("crucible_core.flow.task_view", "run_tally", "task_roles")
-_export("crucible_core.flow.score_chart", "ChartPoint", "render_score_chart")
+_export("crucible_core.contract.decide", "shown_decision")
+_export("crucible_core.contract.fold", "fold_path", "Folded")
 _export("crucible_core.contract.run_kind", "EPILOGUE", "verdict_word")
 # Embedding: run, check and read results from Python, as the CLI does (docs/python-api.md).
 _export("crucible_core.session.embed", "run", "check", "results", "RunResult", "CheckReport")

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         WorldFactory,
     )
     from crucible_core.registry import Register
-    from crucible_core.run.lifecycle import RunContext, RunEnd, TurnAdditions, TurnContext
+    from crucible_core.run.lifecycle import KeptCommit, RunContext, RunEnd, TurnAdditions, TurnContext
     from crucible_core.run.rounds import RoundStrategy
     from crucible_core.services.catalog import ServiceToolFactory
     from crucible_core.workflow.language import WorkflowLanguage
@@ -245,4 +245,14 @@ def crucible_run_end(end: RunEnd) -> None:
     """The run is ending, on every path once run start was reached: stop what run start started.
 
     Called before the summary and shutdown events; an exception is noted and ignored.
+    """
+
+
+@hookspec
+def crucible_commit_kept(kept: KeptCommit) -> None:
+    """The loop kept a new commit (an iteration's keep, or a wide round's winner): its iteration, sha
+    and the measure's note, right after its row is written.
+
+    Publish-on-keep lives here (crucible-plugin-publish-github). An exception is noted in the
+    session log and otherwise ignored.
     """

@@ -9,11 +9,11 @@ import tomllib
 from pathlib import Path
 
 import crucible_pack_hello
-from crucible_core import api
+from crucible_testkit import CrucibleKit
 
 
 def test_the_pack_is_registered_and_its_gate_solves_at_three(tmp_path: Path) -> None:
-    kit = api.CrucibleKit(tmp_path / "hello", installed=["judge_command"])
+    kit = CrucibleKit(tmp_path / "hello", installed=["judge_command"])
     kit.register(crucible_pack_hello)
     pack = kit.registered("pack", "hello")
     shutil.copytree(pack, kit.root)  # what `crucible run --pack hello` copies

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import crucible_judge_pytest
 from crucible_core import api
+from crucible_testkit import CrucibleKit
 
 DEMO = Path(__file__).resolve().parent.parent / "demo"
 CALC = (DEMO / "calc.py").read_text()
@@ -16,7 +17,7 @@ BREAK_NEG = FIX_ADD.replace("return -a", "return a")
 FIX_BOTH = FIX_ADD.replace("a + b  # bug: adds", "a * b")
 
 
-def test_the_judge_scores_passing_tests_through_the_real_loop(crucible_kit: api.CrucibleKit) -> None:
+def test_the_judge_scores_passing_tests_through_the_real_loop(crucible_kit: CrucibleKit) -> None:
     crucible_kit.register(crucible_judge_pytest)
 
     done = crucible_kit.run(
@@ -38,7 +39,7 @@ def test_the_judge_scores_passing_tests_through_the_real_loop(crucible_kit: api.
     assert not {".pytest_cache", "__pycache__"} & {p.name for p in done.workspace.iterdir()}
 
 
-def test_a_key_the_judge_does_not_own_is_refused_before_anything_runs(crucible_kit: api.CrucibleKit) -> None:
+def test_a_key_the_judge_does_not_own_is_refused_before_anything_runs(crucible_kit: CrucibleKit) -> None:
     crucible_kit.register(crucible_judge_pytest)
     try:
         crucible_kit.run(files={}, iterations=1, manifest={"judge": {"kind": "pytest", "argz": ["-x"]}})

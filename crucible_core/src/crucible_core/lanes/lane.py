@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.manifest.paths import RunPaths
     from crucible_core.plugins import Plugins
+    from crucible_core.protocols import Publisher
     from crucible_core.redact import Redactor
     from crucible_core.run.lifecycle import Lifecycle
     from crucible_core.run.state_lock import StateLock
@@ -56,6 +57,14 @@ class Ending:
     exit_code: ExitCode
 
 
+class MakeLifecycle(Protocol):
+    """Makes the run's lifecycle once: the loop's with its broker, disclosure and [publish] publisher."""
+
+    def __call__(
+        self, broker: Broker | None, disclosure: Disclosure | None, publisher: Publisher | None = None
+    ) -> Lifecycle: ...
+
+
 @attrs.frozen
 class Shell:
     """What the session hands a lane once the log is open."""
@@ -68,7 +77,7 @@ class Shell:
     # Each puts back one engine file in the state directory (the lock, the bridge's record).
     state_guards: tuple[Callable[[], str | None], ...]
     # The run's lifecycle hooks, made once (the loop makes it with its broker and disclosure).
-    lifecycle: Callable[[Broker | None, Disclosure | None], Lifecycle]
+    lifecycle: MakeLifecycle
 
 
 class Lane(Protocol):

@@ -43,7 +43,7 @@ from crucible_core.run.lifecycle import Lifecycle
 from crucible_core.run.loop import LoopExit, Run, run_baseline, run_loop
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
-from crucible_core.run.publish import KeptPublisher, build_publisher
+from crucible_core.run.publish import build_publisher
 from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, HeldEvents, RunRunners, open_run_runners
 from crucible_core.run.resume import (
     already_ended,
@@ -234,7 +234,7 @@ class LoopLane:
         self.world_kept = world_kept
         self.declaration = declaration
         self.params = params
-        self.publisher = publisher
+        self.publisher = publisher  # handed to the lifecycle: publish-on-keep is a plugin's
         self.workflow = workflow
         self.planned = planned
         self.base_env = base_env
@@ -278,22 +278,8 @@ class LoopLane:
                 unreachable=choice.mcp_unreachable(self.plugins),
             )
 
-        def make_publishing(engine: Engine) -> KeptPublisher | None:
-            if self.publisher is None or m.publish is None:
-                return None
-            assert engine.broker is not None
-            return KeptPublisher(
-                m.publish,
-                self.publisher,
-                engine.broker.mediator.admit,
-                engine.note,
-                self.run_id,
-                paths.workspace,
-                self.base_env,
-            )
-
         def make_lifecycle(engine: Engine) -> Lifecycle:
-            return session.lifecycle(engine.broker, self.declaration.capabilities)
+            return session.lifecycle(engine.broker, self.declaration.capabilities, self.publisher)
 
         method = (
             loaded.resolve(m.agent.method_prompt).read_text(encoding="utf-8")
@@ -322,7 +308,6 @@ class LoopLane:
             max_park=request.max_park,
             state_guards=session.state_guards,
             broker=make_broker,
-            publishing=make_publishing,
             lifecycle=make_lifecycle,
         )
 

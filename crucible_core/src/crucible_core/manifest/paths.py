@@ -58,14 +58,6 @@ class RunPaths:
         return self.state_dir / PRIVATE_DIR_NAME
 
     @property
-    def results_md(self) -> Path:
-        return self.workspace / "RESULTS.md"
-
-    @property
-    def results_chart(self) -> Path:
-        return self.workspace / "RESULTS-score.svg"
-
-    @property
     def escalation_file(self) -> Path:
         return self.workspace / "ESCALATION.json"
 
@@ -88,6 +80,8 @@ class RunPaths:
     def spared_in_workspace(self) -> tuple[str, ...]:
         """Workspace-relative paths a restore must keep: engine files that live inside it."""
         spared = [
+            # the views crucible-plugin-results-md keeps (their names are the agent's too: the
+            # prompt points at RESULTS.md); spared whether or not the plugin is installed
             "RESULTS.md",
             "RESULTS-score.svg",
             "ESCALATION.json",

@@ -2,9 +2,9 @@
 
 The loop lane builds its engine here, and so does a unit test with in-memory drivers: the same
 wiring either way, nothing assigned to the engine once this returns, and no module of the run
-shell imports one that imports it back. The three parts that need the engine itself (the broker
-reads its gates and redactor, the publisher asks the broker's mediator, the lifecycle hands
-turns the broker) are given as functions of the engine and called here, in that order.
+shell imports one that imports it back. The two parts that need the engine itself (the broker
+reads its gates and redactor, the lifecycle hands turns the broker) are given as functions of the
+engine and called here, in that order.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from crucible_core.session_log import SessionLog
 if TYPE_CHECKING:
     from crucible_core.broker.service import Broker
     from crucible_core.run.lifecycle import Lifecycle
-    from crucible_core.run.publish import KeptPublisher
     from crucible_core.run.workflow_iteration import AuthoredGraph
 
 
@@ -65,7 +64,6 @@ def build_engine(
     max_park: float | None = None,
     state_guards: Sequence[Callable[[], str | None]] = (),
     broker: Callable[[Engine], Broker] | None = None,
-    publishing: Callable[[Engine], KeptPublisher | None] | None = None,
     lifecycle: Callable[[Engine], Lifecycle] | None = None,
 ) -> Engine:
     """The engine of one run: its drivers (built, or world + judge + backend given), log, budget,
@@ -115,8 +113,6 @@ def build_engine(
         remote_measure.note = engine.note  # its retries are the run's notes
     if broker is not None:
         engine.broker = broker(engine)
-    if publishing is not None:
-        engine.publishing = publishing(engine)
     if lifecycle is not None:
         engine.lifecycle = lifecycle(engine)
     return engine

@@ -135,7 +135,6 @@ def begin_resumed(
         engine.lifecycle.run_start()
     if not folded.segment_baselined or unlogged is not None:
         return run, run_baseline(engine, run)
-    engine.write_results(run)
     return run, None
 
 

@@ -32,10 +32,7 @@ from crucible_core.run.gates import Gates
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle, TurnUnavailable
 from crucible_core.run.preflight import Preflight
-from crucible_core.run.publish import KeptPublisher
 from crucible_core.run.remote_measure import RemoteMeasure
-from crucible_core.run.results_chart import RESULTS_CHART_NAME, render_results_chart
-from crucible_core.run.results_md import render_results
 from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
 
@@ -77,7 +74,6 @@ class Engine:
     # Each puts back one engine file in the state directory and says what it did (None: intact).
     state_guards: list[Callable[[], str | None]] = attrs.field(factory=list)
     broker: Broker | None = None  # the run's broker: its tools, bounds and disclosure reach the prompt
-    publishing: KeptPublisher | None = None  # [publish]: each kept commit as a draft pull request
     # The pack's authored scored graph (workflow.star or [workflow]); None runs the built-in one.
     workflow: AuthoredGraph | None = None
     # The run's resolved services (this process's catalog): the run identity covers each one.
@@ -217,7 +213,6 @@ class Engine:
         run.rows.append(row)
         self.budget_event(run)
         self.publish_standing(run, solved=bool(reading and reading.solved and verdict != "discard"))
-        self.write_results(run)
 
     def publish_standing(self, run: Run, *, solved: bool = False) -> None:
         """What `crucible status` shows of the run: after each row, and when a resume starts."""
@@ -233,25 +228,10 @@ class Engine:
             solved=run.solved or solved,
         )
 
-    def write_results(self, run: Run) -> None:
-        direction = self.direction.value
-        chart = render_results_chart(run.rows, direction=direction) if self.judge.scored else None
-        text = render_results(
-            gate=self.judge.gate,
-            goal=self.goal,
-            rows=run.rows,
-            best=run.segment.best.score,
-            direction=direction,
-            chart=RESULTS_CHART_NAME if chart else None,
-        )
-        try:
-            if chart:
-                write_atomic(
-                    self.paths.results_chart, self.redactor.text(chart).encode("utf-8"), durable=False
-                )
-            write_atomic(self.paths.results_md, self.redactor.text(text).encode("utf-8"), durable=False)
-        except OSError as exc:
-            self.note(f"could not update RESULTS.md: {exc}", level="warn")
+    def kept(self, iteration: int, sha: str, summary: str) -> None:
+        """A keep made a new commit: plugins hear it (publish-on-keep); never ends the run."""
+        if self.lifecycle is not None:
+            self.lifecycle.commit_kept(iteration, sha, summary)
 
     def guard_state(self, after: str) -> None:
         """After a child the agent or the measure controls: put back what it removed from the

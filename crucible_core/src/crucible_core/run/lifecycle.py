@@ -7,6 +7,7 @@ process of a loop (a resume is a new process and starts again at run start):
     crucible_run_start
     baseline measure (when owed)
     per iteration: crucible_before_turn -> agent turn -> crucible_after_turn -> measure -> keep/discard
+                   (a keep that made a commit: crucible_commit_kept)
     crucible_run_end (always, once, when run start was reached)
 
 A playbook fires run start once its workspace and identity are ready and before any task is
@@ -18,8 +19,8 @@ transport failure (a run service it needs is not ready), and the loop retries it
 
 Run start and before turn may refuse: an exception there ends the run as an error naming the
 plugin (a plugin that provides something the run relies on, such as a tool server, must not
-be skipped silently). After turn and run end only observe: an exception there is noted and the
-remaining plugins are still called.
+be skipped silently). After turn, commit kept and run end only observe: an exception there is
+noted and the remaining plugins are still called.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from crucible_core.broker.service import Broker
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.plugins import Plugins
-    from crucible_core.protocols import Turn, TurnResult
+    from crucible_core.protocols import Publisher, Turn, TurnResult
     from crucible_core.services.runtime import ServiceForward, ServiceRuntime
 
 # Environment variables the engine sets for every turn; a plugin's additions never replace them.
@@ -63,6 +64,19 @@ class RunContext:
     services: ServiceRuntime | None = None
     # Which kind of run this is: "loop", "playbook" or "plan" (a plan file).
     lane: str = attrs.field(default="loop", kw_only=True)
+    # note(text, level): a note in the session log ("info" or "warn"), for what a plugin did or
+    # the trouble it had that must not end the run.
+    note: Callable[[str, str], None] = attrs.field(default=lambda text, level: None, kw_only=True, eq=False)
+    # The environment the engine's own commands get (service secrets left out): where a forge
+    # credential for a publisher lives, never the agent's.
+    engine_env: Mapping[str, str] = attrs.field(factory=dict, kw_only=True)
+    # The publisher `[publish].forge` names, resolved before the run (None without [publish]):
+    # publish-on-keep (crucible-plugin-publish-github) publishes each kept commit through it.
+    publisher: Publisher | None = attrs.field(default=None, kw_only=True)
+
+    @property
+    def session_log(self) -> Path:
+        return self.state_dir / "session.jsonl"
 
 
 @attrs.frozen
@@ -83,6 +97,16 @@ class TurnAdditions:
     # The distribution whose crucible_before_turn built this value (pluggy returns results
     # without their owners), so a note or a refusal can name it.
     origin: str = attrs.field(factory=lambda: implementer() or "a plugin", kw_only=True)
+
+
+@attrs.frozen
+class KeptCommit:
+    """A commit the loop kept: what crucible_commit_kept is told."""
+
+    run: RunContext
+    iteration: int  # the iteration that kept it (a wide round's winner: the round's iteration)
+    sha: str
+    summary: str  # the measure's note for the kept reading
 
 
 class TurnUnavailable(Exception):
@@ -197,6 +221,9 @@ class Lifecycle:
         if self.context.broker is not None:
             self.context.broker.close_turn()
         self._observe("crucible_after_turn", context=context, result=result)
+
+    def commit_kept(self, iteration: int, sha: str, summary: str) -> None:
+        self._observe("crucible_commit_kept", kept=KeptCommit(self.context, iteration, sha, summary))
 
     def run_end(self, outcome: str, reason: str, iterations: int) -> None:
         if not self.started or self.ended:

@@ -95,8 +95,8 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
         margin=margin,
         note=note,
     )
-    if sha is not None and engine.publishing is not None:
-        engine.publishing.on_keep(measured.iteration, sha, reading.note)  # mediated; never ends the run
+    if sha is not None:
+        engine.kept(measured.iteration, sha, reading.note)
     if verdict is not Verdict.DISCARD and engine.judge.scored and reading.solved:
         run.solved = True
         if not engine.options.no_early_stop:

@@ -25,7 +25,7 @@ from crucible_core.control.ledger import Ledger
 from crucible_core.errors import CrucibleError, ExitCode
 from crucible_core.lanes.lane import Ending, Lane, Shell
 from crucible_core.plugins import Plugins
-from crucible_core.protocols import Reporter, ReporterContext, ReporterFactory
+from crucible_core.protocols import Publisher, Reporter, ReporterContext, ReporterFactory
 from crucible_core.redact import Redactor
 from crucible_core.reporters.console import console_choice, is_terminal
 from crucible_core.run.gates import Aborted
@@ -71,7 +71,9 @@ class _Hooks:
         self.log = log
         self.made: Lifecycle | None = None
 
-    def make(self, broker: Broker | None, disclosure: Disclosure | None) -> Lifecycle:
+    def make(
+        self, broker: Broker | None, disclosure: Disclosure | None, publisher: Publisher | None = None
+    ) -> Lifecycle:
         assert self.made is None, "a run has one lifecycle"
         lane, paths = self.lane, self.lane.paths
         context = RunContext(
@@ -84,6 +86,9 @@ class _Hooks:
             broker,
             self.services,
             lane=lane.kind,
+            note=self._say,
+            engine_env=lane.engine_env,
+            publisher=publisher,
         )
         self.made = Lifecycle(
             self.plugins,
@@ -94,7 +99,10 @@ class _Hooks:
         return self.made
 
     def _note(self, text: str) -> None:
-        self.log.emit(wire.Note(msg=text, level="warn"))
+        self._say(text, "warn")
+
+    def _say(self, text: str, level: str) -> None:
+        self.log.emit(wire.Note(msg=text, level=level))
 
     def run_end(self, ending: Ending, iterations: int) -> None:
         if self.made is not None:

@@ -1,7 +1,7 @@
 """crucible-plugin-flow-page: `crucible flow --out flow.html`, a run as one self-contained page.
 
-The page inlines its CSS, script and SVG (the score chart, or a task run's graph) and fetches
-nothing; every string from the log is escaped (page.py says how).
+The page inlines its CSS, script and SVG (the score chart, crucible-plugin-results-md's, or a
+task run's graph) and fetches nothing; every string from the log is escaped (page.py says how).
 """
 
 from __future__ import annotations

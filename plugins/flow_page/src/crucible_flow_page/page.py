@@ -14,17 +14,16 @@ from html import escape
 
 from crucible_core.api import (
     EPILOGUE,
-    ChartPoint,
     FlowModel,
     Iteration,
     PlanTask,
     counted,
-    render_score_chart,
     run_tally,
     verdict_word,
     versus_baseline,
 )
 from crucible_flow_page.task_graph import render_task_graph
+from crucible_results_md.score_chart import ChartPoint, render_score_chart
 
 # No network at all: the page may only use what it carries.
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"

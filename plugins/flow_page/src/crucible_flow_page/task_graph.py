@@ -1,10 +1,10 @@
 """A run's task graph as a small standalone SVG: one box per task, coloured by its status.
 
 The flow page draws a playbook or a plan file with this instead of a score chart. Hand-written
-for the reasons core's score chart gives (`render_score_chart`) (no dependency, inlinable, every label escaped here). The
-layout is layered: a task sits one column right of its deepest dependency, tasks in a column
-keep the plan's order, and the epilogue (which depends on nothing in the main graph, and runs
-after it) gets the last column.
+for the reasons RESULTS.md's score chart gives (crucible_results_md.score_chart: no dependency,
+inlinable, every label escaped here). The layout is layered: a task sits one column right of its
+deepest dependency, tasks in a column keep the plan's order, and the epilogue (which depends on
+nothing in the main graph, and runs after it) gets the last column.
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
-"""crucible-plugin-publish-github: the `github` publisher, `[publish].forge = "github"`.
+"""crucible-plugin-publish-github: the `github` publisher (`[publish].forge = "github"`) and publish-on-keep.
 
-Only the hook implementation lives here; the publisher (and dulwich, through the git world)
-loads when a run first builds it, so `crucible --help` does not pay for it.
+Publish-on-keep runs from the lifecycle hooks, for whichever registered publisher `[publish].forge`
+names (core resolves it before the run, refusing a forge nobody installed, and hands it over as
+`RunContext.publisher`): at run start a loop run with `[publish]` gets a KeptPublisher
+(on_keep.py); each `crucible_commit_kept` asks the run's mediation point for one draft-pr write
+and only then publishes; run end lets it go. The github publisher (and dulwich, through the git
+world) loads only when a run first builds it, so `crucible --help` does not pay for it.
 """
 
 from __future__ import annotations
@@ -11,7 +15,11 @@ from typing import TYPE_CHECKING
 from crucible_core.api import hookimpl
 
 if TYPE_CHECKING:
-    from crucible_core.api import Publisher, PublisherFactory, Register
+    from crucible_core.api import KeptCommit, Publisher, PublisherFactory, Register, RunContext, RunEnd
+    from crucible_publish_github.on_keep import KeptPublisher
+
+# One publish-on-keep per loop run this process drives, keyed by run id (tests drive several).
+_publishing: dict[str, KeptPublisher] = {}
 
 
 def _github_publisher() -> Publisher:
@@ -23,3 +31,33 @@ def _github_publisher() -> Publisher:
 @hookimpl
 def crucible_register_publishers(register: Register[PublisherFactory]) -> None:
     register("github", _github_publisher)
+
+
+@hookimpl
+def crucible_run_start(context: RunContext) -> None:
+    section = context.manifest.manifest.publish if context.manifest is not None else None
+    if section is None or context.publisher is None or context.broker is None:
+        return  # no [publish] (a playbook refuses one; a plan file has no manifest)
+    from crucible_publish_github.on_keep import KeptPublisher
+
+    _publishing[context.run_id] = KeptPublisher(
+        section,
+        context.publisher,
+        context.broker.mediator.admit,
+        context.note,
+        context.run_id,
+        context.workspace,
+        context.engine_env,
+    )
+
+
+@hookimpl
+def crucible_commit_kept(kept: KeptCommit) -> None:
+    publishing = _publishing.get(kept.run.run_id)
+    if publishing is not None:
+        publishing.on_keep(kept.iteration, kept.sha, kept.summary)  # mediated; never ends the run
+
+
+@hookimpl
+def crucible_run_end(end: RunEnd) -> None:
+    _publishing.pop(end.run.run_id, None)

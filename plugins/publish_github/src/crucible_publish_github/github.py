@@ -1,6 +1,6 @@
 """The `github` publisher: a kept commit pushed to a branch of the forge repository, opened as a draft PR.
 
-The engine calls it only after the mediation point admitted the write (run/publish.py). The
+Publish-on-keep calls it only after the mediation point admitted the write (on_keep.py). The
 credential is the engine's own `GITHUB_TOKEN` (or `GH_TOKEN`); it reaches git through
 `GIT_CONFIG_*` variables (never the command line, which other local users can read) and the
 REST API through an Authorization header, and never the agent. Where the forge is comes from the

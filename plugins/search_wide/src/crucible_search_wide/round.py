@@ -488,8 +488,8 @@ class WideOperations:
             ),
             phase=WIDE_PHASE,
         )
-        if sha is not None and engine.publishing is not None:
-            engine.publishing.on_keep(run.iteration, sha, reading.note)  # a kept commit, like any keep
+        if sha is not None:
+            engine.kept(run.iteration, sha, reading.note)  # a kept commit, like any keep
         if kept and reading.solved:
             run.solved = True
             if not engine.options.no_early_stop:

@@ -16,10 +16,19 @@ from pathlib import Path
 
 import attrs
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
-from crucible_core.contract.reading import Reading
-from crucible_core.errors import CrucibleError, RunFailed
-from crucible_core.protocols import ApplyOutcome, FailureClass, Staged, Turn, TurnResult, WorldContext
+from crucible_core.api import (
+    AgentFileRefused,
+    ApplyOutcome,
+    CrucibleError,
+    FailureClass,
+    Reading,
+    RunFailed,
+    Staged,
+    Turn,
+    TurnResult,
+    WorldContext,
+    read_regular,
+)
 
 # One file of a state: its permission bits and its bytes.
 FileState = tuple[int, bytes]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crucible_core.contract import wire
-from crucible_core.contract.decide import shown_decision
-from crucible_core.contract.noise import note_with_margin
-from crucible_core.flow.model import versus_baseline
-from crucible_core.run.results_chart import baseline_of
+from crucible_core.api import note_with_margin, shown_decision, versus_baseline
+from crucible_results_md.chart import baseline_of
+
+if TYPE_CHECKING:
+    from crucible_core.api import wire
 
 
 def _score(value: Any) -> str:

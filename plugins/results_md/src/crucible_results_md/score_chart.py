@@ -1,9 +1,9 @@
 """The score-over-iterations chart as a small standalone SVG (used by RESULTS.md and the flow page).
 
 Hand-written rather than drawn by a plotting library: the chart is a few dozen shapes, it must
-render identically with no dependency (crucible-core installs with attrs, cattrs, pluggy and
-click only), it must be inlinable into a page that may not fetch anything, and every label in
-it comes from the session log, so we escape every string ourselves.
+render identically with no dependency (this plugin needs crucible-core alone), it must be
+inlinable into a page that may not fetch anything, and every label in it comes from the session
+log, so we escape every string ourselves.
 
 One slow candidate must not flatten the rest: a score far outside the others (beyond three
 interquartile ranges of the middle half, Tukey's "far out" fence) is drawn as a triangle on the

@@ -1,7 +1,7 @@
 """The plugin authors' test kit: the memory world, the scripted judge and backend, and the real loop over them.
 
 The fixtures used here (crucible_kit, crucible_run, memory_world) come from the pytest plugin
-crucible-core declares under `pytest11`: nothing in this suite imports or registers it.
+crucible-testkit declares under `pytest11`: nothing in this suite imports or registers it.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from crucible_core import api
+from crucible_testkit import CrucibleKit, KitRun, MemoryWorld
 
 
 def test_the_loop_keeps_and_rolls_back_through_the_memory_world(
-    crucible_run: Callable[..., api.KitRun],
+    crucible_run: Callable[..., KitRun],
 ) -> None:
     done = crucible_run(
         files={"value.txt": "1\n", "notes/keep.md": "kept as it is\n"},
@@ -57,7 +58,7 @@ def test_the_loop_keeps_and_rolls_back_through_the_memory_world(
 
 
 def test_a_turn_past_the_script_fails_and_a_solved_reading_ends_the_run(
-    crucible_kit: api.CrucibleKit,
+    crucible_kit: CrucibleKit,
 ) -> None:
     done = crucible_kit.run(
         files={"a.txt": "a"},
@@ -68,7 +69,7 @@ def test_a_turn_past_the_script_fails_and_a_solved_reading_ends_the_run(
     assert [row.decision for row in done.rows] == ["baseline", "keep"]
     assert done.result.outcome == "solved" and done.result.exit_code == api.ExitCode.OK
 
-    again = api.CrucibleKit(crucible_kit.root.parent / "second").run(
+    again = CrucibleKit(crucible_kit.root.parent / "second").run(
         files={"a.txt": "a"}, turns=[], scores=[1], iterations=1
     )
     assert [row.decision for row in again.rows] == ["baseline", "discard"]
@@ -76,7 +77,7 @@ def test_a_turn_past_the_script_fails_and_a_solved_reading_ends_the_run(
 
 
 def test_a_link_left_in_the_workspace_is_refused_and_never_followed(
-    crucible_run: Callable[..., api.KitRun], tmp_path: Path
+    crucible_run: Callable[..., KitRun], tmp_path: Path
 ) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_text("not the workspace's")
@@ -92,7 +93,7 @@ def test_a_link_left_in_the_workspace_is_refused_and_never_followed(
     assert not (done.workspace / "escape.txt").is_symlink()
 
 
-def test_a_plugin_under_test_is_registered_on_the_kit_alone(crucible_kit: api.CrucibleKit) -> None:
+def test_a_plugin_under_test_is_registered_on_the_kit_alone(crucible_kit: CrucibleKit) -> None:
     class Doubling:
         """A judge plugin defined in the test: the score is twice the number in n.txt."""
 
@@ -109,15 +110,15 @@ def test_a_plugin_under_test_is_registered_on_the_kit_alone(crucible_kit: api.Cr
     )
     assert [(row.decision, row.score) for row in done.rows] == [("baseline", 4.0), ("keep", 10.0)]
     # a second kit (another test) does not see it
-    other = api.CrucibleKit(crucible_kit.root.parent / "other")
+    other = CrucibleKit(crucible_kit.root.parent / "other")
     with pytest.raises(api.PluginError, match="unknown judge 'doubling'"):
         other.registered("judge", "doubling")
 
 
 def test_a_kit_names_an_installed_plugin_it_cannot_load(tmp_path: Path) -> None:
     with pytest.raises(api.PluginError, match=r"could not load the installed plugin\(s\) no_such_plugin"):
-        api.CrucibleKit(tmp_path, installed=["judge_command", "no_such_plugin"])
-    kit = api.CrucibleKit(tmp_path, installed=["judge_command"])
+        CrucibleKit(tmp_path, installed=["judge_command", "no_such_plugin"])
+    kit = CrucibleKit(tmp_path, installed=["judge_command"])
     assert kit.registered("judge", "command") is not None
 
 
@@ -132,7 +133,7 @@ class _Doubling:
         return api.Reading(valid=True, score=2.0 * int((self.workspace / "n.txt").read_text()))
 
 
-def test_the_memory_world_fixture_snapshots_and_restores(memory_world: api.MemoryWorld) -> None:
+def test_the_memory_world_fixture_snapshots_and_restores(memory_world: MemoryWorld) -> None:
     (memory_world.workspace / "sub").mkdir()
     (memory_world.workspace / "sub" / "f.txt").write_text("one")
     first = memory_world.snapshot("one")
@@ -150,23 +151,24 @@ def test_the_memory_world_fixture_snapshots_and_restores(memory_world: api.Memor
 
 def test_the_kit_ships_as_a_pytest_plugin_and_core_never_imports_pytest() -> None:
     declared = {ep.value for ep in entry_points(group="pytest11")}
-    assert "crucible_core.testing.pytest_plugin" in declared
+    assert "crucible_testkit.pytest_plugin" in declared
+    assert not any(value.startswith("crucible_core") for value in declared)  # core ships no kit
     probe = (
-        "import sys; from crucible_core import api; api.CrucibleKit; api.run; "
-        "import crucible_core.cli.main; print('pytest' in sys.modules)"
+        "import sys; from crucible_core import api; import crucible_testkit; crucible_testkit.CrucibleKit; "
+        "api.run; import crucible_core.cli.main; print('pytest' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
-    # every pytest run in an environment with crucible loads the fixtures: they import the kit late
+    # every pytest run in an environment with the kit loads the fixtures: they import the kit late
     probe = (
-        "import sys; import crucible_core.testing.pytest_plugin; "
-        "print(sorted(m for m in sys.modules if m.startswith('crucible_core.')))"
+        "import sys; import crucible_testkit.pytest_plugin; "
+        "print(sorted(m for m in sys.modules if m.startswith(('crucible_core', 'crucible_testkit'))))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "['crucible_core.testing', 'crucible_core.testing.pytest_plugin']"
+    assert done.stdout.strip() == "['crucible_testkit', 'crucible_testkit.pytest_plugin']"
 
 
 @pytest.mark.parametrize("path", ["../up.txt", "/abs.txt"])
-def test_a_scripted_edit_stays_in_the_workspace(crucible_run: Callable[..., api.KitRun], path: str) -> None:
+def test_a_scripted_edit_stays_in_the_workspace(crucible_run: Callable[..., KitRun], path: str) -> None:
     done = crucible_run(files={"v.txt": "1"}, turns=[{path: "x"}], scores=[1, 2], iterations=1)
     assert done.result.outcome == "error" and "is not a path inside the workspace" in done.result.reason

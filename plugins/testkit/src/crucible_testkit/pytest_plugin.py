@@ -5,7 +5,7 @@
         done = crucible_kit.run(files={...}, turns=[{...}], iterations=1, manifest={"judge": {...}})
         assert [row.decision for row in done.rows] == ["baseline", "keep"]
 
-Only pytest loads this module; crucible-core itself does not depend on pytest.
+Only pytest loads this module; crucible-testkit itself does not depend on pytest.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:  # imported by the fixtures: every pytest run in an environment with crucible loads this
-    from crucible_core.testing.drivers import MemoryWorld
-    from crucible_core.testing.kit import CrucibleKit, KitRun
+    from crucible_testkit.drivers import MemoryWorld
+    from crucible_testkit.kit import CrucibleKit, KitRun
 
 
 @pytest.fixture
 def crucible_kit(tmp_path: Path) -> CrucibleKit:
     """A fresh CrucibleKit for this test: core's plugin and the scripted drivers, in a temporary directory."""
-    from crucible_core.testing.kit import CrucibleKit
+    from crucible_testkit.kit import CrucibleKit
 
     return CrucibleKit(tmp_path / "crucible")
 
@@ -38,7 +38,7 @@ def crucible_run(crucible_kit: CrucibleKit) -> Callable[..., KitRun]:
 @pytest.fixture
 def memory_world(tmp_path: Path) -> MemoryWorld:
     """A MemoryWorld over an empty workspace in a temporary directory, its base state kept."""
-    from crucible_core.testing.drivers import MemoryWorld
+    from crucible_testkit.drivers import MemoryWorld
 
     world = MemoryWorld(tmp_path / "memory-workspace")
     world.prepare()

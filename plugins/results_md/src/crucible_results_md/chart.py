@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from crucible_core.contract.decide import shown_decision
-from crucible_core.flow.score_chart import ChartPoint, render_score_chart
+from crucible_core.api import shown_decision
+from crucible_results_md.score_chart import ChartPoint, render_score_chart
 
 RESULTS_CHART_NAME = "RESULTS-score.svg"
 

@@ -14,16 +14,25 @@ from typing import Any
 
 import attrs
 
-from crucible_core import toml_text
-from crucible_core.contract import wire
-from crucible_core.errors import PluginError
-from crucible_core.hookspecs import hookimpl
-from crucible_core.manifest.loader import load_manifest
-from crucible_core.plugins import Plugins, load_plugins
-from crucible_core.protocols import AgentBackend, BackendContext, Judge, JudgeContext, World, WorldContext
-from crucible_core.registry import Register
-from crucible_core.session.embed import RunResult, run
-from crucible_core.testing.drivers import (
+from crucible_core.api import (
+    AgentBackend,
+    BackendContext,
+    Judge,
+    JudgeContext,
+    PluginError,
+    Plugins,
+    Register,
+    RunResult,
+    World,
+    WorldContext,
+    hookimpl,
+    load_manifest,
+    load_plugins,
+    run,
+    toml_document,
+    wire,
+)
+from crucible_testkit.drivers import (
     Content,
     Files,
     MemoryWorld,
@@ -37,7 +46,7 @@ from crucible_core.testing.drivers import (
 MEMORY_WORLD = "memory"
 SCRIPTED_JUDGE = "scripted"
 SCRIPTED_BACKEND = "scripted"
-KIT_PLUGIN = "crucible-core testing kit"
+KIT_PLUGIN = "crucible-testkit"
 
 # The manifest a kit run uses unless told otherwise: the three scripted drivers.
 DEFAULT_MANIFEST: dict[str, dict[str, Any]] = {
@@ -150,7 +159,7 @@ class CrucibleKit:
             data[name] = {**data.get(name, {}), **keys}
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "crucible.toml"
-        path.write_text(toml_text.document(data), encoding="utf-8")
+        path.write_text(toml_document(data), encoding="utf-8")
         return path
 
     def run(

@@ -1,0 +1,87 @@
+"""One loop run's RESULTS.md: the start line's goal and gate, every row so far, rewritten after each row.
+
+Everything on the page comes from the session log as written, so it is already redacted and
+plain: the goal and the gate from the run's start line, the rows from the row lines. A resumed
+run first folds its log for the rows earlier processes wrote, and rewrites the page at run
+start when its segment is already measured (otherwise the owed baseline's row rewrites it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from crucible_core.api import fold_path, wire, write_atomic
+from crucible_results_md.chart import RESULTS_CHART_NAME, render_results_chart
+from crucible_results_md.document import render_results
+
+if TYPE_CHECKING:
+    from crucible_core.api import RunContext
+
+RESULTS_NAME = "RESULTS.md"
+
+
+@attrs.define
+class ResultsView:
+    workspace: Path
+    goal: str
+    gate: str
+    direction: str  # the judge's, "higher" without one (what the margins and the chart compare by)
+    scored: bool  # the start line names a direction only for a scored judge: no chart otherwise
+    note: Callable[[str, str], None]  # a note in the session log: (text, level)
+    rows: list[wire.RowWire] = attrs.field(factory=list)
+    best: float | None = None
+
+    @classmethod
+    def begin(cls, start: Mapping[str, Any], context: RunContext) -> ResultsView:
+        """The view of the run whose start line is `start`, with what its log already holds."""
+        loaded = context.manifest
+        judge = loaded.manifest.judge if loaded is not None else None
+        view = cls(
+            workspace=context.workspace,
+            goal=str(start.get("goal") or ""),
+            gate=str(start.get("gate") or ""),
+            direction=judge.direction.value if judge is not None else "higher",
+            scored=start.get("direction") is not None,
+            note=context.note,
+        )
+        if context.resumed:
+            try:
+                folded = fold_path(context.session_log)
+            except OSError as exc:  # core folded it a moment ago; a view must not end the run
+                view.note(f"could not read the session log for RESULTS.md: {exc}", "warn")
+                return view
+            view.rows, view.best = list(folded.rows), folded.best_score
+            if folded.segment_baselined:
+                view.write()
+        return view
+
+    def row(self, event: Mapping[str, Any]) -> None:
+        """A row line was written: the page shows it, and the best it recorded, from now on."""
+        line = wire.from_object(event)
+        if line is None or not isinstance(line.event, wire.Row):
+            return
+        row = line.event.row
+        self.rows.append(row)
+        self.best = row.best
+        self.write()
+
+    def write(self) -> None:
+        chart = render_results_chart(self.rows, direction=self.direction) if self.scored else None
+        text = render_results(
+            gate=self.gate,
+            goal=self.goal,
+            rows=self.rows,
+            best=self.best,
+            direction=self.direction,
+            chart=RESULTS_CHART_NAME if chart else None,
+        )
+        try:
+            if chart:
+                write_atomic(self.workspace / RESULTS_CHART_NAME, chart.encode("utf-8"), durable=False)
+            write_atomic(self.workspace / RESULTS_NAME, text.encode("utf-8"), durable=False)
+        except OSError as exc:
+            self.note(f"could not update RESULTS.md: {exc}", "warn")

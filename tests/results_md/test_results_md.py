@@ -1,0 +1,107 @@
+"""crucible-plugin-results-md: RESULTS.md and its chart come from this plugin alone, rewritten
+after every row and, on resume, at run start.
+
+Real runs of the counter example in this process (the git world, the real measure script).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from crucible_core import api
+from crucible_core.plugins import load_plugins
+from crucible_core.session_log import read_events
+
+INSTALLED = sorted(ep.name for ep in entry_points(group="crucible"))
+
+
+def _decisions(log: Path) -> list[tuple[int, str, Any]]:
+    return [
+        (e["row"]["iter"], e["row"]["decision"], e["row"]["score"])
+        for e in read_events(log)
+        if e["kind"] == "row"
+    ]
+
+
+def test_the_page_shows_every_row_and_the_chart_beside_it(example: Any) -> None:
+    manifest = example("counter")
+    workspace = manifest.parent / "workspace"
+    pages: list[str] = []
+
+    def after_each_row(event: Mapping[str, Any]) -> None:
+        if event["kind"] == "budget":  # the event after each row: the page already shows that row
+            pages.append((workspace / "RESULTS.md").read_text())
+
+    api.run(manifest, iterations=2, on_event=after_each_row)
+
+    assert "| 0 | baseline | 0 | 0 | +0 |" in pages[0] and "| 1 |" not in pages[0]
+    assert "| 1 | keep | 1 | 1 | +1 |" in pages[1] and "| 2 |" not in pages[1]
+    page = (workspace / "RESULTS.md").read_text()
+    assert page == pages[-1]
+    assert page.startswith("# crucible results\n\nObjective: ") and "Best so far: 2." in page
+    assert "![score by iteration](RESULTS-score.svg)" in page and "| 2 | keep | 2 | 2 | +2 |" in page
+    assert (workspace / "RESULTS-score.svg").read_text().count('class="point"') == 2
+
+
+def test_a_resume_rewrites_the_page_at_run_start_from_the_recorded_rows(example: Any) -> None:
+    manifest = example("counter")
+    workspace = manifest.parent / "workspace"
+    api.run(manifest, iterations=1)
+    (workspace / "RESULTS.md").unlink()
+    (workspace / "RESULTS-score.svg").unlink()
+    at_first_step: list[str] = []
+    resumed: list[bool] = []
+
+    def watch(event: Mapping[str, Any]) -> None:
+        if event["kind"] == "start":
+            resumed.append(bool(event.get("resumed")))
+        elif event["kind"] == "step" and not at_first_step:  # run start is over, no row written yet
+            page = workspace / "RESULTS.md"
+            at_first_step.append(page.read_text() if page.exists() else "")
+
+    api.run(manifest, iterations=2, resume=True, on_event=watch)
+
+    assert resumed == [True]
+    assert (
+        "| 0 | baseline | 0 | 0 | +0 |" in at_first_step[0]
+        and "| 1 | keep | 1 | 1 | +1 |" in at_first_step[0]
+    )
+    assert "| 2 |" not in at_first_step[0] and (workspace / "RESULTS-score.svg").exists()
+    assert "| 2 | keep | 2 | 2 | +2 |" in (workspace / "RESULTS.md").read_text()
+
+
+def test_without_the_plugin_the_run_is_the_same_and_writes_no_page(example: Any, tmp_path: Path) -> None:
+    with_it = example("counter")
+    without = tmp_path / "without" / "counter" / "crucible.toml"
+    shutil.copytree(with_it.parent, without.parent)
+
+    kept = api.run(with_it, iterations=2, plugins=load_plugins(names=INSTALLED))
+    bare = api.run(
+        without, iterations=2, plugins=load_plugins(names=[n for n in INSTALLED if n != "results_md"])
+    )
+
+    assert (with_it.parent / "workspace" / "RESULTS.md").is_file()
+    assert (with_it.parent / "workspace" / "RESULTS-score.svg").is_file()
+    assert not (without.parent / "workspace" / "RESULTS.md").exists()
+    assert not (without.parent / "workspace" / "RESULTS-score.svg").exists()
+    assert _decisions(kept.session_log) == _decisions(bare.session_log)
+    assert (kept.outcome, kept.best, kept.kept) == (bare.outcome, bare.best, bare.kept)
+
+
+def test_a_page_that_cannot_be_written_is_a_warning_and_the_run_goes_on(example: Any) -> None:
+    manifest = example("counter")
+    workspace = manifest.parent / "workspace"
+
+    def block(event: Mapping[str, Any]) -> None:
+        if event["kind"] == "identity":  # the workspace is set up: a directory takes the page's name
+            (workspace / "RESULTS.md" / "inside").mkdir(parents=True)
+
+    result = api.run(manifest, iterations=1, on_event=block)
+
+    assert result.outcome == "finished" and result.kept == 1
+    warnings = [e["msg"] for e in read_events(result.session_log) if e["kind"] == "note"]
+    assert sum(text.startswith("could not update RESULTS.md: ") for text in warnings) == 2  # baseline, 1
