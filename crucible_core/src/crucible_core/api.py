@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "1.0"
+API_VERSION = "2.0"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
