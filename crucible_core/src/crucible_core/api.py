@@ -550,9 +550,6 @@ _export("crucible_core.registry", "Registry")
 _export("crucible_core.run.engine", "Engine", "DEFAULT_TURN_TIMEOUT")
 _export("crucible_core.run.context", "Run", "LoopExit")
 _export("crucible_core.run.steps", "stage_for_measure", "measure_staged", "snapshot_keep")
-# Testing: the scripted drivers and the kit running the real loop with them (docs/python-api.md).
-_export("crucible_core.testing.drivers", "MemoryWorld", "ScriptedJudge", "ScriptedBackend")
-_export("crucible_core.testing.kit", "CrucibleKit", "KitRun")
 # Lanes: a kind of run a plugin registers (crucible_register_lanes), what the session hands it,
 # and the parts a graph lane is built from: the body a playbook shares with a plan file, the plan
 # executor, the run's workspace, drivers, identity, services and task runners.
