@@ -36,9 +36,11 @@ def test_budget_reasons() -> None:
 def test_max_time_ends_the_run_as_budget(example) -> None:
     manifest = example("counter")
     manifest.write_text(
-        manifest.read_text().replace('agent_cmd = "./bump.sh"', 'agent_cmd = "sleep 0.4; ./bump.sh"')
+        manifest.read_text().replace('agent_cmd = "./bump.sh"', 'agent_cmd = "sleep 1; ./bump.sh"')
     )
-    done = run_crucible("--manifest", manifest, "--iterations", "50", "--max-time", "1s", "--no-early-stop")
+    # 50 one-second turns cannot fit in 5 s, and 5 s leaves a loaded machine (the suite runs on
+    # parallel workers) room for the baseline, so at least one iteration starts
+    done = run_crucible("--manifest", manifest, "--iterations", "50", "--max-time", "5s", "--no-early-stop")
     assert done.returncode == 0, done.stderr
     assert assert_one_trailing_shutdown(manifest)["outcome"] == "budget"
     assert 1 <= len(rows(manifest)) - 1 < 50

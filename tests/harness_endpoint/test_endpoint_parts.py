@@ -277,16 +277,8 @@ def test_crucible_help_imports_none_of_the_harnesses_and_loading_plugins_only_th
     help_modules, names, loaded = done.stderr.strip().splitlines()[-3:]
     assert help_modules == "[]", done.stderr
     assert "'opencode'" in names and "'pi'" in names
-    assert loaded == str(
-        sorted(
-            [
-                "crucible_harness_opencode",
-                "crucible_harness_opencode.settings",
-                "crucible_harness_pi",
-                "crucible_harness_pi.settings",
-            ]
-        )
-    )
+    # settings are named by import path: listing the harnesses builds none of their settings classes
+    assert loaded == str(sorted(["crucible_harness_opencode", "crucible_harness_pi"]))
 
 
 @pytest.mark.parametrize("plant", ["skills dir", "skill dir", "skill file", "hard link"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
@@ -148,7 +149,10 @@ def test_the_plugin_registers_both_worlds(tmp_path: Path) -> None:
             settings_of[name] = settings
 
     _plugin_manager().hook.crucible_register_worlds(register=register)
-    assert set(registered) == {"git", "command"} and settings_of == {"command": CommandWorldSettings}
+    assert set(registered) == {"git", "command"}
+    assert settings_of == {"command": "crucible_world_git.settings:CommandWorldSettings"}
+    module, _, name = str(settings_of["command"]).partition(":")
+    assert getattr(importlib.import_module(module), name) is CommandWorldSettings
     ctx = WorldContext(
         tmp_path,
         WorldSection(),

@@ -54,15 +54,15 @@ if TYPE_CHECKING:
     from crucible_core.contract import wire as wire
     from crucible_core.contract.decide import Verdict as Verdict
     from crucible_core.contract.decide import decide as decide
+    from crucible_core.contract.decide import shown_decision as shown_decision
+    from crucible_core.contract.fold import Folded as Folded
+    from crucible_core.contract.fold import fold_path as fold_path
     from crucible_core.contract.json_bounds import loads_bounded as loads_bounded
     from crucible_core.contract.measure_diagnosis import stderr_tail as stderr_tail
     from crucible_core.contract.noise import Statistic as Statistic
     from crucible_core.contract.noise import combine as combine
     from crucible_core.contract.noise import note_with_margin as note_with_margin
     from crucible_core.contract.noise import summarize as summarize
-    from crucible_core.contract.decide import shown_decision as shown_decision
-    from crucible_core.contract.fold import Folded as Folded
-    from crucible_core.contract.fold import fold_path as fold_path
     from crucible_core.contract.plain_text import plain as plain
     from crucible_core.contract.reading import Direction as Direction
     from crucible_core.contract.reading import (
@@ -151,12 +151,16 @@ if TYPE_CHECKING:
     from crucible_core.manifest.loader import LoadedManifest as LoadedManifest
     from crucible_core.manifest.loader import load_manifest as load_manifest
     from crucible_core.manifest.models import JudgeSection as JudgeSection
-    from crucible_core.manifest.paths import RunPaths as RunPaths
     from crucible_core.manifest.models import PublishSection as PublishSection
+    from crucible_core.manifest.paths import RunPaths as RunPaths
     from crucible_core.manifest.paths import write_atomic as write_atomic
     from crucible_core.mcp_config import ENV_MCP_CONFIG as ENV_MCP_CONFIG
     from crucible_core.mcp_config import mcp_config_file as mcp_config_file
+    from crucible_core.plan import ir as ir
+    from crucible_core.plan import runners, validate
+    from crucible_core.plan.builtin_kinds import EngineFields as EngineFields
     from crucible_core.plan.executor import ExecutorConfig as ExecutorConfig
+    from crucible_core.plan.executor import PlanExecutor as PlanExecutor
     from crucible_core.plan.executor import PriorRun as PriorRun
     from crucible_core.plan.executor import check_same_plan as check_same_plan
     from crucible_core.plan.files import FILES_DIR_NAME as FILES_DIR_NAME
@@ -165,10 +169,6 @@ if TYPE_CHECKING:
     from crucible_core.plan.ir import Isolation as Isolation
     from crucible_core.plan.ir import Task as Task
     from crucible_core.plan.ir import ValidPlan as ValidPlan
-    from crucible_core.plan import ir as ir
-    from crucible_core.plan import runners, validate
-    from crucible_core.plan.builtin_kinds import EngineFields as EngineFields
-    from crucible_core.plan.executor import PlanExecutor as PlanExecutor
     from crucible_core.plan.iteration import core_kinds as core_kinds
     from crucible_core.plan.kinds import (
         Attempt as Attempt,
@@ -319,19 +319,19 @@ if TYPE_CHECKING:
     from crucible_core.run import composite_world
     from crucible_core.run.agent_task import RESULT_FILE as RESULT_FILE
     from crucible_core.run.agent_task import agent_task_runner as agent_task_runner
+    from crucible_core.run.context import LoopExit as LoopExit
+    from crucible_core.run.context import Run as Run
     from crucible_core.run.drivers import build_drivers as build_drivers
+    from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT as DEFAULT_TURN_TIMEOUT
+    from crucible_core.run.engine import Engine as Engine
     from crucible_core.run.engine import engine_environment as engine_environment
     from crucible_core.run.identity import run_identity as run_identity
     from crucible_core.run.injects import copy_injects as copy_injects
     from crucible_core.run.injects import refresh_frozen as refresh_frozen
-    from crucible_core.run.lifecycle import Lifecycle as Lifecycle
-    from crucible_core.run.context import LoopExit as LoopExit
-    from crucible_core.run.context import Run as Run
-    from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT as DEFAULT_TURN_TIMEOUT
-    from crucible_core.run.engine import Engine as Engine
     from crucible_core.run.lifecycle import (
         KeptCommit as KeptCommit,
     )
+    from crucible_core.run.lifecycle import Lifecycle as Lifecycle
     from crucible_core.run.lifecycle import (
         RunContext as RunContext,
     )
@@ -348,15 +348,15 @@ if TYPE_CHECKING:
         TurnUnavailable as TurnUnavailable,
     )
     from crucible_core.run.remote_measure import HeldEvents as HeldEvents
-    from crucible_core.run.workspace_setup import SETUP_TIMEOUT as SETUP_TIMEOUT
-    from crucible_core.run.workspace_setup import setup_component as setup_component
-    from crucible_core.run.workspace_setup import workspace_in_use as workspace_in_use
     from crucible_core.run.rounds import RoundRequest as RoundRequest
     from crucible_core.run.rounds import RoundStrategy as RoundStrategy
     from crucible_core.run.rounds import SearchRound as SearchRound
     from crucible_core.run.steps import measure_staged as measure_staged
     from crucible_core.run.steps import snapshot_keep as snapshot_keep
     from crucible_core.run.steps import stage_for_measure as stage_for_measure
+    from crucible_core.run.workspace_setup import SETUP_TIMEOUT as SETUP_TIMEOUT
+    from crucible_core.run.workspace_setup import setup_component as setup_component
+    from crucible_core.run.workspace_setup import workspace_in_use as workspace_in_use
     from crucible_core.services.catalog import Handoff as Handoff
     from crucible_core.services.catalog import ServiceTool as ServiceTool
     from crucible_core.services.catalog import ServiceToolFactory as ServiceToolFactory

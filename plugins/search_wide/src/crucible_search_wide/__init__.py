@@ -26,6 +26,4 @@ class _Wide:
 
 @hookimpl
 def crucible_register_round_strategies(register: Register[RoundStrategy]) -> None:
-    from crucible_search_wide.settings import SearchSettings
-
-    register("wide", _Wide(), settings=SearchSettings)
+    register("wide", _Wide(), settings="crucible_search_wide.settings:SearchSettings")
