@@ -29,8 +29,15 @@ def _check(plugins: Plugins, loaded: LoadedManifest) -> list[tuple[str, str]]:
     return check_memory(plugins)
 
 
-@hookimpl
-def crucible_register_lanes(register: Register[LaneSpec]) -> None:
+def _spec() -> LaneSpec:
     from crucible_core.api import LaneSpec
 
-    register("playbook", LaneSpec(prepare=_prepare, check=_check))
+    return LaneSpec(prepare=_prepare, check=_check)
+
+
+@hookimpl
+def crucible_register_lanes(register: Register[LaneSpec]) -> None:
+    from crucible_core.api import Deferred
+
+    # Deferred: LaneSpec is an attrs class, and listing plugins must build none (issue 27)
+    register("playbook", Deferred(_spec))
