@@ -181,7 +181,7 @@ def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     ("broker", "served"),
-    [("", False), ("\n[agent.broker]\ntools = [\"distress\"]\n", True), (ASK, True)],
+    [("", False), ('\n[agent.broker]\ntools = ["distress"]\n', True), (ASK, True)],
     ids=["not-asked", "tools-named", "enabled"],
 )
 def test_a_command_agent_gets_the_broker_only_when_the_manifest_asks(

@@ -26,6 +26,7 @@ from crucible_core.shell import Shell
 # A `takes_mcp` trait value: the agent gets the turn's MCP servers only when the manifest asks.
 WHEN_ASKED = "when-asked"
 
+
 @attrs.frozen
 class DriverChoice:
     """The names a run resolves to; `crucible check` prints these."""
