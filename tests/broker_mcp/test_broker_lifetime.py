@@ -29,14 +29,18 @@ setup_cmd = "mkdir -p workspace && cp value.txt workspace/"
 backend = "command"
 agent_cmd = "{agent}"
 goal = "hold the turn open"
-
+{broker}
 [judge]
 measure_cmd = "../measure.sh"
 direction = "higher"
 """
 
 
-def domain(tmp_path: Path, agent: str) -> Path:
+# The command backend takes the broker only when the manifest asks for it in so many words.
+ASK = "\n[agent.broker]\nenabled = true\n"
+
+
+def domain(tmp_path: Path, agent: str, broker: str = ASK) -> Path:
     root = tmp_path / "domain"
     root.mkdir()
     (root / "value.txt").write_text("1\n")
@@ -44,7 +48,7 @@ def domain(tmp_path: Path, agent: str) -> Path:
     measure.write_text('#!/bin/sh\nprintf \'{"valid": true, "score": 1}\\n\'\n')
     measure.chmod(0o755)
     manifest = root / "crucible.toml"
-    manifest.write_text(MANIFEST.format(agent=agent))
+    manifest.write_text(MANIFEST.format(agent=agent, broker=broker))
     return manifest
 
 
@@ -173,3 +177,40 @@ def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> N
     assert "broker tools: none (backend plain-command cannot call MCP tools)" in prompt
     exposure = [e for e in read_events(root / "state" / "session.jsonl") if e["kind"] == "exposure"]
     assert "distress" in exposure[0]["capabilities"]["broker_tools"]  # the grant is still disclosed
+
+
+@pytest.mark.parametrize(
+    ("broker", "served"),
+    [("", False), ('\n[agent.broker]\ntools = ["distress"]\n', True), (ASK, True)],
+    ids=["not-asked", "tools-named", "enabled"],
+)
+def test_a_command_agent_gets_the_broker_only_when_the_manifest_asks(
+    tmp_path: Path, broker: str, served: bool
+) -> None:
+    """A shell proposer never calls MCP tools, so a command-backend run whose manifest has no
+    [agent.broker] starts no server (no token, no endpoint, no $CRUCIBLE_MCP_CONFIG) and its
+    prompt says how to get one; writing [agent.broker] (enabled, or tools named) brings it back."""
+    from crucible_core.plugins import load_plugins
+    from crucible_core.run.budget import Budget
+    from crucible_core.session.entry import execute
+    from crucible_core.session.request import SessionRequest
+
+    agent = (
+        'cat \\"$CRUCIBLE_PROMPT_FILE\\" > ../prompt.txt; '
+        "ls ../state/private/broker > ../broker-dir.txt 2>&1; "
+        'echo \\"${CRUCIBLE_MCP_CONFIG:-none}\\" > ../mcp.txt'
+    )
+    manifest = domain(tmp_path, agent, broker)
+    plugins = load_plugins(names=["core", "world_git", "judge_command", "backend_local", "broker_mcp"])
+    result = execute(plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless"))
+    root = manifest.parent
+    assert result.outcome == "finished", result.reason
+    prompt = (root / "prompt.txt").read_text()
+    if served:
+        assert (root / "mcp.txt").read_text().strip() != "none"
+        assert "token" in (root / "broker-dir.txt").read_text()
+        assert "mcp__crucible__distress" in prompt
+    else:
+        assert (root / "mcp.txt").read_text().strip() == "none"
+        assert not (root / "state" / "private" / "broker").exists()
+        assert "broker tools: none (backend command gets the broker only when [agent.broker] asks" in prompt

@@ -290,6 +290,8 @@ def test_check_and_exposure_print_the_same_bounds(example) -> None:
     path = example("counter")
     with path.open("a") as handle:
         handle.write('\n[outputs.tracker-comment]\ncount = 1\ntarget = { open = { scope = "PROJ-*" } }\n')
+        # a command agent has the broker (and so bounds that apply to it) only when asked
+        handle.write("\n[agent.broker]\nenabled = true\n")
     exposure = run_crucible("plan", "exposure", "--manifest", path)
     assert exposure.returncode == 0, exposure.stderr
     document = json.loads(exposure.stdout)

@@ -110,7 +110,8 @@ def test_a_command_template_check_is_short_and_its_gate_self_test_runs(tmp_path:
     assert "ok   gate self-test: good 1 beats bad 0 (higher is better)" in lines
     assert not [line for line in lines if line.startswith("WARN")], check.stdout
     bounds = [line for line in lines if "Output bounds" in line]
-    assert len(bounds) == 1 and "the engine defaults" in bounds[0] and "draft-pr 2" in bounds[0]
+    # a command agent is handed the broker only when [agent.broker] asks, so no bound applies to it
+    assert len(bounds) == 1 and "none apply" in bounds[0] and "[agent.broker] asks" in bounds[0], bounds
 
 
 def test_a_missing_self_test_warning_says_what_to_add(example) -> None:

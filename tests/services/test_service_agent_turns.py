@@ -59,6 +59,10 @@ agent_cmd = '"$PYTHON" {agent}'
 goal = "raise the value, looking at the cluster"
 services = ["cluster"]
 
+# a command agent gets the broker beside the service only when the manifest asks for it
+[agent.broker]
+enabled = true
+
 [judge]
 measure_cmd = "../measure.sh"
 direction = "higher"

@@ -347,7 +347,7 @@ def service_relays(
 def granted_tools(loaded: LoadedManifest, tools: Iterable[str]) -> tuple[str, ...]:
     installed = sorted(tools)
     section = loaded.manifest.agent.broker
-    if not section.enabled:
+    if section.enabled is False:
         return ()
     if section.tools is None:
         return tuple(installed)

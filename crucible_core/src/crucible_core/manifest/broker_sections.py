@@ -75,8 +75,14 @@ class CapabilitiesSection:
 class BrokerSection:
     """`[agent.broker]`: whether turns get the broker, and which of its tools they are granted."""
 
-    enabled: bool = True
+    # None: not written, the agent's default (on, except for a backend that takes the broker
+    # only when asked, such as `command`: its program may never call it).
+    enabled: bool | None = None
     tools: tuple[str, ...] | None = None  # None grants every installed tool
+
+    def asked(self) -> bool:
+        """The manifest asks for the broker in so many words: `enabled = true` or tools named."""
+        return self.enabled is True or bool(self.tools)
 
 
 def validate(outputs: dict[str, OutputDeclaration], capabilities: CapabilitiesSection) -> list[str]:

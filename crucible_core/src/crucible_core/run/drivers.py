@@ -23,6 +23,9 @@ from crucible_core.protocols import (
 from crucible_core.run.composite_world import CompositeWorld
 from crucible_core.shell import Shell
 
+# A `takes_mcp` trait value: the agent gets the turn's MCP servers only when the manifest asks.
+WHEN_ASKED = "when-asked"
+
 
 @attrs.frozen
 class DriverChoice:
@@ -36,7 +39,9 @@ class DriverChoice:
     # The agent can call tools of the MCP servers a turn hands it (Turn.mcp_servers): the
     # `takes_mcp` trait of the harness the backend runs, or of the backend itself when it runs
     # no harness. A backend running a harness may veto with takes_mcp=False (its agent cannot
-    # reach the host's servers). False: the run starts no broker server for nobody to call.
+    # reach the host's servers). A backend registering takes_mcp="when-asked" takes them only
+    # when the manifest asks for the broker (BrokerSection.asked): its program may never call
+    # them. False: the run starts no broker server for nobody to call.
     takes_mcp: bool = False
 
     def agent_name(self) -> str:
@@ -57,7 +62,8 @@ class DriverChoice:
             vetoed = entry.trait("takes_mcp") is False
             takes_mcp = harness_entry is not None and bool(harness_entry.trait("takes_mcp")) and not vetoed
         else:
-            takes_mcp = bool(entry.trait("takes_mcp"))
+            trait = entry.trait("takes_mcp")
+            takes_mcp = trait is True or (trait == WHEN_ASKED and m.agent.broker.asked())
         return cls(
             world=loaded.world_kind,
             judge=m.judge_kind(),
@@ -76,6 +82,8 @@ class DriverChoice:
             return f"backend {self.backend} cannot hand its agent the engine host's MCP servers"
         if self.runs_harness:
             return f"harness {self.harness} cannot call MCP tools"
+        if entry is not None and entry.trait("takes_mcp") == WHEN_ASKED:
+            return f"backend {self.backend} gets the broker only when [agent.broker] asks for it"
         return f"backend {self.backend} cannot call MCP tools"
 
     def verify(self, plugins: Plugins) -> None:

@@ -26,8 +26,13 @@ def _local(ctx: BackendContext) -> AgentBackend:
 
 @hookimpl
 def crucible_register_backends(register: Register[BackendFactory]) -> None:
-    # takes_mcp: the command backend hands the turn's MCP servers over $CRUCIBLE_MCP_CONFIG
+    # takes_mcp: the command backend hands the turn's MCP servers over $CRUCIBLE_MCP_CONFIG, but
+    # only when the manifest asks ([agent.broker]): a shell proposer never calls them, and a
+    # server nobody calls costs a run about a second of CPU.
     register(
-        "command", _command, settings="crucible_backend_local.settings:CommandBackendSettings", takes_mcp=True
+        "command",
+        _command,
+        settings="crucible_backend_local.settings:CommandBackendSettings",
+        takes_mcp="when-asked",
     )
     register("local", _local, runs_harness=True)

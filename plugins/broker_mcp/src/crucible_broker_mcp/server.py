@@ -15,6 +15,7 @@ cannot outlive the engine: a SIGKILL takes the socket with the process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import os
@@ -55,7 +56,7 @@ class BrokerServer:
         self.max_concurrent = max_concurrent
         self.url = ""
         self._socket: socket.socket | None = None
-        self._uvicorn: uvicorn.Server | None = None
+        self._uvicorn: _EventServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -77,17 +78,15 @@ class BrokerServer:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=2,
+            date_header=False,  # uvicorn refreshes it on the tick _EventServer does not run
         )
-        server = uvicorn.Server(config)
+        server = _EventServer(config)
         self._uvicorn = server
         self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])), name="crucible-broker", daemon=True
+            target=server.run_on, args=(sock,), name="crucible-broker", daemon=True
         )
         self._thread.start()
-        deadline = START_SECONDS
-        while not server.started and self._thread.is_alive() and deadline > 0:
-            self._thread.join(0.02)
-            deadline -= 0.02
+        server.ready.wait(START_SECONDS)  # set when the start-up ends, whether or not it succeeded
         if not server.started:
             self.stop()
             raise RunFailed("the broker's MCP server did not start", hint="see the engine's stderr for why")
@@ -97,7 +96,7 @@ class BrokerServer:
     def stop(self) -> None:
         self.broker.detach()
         if self._uvicorn is not None:
-            self._uvicorn.should_exit = True
+            self._uvicorn.request_exit()
         if self._thread is not None:
             self._thread.join(STOP_SECONDS)
             if self._thread.is_alive() and self._uvicorn is not None:
@@ -146,6 +145,43 @@ class BrokerServer:
             max_request_body_size=self.max_body,
             host="127.0.0.1",
         )
+
+
+class _EventServer(uvicorn.Server):
+    """uvicorn's server, told to stop by an event rather than noticing on its 0.1 s polling tick,
+    and saying when its start-up ended rather than being polled for it."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._exit: asyncio.Event | None = None
+
+    def run_on(self, sock: socket.socket) -> None:
+        try:
+            asyncio.run(self.serve(sockets=[sock]))
+        finally:
+            self.ready.set()  # a start-up that raised must not leave start() waiting its bound
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._exit = asyncio.Event()
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            self.ready.set()
+
+    async def main_loop(self) -> None:
+        if self._exit is not None and not self.should_exit:
+            await self._exit.wait()
+
+    def request_exit(self) -> None:
+        """From any thread: stop serving now (the graceful shutdown follows on the server's loop)."""
+        self.should_exit = True
+        loop, event = self._loop, self._exit
+        if loop is not None and event is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the server is gone
+                loop.call_soon_threadsafe(event.set)
 
 
 class _Guard:

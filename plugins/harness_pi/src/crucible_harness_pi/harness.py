@@ -66,7 +66,7 @@ def agent_dir(layout: SandboxLayout) -> str:
 def grants_broker_tools(ctx: HarnessContext) -> bool:
     """Whether the manifest grants the broker's tools: unset `tools` grants every installed one."""
     broker = ctx.agent.broker
-    return broker.enabled and (broker.tools is None or bool(broker.tools))
+    return broker.enabled is not False and (broker.tools is None or bool(broker.tools))
 
 
 @attrs.frozen
