@@ -348,6 +348,7 @@ if TYPE_CHECKING:
         TurnUnavailable as TurnUnavailable,
     )
     from crucible_core.run.remote_measure import HeldEvents as HeldEvents
+    from crucible_core.run.remote_measure import open_configured_runners as open_configured_runners
     from crucible_core.run.rounds import RoundRequest as RoundRequest
     from crucible_core.run.rounds import RoundStrategy as RoundStrategy
     from crucible_core.run.rounds import SearchRound as SearchRound
@@ -582,7 +583,7 @@ _export("crucible_core.run.drivers", "build_drivers")
 _export("crucible_core.run.engine", "engine_environment")
 _export("crucible_core.run.identity", "run_identity")
 _export("crucible_core.run.lifecycle", "Lifecycle")
-_export("crucible_core.run.remote_measure", "HeldEvents")
+_export("crucible_core.run.remote_measure", "HeldEvents", "open_configured_runners")
 _export("crucible_core.services.run_services", "PlannedServices", "plan_services", "stable_run_id")
 _export("crucible_core.session_log", "read_events")
 

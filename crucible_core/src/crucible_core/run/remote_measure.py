@@ -191,6 +191,34 @@ class RunRunners:
             runner.close()
 
 
+def open_configured_runners(
+    plugins: Any,
+    loaded: LoadedManifest,
+    *,
+    state_dir: Path,
+    env: Mapping[str, str],
+    emit: Callable[[wire.Event], Any] | None = None,
+    offline: bool = False,
+) -> tuple[TaskRunner, ...]:
+    """The task runners the manifest's `[deploy]` section configures, opened (none without one).
+
+    `offline` opens them as probes that reach nothing (a check, a plan shown); `emit` writes their
+    events to the run's log.
+    """
+    if loaded.manifest.deploy is None:
+        return ()
+    context = TaskRunnerContext(
+        run_name=loaded.dir.name,
+        state_dir=state_dir,
+        base_dir=loaded.dir,
+        deploy=loaded.deploy_settings,
+        env=dict(env),
+        emit=emit,
+        offline=offline,
+    )
+    return open_task_runners(plugins, context)
+
+
 def open_run_runners(
     plugins: Any,
     loaded: LoadedManifest,
@@ -225,15 +253,7 @@ def open_run_runners(
                 f"[tasks].capabilities lists it in [deploy].profile (docs/kubernetes.md)",
             )
         return RunRunners()
-    context = TaskRunnerContext(
-        run_name=loaded.dir.name,
-        state_dir=state_dir,
-        base_dir=loaded.dir,
-        deploy=loaded.deploy_settings,
-        env=dict(env),
-        emit=emit,
-    )
-    opened = RunRunners(open_task_runners(plugins, context))
+    opened = RunRunners(open_configured_runners(plugins, loaded, state_dir=state_dir, env=env, emit=emit))
     if needs is None or measured_here:
         return opened
     task = measure_task(needs, timeout)

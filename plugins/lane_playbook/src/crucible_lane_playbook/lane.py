@@ -31,7 +31,6 @@ from crucible_core.api import (
     ResumeConflict,
     RunPaths,
     Shell,
-    TaskRunnerContext,
     UnsupportedSectionError,
     UsageError,
     agent_task_runner,
@@ -42,7 +41,7 @@ from crucible_core.api import (
     effective_workflow,
     ended_report,
     engine_environment,
-    open_task_runners,
+    open_configured_runners,
     plan_data,
     plan_from_data,
     plan_services,
@@ -386,17 +385,7 @@ def _task_runners(
     plugins: Plugins, loaded: LoadedManifest, state: Path, env: dict[str, str], held: HeldEvents
 ) -> tuple[TaskRunner, ...]:
     """The task runners the manifest's [deploy] section configures (none without one)."""
-    if loaded.manifest.deploy is None:
-        return ()
-    context = TaskRunnerContext(
-        run_name=loaded.dir.name,
-        state_dir=state,
-        base_dir=loaded.dir,
-        deploy=loaded.deploy_settings,
-        env=dict(env),
-        emit=held,
-    )
-    return open_task_runners(plugins, context)
+    return open_configured_runners(plugins, loaded, state_dir=state, env=env, emit=held)
 
 
 def _elapsed_before(events: Iterable[dict[str, Any]]) -> float:

@@ -27,8 +27,7 @@ from crucible_core.api import (
     LoadedManifest,
     ShellTurnBackend,
     TaskRunner,
-    TaskRunnerContext,
-    open_task_runners,
+    open_configured_runners,
     runner_for,
     task_refusals,
 )
@@ -119,17 +118,7 @@ def place_proposals(
     )
     owned = runners is None
     if runners is None:
-        runners = ()
-        if loaded.manifest.deploy is not None:
-            context = TaskRunnerContext(
-                run_name=loaded.dir.name,
-                state_dir=state_dir,
-                base_dir=loaded.dir,
-                deploy=loaded.deploy_settings,
-                env=dict(env),
-                offline=True,
-            )
-            runners = open_task_runners(plugins, context)
+        runners = open_configured_runners(plugins, loaded, state_dir=state_dir, env=env, offline=True)
     task = proposals_plan([1], needs).tasks[0]
     chosen = runner_for(task, WIDE_PROPOSE, runners)  # the executor's own rule, so they agree
     if chosen is not None:
