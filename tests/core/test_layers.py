@@ -253,7 +253,7 @@ def test_no_module_of_core_imports_itself_back() -> None:
 
 
 def test_the_module_graph_sees_function_level_imports() -> None:
-    # flow_cmd.py imports the flow model inside its command (it loads only when the command runs): it counts
-    flow = runtime_modules(PACKAGE / "cli" / "flow_cmd.py")
+    # results_cmd.py imports the flow model inside its command (it loads only when the command runs): it counts
+    flow = runtime_modules(PACKAGE / "cli" / "results_cmd.py")
     assert "crucible_core.flow.fold" in flow
     assert "crucible_core.cli.options" in flow

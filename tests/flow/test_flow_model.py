@@ -1,5 +1,4 @@
-"""The flow model folded from a crucible-shaped session log, and core's renderings of it (the page's are in
-tests/flow_page)."""
+"""The flow model folded from a crucible-shaped session log (its renderings are tested in tests/flow_page)."""
 
 from __future__ import annotations
 
@@ -8,8 +7,6 @@ from pathlib import Path
 
 from crucible_core.flow.decode import decode_lines, read_session
 from crucible_core.flow.fold import fold_flow
-from crucible_core.flow.graph import render_dot, render_mermaid
-from crucible_core.flow.spans import apply_spans
 
 FIXTURE = Path(__file__).parent / "fixtures" / "crucible_run.jsonl"
 
@@ -99,31 +96,6 @@ def test_json_rendering_is_the_model_as_data() -> None:
     data = json.loads(json.dumps(model().to_wire()))
     assert data["version"] == 1 and len(data["iterations"]) == 5
     assert data["iterations"][3]["candidates"][1]["decision"] == "keep"
-
-
-def test_graph_renderings_chain_the_iterations_and_mark_the_resume() -> None:
-    m = model()
-    dot = render_dot(m)
-    assert dot.startswith("digraph") and "iter3 -> iter4 [style=dashed" in dot and "iter5 -> outcome" in dot
-    mmd = render_mermaid(m)
-    assert mmd.startswith("flowchart LR") and "iter3 -.->|resume| iter4" in mmd
-    assert "<script>" not in mmd  # the hostile note is entity-coded
-
-
-def test_spans_add_wall_clock_per_iteration(tmp_path: Path) -> None:
-    m = model()
-    spans = [
-        {"name": "turn", "start": 1_000_000_000, "duration": 2_000_000_000, "meta": {"crucible.iter": "1"}},
-        {
-            "name": "measure",
-            "start": 3_000_000_000,
-            "duration": 1_500_000_000,
-            "meta": {"crucible.iter": "1"},
-        },
-        {"name": "setup", "start": 0, "duration": 5},
-    ]
-    assert apply_spans(m, spans) == 1
-    assert m.iterations[0].wall_secs == 3.5 and m.iterations[1].wall_secs is None
 
 
 def test_kept_states_for_diff_come_from_the_contract_rows() -> None:

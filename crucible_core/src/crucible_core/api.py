@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "2.0"
+API_VERSION = "2.1"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from crucible_core.broker.tools import ToolError as ToolError
     from crucible_core.cli.options import budget_cap as budget_cap
     from crucible_core.cli.options import manifest_option as manifest_option
+    from crucible_core.cli.options import missing_log_hint as missing_log_hint
+    from crucible_core.cli.options import session_log_path as session_log_path
+    from crucible_core.cli.options import session_option as session_option
+    from crucible_core.cli.options import state_dir_option as state_dir_option
     from crucible_core.contract import wire as wire
     from crucible_core.contract.decide import Verdict as Verdict
     from crucible_core.contract.decide import decide as decide
@@ -111,12 +115,14 @@ if TYPE_CHECKING:
     from crucible_core.event_bounds import (
         clip_value as clip_value,
     )
+    from crucible_core.flow.decode import read_session as read_session
+    from crucible_core.flow.fold import fold_flow as fold_flow
     from crucible_core.flow.model import FlowModel as FlowModel
+    from crucible_core.flow.model import FlowRenderer as FlowRenderer
     from crucible_core.flow.model import Iteration as Iteration
     from crucible_core.flow.model import PlanTask as PlanTask
     from crucible_core.flow.model import improvement_pct as improvement_pct
     from crucible_core.flow.model import versus_baseline as versus_baseline
-    from crucible_core.flow.render import FlowRenderer as FlowRenderer
     from crucible_core.flow.task_view import counted as counted
     from crucible_core.flow.task_view import run_tally as run_tally
     from crucible_core.flow.task_view import task_roles as task_roles
@@ -522,8 +528,7 @@ _export("crucible_core.durations", "short_duration")
 _export("crucible_core.flow.model", "improvement_pct")
 _export("crucible_core.flow.task_view", "counted")
 # Flow renderers: the model `crucible flow` folds from the log, and the words and charts its views share.
-_export("crucible_core.flow.render", "FlowRenderer")
-_export("crucible_core.flow.model", "FlowModel", "Iteration", "PlanTask", "versus_baseline")
+_export("crucible_core.flow.model", "FlowModel", "FlowRenderer", "Iteration", "PlanTask", "versus_baseline")
 _export("crucible_core.flow.task_view", "run_tally", "task_roles")
 _export("crucible_core.contract.decide", "shown_decision")
 _export("crucible_core.contract.fold", "fold_path", "Folded")
@@ -586,6 +591,12 @@ _export("crucible_core.run.lifecycle", "Lifecycle")
 _export("crucible_core.run.remote_measure", "HeldEvents", "open_configured_runners")
 _export("crucible_core.services.run_services", "PlannedServices", "plan_services", "stable_run_id")
 _export("crucible_core.session_log", "read_events")
+# `crucible flow` (crucible-plugin-flow-page): the session log it reads and the model it folds.
+_export(
+    "crucible_core.cli.options", "missing_log_hint", "session_log_path", "session_option", "state_dir_option"
+)
+_export("crucible_core.flow.decode", "read_session")
+_export("crucible_core.flow.fold", "fold_flow")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 

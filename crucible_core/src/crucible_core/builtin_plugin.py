@@ -1,5 +1,5 @@
-"""Behaviour crucible-core ships as its own default plugin: reporters, flow renderings, plan task kinds,
-output kinds, broker tools, init templates."""
+"""Behaviour crucible-core ships as its own default plugin: reporters, plan task kinds, output kinds,
+broker tools, init templates."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from crucible_core.registry import Deferred, import_path
 if TYPE_CHECKING:
     from crucible_core.broker.outputs import OutputKindSpec
     from crucible_core.broker.tools import BrokerTool
-    from crucible_core.flow.model import FlowModel
-    from crucible_core.flow.render import FlowRenderer
     from crucible_core.init_templates import InitTemplate
     from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.protocols import Reporter, ReporterContext, ReporterFactory
@@ -46,31 +44,6 @@ def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
     register("console", _console)
     register("headless", _headless)
     register("jsonl", _jsonl)
-
-
-def _render_json(model: FlowModel) -> str:
-    from crucible_core.flow.render import render_json
-
-    return render_json(model)
-
-
-def _render_dot(model: FlowModel) -> str:
-    from crucible_core.flow.render import render_dot
-
-    return render_dot(model)
-
-
-def _render_mermaid(model: FlowModel) -> str:
-    from crucible_core.flow.render import render_mermaid
-
-    return render_mermaid(model)
-
-
-@hookimpl
-def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
-    register("json", _render_json)
-    register("dot", _render_dot)
-    register("mmd", _render_mermaid)
 
 
 # The built-in task kinds, output kinds, broker tools and init templates are registered by name

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from crucible_core.broker.outputs import OutputKindSpec
     from crucible_core.broker.tools import BrokerTool
-    from crucible_core.flow.render import FlowRenderer
+    from crucible_core.flow.model import FlowRenderer
     from crucible_core.init_templates import InitTemplate
     from crucible_core.lanes.lane import LaneSpec
     from crucible_core.plan.kinds import TaskKindSpec
@@ -117,9 +117,9 @@ def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
 def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
     """Register renderings of a run's flow model by output file extension ("json", "dot", "html").
 
-    `crucible flow --out FILE` picks the one its extension names; each is a function from the
-    FlowModel (already folded from the redacted log) to the file's text. Core registers json,
-    dot and mmd; crucible-plugin-flow-page registers html.
+    `crucible flow --out FILE` (crucible-plugin-flow-page's command) picks the one its extension
+    names; each is a function from the FlowModel (already folded from the redacted log) to the
+    file's text. crucible-plugin-flow-page registers json, dot, mmd and html.
     """
 
 

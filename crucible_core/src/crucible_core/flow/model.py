@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -154,3 +155,8 @@ def versus_baseline(baseline: float | None, value: float | None, direction: str)
         return f"{(baseline - value) if direction == 'lower' else (value - baseline):+.6g}"
     pct = improvement_pct(baseline, value, direction)
     return f"{pct:+.1f}%" if pct is not None else ""
+
+
+# A rendering of the model, as plugins register it (crucible_register_flow_renderers): a function
+# from the model to the file's text.
+FlowRenderer = Callable[[FlowModel], str]

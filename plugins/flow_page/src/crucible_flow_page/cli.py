@@ -6,14 +6,15 @@ from pathlib import Path
 
 import click
 
-from crucible_core.cli.options import (
+from crucible_core.api import (
+    UsageError,
+    WorkspaceError,
     manifest_option,
     missing_log_hint,
     session_log_path,
     session_option,
     state_dir_option,
 )
-from crucible_core.errors import UsageError, WorkspaceError
 
 
 @click.command("flow")
@@ -26,8 +27,8 @@ from crucible_core.errors import UsageError, WorkspaceError
     type=click.Path(path_type=Path, dir_okay=False),
     default=Path("flow.html"),
     show_default=True,
-    help="Output file; its extension picks the rendering: .json, .dot, .mmd, or .html with "
-    "crucible-plugin-flow-page (`crucible plugins` lists every installed one).",
+    help="Output file; its extension picks the rendering: .json, .dot, .mmd or .html "
+    "(`crucible plugins` lists every installed one).",
 )
 @click.option(
     "--spans",
@@ -45,12 +46,9 @@ def command(
     self-contained file: open it in any browser, offline. Exit 12 when the extension names a
     rendering whose plugin is not installed, 64 for one nothing renders.
     """
-    from crucible_core.contract.plain_text import plain
-    from crucible_core.flow.decode import read_session
-    from crucible_core.flow.fold import fold_flow
-    from crucible_core.flow.render import renderer_for
-    from crucible_core.flow.spans import apply_spans, load_spans
-    from crucible_core.plugins import load_plugins
+    from crucible_core.api import fold_flow, load_plugins, plain, read_session
+    from crucible_flow_page.renderers import renderer_for
+    from crucible_flow_page.spans import apply_spans, load_spans
 
     render = renderer_for(load_plugins(), out)
     log = session_log_path(manifest, state_dir, session)
@@ -72,8 +70,7 @@ def command(
         raise WorkspaceError(f"cannot write {out}: {exc.strerror}", hint="pick another --out") from exc
     h = model.header
     if model.is_task_run:
-        from crucible_core.contract.run_kind import verdict_word
-        from crucible_core.flow.task_view import run_tally
+        from crucible_core.api import run_tally, verdict_word
 
         # the log's words: no escape sequence reaches the terminal
         what = f"{h.kind}: {run_tally(model)}, verdict {verdict_word(h.kind, h.verdict)}, outcome {plain(h.outcome)}"

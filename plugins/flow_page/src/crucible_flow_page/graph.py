@@ -7,8 +7,7 @@ outcome in the graph's label.
 
 from __future__ import annotations
 
-from crucible_core.contract.run_kind import verdict_word
-from crucible_core.flow.model import FlowModel, Iteration, PlanTask
+from crucible_core.api import FlowModel, Iteration, PlanTask, verdict_word
 
 _DOT_FILL = {"keep": "#d1f0d8", "discard": "#eaeef2", "invalid": "#ffd8d3", "error": "#ffd8d3"}
 _TASK_FILL = {"pass": "#d1f0d8", "fail": "#ffd8d3", "transport": "#ffd8d3", "blocked": "#ffd8d3"}

@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crucible_core.errors import UsageError
-from crucible_core.flow.model import FlowModel
+from crucible_core.api import FlowModel, UsageError
 
 _ITER_KEYS = ("crucible.iter", "iter", "iteration", "crucible.iteration")
 _NANOS = 1e9

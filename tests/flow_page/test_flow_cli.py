@@ -9,7 +9,7 @@ import pytest
 
 from tests.cli_support import run_crucible
 
-FIXTURE = Path(__file__).parent / "fixtures" / "crucible_run.jsonl"
+FIXTURE = Path(__file__).parents[1] / "flow" / "fixtures" / "crucible_run.jsonl"  # the flow model's logs
 WIRE_FIXTURE = Path(__file__).parents[1] / "fixtures" / "crucible_session.jsonl"  # the wire tests' log
 
 

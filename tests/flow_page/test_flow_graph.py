@@ -1,0 +1,34 @@
+"""The flow model's graph renderings (DOT, Mermaid) and the wall-clock an exported trace adds to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crucible_flow_page.graph import render_dot, render_mermaid
+from crucible_flow_page.spans import apply_spans
+from tests.flow.test_flow_model import model
+
+
+def test_graph_renderings_chain_the_iterations_and_mark_the_resume() -> None:
+    m = model()
+    dot = render_dot(m)
+    assert dot.startswith("digraph") and "iter3 -> iter4 [style=dashed" in dot and "iter5 -> outcome" in dot
+    mmd = render_mermaid(m)
+    assert mmd.startswith("flowchart LR") and "iter3 -.->|resume| iter4" in mmd
+    assert "<script>" not in mmd  # the hostile note is entity-coded
+
+
+def test_spans_add_wall_clock_per_iteration(tmp_path: Path) -> None:
+    m = model()
+    spans = [
+        {"name": "turn", "start": 1_000_000_000, "duration": 2_000_000_000, "meta": {"crucible.iter": "1"}},
+        {
+            "name": "measure",
+            "start": 3_000_000_000,
+            "duration": 1_500_000_000,
+            "meta": {"crucible.iter": "1"},
+        },
+        {"name": "setup", "start": 0, "duration": 5},
+    ]
+    assert apply_spans(m, spans) == 1
+    assert m.iterations[0].wall_secs == 3.5 and m.iterations[1].wall_secs is None
