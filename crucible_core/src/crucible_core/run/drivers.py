@@ -199,7 +199,7 @@ def world_of(
             settings=component.loaded.settings.of("world"),
         )
         parts.append((component.name, factory(context)))
-    return worlds.get(loaded.world_kind, where="[world]")(
+    world: World = worlds.get(loaded.world_kind, where="[world]")(
         WorldContext(
             paths.workspace,
             loaded.manifest.world,
@@ -211,6 +211,7 @@ def world_of(
             parts=tuple(parts),
         )
     )
+    return world
 
 
 def _spared(loaded: LoadedManifest, paths: RunPaths) -> list[str]:
