@@ -78,3 +78,16 @@ def test_a_composite_runs_in_the_world_that_assembles_it(tmp_path: Path) -> None
     loaded = load_manifest(composite_dir(tmp_path, COMPOSITE))
     assert loaded.world_kind == "composite"
     assert [c.loaded.world_kind for c in loaded.components] == ["git", "git"]
+
+
+def test_without_the_plugin_a_composite_is_refused_naming_it(tmp_path: Path) -> None:
+    from importlib.metadata import entry_points
+
+    from crucible_core.errors import ExitCode, PluginError
+    from crucible_core.plugins import load_plugins
+
+    others = sorted(ep.name for ep in entry_points(group="crucible") if ep.name != "world_composite")
+    with pytest.raises(PluginError) as err:
+        load_manifest(composite_dir(tmp_path, COMPOSITE), plugins=load_plugins(names=others))
+    assert err.value.exit_code == ExitCode.PLUGIN
+    assert "pip install crucible-plugin-world-composite" in err.value.render()
