@@ -207,7 +207,7 @@ def _inject_array(value: Any, _type: Any) -> tuple[str | InjectEntry, ...]:
 
 
 def _tables_of(cls: type, spelled: str) -> Any:
-    """The hook for an array of tables (`[[preflight.rung]]`, `[[component]]`) of one record type."""
+    """The hook for an array of tables (`[[preflight.rung]]`) of one record type."""
 
     def hook(value: Any, _type: Any) -> tuple[Any, ...]:
         items: list[Any] = []
