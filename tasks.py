@@ -44,6 +44,7 @@ MEMBERS = [
     "plugins/lane_playbook",
     "plugins/search_wide",
     "plugins/results_md",
+    "plugins/world_composite",
     "plugins/testkit",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"

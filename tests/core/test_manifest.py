@@ -472,60 +472,6 @@ def test_preflight_needs_a_judge(tmp_path: Path) -> None:
     assert "[preflight] needs a [judge]" in refusal(tmp_path, task)
 
 
-def composite_dir(tmp_path: Path, body: str) -> Path:
-    for name in ("a", "b"):
-        (tmp_path / name).mkdir()
-        write(tmp_path / name, BASE)
-    return write(tmp_path, body)
-
-
-COMPOSITE = BASE.replace('[repo]\npath = "."\n', '[composite]\nname = "pair"\n') + (
-    '\n[[component]]\ndomain = "a"\n\n[[component]]\ndomain = "b"\nname = "bee"\n'
-)
-
-
-def test_composite_loads_its_components(tmp_path: Path) -> None:
-    loaded = load_manifest(composite_dir(tmp_path, COMPOSITE))
-    assert [c.name for c in loaded.components] == ["a", "bee"]
-    assert loaded.components[0].loaded.manifest.repo is not None
-
-
-@pytest.mark.parametrize(
-    ("edit", "words"),
-    [
-        (lambda t: t.split("[[component]]")[0] + '[[component]]\ndomain = "a"\n', "at least two"),
-        (lambda t: t.replace('name = "bee"', 'name = "a"'), "two components are named 'a'"),
-        (lambda t: t.replace('domain = "b"', 'domain = "nowhere"'), "holds no crucible.toml"),
-        (lambda t: t.replace('name = "pair"', 'name = "pair"\n\n[repo]\npath = "."'), "no [repo]"),
-        (lambda t: t.replace('name = "bee"', 'name = "../x"'), "plain directory name"),
-    ],
-)
-def test_composite_refusals(tmp_path: Path, edit: object, words: str) -> None:
-    composite_dir(tmp_path, "")
-    text = edit(COMPOSITE)  # type: ignore[operator]
-    with pytest.raises(ManifestError) as err:
-        load_manifest(write(tmp_path, text))
-    assert words in err.value.render()
-
-
-def test_a_judgeless_composite_is_refused_unless_it_is_a_playbook(tmp_path: Path) -> None:
-    composite_dir(tmp_path, "")
-    judgeless = COMPOSITE.replace('[judge]\nmeasure_cmd = "./measure.sh"\ndirection = "higher"\n', "")
-    assert "[composite] needs a [judge]" in refusal(tmp_path, judgeless)
-    playbook = (
-        judgeless
-        + '\n[workflow]\ntype = "playbook"\n[[workflow.task]]\nname = "a"\nkind = "command"\nrun = "true"\n'
-    )
-    loaded = load_manifest(write(tmp_path, playbook))  # valid (C-PLAYBOOK-COMPOSITE)
-    assert loaded.manifest.judge is None
-    assert [c.name for c in loaded.components] == ["a", "bee"]
-
-
-def test_components_need_a_composite_table(tmp_path: Path) -> None:
-    text = BASE + '\n[[component]]\ndomain = "a"\n'
-    assert "need a [composite] table" in refusal(tmp_path, text)
-
-
 @pytest.mark.parametrize(
     ("files", "rel", "expected"),
     [

@@ -67,6 +67,13 @@ def _unattested_service(tmp_path: Path, env: pytest.MonkeyPatch) -> Case:
     return _copy(tmp_path, "service-cluster"), {}
 
 
+def _composite(tmp_path: Path, _env: pytest.MonkeyPatch) -> Case:
+    """Two counter domains assembled into one composite."""
+    from tests.world_composite.test_composite import make_composite
+
+    return make_composite(tmp_path), {}
+
+
 def _gpu_judge(tmp_path: Path, _env: pytest.MonkeyPatch) -> Case:
     shutil.copytree(EXAMPLES / "kubernetes", tmp_path / "kubernetes")
     return tmp_path / "kubernetes" / "gpu-judge" / "crucible.toml", {}
@@ -101,6 +108,7 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
         {},
     ),
     "results_md": None,  # registers no name: RESULTS.md, tests/results_md/test_results_md.py
+    "world_composite": _composite,
 }
 
 

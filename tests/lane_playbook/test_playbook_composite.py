@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from crucible_core.run import composite_world
+from crucible_core.run import part_tokens
 from crucible_core.session_log import read_events
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 
@@ -124,7 +124,7 @@ def test_a_judgeless_composite_playbook_runs_its_graph_over_every_component(tmp_
     assert (workspace / "ui" / "index.html").read_text() == "<p>\n"
     # the identity names each component's base; no combined score is made
     (identity,) = [e for e in log if e["kind"] == "identity"]
-    assert composite_world.decode(identity["base_commit"]) == {"api": api_head, "ui": web_head}
+    assert part_tokens.decode(identity["base_commit"]) == {"api": api_head, "ui": web_head}
     (summary,) = [e for e in log if e["kind"] == "summary"]
     assert summary["best_score"] is None and summary["kept"] == 0
     # the component domains are reused verbatim: nothing was made in them
@@ -204,7 +204,7 @@ def test_a_killed_composite_playbook_resumes_every_component_from_its_base(
         assert (workspace / name / "version.txt").read_text() == "2\n"
     assert not (workspace / "api" / "half.txt").exists() and not (workspace / "ui" / "junk.txt").exists()
     identities = [e for e in events(pack) if e["kind"] == "identity"]
-    assert [composite_world.decode(e["base_commit"]) for e in identities] == [heads, heads]
+    assert [part_tokens.decode(e["base_commit"]) for e in identities] == [heads, heads]
     assert identities[1]["resumed"] is True
 
 

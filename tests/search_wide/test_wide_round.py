@@ -69,8 +69,8 @@ def test_cli_overrides_and_their_refusals() -> None:
 
 
 def test_a_world_that_cannot_fork_refuses_the_round_by_name(tmp_path: Path) -> None:
-    from crucible_core.run.composite_world import CompositeWorld
     from crucible_search_wide.round import refuse_unforkable
+    from crucible_world_composite.world import CompositeWorld
 
     with pytest.raises(ManifestError, match="the 'composite' world cannot") as err:
         refuse_unforkable(CompositeWorld(tmp_path, ()), "composite")

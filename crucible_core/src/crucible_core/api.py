@@ -154,6 +154,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.manifest.converter import show as show
     from crucible_core.manifest.durations import Seconds as Seconds
+    from crucible_core.manifest.loader import LoadedComponent as LoadedComponent
     from crucible_core.manifest.loader import LoadedManifest as LoadedManifest
     from crucible_core.manifest.loader import load_manifest as load_manifest
     from crucible_core.manifest.models import JudgeSection as JudgeSection
@@ -212,6 +213,7 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         ApplyOutcome as ApplyOutcome,
     )
+    from crucible_core.protocols import AssembledWorld as AssembledWorld
     from crucible_core.protocols import (
         BackendContext as BackendContext,
     )
@@ -322,7 +324,7 @@ if TYPE_CHECKING:
     from crucible_core.reporters.console_text import show_number as show_number
     from crucible_core.reporters.console_view import ConsoleView as ConsoleView
     from crucible_core.reporters.console_view import row_label as row_label
-    from crucible_core.run import composite_world
+    from crucible_core.run import part_tokens
     from crucible_core.run.agent_task import RESULT_FILE as RESULT_FILE
     from crucible_core.run.agent_task import agent_task_runner as agent_task_runner
     from crucible_core.run.context import LoopExit as LoopExit
@@ -392,7 +394,8 @@ if TYPE_CHECKING:
     run_process = process.run
     LaneShell = lane.Shell
     validate_plan = validate.validate
-    encode_components = composite_world.encode
+    encode_components = part_tokens.encode
+    decode_components = part_tokens.decode
     task_refusals = runners.refusals
     toml_document = toml_text.document
 
@@ -427,6 +430,7 @@ _export(
     "AgentBackend",
     "AgentEventSink",
     "ApplyOutcome",
+    "AssembledWorld",
     "BackendContext",
     "BackendFactory",
     "CommandShell",
@@ -499,7 +503,7 @@ _export("crucible_core.contract.reading", "Reading", "parse_measure_output")
 _export("crucible_core.contract.measure_diagnosis", "stderr_tail")
 _export("crucible_core.contract.json_bounds", "loads_bounded")
 # Manifest access for drivers that own settings tables.
-_export("crucible_core.manifest.loader", "LoadedManifest", "load_manifest")
+_export("crucible_core.manifest.loader", "LoadedComponent", "LoadedManifest", "load_manifest")
 _export("crucible_core.manifest.models", "JudgeSection", "PublishSection")
 _export("crucible_core.manifest.durations", "Seconds")
 _export("crucible_core.manifest.converter", "converter", "describe_structure_error")
@@ -581,7 +585,7 @@ _export("crucible_core.broker.service", "declaration_for")
 _export("crucible_core.broker.declaration", "Disclosure")
 _export("crucible_core.manifest.paths", "RunPaths")
 _export("crucible_core.run.workspace_setup", "SETUP_TIMEOUT", "setup_component", "workspace_in_use")
-_export("crucible_core.run.composite_world", "encode_components=encode")
+_export("crucible_core.run.part_tokens", "encode_components=encode", "decode_components=decode")
 _export("crucible_core.run.injects", "copy_injects", "refresh_frozen")
 _export("crucible_core.run.agent_task", "RESULT_FILE", "agent_task_runner")
 _export("crucible_core.run.drivers", "build_drivers")

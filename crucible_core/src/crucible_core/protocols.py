@@ -49,6 +49,9 @@ class WorldContext:
     private_dir: Path | None = None
     note: Callable[[str], None] = _no_note
     settings: Any = None  # the [world] keys, as the settings class this world registered
+    # For an assembled manifest (LoadedManifest.components): each component's own world, built
+    # by core from the component's [world] in its directory of the workspace, in manifest order.
+    parts: tuple[tuple[str, World], ...] = ()
 
 
 @attrs.frozen
@@ -156,6 +159,15 @@ class World(Protocol):
 
 
 WorldFactory = Callable[[WorldContext], World]
+
+
+@runtime_checkable
+class AssembledWorld(Protocol):
+    """A World made of its components' worlds (WorldContext.parts): a fresh run sets each
+    component's workspace up through that component's own world."""
+
+    def part(self, name: str) -> World:
+        """The world of the component named `name`."""
 
 
 @runtime_checkable

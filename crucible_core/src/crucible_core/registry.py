@@ -123,6 +123,7 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
     ("lane", "playbook"): "crucible-plugin-lane-playbook",
     ("round strategy", "wide"): "crucible-plugin-search-wide",
+    ("world", "composite"): "crucible-plugin-world-composite",
 }
 
 

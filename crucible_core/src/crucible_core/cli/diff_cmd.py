@@ -43,8 +43,7 @@ def command(
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.manifest.paths import RunPaths
     from crucible_core.plugins import load_plugins
-    from crucible_core.protocols import WorldContext
-    from crucible_core.run.drivers import DriverChoice, NoteRelay, composite_world_of
+    from crucible_core.run.drivers import DriverChoice, NoteRelay, world_of
     from crucible_core.run.engine import engine_environment
     from crucible_core.shell import Shell
 
@@ -61,20 +60,9 @@ def command(
     if not paths.workspace.is_dir():
         raise WorkspaceError(f"no workspace at {paths.workspace}", hint="the run's world is gone")
     choice = DriverChoice.of(loaded, plugins)
-    factory = plugins.registry("world").get(choice.world, where="[world]")
     shell = Shell(cwd=paths.workspace, env=engine_environment())
-    if loaded.components:  # a composite: one world per component, read together
-        world = composite_world_of(plugins, loaded, paths, shell, NoteRelay(), world_record=False)
-    else:
-        world = factory(
-            WorldContext(
-                paths.workspace,
-                loaded.manifest.world,
-                tuple(paths.spared_in_workspace()),
-                shell,
-                settings=loaded.settings.of("world"),
-            )
-        )
+    spared = tuple(paths.spared_in_workspace())
+    world = world_of(plugins, loaded, paths, shell, NoteRelay(), spared=spared, world_record=False)
     if not callable(getattr(world, "change", None)):
         raise UsageError(f"the {choice.world!r} world cannot show changes", hint="its plugin has no change()")
     diff = world.change(wanted.head, wanted.base)

@@ -25,7 +25,6 @@ from crucible_core.durations import DURATION_FORMS, duration_problem, duration_s
 from crucible_core.manifest.broker_sections import FixedTarget, OpenTarget
 from crucible_core.manifest.models import (
     Capability,
-    ComponentEntry,
     InjectEntry,
     Manifest,
     PreflightRung,
@@ -208,7 +207,7 @@ def _inject_array(value: Any, _type: Any) -> tuple[str | InjectEntry, ...]:
 
 
 def _tables_of(cls: type, spelled: str) -> Any:
-    """The hook for an array of tables (`[[preflight.rung]]`, `[[component]]`) of one record type."""
+    """The hook for an array of tables (`[[preflight.rung]]`) of one record type."""
 
     def hook(value: Any, _type: Any) -> tuple[Any, ...]:
         items: list[Any] = []
@@ -280,7 +279,6 @@ for _alias, _hook in (
     (tuple[str | InjectEntry, ...], _inject_array),
     (dict[str, str], _env_table),
     (tuple[PreflightRung, ...], _tables_of(PreflightRung, "[[preflight.rung]]")),
-    (tuple[ComponentEntry, ...], _tables_of(ComponentEntry, "[[component]]")),
 ):
     converter.register_structure_hook_func(_equals(_alias), _hook)
 converter.register_structure_hook(str | InjectEntry, _inject_entry)

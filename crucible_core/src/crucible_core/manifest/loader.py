@@ -6,12 +6,13 @@ import glob
 import hashlib
 import os
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.errors import ManifestError, UnsupportedSectionError
+from crucible_core.errors import ManifestError, PluginError, UnsupportedSectionError
 from crucible_core.manifest import broker_sections
 from crucible_core.manifest.containment import escape_problem, is_within, text_problem, workspace_problem
 from crucible_core.manifest.converter import converter, describe_structure_error, show
@@ -22,11 +23,11 @@ from crucible_core.manifest.models import (
     UNSUPPORTED_AGENT_TABLES,
     UNSUPPORTED_SECTIONS,
     UNSUPPORTED_WORKSPACE_KEYS,
-    ComponentEntry,
     InjectEntry,
     Manifest,
 )
 from crucible_core.manifest.service_declaration import ServiceDeclaration, parse_declarations
+from crucible_core.registry import import_path, provider_of
 
 if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
@@ -36,6 +37,9 @@ GLOB_CHARS = set("*?[")
 MAX_SELFTEST_RUNS = 100
 MAX_REPEATS = 100  # [judge].repeats: each repeat is a full measure
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+# The world an assembled manifest ([composite] with [[component]] tables) runs in. The plugin
+# registering it names, in its `parts=` trait, the function that loads the components.
+ASSEMBLED_WORLD = "composite"
 
 
 @attrs.frozen
@@ -47,7 +51,7 @@ class ResolvedInject:
 
 @attrs.frozen
 class LoadedComponent:
-    """One domain of a composite: its directory name in the composite workspace, its manifest."""
+    """One domain of an assembled manifest: its directory name in the shared workspace, its manifest."""
 
     name: str
     loaded: LoadedManifest
@@ -63,11 +67,13 @@ class LoadedManifest:
     injects: tuple[ResolvedInject, ...]
     tables: DriverTables = DriverTables()  # the keys plugins own, as parsed
     settings: ResolvedSettings = ResolvedSettings()  # those keys, validated by each driver's plugin
-    components: tuple[LoadedComponent, ...] = ()  # a composite's domains, in manifest order
+    components: tuple[LoadedComponent, ...] = ()  # an assembled manifest's domains, in manifest order
     services: tuple[ServiceDeclaration, ...] = ()  # [[service]], checked before any workflow compiles
 
     @property
     def world_kind(self) -> str:
+        if self.manifest.assembled:
+            return ASSEMBLED_WORLD
         return self.manifest.world.resolved_kind(bool(self.tables.world))
 
     def resolve_settings(self, plugins: Plugins, *, harness: str | None = None) -> ResolvedSettings:
@@ -210,8 +216,6 @@ def structure_with_tables(path: Path, raw: dict[str, Any]) -> tuple[Manifest, Dr
             refused = exc.message.removeprefix(f"{path}: ")
             raise _fail(path, "; ".join([*misses, refused]), hint=exc.hint) from None
         raise
-    if manifest.composite is not None and tables.world:
-        _refuse_composite_world(path)
     return manifest, tables
 
 
@@ -245,53 +249,13 @@ def _validate_search(path: Path, m: Manifest) -> None:
         raise _fail(path, "[search] needs a [judge]: a wide round ranks its candidates by the judge")
 
 
-def _validate_composite(path: Path, m: Manifest) -> None:
-    if m.composite is None:
-        if m.component:
-            raise _fail(path, "[[component]] entries need a [composite] table", hint="add [composite]")
-        return
-    if len(m.component) < 2:
-        raise _fail(path, "[composite] assembles at least two [[component]] entries")
-    if m.repo is not None or m.workspace.setup_cmd is not None or m.workspace.carry_forward:
-        raise _fail(
-            path,
-            "a composite has no [repo], setup_cmd or carry_forward of its own: each [[component]]'s "
-            "domain brings its own",
-        )
-    if m.judge is None and not m.playbook:  # a judgeless composite playbook is valid (C-PLAYBOOK-COMPOSITE)
-        raise _fail(path, "[composite] needs a [judge]: one combined gate scores the assembled components")
-    if m.world.kind:
-        _refuse_composite_world(path)
-    names = set()
-    for index, entry in enumerate(m.component):
-        name = component_name(entry)
-        if not name or not _plain_relative(name) or "/" in name:
-            raise _fail(path, f"[[component]][{index}].name {name!r} must be a plain directory name")
-        if name in names:
-            raise _fail(path, f"[[component]][{index}]: two components are named {name!r}; set name")
-        names.add(name)
-
-
-def _refuse_composite_world(path: Path) -> None:
-    raise UnsupportedSectionError(
-        f"{path}: [world] in a composite is not supported by this version; each component's own "
-        "[world] makes it reversible",
-        hint="remove [world] from the composite manifest",
-    )
-
-
-def component_name(entry: ComponentEntry) -> str:
-    return entry.name if entry.name is not None else Path(entry.domain.rstrip("/")).name
-
-
 def _validate_rules(path: Path, m: Manifest) -> None:
     _workflow_rules(path, m)
-    _validate_composite(path, m)
     if m.repo is None:
-        # Only a playbook may start empty (C-MANIFEST); a composite's components bring their own
+        # Only a playbook may start empty (C-MANIFEST); an assembled manifest's components bring their own
         # repositories. A setup_cmd builds the workspace, but the run's identity and its record
         # name the repository it stands for, so it does not replace [repo].
-        if not m.playbook and m.composite is None:
+        if not m.playbook and not m.assembled:
             raise _fail(
                 path,
                 "[repo] is required: only a playbook may leave it out",
@@ -497,10 +461,9 @@ def load_manifest(path: Path, *, plugins: Plugins | None = None) -> LoadedManife
         from crucible_core.plugins import load_plugins  # deferred: plugins import the manifest models
 
         plugins = load_plugins()
-    components = _load_components(path, manifest, plugins)
-    loaded = LoadedManifest(
-        path, manifest, text, injects, tables=tables, components=components, services=services
-    )
+    loaded = LoadedManifest(path, manifest, text, injects, tables=tables, services=services)
+    if manifest.assembled:
+        loaded = attrs.evolve(loaded, components=_load_components(loaded, plugins))
     return attrs.evolve(loaded, settings=loaded.resolve_settings(plugins))
 
 
@@ -557,22 +520,16 @@ def _workflow_rules(path: Path, m: Manifest) -> None:
         raise _fail(path, f"a {kind} workflow needs a [judge]", hint='without a judge, use type = "playbook"')
 
 
-def _load_components(path: Path, m: Manifest, plugins: Plugins) -> tuple[LoadedComponent, ...]:
-    """Each [[component]]'s domain directory, loaded as the manifest it is (reused verbatim)."""
-    loaded = []
-    for index, entry in enumerate(m.component):
-        domain = (path.parent / entry.domain).resolve()
-        target = domain / "crucible.toml"
-        if not target.is_file():
-            raise _fail(
-                path,
-                f"[[component]][{index}].domain {entry.domain!r} holds no crucible.toml",
-                hint="point domain at an existing domain directory",
-            )
-        if target == path:
-            raise _fail(path, f"[[component]][{index}].domain is the composite itself")
-        component = load_manifest(target, plugins=plugins)
-        if component.components:
-            raise _fail(path, f"[[component]][{index}].domain {entry.domain!r} is itself a composite")
-        loaded.append(LoadedComponent(component_name(entry), component))
-    return tuple(loaded)
+def _load_components(loaded: LoadedManifest, plugins: Plugins) -> tuple[LoadedComponent, ...]:
+    """The domains an assembled manifest is made of, loaded by the plugin of the world that assembles them."""
+    entry = plugins.registry("world", strict=False).entries.get(ASSEMBLED_WORLD)
+    parts = entry.trait("parts") if entry is not None else None
+    if entry is None or not isinstance(parts, str):
+        # a missing driver, as an unknown [world].kind is: exit 12 naming what to install
+        raise PluginError(
+            f"{loaded.path}: [composite] and [[component]] assemble one world from other domains' "
+            "worlds, and no installed plugin assembles one",
+            hint=f"pip install {provider_of('world', ASSEMBLED_WORLD)}, or remove them",
+        )
+    load: Callable[[LoadedManifest, Plugins], tuple[LoadedComponent, ...]] = import_path(parts)
+    return tuple(load(loaded, plugins))

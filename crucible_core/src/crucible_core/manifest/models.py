@@ -151,19 +151,6 @@ class PreflightSection:
         return listed + tuple(r for r in self.rung if r.when == when)
 
 
-@attrs.frozen
-class CompositeSection:
-    """A composite domain (docs/search.md#composite-worlds): several domains edited together."""
-
-    name: str = ""
-
-
-@attrs.frozen
-class ComponentEntry:
-    domain: str  # a domain directory holding its own crucible.toml, relative to this manifest
-    name: str | None = None  # its directory inside the composite workspace; default: the domain's name
-
-
 # A forge repository as publish addresses it: owner/name, nothing that could turn into a path or URL.
 _FORGE_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}")
 _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,199}")
@@ -223,8 +210,16 @@ class Manifest:
     def playbook(self) -> bool:
         return self.workflow is not None and self.workflow.type == "playbook"
 
-    composite: CompositeSection | None = None
-    component: tuple[ComponentEntry, ...] = ()
+    # [composite] and its [[component]] tables: a world assembled from other domains' worlds.
+    # Their keys belong to the world plugin registered as ASSEMBLED_WORLD, which loads each
+    # component (LoadedManifest.components); core only knows whether they are there.
+    composite: dict[str, Any] | None = None
+    component: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def assembled(self) -> bool:
+        """Made of other domains: each brings its own repository, so this one names none."""
+        return self.composite is not None or bool(self.component)
 
     @property
     def task_lane(self) -> bool:

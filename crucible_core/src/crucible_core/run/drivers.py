@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import attrs
 
+from crucible_core.manifest.driver_settings import ResolvedSettings
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths
 from crucible_core.plugins import Plugins
@@ -20,7 +21,6 @@ from crucible_core.protocols import (
     World,
     WorldContext,
 )
-from crucible_core.run.composite_world import CompositeWorld
 from crucible_core.shell import Shell
 
 # A `takes_mcp` trait value: the agent gets the turn's MCP servers only when the manifest asks.
@@ -142,21 +142,9 @@ def build_drivers(
     agent = attrs.evolve(m.agent, model=model) if model else m.agent
     notes = NoteRelay()
     spared = (*_spared(loaded, paths), *_harness_spared(plugins, choice))
-    world: World
-    if loaded.components:
-        world = composite_world_of(plugins, loaded, paths, shell, notes, world_record=world_record)
-    else:
-        world = plugins.registry("world").get(choice.world, where="[world]")(
-            WorldContext(
-                paths.workspace,
-                m.world,
-                spared,
-                shell,
-                private_dir=paths.private_dir / "world" if world_record else None,
-                note=notes,
-                settings=settings.of("world"),
-            )
-        )
+    world = world_of(
+        plugins, loaded, paths, shell, notes, spared=spared, world_record=world_record, settings=settings
+    )
     judge = plugins.registry("judge").get(choice.judge, where="[judge]")(
         JudgeContext(m.judge, paths.workspace, shell, settings=settings.of("judge"))
     )
@@ -182,39 +170,48 @@ def build_drivers(
     return Drivers(world, judge, backend, choice, notes)
 
 
-def composite_world_of(
+def world_of(
     plugins: Plugins,
     loaded: LoadedManifest,
     paths: RunPaths,
     shell: Shell,
-    notes: NoteRelay,
+    notes: Callable[[str], None],
     *,
+    spared: tuple[str, ...],
     world_record: bool,
+    settings: ResolvedSettings | None = None,
 ) -> World:
-    """One world per component (its own [world], its own directory), kept together."""
+    """The world the manifest selects. An assembled manifest's gets, in WorldContext.parts, one
+    world per component: its own [world], in its own directory, with its own record."""
+    worlds = plugins.registry("world")
     parts = []
     for component in loaded.components:
-        section = component.loaded.manifest
-        kind = component.loaded.world_kind
-        factory = plugins.registry("world").get(kind, where=f"[world] of component {component.name!r}")
+        own = component.loaded.manifest
         workspace = paths.workspace / component.name
-        parts.append(
-            (
-                component.name,
-                factory(
-                    WorldContext(
-                        workspace,
-                        section.world,
-                        tuple(section.workspace.carry_forward),
-                        attrs.evolve(shell, cwd=workspace),
-                        private_dir=paths.private_dir / "world" / component.name if world_record else None,
-                        note=notes,
-                        settings=component.loaded.settings.of("world"),
-                    )
-                ),
-            )
+        factory = worlds.get(component.loaded.world_kind, where=f"[world] of component {component.name!r}")
+        context = WorldContext(
+            workspace,
+            own.world,
+            tuple(own.workspace.carry_forward),
+            attrs.evolve(shell, cwd=workspace),
+            private_dir=paths.private_dir / "world" / component.name if world_record else None,
+            note=notes,
+            settings=component.loaded.settings.of("world"),
         )
-    return CompositeWorld(paths.workspace, tuple(parts))
+        parts.append((component.name, factory(context)))
+    world: World = worlds.get(loaded.world_kind, where="[world]")(
+        WorldContext(
+            paths.workspace,
+            loaded.manifest.world,
+            spared,
+            shell,
+            private_dir=paths.private_dir / "world" if world_record else None,
+            note=notes,
+            settings=(settings or loaded.settings).of("world"),
+            parts=tuple(parts),
+        )
+    )
+    return world
 
 
 def _spared(loaded: LoadedManifest, paths: RunPaths) -> list[str]:

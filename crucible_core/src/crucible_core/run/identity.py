@@ -11,7 +11,7 @@ import hashlib
 
 from crucible_core.contract import wire
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.run import composite_world
+from crucible_core.run import part_tokens
 from crucible_core.services.resolve import Resolution
 
 
@@ -38,7 +38,7 @@ def components(loaded: LoadedManifest, base_commit: str) -> list[wire.ComponentI
     base is the composite token of every component's base commit."""
     if not loaded.components:
         return [wire.ComponentIdentity(name="", repo=_repo(loaded), base_sha=base_commit)]
-    bases = composite_world.decode(base_commit) if base_commit else {}
+    bases = part_tokens.decode(base_commit) if base_commit else {}
     return [
         wire.ComponentIdentity(name=c.name, repo=_repo(c.loaded), base_sha=bases.get(c.name, ""))
         for c in loaded.components

@@ -12,8 +12,7 @@ import attrs
 from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_core.manifest.loader import LoadedComponent, LoadedManifest
 from crucible_core.manifest.paths import RunPaths
-from crucible_core.protocols import SourceChanges, World
-from crucible_core.run.composite_world import CompositeWorld
+from crucible_core.protocols import AssembledWorld, SourceChanges, World
 from crucible_core.run.injects import copy_injects
 from crucible_core.session_log import log_size
 from crucible_core.shell import Shell
@@ -151,7 +150,7 @@ def overlay_working_tree(source: Path, workspace: Path, changes: SourceChanges) 
 def setup_component(
     component: LoadedComponent, paths: RunPaths, clone: Callable[[str, str | None], None], shell: Shell
 ) -> None:
-    """A component's workspace, made as its own domain makes it, in the composite's workspace.
+    """A component's workspace, made as its own domain makes it, in the assembled workspace.
 
     Its setup_cmd runs in a scratch copy of its domain directory (so the domain is reused
     verbatim and left untouched) and the workspace it creates moves into place; without one,
@@ -194,10 +193,10 @@ def prepare_workspace(loaded: LoadedManifest, paths: RunPaths, world: World, she
     """Create the workspace, apply every inject, and return the pristine base commit id."""
     m = loaded.manifest
     if loaded.components:
-        assert isinstance(world, CompositeWorld)
+        assert isinstance(world, AssembledWorld)
         paths.workspace.mkdir(parents=True, exist_ok=True)
         for component in loaded.components:
-            setup_component(component, paths, world.component(component.name).clone_from, shell)
+            setup_component(component, paths, world.part(component.name).clone_from, shell)
     elif not loaded.inside_workspace():
         if m.workspace.setup_cmd:
             done = shell.run(m.workspace.setup_cmd, cwd=paths.manifest_dir, timeout=SETUP_TIMEOUT)

@@ -1,40 +1,20 @@
 """A composite domain's World: one world per component, kept and rolled back together.
 
-Each component lives in its own directory of the composite workspace with its own world
-(GitWorld by default, built from the plugin registry by the component's own [world]). A
-snapshot is the tuple of every component's snapshot, encoded as one token, so keep, discard
-and resume move every component at once. Files at the top level of the composite workspace
-belong to no component and are neither kept nor rolled back.
+Each component lives in its own directory of the composite workspace with its own world (the
+git world by default), which core builds from the component's own [world] and hands over in
+WorldContext.parts. A snapshot is the tuple of every component's snapshot, encoded as one
+token, so keep, discard and resume move every component at once. Files at the top level of the
+composite workspace belong to no component and are neither kept nor rolled back.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import attrs
 
-from crucible_core.errors import RunFailed
-from crucible_core.protocols import ApplyOutcome, Staged, World
-
-TOKEN_PREFIX = "composite:"
-
-
-def encode(parts: dict[str, str]) -> str:
-    return TOKEN_PREFIX + json.dumps(parts, sort_keys=True, separators=(",", ":"))
-
-
-def decode(token: str) -> dict[str, str]:
-    """The per-component tokens of a composite token; RunFailed for anything else."""
-    if not token.startswith(TOKEN_PREFIX):
-        raise RunFailed(f"{token[:60]!r} is not a composite snapshot token")
-    try:
-        parts = json.loads(token[len(TOKEN_PREFIX) :])
-    except ValueError:
-        parts = None
-    if not isinstance(parts, dict) or not all(isinstance(v, str) for v in parts.values()):
-        raise RunFailed(f"{token[:60]!r} is not a composite snapshot token")
-    return parts
+from crucible_core.api import ApplyOutcome, RunFailed, Staged, World, WorldContext, decode_components
+from crucible_core.api import encode_components as encode
 
 
 @attrs.frozen
@@ -43,13 +23,17 @@ class CompositeWorld:
     parts: tuple[tuple[str, World], ...]  # (component name, its world), in manifest order
 
     def _each(self, token: str) -> list[tuple[str, World, str]]:
-        tokens = decode(token)
+        tokens = decode_components(token)
         missing = [name for name, _ in self.parts if name not in tokens]
         if missing:
             raise RunFailed(f"the composite snapshot names no state for {', '.join(missing)}")
         return [(name, world, tokens[name]) for name, world in self.parts]
 
-    def component(self, name: str) -> World:
+    @classmethod
+    def from_context(cls, ctx: WorldContext) -> CompositeWorld:
+        return cls(ctx.workspace, ctx.parts)
+
+    def part(self, name: str) -> World:
         return dict(self.parts)[name]
 
     def clone_from(self, source: str, ref: str | None) -> None:
@@ -99,8 +83,8 @@ class CompositeWorld:
         return [f"{name}/{path}" for name, world in self.parts for path in world.changed_paths()]
 
     def change(self, head: str, base: str | None = None) -> str:
-        heads = decode(head)
-        bases = decode(base) if base is not None else {}
+        heads = decode_components(head)
+        bases = decode_components(base) if base is not None else {}
         out = []
         for name, world in self.parts:
             diff = world.change(heads[name], bases.get(name))
