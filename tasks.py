@@ -45,6 +45,7 @@ MEMBERS = [
     "plugins/search_wide",
     "plugins/results_md",
     "plugins/testkit",
+    "plugins/task_agent",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # pytest-xdist workers for a whole-suite run, sized for the 2-core CI machine (see _parallel).

@@ -80,9 +80,6 @@ def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
 # against what is built.
 CORE_TASK_KINDS = (
     "command",
-    "evaluate",
-    "agent",
-    "top_k",
     *(f"engine_{op}" for op in ("propose", "apply", "measure", "grade", "decide")),
 )
 CORE_OUTPUT_KINDS = (

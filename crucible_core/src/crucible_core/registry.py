@@ -119,6 +119,10 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
     ("lane", "playbook"): "crucible-plugin-lane-playbook",
     ("round strategy", "wide"): "crucible-plugin-search-wide",
+    ("task kind", "agent"): "crucible-plugin-task-agent",
+    ("task kind", "evaluate"): "crucible-plugin-task-agent",
+    ("task kind", "top_k"): "crucible-plugin-task-agent",
+    ("remote measure", "task-runner"): "crucible-plugin-judge-command",
 }
 
 
