@@ -46,6 +46,7 @@ MEMBERS = [
     "plugins/results_md",
     "plugins/world_composite",
     "plugins/testkit",
+    "plugins/task_agent",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # pytest-xdist workers for a whole-suite run, sized for the 2-core CI machine (see _parallel).

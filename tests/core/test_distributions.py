@@ -40,6 +40,7 @@ STANDARD_SET = {
     "crucible-plugin-lane-playbook",
     "crucible-plugin-search-wide",
     "crucible-plugin-results-md",
+    "crucible-plugin-task-agent",
 }
 
 
@@ -104,10 +105,7 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
     registered = report["plugins"][0]["registered"]
     assert registered["reporter"] == ["console", "headless", "jsonl"]
     assert registered["task kind"] == [
-        "command",
-        "evaluate",
-        "agent",
-        "top_k",
+        "command",  # agent, evaluate and top_k are crucible-plugin-task-agent's
         "engine_propose",
         "engine_apply",
         "engine_measure",
@@ -184,6 +182,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/lane_playbook",
         "plugins/search_wide",
         "plugins/results_md",
+        "plugins/task_agent",
     ]
     done = subprocess.run(
         [

@@ -26,7 +26,15 @@ from crucible_core.session.request import SessionRequest
 from crucible_core.session_log import read_events
 from tests.cli_support import crucible_env, run_crucible
 
-STANDARD = ["core", "world_git", "judge_command", "backend_local", "workflow_starlark", "lane_playbook"]
+STANDARD = [
+    "core",
+    "world_git",
+    "judge_command",
+    "backend_local",
+    "workflow_starlark",
+    "lane_playbook",
+    "task_agent",
+]
 
 
 class Recorder:

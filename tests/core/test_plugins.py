@@ -374,6 +374,8 @@ DEFERRED_AT_LISTING = (
     "crucible_harness_opencode.settings",
     "crucible_harness_pi.settings",
     "crucible_world_git.settings",
+    "crucible_task_agent.kinds",
+    "crucible_judge_command.remote_measure",
 )
 
 

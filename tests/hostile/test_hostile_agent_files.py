@@ -341,37 +341,6 @@ def test_a_fifo_session_cursor_is_refused_without_blocking(tmp_path: Path) -> No
         store.load("solver")
 
 
-# -- a playbook agent task's result file ----------------------------------------------------
-PLAYBOOK = """
-[workflow]
-type = "playbook"
-
-[[workflow.task]]
-name = "look"
-kind = "agent"
-prompt = "write your result"
-
-[workspace]
-dir = "workspace"
-
-[agent]
-backend = "command"
-agent_cmd = "sh -c 'mkfifo PLAN_TASK_RESULT.json'"
-goal = "Look."
-"""
-
-
-def test_a_fifo_task_result_fails_the_task_without_hanging(tmp_path: Path) -> None:
-    (tmp_path / "crucible.toml").write_text(PLAYBOOK)
-    proc = start(tmp_path / "crucible.toml", "--max-time", "5m", "--max-cost", "1")
-    _out, err = finish(proc)
-    assert proc.returncode == 4 and "internal error" not in err, err  # the playbook failed, it did not hang
-    [result] = [e for e in events(tmp_path / "crucible.toml") if e["kind"] == "task_result"]
-    assert (
-        result["status"] == "fail" and result["note"] == "no usable PLAN_TASK_RESULT.json: not a regular file"
-    )
-
-
 # -- plan files and outputs, read in-process ------------------------------------------------
 def blocks(action: Callable[[], Any], fifo: Path) -> bool:
     """Whether `action` blocks on `fifo`; a blocked reader is released by opening the write end."""

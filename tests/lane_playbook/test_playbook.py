@@ -305,7 +305,7 @@ def test_only_passing_tasks_reach_the_git_memory(tmp_path: Path) -> None:
 def test_without_the_git_world_plugin_a_playbook_is_refused_naming_it(tmp_path: Path) -> None:
     pack = example(tmp_path)
     env = crucible_env(
-        CRUCIBLE_LOAD_PLUGINS="core,backend_local,judge_command,workflow_starlark,lane_playbook"
+        CRUCIBLE_LOAD_PLUGINS="core,backend_local,judge_command,workflow_starlark,lane_playbook,task_agent"
     )
     done = play(pack, "--max-time", "5m", env=env)
     assert done.returncode == 12, done.stdout + done.stderr
@@ -318,7 +318,7 @@ def test_without_the_git_world_plugin_a_playbook_is_refused_naming_it(tmp_path: 
 
 def test_without_the_playbook_lane_plugin_a_playbook_is_refused_naming_it(tmp_path: Path) -> None:
     pack = example(tmp_path)
-    names = "core,world_git,backend_local,judge_command,workflow_starlark"  # everything but the lane
+    names = "core,world_git,backend_local,judge_command,workflow_starlark,task_agent"  # all but the lane
     env = crucible_env(CRUCIBLE_LOAD_PLUGINS=names)
     done = play(pack, "--max-time", "5m", env=env)
     assert done.returncode == 12, done.stdout + done.stderr

@@ -1,4 +1,5 @@
-"""Helpers for plan tests: the core task kinds, writing a plan file, running it in-process."""
+"""Helpers for plan tests: the core task kinds and crucible-plugin-task-agent's, writing a plan file,
+running it in-process."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ from crucible_core.plan.load import plan_from_data
 from crucible_core.plan.validate import validate
 from crucible_core.registry import Registry
 from crucible_core.session_log import SessionLog, read_events
+from crucible_task_agent.kinds import KINDS as TASK_AGENT_KINDS
 
 
 def core_kinds() -> Registry[TaskKindSpec]:
     registry: Registry[TaskKindSpec] = Registry("task kind")
     register_core_kinds(lambda name, spec: registry.add(name, spec, "core"))
+    for name, spec in TASK_AGENT_KINDS.items():
+        registry.add(name, spec, "crucible-plugin-task-agent")
     return registry
 
 

@@ -166,6 +166,8 @@ if TYPE_CHECKING:
     from crucible_core.plan import ir as ir
     from crucible_core.plan import runners, validate
     from crucible_core.plan.builtin_kinds import EngineFields as EngineFields
+    from crucible_core.plan.builtin_kinds import spawn_failure as spawn_failure
+    from crucible_core.plan.builtin_kinds import task_shell as task_shell
     from crucible_core.plan.executor import ExecutorConfig as ExecutorConfig
     from crucible_core.plan.executor import PlanExecutor as PlanExecutor
     from crucible_core.plan.executor import PriorRun as PriorRun
@@ -177,6 +179,8 @@ if TYPE_CHECKING:
     from crucible_core.plan.ir import Task as Task
     from crucible_core.plan.ir import ValidPlan as ValidPlan
     from crucible_core.plan.iteration import core_kinds as core_kinds
+    from crucible_core.plan.kinds import RESULT_FILE as RESULT_FILE
+    from crucible_core.plan.kinds import AgentTurns as AgentTurns
     from crucible_core.plan.kinds import (
         Attempt as Attempt,
     )
@@ -189,7 +193,18 @@ if TYPE_CHECKING:
     from crucible_core.plan.kinds import (
         TaskKindSpec as TaskKindSpec,
     )
+    from crucible_core.plan.kinds import TurnHooks as TurnHooks
     from crucible_core.plan.load import plan_from_data as plan_from_data
+    from crucible_core.plan.output import MAX_OUTPUT_DEPTH as MAX_OUTPUT_DEPTH
+    from crucible_core.plan.output import finite_score as finite_score
+    from crucible_core.plan.output import last_json_object as last_json_object
+    from crucible_core.plan.output import reported_cost as reported_cost
+    from crucible_core.plan.runners import (
+        RemoteMeasure as RemoteMeasure,
+    )
+    from crucible_core.plan.runners import (
+        RemoteMeasureFactory as RemoteMeasureFactory,
+    )
     from crucible_core.plan.runners import (
         TaskRunner as TaskRunner,
     )
@@ -325,8 +340,6 @@ if TYPE_CHECKING:
     from crucible_core.reporters.console_view import ConsoleView as ConsoleView
     from crucible_core.reporters.console_view import row_label as row_label
     from crucible_core.run import part_tokens
-    from crucible_core.run.agent_task import RESULT_FILE as RESULT_FILE
-    from crucible_core.run.agent_task import agent_task_runner as agent_task_runner
     from crucible_core.run.context import LoopExit as LoopExit
     from crucible_core.run.context import Run as Run
     from crucible_core.run.drivers import build_drivers as build_drivers
@@ -355,8 +368,8 @@ if TYPE_CHECKING:
     from crucible_core.run.lifecycle import (
         TurnUnavailable as TurnUnavailable,
     )
-    from crucible_core.run.remote_measure import HeldEvents as HeldEvents
-    from crucible_core.run.remote_measure import open_configured_runners as open_configured_runners
+    from crucible_core.run.opened_runners import HeldEvents as HeldEvents
+    from crucible_core.run.opened_runners import open_configured_runners as open_configured_runners
     from crucible_core.run.rounds import RoundRequest as RoundRequest
     from crucible_core.run.rounds import RoundStrategy as RoundStrategy
     from crucible_core.run.rounds import SearchRound as SearchRound
@@ -587,12 +600,11 @@ _export("crucible_core.manifest.paths", "RunPaths")
 _export("crucible_core.run.workspace_setup", "SETUP_TIMEOUT", "setup_component", "workspace_in_use")
 _export("crucible_core.run.part_tokens", "encode_components=encode", "decode_components=decode")
 _export("crucible_core.run.injects", "copy_injects", "refresh_frozen")
-_export("crucible_core.run.agent_task", "RESULT_FILE", "agent_task_runner")
 _export("crucible_core.run.drivers", "build_drivers")
 _export("crucible_core.run.engine", "engine_environment")
 _export("crucible_core.run.identity", "run_identity")
 _export("crucible_core.run.lifecycle", "Lifecycle")
-_export("crucible_core.run.remote_measure", "HeldEvents", "open_configured_runners")
+_export("crucible_core.run.opened_runners", "HeldEvents", "open_configured_runners")
 _export("crucible_core.services.run_services", "PlannedServices", "plan_services", "stable_run_id")
 _export("crucible_core.session_log", "read_events")
 # `crucible flow` (crucible-plugin-flow-page): the session log it reads and the model it folds.
@@ -601,6 +613,13 @@ _export(
 )
 _export("crucible_core.flow.decode", "read_session")
 _export("crucible_core.flow.fold", "fold_flow")
+# Task kinds a plugin adds (crucible-plugin-task-agent): the agent a run lends to agent tasks, the
+# file an agent task's turn writes, the shell a kind's command runs through, reading its output.
+_export("crucible_core.plan.kinds", "AgentTurns", "RESULT_FILE", "TurnHooks")
+_export("crucible_core.plan.builtin_kinds", "task_shell", "spawn_failure")
+_export("crucible_core.plan.output", "MAX_OUTPUT_DEPTH", "finite_score", "last_json_object", "reported_cost")
+# The judge's measure carried out by a task runner (crucible_register_remote_measures).
+_export("crucible_core.plan.runners", "RemoteMeasure", "RemoteMeasureFactory")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 

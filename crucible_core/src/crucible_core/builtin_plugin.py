@@ -53,9 +53,6 @@ def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
 # against what is built.
 CORE_TASK_KINDS = (
     "command",
-    "evaluate",
-    "agent",
-    "top_k",
     *(f"engine_{op}" for op in ("propose", "apply", "measure", "grade", "decide")),
 )
 CORE_OUTPUT_KINDS = (

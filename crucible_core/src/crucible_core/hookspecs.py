@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from crucible_core.init_templates import InitTemplate
     from crucible_core.lanes.lane import LaneSpec
     from crucible_core.plan.kinds import TaskKindSpec
-    from crucible_core.plan.runners import TaskRunnerFactory
+    from crucible_core.plan.runners import RemoteMeasureFactory, TaskRunnerFactory
     from crucible_core.protocols import (
         BackendFactory,
         HarnessFactory,
@@ -208,6 +208,18 @@ def crucible_register_round_strategies(register: Register[RoundStrategy]) -> Non
     run it once the baseline is measured (crucible_core.run.rounds). `settings=` names the attrs
     class `[search]` converts into; without a strategy installed, a manifest with `[search]` is
     refused naming the distribution to install.
+    """
+
+
+@hookspec
+def crucible_register_remote_measures(register: Register[RemoteMeasureFactory]) -> None:
+    """Register how a judge's measure is carried out by a task runner: a RemoteMeasureFactory each.
+
+    When the judge needs a capability (`[judge].needs`) this run does not provide, core opens the
+    task runners `[deploy]` configures and asks each factory, in name order, for a RemoteMeasure
+    on one of them; the first one made measures every candidate. A factory returns a string
+    saying why no runner takes the measure. Without a factory installed such a run is refused
+    naming the distribution to install.
     """
 
 

@@ -47,6 +47,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "workflow language": "crucible_register_workflow_languages",
     "lane": "crucible_register_lanes",
     "round strategy": "crucible_register_round_strategies",
+    "remote measure": "crucible_register_remote_measures",
 }
 
 

@@ -124,6 +124,10 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("lane", "playbook"): "crucible-plugin-lane-playbook",
     ("round strategy", "wide"): "crucible-plugin-search-wide",
     ("world", "composite"): "crucible-plugin-world-composite",
+    ("task kind", "agent"): "crucible-plugin-task-agent",
+    ("task kind", "evaluate"): "crucible-plugin-task-agent",
+    ("task kind", "top_k"): "crucible-plugin-task-agent",
+    ("remote measure", "task-runner"): "crucible-plugin-judge-command",
 }
 
 

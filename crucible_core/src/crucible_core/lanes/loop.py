@@ -41,10 +41,10 @@ from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import Engine, agent_environment, engine_environment
 from crucible_core.run.lifecycle import Lifecycle
 from crucible_core.run.loop import LoopExit, Run, run_baseline, run_loop
+from crucible_core.run.opened_runners import DEFAULT_MEASURE_TIMEOUT, HeldEvents, RunRunners, open_run_runners
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.publish import build_publisher
-from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, HeldEvents, RunRunners, open_run_runners
 from crucible_core.run.resume import (
     already_ended,
     loop_exit,
@@ -350,7 +350,7 @@ class LoopLane:
         remote_measure = self.opened.measure
         if remote_measure is not None:
             engine.note(
-                f"the judge needs {remote_measure.needs!r}: each measure runs on {remote_measure.runner.name}"
+                f"the judge needs {remote_measure.needs!r}: each measure runs on {remote_measure.where}"
             )
 
     def run(self) -> Ending:

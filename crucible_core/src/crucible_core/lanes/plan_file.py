@@ -34,7 +34,7 @@ from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_
 from crucible_core.plan.validate import validate
 from crucible_core.plugins import Plugins
 from crucible_core.registry import Registry
-from crucible_core.run.remote_measure import HeldEvents
+from crucible_core.run.opened_runners import HeldEvents
 from crucible_core.run.state_lock import StateLock
 from crucible_core.services import run_services
 

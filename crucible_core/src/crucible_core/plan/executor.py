@@ -48,6 +48,7 @@ from crucible_core.plan.files import (
     unstage,
 )
 from crucible_core.plan.kinds import (
+    AgentTurns,
     Attempt,
     EngineOperations,
     Outcome,
@@ -96,7 +97,7 @@ class ExecutorConfig:
     elapsed_before: float = 0.0
     # Called with a task's actual root before each task (re-applies frozen injects).
     before_task: Callable[[Path], object] | None = None  # what it returns is not used
-    agent_runner: Callable[[TaskContext], Attempt] | None = None
+    agent: AgentTurns | None = None  # a manifest's backend for agent tasks (None: agent_cmd)
     max_asks: int = DEFAULT_MAX_ASKS
     scoreless: bool = False  # a playbook: every row's score (metric) is null
     # Called after a task that ran in the shared workspace settles: (name, passed, quiescent),
@@ -834,7 +835,7 @@ class PlanExecutor:
             timeout,
             self.config.agent_cmd,
             self.config.engine,
-            self.config.agent_runner,
+            self.config.agent,
         )
         before = fingerprint(root, task.emits_files, self.files.max_bytes) if task.emits_files else {}
         attempts, cost = 0, 0.0

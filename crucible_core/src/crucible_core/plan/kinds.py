@@ -16,7 +16,11 @@ import attrs
 
 if TYPE_CHECKING:  # annotations only: registering a task kind must not load the Protocols
     from crucible_core.plan.ir import Task
-    from crucible_core.protocols import CommandShell
+    from crucible_core.protocols import AgentBackend, CommandShell, Turn, TurnResult
+
+# Where an agent task's turn writes its JSON result, in the root the task ran in (a playbook's
+# workspace memory never commits it).
+RESULT_FILE = "PLAN_TASK_RESULT.json"
 
 
 class Outcome(enum.StrEnum):
@@ -44,6 +48,28 @@ class EngineOperations(Protocol):
     def run_operation(self, op: str, context: TaskContext) -> Attempt: ...
 
 
+class TurnHooks(Protocol):
+    """The plugins' turn hooks around an agent task's turn (run/lifecycle.py's Lifecycle); `task`
+    names the task. before_turn may raise TurnUnavailable: a transport failure, retried."""
+
+    def before_turn(self, turn: Turn, task: str | None = None) -> Turn: ...
+
+    def after_turn(self, turn: Turn, result: TurnResult | None, task: str | None = None) -> None: ...
+
+
+@attrs.frozen
+class AgentTurns:
+    """What a run lends to agent tasks: its backend (asked on first use, so a graph with no agent
+    task never builds one), the values only the agent sees ([agent].env), the scored loop's
+    iteration (0 in a playbook), and the turn hooks (a playbook's lifecycle; a scored workflow's
+    agent tasks run beside the engine's own turn and call none)."""
+
+    backend: Callable[[], AgentBackend]
+    extra_env: Mapping[str, str] = attrs.field(factory=dict)
+    iteration: int = 0
+    hooks: TurnHooks | None = None
+
+
 @attrs.frozen
 class TaskContext:
     """Everything one attempt may read; built by the executor for every attempt."""
@@ -55,8 +81,8 @@ class TaskContext:
     timeout: float
     agent_cmd: str | None = None
     engine: EngineOperations | None = None
-    # Runs an agent task through a manifest's real backend and harness (None: --agent-cmd).
-    agent_runner: Callable[[TaskContext], Attempt] | None = None
+    # A manifest's real backend and harness for agent tasks (None: --agent-cmd).
+    agent: AgentTurns | None = None
     # MCP servers an agent turn of this task is given (a needed MCP service as "service.<name>").
     mcp_servers: Mapping[str, Any] = attrs.field(factory=dict)
     # Runs a kind's shell command somewhere else (a task runner's); None: here, under the supervisor.
@@ -111,6 +137,8 @@ class TaskKindSpec:
     allows_settled_join: bool = True
     needs_dependencies: bool = False
     describe: str = ""
+    # The kind's own rules on a task's fields, given the plan's tasks by name: one problem each.
+    field_problems: Callable[[Task, Mapping[str, Task]], list[str]] | None = None
     # Its attempts only run a shell command through TaskContext.shell, so a task runner may
     # carry them out elsewhere (command, evaluate, a wide round's proposal).
     remote: bool = False

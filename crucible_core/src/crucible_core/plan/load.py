@@ -22,7 +22,7 @@ from crucible_core.manifest.converter import converter as manifest_converter
 from crucible_core.plan import ir
 from crucible_core.plan.errors import PlanError
 from crucible_core.plan.kinds import TaskKindSpec
-from crucible_core.registry import Registry
+from crucible_core.registry import Registry, provider_of
 
 converter = manifest_converter.copy()
 
@@ -207,6 +207,9 @@ def _unknown_kind(raw: Mapping[str, Any], label: str, kinds: Registry[TaskKindSp
         return f"unknown engine op {raw.get('op')!r}; known ops: {', '.join(ops)}"
     authorable = sorted({("engine" if n.startswith("engine_") else n) for n in kinds.names()})
     message = f"unknown task kind {raw.get('kind')!r}; known kinds: {', '.join(authorable)}"
+    provider = provider_of("task kind", label)
+    if provider is not None:  # a standard plugin left out: say what to install
+        return f"{message}; `pip install {provider}` provides it"
     close = difflib.get_close_matches(str(raw.get("kind")), authorable, n=1, cutoff=0.6)
     return message + (f"; did you mean {close[0]!r}?" if close else "")
 

@@ -33,6 +33,8 @@ from crucible_core.plan.kinds import Attempt, TaskContext, TaskKindSpec
 
 if TYPE_CHECKING:
     from crucible_core.contract import wire
+    from crucible_core.contract.reading import Reading
+    from crucible_core.protocols import Judge, MeasureContext
 
 
 class TaskRunner(Protocol):
@@ -97,6 +99,32 @@ class TaskRunnerContext:
 
 
 TaskRunnerFactory = Callable[[TaskRunnerContext], "TaskRunner | None"]
+
+
+class RemoteMeasure(Protocol):
+    """The judge's measure carried out by a task runner, when the judge needs (`needs`) what this
+    machine lacks; the engine calls `measure` in place of the judge's own, on the loop's thread.
+
+    where: the runner's name, for the run's notes; note: set by the engine to the run's notes
+    (text, level); cancel: an abort or a second Ctrl-C leaves nothing running where it measured.
+    """
+
+    note: Callable[[str, str], None]
+
+    @property
+    def needs(self) -> str: ...
+
+    @property
+    def where(self) -> str: ...
+
+    def measure(self, ctx: MeasureContext) -> Reading: ...
+
+    def cancel(self) -> None: ...
+
+
+# (judge, needs, the run's opened runners, workspace, timeout) -> a RemoteMeasure on one of them,
+# or why none of them takes the measure.
+RemoteMeasureFactory = Callable[["Judge", str, "tuple[TaskRunner, ...]", Path, float], "RemoteMeasure | str"]
 
 
 def open_task_runners(plugins: Any, context: TaskRunnerContext) -> tuple[TaskRunner, ...]:

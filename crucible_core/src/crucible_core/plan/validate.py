@@ -102,7 +102,7 @@ def _task_rules(
         problems.append(f"{where}: timeout must be above 0 and at most {ir.MAX_TIMEOUT_SECONDS:.0f} seconds")
     if not task.needs.strip():
         problems.append(f'{where}: needs cannot be empty ("any" runs everywhere)')
-    _kind_field_rules(task, where, by_name, problems)
+    _kind_field_rules(task, spec, where, by_name, problems)
     _emit_rules(task, spec, where, by_name, kinds, problems)
     if task.session is not None:
         if not SESSION_NAME.match(task.session):
@@ -119,15 +119,12 @@ def _task_rules(
             problems.append(f"{where}: emits_files {path!r} {problem}")
 
 
-def _kind_field_rules(task: ir.Task, where: str, by_name: dict[str, ir.Task], problems: list[str]) -> None:
+def _kind_field_rules(
+    task: ir.Task, spec: TaskKindSpec, where: str, by_name: dict[str, ir.Task], problems: list[str]
+) -> None:
     fields = task.fields
-    if task.kind == "top_k" and fields.k < 1:
-        problems.append(f"{where}: k must be at least 1")
-    if task.kind == "evaluate":
-        if (fields.threshold is None) != (fields.direction is None):
-            problems.append(f"{where}: threshold and direction go together")
-        elif fields.threshold is not None and fields.threshold != fields.threshold:
-            problems.append(f"{where}: threshold must be a finite number")
+    if spec.field_problems is not None:
+        problems.extend(f"{where}: {problem}" for problem in spec.field_problems(task, by_name))
     if task.kind.startswith("engine_"):
         for ref in (getattr(fields, "source", None), getattr(fields, "tiebreak", None)):
             if ref is not None and ref not in by_name:
@@ -163,13 +160,6 @@ def _emit_rules(
         for dep in task.depends_on:
             if not _declares_score(by_name.get(dep)):
                 problems.append(f'{where} ranks {dep!r} by score, but {dep!r} declares emits without "score"')
-    if (
-        task.kind == "evaluate"
-        and task.fields.threshold is not None
-        and task.emits
-        and "score" not in task.emits
-    ):
-        problems.append(f'{where}: a thresholded evaluate compares score, but its emits omits "score"')
     if (
         task.kind == "engine_grade"
         and task.fields.source

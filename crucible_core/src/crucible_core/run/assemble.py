@@ -17,7 +17,7 @@ from crucible_core.control.inbox import Inbox
 from crucible_core.control.ledger import Ledger
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths
-from crucible_core.plan.runners import TaskRunner
+from crucible_core.plan.runners import RemoteMeasure, TaskRunner
 from crucible_core.protocols import AgentBackend, Judge, World
 from crucible_core.redact import Redactor
 from crucible_core.run.budget import Budget
@@ -27,7 +27,6 @@ from crucible_core.run.gates import Gates
 from crucible_core.run.loop import reject, run_baseline
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
-from crucible_core.run.remote_measure import RemoteMeasure
 from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
 

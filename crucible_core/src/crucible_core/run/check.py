@@ -24,8 +24,8 @@ from crucible_core.run.agent_ready import agent_problems
 from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
 from crucible_core.run.engine import RunOptions, agent_environment, engine_environment
 from crucible_core.run.injects import refresh_frozen
+from crucible_core.run.opened_runners import DEFAULT_MEASURE_TIMEOUT, RunRunners, open_run_runners
 from crucible_core.run.preflight import Preflight
-from crucible_core.run.remote_measure import DEFAULT_MEASURE_TIMEOUT, RunRunners, open_run_runners
 from crucible_core.run.rounds import SearchRound, prepare_round
 from crucible_core.run.workspace_setup import prepare_workspace, source_notice, workspace_in_use
 from crucible_core.shell import Shell
@@ -370,7 +370,7 @@ def _probe_gate(
         remote = opened.measure
         if remote is not None:
             findings.add(
-                "info", f"the judge needs {remote.needs!r}: measured on {remote.runner.name}, as a run will"
+                "info", f"the judge needs {remote.needs!r}: measured on {remote.where}, as a run will"
             )
 
         def measure() -> Reading:

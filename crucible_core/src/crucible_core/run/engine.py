@@ -19,7 +19,7 @@ from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import RunFailed
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths, write_atomic
-from crucible_core.plan.runners import TaskRunner
+from crucible_core.plan.runners import RemoteMeasure, TaskRunner
 from crucible_core.protocols import AgentBackend, FailureClass, Judge, Turn, TurnResult, World
 from crucible_core.redact import Redactor
 from crucible_core.run import distress
@@ -32,7 +32,6 @@ from crucible_core.run.gates import Gates
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle, TurnUnavailable
 from crucible_core.run.preflight import Preflight
-from crucible_core.run.remote_measure import RemoteMeasure
 from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
 

@@ -27,10 +27,9 @@ from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths, write_atomic
 from crucible_core.plan import ir
 from crucible_core.plan.executor import ExecutorConfig, PlanExecutor, PlanReport
-from crucible_core.plan.kinds import TaskKindSpec
+from crucible_core.plan.kinds import AgentTurns, TaskKindSpec
 from crucible_core.plan.states import TaskStatus
 from crucible_core.registry import Registry
-from crucible_core.run.agent_task import agent_task_runner
 from crucible_core.run.context import LoopExit, Run
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.iteration import IterationOperations
@@ -137,7 +136,7 @@ def run_authored_iteration(engine: Engine, run: Run, iteration: int, graph: Auth
         inline_engine=True,
         ends_run=False,  # plan_admitted and task_result lines, additive to the loop's own events
         before_task=before_task,
-        agent_runner=agent_task_runner(lambda: engine.backend, engine.loaded.manifest.agent.env, iteration),
+        agent=AgentTurns(lambda: engine.backend, engine.loaded.manifest.agent.env, iteration),
         caps=engine.caps,
         task_runners=engine.task_runners,  # a task needing what this machine lacks: [deploy]'s cluster
     )

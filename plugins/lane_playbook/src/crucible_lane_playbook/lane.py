@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from crucible_core.api import (
     ARTIFACT_NAME,
     FILES_DIR_NAME,
+    AgentTurns,
     Ending,
     ExecutorConfig,
     FileStore,
@@ -33,7 +34,6 @@ from crucible_core.api import (
     Shell,
     UnsupportedSectionError,
     UsageError,
-    agent_task_runner,
     build_drivers,
     check_same_plan,
     copy_injects,
@@ -69,7 +69,6 @@ from crucible_lane_playbook.workspace import (
 if TYPE_CHECKING:
     from crucible_core.api import (
         AgentBackend,
-        Attempt,
         Disclosure,
         LaneContext,
         LaneShell,
@@ -80,7 +79,6 @@ if TYPE_CHECKING:
         PriorRun,
         Registry,
         SessionRequest,
-        TaskContext,
         TaskKindSpec,
         TaskRunner,
         ValidPlan,
@@ -332,7 +330,7 @@ class PlaybookLane(GraphLane):
         config = self.config
         config.elapsed_before = self.elapsed_before
         config.before_task = lambda root: refresh_frozen(loaded.injects, root)
-        config.agent_runner = self._agent_runner(lifecycle)
+        config.agent = self._agent_turns(lifecycle)
         config.after_shared_task = memory.settled
         config.services = session.services
         report = self.execute(self.plan, self.kinds, config, self.prior)
@@ -361,7 +359,7 @@ class PlaybookLane(GraphLane):
             )
         ]
 
-    def _agent_runner(self, lifecycle: Lifecycle) -> Callable[[TaskContext], Attempt]:
+    def _agent_turns(self, lifecycle: Lifecycle) -> AgentTurns:
         """Agent tasks run one turn through the manifest's [agent] backend and harness, with
         [agent].env and the plugins' turn hooks, as the loop's turns do."""
         cache: dict[str, AgentBackend] = {}
@@ -374,7 +372,7 @@ class PlaybookLane(GraphLane):
                 cache["backend"] = build_drivers(plugins, loaded, paths, shell).backend
             return cache["backend"]
 
-        return agent_task_runner(backend, loaded.manifest.agent.env, lifecycle=lifecycle)
+        return AgentTurns(backend, loaded.manifest.agent.env, hooks=lifecycle)
 
 
 def _validity(verdict: str) -> str:

@@ -8,7 +8,7 @@ or the `local` backend over a harness that describes its turn as a command, like
 fork shipped there and brought back edited. When neither can, the run is refused before anything starts,
 saying what to configure; so is a backend whose turn is not one command.
 
-A run hands in the runners it opened for everything (core's run/remote_measure.py's
+A run hands in the runners it opened for everything (core's run/opened_runners.py's
 `open_run_runners`, before the session log exists); `crucible check` lets this module open
 them itself, as a probe that touches nothing remote.
 """

@@ -1,10 +1,11 @@
-"""The engine's side of a remote measure: retries of lost attempts, and a judge that ignores the
+"""The judge command plugin's remote measure: retries of lost attempts, and a judge that ignores the
 shell it is lent. The runner here is an in-process stand-in for a cluster (the real Job runner
 is driven end to end in tests/deploy_kubernetes/test_measure_jobs.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import attrs
@@ -14,7 +15,12 @@ from crucible_core.plan.ir import Task
 from crucible_core.plan.kinds import Attempt, TaskContext, TaskKindSpec
 from crucible_core.process import Completed
 from crucible_core.protocols import MeasureContext
-from crucible_core.run.remote_measure import MEASURE_KIND, RemoteMeasure, measure_task
+from crucible_judge_command.remote_measure import (
+    MEASURE_KIND,
+    RemoteMeasure,
+    measure_on_runners,
+    measure_task,
+)
 
 
 @attrs.define
@@ -118,3 +124,34 @@ def test_the_measure_asks_a_runner_for_the_workspace_as_it_stands() -> None:
     task = measure_task("gpu", 30.0)
     assert (task.name, task.needs, task.timeout) == ("measure", "gpu", 30.0)
     assert MEASURE_KIND.remote and MEASURE_KIND.live_workdir
+
+
+def test_the_measure_goes_to_the_first_runner_that_serves_the_need_and_says_why_others_do_not() -> None:
+    class Refusing(ScriptedRunner):
+        def refuses(self, task: Task, kind: TaskKindSpec) -> str | None:
+            return "no workspace shipping"
+
+    class CpuOnly(ScriptedRunner):
+        def provides(self) -> frozenset[str]:
+            return frozenset({"cpu"})
+
+    elsewhere = CpuOnly([], name="cpu-only")
+    refusing, taking = Refusing([], name="picky"), ScriptedRunner([], name="cluster")
+    made = measure_on_runners(ShellJudge(), "gpu", (elsewhere, refusing, taking), Path("."), 60.0)
+    assert isinstance(made, RemoteMeasure) and made.where == "cluster" and made.needs == "gpu"
+    why = measure_on_runners(ShellJudge(), "gpu", (elsewhere, refusing), Path("."), 60.0)
+    assert why == "cpu-only serves only cpu; picky does not take it: no workspace shipping"
+
+
+def test_without_this_plugin_a_judge_needing_a_runner_is_refused_naming_it() -> None:
+    from crucible_core.plugins import load_plugins
+    from crucible_core.run.opened_runners import remote_measure_on
+
+    installed = sorted(ep.name for ep in entry_points(group="crucible"))
+    plugins = load_plugins(names=[name for name in installed if name != "judge_command"])
+    why = remote_measure_on(plugins, ShellJudge(), "gpu", (ScriptedRunner([]),), Path("."), 60.0)
+    assert isinstance(why, str) and "pip install crucible-plugin-judge-command" in why
+    made = remote_measure_on(
+        load_plugins(names=installed), ShellJudge(), "gpu", (ScriptedRunner([]),), Path("."), 60.0
+    )
+    assert isinstance(made, RemoteMeasure)
