@@ -44,6 +44,8 @@ MEMBERS = [
     "plugins/lane_playbook",
     "plugins/search_wide",
     "plugins/results_md",
+    "plugins/packs",
+    "plugins/distress",
     "plugins/testkit",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"

@@ -119,6 +119,14 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
     ("lane", "playbook"): "crucible-plugin-lane-playbook",
     ("round strategy", "wide"): "crucible-plugin-search-wide",
+    ("init template", "command"): "crucible-plugin-packs",
+    ("command", "init"): "crucible-plugin-packs",
+    ("command", "distress"): "crucible-plugin-distress",
+    ("command", "escalate"): "crucible-plugin-distress",
+    ("broker tool", "distress"): "crucible-plugin-distress",
+    ("broker tool", "escalate"): "crucible-plugin-distress",
+    # not a registry: the one plugin answering crucible_domain_packs carries out `--pack NAME`
+    ("hook", "crucible_domain_packs"): "crucible-plugin-packs",
 }
 
 

@@ -1,7 +1,7 @@
 """The distress channel: the agent pages a human (error suspends the run; warn and info leave notes).
 
-`crucible distress` writes here on the agent's side; the loop reads here at its own safe
-points. Both meet in one directory the engine names in $CRUCIBLE_DISTRESS_DIR: the
+`crucible distress` (and the broker's distress tool) writes here on the agent's side; the loop
+reads here at its own safe points, through this plugin's AgentSignals (signals.py). Both meet in one directory the engine names in $CRUCIBLE_DISTRESS_DIR: the
 `distress` marker (present means "suspended until a human looks"; deleting it is the resume
 grant) and `distress-notes.jsonl` (warn/info notes, consumed onto the next row).
 """
@@ -17,11 +17,17 @@ from typing import Any
 
 import attrs
 
-from crucible_core.agent_files import MAX_MARKER_BYTES, MAX_MARKER_DEPTH, AgentFileRefused, read_regular
-from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
-from crucible_core.errors import UsageError, WorkspaceError
-from crucible_core.manifest.paths import write_atomic
-from crucible_core.run.parking import Pending, WaitMode
+from crucible_core.api import (
+    MAX_MARKER_BYTES,
+    MAX_MARKER_DEPTH,
+    AgentFileRefused,
+    JsonRefused,
+    UsageError,
+    WorkspaceError,
+    loads_bounded,
+    read_regular,
+    write_atomic,
+)
 
 SEVERITIES = ("error", "warn", "info")
 MARKER_NAME = "distress"
@@ -178,26 +184,3 @@ def _decode_notes(data: bytes) -> list[dict[str, Any]]:
                 }
             )
     return notes
-
-
-def pending(regime: str) -> Pending:
-    """The block-mode wait a distress suspend opens; its regime is the current one (no re-scope)."""
-    return Pending(trace_id=HANDLE, regime=regime, handle=HANDLE, mode=WaitMode.BLOCK)
-
-
-def is_distress(wait: Pending | dict[str, Any] | None) -> bool:
-    if wait is None:
-        return False
-    handle = wait.get("handle") if isinstance(wait, dict) else wait.handle
-    return handle == HANDLE
-
-
-def resume_rearms(open_wait: dict[str, Any] | None, marker_present: bool) -> bool | None:
-    """What a resume does with a dangling distress wait: True re-parks, False closes it, None: not ours.
-
-    The marker is the truth: a dangling bracket whose marker is gone was answered while the
-    run was down (or the state was rebuilt clean), so the run goes on.
-    """
-    if not is_distress(open_wait):
-        return None
-    return marker_present

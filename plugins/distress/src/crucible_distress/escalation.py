@@ -1,4 +1,4 @@
-"""The escalate hatch (ADR 0001): the agent's ESCALATION.json marker, written by `crucible escalate` and taken by the loop."""
+"""The escalate hatch (ADR 0001): the agent's ESCALATION.json marker, written by `crucible escalate` and taken after the turn."""
 
 from __future__ import annotations
 
@@ -11,10 +11,16 @@ from typing import Any
 
 import attrs
 
-from crucible_core.agent_files import MAX_MARKER_BYTES, MAX_MARKER_DEPTH, AgentFileRefused, read_regular
-from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
-from crucible_core.errors import UsageError
-from crucible_core.manifest.paths import write_atomic
+from crucible_core.api import (
+    MAX_MARKER_BYTES,
+    MAX_MARKER_DEPTH,
+    AgentFileRefused,
+    JsonRefused,
+    UsageError,
+    loads_bounded,
+    read_regular,
+    write_atomic,
+)
 
 CATEGORIES = ("harness-limitation", "infeasible", "needs-info")
 MARKER_NAME = "ESCALATION.json"
