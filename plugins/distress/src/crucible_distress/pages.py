@@ -15,12 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from crucible_core.api import (
     MAX_MARKER_BYTES,
     MAX_MARKER_DEPTH,
     AgentFileRefused,
+    AgentNote,
     JsonRefused,
     UsageError,
     WorkspaceError,
@@ -39,29 +38,13 @@ HANDLE = "distress"
 MAX_NOTES_BYTES = 1024 * 1024
 
 
-@attrs.frozen
-class Distress:
-    severity: str
-    reason: str
-    evidence: tuple[str, ...] = ()
-    iteration: int | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "severity": self.severity,
-            "reason": self.reason,
-            "evidence": list(self.evidence),
-            "iter": self.iteration,
-        }
-
-
-def make(severity: str, reason: str, evidence: tuple[str, ...], iteration: int | None) -> Distress:
+def make(severity: str, reason: str, evidence: tuple[str, ...], iteration: int | None) -> AgentNote:
     """Validate what the agent raises; a page without a reason tells the human nothing."""
     if severity not in SEVERITIES:
         raise UsageError(f"unknown severity {severity!r}", hint=f"use one of {', '.join(SEVERITIES)}")
     if not reason.strip():
         raise UsageError("a distress call needs a reason", hint="say what is wrong and what you tried")
-    return Distress(severity, reason.strip(), tuple(e for e in evidence if e.strip()), iteration)
+    return AgentNote(severity, reason.strip(), tuple(e for e in evidence if e.strip()), iteration)
 
 
 def marker_path(directory: Path) -> Path:
@@ -73,7 +56,7 @@ def notes_path(directory: Path) -> Path:
 
 
 # -- the agent's side -------------------------------------------------------------------------
-def raise_error(directory: Path, distress: Distress) -> bool:
+def raise_error(directory: Path, distress: AgentNote) -> bool:
     """Write the marker; False when it was already there (a repeat while suspended is a no-op).
 
     Raises WorkspaceError when the marker cannot be written: then nothing is suspended, and
@@ -94,7 +77,7 @@ def raise_error(directory: Path, distress: Distress) -> bool:
     return True
 
 
-def add_note(directory: Path, distress: Distress) -> Path:
+def add_note(directory: Path, distress: AgentNote) -> Path:
     """Append a warn/info note in one write (the loop takes the file whole after the turn)."""
     path = notes_path(directory)
     line = json.dumps({"v": 1, **distress.to_wire(), "ts": round(time.time(), 3)}) + "\n"
@@ -149,7 +132,7 @@ def redact_marker(directory: Path, redact: Callable[[str], str]) -> None:
         write_atomic(marker, clean.encode("utf-8"))
 
 
-def take_notes(directory: Path) -> list[dict[str, Any]]:
+def take_notes(directory: Path) -> list[AgentNote]:
     """Consume the pending notes: renamed away first, so a late append starts a new file.
 
     Raises AgentFileRefused (the file is consumed all the same) when what was there is not a
@@ -167,7 +150,7 @@ def take_notes(directory: Path) -> list[dict[str, Any]]:
         taken.unlink(missing_ok=True)
 
 
-def _decode_notes(data: bytes) -> list[dict[str, Any]]:
+def _decode_notes(data: bytes) -> list[AgentNote]:
     notes = []
     for raw in data.splitlines():
         try:
@@ -175,12 +158,14 @@ def _decode_notes(data: bytes) -> list[dict[str, Any]]:
         except JsonRefused:
             continue  # a torn (or hostile) line: the rest still reach the row
         if isinstance(record, dict) and record.get("severity") in ("warn", "info"):
+            evidence = tuple(str(e) for e in record.get("evidence") or [] if isinstance(e, str))
+            iteration = record.get("iter")
             notes.append(
-                {
-                    "severity": record["severity"],
-                    "reason": str(record.get("reason") or ""),
-                    "evidence": [str(e) for e in record.get("evidence") or [] if isinstance(e, str)],
-                    "iter": record.get("iter"),
-                }
+                AgentNote(
+                    record["severity"],
+                    str(record.get("reason") or ""),
+                    evidence,
+                    iteration if isinstance(iteration, int) else None,
+                )
             )
     return notes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from crucible_core.api import AfterTurn, AgentFileRefused, AgentNote, Escalated, SignalContext, Suspend
+from crucible_core.api import AfterTurn, AgentFileRefused, SignalContext, Suspend
 from crucible_distress import escalation, pages
 
 METHOD_TEXT = """\
@@ -36,16 +36,13 @@ class DistressSignals:
         paths = context.paths
         trouble: tuple[str, ...] = ()
         try:
-            taken = pages.take_notes(paths.distress_dir)
+            notes = tuple(pages.take_notes(paths.distress_dir))
         except (OSError, AgentFileRefused) as exc:
-            trouble, taken = (f"could not read the agent's distress notes: {exc}",), []
-        notes = tuple(AgentNote(n["severity"], n["reason"], tuple(n["evidence"]), n["iter"]) for n in taken)
+            trouble, notes = (f"could not read the agent's distress notes: {exc}",), ()
         escalated = escalation.take_marker(
             paths.escalation_file, paths.state_dir / escalation.MARKER_NAME, context.redact
         )
-        if escalated is None:
-            return AfterTurn(notes, None, trouble)
-        return AfterTurn(notes, Escalated(escalated.category, escalated.reason, escalated.evidence), trouble)
+        return AfterTurn(notes, escalated, trouble)
 
     def suspend(self, context: SignalContext) -> Suspend | None:
         """A marker suspends the run; it stays in the state directory until a human answers, so
