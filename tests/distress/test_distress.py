@@ -227,3 +227,29 @@ def test_park_decisions() -> None:
     assert park_deadline(10.0, None, 5.0) is None
     assert park_deadline(10.0, 30.0, 12.0) == 28.0
     assert park_deadline(10.0, 30.0, 45.0) == 10.0  # already over: times out at once
+
+
+# -- without the plugin -----------------------------------------------------------------------
+PROMPT_KEEPER = """#!/bin/sh
+cat > ../prompt.txt
+env > ../env.txt
+echo $(( $(cat value.txt) + 1 )) > value.txt
+"""
+
+
+def test_the_prompt_and_the_turn_offer_distress_only_when_the_plugin_is_installed(tmp_path: Path) -> None:
+    for plugins, offered in (("", True), ("core,world_git,judge_command,backend_local", False)):
+        root = tmp_path / ("with" if offered else "without")
+        root.mkdir()
+        manifest = domain(root, PROMPT_KEEPER)
+        env = crucible_env(CRUCIBLE_LOAD_PLUGINS=plugins) if plugins else crucible_env()
+        done = run_crucible("run", "--manifest", manifest, "--iterations", "1", "--ui", "headless", env=env)
+        assert done.returncode == 0, done.stderr
+        said = (root / "prompt.txt").read_text()  # the keeper writes beside its workspace
+        assert ("crucible distress --severity error" in said) is offered
+        assert ("crucible escalate --category" in said) is offered
+        assert (distress.ENV_DIR in (root / "env.txt").read_text()) is offered
+    refused = run_crucible(
+        "distress", "--severity", "info", "--reason", "r", env=crucible_env(CRUCIBLE_LOAD_PLUGINS="core")
+    )
+    assert refused.returncode != 0 and "pip install crucible-plugin-distress" in refused.stderr
