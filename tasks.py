@@ -45,6 +45,8 @@ MEMBERS = [
     "plugins/search_wide",
     "plugins/results_md",
     "plugins/world_composite",
+    "plugins/packs",
+    "plugins/distress",
     "plugins/testkit",
     "plugins/task_agent",
 ]

@@ -166,7 +166,9 @@ def test_no_server_starts_for_an_agent_that_cannot_call_mcp(tmp_path: Path) -> N
         register("plain-command", CommandBackend.from_context, settings=CommandBackendSettings)
 
     module.crucible_register_backends = crucible_register_backends  # type: ignore[attr-defined]
-    plugins = load_plugins(names=["core", "world_git", "judge_command", "backend_local", "broker_mcp"])
+    plugins = load_plugins(
+        names=["core", "world_git", "judge_command", "backend_local", "broker_mcp", "distress"]
+    )
     plugins.register_module(module, name="plain", distribution="crucible-plugin-plain", version="0")
     result = execute(plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless"))
     root = manifest.parent
@@ -201,7 +203,9 @@ def test_a_command_agent_gets_the_broker_only_when_the_manifest_asks(
         'echo \\"${CRUCIBLE_MCP_CONFIG:-none}\\" > ../mcp.txt'
     )
     manifest = domain(tmp_path, agent, broker)
-    plugins = load_plugins(names=["core", "world_git", "judge_command", "backend_local", "broker_mcp"])
+    plugins = load_plugins(
+        names=["core", "world_git", "judge_command", "backend_local", "broker_mcp", "distress"]
+    )
     result = execute(plugins, SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless"))
     root = manifest.parent
     assert result.outcome == "finished", result.reason

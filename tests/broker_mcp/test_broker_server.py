@@ -26,6 +26,7 @@ from crucible_core.broker.mediation import Mediator
 from crucible_core.broker.service import Broker
 from crucible_core.broker.tools import BrokerRuntime, BrokerTool, ToolCall
 from crucible_core.run.broker_tools import BUILTIN_TOOLS
+from crucible_distress.tools import TOOLS as DISTRESS_TOOLS
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -67,7 +68,7 @@ def gate() -> Iterator[Gate]:
 @pytest.fixture
 def server(tmp_path: Path, gate: Gate) -> Iterator[BrokerServer]:
     extra = (BrokerTool("hold", "Blocks until released.", gate), BrokerTool("boom", "Raises.", _boom))
-    tools = {t.name: t for t in (*BUILTIN_TOOLS, *extra)}
+    tools = {t.name: t for t in (*BUILTIN_TOOLS, *DISTRESS_TOOLS, *extra)}
     granted = ("boom", "distress", "hold", "steer_inbox")  # escalate and request_approval are not granted
     declaration = Declaration((), Disclosure((), (), None, (), granted))
     events: list[Any] = []

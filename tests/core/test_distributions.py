@@ -41,6 +41,8 @@ STANDARD_SET = {
     "crucible-plugin-search-wide",
     "crucible-plugin-results-md",
     "crucible-plugin-task-agent",
+    "crucible-plugin-packs",
+    "crucible-plugin-distress",
 }
 
 
@@ -112,18 +114,18 @@ def test_core_alone_imports_and_lists_only_itself(core_alone: list[str]) -> None
         "engine_grade",
         "engine_decide",
     ]
-    assert registered["broker tool"] == ["distress", "escalate", "request_approval", "steer_inbox"]
+    # distress and escalate come with crucible-plugin-distress
+    assert registered["broker tool"] == ["request_approval", "steer_inbox"]
     assert "draft-pr" in registered["output kind"] and "gpu-capture" in registered["output kind"]
     # every rendering, and `crucible flow`, is the flow page plugin's
     assert "flow renderer" not in registered
-    # claude's come with the Claude harness plugin, playbook's workflow.star with the Starlark one
-    assert registered["init template"] == ["command"]
+    # no init template: claude's come with the Claude harness plugin, playbook's workflow.star with
+    # the Starlark one, the agentless command template with crucible-plugin-packs
     assert set(registered) == {
         "reporter",
         "task kind",
         "broker tool",
         "output kind",
-        "init template",
     }
     assert report["failures"] == [] and report["conflicts"] == []
 
@@ -183,6 +185,8 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/search_wide",
         "plugins/results_md",
         "plugins/task_agent",
+        "plugins/packs",
+        "plugins/distress",
     ]
     done = subprocess.run(
         [

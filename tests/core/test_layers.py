@@ -162,7 +162,6 @@ BELOW_RUN = {
     "control",
     "broker",
     "flow",
-    "domain_pack",
 }
 RUNTIME_LAYERS: dict[str, set[str]] = {
     "contract": set(),
@@ -170,8 +169,6 @@ RUNTIME_LAYERS: dict[str, set[str]] = {
     "__init__": set(),
     "mcp_config": set(),
     **ALLOWED,
-    # a domain pack's copy and its identity part (the run's identity reads it)
-    "domain_pack": {"contract", "manifest", "workflow"} | INFRASTRUCTURE | {"__init__"},
     "run": BELOW_RUN | INFRASTRUCTURE | {"__init__"},
     "reporters": {"contract", "flow", "run"} | INFRASTRUCTURE,
     # what differs between the kinds of run: the loop (run/), a playbook, a plan file
@@ -179,7 +176,7 @@ RUNTIME_LAYERS: dict[str, set[str]] = {
     # the shell every kind of run goes through: prepare, log, hooks, bridge, signals, shutdown; it
     # chooses the reporter `--ui` names (reporters/console.py: a terminal's live console)
     "session": BELOW_RUN | {"run", "lanes", "reporters"} | INFRASTRUCTURE | {"__init__"},
-    # the top: the commands, the built-in plugin and the init templates may use everything
+    # the top: the commands, the built-in plugin and the init template type may use everything
     "cli": {"*"},
     "builtin_plugin": {"*"},
     "init_templates": {"*"},

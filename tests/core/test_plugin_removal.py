@@ -110,6 +110,8 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
     "results_md": None,  # registers no name: RESULTS.md, tests/results_md/test_results_md.py
     "world_composite": _composite,
     "task_agent": lambda tmp_path, _env: (_copy(tmp_path, "playbook"), {}),  # its agent task
+    "distress": None,  # `crucible distress` / `escalate` (no manifest names them): tests/distress/
+    "packs": None,  # `--pack NAME` (no manifest names it): tests/packs/test_domain_packs.py
 }
 
 

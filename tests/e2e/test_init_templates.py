@@ -70,8 +70,8 @@ def test_the_default_is_claude_and_nothing_is_overwritten(tmp_path: Path) -> Non
     assert unknown.returncode == 64
 
 
-def test_without_the_claude_plugin_init_names_it_and_core_templates_still_work(tmp_path: Path) -> None:
-    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="core,world_git,judge_command,backend_local")
+def test_without_the_claude_plugin_init_names_it_and_the_command_template_still_works(tmp_path: Path) -> None:
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="core,world_git,judge_command,backend_local,packs")
     for args in ((), ("--template", "python-speed")):
         refused = run_crucible("init", *args, "--dir", tmp_path, env=env)
         assert refused.returncode == 12, refused.stdout + refused.stderr
@@ -87,6 +87,14 @@ def test_without_the_claude_plugin_init_names_it_and_core_templates_still_work(t
     assert "python-speed" in run_crucible("init", "--help").stdout  # the plugin's, when installed
     done = run_crucible("init", "--template", "command", "--dir", tmp_path, env=env)
     assert done.returncode == 0 and "(command template)" in done.stdout
+
+
+def test_without_the_packs_plugin_init_names_it(tmp_path: Path) -> None:
+    # `crucible init` and its command template are crucible-plugin-packs': a usage error naming it
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="core,world_git,judge_command,backend_local,harness_claude")
+    refused = run_crucible("init", "--template", "command", "--dir", tmp_path, env=env)
+    assert refused.returncode == 64 and "pip install crucible-plugin-packs" in refused.stderr
+    assert not (tmp_path / "crucible.toml").exists()
 
 
 def test_the_playbook_template_checks_and_runs_once_without_a_judge(tmp_path: Path) -> None:

@@ -491,11 +491,12 @@ def broker_url(tmp_path: Path) -> Iterator[tuple[str, str]]:
     from crucible_core.broker.service import Broker
     from crucible_core.broker.tools import BrokerRuntime
     from crucible_core.run.broker_tools import BUILTIN_TOOLS
+    from crucible_distress.tools import TOOLS as DISTRESS_TOOLS
 
     events_: list[Any] = []
     broker = Broker(
         Declaration((), Disclosure((), (), None, (), ("distress",))),
-        {t.name: t for t in BUILTIN_TOOLS},
+        {t.name: t for t in (*BUILTIN_TOOLS, *DISTRESS_TOOLS)},
         BrokerRuntime(tmp_path, tmp_path / "distress", pending_steers=list),
         Mediator((), events_.append),
         events_.append,

@@ -23,6 +23,12 @@ API_VERSION = "2.1"
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
     from crucible_core.agent_files import (
+        MAX_MARKER_BYTES as MAX_MARKER_BYTES,
+    )
+    from crucible_core.agent_files import (
+        MAX_MARKER_DEPTH as MAX_MARKER_DEPTH,
+    )
+    from crucible_core.agent_files import (
         AgentFileRefused as AgentFileRefused,
     )
     from crucible_core.agent_files import (
@@ -52,6 +58,7 @@ if TYPE_CHECKING:
     from crucible_core.cli.options import budget_cap as budget_cap
     from crucible_core.cli.options import manifest_option as manifest_option
     from crucible_core.cli.options import missing_log_hint as missing_log_hint
+    from crucible_core.cli.options import repo_option as repo_option
     from crucible_core.cli.options import session_log_path as session_log_path
     from crucible_core.cli.options import session_option as session_option
     from crucible_core.cli.options import state_dir_option as state_dir_option
@@ -61,6 +68,7 @@ if TYPE_CHECKING:
     from crucible_core.contract.decide import shown_decision as shown_decision
     from crucible_core.contract.fold import Folded as Folded
     from crucible_core.contract.fold import fold_path as fold_path
+    from crucible_core.contract.json_bounds import JsonRefused as JsonRefused
     from crucible_core.contract.json_bounds import loads_bounded as loads_bounded
     from crucible_core.contract.measure_diagnosis import stderr_tail as stderr_tail
     from crucible_core.contract.noise import Statistic as Statistic
@@ -77,6 +85,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.contract.run_kind import EPILOGUE as EPILOGUE
     from crucible_core.contract.run_kind import verdict_word as verdict_word
+    from crucible_core.control.client import state_dir_for as state_dir_for
     from crucible_core.durations import parse_duration as parse_duration
     from crucible_core.durations import short_duration as short_duration
     from crucible_core.errors import CapabilityUnserved as CapabilityUnserved
@@ -140,6 +149,7 @@ if TYPE_CHECKING:
     from crucible_core.lanes.lane import LaneContext as LaneContext
     from crucible_core.lanes.lane import LaneSpec as LaneSpec
     from crucible_core.manifest.capability import Capability as Capability
+    from crucible_core.manifest.containment import DEFAULT_STATE_DIR_NAME as DEFAULT_STATE_DIR_NAME
     from crucible_core.manifest.containment import (
         escape_problem as escape_problem,
     )
@@ -154,6 +164,8 @@ if TYPE_CHECKING:
     )
     from crucible_core.manifest.converter import show as show
     from crucible_core.manifest.durations import Seconds as Seconds
+    from crucible_core.manifest.ignore_rules import ignored as ignored
+    from crucible_core.manifest.ignore_rules import repository_root as repository_root
     from crucible_core.manifest.loader import LoadedComponent as LoadedComponent
     from crucible_core.manifest.loader import LoadedManifest as LoadedManifest
     from crucible_core.manifest.loader import load_manifest as load_manifest
@@ -236,6 +248,7 @@ if TYPE_CHECKING:
         BackendFactory as BackendFactory,
     )
     from crucible_core.protocols import CommandShell as CommandShell
+    from crucible_core.protocols import DomainPacks as DomainPacks
     from crucible_core.protocols import (
         FailureClass as FailureClass,
     )
@@ -373,6 +386,12 @@ if TYPE_CHECKING:
     from crucible_core.run.rounds import RoundRequest as RoundRequest
     from crucible_core.run.rounds import RoundStrategy as RoundStrategy
     from crucible_core.run.rounds import SearchRound as SearchRound
+    from crucible_core.run.signals import AfterTurn as AfterTurn
+    from crucible_core.run.signals import AgentNote as AgentNote
+    from crucible_core.run.signals import AgentSignals as AgentSignals
+    from crucible_core.run.signals import Escalated as Escalated
+    from crucible_core.run.signals import SignalContext as SignalContext
+    from crucible_core.run.signals import Suspend as Suspend
     from crucible_core.run.steps import measure_staged as measure_staged
     from crucible_core.run.steps import snapshot_keep as snapshot_keep
     from crucible_core.run.steps import stage_for_measure as stage_for_measure
@@ -393,6 +412,7 @@ if TYPE_CHECKING:
     from crucible_core.session.request import SessionRequest as SessionRequest
     from crucible_core.session_log import read_events as read_events
     from crucible_core.shell import Shell as Shell
+    from crucible_core.workflow import language
     from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES as SCORED_WORKFLOW_TYPES
     from crucible_core.workflow.lanes import WORKFLOW_TYPES as WORKFLOW_TYPES
     from crucible_core.workflow.language import WorkflowLanguage as WorkflowLanguage
@@ -411,6 +431,7 @@ if TYPE_CHECKING:
     decode_components = part_tokens.decode
     task_refusals = runners.refusals
     toml_document = toml_text.document
+    find_workflow_source = language.find_source
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -447,6 +468,7 @@ _export(
     "BackendContext",
     "BackendFactory",
     "CommandShell",
+    "DomainPacks",
     "FailureClass",
     "ForkingWorld",
     "Harness",
@@ -495,12 +517,24 @@ _export(
     "TurnUnavailable",
     "KeptCommit",
 )
+# What the agent may write to ask for a human, as a plugin reads it (crucible_agent_signals).
+_export(
+    "crucible_core.run.signals",
+    "AgentSignals",
+    "SignalContext",
+    "AfterTurn",
+    "AgentNote",
+    "Escalated",
+    "Suspend",
+)
 # Plan task kinds and task runners.
 _export("crucible_core.plan.ir", "Task")
 _export("crucible_core.plan.kinds", "Attempt", "Outcome", "TaskContext", "TaskKindSpec")
 _export("crucible_core.plan.runners", "TaskRunner", "TaskRunnerContext", "TaskRunnerFactory")
 # Workflow authoring languages: what one provides, and the workflow types (lanes) it may declare.
 _export("crucible_core.workflow.language", "WorkflowLanguage")
+# The workflow source beside a manifest (workflow.star...) with its language, or None.
+_export("crucible_core.workflow.language", "find_workflow_source=find_source")
 _export("crucible_core.workflow.lanes", "WORKFLOW_TYPES", "SCORED_WORKFLOW_TYPES")
 # Run-service tools a plugin installs (discovery; a run trusts only the catalog).
 _export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "Handoff")
@@ -514,7 +548,7 @@ _export("crucible_core.broker.service", "Broker", "SERVER_NAME")
 _export("crucible_core.contract", "wire")
 _export("crucible_core.contract.reading", "Reading", "parse_measure_output")
 _export("crucible_core.contract.measure_diagnosis", "stderr_tail")
-_export("crucible_core.contract.json_bounds", "loads_bounded")
+_export("crucible_core.contract.json_bounds", "loads_bounded", "JsonRefused")
 # Manifest access for drivers that own settings tables.
 _export("crucible_core.manifest.loader", "LoadedComponent", "LoadedManifest", "load_manifest")
 _export("crucible_core.manifest.models", "JudgeSection", "PublishSection")
@@ -529,12 +563,19 @@ _export("crucible_core.process", "Completed", "run_process=run")
 _export("crucible_core.shell", "Shell")
 # Hostile input: agent-written files, bounded event fields, link-refusing copies.
 _export("crucible_core.agent_files", "AgentFileRefused", "read_regular", "load_json")
+_export(
+    "crucible_core.agent_files", "MAX_MARKER_BYTES", "MAX_MARKER_DEPTH"
+)  # an agent's marker file's bounds
 _export("crucible_core.event_bounds", "MAX_FIELD_CHARS", "clip", "clip_value")
 _export("crucible_core.workspace_files", "copy_tree_into")
 # Agent tool configuration (the 0600 MCP config file).
 _export("crucible_core.mcp_config", "ENV_MCP_CONFIG", "mcp_config_file")
 # Command-line building blocks for plugin commands, and the plain console reporter.
-_export("crucible_core.cli.options", "budget_cap", "manifest_option")
+_export("crucible_core.cli.options", "budget_cap", "manifest_option", "state_dir_option", "repo_option")
+# What `crucible init` keeps out of git: the run's directories beside the manifest.
+_export("crucible_core.manifest.containment", "DEFAULT_STATE_DIR_NAME")
+_export("crucible_core.manifest.ignore_rules", "ignored", "repository_root")
+_export("crucible_core.control.client", "state_dir_for")  # the state directory a command's manifest names
 _export("crucible_core.reporters.console", "ConsoleReporter")
 # A reporter's view of the run (the console's fold of the log) and the words it prints with; every
 # agent or measure text goes through `plain` before it reaches a terminal.
@@ -608,9 +649,7 @@ _export("crucible_core.run.opened_runners", "HeldEvents", "open_configured_runne
 _export("crucible_core.services.run_services", "PlannedServices", "plan_services", "stable_run_id")
 _export("crucible_core.session_log", "read_events")
 # `crucible flow` (crucible-plugin-flow-page): the session log it reads and the model it folds.
-_export(
-    "crucible_core.cli.options", "missing_log_hint", "session_log_path", "session_option", "state_dir_option"
-)
+_export("crucible_core.cli.options", "missing_log_hint", "session_log_path", "session_option")
 _export("crucible_core.flow.decode", "read_session")
 _export("crucible_core.flow.fold", "fold_flow")
 # Task kinds a plugin adds (crucible-plugin-task-agent): the agent a run lends to agent tasks, the

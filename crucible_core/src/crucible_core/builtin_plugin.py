@@ -1,5 +1,5 @@
 """Behaviour crucible-core ships as its own default plugin: reporters, plan task kinds, output kinds,
-broker tools, init templates."""
+broker tools."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from crucible_core.registry import Deferred, import_path
 if TYPE_CHECKING:
     from crucible_core.broker.outputs import OutputKindSpec
     from crucible_core.broker.tools import BrokerTool
-    from crucible_core.init_templates import InitTemplate
     from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.protocols import Reporter, ReporterContext, ReporterFactory
     from crucible_core.registry import Register
@@ -46,9 +45,9 @@ def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
     register("jsonl", _jsonl)
 
 
-# The built-in task kinds, output kinds, broker tools and init templates are registered by name
-# and built on first use: their specs bring in the plan's field classes, the broker's output
-# declarations and the distress and escalation records (about a third of what listing plugins
+# The built-in task kinds, output kinds and broker tools are registered by name
+# and built on first use: their specs bring in the plan's field classes and the broker's output
+# declarations (about a third of what listing plugins
 # cost otherwise). The names are written out here; tests/core/test_plugins.py checks them
 # against what is built.
 CORE_TASK_KINDS = (
@@ -64,8 +63,7 @@ CORE_OUTPUT_KINDS = (
     "workflow-dispatch",
     "gpu-capture",
 )
-CORE_BROKER_TOOLS = ("distress", "escalate", "request_approval", "steer_inbox")
-CORE_INIT_TEMPLATES = ("command",)
+CORE_BROKER_TOOLS = ("request_approval", "steer_inbox")
 
 
 @functools.cache
@@ -105,14 +103,6 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
     for name in CORE_BROKER_TOOLS:
         register(
             name, Deferred(functools.partial(_named, "crucible_core.run.broker_tools:BUILTIN_TOOLS", name))
-        )
-
-
-@hookimpl
-def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
-    for name in CORE_INIT_TEMPLATES:
-        register(
-            name, Deferred(functools.partial(_named, "crucible_core.init_templates:CORE_TEMPLATES", name))
         )
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from crucible_core.plan.runners import RemoteMeasureFactory, TaskRunnerFactory
     from crucible_core.protocols import (
         BackendFactory,
+        DomainPacks,
         HarnessFactory,
         JudgeFactory,
         PublisherFactory,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from crucible_core.registry import Register
     from crucible_core.run.lifecycle import KeptCommit, RunContext, RunEnd, TurnAdditions, TurnContext
     from crucible_core.run.rounds import RoundStrategy
+    from crucible_core.run.signals import AgentSignals
     from crucible_core.services.catalog import ServiceToolFactory
     from crucible_core.workflow.language import WorkflowLanguage
 
@@ -81,7 +83,8 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
     """Register tools the broker offers agent turns (mcp__crucible__<name>): a BrokerTool each.
 
     A tool that writes outside the run names its output kind and asks `call.admit(target)`
-    before writing. Core registers distress, escalate, request_approval and steer_inbox.
+    before writing. Core registers request_approval and steer_inbox; crucible-plugin-distress
+    registers distress and escalate.
     """
 
 
@@ -128,6 +131,15 @@ def crucible_register_packs(register: Register[Path]) -> None:
     """Register domain packs by name: each value is a directory holding a crucible.toml."""
 
 
+@hookspec(firstresult=True)
+def crucible_domain_packs() -> DomainPacks | None:
+    """Return what carries out `--pack NAME` (copy a registered pack into ./NAME, check what it needs).
+
+    The first plugin to return one wins (crucible-plugin-packs in the standard set); with none,
+    `--pack` is refused naming that distribution.
+    """
+
+
 @hookspec
 def crucible_session_event(event: Mapping[str, Any]) -> None:
     """Observe one session-log event, called after the event is durably written."""
@@ -171,9 +183,8 @@ def crucible_register_workspace_memories(register: Register[WorkspaceMemoryFacto
 def crucible_register_init_templates(register: Register[InitTemplate]) -> None:
     """Register `crucible init --template NAME` starting points by name: an InitTemplate each.
 
-    Core registers the template that needs nothing beyond the standard plugins every install has
-    ("command"); a template that only makes sense with a plugin ("claude", or "playbook", a
-    workflow.star) is that plugin's to register.
+    Core registers none: a template is the plugin's whose behaviour it needs ("claude", or
+    "playbook", a workflow.star; "command", the agentless one, is crucible-plugin-packs').
     """
 
 
@@ -257,6 +268,17 @@ def crucible_run_end(end: RunEnd) -> None:
     """The run is ending, on every path once run start was reached: stop what run start started.
 
     Called before the summary and shutdown events; an exception is noted and ignored.
+    """
+
+
+@hookspec
+def crucible_agent_signals() -> AgentSignals | None:
+    """Return an AgentSignals: what the agent may write to ask for a human, read at the loop's safe points.
+
+    Every plugin's is asked (crucible_core.run.signals): its env for each turn, its notes and
+    escalation after a turn, its suspend at the iteration head (parked as a block-mode approval
+    wait under its handle until it no longer holds or an operator approves). Return None to add
+    nothing. crucible-plugin-distress answers with `crucible distress` and `crucible escalate`.
     """
 
 

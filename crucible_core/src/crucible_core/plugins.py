@@ -11,7 +11,7 @@ import sys
 import time
 import types
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pluggy
 
@@ -19,6 +19,9 @@ from crucible_core import hookspecs, plugin_index
 from crucible_core.errors import CrucibleError, PluginError
 from crucible_core.plugin_index import IndexedEntryPoint
 from crucible_core.registry import Registry
+
+if TYPE_CHECKING:
+    from crucible_core.protocols import DomainPacks
 
 ENTRY_POINT_GROUP = "crucible"
 LOAD_ENV = "CRUCIBLE_LOAD_PLUGINS"
@@ -116,6 +119,19 @@ class Plugins:
         if strict:
             registry.check()
         return registry
+
+    def domain_packs(self) -> DomainPacks:
+        """What carries out `--pack NAME` (crucible_domain_packs); none installed names its distribution."""
+        found: DomainPacks | None = self.pm.hook.crucible_domain_packs()
+        if found is None:
+            from crucible_core.registry import provider_of
+
+            provider = provider_of("hook", "crucible_domain_packs")
+            raise PluginError(
+                f"--pack runs an installed domain pack, which {provider} does and is not installed",
+                hint=f"pip install {provider}, or pass --manifest",
+            )
+        return found
 
     def register_module(self, module: object, *, name: str, distribution: str, version: str) -> None:
         """Register one plugin module (or, in a test, any object with @hookimpl methods); raise

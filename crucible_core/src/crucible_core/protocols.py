@@ -13,6 +13,7 @@ from crucible_core.contract.reading import Reading
 
 if TYPE_CHECKING:
     from crucible_core.manifest.models import AgentSection, JudgeSection, Manifest, WorldSection
+    from crucible_core.plugins import Plugins
     from crucible_core.process import Completed
     from crucible_core.services.runtime import ServiceForward
     from crucible_core.shell import Shell
@@ -638,3 +639,30 @@ class WorkspaceMemory(Protocol):
 
 
 WorkspaceMemoryFactory = Callable[[WorkspaceMemoryContext], WorkspaceMemory]
+
+
+# ---------------------------------------------------------------------------------------------
+# Domain packs: `--pack NAME` runs a directory a plugin registered (crucible_register_packs) from
+# a copy in ./NAME. The copying is a plugin's; core asks it through crucible_domain_packs.
+
+
+class DomainPacks(Protocol):
+    def prepare(self, plugins: Plugins, name: str, repo: Path | None, base: Path | None = None) -> Path:
+        """Make or refresh the copy of pack `name` in `<base or cwd>/<name>`; its manifest.
+
+        With `repo`, the copy's manifest names that repository; a repository lacking what the
+        pack needs is refused (ManifestError) before anything is copied.
+        """
+        ...
+
+    def existing_manifest(self, name: str) -> Path:
+        """The manifest of an earlier copy in ./NAME, never copying (UsageError when none)."""
+        ...
+
+    def needs(self, plugins: Plugins, name: str, repo: Path | None) -> list[tuple[str, str]]:
+        """What `check --pack` reports about the pack: ("ok" | "fail" | "info", text) lines."""
+        ...
+
+    def provenance(self, manifest_dir: Path) -> str | None:
+        """The pack a run directory was copied from, as the run identity takes it in; None for none."""
+        ...

@@ -128,6 +128,14 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("task kind", "evaluate"): "crucible-plugin-task-agent",
     ("task kind", "top_k"): "crucible-plugin-task-agent",
     ("remote measure", "task-runner"): "crucible-plugin-judge-command",
+    ("init template", "command"): "crucible-plugin-packs",
+    ("command", "init"): "crucible-plugin-packs",
+    ("command", "distress"): "crucible-plugin-distress",
+    ("command", "escalate"): "crucible-plugin-distress",
+    ("broker tool", "distress"): "crucible-plugin-distress",
+    ("broker tool", "escalate"): "crucible-plugin-distress",
+    # not a registry: the one plugin answering crucible_domain_packs carries out `--pack NAME`
+    ("hook", "crucible_domain_packs"): "crucible-plugin-packs",
 }
 
 

@@ -16,7 +16,6 @@ from crucible_core.errors import CrucibleError, ExitCode
 BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("crucible_core.cli.run_cmd", "Run the keep/discard loop over a manifest."),
     "check": ("crucible_core.cli.check_cmd", "Validate a manifest and its gate without an agent turn."),
-    "init": ("crucible_core.cli.init_cmd", "Scaffold a crucible.toml and a measure stub."),
     "plugins": ("crucible_core.cli.plugins_cmd", "List installed plugins, their hooks and names."),
     "help": ("crucible_core.cli.help_cmd", "Show a user guide (manifest, cli, plugins, ...)."),
     "workflow": (
@@ -34,8 +33,6 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("crucible_core.cli.control_cmd:status", "Show where a live run stands."),
     # one per operator order, from the table the whole core reads (control/orders.py)
     **{order.command: (f"crucible_core.cli.control_cmd:{order.command}", order.summary) for order in ORDERS},
-    "escalate": ("crucible_core.cli.escalate_cmd", "For agents: hand the run to a human (ESCALATION.json)."),
-    "distress": ("crucible_core.cli.distress_cmd", "For agents: page a human; error suspends the run."),
 }
 
 

@@ -59,15 +59,12 @@ def manifest_or_pack(
         if repo is not None:
             raise UsageError("--repo applies a domain pack to a repository", hint="pass --pack NAME with it")
         return manifest
-    from crucible_core import domain_pack
-
-    if not prepare:
-        return domain_pack.existing_manifest(pack)
     if plugins is None:
         from crucible_core.plugins import load_plugins
 
         plugins = load_plugins()
-    return domain_pack.prepare(plugins, pack, repo).manifest
+    packs = plugins.domain_packs()
+    return packs.prepare(plugins, pack, repo) if prepare else packs.existing_manifest(pack)
 
 
 def session_log_path(manifest: Path, state_dir: Path | None, session: Path | None) -> Path:

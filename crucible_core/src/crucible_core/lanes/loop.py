@@ -281,11 +281,15 @@ class LoopLane:
         def make_lifecycle(engine: Engine) -> Lifecycle:
             return session.lifecycle(engine.broker, self.declaration.capabilities, self.publisher)
 
+        # what the agent may write to ask for a human, read by the plugins that answer for it
+        signals = tuple(s for s in self.plugins.hook.crucible_agent_signals() if s is not None)
         method = (
             loaded.resolve(m.agent.method_prompt).read_text(encoding="utf-8")
             if m.agent.method_prompt
-            else DEFAULT_METHOD
+            else DEFAULT_METHOD + "".join(s.method_text() for s in signals)
         )
+        # a run directory copied from a domain pack: its identity names the pack (absent plugin: none)
+        packs = self.plugins.hook.crucible_domain_packs()
         self._engine = build_engine(
             loaded=loaded,
             paths=paths,
@@ -303,6 +307,8 @@ class LoopLane:
             task_runners=self.opened.runners,
             remote_measure=self.opened.measure,
             service_resolution=self.planned.resolution,
+            provenance=packs.provenance(loaded.dir) if packs is not None else None,
+            signals=signals,
             inbox=session.inbox,
             ledger=session.ledger,
             max_park=request.max_park,

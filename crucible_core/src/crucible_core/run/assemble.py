@@ -33,6 +33,7 @@ from crucible_core.session_log import SessionLog
 if TYPE_CHECKING:
     from crucible_core.broker.service import Broker
     from crucible_core.run.lifecycle import Lifecycle
+    from crucible_core.run.signals import AgentSignals
     from crucible_core.run.workflow_iteration import AuthoredGraph
 
 
@@ -58,6 +59,8 @@ def build_engine(
     task_runners: tuple[TaskRunner, ...] = (),
     remote_measure: RemoteMeasure | None = None,
     service_resolution: Resolution | None = None,
+    provenance: str | None = None,
+    signals: tuple[AgentSignals, ...] = (),
     inbox: Inbox | None = None,
     ledger: Ledger | None = None,
     max_park: float | None = None,
@@ -96,6 +99,8 @@ def build_engine(
         state_guards=list(state_guards),
         workflow=workflow,
         service_resolution=service_resolution,
+        provenance=provenance,
+        signals=signals,
         remote_measure=remote_measure,
         caps=caps,
         task_runners=task_runners,

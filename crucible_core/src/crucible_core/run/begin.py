@@ -14,7 +14,6 @@ from crucible_core.contract.reading import Reading
 from crucible_core.contract.recovery import classify, unlogged_keep
 from crucible_core.errors import PreflightFailed
 from crucible_core.protocols import RecordedKept
-from crucible_core.run import distress
 from crucible_core.run.agent_ready import refuse_unstartable_agent
 from crucible_core.run.context import LoopExit, Run, Segment, fingerprint
 from crucible_core.run.engine import Engine
@@ -59,6 +58,7 @@ def begin_fresh(engine: Engine, shell: Shell, started: float) -> Run:
         base,
         engine.workflow.artifact if engine.workflow else None,
         services=engine.service_resolution,
+        provenance=engine.provenance,
     )
     engine.log.emit(wire.Identity(identity=identity, base_commit=base))
     token = drivers.world.snapshot("crucible: baseline")
@@ -102,6 +102,7 @@ def begin_resumed(
         base,
         engine.workflow.artifact if engine.workflow else None,
         services=engine.service_resolution,
+        provenance=engine.provenance,
     )
     engine.log.emit(wire.Identity(identity=identity, base_commit=base, resumed=True))
     if original is not None and original.identity.digest != identity.digest:
@@ -168,16 +169,18 @@ def _services_changed(before: wire.RunIdentity, now: wire.RunIdentity) -> str:
 
 
 def _rearm_wait(engine: Engine, run: Run, folded: Folded) -> None:
-    """Re-register a dangling approval wait with the park time it already used, unless it was a
-    distress whose marker is gone (answered while the run was down: close the bracket instead)."""
+    """Re-register a dangling approval wait with the park time it already used, unless it was an
+    agent's suspend its plugin no longer holds (answered while the run was down, or the state
+    rebuilt clean: close the bracket instead, and the run goes on)."""
     wait = folded.open_wait
     if wait is None:
         return
     gates = engine.gates
     run.pending = pending = Pending.from_wire(wait)
     gates.wait_spent = folded.open_wait_parked_s
-    if distress.resume_rearms(wait, gates.distress_marker_present()) is False:
-        gates.resolve_granted(run, "the distress marker was gone when the run resumed")
+    owner = gates.suspended_by(run)
+    if owner is not None and not owner.held(engine.signal_context):
+        gates.resolve_granted(run, f"the {owner.handle} marker was gone when the run resumed")
         return
     engine.note(
         f"re-registered the outstanding approval {pending.handle or pending.trace_id} "

@@ -1,7 +1,7 @@
-"""The tools every run's broker offers: distress, escalate, request_approval and steer_inbox.
+"""The tools every run's broker offers: request_approval and steer_inbox (crucible-plugin-distress adds distress and escalate).
 
-Each writes the same marker its CLI twin writes (`crucible distress`, `crucible escalate`,
-PROVISIONING_PENDING.json), so the loop takes it at the same safe point whichever way it came.
+request_approval writes the same marker an agent may write itself (PROVISIONING_PENDING.json),
+so the loop takes it at the same safe point whichever way it came.
 """
 
 from __future__ import annotations
@@ -11,36 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from crucible_core.broker.tools import BrokerTool, ToolCall, ToolError
-from crucible_core.errors import CrucibleError
 from crucible_core.manifest.paths import write_atomic
-from crucible_core.run import distress, escalation
 from crucible_core.run.parking import MARKER_NAME as PROVISIONING_MARKER
-
-
-def _distress(call: ToolCall) -> Mapping[str, Any]:
-    try:
-        page = distress.make(
-            call.text("severity"), call.text("reason"), call.texts("evidence"), call.iteration
-        )
-        if page.severity != "error":
-            distress.add_note(call.runtime.distress_dir, page)
-            return {"status": "noted", "severity": page.severity}
-        if not distress.raise_error(call.runtime.distress_dir, page):
-            return {"status": "already suspending"}
-    except CrucibleError as exc:
-        raise ToolError(exc.render()) from None
-    return {"status": "suspending", "detail": "wrap up your turn; the run waits for a human after it"}
-
-
-def _escalate(call: ToolCall) -> Mapping[str, Any]:
-    try:
-        record = escalation.make(call.text("category"), call.text("reason"), call.texts("evidence"))
-        escalation.write_marker(call.runtime.workspace, record)
-    except CrucibleError as exc:
-        raise ToolError(exc.render()) from None
-    except OSError as exc:
-        raise ToolError(f"could not write the escalation marker: {exc}; the run is NOT escalated") from None
-    return {"status": "escalated", "detail": "end your turn; the run stops for a human after it"}
 
 
 def _request_approval(call: ToolCall) -> Mapping[str, Any]:
@@ -74,40 +46,7 @@ def _steer_inbox(call: ToolCall) -> Mapping[str, Any]:
     return {"pending": steers, "count": len(steers)}
 
 
-_EVIDENCE = {"type": "array", "items": {"type": "string"}, "description": "short facts: commands, errors"}
-
 BUILTIN_TOOLS: tuple[BrokerTool, ...] = (
-    BrokerTool(
-        "distress",
-        "Page a human. severity=error when the run cannot succeed without one (the same environment "
-        "failure every turn, a missing tool or permission): the run suspends after this turn. "
-        "warn or info only leave a note on the next row.",
-        _distress,
-        {
-            "type": "object",
-            "properties": {
-                "severity": {"type": "string", "enum": list(distress.SEVERITIES)},
-                "reason": {"type": "string"},
-                "evidence": _EVIDENCE,
-            },
-            "required": ["severity", "reason"],
-        },
-    ),
-    BrokerTool(
-        "escalate",
-        "Hand the run to a human when no change can be judged fairly (the objective is infeasible as "
-        "specified, the harness cannot do it, information is missing). The run stops after this turn.",
-        _escalate,
-        {
-            "type": "object",
-            "properties": {
-                "category": {"type": "string", "enum": list(escalation.CATEGORIES)},
-                "reason": {"type": "string"},
-                "evidence": _EVIDENCE,
-            },
-            "required": ["category", "reason"],
-        },
-    ),
     BrokerTool(
         "request_approval",
         "Ask for a grant only a human may give (a new measurement regime, provisioning). mode=block "

@@ -22,7 +22,6 @@ from crucible_core.manifest.paths import RunPaths, write_atomic
 from crucible_core.plan.runners import RemoteMeasure, TaskRunner
 from crucible_core.protocols import AgentBackend, FailureClass, Judge, Turn, TurnResult, World
 from crucible_core.redact import Redactor
-from crucible_core.run import distress
 from crucible_core.run import prompt as prompts
 from crucible_core.run.agent_output import TurnOutputCap
 from crucible_core.run.budget import Budget
@@ -32,6 +31,7 @@ from crucible_core.run.gates import Gates
 from crucible_core.run.injects import refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle, TurnUnavailable
 from crucible_core.run.preflight import Preflight
+from crucible_core.run.signals import AgentSignals, SignalContext
 from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
 
@@ -77,6 +77,10 @@ class Engine:
     workflow: AuthoredGraph | None = None
     # The run's resolved services (this process's catalog): the run identity covers each one.
     service_resolution: Resolution | None = None
+    # What the manifest's directory was copied from (a domain pack): the run identity covers it.
+    provenance: str | None = None
+    # What plugins read of the agent's asks for a human (crucible_agent_signals), at the gates.
+    signals: tuple[AgentSignals, ...] = ()
     # The judge's measure carried out by a task runner ([judge].needs unprovided here); None: here.
     remote_measure: RemoteMeasure | None = None
     caps: frozenset[str] = frozenset()  # --cap: what this machine provides to an authored graph's tasks
@@ -84,6 +88,11 @@ class Engine:
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))
+
+    @property
+    def signal_context(self) -> SignalContext:
+        """What an AgentSignals reads the agent's asks with: the run's paths and its redaction."""
+        return SignalContext(self.paths, self.redactor.text)
 
     # -- driver shortcuts -------------------------------------------------------------------
     @property
@@ -366,7 +375,8 @@ class Engine:
         full_env = dict(self.agent_env)
         full_env["CRUCIBLE_ITERATION"] = str(iteration)
         full_env["CRUCIBLE_WORKSPACE"] = str(workspace)
-        full_env[distress.ENV_DIR] = str(self.paths.distress_dir)
+        for signals in self.signals:
+            full_env.update(signals.env(self.signal_context))
         full_env.update(env)
         capped = TurnOutputCap(lambda kind, fields: self._agent_event(iteration, kind, fields))
         turn = Turn(

@@ -1,4 +1,4 @@
-"""Gates: what the loop asks between iterations and around a turn (operator orders, steering, escalation, parking, distress)."""
+"""Gates: what the loop asks between iterations and around a turn (operator orders, steering, parking, the agent's asks for a human)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from crucible_core.control import orders
 from crucible_core.control.inbox import Inbox, Order
 from crucible_core.control.ledger import Ledger
 from crucible_core.manifest.paths import write_atomic
-from crucible_core.run import distress, escalation, parking
+from crucible_core.run import parking, signals
 from crucible_core.run.context import LoopExit, Run, Segment, fingerprint
 from crucible_core.run.parking import WaitMode
 
@@ -90,7 +90,7 @@ class Gates:
     def iteration_head(self, run: Run) -> LoopExit | None:
         ended = self._drain(run)
         if ended is None:
-            self._check_distress(run)
+            self._check_suspend(run)
         while ended is None and (self.paused or self._blocked(run)):
             ended = self._park(run)
         return ended
@@ -134,8 +134,9 @@ class Gates:
                 if run.pending is None:
                     self.settle(order, "rejected", "no approval is pending")
                     continue
-                if distress.is_distress(run.pending):
-                    self._approve_distress(run, order)
+                owner = self.suspended_by(run)
+                if owner is not None:
+                    self._answer_suspend(run, order, owner)
                     continue
                 ended = self.rescope(run, run.pending.regime, order)
                 if ended is not None:
@@ -151,29 +152,30 @@ class Gates:
         return None
 
     def _park(self, run: Run) -> LoopExit | None:
-        """Idle until an order (or, for a distress, the marker's removal) ends the park.
+        """Idle until an order (or, for an agent's suspend, its answer) ends the park.
 
         Parked time pauses the budget clock. --max-park bounds an approval wait's whole
         parked time, including what earlier processes of this run already spent on it.
         """
         engine = self.engine
         on_approval = not self.paused
-        distressed = distress.is_distress(run.pending)
-        phase = park_phase(paused=self.paused, distressed=distressed)
+        owner = self.suspended_by(run)
+        phase = park_phase(paused=self.paused, suspended=owner.phase if owner is not None else None)
         engine.phase(phase, run.iteration)
         engine.suspend_services(f"the run is {phase}")  # a park may last hours: nothing runs meanwhile
         self.publish(run)
         started = self._parking_since = engine.now()
         deadline = park_deadline(started, self.max_park, self.wait_spent) if on_approval else None
-        # the marker is a file an operator deletes: poll it more often than the inbox needs
-        poll = 0.1 if distressed else 1.0
+        # a suspend is answered by deleting a file: poll it more often than the inbox needs
+        poll = 0.1 if owner is not None else 1.0
         try:
             while True:
                 ended = self._drain(run)
                 if ended is not None:
                     return ended
-                if distress.is_distress(run.pending) and not self.distress_marker_present():
-                    self.resolve_granted(run, "the distress marker was removed")
+                owner = self.suspended_by(run)
+                if owner is not None and not owner.held(engine.signal_context):
+                    self.resolve_granted(run, f"the {owner.handle} marker was removed")
                 if not (self.paused or self._blocked(run)):
                     return None
                 now = engine.now()
@@ -217,7 +219,7 @@ class Gates:
         )
 
     def resolve_granted(self, run: Run, reason: str) -> None:
-        """Close a wait that needs no re-scope (a distress answered): the run goes on as it was."""
+        """Close a wait that needs no re-scope (an agent's suspend answered): the run goes on as it was."""
         assert run.pending is not None
         self._emit_resolved(run.pending, "granted", reason)
         run.pending = None
@@ -331,21 +333,25 @@ class Gates:
         engine = self.engine
         paths = engine.paths
         self.check_abort()
-        self._take_distress_notes()
-        escalated = escalation.take_marker(
-            paths.escalation_file, paths.state_dir / escalation.MARKER_NAME, engine.redactor.text
-        )
-        if escalated is not None:
-            engine.log.emit(
-                wire.Escalation(
-                    iter=iteration,
-                    category=escalated.category,
-                    reason=escalated.reason,
-                    evidence="\n".join(escalated.evidence),  # the contract carries one text
+        for owner in engine.signals:
+            taken = owner.after_turn(engine.signal_context)
+            for trouble in taken.trouble:
+                engine.note(trouble, level="warn")
+            for note in taken.notes:
+                engine.note(f"the agent says ({note.severity}): {note.reason}", level=note.severity)
+            self._row_notes.extend(note.to_wire() for note in taken.notes)
+            escalated = taken.escalation
+            if escalated is not None:
+                engine.log.emit(
+                    wire.Escalation(
+                        iter=iteration,
+                        category=escalated.category,
+                        reason=escalated.reason,
+                        evidence="\n".join(escalated.evidence),  # the contract carries one text
+                    )
                 )
-            )
-            self.discard(run, iteration, f"escalated ({escalated.category}): {escalated.reason}")
-            return LoopExit.ESCALATED
+                self.discard(run, iteration, f"escalated ({escalated.category}): {escalated.reason}")
+                return LoopExit.ESCALATED
         try:
             marker = parking.take_marker(paths.provisioning_file)
         except AgentFileRefused as exc:
@@ -359,48 +365,34 @@ class Gates:
                 self.open_wait(run, parsed, iteration)
         return None
 
-    # -- distress -------------------------------------------------------------------------------
-    def distress_marker_present(self) -> bool:
-        return distress.read_marker(self.engine.paths.distress_dir) is not None
+    # -- the agent's suspends (crucible_agent_signals) ---------------------------------------------
+    def suspended_by(self, run: Run) -> signals.AgentSignals | None:
+        """The plugin whose suspend the outstanding wait is, if it is one."""
+        return signals.owner(self.engine.signals, run.pending.handle if run.pending is not None else None)
 
-    def _check_distress(self, run: Run) -> None:
-        """At the iteration head, after the distressed turn's row: a marker suspends the run."""
-        if distress.is_distress(run.pending):
-            return  # already suspended (a resume re-registered it): the park polls the marker
-        record = distress.read_marker(self.engine.paths.distress_dir)
-        if record is None:
-            return
-        distress.redact_marker(self.engine.paths.distress_dir, self.engine.redactor.text)
-        self.open_wait(
-            run,
-            distress.pending(run.segment.regime),
-            run.iteration,
-            reason=str(record.get("reason") or ""),
-            marker=str(distress.marker_path(self.engine.paths.distress_dir)),
-        )
+    def _check_suspend(self, run: Run) -> None:
+        """At the iteration head, after the turn's row: an agent's suspend parks the run."""
+        if self.suspended_by(run) is not None:
+            return  # already suspended (a resume re-registered it): the park polls its answer
+        for owner in self.engine.signals:
+            asked = owner.suspend(self.engine.signal_context)
+            if asked is not None:
+                pending = parking.Pending(
+                    trace_id=owner.handle, regime=run.segment.regime, handle=owner.handle, mode=WaitMode.BLOCK
+                )
+                self.open_wait(run, pending, run.iteration, reason=asked.reason, marker=asked.marker)
+                return
 
-    def _approve_distress(self, run: Run, order: Order) -> None:
-        """An operator approve answers a distress like deleting the marker does."""
-        marker = distress.marker_path(self.engine.paths.distress_dir)
+    def _answer_suspend(self, run: Run, order: Order, owner: signals.AgentSignals) -> None:
+        """An operator approve answers an agent's suspend as the agent's own channel would."""
         try:
-            marker.unlink(missing_ok=True)
+            owner.answer(self.engine.signal_context)
         except OSError as exc:
-            self.settle(order, "rejected", f"could not remove {marker}: {exc}")
-            self.engine.note(f"approve could not clear the distress marker {marker}: {exc}", "warn")
+            self.settle(order, "rejected", f"could not answer the {owner.handle}: {exc}")
+            self.engine.note(f"approve could not clear the {owner.handle}: {exc}", "warn")
             return
         self.resolve_granted(run, "approved by the operator")
-        self.settle(order, "applied", "distress cleared")
-
-    def _take_distress_notes(self) -> None:
-        """The agent's warn/info notes: a note event each now, and onto the next row."""
-        try:
-            notes = distress.take_notes(self.engine.paths.distress_dir)
-        except (OSError, AgentFileRefused) as exc:
-            self.engine.note(f"could not read the agent's distress notes: {exc}", level="warn")
-            return
-        for note in notes:
-            self.engine.note(f"the agent says ({note['severity']}): {note['reason']}", level=note["severity"])
-        self._row_notes.extend(notes)
+        self.settle(order, "applied", f"{owner.handle} cleared")
 
     def take_row_notes(self) -> list[dict[str, Any]]:
         notes, self._row_notes = self._row_notes, []
@@ -417,11 +409,12 @@ class Gates:
 
 
 # -- pure decisions ---------------------------------------------------------------------------
-def park_phase(*, paused: bool, distressed: bool) -> str:
-    """The phase token a park is logged and reported under; an operator pause wins."""
+def park_phase(*, paused: bool, suspended: str | None) -> str:
+    """The phase token a park is logged and reported under: an operator pause wins, then the
+    phase of the plugin whose suspend it is ("distressed"), else an approval wait."""
     if paused:
         return "paused"
-    return "distressed" if distressed else "parked"
+    return suspended or "parked"
 
 
 def park_deadline(started: float, max_park: float | None, spent: float) -> float | None:

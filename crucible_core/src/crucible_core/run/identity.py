@@ -50,14 +50,16 @@ def run_identity(
     base_commit: str,
     workflow: str | None = None,
     services: Resolution | None = None,
+    provenance: str | None = None,
 ) -> wire.RunIdentity:
     """`workflow`: the compiled workflow TOML the run froze (its bound params included); None
     compiles the manifest's own again with default params. `services`: the run's resolved
-    services (this process's catalog), covered one digest each."""
+    services (this process's catalog), covered one digest each. `provenance`: what the manifest's
+    directory was copied from (crucible_domain_packs), if anything."""
     m = loaded.manifest
     return wire.RunIdentity.build(
         components=components(loaded, base_commit),
-        manifest_hash=manifest_hash(loaded, workflow),
+        manifest_hash=manifest_hash(loaded, workflow, provenance),
         inject_hash=inject_hash(loaded),
         measure_cmd=(m.judge.measure_cmd or "") if m.judge else "",
         direction=m.judge.direction.value if m.judge else "",
@@ -68,19 +70,17 @@ def run_identity(
     )
 
 
-def manifest_hash(loaded: LoadedManifest, workflow: str | None = None) -> str:
+def manifest_hash(loaded: LoadedManifest, workflow: str | None = None, provenance: str | None = None) -> str:
     """The manifest text's hash; with an authored workflow, also the compiled workflow's TOML;
-    for a domain pack's copy, also the pack it was copied from (name, version, content digest).
+    with a `provenance` (what a plugin says the manifest's directory was made from: a domain
+    pack's name, version and content digest), also that.
 
     The compiled TOML is the frozen artifact a run executes, and workflow.star (with what it
     loads) lives beside the manifest rather than in it, so the hash takes in what it compiled to.
     A pack's scripts are not all injects, so a changed pack is told by its digest.
     """
-    from crucible_core.domain_pack import identity_part
-
-    pack = identity_part(loaded.dir)
     text = _text_hash(loaded, workflow)
-    return text if pack is None else _h(f"{text}\n{pack}")
+    return text if provenance is None else _h(f"{text}\n{provenance}")
 
 
 def _text_hash(loaded: LoadedManifest, workflow: str | None) -> str:

@@ -17,11 +17,7 @@ Make one focused change per turn, toward the goal. After your turn a judge measu
 workspace once; the change is kept only if it is strictly better. The measure's files that
 sit in the workspace (measure.sh, say) are frozen: you may read them to learn what is
 measured, but edits to them are undone before every measure and cannot change the score.
-RESULTS.md holds the history of earlier turns. If the objective cannot be reached as specified,
-run `crucible escalate --category infeasible --reason ... --evidence ...` and end your turn.
-If the run cannot go on without a human (the same environment failure every turn, a missing
-tool or permission), run `crucible distress --severity error --reason ... --evidence ...`
-and end your turn: the run waits for a human. `--severity warn` or `info` only leaves a note.
+RESULTS.md holds the history of earlier turns.
 """
 
 

@@ -53,11 +53,9 @@ def check_manifest(
     if ui is not None and not _ui_installed(plugins, ui, findings):
         return findings
     if pack is not None:
-        from crucible_core import domain_pack
-
         if not _pack_needs_met(plugins, pack, repo, findings):
             return findings
-        manifest = domain_pack.prepare(plugins, pack, repo).manifest
+        manifest = plugins.domain_packs().prepare(plugins, pack, repo)
     loaded = load_manifest(manifest, plugins=plugins)
     document = effective_workflow(plugins, loaded)
     if document is None:
@@ -109,11 +107,7 @@ def _ui_installed(plugins: Plugins, ui: str, findings: Findings) -> bool:
 
 def _pack_needs_met(plugins: Plugins, pack: str, repo: Path | None, findings: Findings) -> bool:
     """What the pack needs from the repository; a missing need fails before anything is copied."""
-    from crucible_core import domain_pack
-
-    lines = domain_pack.needs_report(
-        plugins, domain_pack.find_pack(plugins, pack), repo.resolve() if repo else None
-    )
+    lines = plugins.domain_packs().needs(plugins, pack, repo)
     for level, text in lines:
         findings.add(level, text)
     return not any(level == "fail" for level, _ in lines)

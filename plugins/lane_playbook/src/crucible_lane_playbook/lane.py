@@ -319,7 +319,11 @@ class PlaybookLane(GraphLane):
             replay_declared_files(memory, stored, shared, self.prior)
         # the comparability key, as the loop writes it: the compiled workflow and the services in it
         base = memory.base_commit() or ""
-        identity = run_identity(loaded, base, self.artifact, services=self.planned.resolution)
+        packs = self.plugins.hook.crucible_domain_packs()  # a pack's copy: the identity names the pack
+        provenance = packs.provenance(loaded.dir) if packs is not None else None
+        identity = run_identity(
+            loaded, base, self.artifact, services=self.planned.resolution, provenance=provenance
+        )
         session.log.emit(
             wire.Identity(identity=identity, base_commit=base, resumed=True if self.prior else None)
         )

@@ -7,17 +7,24 @@ from pathlib import Path
 
 import click
 
-from crucible_core.cli.options import repo_option
-from crucible_core.errors import PluginError, UsageError, WorkspaceError
-from crucible_core.init_templates import DEFAULT_TEMPLATE, InitTemplate
-from crucible_core.manifest.containment import DEFAULT_STATE_DIR_NAME
-from crucible_core.manifest.ignore_rules import ignored, repository_root
-from crucible_core.plugins import Plugins, load_plugins
-from crucible_core.registry import provider_of
+from crucible_core.api import (
+    DEFAULT_STATE_DIR_NAME,
+    InitTemplate,
+    PluginError,
+    Plugins,
+    UsageError,
+    WorkspaceError,
+    ignored,
+    load_plugins,
+    provider_of,
+    repo_option,
+    repository_root,
+)
 
 # The directories a run makes beside its manifest (every template keeps [workspace].dir here).
 RUN_DIRS = ("workspace", DEFAULT_STATE_DIR_NAME)
 REPO_PATH_LINE = 'path = "."'
+DEFAULT_TEMPLATE = "claude"  # crucible-plugin-harness-claude's (registry.PROVIDERS names it)
 
 
 class _InitCommand(click.Command):
@@ -54,7 +61,7 @@ class _InitCommand(click.Command):
     help="Instead of a template: copy the installed domain pack NAME into <dir>/NAME, to read and run.",
 )
 @repo_option
-def command(directory: Path, template_name: str, pack: str | None, repo: Path | None) -> None:
+def init_command(directory: Path, template_name: str, pack: str | None, repo: Path | None) -> None:
     """Scaffold a crucible.toml and the files it names. Refuses to overwrite existing files.
 
     [repo] names the git repository the directory is in (its root may be above --dir), and
@@ -114,7 +121,7 @@ def _template(plugins: Plugins, name: str) -> InitTemplate:
 
 
 def _init_pack(directory: Path, pack: str | None, repo: Path | None) -> None:
-    from crucible_core import domain_pack
+    from crucible_packs import domain_pack
 
     if pack is None:
         raise UsageError("--repo applies a domain pack to a repository", hint="pass --pack NAME with it")

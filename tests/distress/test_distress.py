@@ -8,8 +8,11 @@ from typing import Any
 
 from crucible_core.contract.fold import fold_objects as fold_events
 from crucible_core.contract.recovery import RecoveryClass, classify
-from crucible_core.run import distress
+from crucible_core.manifest.paths import RunPaths
 from crucible_core.run.gates import park_deadline, park_phase
+from crucible_core.run.signals import SignalContext, owner
+from crucible_distress import pages as distress
+from crucible_distress.signals import DistressSignals
 from tests.cli_support import crucible_env, run_crucible
 from tests.live_support import after_last_start, domain, events, start, wait_for
 
@@ -182,7 +185,7 @@ def ev(kind: str, ts: float, **fields: Any) -> dict[str, Any]:
     return {"v": 1, "kind": kind, "ts": ts, **fields}
 
 
-def test_a_distress_wait_folds_as_an_approval_wait_with_its_parked_time() -> None:
+def test_a_distress_wait_folds_as_an_approval_wait_with_its_parked_time(tmp_path: Path) -> None:
     log = [
         ev("start", 100.0),
         ev("segment", 100.1, index=0, regime="", fingerprint="fp", snapshot="t0"),
@@ -200,19 +203,53 @@ def test_a_distress_wait_folds_as_an_approval_wait_with_its_parked_time() -> Non
         ev("phase", 203.0, phase="finished", iter=0),
     ]
     f = fold_events(log)
-    assert distress.is_distress(f.open_wait)
+    plugin = DistressSignals()
+    assert f.open_wait is not None and owner((plugin,), f.open_wait.get("handle")) is plugin
     assert f.open_wait_parked_s == 3.0 + 2.0  # each process's stretch; the gap between is not parked
     assert f.parked_s == 5.0
     recovery = classify(fold_events(log[:6]))
     assert recovery.cls is RecoveryClass.DIED_AWAITING_APPROVAL and "distress" in recovery.detail
-    assert distress.resume_rearms(f.open_wait, marker_present=True) is True
-    assert distress.resume_rearms(f.open_wait, marker_present=False) is False
-    assert distress.resume_rearms({"handle": "ask-1"}, marker_present=True) is None
+    # a resume re-parks while the marker is there, closes the wait once it is gone; not ours: None
+    paths = RunPaths(tmp_path, tmp_path / "workspace", tmp_path / "state", tmp_path / "STEER.md")
+    context = SignalContext(paths)
+    paths.distress_dir.mkdir(parents=True)
+    distress.marker_path(paths.distress_dir).write_text('{"severity": "error", "reason": "r"}')
+    assert plugin.held(context) is True
+    distress.marker_path(paths.distress_dir).unlink()
+    assert plugin.held(context) is False
+    assert owner((plugin,), "ask-1") is None
 
 
 def test_park_decisions() -> None:
-    assert park_phase(paused=False, distressed=True) == "distressed"
-    assert park_phase(paused=True, distressed=True) == "paused"
+    assert park_phase(paused=False, suspended="distressed") == "distressed"
+    assert park_phase(paused=True, suspended="distressed") == "paused"
+    assert park_phase(paused=False, suspended=None) == "parked"
     assert park_deadline(10.0, None, 5.0) is None
     assert park_deadline(10.0, 30.0, 12.0) == 28.0
     assert park_deadline(10.0, 30.0, 45.0) == 10.0  # already over: times out at once
+
+
+# -- without the plugin -----------------------------------------------------------------------
+PROMPT_KEEPER = """#!/bin/sh
+cat > ../prompt.txt
+env > ../env.txt
+echo $(( $(cat value.txt) + 1 )) > value.txt
+"""
+
+
+def test_the_prompt_and_the_turn_offer_distress_only_when_the_plugin_is_installed(tmp_path: Path) -> None:
+    for plugins, offered in (("", True), ("core,world_git,judge_command,backend_local", False)):
+        root = tmp_path / ("with" if offered else "without")
+        root.mkdir()
+        manifest = domain(root, PROMPT_KEEPER)
+        env = crucible_env(CRUCIBLE_LOAD_PLUGINS=plugins) if plugins else crucible_env()
+        done = run_crucible("run", "--manifest", manifest, "--iterations", "1", "--ui", "headless", env=env)
+        assert done.returncode == 0, done.stderr
+        said = (root / "prompt.txt").read_text()  # the keeper writes beside its workspace
+        assert ("crucible distress --severity error" in said) is offered
+        assert ("crucible escalate --category" in said) is offered
+        assert (distress.ENV_DIR in (root / "env.txt").read_text()) is offered
+    refused = run_crucible(
+        "distress", "--severity", "info", "--reason", "r", env=crucible_env(CRUCIBLE_LOAD_PLUGINS="core")
+    )
+    assert refused.returncode != 0 and "pip install crucible-plugin-distress" in refused.stderr

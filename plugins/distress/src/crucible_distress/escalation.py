@@ -1,4 +1,4 @@
-"""The escalate hatch (ADR 0001): the agent's ESCALATION.json marker, written by `crucible escalate` and taken by the loop."""
+"""The escalate hatch (ADR 0001): the agent's ESCALATION.json marker, written by `crucible escalate` and taken after the turn."""
 
 from __future__ import annotations
 
@@ -7,46 +7,45 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import attrs
-
-from crucible_core.agent_files import MAX_MARKER_BYTES, MAX_MARKER_DEPTH, AgentFileRefused, read_regular
-from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
-from crucible_core.errors import UsageError
-from crucible_core.manifest.paths import write_atomic
+from crucible_core.api import (
+    MAX_MARKER_BYTES,
+    MAX_MARKER_DEPTH,
+    AgentFileRefused,
+    Escalated,
+    JsonRefused,
+    UsageError,
+    loads_bounded,
+    read_regular,
+    write_atomic,
+)
 
 CATEGORIES = ("harness-limitation", "infeasible", "needs-info")
 MARKER_NAME = "ESCALATION.json"
 
 
-@attrs.frozen
-class Escalation:
-    category: str
-    reason: str
-    evidence: tuple[str, ...] = ()
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"category": self.category, "reason": self.reason, "evidence": list(self.evidence)}
-
-
-def make(category: str, reason: str, evidence: tuple[str, ...]) -> Escalation:
+def make(category: str, reason: str, evidence: tuple[str, ...]) -> Escalated:
     """Validate what an agent asks to escalate; an empty reason is not an escalation."""
     if category not in CATEGORIES:
         raise UsageError(f"unknown category {category!r}", hint=f"use one of {', '.join(CATEGORIES)}")
     if not reason.strip():
         raise UsageError("an escalation needs a reason", hint="say why no change here can be judged fairly")
-    return Escalation(category, reason.strip(), tuple(e for e in evidence if e.strip()))
+    return Escalated(category, reason.strip(), tuple(e for e in evidence if e.strip()))
 
 
-def write_marker(workspace: Path, escalation: Escalation) -> Path:
+def write_marker(workspace: Path, escalation: Escalated) -> Path:
     path = workspace / MARKER_NAME
-    record = {**escalation.to_wire(), "ts": round(time.time(), 3)}
+    record = {
+        "category": escalation.category,
+        "reason": escalation.reason,
+        "evidence": list(escalation.evidence),
+        "ts": round(time.time(), 3),
+    }
     write_atomic(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
     return path
 
 
-def parse_marker(data: bytes) -> Escalation:
+def parse_marker(data: bytes) -> Escalated:
     """Read a marker; one that is malformed still escalates (the agent meant to stop), saying so.
 
     The parse is bounded (size, nesting) and refuses text no writer accepts (a lone surrogate).
@@ -54,24 +53,24 @@ def parse_marker(data: bytes) -> Escalation:
     try:
         record = loads_bounded(data, max_chars=MAX_MARKER_BYTES, max_depth=MAX_MARKER_DEPTH)
     except JsonRefused as exc:
-        return Escalation(
+        return Escalated(
             "needs-info", f"{MARKER_NAME} was not usable: {exc}", (data[:2000].decode("utf-8", "replace"),)
         )
     if not isinstance(record, dict):
-        return Escalation("needs-info", "ESCALATION.json was not a JSON object")
+        return Escalated("needs-info", "ESCALATION.json was not a JSON object")
     category = record.get("category")
     reason = record.get("reason")
     evidence = record.get("evidence") or []
     if isinstance(evidence, str):
         evidence = [evidence]
-    return Escalation(
+    return Escalated(
         category if category in CATEGORIES else "needs-info",
         reason.strip() if isinstance(reason, str) and reason.strip() else "(no reason given)",
         tuple(str(e) for e in evidence if isinstance(e, str | int | float)),
     )
 
 
-def take_marker(path: Path, keep_copy: Path, redact: Callable[[str], str] = str) -> Escalation | None:
+def take_marker(path: Path, keep_copy: Path, redact: Callable[[str], str] = str) -> Escalated | None:
     """Consume the marker (moved to the state directory, so a resume cannot trip over it again).
 
     The kept copy is evidence the run writes, so it goes through `redact` like the session log.
@@ -85,7 +84,7 @@ def take_marker(path: Path, keep_copy: Path, redact: Callable[[str], str] = str)
     except AgentFileRefused as exc:
         with contextlib.suppress(OSError):  # a directory cannot be unlinked: it stays, named in the reason
             path.unlink()
-        return Escalation("needs-info", f"{MARKER_NAME} could not be read: {exc}")
+        return Escalated("needs-info", f"{MARKER_NAME} could not be read: {exc}")
     write_atomic(keep_copy, redact(data.decode("utf-8", "replace")).encode("utf-8"))
     path.unlink(missing_ok=True)
     return parse_marker(data)

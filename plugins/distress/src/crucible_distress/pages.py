@@ -1,7 +1,7 @@
 """The distress channel: the agent pages a human (error suspends the run; warn and info leave notes).
 
-`crucible distress` writes here on the agent's side; the loop reads here at its own safe
-points. Both meet in one directory the engine names in $CRUCIBLE_DISTRESS_DIR: the
+`crucible distress` (and the broker's distress tool) writes here on the agent's side; the loop
+reads here at its own safe points, through this plugin's AgentSignals (signals.py). Both meet in one directory the engine names in $CRUCIBLE_DISTRESS_DIR: the
 `distress` marker (present means "suspended until a human looks"; deleting it is the resume
 grant) and `distress-notes.jsonl` (warn/info notes, consumed onto the next row).
 """
@@ -15,13 +15,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
-
-from crucible_core.agent_files import MAX_MARKER_BYTES, MAX_MARKER_DEPTH, AgentFileRefused, read_regular
-from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
-from crucible_core.errors import UsageError, WorkspaceError
-from crucible_core.manifest.paths import write_atomic
-from crucible_core.run.parking import Pending, WaitMode
+from crucible_core.api import (
+    MAX_MARKER_BYTES,
+    MAX_MARKER_DEPTH,
+    AgentFileRefused,
+    AgentNote,
+    JsonRefused,
+    UsageError,
+    WorkspaceError,
+    loads_bounded,
+    read_regular,
+    write_atomic,
+)
 
 SEVERITIES = ("error", "warn", "info")
 MARKER_NAME = "distress"
@@ -33,29 +38,13 @@ HANDLE = "distress"
 MAX_NOTES_BYTES = 1024 * 1024
 
 
-@attrs.frozen
-class Distress:
-    severity: str
-    reason: str
-    evidence: tuple[str, ...] = ()
-    iteration: int | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "severity": self.severity,
-            "reason": self.reason,
-            "evidence": list(self.evidence),
-            "iter": self.iteration,
-        }
-
-
-def make(severity: str, reason: str, evidence: tuple[str, ...], iteration: int | None) -> Distress:
+def make(severity: str, reason: str, evidence: tuple[str, ...], iteration: int | None) -> AgentNote:
     """Validate what the agent raises; a page without a reason tells the human nothing."""
     if severity not in SEVERITIES:
         raise UsageError(f"unknown severity {severity!r}", hint=f"use one of {', '.join(SEVERITIES)}")
     if not reason.strip():
         raise UsageError("a distress call needs a reason", hint="say what is wrong and what you tried")
-    return Distress(severity, reason.strip(), tuple(e for e in evidence if e.strip()), iteration)
+    return AgentNote(severity, reason.strip(), tuple(e for e in evidence if e.strip()), iteration)
 
 
 def marker_path(directory: Path) -> Path:
@@ -67,7 +56,7 @@ def notes_path(directory: Path) -> Path:
 
 
 # -- the agent's side -------------------------------------------------------------------------
-def raise_error(directory: Path, distress: Distress) -> bool:
+def raise_error(directory: Path, distress: AgentNote) -> bool:
     """Write the marker; False when it was already there (a repeat while suspended is a no-op).
 
     Raises WorkspaceError when the marker cannot be written: then nothing is suspended, and
@@ -88,7 +77,7 @@ def raise_error(directory: Path, distress: Distress) -> bool:
     return True
 
 
-def add_note(directory: Path, distress: Distress) -> Path:
+def add_note(directory: Path, distress: AgentNote) -> Path:
     """Append a warn/info note in one write (the loop takes the file whole after the turn)."""
     path = notes_path(directory)
     line = json.dumps({"v": 1, **distress.to_wire(), "ts": round(time.time(), 3)}) + "\n"
@@ -143,7 +132,7 @@ def redact_marker(directory: Path, redact: Callable[[str], str]) -> None:
         write_atomic(marker, clean.encode("utf-8"))
 
 
-def take_notes(directory: Path) -> list[dict[str, Any]]:
+def take_notes(directory: Path) -> list[AgentNote]:
     """Consume the pending notes: renamed away first, so a late append starts a new file.
 
     Raises AgentFileRefused (the file is consumed all the same) when what was there is not a
@@ -161,7 +150,7 @@ def take_notes(directory: Path) -> list[dict[str, Any]]:
         taken.unlink(missing_ok=True)
 
 
-def _decode_notes(data: bytes) -> list[dict[str, Any]]:
+def _decode_notes(data: bytes) -> list[AgentNote]:
     notes = []
     for raw in data.splitlines():
         try:
@@ -169,35 +158,14 @@ def _decode_notes(data: bytes) -> list[dict[str, Any]]:
         except JsonRefused:
             continue  # a torn (or hostile) line: the rest still reach the row
         if isinstance(record, dict) and record.get("severity") in ("warn", "info"):
+            evidence = tuple(str(e) for e in record.get("evidence") or [] if isinstance(e, str))
+            iteration = record.get("iter")
             notes.append(
-                {
-                    "severity": record["severity"],
-                    "reason": str(record.get("reason") or ""),
-                    "evidence": [str(e) for e in record.get("evidence") or [] if isinstance(e, str)],
-                    "iter": record.get("iter"),
-                }
+                AgentNote(
+                    record["severity"],
+                    str(record.get("reason") or ""),
+                    evidence,
+                    iteration if isinstance(iteration, int) else None,
+                )
             )
     return notes
-
-
-def pending(regime: str) -> Pending:
-    """The block-mode wait a distress suspend opens; its regime is the current one (no re-scope)."""
-    return Pending(trace_id=HANDLE, regime=regime, handle=HANDLE, mode=WaitMode.BLOCK)
-
-
-def is_distress(wait: Pending | dict[str, Any] | None) -> bool:
-    if wait is None:
-        return False
-    handle = wait.get("handle") if isinstance(wait, dict) else wait.handle
-    return handle == HANDLE
-
-
-def resume_rearms(open_wait: dict[str, Any] | None, marker_present: bool) -> bool | None:
-    """What a resume does with a dangling distress wait: True re-parks, False closes it, None: not ours.
-
-    The marker is the truth: a dangling bracket whose marker is gone was answered while the
-    run was down (or the state was rebuilt clean), so the run goes on.
-    """
-    if not is_distress(open_wait):
-        return None
-    return marker_present

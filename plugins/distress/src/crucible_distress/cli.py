@@ -1,4 +1,5 @@
-"""`crucible distress`: the agent pages a human; error suspends the run, warn and info leave a note."""
+"""The agent's commands: `crucible distress` pages a human (error suspends the run, warn and info leave a
+note); `crucible escalate` says no change here can be judged fairly (the run ends after the turn)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 import click
 
-from crucible_core.cli.options import manifest_option, state_dir_option
-from crucible_core.run.distress import ENV_DIR, SEVERITIES
+from crucible_core.api import manifest_option, state_dir_option
+from crucible_distress.escalation import CATEGORIES
+from crucible_distress.pages import ENV_DIR, SEVERITIES
 
 
 @click.command("distress")
@@ -25,7 +27,7 @@ from crucible_core.run.distress import ENV_DIR, SEVERITIES
 )
 @manifest_option
 @state_dir_option
-def command(
+def distress_command(
     severity: str,
     reason: str,
     evidence: tuple[str, ...],
@@ -44,8 +46,8 @@ def command(
     Prints one JSON line: {"status": "suspending"} or {"status": "noted"}. Exit 11 when the
     marker or note could not be written: then nothing was raised, so do not claim it was.
     """
-    from crucible_core.control.client import state_dir_for
-    from crucible_core.run.distress import add_note, make, raise_error
+    from crucible_core.api import state_dir_for
+    from crucible_distress.pages import add_note, make, raise_error
 
     iteration = os.environ.get("CRUCIBLE_ITERATION")
     distress = make(severity, reason, evidence, int(iteration) if iteration and iteration.isdigit() else None)
@@ -58,3 +60,28 @@ def command(
         add_note(where, distress)
         reply = {"status": "noted"}
     click.echo(json.dumps(reply))
+
+
+@click.command("escalate")
+@click.option(
+    "--category", type=click.Choice(CATEGORIES), required=True, help="What kind of problem this is."
+)
+@click.option("--reason", required=True, help="Why the run cannot succeed as specified.")
+@click.option("--evidence", multiple=True, help="What shows it (command output, file excerpts); repeatable.")
+@click.option(
+    "--workspace",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The run's workspace (default: $CRUCIBLE_WORKSPACE, else the current directory).",
+)
+def escalate_command(category: str, reason: str, evidence: tuple[str, ...], workspace: Path | None) -> None:
+    """Write ESCALATION.json for the loop: after this turn it restores the last kept state and ends
+    the run as escalated (exit 2) for a human to look at. End your turn after calling it.
+    """
+    from crucible_distress.escalation import make as make_escalation
+    from crucible_distress.escalation import write_marker
+
+    escalation = make_escalation(category, reason, evidence)
+    where = workspace or Path(os.environ.get("CRUCIBLE_WORKSPACE") or ".")
+    path = write_marker(where, escalation)
+    click.echo(f"escalation written to {path}; end your turn now")

@@ -1,4 +1,8 @@
-"""The `command` template: a shell script is the proposer, so a run needs no agent and no credentials."""
+"""The `command` init template: a shell script is the proposer, so a run needs no agent and no credentials."""
+
+from __future__ import annotations
+
+from crucible_core.api import InitTemplate
 
 MANIFEST = """\
 # crucible manifest (command template): a shell script proposes each change.
@@ -51,3 +55,11 @@ printf '{"valid": true, "score": %s, "note": "lines=%s"}\\n' "$lines" "$lines"
 """
 
 FILES = {"crucible.toml": MANIFEST, "propose.sh": PROPOSE, "measure.sh": MEASURE}
+
+TEMPLATE = InitTemplate(
+    "command",
+    "a shell script proposes each change: no agent, no credentials",
+    FILES,
+    frozenset({"measure.sh", "propose.sh"}),
+    "`crucible check`, then `crucible run --iterations 3`; then make propose.sh and measure.sh yours",
+)

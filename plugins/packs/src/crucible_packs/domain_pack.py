@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.errors import ManifestError, UsageError
-from crucible_core.toml_text import document as toml_document
+from crucible_core.api import ManifestError, UsageError, toml_document
 
 if TYPE_CHECKING:
-    from crucible_core.plugins import Plugins
+    from crucible_core.api import Plugins
 
 MARKER = ".crucible-pack.json"
 MANIFEST = "crucible.toml"
@@ -157,9 +156,9 @@ def needs_report(plugins: Plugins, pack: InstalledPack, repo: Path | None) -> li
 
 
 def _params_lines(plugins: Plugins, pack: InstalledPack) -> list[tuple[str, str]]:
-    from crucible_core.workflow.language import find_source
+    from crucible_core.api import find_workflow_source
 
-    source = find_source(plugins, pack.source)
+    source = find_workflow_source(plugins, pack.source)
     if source is None:
         return []
     schema = source.language.params(source.path)
@@ -288,3 +287,19 @@ def existing_manifest(name: str, base: Path | None = None) -> Path:
             f"no copy of pack {name} in ./{name}", hint=f"`crucible run --pack {name}` makes one"
         )
     return run_dir / MANIFEST
+
+
+class InstalledPacks:
+    """The handler of `--pack NAME` core asks through crucible_domain_packs (a DomainPacks)."""
+
+    def prepare(self, plugins: Plugins, name: str, repo: Path | None, base: Path | None = None) -> Path:
+        return prepare(plugins, name, repo, base).manifest
+
+    def existing_manifest(self, name: str) -> Path:
+        return existing_manifest(name)
+
+    def needs(self, plugins: Plugins, name: str, repo: Path | None) -> list[tuple[str, str]]:
+        return needs_report(plugins, find_pack(plugins, name), repo.resolve() if repo else None)
+
+    def provenance(self, manifest_dir: Path) -> str | None:
+        return identity_part(manifest_dir)

@@ -192,9 +192,9 @@ def test_init_copies_a_pack_pointed_at_a_repository_and_says_what_next(tmp_path:
 
 
 def test_the_pack_a_copy_came_from_is_part_of_the_run_identity(tmp_path: Path) -> None:
-    from crucible_core.domain_pack import MARKER
     from crucible_core.manifest.loader import load_manifest
     from crucible_core.run.identity import manifest_hash
+    from crucible_packs.domain_pack import MARKER, identity_part
 
     # a pack's own scripts need not be injects, so the manifest's text alone would not notice them
     (tmp_path / "crucible.toml").write_text(
@@ -202,9 +202,25 @@ def test_the_pack_a_copy_came_from_is_part_of_the_run_identity(tmp_path: Path) -
     )
     (tmp_path / "m.sh").write_text("#!/bin/sh\necho '{}'\n")
     (tmp_path / "m.sh").chmod(0o755)
-    plain = manifest_hash(load_manifest(tmp_path / "crucible.toml"))
+    plain = manifest_hash(load_manifest(tmp_path / "crucible.toml"), provenance=identity_part(tmp_path))
     hashes = []
     for digest in ("a" * 64, "b" * 64):
         (tmp_path / MARKER).write_text(json.dumps({"name": "notes", "version": "1", "digest": digest}))
-        hashes.append(manifest_hash(load_manifest(tmp_path / "crucible.toml")))
+        provenance = identity_part(tmp_path)
+        hashes.append(manifest_hash(load_manifest(tmp_path / "crucible.toml"), provenance=provenance))
     assert len({plain, *hashes}) == 3
+
+
+def test_without_the_packs_plugin_a_pack_is_refused_naming_it(tmp_path: Path) -> None:
+    site, work = tmp_path / "site", tmp_path / "work"
+    install_pack(site, "1.0")
+    work.mkdir()
+    env = crucible_env(PYTHONPATH=str(site), CRUCIBLE_LOAD_PLUGINS="core,world_git,judge_command,notes")
+    # check and run refuse the pack (exit 12); init itself is the plugin's command (a usage error)
+    for command, code in (("check", 12), ("run", 12), ("init", 64)):
+        done = subprocess.run(
+            [str(CRUCIBLE), command, "--pack", "notes"], cwd=work, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == code, done.stdout + done.stderr
+        assert "pip install crucible-plugin-packs" in done.stderr
+    assert not (work / "notes").exists()
