@@ -43,6 +43,7 @@ STANDARD_SET = {
     "crucible-plugin-task-agent",
     "crucible-plugin-packs",
     "crucible-plugin-distress",
+    "crucible-plugin-world-composite",
 }
 
 
@@ -187,6 +188,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/task_agent",
         "plugins/packs",
         "plugins/distress",
+        "plugins/world_composite",
     ]
     done = subprocess.run(
         [
