@@ -323,6 +323,7 @@ NOT_FOR_LISTING = (
     "crucible_core.protocols",
     "crucible_flow_page.renderers",
     "crucible_flow_page.cli",
+    "crucible_world_git.diff_cmd",
     "crucible_judge_command.judges",
     "crucible_backend_local.backends",
     "statistics",

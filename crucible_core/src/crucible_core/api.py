@@ -117,6 +117,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.flow.decode import read_session as read_session
     from crucible_core.flow.fold import fold_flow as fold_flow
+    from crucible_core.flow.fold import is_kept as is_kept
     from crucible_core.flow.model import FlowModel as FlowModel
     from crucible_core.flow.model import FlowRenderer as FlowRenderer
     from crucible_core.flow.model import Iteration as Iteration
@@ -241,6 +242,7 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         JudgeFactory as JudgeFactory,
     )
+    from crucible_core.protocols import LocalSource as LocalSource
     from crucible_core.protocols import (
         MeasureContext as MeasureContext,
     )
@@ -330,6 +332,7 @@ if TYPE_CHECKING:
     from crucible_core.run.context import LoopExit as LoopExit
     from crucible_core.run.context import Run as Run
     from crucible_core.run.drivers import build_drivers as build_drivers
+    from crucible_core.run.drivers import world_of as world_of
     from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT as DEFAULT_TURN_TIMEOUT
     from crucible_core.run.engine import Engine as Engine
     from crucible_core.run.engine import engine_environment as engine_environment
@@ -442,6 +445,7 @@ _export(
     "Judge",
     "JudgeContext",
     "JudgeFactory",
+    "LocalSource",
     "MeasureContext",
     "PublishRequest",
     "Publisher",
@@ -601,6 +605,9 @@ _export(
 )
 _export("crucible_core.flow.decode", "read_session")
 _export("crucible_core.flow.fold", "fold_flow")
+# `crucible diff` (crucible-plugin-world-git): the kept states a log names, the world that shows them.
+_export("crucible_core.flow.fold", "is_kept")
+_export("crucible_core.run.drivers", "world_of")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 
