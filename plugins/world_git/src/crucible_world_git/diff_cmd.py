@@ -11,21 +11,14 @@ from pathlib import Path
 
 import click
 
-from crucible_core.api import (
-    UsageError,
-    WorkspaceError,
-    manifest_option,
-    missing_log_hint,
-    session_log_path,
-    session_option,
-    state_dir_option,
-)
+from crucible_core import api
+from crucible_core.api import UsageError, WorkspaceError
 
 
 @click.command("diff")
-@manifest_option
-@state_dir_option
-@session_option
+@api.manifest_option
+@api.state_dir_option
+@api.session_option
 @click.option("--best", "best", is_flag=True, help="The best kept state against the baseline (the default).")
 @click.option("--iter", "iteration", type=int, default=None, help="The change kept iteration N made.")
 @click.option("--stat", "stat", is_flag=True, help="A diffstat instead of the full diff.")
@@ -59,9 +52,9 @@ def command(
     plugins = load_plugins()
     loaded = load_manifest(manifest, plugins=plugins)
     paths = RunPaths.resolve(loaded, state_dir=state_dir)
-    log = session_log_path(manifest, state_dir, session)
+    log = api.session_log_path(manifest, state_dir, session)
     if not log.is_file():
-        raise WorkspaceError(f"no session log at {log}", hint=missing_log_hint(manifest, session))
+        raise WorkspaceError(f"no session log at {log}", hint=api.missing_log_hint(manifest, session))
     events = read_session(log)
     wanted = iteration_change(events, iteration) if iteration is not None else best_change(events)
     if not paths.workspace.is_dir():
