@@ -1,5 +1,5 @@
-"""Core without the optional view plugins: `--ui rich` and `crucible flow` name the distribution to
-install, and a terminal falls back to the plain console without a word."""
+"""Core without the optional view plugins: `--ui rich`, `crucible flow` and `crucible diff` name the
+distribution to install, and a terminal falls back to the plain console without a word."""
 
 from __future__ import annotations
 
@@ -67,3 +67,12 @@ def test_flow_without_the_page_plugin_names_the_distribution(tmp_path: Path) -> 
     results = run_crucible("results", "--session", FLOW_LOG, "--json", env=env)
     assert results.returncode == 0, results.stderr
     assert json.loads(results.stdout)["kept"] == 3
+
+
+def test_diff_without_the_git_world_plugin_names_the_distribution(example) -> None:
+    manifest = example("counter")
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="judge_command,backend_local")
+    done = run_crucible("diff", "--manifest", manifest, "--stat", env=env)
+    assert done.returncode == 64 and "Traceback" not in done.stderr
+    assert "no such command 'diff'" in done.stderr
+    assert "pip install crucible-plugin-world-git" in done.stderr

@@ -323,6 +323,7 @@ NOT_FOR_LISTING = (
     "crucible_core.protocols",
     "crucible_flow_page.renderers",
     "crucible_flow_page.cli",
+    "crucible_world_git.diff_cmd",
     "crucible_judge_command.judges",
     "crucible_backend_local.backends",
     "statistics",
@@ -503,5 +504,5 @@ def test_plugin_commands_show_in_help_and_completion(tmp_path: Path) -> None:
     )
     assert "from-the-cache" in run_crucible("--help", env=env).stdout
     # Narrowing the plugin set is another key: the deploy plugin's commands are not listed then.
-    narrowed = run_crucible("--help", env={**env, "CRUCIBLE_LOAD_PLUGINS": "world_git"})
+    narrowed = run_crucible("--help", env={**env, "CRUCIBLE_LOAD_PLUGINS": "judge_command"})  # no commands
     assert "Commands from plugins" not in narrowed.stdout and "deploy" not in narrowed.stdout

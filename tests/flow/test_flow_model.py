@@ -98,20 +98,6 @@ def test_json_rendering_is_the_model_as_data() -> None:
     assert data["iterations"][3]["candidates"][1]["decision"] == "keep"
 
 
-def test_kept_states_for_diff_come_from_the_contract_rows() -> None:
-    import pytest
-
-    from crucible_core.errors import UsageError
-    from crucible_core.flow.kept import best_change, iteration_change
-
-    events = read_session(FIXTURE)
-    best = best_change(events)
-    assert (best.base, best.head) == ("9f1c2ab", "c0ffee5")  # the component's base_sha, the last keep
-    assert iteration_change(events, 4).head == "c0ffee4"  # the wide round's kept candidate
-    with pytest.raises(UsageError, match="iteration 2 was not kept"):
-        iteration_change(events, 2)
-
-
 # our_run.jsonl is a log in the shape our own engine writes, written by hand: higher is better
 # from a baseline of 0; a wide round before iteration 1 keeps 3; a scored workflow admits its
 # graph every iteration; iteration 1 is invalid (a discard whose reading is not valid); a 0.5

@@ -126,6 +126,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.flow.decode import read_session as read_session
     from crucible_core.flow.fold import fold_flow as fold_flow
+    from crucible_core.flow.fold import is_kept as is_kept
     from crucible_core.flow.model import FlowModel as FlowModel
     from crucible_core.flow.model import FlowRenderer as FlowRenderer
     from crucible_core.flow.model import Iteration as Iteration
@@ -269,6 +270,7 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         JudgeFactory as JudgeFactory,
     )
+    from crucible_core.protocols import LocalSource as LocalSource
     from crucible_core.protocols import (
         MeasureContext as MeasureContext,
     )
@@ -356,6 +358,7 @@ if TYPE_CHECKING:
     from crucible_core.run.context import LoopExit as LoopExit
     from crucible_core.run.context import Run as Run
     from crucible_core.run.drivers import build_drivers as build_drivers
+    from crucible_core.run.drivers import world_of as world_of
     from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT as DEFAULT_TURN_TIMEOUT
     from crucible_core.run.engine import Engine as Engine
     from crucible_core.run.engine import engine_environment as engine_environment
@@ -477,6 +480,7 @@ _export(
     "Judge",
     "JudgeContext",
     "JudgeFactory",
+    "LocalSource",
     "MeasureContext",
     "PublishRequest",
     "Publisher",
@@ -659,6 +663,9 @@ _export("crucible_core.plan.builtin_kinds", "task_shell", "spawn_failure")
 _export("crucible_core.plan.output", "MAX_OUTPUT_DEPTH", "finite_score", "last_json_object", "reported_cost")
 # The judge's measure carried out by a task runner (crucible_register_remote_measures).
 _export("crucible_core.plan.runners", "RemoteMeasure", "RemoteMeasureFactory")
+# `crucible diff` (crucible-plugin-world-git): the kept states a log names, the world that shows them.
+_export("crucible_core.flow.fold", "is_kept")
+_export("crucible_core.run.drivers", "world_of")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 

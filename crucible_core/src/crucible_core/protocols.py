@@ -74,6 +74,18 @@ class SourceChanges:
 
 
 @attrs.frozen
+class LocalSource:
+    """The local repository a fresh run clones, as a world's optional source methods get it."""
+
+    path: Path  # the repository, resolved
+    named: str  # [repo].path as the manifest spells it, for what the world tells the user
+    start_from: str  # "head" (committed history only) or "worktree" (uncommitted files too)
+    # what the run writes or reads from the checkout anyway (its workspace, state, manifest,
+    # injects): never counted among the files a clone leaves out
+    own: tuple[Path, ...] = ()
+
+
+@attrs.frozen
 class RecordedKept:
     """What a world's private record of kept history names (see `World.recorded_kept`)."""
 
@@ -85,11 +97,11 @@ class RecordedKept:
 class World(Protocol):
     """Reversibility of the workspace.
 
-    A world may also define the optional `source_changes(source: str) -> SourceChanges | None`:
-    for a local repository path, its HEAD and the files whose uncommitted state a clone would
-    leave out (None when the source is not a local repository it can read). The engine uses it
-    to warn that a run starts from HEAD, and for `[repo] start_from = "worktree"` to copy those
-    files over the fresh clone before the baseline is committed.
+    A world may also define, for a fresh run that clones a local repository ([repo].path), the
+    optional `source_notice(source: LocalSource) -> tuple[str, str] | None`: a ("warn" or "info",
+    text) finding that `check` and the run's start show, say that uncommitted files stay behind;
+    and `clone_working_tree(source: LocalSource) -> None`, which `[repo] start_from = "worktree"`
+    needs: the clone, with the working tree's uncommitted files carried over it.
 
     And the optional `recorded_kept() -> RecordedKept | None`: what the world's own record of
     kept states (under `WorldContext.private_dir`, out of the agent's workspace) names, each

@@ -116,6 +116,7 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("command", "flow"): "crucible-plugin-flow-page",
     ("publisher", "github"): "crucible-plugin-publish-github",
     ("workspace memory", "git"): "crucible-plugin-world-git",
+    ("command", "diff"): "crucible-plugin-world-git",
     ("init template", "claude"): "crucible-plugin-harness-claude",
     ("init template", "python-speed"): "crucible-plugin-harness-claude",
     ("init template", "playbook"): "crucible-plugin-workflow-starlark",

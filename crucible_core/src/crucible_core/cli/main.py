@@ -26,7 +26,6 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("crucible_core.cli.show_cmd", "Show any run from its session log (offline, live or finished)."),
     "services": ("crucible_core.cli.services_cmd", "List installed service tools; write catalog entries."),
     # looking at a run, live or finished
-    "diff": ("crucible_core.cli.diff_cmd", "Show the change a kept iteration made, or the best change."),
     "results": ("crucible_core.cli.results_cmd", "Print a run's results (best, baseline, rows)."),
     "completion": ("crucible_core.cli.completion_cmd", "Print a shell completion script (bash, zsh, fish)."),
     # operator control of a live run (module:attribute when one module holds several commands)

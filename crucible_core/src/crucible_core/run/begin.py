@@ -50,7 +50,8 @@ def begin_fresh(engine: Engine, shell: Shell, started: float) -> Run:
     engine.phase("starting", 0)
     notice = source_notice(engine.loaded, engine.paths, drivers.world)
     if notice is not None:
-        engine.note(notice.text, level=notice.level)
+        level, text = notice
+        engine.note(text, level=level)
     base = prepare_workspace(engine.loaded, engine.paths, drivers.world, shell)
     refuse_unstartable_agent(drivers.backend, engine.agent_env, engine.paths.workspace)
     identity = run_identity(

@@ -336,7 +336,7 @@ def _probe_gate(
         if created:
             notice = source_notice(loaded, paths, drivers.world)
             if notice is not None:
-                findings.add(notice.level, notice.text)
+                findings.add(*notice)
             prepare_workspace(loaded, paths, drivers.world, shell)
         _report_agent(drivers, loaded, paths.workspace, findings)
         search = prepare_round(plugins, loaded, RunOptions())

@@ -1,18 +1,15 @@
-"""Preparing the workspace before the loop: setup_cmd or the default clone, the injects, the base commit."""
+"""Preparing the workspace before the loop: setup_cmd or the world's clone, the injects, the base commit."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import attrs
-
 from crucible_core.errors import RunFailed, WorkspaceError
 from crucible_core.manifest.loader import LoadedComponent, LoadedManifest
 from crucible_core.manifest.paths import RunPaths
-from crucible_core.protocols import AssembledWorld, SourceChanges, World
+from crucible_core.protocols import AssembledWorld, LocalSource, World
 from crucible_core.run.injects import copy_injects
 from crucible_core.session_log import log_size
 from crucible_core.shell import Shell
@@ -60,91 +57,23 @@ def _earlier_run(paths: RunPaths) -> str:
     return f": the run recorded there ended {folded.outcome} after iteration {folded.iteration}"
 
 
-@attrs.frozen
-class SourceNotice:
-    """What `check` and a fresh run say about the repository a clone starts from."""
-
-    level: str  # "warn": uncommitted files are left out; "info": they are carried in
-    text: str
-
-
-def _cloned_source(loaded: LoadedManifest, paths: RunPaths) -> Path | None:
+def local_source(loaded: LoadedManifest, paths: RunPaths) -> LocalSource | None:
     """The local repository a fresh run clones, or None (a URL, a setup_cmd, the workspace itself)."""
     m = loaded.manifest
     if loaded.inside_workspace() or m.workspace.setup_cmd or m.repo is None or m.repo.path is None:
         return None
-    return (paths.manifest_dir / m.repo.path).resolve()
+    # the run's own files, and what it reads from the checkout as it is now (the manifest, the injects)
+    own = (paths.workspace, paths.state_dir, paths.steer_file, loaded.path.resolve())
+    injects = tuple(entry.source.resolve() for entry in loaded.injects)
+    path = (paths.manifest_dir / m.repo.path).resolve()
+    return LocalSource(path, m.repo.path, m.repo.start_from, own + injects)
 
 
-def uncommitted_changes(loaded: LoadedManifest, paths: RunPaths, world: World) -> SourceChanges | None:
-    """The cloned repository's uncommitted files that a clone would really leave out.
-
-    Not counted: the run's own workspace, state directory and steer file, and the files the run
-    reads from the checkout anyway (the manifest, and every inject, copied in as it is now).
-    """
-    source = _cloned_source(loaded, paths)
-    ask = getattr(world, "source_changes", None)
-    if source is None or ask is None:
-        return None
-    changes = ask(str(source))
-    if changes is None:
-        return None
-    read_anyway = [loaded.path.resolve(), *(entry.source.resolve() for entry in loaded.injects)]
-    candidates = [paths.workspace, paths.state_dir, paths.steer_file, *read_anyway]
-    own = [p for p in candidates if p.is_relative_to(source)]
-    own_rel = [p.relative_to(source).as_posix() for p in own]
-    kept = tuple(
-        rel for rel in changes.paths if not any(rel == o or rel.startswith(o + "/") for o in own_rel)
-    )
-    return attrs.evolve(changes, paths=kept) if kept else None
-
-
-def _listing(paths: tuple[str, ...], limit: int = 5) -> str:
-    shown = ", ".join(paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
-
-
-def source_notice(loaded: LoadedManifest, paths: RunPaths, world: World) -> SourceNotice | None:
-    changes = uncommitted_changes(loaded, paths, world)
-    if changes is None:
-        return None
-    m = loaded.manifest
-    assert m.repo is not None
-    head = f"HEAD {changes.head[:12]}" if changes.head else "an empty tree"
-    if m.repo.start_from == "worktree":
-        return SourceNotice(
-            "info",
-            f"the run starts from the working tree of {m.repo.path}: {head} plus "
-            f"{len(changes.paths)} uncommitted file(s) ({_listing(changes.paths)})",
-        )
-    what = "uncommitted changes" if changes.head else "no commit yet"
-    return SourceNotice(
-        "warn",
-        f"the repository has {what}; the run starts from {head} without "
-        f"{_listing(changes.paths)}: commit them, or set "
-        '[repo] start_from = "worktree" to start from the working tree',
-    )
-
-
-def overlay_working_tree(source: Path, workspace: Path, changes: SourceChanges) -> None:
-    """Make the fresh clone's files match the source's working tree for every changed path."""
-    for rel in changes.paths:
-        if ".." in Path(rel).parts or Path(rel).is_absolute():
-            continue
-        origin, target = source / rel, workspace / rel
-        if not target.parent.resolve().is_relative_to(workspace.resolve()):
-            continue  # a committed link on the way would lead out of the workspace
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        elif target.is_dir():
-            shutil.rmtree(target)
-        if origin.is_symlink():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(os.readlink(origin), target)  # copied as a link, never followed
-        elif origin.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(origin, target)
-        # absent in the source: deleted in the working tree, so it stays deleted here
+def source_notice(loaded: LoadedManifest, paths: RunPaths, world: World) -> tuple[str, str] | None:
+    """What the world says, as (level, text), about the local repository a fresh run clones."""
+    source = local_source(loaded, paths)
+    tell = getattr(world, "source_notice", None)
+    return tell(source) if source is not None and tell is not None else None
 
 
 def setup_component(
@@ -212,16 +141,19 @@ def prepare_workspace(loaded: LoadedManifest, paths: RunPaths, world: World, she
                     hint="make setup_cmd create [workspace].dir",
                 )
         elif m.repo is not None:
-            source = m.repo.url or str((paths.manifest_dir / (m.repo.path or ".")).resolve())
-            changes = uncommitted_changes(loaded, paths, world) if m.repo.start_from == "worktree" else None
-            if m.repo.start_from == "worktree" and getattr(world, "source_changes", None) is None:
-                raise RunFailed(
-                    '[repo] start_from = "worktree" needs a world that can read the working tree',
-                    hint='use the git world, or start_from = "head" with the changes committed',
+            local = local_source(loaded, paths)
+            if m.repo.start_from == "worktree" and local is not None:
+                clone_working_tree = getattr(world, "clone_working_tree", None)
+                if clone_working_tree is None:
+                    raise RunFailed(
+                        '[repo] start_from = "worktree" needs a world that can read the working tree',
+                        hint='use the git world, or start_from = "head" with the changes committed',
+                    )
+                clone_working_tree(local)
+            else:
+                world.clone_from(
+                    m.repo.url or str((paths.manifest_dir / (m.repo.path or ".")).resolve()), m.repo.ref
                 )
-            world.clone_from(source, m.repo.ref)
-            if changes is not None:
-                overlay_working_tree(Path(source), paths.workspace, changes)
         else:
             paths.workspace.mkdir(parents=True, exist_ok=True)
     copy_injects(loaded.injects, paths.workspace)

@@ -1,4 +1,4 @@
-"""crucible-plugin-world-git: GitWorld and CommandWorld on dulwich, and a playbook's git memory.
+"""crucible-plugin-world-git: GitWorld and CommandWorld on dulwich, a playbook's git memory, `crucible diff`.
 
 Only hook implementations live here; the worlds and dulwich load when a hook first runs, so
 `crucible --help` does not pay for them.
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crucible_core.api import hookimpl
+from crucible_core.api import Deferred, hookimpl
 
 if TYPE_CHECKING:
+    import click
+
     from crucible_core.api import (
         Register,
         WorkspaceMemory,
@@ -51,3 +53,8 @@ def _playbook_memory(ctx: WorkspaceMemoryContext) -> WorkspaceMemory:
 @hookimpl
 def crucible_register_workspace_memories(register: Register[WorkspaceMemoryFactory]) -> None:
     register("git", _playbook_memory)
+
+
+@hookimpl
+def crucible_register_commands(register: Register[click.Command]) -> None:
+    register("diff", Deferred("crucible_world_git.diff_cmd:command"))

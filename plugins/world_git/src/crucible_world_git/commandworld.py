@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import attrs
 
-from crucible_core.api import ApplyOutcome, Completed, RunFailed, Shell, SourceChanges, Staged, WorldContext
+from crucible_core.api import ApplyOutcome, Completed, LocalSource, RunFailed, Shell, Staged, WorldContext
 from crucible_world_git.gitworld import GitWorld
 from crucible_world_git.settings import CommandWorldSettings
 
@@ -61,8 +61,11 @@ class CommandWorld:
     def clone_from(self, source: str, ref: str | None) -> None:
         self.git.clone_from(source, ref)
 
-    def source_changes(self, source: str) -> SourceChanges | None:
-        return self.git.source_changes(source)
+    def source_notice(self, source: LocalSource) -> tuple[str, str] | None:
+        return self.git.source_notice(source)
+
+    def clone_working_tree(self, source: LocalSource) -> None:
+        self.git.clone_working_tree(source)
 
     def prepare(self) -> str:
         return self.git.prepare()

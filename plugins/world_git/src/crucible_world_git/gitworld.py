@@ -12,6 +12,7 @@ import attrs
 from crucible_core.api import (
     AgentFileRefused,
     ApplyOutcome,
+    LocalSource,
     RecordedKept,
     RunFailed,
     SourceChanges,
@@ -19,7 +20,7 @@ from crucible_core.api import (
     WorldContext,
     read_regular,
 )
-from crucible_world_git import excludes, forks
+from crucible_world_git import excludes, forks, working_tree
 from crucible_world_git.change_diff import commit_change
 from crucible_world_git.clone import clone_into
 from crucible_world_git.git_memory import BASELINE_LABEL, GitMemory
@@ -68,6 +69,15 @@ class GitWorld:
 
     def source_changes(self, source: str) -> SourceChanges | None:
         return source_changes(source)
+
+    def source_notice(self, source: LocalSource) -> tuple[str, str] | None:
+        return working_tree.notice(source)
+
+    def clone_working_tree(self, source: LocalSource) -> None:
+        changes = working_tree.left_out(source)  # before the clone: it may land inside the source
+        self.clone_from(str(source.path), None)
+        if changes is not None:
+            working_tree.overlay_working_tree(source.path, self.memory.workspace, changes)
 
     def prepare(self) -> str:
         memory = self.memory

@@ -1,4 +1,4 @@
-"""Which kept states a session log names: the tokens `crucible diff` hands the world."""
+"""Which kept states a session log names: the tokens `crucible diff` hands the world's change()."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.errors import UsageError
-from crucible_core.flow.fold import is_kept
+from crucible_core.api import UsageError, is_kept
 
 
 @attrs.frozen

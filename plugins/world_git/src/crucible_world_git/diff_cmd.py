@@ -1,4 +1,8 @@
-"""`crucible diff`: the change a kept iteration made, or the whole best-vs-baseline change, from the world's memory."""
+"""`crucible diff`: the change a kept iteration made, or the whole best-vs-baseline change, from the world's memory.
+
+Any world with a `change()` can answer (a composite, the test kit's); the command lives here
+because the git worlds are the ones that keep every kept state as a commit to diff.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +11,14 @@ from pathlib import Path
 
 import click
 
-from crucible_core.cli.options import (
-    manifest_option,
-    missing_log_hint,
-    session_log_path,
-    session_option,
-    state_dir_option,
-)
-from crucible_core.errors import UsageError, WorkspaceError
+from crucible_core import api
+from crucible_core.api import UsageError, WorkspaceError
 
 
 @click.command("diff")
-@manifest_option
-@state_dir_option
-@session_option
+@api.manifest_option
+@api.state_dir_option
+@api.session_option
 @click.option("--best", "best", is_flag=True, help="The best kept state against the baseline (the default).")
 @click.option("--iter", "iteration", type=int, default=None, help="The change kept iteration N made.")
 @click.option("--stat", "stat", is_flag=True, help="A diffstat instead of the full diff.")
@@ -36,35 +34,38 @@ def command(
 
     Only kept iterations have a change to show: a discarded one was rolled back.
     """
-    from crucible_core.contract.plain_text import plain
-    from crucible_core.flow.decode import read_session
-    from crucible_core.flow.diffstat import render_diffstat
-    from crucible_core.flow.kept import best_change, iteration_change
-    from crucible_core.manifest.loader import load_manifest
-    from crucible_core.manifest.paths import RunPaths
-    from crucible_core.plugins import load_plugins
-    from crucible_core.run.drivers import DriverChoice, NoteRelay, world_of
-    from crucible_core.run.engine import engine_environment
-    from crucible_core.shell import Shell
+    from crucible_core.api import (
+        RunPaths,
+        Shell,
+        engine_environment,
+        load_manifest,
+        load_plugins,
+        plain,
+        read_session,
+        world_of,
+    )
+    from crucible_world_git.diffstat import render_diffstat
+    from crucible_world_git.kept_states import best_change, iteration_change
 
     if best and iteration is not None:
         raise UsageError("--best and --iter are exclusive", hint="pick one")
     plugins = load_plugins()
     loaded = load_manifest(manifest, plugins=plugins)
     paths = RunPaths.resolve(loaded, state_dir=state_dir)
-    log = session_log_path(manifest, state_dir, session)
+    log = api.session_log_path(manifest, state_dir, session)
     if not log.is_file():
-        raise WorkspaceError(f"no session log at {log}", hint=missing_log_hint(manifest, session))
+        raise WorkspaceError(f"no session log at {log}", hint=api.missing_log_hint(manifest, session))
     events = read_session(log)
     wanted = iteration_change(events, iteration) if iteration is not None else best_change(events)
     if not paths.workspace.is_dir():
         raise WorkspaceError(f"no workspace at {paths.workspace}", hint="the run's world is gone")
-    choice = DriverChoice.of(loaded, plugins)
     shell = Shell(cwd=paths.workspace, env=engine_environment())
     spared = tuple(paths.spared_in_workspace())
-    world = world_of(plugins, loaded, paths, shell, NoteRelay(), spared=spared, world_record=False)
+    world = world_of(plugins, loaded, paths, shell, _no_notes, spared=spared, world_record=False)
     if not callable(getattr(world, "change", None)):
-        raise UsageError(f"the {choice.world!r} world cannot show changes", hint="its plugin has no change()")
+        raise UsageError(
+            f"the {loaded.world_kind!r} world cannot show changes", hint="its plugin has no change()"
+        )
     diff = world.change(wanted.head, wanted.base)
     text = render_diffstat(diff) if stat else diff
     if sys.stdout.isatty():
@@ -72,3 +73,7 @@ def command(
         # stays byte for byte what was kept, for `git apply`)
         text = "".join(plain(line, tabs=True) + "\n" for line in text.splitlines())
     click.echo(text, nl=False)
+
+
+def _no_notes(text: str) -> None:
+    """Showing a change repairs nothing worth a note: there is no session log to write to."""
