@@ -45,6 +45,7 @@ MEMBERS = [
     "plugins/search_wide",
     "plugins/results_md",
     "plugins/world_composite",
+    "plugins/lane_plan",
     "plugins/testkit",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"

@@ -40,6 +40,7 @@ STANDARD_SET = {
     "crucible-plugin-lane-playbook",
     "crucible-plugin-search-wide",
     "crucible-plugin-results-md",
+    "crucible-plugin-lane-plan",
 }
 
 
@@ -184,6 +185,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/lane_playbook",
         "plugins/search_wide",
         "plugins/results_md",
+        "plugins/lane_plan",
     ]
     done = subprocess.run(
         [

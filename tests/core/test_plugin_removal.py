@@ -109,6 +109,7 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
     ),
     "results_md": None,  # registers no name: RESULTS.md, tests/results_md/test_results_md.py
     "world_composite": _composite,
+    "lane_plan": None,  # `crucible plan run` and `plan show`: tests/lane_plan/test_plan_without_plugin.py
 }
 
 

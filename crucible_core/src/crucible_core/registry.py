@@ -124,6 +124,8 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("lane", "playbook"): "crucible-plugin-lane-playbook",
     ("round strategy", "wide"): "crucible-plugin-search-wide",
     ("world", "composite"): "crucible-plugin-world-composite",
+    ("command", "plan run"): "crucible-plugin-lane-plan",
+    ("command", "plan show"): "crucible-plugin-lane-plan",
 }
 
 
