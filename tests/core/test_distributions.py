@@ -41,6 +41,7 @@ STANDARD_SET = {
     "crucible-plugin-search-wide",
     "crucible-plugin-results-md",
     "crucible-plugin-lane-plan",
+    "crucible-plugin-world-composite",
 }
 
 
@@ -186,6 +187,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/search_wide",
         "plugins/results_md",
         "plugins/lane_plan",
+        "plugins/world_composite",
     ]
     done = subprocess.run(
         [
