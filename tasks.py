@@ -47,6 +47,7 @@ MEMBERS = [
     "plugins/world_composite",
     "plugins/packs",
     "plugins/distress",
+    "plugins/lane_plan",
     "plugins/testkit",
     "plugins/task_agent",
 ]

@@ -43,6 +43,7 @@ STANDARD_SET = {
     "crucible-plugin-task-agent",
     "crucible-plugin-packs",
     "crucible-plugin-distress",
+    "crucible-plugin-lane-plan",
     "crucible-plugin-world-composite",
 }
 
@@ -188,6 +189,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/task_agent",
         "plugins/packs",
         "plugins/distress",
+        "plugins/lane_plan",
         "plugins/world_composite",
     ]
     done = subprocess.run(

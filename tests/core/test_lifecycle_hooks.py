@@ -496,11 +496,15 @@ def test_a_plan_file_fires_run_start_and_end_with_no_manifest(tmp_path: Path) ->
     )
     (tmp_path / "ws").mkdir()
     calls: list[tuple[Any, ...]] = []
-    from crucible_core.session.request import TaskOptions
+    from functools import partial
+
+    from crucible_lane_plan.lane import PlanFile, prepare_plan_file
 
     result = execute(
         fresh_plugins(graph_listener(calls)),
-        SessionRequest(plan_file=plan, ui="headless", tasks=TaskOptions(workspace=tmp_path / "ws")),
+        SessionRequest(
+            prepare_lane=partial(prepare_plan_file, PlanFile(plan, workspace=tmp_path / "ws")), ui="headless"
+        ),
     )
     assert (result.outcome, result.exit_code) == ("finished", 0)
     assert calls == [("run_start", "plan", False, None), ("run_end", "plan", "finished", 1)]

@@ -112,6 +112,7 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
     "task_agent": lambda tmp_path, _env: (_copy(tmp_path, "playbook"), {}),  # its agent task
     "distress": None,  # `crucible distress` / `escalate` (no manifest names them): tests/distress/
     "packs": None,  # `--pack NAME` (no manifest names it): tests/packs/test_domain_packs.py
+    "lane_plan": None,  # `crucible plan run` and `plan show`: tests/lane_plan/test_plan_without_plugin.py
 }
 
 

@@ -16,7 +16,7 @@ needs = "service.cluster"
 command = "echo '{}'"
 """
 # Every plugin but the transports' (crucible-core itself always loads).
-WITHOUT_TRANSPORTS = "service_oubliette,world_git,judge_command"
+WITHOUT_TRANSPORTS = "service_oubliette,world_git,judge_command,lane_plan"
 
 
 def test_a_service_whose_transport_no_plugin_serves_is_refused_naming_the_plugin(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "2.1"
+API_VERSION = "2.2"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -181,6 +181,7 @@ if TYPE_CHECKING:
     from crucible_core.plan.builtin_kinds import EngineFields as EngineFields
     from crucible_core.plan.builtin_kinds import spawn_failure as spawn_failure
     from crucible_core.plan.builtin_kinds import task_shell as task_shell
+    from crucible_core.plan.events import PlanAdmitted as PlanAdmitted
     from crucible_core.plan.executor import ExecutorConfig as ExecutorConfig
     from crucible_core.plan.executor import PlanExecutor as PlanExecutor
     from crucible_core.plan.executor import PriorRun as PriorRun
@@ -192,6 +193,7 @@ if TYPE_CHECKING:
     from crucible_core.plan.ir import Task as Task
     from crucible_core.plan.ir import ValidPlan as ValidPlan
     from crucible_core.plan.iteration import core_kinds as core_kinds
+    from crucible_core.plan.iteration import iteration_plan as iteration_plan
     from crucible_core.plan.kinds import RESULT_FILE as RESULT_FILE
     from crucible_core.plan.kinds import AgentTurns as AgentTurns
     from crucible_core.plan.kinds import (
@@ -208,6 +210,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.plan.kinds import TurnHooks as TurnHooks
     from crucible_core.plan.load import plan_from_data as plan_from_data
+    from crucible_core.plan.load import read_plan_file as read_plan_file
     from crucible_core.plan.output import MAX_OUTPUT_DEPTH as MAX_OUTPUT_DEPTH
     from crucible_core.plan.output import finite_score as finite_score
     from crucible_core.plan.output import last_json_object as last_json_object
@@ -229,6 +232,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.plan.runners import open_task_runners as open_task_runners
     from crucible_core.plan.runners import runner_for as runner_for
+    from crucible_core.plan.runners import unrunnable_tasks as unrunnable_tasks
     from crucible_core.plugins import Plugins as Plugins
     from crucible_core.plugins import load_plugins as load_plugins
     from crucible_core.process import Completed as Completed
@@ -355,12 +359,14 @@ if TYPE_CHECKING:
     from crucible_core.reporters.console_view import ConsoleView as ConsoleView
     from crucible_core.reporters.console_view import row_label as row_label
     from crucible_core.run import part_tokens
+    from crucible_core.run.budget import Budget as Budget
     from crucible_core.run.context import LoopExit as LoopExit
     from crucible_core.run.context import Run as Run
     from crucible_core.run.drivers import build_drivers as build_drivers
     from crucible_core.run.drivers import world_of as world_of
     from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT as DEFAULT_TURN_TIMEOUT
     from crucible_core.run.engine import Engine as Engine
+    from crucible_core.run.engine import RunOptions as RunOptions
     from crucible_core.run.engine import engine_environment as engine_environment
     from crucible_core.run.identity import run_identity as run_identity
     from crucible_core.run.injects import copy_injects as copy_injects
@@ -389,6 +395,7 @@ if TYPE_CHECKING:
     from crucible_core.run.rounds import RoundRequest as RoundRequest
     from crucible_core.run.rounds import RoundStrategy as RoundStrategy
     from crucible_core.run.rounds import SearchRound as SearchRound
+    from crucible_core.run.rounds import prepare_round as prepare_round
     from crucible_core.run.signals import AfterTurn as AfterTurn
     from crucible_core.run.signals import AgentNote as AgentNote
     from crucible_core.run.signals import AgentSignals as AgentSignals
@@ -401,18 +408,21 @@ if TYPE_CHECKING:
     from crucible_core.run.workspace_setup import SETUP_TIMEOUT as SETUP_TIMEOUT
     from crucible_core.run.workspace_setup import setup_component as setup_component
     from crucible_core.run.workspace_setup import workspace_in_use as workspace_in_use
+    from crucible_core.services import run_services
     from crucible_core.services.catalog import Handoff as Handoff
     from crucible_core.services.catalog import ServiceTool as ServiceTool
     from crucible_core.services.catalog import ServiceToolFactory as ServiceToolFactory
     from crucible_core.services.run_services import PlannedServices as PlannedServices
     from crucible_core.services.run_services import plan_services as plan_services
     from crucible_core.services.run_services import stable_run_id as stable_run_id
+    from crucible_core.session import entry
     from crucible_core.session.embed import CheckReport as CheckReport
     from crucible_core.session.embed import RunResult as RunResult
     from crucible_core.session.embed import check as check
     from crucible_core.session.embed import results as results
     from crucible_core.session.embed import run as run
     from crucible_core.session.request import SessionRequest as SessionRequest
+    from crucible_core.session.request import TaskOptions as TaskOptions
     from crucible_core.session_log import read_events as read_events
     from crucible_core.shell import Shell as Shell
     from crucible_core.workflow import language
@@ -423,6 +433,7 @@ if TYPE_CHECKING:
     from crucible_core.workflow.pack import effective_workflow as effective_workflow
     from crucible_core.workflow.pack import plan_data as plan_data
     from crucible_core.workflow.pack import to_toml as to_toml
+    from crucible_core.workflow.pack import validate_document as validate_document
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
     # renamed on the way out (a flat namespace needs the module's name in it); mypy re-exports
@@ -435,6 +446,9 @@ if TYPE_CHECKING:
     task_refusals = runners.refusals
     toml_document = toml_text.document
     find_workflow_source = language.find_source
+    toml_value = toml_text.value
+    declared_services = run_services.declarations_of
+    execute_session = entry.execute
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -666,6 +680,20 @@ _export("crucible_core.plan.runners", "RemoteMeasure", "RemoteMeasureFactory")
 # `crucible diff` (crucible-plugin-world-git): the kept states a log names, the world that shows them.
 _export("crucible_core.flow.fold", "is_kept")
 _export("crucible_core.run.drivers", "world_of")
+# `crucible plan run` and `crucible plan show` (crucible-plugin-lane-plan): a plan file read and its
+# services refused, a graph printed, and a session started on a lane the command prepares.
+_export("crucible_core.plan.load", "read_plan_file")
+_export("crucible_core.plan.events", "PlanAdmitted")
+_export("crucible_core.plan.iteration", "iteration_plan")
+_export("crucible_core.plan.runners", "unrunnable_tasks")
+_export("crucible_core.services.run_services", "declared_services=declarations_of")
+_export("crucible_core.toml_text", "toml_value=value")
+_export("crucible_core.workflow.pack", "validate_document")
+_export("crucible_core.run.engine", "RunOptions")
+_export("crucible_core.run.rounds", "prepare_round")
+_export("crucible_core.run.budget", "Budget")
+_export("crucible_core.session.request", "TaskOptions")
+_export("crucible_core.session.entry", "execute_session=execute")
 
 __all__ = ["API_VERSION", *sorted(_WHERE)]
 

@@ -202,11 +202,12 @@ def crucible_register_workflow_languages(register: Register[WorkflowLanguage]) -
 def crucible_register_lanes(register: Register[LaneSpec]) -> None:
     """Register kinds of run by the workflow type that selects them ("playbook"): a LaneSpec each.
 
-    A manifest whose effective `[workflow]` declares a type no judge scores runs through the lane
-    registered under that type: the session hands its `prepare` a LaneContext before the log opens
-    and drives the lane it returns through the one shell (crucible_core.lanes.lane); `crucible check`
-    adds the lane's own findings. The loop and the plan file are core's and are not registered here;
-    with no lane for the type, runs and checks refuse, naming the distribution to install.
+        A manifest whose effective `[workflow]` declares a type no judge scores runs through the lane
+        registered under that type: the session hands its `prepare` a LaneContext before the log opens
+        and drives the lane it returns through the one shell (crucible_core.lanes.lane); `crucible check`
+        adds the lane's own findings. The loop is core's, and a plan file's lane comes with the command
+    that runs it (SessionRequest.prepare_lane); neither is registered here;
+        with no lane for the type, runs and checks refuse, naming the distribution to install.
     """
 
 

@@ -46,5 +46,5 @@ def _load(builtin: frozenset[str]) -> dict[str, str]:
     return {
         name: entry.value.get_short_help_str(limit=HELP_WIDTH)
         for name, entry in sorted(registry.entries.items())
-        if name not in builtin
+        if name not in builtin and " " not in name  # "plan run" is a subcommand of `crucible plan`
     }

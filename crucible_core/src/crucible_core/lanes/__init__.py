@@ -1,1 +1,1 @@
-"""The lanes: what differs between the kinds of run (the loop, a plan file; a plugin's, such as the playbook), each a session body."""
+"""The lanes: what differs between the kinds of run (the loop; a plugin's, such as the playbook or a plan file), each a session body."""

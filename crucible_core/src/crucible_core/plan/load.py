@@ -212,7 +212,3 @@ def _unknown_kind(raw: Mapping[str, Any], label: str, kinds: Registry[TaskKindSp
         return f"{message}; `pip install {provider}` provides it"
     close = difflib.get_close_matches(str(raw.get("kind")), authorable, n=1, cutoff=0.6)
     return message + (f"; did you mean {close[0]!r}?" if close else "")
-
-
-def load_plan(path: Path, kinds: Registry[TaskKindSpec]) -> ir.Plan:
-    return plan_from_data(read_plan_file(path), kinds, source=str(path))

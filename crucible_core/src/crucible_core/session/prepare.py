@@ -1,6 +1,6 @@
 """Prepare: resolve a request into one lane before the session log opens.
 
-The manifest (or plan file) is loaded with the run's plugins, the lane chosen by what it
+The manifest is loaded with the run's plugins, the lane chosen by what it
 declares (the loop, or the lane a plugin registers under its workflow type, such as a playbook),
 and the lane resolves everything it needs: names, identity inputs, services planned from the
 catalog, task runners opened once, the resume classified, the state lock taken. Any refusal here
@@ -15,7 +15,6 @@ from pathlib import Path
 
 from crucible_core.lanes.lane import Ending, Lane, LaneContext, LaneSpec
 from crucible_core.lanes.loop import prepare_loop
-from crucible_core.lanes.plan_file import prepare_plan_file
 from crucible_core.manifest.loader import LoadedManifest, load_manifest
 from crucible_core.plugins import Plugins
 from crucible_core.run.state_lock import StateLock
@@ -28,8 +27,8 @@ def prepare(
     plugins: Plugins, request: SessionRequest, take_lock: Callable[[Path], StateLock]
 ) -> Lane | Ending:
     """The lane the request runs, ready to drive, or the Ending of a run that already ended."""
-    if request.plan_file is not None:
-        return prepare_plan_file(plugins, request, take_lock)
+    if request.prepare_lane is not None:  # no manifest: the plugin command that asked prepares it
+        return request.prepare_lane(plugins, request, take_lock)
     assert request.manifest is not None
     loaded = load_manifest(request.manifest, plugins=plugins)
     spec = registered_lane(plugins, loaded)

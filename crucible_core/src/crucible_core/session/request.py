@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
 from crucible_core.errors import ExitCode
 from crucible_core.run.budget import Budget
 from crucible_core.run.engine import RunOptions
+
+if TYPE_CHECKING:
+    from crucible_core.lanes.lane import Ending, Lane
+    from crucible_core.plugins import Plugins
+    from crucible_core.run.state_lock import StateLock
+
+# Prepares a run that has no manifest (a plan file's): its lane, or the Ending of one already ended.
+PrepareLane = Callable[["Plugins", "SessionRequest", Callable[[Path], "StateLock"]], "Lane | Ending"]
 
 
 @attrs.frozen
@@ -20,16 +29,13 @@ class TaskOptions:
     max_asks: int = 20  # asks the run's tasks may emit in all
     max_task_timeout: float = 86_400.0  # the longest deadline a task may declare
     task_timeout: float = 1800.0  # the deadline of a task that declares none (a playbook's)
-    # A plan file only:
-    workspace: Path | None = None  # the directory its tasks run in (default: the current one)
-    agent_cmd: str | None = None  # a stand-in command for its agent tasks
-    deploy_profile: Path | None = None  # where its tasks needing what this machine lacks run
 
 
 @attrs.frozen
 class SessionRequest:
-    """A run to start or resume: a manifest (the loop or a playbook, whichever it declares) or a
-    plan file (`crucible plan run`). Exactly one of `manifest` and `plan_file` is set."""
+    """A run to start or resume: a manifest (the loop or a playbook, whichever it declares) or a run
+    with no manifest that the plugin command asking for it prepares (`crucible plan run`, with
+    crucible-plugin-lane-plan). Exactly one of `manifest` and `prepare_lane` is set."""
 
     manifest: Path | None = None
     budget: Budget = Budget()  # the loop's budget; a playbook's ceilings (max_cost, max_time)
@@ -42,11 +48,13 @@ class SessionRequest:
     params: Mapping[str, str] = attrs.field(factory=dict)  # run parameters (workflow, [outputs] targets)
     caps: frozenset[str] = frozenset()  # --cap: what this machine provides
     tasks: TaskOptions = TaskOptions()
-    plan_file: Path | None = None
+    prepare_lane: PrepareLane | None = None
 
     def __attrs_post_init__(self) -> None:
-        if (self.manifest is None) == (self.plan_file is None):
-            raise ValueError("a session request names a manifest or a plan file, not both and not neither")
+        if (self.manifest is None) == (self.prepare_lane is None):
+            raise ValueError(
+                "a session request names a manifest or a lane to prepare, not both and not neither"
+            )
 
 
 @attrs.frozen

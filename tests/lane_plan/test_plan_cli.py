@@ -1,11 +1,10 @@
-"""`crucible plan show/states/run` through the real CLI: formats, refusals and exit codes."""
+"""`crucible plan show/run` through the real CLI: formats, refusals and exit codes."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from crucible_core.plan.states import PLAN_MACHINE, TASK_MACHINE, BlockReason
 from tests.cli_support import run_crucible
 
 PLAN = """\
@@ -69,16 +68,6 @@ def test_show_manifest_prints_the_default_iteration_graph(example) -> None:
         ("measure", "engine_measure", ["apply"]),
         ("decide", "engine_decide", ["measure"]),
     ]
-
-
-def test_states_dot_is_rendered_from_the_executor_tables() -> None:
-    dot = run_crucible("plan", "states", "--format", "dot").stdout
-    assert dot.count("digraph") == 2
-    for machine in (TASK_MACHINE, PLAN_MACHINE):
-        for edge in machine.edges:
-            assert f'"{edge.source}" -> "{edge.target}" [label="{edge.label}"]' in dot
-    for reason in BlockReason:
-        assert reason.value in dot
 
 
 def test_a_refused_plan_exits_10_and_names_every_problem(tmp_path: Path) -> None:

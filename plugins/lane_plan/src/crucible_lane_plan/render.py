@@ -8,9 +8,7 @@ from typing import Any
 
 import attrs
 
-from crucible_core.plan import ir
-from crucible_core.plan.events import PlanAdmitted
-from crucible_core.toml_text import value as toml_value
+from crucible_core.api import PlanAdmitted, ir, toml_value
 
 
 def _plain(value: Any) -> Any:
@@ -113,7 +111,7 @@ def to_mermaid(plan: ir.ValidPlan) -> str:
 
 
 def default_iteration_plan() -> ir.Plan:
-    """The graph one autoresearch iteration runs (plan/iteration.py, where the loop takes it too)."""
-    from crucible_core.plan.iteration import iteration_plan
+    """The graph one autoresearch iteration runs (core's, where the loop takes it too)."""
+    from crucible_core.api import iteration_plan
 
     return iteration_plan()

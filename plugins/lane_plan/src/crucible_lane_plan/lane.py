@@ -13,55 +13,75 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crucible_core.contract import wire
-from crucible_core.errors import UsageError
-from crucible_core.lanes.graph import (
+import attrs
+
+from crucible_core.api import (
+    Ending,
+    ExecutorConfig,
     GraphLane,
+    HeldEvents,
+    LaneShell,
+    PlannedServices,
+    RunPaths,
+    TaskRunner,
+    TaskRunnerContext,
+    UsageError,
+    check_same_plan,
+    declared_services,
     ended_report,
+    open_task_runners,
+    plan_from_data,
+    plan_services,
     print_tasks,
+    read_plan_file,
     recorded_run,
     report_ending,
+    stable_run_id,
     tell_how_to_start_anew,
+    validate_plan,
 )
-from crucible_core.lanes.lane import Ending, Shell
-from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.manifest.paths import RunPaths
-from crucible_core.plan import ir
-from crucible_core.plan.executor import ExecutorConfig, PriorRun, check_same_plan
-from crucible_core.plan.kinds import TaskKindSpec
-from crucible_core.plan.load import plan_from_data, read_plan_file
-from crucible_core.plan.runners import TaskRunner, TaskRunnerContext, open_task_runners
-from crucible_core.plan.validate import validate
-from crucible_core.plugins import Plugins
-from crucible_core.registry import Registry
-from crucible_core.run.opened_runners import HeldEvents
-from crucible_core.run.state_lock import StateLock
-from crucible_core.services import run_services
 
 if TYPE_CHECKING:
-    from crucible_core.session.request import SessionRequest
+    from crucible_core.api import (
+        LoadedManifest,
+        Plugins,
+        PriorRun,
+        Registry,
+        SessionRequest,
+        TaskKindSpec,
+        ir,
+        wire,
+    )
+
+
+@attrs.frozen
+class PlanFile:
+    """What `crucible plan run` hands its lane besides the session request: the file, and where its tasks run."""
+
+    path: Path
+    workspace: Path | None = None  # the directory its tasks run in (default: the current one)
+    agent_cmd: str | None = None  # a stand-in command for its agent tasks
+    deploy_profile: Path | None = None  # where its tasks needing what this machine lacks run
 
 
 def prepare_plan_file(
-    plugins: Plugins, request: SessionRequest, take_lock: Callable[[Path], StateLock]
+    asked: PlanFile, plugins: Plugins, request: SessionRequest, take_lock: Callable[[Path], object]
 ) -> PlanFileLane | Ending:
     """Resolve a plan file before its log opens: the graph, the recorded run, services, runners."""
-    file = request.plan_file
-    assert file is not None
-    tasks = request.tasks
+    file, tasks = asked.path, request.tasks
     kinds: Registry[TaskKindSpec] = plugins.registry("task kind")
     data = read_plan_file(file)
-    root = (tasks.workspace or Path.cwd()).resolve()
+    root = (asked.workspace or Path.cwd()).resolve()
     # Services are refused before the graph compiles; args may not point into the plan's or the workspace's tree.
-    declared = run_services.declarations_of(data, [file.resolve().parent, root], str(file))
-    plan = validate(plan_from_data(data, kinds, source=str(file)), kinds, source=str(file))
+    declared = declared_services(data, [file.resolve().parent, root], str(file))
+    plan = validate_plan(plan_from_data(data, kinds, source=str(file)), kinds, source=str(file))
     plugins.registry("reporter").get(request.ui, where="--ui")
     base = file.resolve().parent
     state = (request.state_dir or base / "state").resolve()
     paths = RunPaths(manifest_dir=base, workspace=root, state_dir=state, steer_file=base / "STEER.md")
     take_lock(state)
     prior = recorded_run(paths.session_log, resume=request.resume, what="plan")
-    config = ExecutorConfig(workspace=root, state_dir=state, caps=request.caps, agent_cmd=tasks.agent_cmd)
+    config = ExecutorConfig(workspace=root, state_dir=state, caps=request.caps, agent_cmd=asked.agent_cmd)
     config.max_seconds = request.budget.max_time
     config.max_asks = tasks.max_asks
     if tasks.jobs is not None:
@@ -75,7 +95,7 @@ def prepare_plan_file(
             tell_how_to_start_anew(state, report.outcome)
             return Ending(report.outcome, "already finished", report_ending(report).exit_code)
     # Read the catalog before the log opens: a broken catalog is refused with nothing recorded.
-    planned = run_services.plan_services(
+    planned = plan_services(
         declared,
         os.environ,
         log_path=paths.session_log,
@@ -84,7 +104,7 @@ def prepare_plan_file(
     )
     config.env = planned.task_env(os.environ)  # a service's secrets reach only that service
     held = HeldEvents()  # what the runners say while opening, written once the log is open
-    runners = _task_runners(plugins, file, state, tasks.deploy_profile, config.env, held)
+    runners = _task_runners(plugins, file, state, asked.deploy_profile, config.env, held)
     config.task_runners = runners
     return PlanFileLane(
         paths=paths,
@@ -110,7 +130,7 @@ class PlanFileLane(GraphLane):
         kinds: Registry[TaskKindSpec],
         config: ExecutorConfig,
         prior: PriorRun | None,
-        planned: run_services.PlannedServices,
+        planned: PlannedServices,
         held: HeldEvents,
         runners: tuple[TaskRunner, ...],
         resumed: bool,
@@ -128,10 +148,10 @@ class PlanFileLane(GraphLane):
         self.held = held
         self.task_runners = runners
         self.resumed = resumed
-        self.run_id = run_services.stable_run_id(paths.state_dir)
+        self.run_id = stable_run_id(paths.state_dir)
         self.reporter_total: int | None = None
 
-    def open(self, session: Shell) -> None:
+    def open(self, session: LaneShell) -> None:
         self.attach(session)
 
     def before_start(self) -> None:
@@ -176,10 +196,15 @@ def _task_runners(
         env=env,
         emit=held,
     )
+    return open_runners(plugins, context)
+
+
+def open_runners(plugins: Plugins, context: TaskRunnerContext) -> tuple[TaskRunner, ...]:
+    """The task runners the context configures; a --deploy-profile nobody takes is refused."""
     runners = open_task_runners(plugins, context)
-    if not runners:
+    if not runners and context.deploy_profile is not None:
         raise UsageError(
-            f"--deploy-profile {profile}: no installed plugin runs tasks from a deploy profile",
+            f"--deploy-profile {context.deploy_profile}: no installed plugin runs tasks from a deploy profile",
             hint="install crucible-plugin-deploy-kubernetes",
         )
     return runners
