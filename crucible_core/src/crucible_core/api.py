@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "2.0"
+API_VERSION = "3.0"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -31,9 +31,14 @@ if TYPE_CHECKING:
     from crucible_core.agent_files import (
         read_regular as read_regular,
     )
+    from crucible_core.broker.declaration import Declaration as Declaration
     from crucible_core.broker.declaration import Disclosure as Disclosure
-    from crucible_core.broker.mediation import OutputRefused as OutputRefused
+    from crucible_core.broker.outputs import FixedTarget as FixedTarget
     from crucible_core.broker.outputs import OutputKindSpec as OutputKindSpec
+    from crucible_core.broker.outputs import OutputRefused as OutputRefused
+    from crucible_core.broker.outputs import ResolvedOutput as ResolvedOutput
+    from crucible_core.broker.outputs import Violation as Violation
+    from crucible_core.broker.outputs import scope_admits as scope_admits
     from crucible_core.broker.reach import (
         BUILTIN as BUILTIN,
     )
@@ -44,8 +49,10 @@ if TYPE_CHECKING:
         EgressReach as EgressReach,
     )
     from crucible_core.broker.service import SERVER_NAME as SERVER_NAME
-    from crucible_core.broker.service import Broker as Broker
+    from crucible_core.broker.service import BrokerRequest as BrokerRequest
+    from crucible_core.broker.service import TurnBroker as TurnBroker
     from crucible_core.broker.service import declaration_for as declaration_for
+    from crucible_core.broker.tools import BrokerRuntime as BrokerRuntime
     from crucible_core.broker.tools import BrokerTool as BrokerTool
     from crucible_core.broker.tools import ToolCall as ToolCall
     from crucible_core.broker.tools import ToolError as ToolError
@@ -316,7 +323,7 @@ if TYPE_CHECKING:
     from crucible_core.reporters.console_text import show_number as show_number
     from crucible_core.reporters.console_view import ConsoleView as ConsoleView
     from crucible_core.reporters.console_view import row_label as row_label
-    from crucible_core.run import composite_world
+    from crucible_core.run import composite_world, distress, escalation, parking
     from crucible_core.run.agent_task import RESULT_FILE as RESULT_FILE
     from crucible_core.run.agent_task import agent_task_runner as agent_task_runner
     from crucible_core.run.context import LoopExit as LoopExit
@@ -389,6 +396,14 @@ if TYPE_CHECKING:
     encode_components = composite_world.encode
     task_refusals = runners.refusals
     toml_document = toml_text.document
+    DISTRESS_SEVERITIES = distress.SEVERITIES
+    make_distress = distress.make
+    raise_distress = distress.raise_error
+    add_distress_note = distress.add_note
+    ESCALATION_CATEGORIES = escalation.CATEGORIES
+    make_escalation = escalation.make
+    write_escalation_marker = escalation.write_marker
+    PROVISIONING_MARKER = parking.MARKER_NAME
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -483,10 +498,29 @@ _export("crucible_core.workflow.lanes", "WORKFLOW_TYPES", "SCORED_WORKFLOW_TYPES
 _export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "Handoff")
 # Broker tools, output kinds and what an agent may reach.
 _export("crucible_core.broker.tools", "BrokerTool", "ToolCall", "ToolError")
-_export("crucible_core.broker.outputs", "OutputKindSpec")
-_export("crucible_core.broker.mediation", "OutputRefused")
+_export("crucible_core.broker.outputs", "OutputKindSpec", "OutputRefused")
 _export("crucible_core.broker.reach", "BUILTIN", "EgressEndpoint", "EgressReach")
-_export("crucible_core.broker.service", "Broker", "SERVER_NAME")
+_export("crucible_core.broker.service", "SERVER_NAME")
+# The broker seam: a broker plugin answers crucible_open_broker with a TurnBroker for the request.
+_export("crucible_core.broker.service", "BrokerRequest", "TurnBroker")
+_export("crucible_core.broker.tools", "BrokerRuntime")
+_export("crucible_core.broker.declaration", "Declaration")
+_export("crucible_core.broker.outputs", "FixedTarget", "ResolvedOutput", "Violation", "scope_admits")
+# The markers the standard broker tools write, the same ones their CLI twins write.
+_export(
+    "crucible_core.run.distress",
+    "DISTRESS_SEVERITIES=SEVERITIES",
+    "make_distress=make",
+    "raise_distress=raise_error",
+    "add_distress_note=add_note",
+)
+_export(
+    "crucible_core.run.escalation",
+    "ESCALATION_CATEGORIES=CATEGORIES",
+    "make_escalation=make",
+    "write_escalation_marker=write_marker",
+)
+_export("crucible_core.run.parking", "PROVISIONING_MARKER=MARKER_NAME")
 # Readings, measure output and the session wire records.
 _export("crucible_core.contract", "wire")
 _export("crucible_core.contract.reading", "Reading", "parse_measure_output")

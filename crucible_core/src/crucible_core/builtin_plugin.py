@@ -1,5 +1,5 @@
 """Behaviour crucible-core ships as its own default plugin: reporters, flow renderings, plan task kinds,
-output kinds, broker tools, init templates."""
+init templates."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from crucible_core.registry import Deferred, import_path
 # Types only: `crucible plugins` (and every command) loads this module and calls its registration
 # hooks, so what a driver needs is imported when the driver is first used, not here.
 if TYPE_CHECKING:
-    from crucible_core.broker.outputs import OutputKindSpec
-    from crucible_core.broker.tools import BrokerTool
     from crucible_core.flow.model import FlowModel
     from crucible_core.flow.render import FlowRenderer
     from crucible_core.init_templates import InitTemplate
@@ -73,9 +71,8 @@ def crucible_register_flow_renderers(register: Register[FlowRenderer]) -> None:
     register("mmd", _render_mermaid)
 
 
-# The built-in task kinds, output kinds, broker tools and init templates are registered by name
-# and built on first use: their specs bring in the plan's field classes, the broker's output
-# declarations and the distress and escalation records (about a third of what listing plugins
+# The built-in task kinds and init templates are registered by name and built on first use:
+# their specs bring in the plan's field classes (a large part of what listing plugins would
 # cost otherwise). The names are written out here; tests/core/test_plugins.py checks them
 # against what is built.
 CORE_TASK_KINDS = (
@@ -85,16 +82,6 @@ CORE_TASK_KINDS = (
     "top_k",
     *(f"engine_{op}" for op in ("propose", "apply", "measure", "grade", "decide")),
 )
-CORE_OUTPUT_KINDS = (
-    "draft-pr",
-    "tracker-comment",
-    "chat-message",
-    "image-push",
-    "deploy",
-    "workflow-dispatch",
-    "gpu-capture",
-)
-CORE_BROKER_TOOLS = ("distress", "escalate", "request_approval", "steer_inbox")
 CORE_INIT_TEMPLATES = ("command",)
 
 
@@ -120,22 +107,6 @@ def _named(path: str, name: str) -> Any:
 def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
     for name in CORE_TASK_KINDS:
         register(name, Deferred(functools.partial(_core_task_kind, name)))
-
-
-@hookimpl
-def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
-    for name in CORE_OUTPUT_KINDS:
-        register(
-            name, Deferred(functools.partial(_named, "crucible_core.broker.outputs:BUILTIN_KINDS", name))
-        )
-
-
-@hookimpl
-def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
-    for name in CORE_BROKER_TOOLS:
-        register(
-            name, Deferred(functools.partial(_named, "crucible_core.run.broker_tools:BUILTIN_TOOLS", name))
-        )
 
 
 @hookimpl

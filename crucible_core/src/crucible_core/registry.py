@@ -83,6 +83,10 @@ MISSING_DRIVER_HINT = (
     "`crucible plugins` lists what is installed"
 )
 
+# The standard broker's tools and output kinds (crucible-plugin-broker-mcp registers them).
+_BROKER_TOOLS = ("distress", "escalate", "request_approval", "steer_inbox")
+_BROKER_KINDS = ("tracker-comment", "chat-message", "image-push", "deploy", "gpu-capture")
+
 # Drivers the standard set ships in a distribution of their own, which an installation may leave
 # out: a name missing from its registry then says which distribution to install. Names only, so
 # that the message can say it; core imports none of them.
@@ -119,6 +123,10 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("workflow language", ".star"): "crucible-plugin-workflow-starlark",
     ("lane", "playbook"): "crucible-plugin-lane-playbook",
     ("round strategy", "wide"): "crucible-plugin-search-wide",
+    **{("broker tool", name): "crucible-plugin-broker-mcp" for name in _BROKER_TOOLS},
+    **{("output kind", name): "crucible-plugin-broker-mcp" for name in _BROKER_KINDS},
+    ("output kind", "draft-pr"): "crucible-plugin-publish-github",
+    ("output kind", "workflow-dispatch"): "crucible-plugin-publish-github",
 }
 
 

@@ -10,22 +10,32 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from crucible_core.broker.tools import BrokerTool, ToolCall, ToolError
-from crucible_core.errors import CrucibleError
-from crucible_core.manifest.paths import write_atomic
-from crucible_core.run import distress, escalation
-from crucible_core.run.parking import MARKER_NAME as PROVISIONING_MARKER
+from crucible_core.api import (
+    DISTRESS_SEVERITIES,
+    ESCALATION_CATEGORIES,
+    PROVISIONING_MARKER,
+    BrokerTool,
+    CrucibleError,
+    ToolCall,
+    ToolError,
+    add_distress_note,
+    make_distress,
+    make_escalation,
+    raise_distress,
+    write_atomic,
+    write_escalation_marker,
+)
 
 
 def _distress(call: ToolCall) -> Mapping[str, Any]:
     try:
-        page = distress.make(
+        page = make_distress(
             call.text("severity"), call.text("reason"), call.texts("evidence"), call.iteration
         )
         if page.severity != "error":
-            distress.add_note(call.runtime.distress_dir, page)
+            add_distress_note(call.runtime.distress_dir, page)
             return {"status": "noted", "severity": page.severity}
-        if not distress.raise_error(call.runtime.distress_dir, page):
+        if not raise_distress(call.runtime.distress_dir, page):
             return {"status": "already suspending"}
     except CrucibleError as exc:
         raise ToolError(exc.render()) from None
@@ -34,8 +44,8 @@ def _distress(call: ToolCall) -> Mapping[str, Any]:
 
 def _escalate(call: ToolCall) -> Mapping[str, Any]:
     try:
-        record = escalation.make(call.text("category"), call.text("reason"), call.texts("evidence"))
-        escalation.write_marker(call.runtime.workspace, record)
+        record = make_escalation(call.text("category"), call.text("reason"), call.texts("evidence"))
+        write_escalation_marker(call.runtime.workspace, record)
     except CrucibleError as exc:
         raise ToolError(exc.render()) from None
     except OSError as exc:
@@ -86,7 +96,7 @@ BUILTIN_TOOLS: tuple[BrokerTool, ...] = (
         {
             "type": "object",
             "properties": {
-                "severity": {"type": "string", "enum": list(distress.SEVERITIES)},
+                "severity": {"type": "string", "enum": list(DISTRESS_SEVERITIES)},
                 "reason": {"type": "string"},
                 "evidence": _EVIDENCE,
             },
@@ -101,7 +111,7 @@ BUILTIN_TOOLS: tuple[BrokerTool, ...] = (
         {
             "type": "object",
             "properties": {
-                "category": {"type": "string", "enum": list(escalation.CATEGORIES)},
+                "category": {"type": "string", "enum": list(ESCALATION_CATEGORIES)},
                 "reason": {"type": "string"},
                 "evidence": _EVIDENCE,
             },
