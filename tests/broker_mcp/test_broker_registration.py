@@ -91,3 +91,28 @@ def test_without_the_plugin_a_manifest_not_asking_resolves_with_no_tools_and_pub
     with pytest.raises(ManifestError) as refused:
         build_publisher(plugins, publish)  # type: ignore[arg-type]
     assert "pip install crucible-plugin-broker-mcp" in refused.value.render()
+
+
+def test_without_the_plugin_a_command_run_goes_as_before(example) -> None:
+    from importlib.metadata import entry_points
+
+    from crucible_core.session_log import read_events
+    from tests.cli_support import crucible_env, run_crucible
+
+    path = example("counter")
+    others = ",".join(ep.name for ep in entry_points(group="crucible") if ep.name != "broker_mcp")
+    done = run_crucible(
+        "--manifest",
+        path,
+        "--iterations",
+        "2",
+        "--ui",
+        "headless",
+        env=crucible_env(CRUCIBLE_LOAD_PLUGINS=others),
+    )
+    assert done.returncode == 0, done.stderr
+    events = list(read_events(path.parent / "state" / "session.jsonl"))
+    (exposure,) = [e for e in events if e["kind"] == "exposure"]
+    assert exposure["capabilities"]["broker_tools"] == []
+    assert not any(e["kind"] in ("broker_call", "broker_result") for e in events)
+    assert len([e for e in events if e["kind"] == "row"]) >= 2  # the baseline and the iterations
