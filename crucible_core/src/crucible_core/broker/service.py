@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from crucible_core.broker.declaration import BROKER_DISTRIBUTION, Declaration, resolve
+from crucible_core.broker.declaration import Declaration, resolve
 from crucible_core.broker.outputs import OutputKindSpec
 from crucible_core.broker.tools import BrokerRuntime, BrokerTool
 from crucible_core.contract import wire
@@ -23,7 +23,6 @@ from crucible_core.errors import PluginError
 from crucible_core.manifest.loader import LoadedManifest
 
 SERVER_NAME = "crucible"  # the agent sees mcp__crucible__<tool>
-__all__ = ["BROKER_DISTRIBUTION", "SERVER_NAME", "BrokerRequest", "TurnBroker"]
 
 Emit = Callable[[wire.Event], Any]  # SessionLog.emit
 
@@ -45,8 +44,8 @@ class TurnBroker(Protocol):
     ) -> str | None:
         """Count one write of `kind` to `target` (None: the declared target) against its bound.
 
-        Returns the address the write must use; raises a CrucibleError naming the bound when
-        the write is over its count or outside its target scope.
+        Returns the address the write must use; raises OutputRefused, naming the bound, when the
+        write is over its count or outside its target scope.
         """
         ...
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.broker.declaration import Declaration
-from crucible_core.broker.service import BROKER_DISTRIBUTION, TurnBroker
+from crucible_core.broker.declaration import BROKER_DISTRIBUTION, Declaration
+from crucible_core.broker.service import TurnBroker
 from crucible_core.contract import agent_wire, wire
 from crucible_core.contract.noise import combine
 from crucible_core.contract.plain_text import plain

@@ -8,7 +8,8 @@ writes, naming the distribution that provides it.
 
 from __future__ import annotations
 
-from crucible_core.broker.service import BROKER_DISTRIBUTION, broker_installed
+from crucible_core.broker.declaration import BROKER_DISTRIBUTION
+from crucible_core.broker.service import broker_installed
 from crucible_core.errors import ManifestError, PluginError
 from crucible_core.manifest.models import PublishSection
 from crucible_core.plugins import Plugins
