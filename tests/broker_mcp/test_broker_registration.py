@@ -93,7 +93,7 @@ def test_without_the_plugin_a_manifest_not_asking_resolves_with_no_tools_and_pub
     assert "pip install crucible-plugin-broker-mcp" in refused.value.render()
 
 
-def test_without_the_plugin_a_command_run_goes_as_before(example) -> None:
+def test_without_the_plugin_a_command_run_goes_as_before_and_one_asking_is_refused(example) -> None:
     from importlib.metadata import entry_points
 
     from crucible_core.session_log import read_events
@@ -116,3 +116,14 @@ def test_without_the_plugin_a_command_run_goes_as_before(example) -> None:
     assert exposure["capabilities"]["broker_tools"] == []
     assert not any(e["kind"] in ("broker_call", "broker_result") for e in events)
     assert len([e for e in events if e["kind"] == "row"]) >= 2  # the baseline and the iterations
+    import shutil
+
+    for left in ("workspace", "state"):  # a fresh run of the same pack, now asking for a tool
+        shutil.rmtree(path.parent / left)
+    with path.open("a") as handle:
+        handle.write('\n[agent.broker]\ntools = ["distress"]\n')
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS=others)
+    check = run_crucible("check", "--manifest", path, env=env)
+    assert check.returncode == 13 and "pip install crucible-plugin-broker-mcp" in check.stdout, check.stdout
+    asked = run_crucible("run", "--manifest", path, "--iterations", "1", "--ui", "headless", env=env)
+    assert asked.returncode == 10 and "pip install crucible-plugin-broker-mcp" in asked.stderr, asked.stderr
