@@ -11,6 +11,7 @@ from crucible_core.broker.service import declaration_for
 from crucible_core.errors import ManifestError
 from crucible_core.manifest.loader import load_manifest
 from crucible_core.plugins import load_plugins
+from tests.core.test_manifest import BASE  # the smallest command-agent manifest
 
 
 @pytest.mark.parametrize(
@@ -32,21 +33,6 @@ def test_each_plugin_registers_by_name_exactly_what_it_builds(
     for entry in registry:
         assert entry.value.name == entry.name  # the deferred value is the one built under that name
         assert entry.value is entry.value  # built once, then kept
-
-
-BASE = """
-[repo]
-path = "."
-
-[agent]
-backend = "command"
-agent_cmd = "true"
-goal = "g"
-
-[judge]
-measure_cmd = "./measure.sh"
-direction = "higher"
-"""
 
 
 def _without_broker() -> object:
