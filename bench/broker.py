@@ -181,12 +181,12 @@ def run(options: Options) -> list[Row]:
 
 
 def tool_call(options: Options) -> Row:
+    from crucible_broker_mcp.broker import Broker
+    from crucible_broker_mcp.mediation import Mediator
     from crucible_broker_mcp.server import BrokerServer
+    from crucible_broker_mcp.tools import BUILTIN_TOOLS
     from crucible_core.broker.declaration import Declaration, Disclosure
-    from crucible_core.broker.mediation import Mediator
-    from crucible_core.broker.service import Broker
     from crucible_core.broker.tools import BrokerRuntime
-    from crucible_core.run.broker_tools import BUILTIN_TOOLS
 
     events: list[str] = []
     emit = lambda event: events.append(event.KIND)  # noqa: E731

@@ -20,12 +20,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from crucible_broker_mcp.broker import Broker
+from crucible_broker_mcp.mediation import Mediator
 from crucible_broker_mcp.server import BrokerServer
+from crucible_broker_mcp.tools import BUILTIN_TOOLS
 from crucible_core.broker.declaration import Declaration, Disclosure
-from crucible_core.broker.mediation import Mediator
-from crucible_core.broker.service import Broker
 from crucible_core.broker.tools import BrokerRuntime, BrokerTool, ToolCall
-from crucible_core.run.broker_tools import BUILTIN_TOOLS
 from crucible_distress.tools import TOOLS as DISTRESS_TOOLS
 
 INITIALIZE = {

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -13,20 +11,15 @@ from typing import Any
 import pytest
 
 from crucible_core.broker.declaration import resolve
-from crucible_core.broker.mediation import Mediator, OutputRefused, used_counts
 from crucible_core.broker.outputs import (
-    BUILTIN_KINDS,
     FixedTarget,
     OpenScope,
     OpenTarget,
     OutputKindSpec,
     ResolvedOutput,
-    Violation,
-    resolve_target,
     scope_admits,
     scope_is_unbounded,
 )
-from crucible_core.contract import wire
 from crucible_core.errors import ManifestError, PluginError
 from crucible_core.hookspecs import hookimpl
 from crucible_core.manifest.loader import load_manifest
@@ -50,8 +43,8 @@ def bound(kind: str, target: Any, count: int = 2) -> ResolvedOutput:
 
 
 def test_the_vocabulary_and_its_defaults_are_conservative() -> None:
-    assert [k.name for k in BUILTIN_KINDS] == VOCABULARY
-    for spec in BUILTIN_KINDS:
+    assert list(kinds()) == VOCABULARY
+    for spec in kinds().values():
         assert spec.default_count > 0
         assert spec.addresses_target == (spec.name != "gpu-capture")
     with pytest.raises(ValueError):
@@ -83,70 +76,6 @@ def test_unbounded_scopes() -> None:
     assert not any(scope_is_unbounded(s) for s in ["PROJ-*", "org/repo", "*.example.com"])
 
 
-def test_targets_resolve_inside_their_bound_only() -> None:
-    fixed = bound("image-push", FixedTarget("quay.io/team"))
-    assert resolve_target(fixed, None, {}) == "quay.io/team"
-    assert resolve_target(fixed, "quay.io/team/app:1", {}) == "quay.io/team/app:1"
-    assert isinstance(resolve_target(fixed, "docker.io/evil", {}), Violation)
-    open_ = bound("tracker-comment", OpenTarget(OpenScope("PROJ-*")))
-    assert resolve_target(open_, "PROJ-4", {}) == "PROJ-4"
-    assert isinstance(resolve_target(open_, None, {}), Violation)  # an open scope cannot invent one
-    pinned = bound("tracker-comment", OpenTarget(OpenScope("PROJ-*", "issue")))
-    assert resolve_target(pinned, None, {"issue": "PROJ-42"}) == "PROJ-42"
-    sibling = resolve_target(pinned, "PROJ-43", {"issue": "PROJ-42"})
-    assert isinstance(sibling, Violation) and sibling.bound == "[outputs.tracker-comment].target = PROJ-42"
-    missing = resolve_target(pinned, "PROJ-42", {})
-    assert isinstance(missing, Violation) and "open.param = issue" in missing.bound
-    nothing = resolve_target(bound("draft-pr", None), None, {})
-    assert isinstance(nothing, Violation) and nothing.bound == "[outputs.draft-pr].target"
-    assert resolve_target(bound("gpu-capture", None), None, {}) is None
-
-
-def test_the_mediator_counts_refuses_and_records() -> None:
-    events: list[wire.Event] = []
-    mediator = Mediator(
-        [bound("tracker-comment", OpenTarget(OpenScope("PROJ-*")), count=2)],
-        events.append,
-        used={"tracker-comment": 1},  # a resumed run already spent one
-    )
-    assert mediator.admit("tracker-comment", "PROJ-1", by="post") == "PROJ-1"
-    with pytest.raises(OutputRefused) as over:
-        mediator.admit("tracker-comment", "PROJ-2", by="post", iteration=3)
-    assert "[outputs.tracker-comment].count" in over.value.render()
-    with pytest.raises(OutputRefused) as unknown:
-        mediator.admit("teleport", None, by="engine")
-    assert "not an output kind" in unknown.value.render()
-    assert [type(e).__name__ for e in events] == ["OutputAdmitted", "OutputRefused", "OutputRefused"]
-    assert wire.envelope(events[1]) == {
-        "v": 1,
-        "kind": "output_refused",
-        "output_kind": "tracker-comment",
-        "bound": "[outputs.tracker-comment].count = 2",
-        "tool": "post",
-        "detail": over.value.violation.message,
-        "requested": "PROJ-2",
-        "iter": 3,
-    }
-    assert used_counts([wire.envelope(e) for e in events]) == {"tracker-comment": 1}
-    assert mediator.remaining() == {"tracker-comment": 0}
-
-
-def test_the_mediator_admits_exactly_the_count_under_concurrency() -> None:
-    admitted: list[str] = []
-    mediator = Mediator([bound("gpu-capture", None, count=5)], lambda event: admitted.append(event.KIND))
-
-    def write() -> None:
-        with contextlib.suppress(OutputRefused):
-            mediator.admit("gpu-capture", None, by="t")
-
-    threads = [threading.Thread(target=write) for _ in range(40)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert admitted.count("output_admitted") == 5 and admitted.count("output_refused") == 35
-
-
 # -- manifests ---------------------------------------------------------------------------------
 BASE = """
 [repo]
@@ -175,7 +104,13 @@ def manifest(tmp_path: Path) -> Callable[[str], Path]:
 
 
 def kinds() -> dict[str, OutputKindSpec]:
-    return {k.name: k for k in BUILTIN_KINDS}
+    """The standard vocabulary as the installed plugins register it (broker and forge plugins), in
+    the contract's order."""
+    from crucible_core.broker.service import installed_kinds
+
+    installed = installed_kinds(load_plugins())
+    assert sorted(installed) == sorted(VOCABULARY)
+    return {name: installed[name] for name in VOCABULARY}
 
 
 @pytest.mark.parametrize(
@@ -225,7 +160,7 @@ def test_undeclared_kinds_take_the_default_table(manifest: Callable[[str], Path]
     loaded = load_manifest(manifest('[outputs.image-push]\ncount = 3\ntarget = { fixed = "quay.io/team" }\n'))
     declaration = resolve(loaded, kinds(), [], environ={"CRUCIBLE_PR_REPO": "org/repo"})
     by_kind = {o.kind: o for o in declaration.outputs}
-    assert [o.kind for o in declaration.outputs] == VOCABULARY
+    assert [o.kind for o in declaration.outputs] == sorted(VOCABULARY)
     assert (by_kind["image-push"].count, by_kind["image-push"].source) == (3, "manifest")
     assert by_kind["draft-pr"].target == FixedTarget("org/repo") and by_kind["draft-pr"].count == 2
     assert by_kind["chat-message"].target == FixedTarget("operator-channel")
@@ -297,7 +232,7 @@ def test_check_and_exposure_print_the_same_bounds(example) -> None:
     document = json.loads(exposure.stdout)
     assert set(document) == {"version", "outputs", "capabilities"}
     outputs = document["outputs"]["outputs"]
-    assert [o["kind"] for o in outputs] == VOCABULARY
+    assert [o["kind"] for o in outputs] == sorted(VOCABULARY)
     declared = next(o for o in outputs if o["kind"] == "tracker-comment")
     assert declared == {
         "kind": "tracker-comment",

@@ -102,7 +102,10 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
     "service_transports": _attested_service,
     "service_oubliette": _unattested_service,
     "flow_page": None,  # `crucible flow --out *.html`: tests/core/test_optional_plugins.py
-    "broker_mcp": None,  # registers no name: it serves the broker's tools at run start
+    "broker_mcp": lambda tmp_path, _env: (
+        _copy(tmp_path, "counter", lambda text: text + "\n[agent.broker]\nenabled = true\n"),
+        {},
+    ),
     "search_wide": lambda tmp_path, _env: (
         _copy(tmp_path, "counter", lambda text: text + '\n[search]\nwide = 2\napproaches = ["a", "b"]\n'),
         {},

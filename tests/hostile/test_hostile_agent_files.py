@@ -485,12 +485,12 @@ def terminal_output(argv: list[str]) -> str:
 # -- the broker and redaction ----------------------------------------------------------------
 @pytest.fixture
 def broker_url(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    from crucible_broker_mcp.broker import Broker
+    from crucible_broker_mcp.mediation import Mediator
     from crucible_broker_mcp.server import BrokerServer
+    from crucible_broker_mcp.tools import BUILTIN_TOOLS
     from crucible_core.broker.declaration import Declaration, Disclosure
-    from crucible_core.broker.mediation import Mediator
-    from crucible_core.broker.service import Broker
     from crucible_core.broker.tools import BrokerRuntime
-    from crucible_core.run.broker_tools import BUILTIN_TOOLS
     from crucible_distress.tools import TOOLS as DISTRESS_TOOLS
 
     events_: list[Any] = []

@@ -27,7 +27,8 @@ from crucible_core.session_log import read_events
 from tests.cli_support import crucible_env, run_crucible
 
 TOKEN = "ghp_publishTestToken0123456789abcdef"
-WITHOUT_PUBLISHER = ["core", "world_git", "judge_command", "backend_local"]
+# The broker plugin is the run's mediation point, which every draft-pr write asks first.
+WITHOUT_PUBLISHER = ["core", "world_git", "judge_command", "backend_local", "broker_mcp"]
 STANDARD = [*WITHOUT_PUBLISHER, "publish_github"]
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "2.2"
+API_VERSION = "3.0"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -37,9 +37,14 @@ if TYPE_CHECKING:
     from crucible_core.agent_files import (
         read_regular as read_regular,
     )
+    from crucible_core.broker.declaration import Declaration as Declaration
     from crucible_core.broker.declaration import Disclosure as Disclosure
-    from crucible_core.broker.mediation import OutputRefused as OutputRefused
+    from crucible_core.broker.outputs import FixedTarget as FixedTarget
     from crucible_core.broker.outputs import OutputKindSpec as OutputKindSpec
+    from crucible_core.broker.outputs import OutputRefused as OutputRefused
+    from crucible_core.broker.outputs import ResolvedOutput as ResolvedOutput
+    from crucible_core.broker.outputs import Violation as Violation
+    from crucible_core.broker.outputs import scope_admits as scope_admits
     from crucible_core.broker.reach import (
         BUILTIN as BUILTIN,
     )
@@ -50,8 +55,10 @@ if TYPE_CHECKING:
         EgressReach as EgressReach,
     )
     from crucible_core.broker.service import SERVER_NAME as SERVER_NAME
-    from crucible_core.broker.service import Broker as Broker
+    from crucible_core.broker.service import BrokerRequest as BrokerRequest
+    from crucible_core.broker.service import TurnBroker as TurnBroker
     from crucible_core.broker.service import declaration_for as declaration_for
+    from crucible_core.broker.tools import BrokerRuntime as BrokerRuntime
     from crucible_core.broker.tools import BrokerTool as BrokerTool
     from crucible_core.broker.tools import ToolCall as ToolCall
     from crucible_core.broker.tools import ToolError as ToolError
@@ -358,7 +365,7 @@ if TYPE_CHECKING:
     from crucible_core.reporters.console_text import show_number as show_number
     from crucible_core.reporters.console_view import ConsoleView as ConsoleView
     from crucible_core.reporters.console_view import row_label as row_label
-    from crucible_core.run import part_tokens
+    from crucible_core.run import parking, part_tokens
     from crucible_core.run.budget import Budget as Budget
     from crucible_core.run.context import LoopExit as LoopExit
     from crucible_core.run.context import Run as Run
@@ -449,6 +456,7 @@ if TYPE_CHECKING:
     toml_value = toml_text.value
     declared_services = run_services.declarations_of
     execute_session = entry.execute
+    PROVISIONING_MARKER = parking.MARKER_NAME
 
 # public name -> (module, attribute inside it)
 _WHERE: dict[str, tuple[str, str]] = {}
@@ -558,10 +566,16 @@ _export("crucible_core.workflow.lanes", "WORKFLOW_TYPES", "SCORED_WORKFLOW_TYPES
 _export("crucible_core.services.catalog", "ServiceTool", "ServiceToolFactory", "Handoff")
 # Broker tools, output kinds and what an agent may reach.
 _export("crucible_core.broker.tools", "BrokerTool", "ToolCall", "ToolError")
-_export("crucible_core.broker.outputs", "OutputKindSpec")
-_export("crucible_core.broker.mediation", "OutputRefused")
+_export("crucible_core.broker.outputs", "OutputKindSpec", "OutputRefused")
 _export("crucible_core.broker.reach", "BUILTIN", "EgressEndpoint", "EgressReach")
-_export("crucible_core.broker.service", "Broker", "SERVER_NAME")
+_export("crucible_core.broker.service", "SERVER_NAME")
+# The broker seam: a broker plugin answers crucible_open_broker with a TurnBroker for the request.
+_export("crucible_core.broker.service", "BrokerRequest", "TurnBroker")
+_export("crucible_core.broker.tools", "BrokerRuntime")
+_export("crucible_core.broker.declaration", "Declaration")
+_export("crucible_core.broker.outputs", "FixedTarget", "ResolvedOutput", "Violation", "scope_admits")
+# The marker request_approval writes, the same one an agent may write itself.
+_export("crucible_core.run.parking", "PROVISIONING_MARKER=MARKER_NAME")
 # Readings, measure output and the session wire records.
 _export("crucible_core.contract", "wire")
 _export("crucible_core.contract.reading", "Reading", "parse_measure_output")

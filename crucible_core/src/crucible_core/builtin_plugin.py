@@ -1,19 +1,16 @@
-"""Behaviour crucible-core ships as its own default plugin: reporters, plan task kinds, output kinds,
-broker tools."""
+"""Behaviour crucible-core ships as its own default plugin: reporters, plan task kinds, service turns."""
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crucible_core.hookspecs import hookimpl
-from crucible_core.registry import Deferred, import_path
+from crucible_core.registry import Deferred
 
 # Types only: `crucible plugins` (and every command) loads this module and calls its registration
 # hooks, so what a driver needs is imported when the driver is first used, not here.
 if TYPE_CHECKING:
-    from crucible_core.broker.outputs import OutputKindSpec
-    from crucible_core.broker.tools import BrokerTool
     from crucible_core.plan.kinds import TaskKindSpec
     from crucible_core.protocols import Reporter, ReporterContext, ReporterFactory
     from crucible_core.registry import Register
@@ -45,25 +42,13 @@ def crucible_register_reporters(register: Register[ReporterFactory]) -> None:
     register("jsonl", _jsonl)
 
 
-# The built-in task kinds, output kinds and broker tools are registered by name
-# and built on first use: their specs bring in the plan's field classes and the broker's output
-# declarations (about a third of what listing plugins
-# cost otherwise). The names are written out here; tests/core/test_plugins.py checks them
+# The built-in task kinds are registered by name and built on first use: their specs bring in the
+# plan's field classes (a large part of what listing plugins would cost otherwise). The names are written out here; tests/core/test_plugins.py checks them
 # against what is built.
 CORE_TASK_KINDS = (
     "command",
     *(f"engine_{op}" for op in ("propose", "apply", "measure", "grade", "decide")),
 )
-CORE_OUTPUT_KINDS = (
-    "draft-pr",
-    "tracker-comment",
-    "chat-message",
-    "image-push",
-    "deploy",
-    "workflow-dispatch",
-    "gpu-capture",
-)
-CORE_BROKER_TOOLS = ("request_approval", "steer_inbox")
 
 
 @functools.cache
@@ -79,31 +64,10 @@ def _core_task_kind(name: str) -> TaskKindSpec:
     return _core_task_kinds()[name]
 
 
-def _named(path: str, name: str) -> Any:
-    """The item called `name` in the tuple at `path` ("module:NAME")."""
-    return next(item for item in import_path(path) if item.name == name)
-
-
 @hookimpl
 def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
     for name in CORE_TASK_KINDS:
         register(name, Deferred(functools.partial(_core_task_kind, name)))
-
-
-@hookimpl
-def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
-    for name in CORE_OUTPUT_KINDS:
-        register(
-            name, Deferred(functools.partial(_named, "crucible_core.broker.outputs:BUILTIN_KINDS", name))
-        )
-
-
-@hookimpl
-def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
-    for name in CORE_BROKER_TOOLS:
-        register(
-            name, Deferred(functools.partial(_named, "crucible_core.run.broker_tools:BUILTIN_TOOLS", name))
-        )
 
 
 @hookimpl

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import click
 
     from crucible_core.broker.outputs import OutputKindSpec
+    from crucible_core.broker.service import BrokerRequest, TurnBroker
     from crucible_core.broker.tools import BrokerTool
     from crucible_core.flow.model import FlowRenderer
     from crucible_core.init_templates import InitTemplate
@@ -74,7 +75,8 @@ def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
     """Register mediated output kinds by name (the `[outputs]` vocabulary): an OutputKindSpec each.
 
     The spec carries the kind's default count and whether it addresses a target; core registers
-    the engine's own kinds (draft-pr, tracker-comment, ...). See docs/broker.md.
+    none (crucible-plugin-publish-github registers draft-pr, the broker plugin the rest of the
+    standard vocabulary). See docs/broker.md.
     """
 
 
@@ -83,8 +85,8 @@ def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
     """Register tools the broker offers agent turns (mcp__crucible__<name>): a BrokerTool each.
 
     A tool that writes outside the run names its output kind and asks `call.admit(target)`
-    before writing. Core registers request_approval and steer_inbox; crucible-plugin-distress
-    registers distress and escalate.
+    before writing. crucible-plugin-broker-mcp registers request_approval and steer_inbox;
+    crucible-plugin-distress registers distress and escalate.
     """
 
 
@@ -232,6 +234,16 @@ def crucible_register_remote_measures(register: Register[RemoteMeasureFactory]) 
     on one of them; the first one made measures every candidate. A factory returns a string
     saying why no runner takes the measure. Without a factory installed such a run is refused
     naming the distribution to install.
+    """
+
+
+@hookspec
+def crucible_open_broker(request: BrokerRequest) -> TurnBroker | None:
+    """Return the broker of one loop run: what serves the granted tools to its agent turns.
+
+    Called once per run, after the declaration is resolved; at most one installed plugin answers
+    (crucible-plugin-broker-mcp). Without one a run has no broker, and a manifest that asks for it
+    in `[agent.broker]` is refused before it starts. See docs/broker.md.
     """
 
 

@@ -83,6 +83,10 @@ MISSING_DRIVER_HINT = (
     "`crucible plugins` lists what is installed"
 )
 
+# The standard broker's tools and output kinds (crucible-plugin-broker-mcp registers them).
+_BROKER_TOOLS = ("request_approval", "steer_inbox")  # distress and escalate: crucible-plugin-distress
+_BROKER_KINDS = ("tracker-comment", "chat-message", "image-push", "deploy", "gpu-capture")
+
 # Drivers the standard set ships in a distribution of their own, which an installation may leave
 # out: a name missing from its registry then says which distribution to install. Names only, so
 # that the message can say it; core imports none of them.
@@ -133,12 +137,14 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("command", "init"): "crucible-plugin-packs",
     ("command", "distress"): "crucible-plugin-distress",
     ("command", "escalate"): "crucible-plugin-distress",
-    ("broker tool", "distress"): "crucible-plugin-distress",
-    ("broker tool", "escalate"): "crucible-plugin-distress",
     # not a registry: the one plugin answering crucible_domain_packs carries out `--pack NAME`
     ("hook", "crucible_domain_packs"): "crucible-plugin-packs",
     ("command", "plan run"): "crucible-plugin-lane-plan",
     ("command", "plan show"): "crucible-plugin-lane-plan",
+    **{("broker tool", name): "crucible-plugin-broker-mcp" for name in _BROKER_TOOLS},
+    **{("output kind", name): "crucible-plugin-broker-mcp" for name in _BROKER_KINDS},
+    ("output kind", "draft-pr"): "crucible-plugin-publish-github",
+    ("output kind", "workflow-dispatch"): "crucible-plugin-publish-github",
 }
 
 

@@ -1,5 +1,7 @@
-"""The broker: the tools a run hands its agent over MCP, the one output mediation point, and disclosure.
+"""The broker's seam and what a run declares: output bounds, granted tools, disclosure.
 
-Everything here is transport-free; the MCP server that speaks these tools on the wire is the
-crucible-plugin-broker-mcp distribution (see docs/broker.md and docs/architecture.md).
+The broker itself (tool dispatch, per-turn grants, the one output mediation point) and the MCP
+server that serves its tools are the crucible-plugin-broker-mcp distribution; core resolves the
+declaration and asks `crucible_open_broker` for a run's broker (see docs/broker.md and
+docs/architecture.md).
 """

@@ -27,7 +27,11 @@ from crucible_core.errors import ManifestError, UncoveredGrant
 from crucible_core.manifest.broker_sections import SecretCapability
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.service_declaration import ServiceSecret
+from crucible_core.registry import provider_of
 from crucible_core.services.catalog import Handoff
+
+# The distribution of the standard set that provides the broker and its tools.
+BROKER_DISTRIBUTION = "crucible-plugin-broker-mcp"
 
 EXPOSURE_VERSION = 1
 
@@ -213,6 +217,24 @@ class Declaration:
         lines += [relay.describe() for relay in c.relays]
         return lines
 
+    def prompt_text(self, tools_missing: str | None = None) -> str:
+        """What the agent is told it has: the lines `crucible check` prints, and the rule on bounds.
+
+        `tools_missing` says why granted tools cannot be called this run (no broker serves them,
+        or the harness takes no MCP servers), and the tools line says so instead of listing them.
+        """
+        lines = self.describe()
+        if tools_missing is not None and self.capabilities.broker_tools:
+            lines = [
+                f"  broker tools: none ({tools_missing})" if line.startswith("  broker tools:") else line
+                for line in lines
+            ]
+        lines.append(
+            "A write outside these bounds is refused and recorded; it does not end the run. "
+            "Bounds cannot be changed from inside the run."
+        )
+        return "\n".join(lines)
+
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
@@ -226,12 +248,15 @@ def resolve_outputs(
     where = loaded.path
     for name in declared:
         if name not in kinds:
+            provider = provider_of("output kind", name)
             raise ManifestError(
                 f"{where}: [outputs.{name}] is not an output kind{_did_you_mean(name, kinds)}",
-                hint=f"the kinds are: {', '.join(sorted(kinds))}",
+                hint=f"pip install {provider}: it provides this kind"
+                if provider
+                else f"the kinds are: {', '.join(sorted(kinds))}",
             )
     resolved = []
-    for name in kinds:  # the vocabulary order
+    for name in sorted(kinds):  # by name: plugins register the vocabulary in no fixed order
         spec = kinds[name]
         declaration = declared.get(name)
         if declaration is not None:
@@ -349,14 +374,22 @@ def granted_tools(loaded: LoadedManifest, tools: Iterable[str]) -> tuple[str, ..
     section = loaded.manifest.agent.broker
     if section.enabled is False:
         return ()
+    if section.enabled is True and not installed:
+        raise ManifestError(
+            f"{loaded.path}: [agent.broker].enabled = true, but no installed plugin provides broker tools",
+            hint=f"pip install {BROKER_DISTRIBUTION}, or remove [agent.broker]",
+        )
     if section.tools is None:
         return tuple(installed)
     for name in section.tools:
         if name not in installed:
+            provider = provider_of("broker tool", name)
             raise ManifestError(
                 f"{loaded.path}: [agent.broker].tools names {name!r}, which no installed plugin provides"
                 f"{_did_you_mean(name, installed)}",
-                hint=f"installed broker tools: {', '.join(installed) or 'none'}",
+                hint=f"pip install {provider}: it provides this tool"
+                if provider
+                else f"installed broker tools: {', '.join(installed) or 'none'}",
             )
     return tuple(sorted(set(section.tools)))
 

@@ -1,9 +1,11 @@
-"""The closed vocabulary of mediated writes (output kinds), their engine defaults, and target scopes.
+"""Output kinds (the vocabulary of mediated writes), their resolved bounds, and target scopes.
 
 A kind names one sort of write a run makes outside its workspace (a draft PR, a tracker
-comment, ...). The names are a versioned contract: a retired name is never reused with a
-different meaning. Every kind resolves to a bound for a run, from the pack's `[outputs.<kind>]`
-or from the default table below; a default always carries a count and never an open target.
+comment, ...); plugins register them (crucible-plugin-publish-github the forge's kinds,
+crucible-plugin-broker-mcp the rest of the standard set). The names are a versioned contract: a
+retired name is never reused with a different meaning. Every kind resolves to a bound for a run,
+from the pack's `[outputs.<kind>]` or from the kind's defaults; a default always carries a count
+and never an open target.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 import attrs
 
 # The target shapes are manifest values; the mediation logic below works on them.
+from crucible_core.errors import CrucibleError, ExitCode
 from crucible_core.manifest.broker_sections import FixedTarget, OpenScope, OpenTarget, scope_is_unbounded
 
 OUTPUTS_WIRE_VERSION = 1
@@ -43,34 +46,6 @@ class OutputKindSpec:
 
 
 KIND_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
-
-# The chat-message default: the engine's own operator channel.
-OPERATOR_CHANNEL = "operator-channel"
-
-# The engine's vocabulary and default table (the same names as crucible's contract).
-BUILTIN_KINDS: tuple[OutputKindSpec, ...] = (
-    OutputKindSpec(
-        "draft-pr", "a draft pull request opened on a forge", 2, default_target_env="CRUCIBLE_PR_REPO"
-    ),
-    OutputKindSpec(
-        "tracker-comment", "a comment on an issue-tracker item", 2, default_target_env="CRUCIBLE_ITEM"
-    ),
-    OutputKindSpec("chat-message", "a message to a chat destination", 8, default_target=OPERATOR_CHANNEL),
-    OutputKindSpec(
-        "image-push", "a container image pushed to a registry", 100, default_target_env="CRUCIBLE_REGISTRY"
-    ),
-    OutputKindSpec(
-        "deploy",
-        "a rollout of a built candidate onto a live deployment",
-        100,
-        default_target_env="CRUCIBLE_DEPLOYMENT",
-    ),
-    OutputKindSpec("workflow-dispatch", "a workflow_dispatch fired at a forge build workflow", 20),
-    OutputKindSpec(
-        "gpu-capture", "a GPU job capturing a measurement, evaluation or trace", 100, addresses_target=False
-    ),
-)
-
 
 _ADDRESS_BOUNDARY = ("/", ":", "@", "#")
 
@@ -135,61 +110,16 @@ class Violation:
     message: str
 
 
-def count_violation(kind: str, count: int) -> Violation:
-    return Violation(
-        kind,
-        f"[outputs.{kind}].count = {count}",
-        f"refused: this run may make {count} {kind} write(s) ([outputs.{kind}].count) and they are spent",
-    )
+class OutputRefused(CrucibleError):
+    """A mediated write outside its bound; the message names the bound."""
 
+    exit_code = ExitCode.USAGE
 
-def resolve_target(
-    bound: ResolvedOutput, requested: str | None, params: Mapping[str, str]
-) -> str | Violation | None:
-    """The address a write may use, or the violation. A fixed target fills an omitted one."""
-    kind = bound.kind
-    if bound.target is None:
-        if not bound.addresses_target:
-            return None
-        return Violation(
-            kind,
-            f"[outputs.{kind}].target",
-            f"refused: {kind} addresses a target and this run resolved none (declare [outputs.{kind}].target)",
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(
+            violation.message, hint=f"the bound is {violation.bound}; it cannot be changed mid-run"
         )
-    if isinstance(bound.target, FixedTarget):
-        fixed = bound.target.fixed
-        if requested is None or scope_admits(fixed, requested):
-            return requested if requested is not None else fixed
-        return _out_of_scope(kind, requested, fixed)
-    scope = bound.target.open
-    if scope.param is not None:
-        value = params.get(scope.param)
-        if value is None:
-            return Violation(
-                kind,
-                f"[outputs.{kind}].target.open.param = {scope.param}",
-                f"refused: [outputs.{kind}].target binds run parameter {scope.param!r}, which this run lacks",
-            )
-        if requested is not None and requested != value:
-            return _out_of_scope(kind, requested, value)
-        return value
-    if requested is None:
-        return Violation(
-            kind,
-            f"[outputs.{kind}].target",
-            f"refused: {kind} has an open target ({scope.scope}); name the target inside it",
-        )
-    if scope_admits(scope.scope, requested):
-        return requested
-    return _out_of_scope(kind, requested, scope.scope)
-
-
-def _out_of_scope(kind: str, requested: str, scope: str) -> Violation:
-    return Violation(
-        kind,
-        f"[outputs.{kind}].target = {scope}",
-        f"refused: {kind} target {requested!r} is outside [outputs.{kind}].target = {scope!r}",
-    )
+        self.violation = violation
 
 
 def param_problems(outputs: tuple[ResolvedOutput, ...], params: Mapping[str, str]) -> list[str]:

@@ -1,44 +1,72 @@
-"""The broker as the engine owns it: tool dispatch, per-turn grants, recording, and the mediator.
+"""The broker's seam: what the engine asks of a run's broker, and how it gets one.
 
-A transport (the MCP server of crucible-plugin-broker-mcp) calls `list_tools` and `call`; it
-never decides anything. Every call and its result become session events (redacted by the
-session log); a tool the current turn is not granted, or a call while no turn runs, is
-refused; a tool that raises returns an error and the broker stays up.
+The broker itself (tool dispatch, per-turn grants, recording each call, the one output
+mediation point) and its MCP transport are crucible-plugin-broker-mcp; core resolves the
+declaration (which tools and bounds a run has) and asks `crucible_open_broker` for the broker of
+one run. The engine then only opens and closes turns on it, reads what the prompt says, and
+asks it before a write of its own (publish-on-keep).
 """
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from crucible_core.broker.declaration import Declaration, resolve
-from crucible_core.broker.mediation import Mediator, OutputRefused
 from crucible_core.broker.outputs import OutputKindSpec
-from crucible_core.broker.tools import BrokerRuntime, BrokerTool, ToolCall, ToolError
+from crucible_core.broker.tools import BrokerRuntime, BrokerTool
 from crucible_core.contract import wire
 from crucible_core.errors import PluginError
 from crucible_core.manifest.loader import LoadedManifest
 
-# What a session event keeps of a call's arguments and result: evidence, not a transcript.
-RECORDED_CHARS = 2000
 SERVER_NAME = "crucible"  # the agent sees mcp__crucible__<tool>
 
 Emit = Callable[[wire.Event], Any]  # SessionLog.emit
 
 
+@runtime_checkable
+class TurnBroker(Protocol):
+    """The run's broker as the engine drives it: grants open with a turn and close after it."""
+
+    def prompt_text(self) -> str:
+        """What the agent is told it has (the declaration's words, and why tools are missing)."""
+        ...
+
+    def open_turn(self, iteration: int) -> None: ...
+
+    def close_turn(self) -> None: ...
+
+    def admit(
+        self, kind: str, target: str | None = None, *, by: str, iteration: int | None = None
+    ) -> str | None:
+        """Count one write of `kind` to `target` (None: the declared target) against its bound.
+
+        Returns the address the write must use; raises OutputRefused, naming the bound, when the
+        write is over its count or outside its target scope.
+        """
+        ...
+
+
 @attrs.frozen
-class ToolOutcome:
-    ok: bool
-    result: Mapping[str, Any] | None = None
-    error: str | None = None
+class BrokerRequest:
+    """What `crucible_open_broker` gets: one run's resolved declaration and the engine's parts."""
+
+    declaration: Declaration
+    tools: Mapping[str, BrokerTool]  # the installed tools; the declaration says which are granted
+    runtime: BrokerRuntime
+    emit: Emit  # SessionLog.emit: every call, result and mediated write becomes a session event
+    params: Mapping[str, str]  # the run parameters (a target bound to one admits only its value)
+    session_log: Path  # a resume recounts what the recorded run already wrote from it
+    resumed: bool
+    # Why this run's agent cannot call MCP tools at all (its harness takes none), or None.
+    unreachable: str | None = None
 
 
 def installed_kinds(plugins: Any) -> dict[str, OutputKindSpec]:
-    """The output-kind vocabulary the installed plugins register (core registers the built-in one)."""
+    """The output-kind vocabulary the installed plugins register."""
     kinds = {}
     for entry in plugins.registry("output kind"):
         if not isinstance(entry.value, OutputKindSpec):
@@ -78,119 +106,6 @@ def declaration_for(
     return resolve(loaded, kinds, tools, environ)
 
 
-def _bounded(value: Any) -> Any:
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    if len(text) <= RECORDED_CHARS:
-        return value
-    return text[:RECORDED_CHARS] + f"... ({len(text)} chars)"
-
-
-class Broker:
-    """One run's broker. Thread-safe: the transport calls from its own thread(s)."""
-
-    def __init__(
-        self,
-        declaration: Declaration,
-        tools: Mapping[str, BrokerTool],
-        runtime: BrokerRuntime,
-        mediator: Mediator,
-        emit: Emit,
-    ) -> None:
-        self.declaration = declaration
-        self.tools = {name: tools[name] for name in declaration.capabilities.broker_tools}
-        self.runtime = runtime
-        self.mediator = mediator
-        self._emit = emit
-        self._lock = threading.Lock()
-        self._turn: int | None = None
-        self.served_by: str | None = None  # the transport serving the tools, once one attached
-        # Why this run's agent cannot call MCP tools at all (its harness takes no MCP servers),
-        # or None. A transport starts no server then: nobody would call it.
-        self.unreachable: str | None = None
-
-    # -- the engine's side ------------------------------------------------------------------
-    def attach(self, transport: str) -> None:
-        """A transport (the MCP server) serves these tools from now on."""
-        self.served_by = transport
-
-    def detach(self) -> None:
-        self.served_by = None
-
-    def prompt_text(self) -> str:
-        """What the agent is told it has: the same declaration check and exposure print."""
-        lines = self.declaration.describe()
-        missing = None
-        if self.tools and self.unreachable is not None:
-            missing = self.unreachable
-        elif self.tools and self.served_by is None:
-            missing = "no broker transport plugin is installed"
-        if missing is not None:
-            lines = [
-                f"  broker tools: none ({missing})" if line.startswith("  broker tools:") else line
-                for line in lines
-            ]
-        lines.append(
-            "A write outside these bounds is refused and recorded; it does not end the run. "
-            "Bounds cannot be changed from inside the run."
-        )
-        return "\n".join(lines)
-
-    def open_turn(self, iteration: int) -> None:
-        with self._lock:
-            self._turn = iteration
-
-    def close_turn(self) -> None:
-        with self._lock:
-            self._turn = None
-
-    # -- the transport's side ---------------------------------------------------------------
-    def list_tools(self) -> list[BrokerTool]:
-        """The tools granted to the running turn (none between turns)."""
-        with self._lock:
-            return list(self.tools.values()) if self._turn is not None else []
-
-    def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolOutcome:
-        with self._lock:
-            iteration = self._turn
-        arguments = dict(arguments or {})
-        self._emit(wire.BrokerCall(tool=name, iter=iteration, arguments=_bounded(arguments)))
-        outcome = self._dispatch(name, arguments, iteration)
-        self._emit(
-            wire.BrokerResult(
-                tool=name,
-                iter=iteration,
-                ok=outcome.ok,
-                result=_bounded(outcome.result) if outcome.result is not None else None,
-                error=outcome.error,
-            )
-        )
-        return outcome
-
-    def _dispatch(self, name: str, arguments: Mapping[str, Any], iteration: int | None) -> ToolOutcome:
-        tool = self.tools.get(name)
-        if iteration is None:
-            return ToolOutcome(False, error=f"refused: no agent turn is running, so {name} is not granted")
-        if tool is None:
-            granted = ", ".join(sorted(self.tools)) or "none"
-            return ToolOutcome(
-                False, error=f"refused: tool {name!r} is not granted to this turn (granted: {granted})"
-            )
-        call = ToolCall(tool, arguments, iteration, self.runtime, self.mediator.admit)
-        try:
-            result: object = tool.handler(call)  # a plugin may break its declared return type
-        except OutputRefused as exc:
-            return ToolOutcome(False, error=exc.render())
-        except ToolError as exc:
-            return ToolOutcome(False, error=exc.render())
-        except Exception as exc:  # a tool bug costs its call, never the broker or the run
-            return ToolOutcome(False, error=f"tool {name} failed: {type(exc).__name__}: {exc}")
-        if not isinstance(result, Mapping):
-            return ToolOutcome(
-                False, error=f"tool {name} returned {type(result).__name__}, not a JSON object"
-            )
-        return ToolOutcome(True, result=dict(result))
-
-
 def recorded_params(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """The run parameters a recorded run started with (its last `exposure` event): a resume keeps them."""
     params: dict[str, str] = {}
@@ -200,7 +115,12 @@ def recorded_params(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return params
 
 
-def build_broker(
+def broker_installed(plugins: Any) -> bool:
+    """Whether an installed plugin answers crucible_open_broker."""
+    return bool(plugins.hook.crucible_open_broker.get_hookimpls())
+
+
+def open_broker(
     plugins: Any,
     declaration: Declaration,
     engine: Any,
@@ -208,23 +128,34 @@ def build_broker(
     resumed: bool,
     params: Mapping[str, str],
     unreachable: str | None = None,
-) -> Broker:
-    """The run's broker over the engine's session log, markers and inbox; a resume keeps the counts.
+) -> TurnBroker | None:
+    """The run's broker from the plugin that provides one, or None when none is installed.
 
     `unreachable` says why the agent cannot call MCP tools, when it cannot.
     """
-    from crucible_core.broker.mediation import used_counts
-    from crucible_core.session_log import read_events
-
     paths = engine.paths
-    used = used_counts(read_events(paths.session_log)) if resumed else {}
-    mediator = Mediator(declaration.outputs, engine.log.emit, params=params, used=used)
     runtime = BrokerRuntime(
         workspace=paths.workspace,
         distress_dir=paths.distress_dir,
         pending_steers=engine.gates.pending_steers,
         add_secret=lambda value: engine.redactor.add([value]),
     )
-    broker = Broker(declaration, installed_tools(plugins), runtime, mediator, engine.log.emit)
-    broker.unreachable = unreachable
-    return broker
+    request = BrokerRequest(
+        declaration,
+        installed_tools(plugins),
+        runtime,
+        engine.log.emit,
+        dict(params),
+        paths.session_log,
+        resumed,
+        unreachable,
+    )
+    brokers = plugins.call("crucible_open_broker", request=request)
+    if len(brokers) > 1:
+        raise PluginError(
+            f"{len(brokers)} plugins answered crucible_open_broker; a run has one broker",
+            hint="uninstall all but one broker plugin",
+        )
+    if brokers and not isinstance(brokers[0], TurnBroker):
+        raise PluginError(f"crucible_open_broker returned {type(brokers[0]).__name__}, not a broker")
+    return brokers[0] if brokers else None

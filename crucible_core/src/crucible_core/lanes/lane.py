@@ -31,7 +31,7 @@ from crucible_core.errors import CrucibleError, ExitCode
 
 if TYPE_CHECKING:
     from crucible_core.broker.declaration import Disclosure
-    from crucible_core.broker.service import Broker
+    from crucible_core.broker.service import TurnBroker
     from crucible_core.contract import wire
     from crucible_core.control.inbox import Inbox
     from crucible_core.control.ledger import Ledger
@@ -61,7 +61,7 @@ class MakeLifecycle(Protocol):
     """Makes the run's lifecycle once: the loop's with its broker, disclosure and [publish] publisher."""
 
     def __call__(
-        self, broker: Broker | None, disclosure: Disclosure | None, publisher: Publisher | None = None
+        self, broker: TurnBroker | None, disclosure: Disclosure | None, publisher: Publisher | None = None
     ) -> Lifecycle: ...
 
 

@@ -21,7 +21,12 @@ import attrs
 
 from crucible_core import __version__
 from crucible_core.broker.declaration import Declaration, refuse_uncovered
-from crucible_core.broker.service import Broker, build_broker, declaration_for, recorded_params
+from crucible_core.broker.service import (
+    TurnBroker,
+    declaration_for,
+    open_broker,
+    recorded_params,
+)
 from crucible_core.contract import wire
 from crucible_core.contract.fold import Folded, fold_path
 from crucible_core.control import orders
@@ -267,8 +272,8 @@ class LoopLane:
         m = loaded.manifest
         choice = self.drivers.choice
 
-        def make_broker(engine: Engine) -> Broker:
-            return build_broker(
+        def make_broker(engine: Engine) -> TurnBroker | None:
+            return open_broker(
                 self.plugins,
                 self.declaration,
                 engine,
@@ -314,6 +319,7 @@ class LoopLane:
             max_park=request.max_park,
             state_guards=session.state_guards,
             broker=make_broker,
+            declaration=self.declaration,
             lifecycle=make_lifecycle,
         )
 

@@ -31,7 +31,8 @@ from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
 
 if TYPE_CHECKING:
-    from crucible_core.broker.service import Broker
+    from crucible_core.broker.declaration import Declaration
+    from crucible_core.broker.service import TurnBroker
     from crucible_core.run.lifecycle import Lifecycle
     from crucible_core.run.signals import AgentSignals
     from crucible_core.run.workflow_iteration import AuthoredGraph
@@ -65,7 +66,8 @@ def build_engine(
     ledger: Ledger | None = None,
     max_park: float | None = None,
     state_guards: Sequence[Callable[[], str | None]] = (),
-    broker: Callable[[Engine], Broker] | None = None,
+    broker: Callable[[Engine], TurnBroker | None] | None = None,
+    declaration: Declaration | None = None,
     lifecycle: Callable[[Engine], Lifecycle] | None = None,
 ) -> Engine:
     """The engine of one run: its drivers (built, or world + judge + backend given), log, budget,
@@ -115,6 +117,7 @@ def build_engine(
     )
     if remote_measure is not None:
         remote_measure.note = engine.note  # its retries are the run's notes
+    engine.declaration = declaration
     if broker is not None:
         engine.broker = broker(engine)
     if lifecycle is not None:

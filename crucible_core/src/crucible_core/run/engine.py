@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.broker.service import Broker
+from crucible_core.broker.declaration import BROKER_DISTRIBUTION, Declaration
+from crucible_core.broker.service import TurnBroker
 from crucible_core.contract import agent_wire, wire
 from crucible_core.contract.noise import combine
 from crucible_core.contract.plain_text import plain
@@ -72,7 +73,9 @@ class Engine:
     preflight: Preflight | None = None  # [preflight] rungs; None when the manifest has none
     # Each puts back one engine file in the state directory and says what it did (None: intact).
     state_guards: list[Callable[[], str | None]] = attrs.field(factory=list)
-    broker: Broker | None = None  # the run's broker: its tools, bounds and disclosure reach the prompt
+    broker: TurnBroker | None = None  # the run's broker: its tools, bounds and disclosure reach the prompt
+    # The run's resolved declaration: the prompt states it even when no broker plugin is installed.
+    declaration: Declaration | None = None
     # The pack's authored scored graph (workflow.star or [workflow]); None runs the built-in one.
     workflow: AuthoredGraph | None = None
     # The run's resolved services (this process's catalog): the run identity covers each one.
@@ -295,13 +298,21 @@ class Engine:
             lines.append(f"- iteration {row.iter}: {row.decision}, score {row.score} ({row.note})")
         return "\n".join(lines)
 
+    def capabilities_text(self) -> str:
+        """What the prompt says the agent has: the broker's words, or the declaration's without one."""
+        if self.broker is not None:
+            return self.broker.prompt_text()
+        if self.declaration is not None:
+            return self.declaration.prompt_text(f"no broker is installed ({BROKER_DISTRIBUTION})")
+        return ""
+
     def render_prompt(self, run: Run, iteration: int, steer: str) -> str:
         return prompts.render(
             self.method_template,
             goal=self.goal,
             status=self.status_text(run, iteration),
             steer=steer,
-            capabilities=self.broker.prompt_text() if self.broker is not None else "",
+            capabilities=self.capabilities_text(),
         )
 
     def suspend_services(self, why: str) -> None:

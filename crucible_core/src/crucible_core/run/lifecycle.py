@@ -36,7 +36,7 @@ from crucible_core.plugins import HookFailed, implementer
 
 if TYPE_CHECKING:
     from crucible_core.broker.declaration import Disclosure
-    from crucible_core.broker.service import Broker
+    from crucible_core.broker.service import TurnBroker
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.plugins import Plugins
     from crucible_core.protocols import Publisher, Turn, TurnResult
@@ -57,9 +57,10 @@ class RunContext:
     private_dir: Path  # mode-0700 engine state; a plugin may keep its own files in a subdirectory
     run_id: str  # stable across resumes of one recorded run
     resumed: bool  # this process continues a recorded run
-    # The run's broker (tools, grants, the output mediation point); a transport plugin serves it
-    # to turns. None when [agent.broker].enabled is false.
-    broker: Broker | None = None
+    # The run's broker (tools, per-turn grants, the output mediation point: `admit`), from the
+    # plugin that provides one (crucible_open_broker); None when none is installed, and in a run
+    # with no broker (a playbook, a plan file).
+    broker: TurnBroker | None = None
     # The run's declared services (started lazily, stopped at run end); None when none are declared.
     services: ServiceRuntime | None = None
     # Which kind of run this is: "loop", "playbook" or "plan" (a plan file).

@@ -16,7 +16,7 @@ import sys
 from typing import TextIO
 
 from crucible_core.broker.declaration import Disclosure
-from crucible_core.broker.service import Broker
+from crucible_core.broker.service import TurnBroker
 from crucible_core.contract import wire
 from crucible_core.control import orders
 from crucible_core.control.bridge import ControlBridge
@@ -72,7 +72,7 @@ class _Hooks:
         self.made: Lifecycle | None = None
 
     def make(
-        self, broker: Broker | None, disclosure: Disclosure | None, publisher: Publisher | None = None
+        self, broker: TurnBroker | None, disclosure: Disclosure | None, publisher: Publisher | None = None
     ) -> Lifecycle:
         assert self.made is None, "a run has one lifecycle"
         lane, paths = self.lane, self.lane.paths

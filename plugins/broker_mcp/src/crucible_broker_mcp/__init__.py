@@ -1,21 +1,76 @@
-"""crucible-plugin-broker-mcp: serves the run's broker to agent turns as an MCP server.
+"""crucible-plugin-broker-mcp: the run's broker, its standard tools, and the MCP server that serves them.
 
-At run start it starts the server (streamable HTTP at /mcp on 127.0.0.1, one random bearer
-token per run kept 0600 in the private state directory), hands it to every turn as the MCP
-server `crucible` (so the agent sees mcp__crucible__<tool>), and stops it at run end. The tools
-themselves, their grants and the output mediation live in crucible_core.broker; this plugin is
-only the wire, which is why the mcp SDK is its dependency and not core's.
+Core resolves what a run is granted and may write (the declaration and the one mediation point)
+and asks `crucible_open_broker` for a broker; this plugin answers with one (broker.py) that
+dispatches and records tool calls per turn. It registers the standard tools (tools.py: distress,
+escalate, request_approval, steer_inbox) and the standard output kinds that are not a forge's
+(kinds.py). At run start it starts the server (streamable HTTP at /mcp on 127.0.0.1, one random
+bearer token per run kept 0600 in the private state directory), hands it to every turn as the
+MCP server `crucible` (so the agent sees mcp__crucible__<tool>), and stops it at run end. The mcp
+SDK is this plugin's dependency, not core's. Everything past registration loads on first use.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from crucible_core.api import hookimpl
 
 if TYPE_CHECKING:
+    from crucible_broker_mcp.broker import Broker
     from crucible_broker_mcp.starter import Starter
-    from crucible_core.api import RunContext, RunEnd, TurnAdditions, TurnContext
+    from crucible_core.api import (
+        BrokerRequest,
+        BrokerTool,
+        OutputKindSpec,
+        Register,
+        RunContext,
+        RunEnd,
+        TurnAdditions,
+        TurnContext,
+    )
+
+# Registered by name and built on first use (listing plugins builds no tool or kind); the names
+# are checked against what is built by tests/broker_mcp/test_broker_registration.py.
+TOOL_NAMES = ("distress", "escalate", "request_approval", "steer_inbox")
+KIND_NAMES = ("tracker-comment", "chat-message", "image-push", "deploy", "gpu-capture")
+
+
+def _tool(name: str) -> BrokerTool:
+    from crucible_broker_mcp.tools import BUILTIN_TOOLS
+
+    return next(tool for tool in BUILTIN_TOOLS if tool.name == name)
+
+
+def _kind(name: str) -> OutputKindSpec:
+    from crucible_broker_mcp.kinds import KINDS
+
+    return next(kind for kind in KINDS if kind.name == name)
+
+
+@hookimpl
+def crucible_register_broker_tools(register: Register[BrokerTool]) -> None:
+    from crucible_core.api import Deferred
+
+    for name in TOOL_NAMES:
+        register(name, Deferred(functools.partial(_tool, name)))
+
+
+@hookimpl
+def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
+    from crucible_core.api import Deferred
+
+    for name in KIND_NAMES:
+        register(name, Deferred(functools.partial(_kind, name)))
+
+
+@hookimpl
+def crucible_open_broker(request: BrokerRequest) -> Broker:
+    from crucible_broker_mcp.broker import Broker
+
+    return Broker.open(request)
+
 
 # One server per run this process drives, keyed by run id (tests drive several runs per process).
 _servers: dict[str, Starter] = {}
@@ -23,8 +78,10 @@ _servers: dict[str, Starter] = {}
 
 @hookimpl
 def crucible_run_start(context: RunContext) -> None:
+    from crucible_broker_mcp.broker import Broker
+
     broker = context.broker
-    if broker is None or not broker.tools:
+    if not isinstance(broker, Broker) or not broker.tools:
         return  # [agent.broker] disabled, or no tool granted: nothing to serve
     if broker.unreachable is not None:
         return  # the agent cannot call MCP tools (its harness takes none): nobody to serve

@@ -30,7 +30,8 @@ import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel import Server
 
-from crucible_core.api import SERVER_NAME, Broker, RunFailed, write_atomic
+from crucible_broker_mcp.broker import Broker
+from crucible_core.api import SERVER_NAME, RunFailed, write_atomic
 
 MAX_BODY_BYTES = 256 * 1024  # one tool call's arguments; far above any honest call
 MAX_CONCURRENT = 4  # requests served at once; more get 503 and the client retries

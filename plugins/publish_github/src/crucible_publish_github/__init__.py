@@ -1,4 +1,5 @@
-"""crucible-plugin-publish-github: the `github` publisher (`[publish].forge = "github"`) and publish-on-keep.
+"""crucible-plugin-publish-github: the `github` publisher (`[publish].forge = "github"`), publish-on-keep,
+and the forge's output kinds (draft-pr, workflow-dispatch: kinds.py).
 
 Publish-on-keep runs from the lifecycle hooks, for whichever registered publisher `[publish].forge`
 names (core resolves it before the run, refusing a forge nobody installed, and hands it over as
@@ -10,12 +11,21 @@ world) loads only when a run first builds it, so `crucible --help` does not pay 
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from crucible_core.api import hookimpl
 
 if TYPE_CHECKING:
-    from crucible_core.api import KeptCommit, Publisher, PublisherFactory, Register, RunContext, RunEnd
+    from crucible_core.api import (
+        KeptCommit,
+        OutputKindSpec,
+        Publisher,
+        PublisherFactory,
+        Register,
+        RunContext,
+        RunEnd,
+    )
     from crucible_publish_github.on_keep import KeptPublisher
 
 # One publish-on-keep per loop run this process drives, keyed by run id (tests drive several).
@@ -26,6 +36,24 @@ def _github_publisher() -> Publisher:
     from crucible_publish_github.github import GitHubPublisher
 
     return GitHubPublisher()
+
+
+# The forge's output kinds by name, built on first use (listing plugins builds none).
+FORGE_KINDS = ("draft-pr", "workflow-dispatch")
+
+
+def _forge_kind(name: str) -> OutputKindSpec:
+    from crucible_publish_github.kinds import KINDS
+
+    return {kind.name: kind for kind in KINDS}[name]
+
+
+@hookimpl
+def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
+    from crucible_core.api import Deferred
+
+    for name in FORGE_KINDS:
+        register(name, Deferred(functools.partial(_forge_kind, name)))
 
 
 @hookimpl
@@ -43,7 +71,7 @@ def crucible_run_start(context: RunContext) -> None:
     _publishing[context.run_id] = KeptPublisher(
         section,
         context.publisher,
-        context.broker.mediator.admit,
+        context.broker.admit,
         context.note,
         context.run_id,
         context.workspace,

@@ -10,9 +10,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from crucible_core.broker.tools import BrokerTool, ToolCall, ToolError
-from crucible_core.manifest.paths import write_atomic
-from crucible_core.run.parking import MARKER_NAME as PROVISIONING_MARKER
+from crucible_core.api import (
+    PROVISIONING_MARKER,
+    BrokerTool,
+    ToolCall,
+    ToolError,
+    write_atomic,
+)
 
 
 def _request_approval(call: ToolCall) -> Mapping[str, Any]:

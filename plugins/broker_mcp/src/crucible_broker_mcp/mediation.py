@@ -1,9 +1,12 @@
 """The one mediation point: every mediated write asks here, and is counted against its resolved bound.
 
 Broker tools that write outside the workspace call `admit` before they act, and so do the
-engine's own writes; nothing else decides whether a write may happen. A refused write fails
-the asking call naming the bound and leaves an `output_refused` event; it never ends the run.
-Admitted writes leave `output_admitted` events, which is how a resume recounts what is spent.
+engine's own writes (publish-on-keep asks through the run's broker, `TurnBroker.admit`); nothing
+else decides whether a write may happen. The bounds are core's resolved declaration; a target
+is checked here against its scope (fixed, open within a scope, or bound to a run parameter). A
+refused write fails the asking call naming the bound and leaves an `output_refused` event; it
+never ends the run. Admitted writes leave `output_admitted` events, which is how a resume
+recounts what is spent.
 """
 
 from __future__ import annotations
@@ -12,23 +15,66 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from crucible_core.broker.outputs import ResolvedOutput, Violation, count_violation, resolve_target
-from crucible_core.contract import wire
-from crucible_core.errors import CrucibleError, ExitCode
+from crucible_core.api import FixedTarget, OutputRefused, ResolvedOutput, Violation, scope_admits, wire
 
 Emit = Callable[[wire.Event], Any]  # SessionLog.emit
 
 
-class OutputRefused(CrucibleError):
-    """A mediated write outside its bound; the message names the bound."""
+def count_violation(kind: str, count: int) -> Violation:
+    return Violation(
+        kind,
+        f"[outputs.{kind}].count = {count}",
+        f"refused: this run may make {count} {kind} write(s) ([outputs.{kind}].count) and they are spent",
+    )
 
-    exit_code = ExitCode.USAGE
 
-    def __init__(self, violation: Violation) -> None:
-        super().__init__(
-            violation.message, hint=f"the bound is {violation.bound}; it cannot be changed mid-run"
+def resolve_target(
+    bound: ResolvedOutput, requested: str | None, params: Mapping[str, str]
+) -> str | Violation | None:
+    """The address a write may use, or the violation. A fixed target fills an omitted one."""
+    kind = bound.kind
+    if bound.target is None:
+        if not bound.addresses_target:
+            return None
+        return Violation(
+            kind,
+            f"[outputs.{kind}].target",
+            f"refused: {kind} addresses a target and this run resolved none (declare [outputs.{kind}].target)",
         )
-        self.violation = violation
+    if isinstance(bound.target, FixedTarget):
+        fixed = bound.target.fixed
+        if requested is None or scope_admits(fixed, requested):
+            return requested if requested is not None else fixed
+        return _out_of_scope(kind, requested, fixed)
+    scope = bound.target.open
+    if scope.param is not None:
+        value = params.get(scope.param)
+        if value is None:
+            return Violation(
+                kind,
+                f"[outputs.{kind}].target.open.param = {scope.param}",
+                f"refused: [outputs.{kind}].target binds run parameter {scope.param!r}, which this run lacks",
+            )
+        if requested is not None and requested != value:
+            return _out_of_scope(kind, requested, value)
+        return value
+    if requested is None:
+        return Violation(
+            kind,
+            f"[outputs.{kind}].target",
+            f"refused: {kind} has an open target ({scope.scope}); name the target inside it",
+        )
+    if scope_admits(scope.scope, requested):
+        return requested
+    return _out_of_scope(kind, requested, scope.scope)
+
+
+def _out_of_scope(kind: str, requested: str, scope: str) -> Violation:
+    return Violation(
+        kind,
+        f"[outputs.{kind}].target = {scope}",
+        f"refused: {kind} target {requested!r} is outside [outputs.{kind}].target = {scope!r}",
+    )
 
 
 class Mediator:
