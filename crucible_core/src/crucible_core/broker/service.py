@@ -15,11 +15,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from crucible_core.broker.declaration import Declaration, resolve
+from crucible_core.broker.declaration import BROKER_DISTRIBUTION, Declaration, resolve
 from crucible_core.broker.outputs import OutputKindSpec
 from crucible_core.broker.tools import BrokerRuntime, BrokerTool
 from crucible_core.contract import wire
-from crucible_core.errors import PluginError
+from crucible_core.errors import ManifestError, PluginError
 from crucible_core.manifest.loader import LoadedManifest
 
 SERVER_NAME = "crucible"  # the agent sees mcp__crucible__<tool>
@@ -97,7 +97,17 @@ def declaration_for(
 ) -> Declaration:
     """Resolve a manifest against the installed vocabulary and tools (no pack content runs)."""
     kinds = installed_kinds(plugins)
-    tools = installed_tools(plugins)
+    # A tool is only callable through a broker: without one (crucible-plugin-distress may still
+    # register its tools) the run is granted none, and a manifest naming tools is refused here.
+    served = broker_installed(plugins)
+    tools = installed_tools(plugins) if served else {}
+    asked = loaded.manifest.agent.broker
+    if not served and asked.enabled is not False and asked.tools:
+        raise ManifestError(
+            f"{loaded.path}: [agent.broker].tools names {', '.join(asked.tools)}, but no installed "
+            "plugin runs a broker to serve them",
+            hint=f"pip install {BROKER_DISTRIBUTION}, or remove [agent.broker].tools",
+        )
     for name, tool in tools.items():
         if tool.output_kind is not None and tool.output_kind not in kinds:
             raise PluginError(

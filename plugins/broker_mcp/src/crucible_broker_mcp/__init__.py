@@ -2,8 +2,8 @@
 
 Core resolves what a run is granted and may write (the declaration and the one mediation point)
 and asks `crucible_open_broker` for a broker; this plugin answers with one (broker.py) that
-dispatches and records tool calls per turn. It registers the standard tools (tools.py: distress,
-escalate, request_approval, steer_inbox) and the standard output kinds that are not a forge's
+dispatches and records tool calls per turn. It registers the standard tools (tools.py:
+request_approval, steer_inbox; distress and escalate are crucible-plugin-distress's) and the standard output kinds that are not a forge's
 (kinds.py). At run start it starts the server (streamable HTTP at /mcp on 127.0.0.1, one random
 bearer token per run kept 0600 in the private state directory), hands it to every turn as the
 MCP server `crucible` (so the agent sees mcp__crucible__<tool>), and stops it at run end. The mcp
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 # Registered by name and built on first use (listing plugins builds no tool or kind); the names
 # are checked against what is built by tests/broker_mcp/test_broker_registration.py.
-TOOL_NAMES = ("distress", "escalate", "request_approval", "steer_inbox")
+TOOL_NAMES = ("request_approval", "steer_inbox")  # distress and escalate: crucible-plugin-distress
 KIND_NAMES = ("tracker-comment", "chat-message", "image-push", "deploy", "gpu-capture")
 
 
