@@ -1125,11 +1125,17 @@ def to_fields(event: Event) -> dict[str, Any]:
 
 
 def _omittable(cls: type, name: str, value: Any) -> bool:
-    for f in attrs.fields(cls):
-        if f.metadata.get(_NAME, f.name) == name:
-            omit = f.metadata.get(_OMIT)
-            return value is None if omit == _OMIT_NONE else bool(omit)
-    return False
+    rules = _OMIT_RULES.get(cls)
+    if rules is None:  # once per class: every line written asks for its empty fields
+        rules = _OMIT_RULES[cls] = {
+            f.metadata.get(_NAME, f.name): f.metadata.get(_OMIT) for f in attrs.fields(cls)
+        }
+    omit = rules.get(name)
+    return value is None if omit == _OMIT_NONE else bool(omit)
+
+
+# Per event class: each field's wire name and how it is omitted when empty (`_omittable`).
+_OMIT_RULES: dict[type, dict[str, Any]] = {}
 
 
 def envelope(event: Event, ts: float | None = None, seq: int | None = None) -> dict[str, Any]:
