@@ -4,7 +4,10 @@ terminals, the session-update decoder, the driver's stream and the verdict. No a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from crucible_core.manifest.converter import converter
 from crucible_core.process import Completed
 from crucible_core.protocols import FailureClass
 from crucible_harness_acp import confine, launch
+from crucible_harness_acp import terminals as terminals_module
 from crucible_harness_acp.driver import TurnFailed, mcp_servers
 from crucible_harness_acp.policy import Grant, Option, ToolCallView, decide, path_problem
 from crucible_harness_acp.settings import AcpSettings, AcpTable
@@ -178,6 +182,58 @@ def test_a_terminal_keeps_the_tail_of_its_output_and_reports_its_exit(tmp_path: 
     text, truncated, code, where = asyncio.run(scenario())
     assert (text, truncated, code) == ("6789", True, 3)
     assert where == len(str(tmp_path))
+
+
+def _alive_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if marker.encode() in (entry / "cmdline").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
+
+
+def test_releasing_a_terminal_whose_command_exited_kills_what_it_left_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The command line exits at once and leaves a sleeper in its group. The group is killed by
+    # the leader's pid, which is safe only while the leader is not reaped: reaped, that pid is
+    # free for any new process on the machine (another session leader, whose group the kill
+    # would then hit). So the leader stays unreaped until its terminal is released, and every
+    # group kill happens before the reap.
+    marker = f"crucible-terminal-{uuid.uuid4().hex}"
+    signalled: list[tuple[int, bool]] = []
+    real_killpg = os.killpg
+
+    def spy_killpg(pgid: int, sig: int) -> None:
+        try:
+            unreaped = os.waitid(os.P_PID, pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            unreaped = False  # reaped already: the id may be someone else's now
+        signalled.append((pgid, unreaped))
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(terminals_module.os, "killpg", spy_killpg)
+
+    async def scenario() -> int:
+        terminals = Terminals({"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        tid = await terminals.create(
+            f"sh -c 'sleep 300; :' {marker} >/dev/null 2>&1 & echo started", [], {}, tmp_path, None
+        )
+        code = await terminals.wait(tid)
+        await asyncio.sleep(0.2)  # let any watcher of the child run
+        assert _alive_with(marker), "the sleeper should still run before the release"
+        terminals.release(tid)
+        await terminals.close()
+        return code
+
+    assert asyncio.run(scenario()) == 0
+    deadline = time.monotonic() + 10
+    while _alive_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive_with(marker) == []
+    assert signalled and all(unreaped for _pgid, unreaped in signalled), signalled
 
 
 # -- session updates -----------------------------------------------------------------------------
