@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import time
 import uuid
@@ -19,6 +20,7 @@ from crucible_core.process import Completed
 from crucible_core.protocols import FailureClass
 from crucible_harness_acp import confine, launch
 from crucible_harness_acp import terminals as terminals_module
+from crucible_harness_acp.client import Out, TurnClient
 from crucible_harness_acp.driver import TurnFailed, mcp_servers
 from crucible_harness_acp.policy import Grant, Option, ToolCallView, decide, path_problem
 from crucible_harness_acp.settings import AcpSettings, AcpTable
@@ -173,6 +175,7 @@ def test_a_terminal_keeps_the_tail_of_its_output_and_reports_its_exit(tmp_path: 
         tid = await terminals.create("printf '%s' 0123456789; exit 3", [], {}, tmp_path, 4)
         code = await terminals.wait(tid)
         terminal = terminals.get(tid)
+        assert terminal.exit_code() == 3  # what terminal/output reports once the command exited
         argv_id = await terminals.create("sh", ["-c", "pwd"], {}, tmp_path, None)
         await terminals.wait(argv_id)
         where = terminals.get(argv_id).text().strip()
@@ -182,6 +185,23 @@ def test_a_terminal_keeps_the_tail_of_its_output_and_reports_its_exit(tmp_path: 
     text, truncated, code, where = asyncio.run(scenario())
     assert (text, truncated, code) == ("6789", True, 3)
     assert where == len(str(tmp_path))
+
+
+def test_terminal_output_reports_the_exit_of_a_command_that_ended(tmp_path: Path) -> None:
+    # The leader is not reaped before release (below), so the status comes from waitid, not
+    # from Popen.returncode: terminal/output must still say the command ended, and how.
+    async def scenario() -> tuple[Any, Any]:
+        client = TurnClient(tmp_path, Grant(frozenset({"execute"})), Out(io.StringIO()))
+        created = await client.create_terminal("s", "exit 4")
+        running = await client.terminal_output("s", created.terminal_id)
+        await client.wait_for_terminal_exit("s", created.terminal_id)
+        ended = await client.terminal_output("s", created.terminal_id)
+        await client.release_terminal("s", created.terminal_id)
+        await client.terminals.close()
+        return running.exit_status, ended.exit_status
+
+    _running, ended = asyncio.run(scenario())
+    assert ended is not None and (ended.exit_code, ended.signal) == (4, None)
 
 
 def _alive_with(marker: str) -> list[int]:

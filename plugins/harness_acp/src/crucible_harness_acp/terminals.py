@@ -81,6 +81,10 @@ class Terminal:
         self.code = -status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else status
         return True
 
+    def exit_code(self) -> int | None:
+        """The leader's exit status once it has exited (negative: the signal), else None."""
+        return self.code if self.exited() else None
+
     async def wait_exit(self) -> int:
         """The leader's exit status, awaited (a pidfd wakes the loop, else a short poll)."""
         if self.exited():
