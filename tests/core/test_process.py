@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -108,6 +109,45 @@ def test_lines_are_streamed_as_they_arrive(tmp_path: Path) -> None:
     seen: list[str] = []
     process.run("echo one; echo two; printf three", cwd=tmp_path, env=os.environ, on_stdout_line=seen.append)
     assert seen == ["one", "two", "three"]
+
+
+def test_both_streams_are_drained_while_the_child_runs_and_no_thread_is_started(tmp_path: Path) -> None:
+    # Far more than a pipe holds (64 KiB) on both streams at once: a supervisor that read one
+    # pipe only after the other, or only after the exit, would leave the child blocked on a
+    # full pipe until its deadline. The supervising thread drains both itself: no pump threads.
+    lines: list[str] = []
+    peak: list[int] = []
+    threads_before = threading.active_count()
+    started = time.monotonic()
+    done = process.run(
+        "i=0; while [ $i -lt 20000 ]; do echo out-$i; echo err-$i >&2; i=$((i+1)); done; printf tail",
+        cwd=tmp_path,
+        env=os.environ,
+        timeout=60,
+        on_stdout_line=lambda line: (lines.append(line), peak.append(threading.active_count())),
+    )
+    assert done.ok and not done.timed_out, done.describe_failure()
+    assert lines[:2] == ["out-0", "out-1"] and lines[-2:] == ["out-19999", "tail"] and len(lines) == 20001
+    assert done.stderr.endswith("err-19999\n") and done.stderr.count("\n") == 20000
+    assert max(peak) == threads_before  # the lines were handed over on the calling thread
+    assert time.monotonic() - started < 30
+
+
+def test_a_failing_line_callback_ends_the_child_and_reaches_the_caller(tmp_path: Path) -> None:
+    marker = f"crucible-callback-{uuid.uuid4().hex}"
+
+    def refuse(line: str) -> None:
+        raise ValueError(f"refused {line}")
+
+    started = time.monotonic()
+    try:
+        process.run(f"echo first; {sleeper(marker)}", cwd=tmp_path, env=os.environ, on_stdout_line=refuse)
+    except ValueError as exc:
+        assert str(exc) == "refused first"
+    else:
+        raise AssertionError("the callback's error was swallowed")
+    assert time.monotonic() - started < 30  # not left to sleep out its 300 seconds
+    assert wait_until_gone(marker) == []
 
 
 def kill_engine_running(tmp_path: Path, command: str, marker: str, expected: int) -> None:

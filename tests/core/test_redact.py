@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from crucible_core.redact import MASK, Redactor
+from crucible_core.redact import MASK, SECRET_PATTERNS, Redactor
 
 SECRET = "handed-out-value-91f2"
 
@@ -58,3 +58,43 @@ def test_engine_variables_named_or_shaped_like_secrets_are_values_to_mask() -> N
     assert r.text("plain-looking-value /home/me") == f"{MASK} /home/me"
     blob = base64.b64encode(b"XXsk-ant-api03-zzzzzzzzzzzz").decode()
     assert MASK in r.text(blob)
+
+
+# One text per secret shape (and its case-insensitive and multi-line variants), each of which
+# the shape's own pattern finds.
+SHAPED = [
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    "sk-ant-api03-abcdefgh",
+    "key sk-" + "a" * 20,
+    "ghs_" + "b" * 20,
+    "github_pat_" + "c" * 20,
+    "xoxb-0123456789",
+    "AKIA" + "ABCDEFGHIJKLMNOP",
+    "AIza" + "d" * 30,
+    "eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeK",
+    "Authorization: BEARER abcdefghijklmnop",
+    "API-KEY = 'abcdefghijk'",
+    'PASSWORD":"hunter2hunter2',
+]
+
+
+def _every_shape_substituted(text: str) -> str:
+    """What Redactor.text did before the combined search: every shape's substitution in turn."""
+    for pattern in SECRET_PATTERNS:
+        if pattern.groups >= 2:
+            text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+        else:
+            text = pattern.sub(MASK, text)
+    return text
+
+
+def test_every_secret_shape_is_masked_behind_the_one_search_that_skips_clean_text() -> None:
+    # Redactor.text skips its per-shape substitutions when one combined search finds no shape:
+    # the combined search must find every shape, flags (case, dot-all) included.
+    covered = {pattern.pattern for pattern in SECRET_PATTERNS for text in SHAPED if pattern.search(text)}
+    assert covered == {pattern.pattern for pattern in SECRET_PATTERNS}
+    for text in SHAPED:
+        masked = Redactor().text(f"before {text} after")
+        assert MASK in masked and masked == _every_shape_substituted(f"before {text} after"), text
+    clean = {"kind": "task_result", "status": "pass", "secs": 0.25, "n": [1, None, True]}
+    assert Redactor().obj(clean) == clean

@@ -172,6 +172,73 @@ def test_decoding_is_tolerant_as_the_contract_is() -> None:
     assert isinstance(summary, wire.Summary) and summary.best_score is None
 
 
+# Lines a log can hold, each with what a line-at-a-time reader (parse, then decode) makes of it.
+HOSTILE_LINES: list[str | bytes] = [
+    "",
+    "  \n",
+    '{"v":1,"kind":"row","row":{"iter":1,"deci',
+    b"\xff\xfe garbage",
+    '{"v":1,"kind":"note","msg":5}',
+    "[" * 100_000,
+    "[1, 2]",
+    '"a string"',
+    '{"v":1,"kind":5}',
+    '{"v":1,"kind":"finished"} trailing',
+    '{"v":1,"kind":"finished"}{"v":1}',
+    '\u00a0{"v":1,"kind":"finished"}',  # a non-JSON space before the value
+    ' \t{"v":1,"ts":3,"seq":4,"kind":"finished"}\r\n',
+    '{"v":1,"ts":true,"seq":-1,"kind":"finished"}',
+    '{"v":1,"ts":"late","seq":2.0,"kind":"finished"}',
+    '{"v":1,"kind":"note","msg":"bad \\ud800 half"}',
+    '{"v":1,"kind":"teleport","x":1}',
+    b'{"v":1,"ts":1.5,"kind":"phase","phase":"iteration","iter":2}\n',
+    '{"v":1,"kind":"budget","spent":1,"elapsed_secs":2.0,"parked_s":null}',
+    '{"v":1,"kind":"budget","spent":"1","elapsed_secs":2}',
+    '{"v":1,"kind":"row","row":{"iter":1,"decision":"keep","note":"","detail":"","score":3,"sha":7}}',
+    '{"v":1,"kind":"row","row":{"iter":1,"decision":"keep","note":"","detail":"","score":3,"valid":null}}',
+]
+
+
+def _one_line_at_a_time(raw: str | bytes) -> wire.Line | None:
+    obj = wire.parse_object(raw)
+    return wire.from_object(obj) if obj is not None else None
+
+
+def test_the_batch_decoder_reads_every_line_as_the_line_at_a_time_reader_does() -> None:
+    # decode_lines inlines parse_object and from_object for speed (a resume's hot loop): the
+    # two must agree on every line, the hostile ones included, and a bad line must not stop it.
+    expected = [line for line in map(_one_line_at_a_time, HOSTILE_LINES) if line is not None]
+    assert len(expected) >= 6  # the list holds good lines too, not only refused ones
+    assert list(wire.decode_lines(HOSTILE_LINES)) == expected
+    for raw in HOSTILE_LINES:
+        assert wire.decode_line(raw) == _one_line_at_a_time(raw), raw
+    note = wire.decode('{"v":1,"kind":"note","msg":"bad \\ud800 half"}')
+    assert isinstance(note, wire.Note) and "\ud800" not in note.msg
+
+
+def test_optional_scalars_decode_strictly() -> None:
+    def budget(**fields: Any) -> wire.Event | None:
+        return wire.decode(json.dumps({"v": 1, "kind": "budget", "spent": 1.0, "elapsed_secs": 2, **fields}))
+
+    decoded = budget(active_s=3, parked_s=None, iterations_done=4.0)
+    assert isinstance(decoded, wire.Budget)
+    assert decoded.active_s == 3.0 and type(decoded.active_s) is float and decoded.parked_s is None
+    assert decoded.iterations_done == 4 and type(decoded.iterations_done) is int
+    for bad in ({"active_s": "3"}, {"active_s": True}, {"iterations_done": 4.5}, {"iterations_done": "4"}):
+        assert budget(**bad) is None, bad
+
+    def row(**fields: Any) -> wire.Event | None:
+        body = {"iter": 1, "decision": "keep", "note": "", "detail": "", **fields}
+        return wire.decode(json.dumps({"v": 1, "kind": "row", "row": body, "solved": False}))
+
+    decoded_row = row(valid=None, sha="abc", kept_snap=None)
+    assert (
+        isinstance(decoded_row, wire.Row) and decoded_row.row.sha == "abc" and decoded_row.row.valid is None
+    )
+    for bad in ({"valid": 1}, {"valid": "yes"}, {"sha": 7}, {"kept_snap": ["x"]}):
+        assert row(**bad) is None, bad
+
+
 def test_every_agent_kind_nests_under_agent_and_round_trips() -> None:
     events: list[Any] = [
         wire.AgentMeta(model="m"),

@@ -4,7 +4,11 @@ terminals, the session-update decoder, the driver's stream and the verdict. No a
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import os
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,8 @@ from crucible_core.manifest.converter import converter
 from crucible_core.process import Completed
 from crucible_core.protocols import FailureClass
 from crucible_harness_acp import confine, launch
+from crucible_harness_acp import terminals as terminals_module
+from crucible_harness_acp.client import Out, TurnClient
 from crucible_harness_acp.driver import TurnFailed, mcp_servers
 from crucible_harness_acp.policy import Grant, Option, ToolCallView, decide, path_problem
 from crucible_harness_acp.settings import AcpSettings, AcpTable
@@ -169,6 +175,7 @@ def test_a_terminal_keeps_the_tail_of_its_output_and_reports_its_exit(tmp_path: 
         tid = await terminals.create("printf '%s' 0123456789; exit 3", [], {}, tmp_path, 4)
         code = await terminals.wait(tid)
         terminal = terminals.get(tid)
+        assert terminal.exit_code() == 3  # what terminal/output reports once the command exited
         argv_id = await terminals.create("sh", ["-c", "pwd"], {}, tmp_path, None)
         await terminals.wait(argv_id)
         where = terminals.get(argv_id).text().strip()
@@ -178,6 +185,75 @@ def test_a_terminal_keeps_the_tail_of_its_output_and_reports_its_exit(tmp_path: 
     text, truncated, code, where = asyncio.run(scenario())
     assert (text, truncated, code) == ("6789", True, 3)
     assert where == len(str(tmp_path))
+
+
+def test_terminal_output_reports_the_exit_of_a_command_that_ended(tmp_path: Path) -> None:
+    # The leader is not reaped before release (below), so the status comes from waitid, not
+    # from Popen.returncode: terminal/output must still say the command ended, and how.
+    async def scenario() -> tuple[Any, Any]:
+        client = TurnClient(tmp_path, Grant(frozenset({"execute"})), Out(io.StringIO()))
+        created = await client.create_terminal("s", "exit 4")
+        running = await client.terminal_output("s", created.terminal_id)
+        await client.wait_for_terminal_exit("s", created.terminal_id)
+        ended = await client.terminal_output("s", created.terminal_id)
+        await client.release_terminal("s", created.terminal_id)
+        await client.terminals.close()
+        return running.exit_status, ended.exit_status
+
+    _running, ended = asyncio.run(scenario())
+    assert ended is not None and (ended.exit_code, ended.signal) == (4, None)
+
+
+def _alive_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if marker.encode() in (entry / "cmdline").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
+
+
+def test_releasing_a_terminal_whose_command_exited_kills_what_it_left_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The command line exits at once and leaves a sleeper in its group. The group is killed by
+    # the leader's pid, which is safe only while the leader is not reaped: reaped, that pid is
+    # free for any new process on the machine (another session leader, whose group the kill
+    # would then hit). So the leader stays unreaped until its terminal is released, and every
+    # group kill happens before the reap.
+    marker = f"crucible-terminal-{uuid.uuid4().hex}"
+    signalled: list[tuple[int, bool]] = []
+    real_killpg = os.killpg
+
+    def spy_killpg(pgid: int, sig: int) -> None:
+        try:
+            unreaped = os.waitid(os.P_PID, pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            unreaped = False  # reaped already: the id may be someone else's now
+        signalled.append((pgid, unreaped))
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(terminals_module.os, "killpg", spy_killpg)
+
+    async def scenario() -> int:
+        terminals = Terminals({"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        tid = await terminals.create(
+            f"sh -c 'sleep 300; :' {marker} >/dev/null 2>&1 & echo started", [], {}, tmp_path, None
+        )
+        code = await terminals.wait(tid)
+        await asyncio.sleep(0.2)  # let any watcher of the child run
+        assert _alive_with(marker), "the sleeper should still run before the release"
+        terminals.release(tid)
+        await terminals.close()
+        return code
+
+    assert asyncio.run(scenario()) == 0
+    deadline = time.monotonic() + 10
+    while _alive_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive_with(marker) == []
+    assert signalled and all(unreaped for _pgid, unreaped in signalled), signalled
 
 
 # -- session updates -----------------------------------------------------------------------------

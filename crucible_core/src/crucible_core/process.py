@@ -1,7 +1,8 @@
 """The one supervisor every child process goes through: own group, deadline, caps, reaped on every path.
 
 Each child gets its own session (so a group kill reaches its grandchildren), a deadline after
-which the whole group gets SIGTERM and then SIGKILL, and capped stdout/stderr capture. A small
+which the whole group gets SIGTERM and then SIGKILL, and capped stdout/stderr capture, read by
+the supervising thread itself in one poll with the child's exit (no pump threads). A small
 guard process, started once per engine, holds the read end of a pipe from the engine: when the
 engine dies for any reason (SIGKILL included) the pipe closes and the guard kills every group
 still registered, and every process carrying this engine's mark in its environment, so no
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import io
 import os
 import select
 import signal
@@ -39,6 +39,9 @@ DEFAULT_CAPTURE_BYTES = 1 << 20
 # result fits, a child printing megabytes without a newline is cut here.
 DEFAULT_MAX_LINE_BYTES = 8 << 20
 DEFAULT_GRACE_SECONDS = 2.0
+_SHELL = "/bin/sh" if os.path.exists("/bin/sh") else None  # None: `sh` is looked up on PATH
+# How long a supervised child's pipes are read after its group was killed and reaped.
+PIPE_DRAIN_SECONDS = 5.0
 
 # Every child carries this variable; its value names this engine process.
 SUPERVISOR_ENV = "CRUCIBLE_SUPERVISOR"
@@ -438,37 +441,144 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _pump(
-    stream: io.BufferedReader,
-    sink: _TailBuffer,
-    on_line: Callable[[str], None] | None,
-    max_line: int = DEFAULT_MAX_LINE_BYTES,
-) -> None:
-    """Drain a child's pipe into `sink`, handing complete lines to `on_line`.
+class _LineSplitter:
+    """Takes a child's stdout chunk by chunk into `sink`, handing complete lines to `on_line`.
 
     A line longer than `max_line` is handed over cut at that length and the rest of it is
     skipped, so a child printing without a newline cannot grow the engine's memory.
     """
-    pending = b""
-    skipping = False  # inside the unreported rest of an over-long line
-    for chunk in iter(lambda: stream.read1(65536), b""):
-        sink.add(chunk)
+
+    def __init__(
+        self, sink: _TailBuffer, on_line: Callable[[str], None] | None, max_line: int = DEFAULT_MAX_LINE_BYTES
+    ) -> None:
+        self.sink = sink
+        self.on_line = on_line
+        self.max_line = max_line
+        self.pending = b""
+        self.skipping = False  # inside the unreported rest of an over-long line
+
+    def feed(self, chunk: bytes) -> None:
+        self.sink.add(chunk)
+        on_line = self.on_line
         if on_line is None:
-            continue
-        pending += chunk
+            return
+        pending = self.pending + chunk
         *lines, pending = pending.split(b"\n")
-        for line in lines:
-            if not skipping:
-                on_line(line.decode("utf-8", errors="replace"))
-            skipping = False
-        if len(pending) > max_line:
-            if not skipping:
-                on_line(pending[:max_line].decode("utf-8", errors="replace"))
-            skipping = True
-            pending = b""
-    if on_line is not None and pending and not skipping:
-        on_line(pending.decode("utf-8", errors="replace"))
-    stream.close()
+        try:
+            for line in lines:
+                if not self.skipping:
+                    on_line(line.decode("utf-8", errors="replace"))
+                self.skipping = False
+            if len(pending) > self.max_line:
+                if not self.skipping:
+                    on_line(pending[: self.max_line].decode("utf-8", errors="replace"))
+                self.skipping = True
+                pending = b""
+        except BaseException:
+            # The callback failed: `run` ends the child and raises; what is still read on
+            # the way out goes to the capture only.
+            self.on_line = None
+            raise
+        self.pending = pending
+
+    def end(self) -> None:
+        if self.on_line is not None and self.pending and not self.skipping:
+            self.on_line(self.pending.decode("utf-8", errors="replace"))
+        self.pending = b""
+
+
+class _Streams:
+    """A child's stdout and stderr, drained by the thread that supervises it (no pump threads).
+
+    One poll covers both pipes and, when the kernel has pidfds, the child's exit: a short
+    command then costs the engine no thread starts and no hand-offs between threads.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], out: _LineSplitter, err: _LineSplitter) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self._files = [proc.stdout, proc.stderr]
+        self._sinks = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+        self._poller = select.poll()
+        for fd in self._sinks:
+            os.set_blocking(fd, False)
+            self._poller.register(fd, select.POLLIN)
+
+    @property
+    def open(self) -> bool:
+        return bool(self._sinks)
+
+    def register(self, fd: int) -> None:
+        self._poller.register(fd, select.POLLIN)
+
+    def unregister(self, fd: int) -> None:
+        self._poller.unregister(fd)
+
+    def poll(self, timeout: float | None) -> list[int]:
+        """Wait up to `timeout` seconds (None: no limit), drain what arrived; the other ready fds."""
+        try:
+            events = self._poller.poll(None if timeout is None else max(0.0, timeout) * 1000)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries poll; kept for safety
+            return []
+        others = []
+        for fd, _mask in events:
+            sink = self._sinks.get(fd)
+            if sink is None:
+                others.append(fd)
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            if chunk:
+                sink.feed(chunk)
+            else:  # end of file: every writer of this pipe is gone
+                self._poller.unregister(fd)
+                del self._sinks[fd]
+                sink.end()
+        return others
+
+    def drain(self, timeout: float) -> None:
+        """Read both pipes to their end, at most `timeout` seconds (a writer that escaped every kill)."""
+        deadline = time.monotonic() + timeout
+        while self._sinks:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self.poll(remaining)
+        for sink in self._sinks.values():
+            sink.end()
+        self._sinks.clear()
+
+    def close(self) -> None:
+        for handle in self._files:
+            handle.close()
+
+
+def _wait_draining(proc: subprocess.Popen[bytes], streams: _Streams, timeout: float | None) -> bool:
+    """`_wait_for_exit` that drains the child's pipes meanwhile; True when it exited in time."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pidfd_open = getattr(os, "pidfd_open", None)
+    pidfd = None
+    if pidfd_open is not None:
+        with contextlib.suppress(OSError):
+            pidfd = pidfd_open(proc.pid)
+    try:
+        if pidfd is not None:
+            streams.register(pidfd)
+        while not _exited(proc):
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            if pidfd is None:  # no exit notification: look again every 5 ms
+                remaining = 0.005 if remaining is None else min(remaining, 0.005)
+            streams.poll(remaining)
+        return True
+    finally:
+        if pidfd is not None:
+            streams.unregister(pidfd)  # before closing it: a closed fd would poll as ready at once
+            os.close(pidfd)
 
 
 def _feed(stdin: IO[bytes], data: bytes) -> None:
@@ -492,6 +602,8 @@ def run(
 ) -> Completed:
     """Run a child under supervision. A string is a shell command (`sh -c`), a sequence an argv."""
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
+    # The shell by its path, as subprocess's shell=True does: no search of PATH per child.
+    executable = _SHELL if isinstance(command, str) else None
     mark = _guard.child_mark()
     started = time.monotonic()
     spawning = _orphans.lock if _orphans.enabled else contextlib.nullcontext()
@@ -499,6 +611,7 @@ def run(
         with spawning:
             proc = subprocess.Popen(
                 argv,
+                executable=executable,
                 cwd=cwd,
                 env={**env, SUPERVISOR_ENV: mark},
                 stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
@@ -515,22 +628,17 @@ def run(
     _guard.tell(f"+{pgid}")
     _running.add(pgid)
     out, err = _TailBuffer(capture_bytes), _TailBuffer(capture_bytes)
-    pumps = [
-        threading.Thread(target=_pump, args=(proc.stdout, out, on_stdout_line), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, err, None), daemon=True),
-    ]
-    for pump in pumps:
-        pump.start()
+    streams = _Streams(proc, _LineSplitter(out, on_stdout_line), _LineSplitter(err, None))
     if stdin_data is not None and proc.stdin is not None:
         # A thread, so a child that never reads its stdin cannot block us past the deadline.
         feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin_data), daemon=True)
         feeder.start()
     timed_out = False
     try:
-        if not _wait_for_exit(proc, timeout):
+        if not _wait_draining(proc, streams, timeout):
             timed_out = True
             _kill_group(pgid, signal.SIGTERM)
-            _wait_for_exit(proc, grace)
+            _wait_draining(proc, streams, grace)
     finally:
         # Whatever happened (deadline, KeyboardInterrupt, an exception in a callback), the
         # whole group goes: the leader may have exited while grandchildren still run. The
@@ -549,8 +657,12 @@ def run(
             _sweep_adopted(mark)
         else:
             kill_marked(mark)
-        for pump in pumps:
-            pump.join(timeout=5)
+        # What the group wrote before it died is still in the pipes (bounded, as a writer
+        # that escaped every kill could hold a pipe open).
+        try:
+            streams.drain(PIPE_DRAIN_SECONDS)
+        finally:
+            streams.close()
     return Completed(
         exit_code=proc.returncode,
         stdout=out.text(),

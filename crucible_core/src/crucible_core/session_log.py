@@ -219,10 +219,7 @@ def read_lines(path: Path) -> Iterator[wire.Line]:
     if not path.exists():
         return
     with open(path, "rb") as handle:
-        for raw in handle:
-            line = wire.decode_line(raw)
-            if line is not None:
-                yield line
+        yield from wire.decode_lines(handle)
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:

@@ -323,11 +323,7 @@ def decode_lines(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
 
 def decode_wire_lines(lines: Iterable[bytes | str]) -> Iterator[wire.Line]:
     """Decodable wire lines of the session log; blank, torn and mistyped lines are skipped."""
-    decode = wire.decode_line
-    for raw in lines:
-        line = decode(raw)
-        if line is not None:
-            yield line
+    return wire.decode_lines(lines)
 
 
 def fold_objects(objects: Iterable[Any]) -> Folded:

@@ -202,7 +202,7 @@ class TurnClient:
         self, session_id: str, terminal_id: str, **kwargs: Any
     ) -> TerminalOutputResponse:
         terminal = self._terminal(terminal_id)
-        code = terminal.proc.returncode
+        code = terminal.exit_code()  # read without reaping: the group stays safe to kill
         status = None
         if code is not None:
             exit_code, signal = exit_status(code)
