@@ -161,3 +161,18 @@ def test_a_new_workspace_repository_is_what_dulwich_makes_without_an_fsync(
 
     assert tree(tmp_path / "ours") == tree(tmp_path / "dulwich")
     assert git(tmp_path / "ours", "status", "--porcelain") == ""
+
+
+def test_ignore_rules_compiled_once_per_text_still_follow_the_text(tmp_path: Path) -> None:
+    from crucible_world_git.ignores import IgnoreRules
+
+    def rules(text: bytes) -> IgnoreRules:
+        return IgnoreRules(str(tmp_path), lambda _path: None, [text])
+
+    logs = rules(b"*.log\n")
+    assert logs.ignores_file(b"build.log") and not logs.ignores_file(b"build.txt")
+    # The same text reuses its compiled filter; another text is compiled for itself.
+    assert rules(b"*.log\n")._manager._global_filters == logs._manager._global_filters
+    texts = rules(b"*.txt\n")
+    assert texts.ignores_file(b"build.txt") and not texts.ignores_file(b"build.log")
+    assert rules(b"*.log\n").ignores_file(b"build.log")
