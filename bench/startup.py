@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import Options, Row, median, timed
+from harness import Options, Row, compile_crucible, median, timed
 
 CRUCIBLE = Path(sys.executable).parent / "crucible"
 HELP_TARGET = 1.3  # issue 27: `crucible --help` within 1.3x of importing click
@@ -67,11 +67,7 @@ def prepare() -> None:
     """Make the measured commands start the way an installed crucible starts: with bytecode for
     its modules (an editable checkout under PYTHONDONTWRITEBYTECODE=1 would compile every module on
     every start) and with the plugin index and the plugin-command cache written."""
-    root = Path(__file__).resolve().parents[1]
-    sources = [root / "crucible_core" / "src", *sorted(root.glob("plugins/*/src"))]
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", *map(str, sources)], check=True, capture_output=True
-    )
+    compile_crucible()
     for args in COMMANDS.values():
         subprocess.run([str(CRUCIBLE), *args], check=True, capture_output=True)
 

@@ -180,3 +180,27 @@ def test_a_link_in_place_of_the_workspace_is_never_followed(tmp_path: Path) -> N
     assert worktree(victim) == victim_files
     assert git(victim, "rev-parse", "HEAD").strip() == victim_head
     assert git(victim, "status", "--porcelain").strip() == "?? wip.txt"
+
+
+def test_keeping_what_stage_just_wrote_leaves_the_index_file_alone(tmp_path: Path) -> None:
+    # An iteration stages its candidate, measures it, then keeps it: the index stage() wrote is
+    # already the kept tree's, so the keep must not write it (and the record's checksum) again.
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    index = ws / ".git" / "index"
+    own_index = tmp_path / "state" / "record" / "index"
+    write(ws, "src/app.py", "print('changed')\n")
+    world.stage()
+    written = (os.stat(index).st_ino, index.read_bytes(), os.stat(own_index).st_ino)
+    kept = world.snapshot("kept")
+    assert (os.stat(index).st_ino, index.read_bytes(), os.stat(own_index).st_ino) == written
+    assert git(ws, "rev-parse", "HEAD").strip() == kept
+    assert git(ws, "status", "--porcelain") == ""  # git agrees the index is the kept tree
+    # An index someone else wrote in between (the measure's `git rm --cached`) is still
+    # replaced by the engine's own.
+    write(ws, "src/app.py", "print('again')\n")
+    world.stage()
+    git(ws, "rm", "-q", "--cached", "README.md")
+    kept = world.snapshot("kept again")
+    assert git(ws, "show", f"{kept}:README.md") == "hello\n"
+    assert git(ws, "status", "--porcelain") == ""

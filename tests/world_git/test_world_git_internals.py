@@ -136,3 +136,43 @@ def test_a_cold_start_adopts_the_cache_tree_only_where_counts_agree(tmp_path: Pa
     staged = StagedTree.from_entries(parsed.entries, lying)
     assert staged.root.dirs[b"src"].tree is None
     assert staged.tree_id(twin.world.memory.db) == head_tree
+
+
+def test_a_new_workspace_repository_is_what_dulwich_makes_without_an_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dulwich.repo import Repo
+
+    from crucible_world_git.engine_repo import init_repo
+
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "dulwich").mkdir()
+    Repo.init(str(tmp_path / "dulwich")).close()
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    init_repo(tmp_path / "ours").close()
+    assert synced == []  # git init does not fsync either; see init_repo
+
+    def tree(root: Path) -> dict[str, bytes | None]:
+        return {
+            str(p.relative_to(root)): p.read_bytes() if p.is_file() else None for p in sorted(root.rglob("*"))
+        }
+
+    assert tree(tmp_path / "ours") == tree(tmp_path / "dulwich")
+    assert git(tmp_path / "ours", "status", "--porcelain") == ""
+
+
+def test_ignore_rules_compiled_once_per_text_still_follow_the_text(tmp_path: Path) -> None:
+    from crucible_world_git.ignores import IgnoreRules
+
+    def rules(text: bytes) -> IgnoreRules:
+        return IgnoreRules(str(tmp_path), lambda _path: None, [text])
+
+    logs = rules(b"*.log\n")
+    assert logs.ignores_file(b"build.log") and not logs.ignores_file(b"build.txt")
+    # The same text reuses its compiled filter; another text is compiled for itself.
+    assert rules(b"*.log\n")._manager._global_filters == logs._manager._global_filters
+    texts = rules(b"*.txt\n")
+    assert texts.ignores_file(b"build.txt") and not texts.ignores_file(b"build.log")
+    assert rules(b"*.log\n").ignores_file(b"build.log")

@@ -1082,19 +1082,26 @@ def _make_converter() -> cattrs.Converter:
 
     conv.register_unstructure_hook(AgentEvent, _agent_unstructure)
 
-    for cls in [
-        EvidenceEntry,
-        RowWire,
-        PrLinkWire,
-        PlanTaskWire,
-        Ask,
-        ComponentIdentity,
-        RigIdentity,
-        RunIdentity,
-        ModelUsage,
-        *AGENT_KINDS.values(),
-        *KINDS.values(),
-    ]:
+    # Each class's structure and unstructure functions are generated on first use, not here: a
+    # process that writes a few kinds (every run's start-up) no longer generates code for all
+    # of them. cattrs caches what a factory returns, so the hot paths are unchanged.
+    wire_classes = frozenset(
+        [
+            EvidenceEntry,
+            RowWire,
+            PrLinkWire,
+            PlanTaskWire,
+            Ask,
+            ComponentIdentity,
+            RigIdentity,
+            RunIdentity,
+            ModelUsage,
+            *AGENT_KINDS.values(),
+            *KINDS.values(),
+        ]
+    )
+
+    def _overrides(cls: type) -> dict[str, Any]:
         overrides: dict[str, Any] = {}
         for f in attrs.fields(cls):
             kwargs: dict[str, Any] = {}
@@ -1104,16 +1111,32 @@ def _make_converter() -> cattrs.Converter:
                 kwargs["rename"] = f.metadata[_NAME]
             if kwargs:
                 overrides[f.name] = override(**kwargs)
-        conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, **overrides))
-        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **overrides))
+        return overrides
+
+    def _is_wire_class(cls: Any) -> bool:
+        return cls in wire_classes
+
+    conv.register_structure_hook_factory(
+        _is_wire_class, lambda cls: make_dict_structure_fn(cls, conv, **_overrides(cls))
+    )
+    conv.register_unstructure_hook_factory(
+        _is_wire_class, lambda cls: make_dict_unstructure_fn(cls, conv, **_overrides(cls))
+    )
     return conv
 
 
 converter = _make_converter()
-# the structure function of each kind, looked up once (decoding is on the hot path of --resume)
-_HOOKS: dict[str, tuple[Callable[[Any, Any], Any], type]] = {
-    kind: (converter.get_structure_hook(cls), cls) for kind, cls in KINDS.items()
-}
+# the structure function of each kind, looked up once (decoding is on the hot path of --resume);
+# filled as kinds are first met, so a process generates only the functions it uses
+_HOOKS: dict[str, tuple[Callable[[Any, Any], Any], type]] = {}
+
+
+def _hook(kind: str) -> tuple[Callable[[Any, Any], Any], type] | None:
+    cls = KINDS.get(kind)
+    if cls is None:
+        return None
+    found = _HOOKS[kind] = (converter.get_structure_hook(cls), cls)
+    return found
 
 
 def to_fields(event: Event) -> dict[str, Any]:
@@ -1170,7 +1193,7 @@ def from_object(obj: Any) -> Line | None:
     ts = float(ts_raw) if isinstance(ts_raw, int | float) and ts_type is not bool else None
     seq_raw = obj.get("seq")
     seq = seq_raw if type(seq_raw) is int and seq_raw >= 0 else None
-    hook = _HOOKS.get(kind)
+    hook = _HOOKS.get(kind) or _hook(kind)
     if hook is None:
         return Line(Unknown(kind=kind), ts, seq)
     try:

@@ -808,7 +808,10 @@ class GitMemory:
                     self._write_index()
                 self.kept = head.decode()
                 return self.kept
-            self._write_index()
+            if changed or self._index_key is None:
+                # Otherwise the file on disk is the one stage() wrote for this very tree (the
+                # index names no commit), so a keep right after a stage skips two renames.
+                self._write_index()
             self._move_head(head, commit, f"commit: {label}")
         except PermissionError:
             raise

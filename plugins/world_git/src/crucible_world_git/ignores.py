@@ -46,10 +46,26 @@ def read_rules_file(path: Path | str | bytes) -> bytes | None:
         return None
 
 
+# Compiled filters by their file's text. The rules are built afresh for every stage (they follow
+# the kept tree), but the texts rarely change; compiling every pattern again cost a few
+# milliseconds a stage. A filter is not changed after it is built, so sharing one is safe; only
+# small texts are kept, so an agent's huge .gitignore cannot pin memory.
+_COMPILED: dict[bytes, IgnoreFilter] = {}
+_COMPILED_MAX = 256
+_COMPILED_TEXT_MAX = 64 << 10
+
+
 def _filter(data: bytes) -> IgnoreFilter:
     from dulwich.ignore import IgnoreFilter, read_ignore_patterns
 
-    return IgnoreFilter(read_ignore_patterns(io.BytesIO(data)), ignorecase=False)
+    compiled = _COMPILED.get(data)
+    if compiled is None:
+        compiled = IgnoreFilter(read_ignore_patterns(io.BytesIO(data)), ignorecase=False)
+        if len(data) <= _COMPILED_TEXT_MAX:
+            if len(_COMPILED) >= _COMPILED_MAX:
+                _COMPILED.clear()
+            _COMPILED[data] = compiled
+    return compiled
 
 
 def _manager(top: str, loader: Loader, global_rules: list[bytes]) -> IgnoreFilterManager:
