@@ -147,7 +147,7 @@ def test_the_agent_calls_the_brokers_distress_over_mcp(
         domain, {"ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": TEST_KEY}, [str(sdk_agent)]
     )
     plugins = load_plugins(
-        names=["core", "world_git", "judge_command", "backend_local", "harness_acp", "broker_mcp"]
+        names=["core", "world_git", "judge_command", "backend_local", "harness_acp", "broker_mcp", "distress"]
     )
 
     result = execute(

@@ -11,6 +11,8 @@ from tests.live_support import domain, events, start, wait_for
 
 SLOW_PROPOSER = """#!/bin/sh
 sleep "${NAP:-0.3}"
+# held while the test's gate file exists (bounded), so a live run stays live however loaded the machine is
+n=0; while [ -n "${GATE:-}" ] && [ -e "$GATE" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done
 echo $(( $(cat value.txt) + 1 )) > value.txt
 """
 
@@ -33,11 +35,14 @@ def test_two_fresh_runs_started_together_never_both_run(tmp_path: Path) -> None:
 
 def test_resume_beside_a_live_run_is_refused_even_without_control_json(tmp_path: Path) -> None:
     manifest = domain(tmp_path, SLOW_PROPOSER)
-    live = start(manifest, "--iterations", "3", NAP="2")
+    gate = tmp_path / "hold"
+    gate.touch()
+    live = start(manifest, "--iterations", "3", NAP="0", GATE=str(gate))
     wait_for(manifest, live, lambda log: any(e["kind"] == "step" and e["step"] == "propose" for e in log))
     (tmp_path / "state" / "control.json").unlink()
     second = start(manifest, "--resume")
     _out, err = second.communicate(timeout=60)
+    gate.unlink()  # the live run goes on only now, so the resume above met it running
     assert second.returncode == 11, err
     assert f"pid {live.pid}" in err
     assert live.wait(timeout=60) == 0, live.communicate()

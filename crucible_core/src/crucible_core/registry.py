@@ -137,6 +137,8 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("command", "init"): "crucible-plugin-packs",
     ("command", "distress"): "crucible-plugin-distress",
     ("command", "escalate"): "crucible-plugin-distress",
+    ("broker tool", "distress"): "crucible-plugin-distress",
+    ("broker tool", "escalate"): "crucible-plugin-distress",
     # not a registry: the one plugin answering crucible_domain_packs carries out `--pack NAME`
     ("hook", "crucible_domain_packs"): "crucible-plugin-packs",
     ("command", "plan run"): "crucible-plugin-lane-plan",

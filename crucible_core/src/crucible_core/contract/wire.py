@@ -1236,7 +1236,7 @@ def decode_lines(raws: Iterable[bytes | str]) -> Iterator[Line]:
         ts = float(ts_raw) if ts_type is float or ts_type is int else None
         seq_raw = obj.get("seq")
         seq = seq_raw if type(seq_raw) is int and seq_raw >= 0 else None
-        hook = hooks.get(kind)
+        hook = hooks.get(kind) or _hook(kind)  # the kind's structure function, made on first use
         if hook is None:
             yield Line(Unknown(kind=kind), ts, seq)
             continue
