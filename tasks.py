@@ -183,11 +183,6 @@ def test(extra: list[str]) -> int:
     # their measure scripts start is then the venv's interpreter, not a version-manager shim that
     # costs a shell and a lookup per start (about 0.1-0.3 s, hundreds of times per suite).
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
-    # Bytecode is cached as Python does by default (gitignored __pycache__), even where the
-    # calling shell turned that off: otherwise every pytest worker rewrites every test module's
-    # asserts again (about 7 of a worker's 11 s of collection CPU) and every `crucible` process
-    # a test starts compiles the engine's sources again (about 0.2 s of CPU each).
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
     argv = [str(BIN / "python"), "-m", "pytest", *_parallel(extra), *extra]
     return subprocess.run(argv, cwd=ROOT, env=env).returncode
 
