@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import venv
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -52,6 +53,9 @@ MEMBERS = [
     "plugins/task_agent",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
+# The installer of the venv's packages (tasks.py falls back to pip without it); uv's own cache
+# (~/.cache/uv) keeps what it fetched for the next fresh venv.
+UV_REQUIREMENT = "uv>=0.4"
 # pytest-xdist workers for a whole-suite run, sized for the 2-core CI machine (see _parallel).
 PARALLEL_WORKERS = 4
 # The agent CLIs the harness tests drive, pinned; each is installed under .cache/<dir> when npm
@@ -98,38 +102,71 @@ def ensure_venv() -> None:
         return
     if not (BIN / "python").exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
-    pip = [BIN / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    sh(*pip, "-r", DEV_REQUIREMENTS)
     editable: list[str | Path] = []
     for member in _members():
         editable += ["-e", member]
-    sh(*pip, *editable)
+    uv = _uv()
+    if uv is not None:
+        # One resolution for everything, its downloads and builds side by side: about a minute
+        # from nothing, where pip (below) takes several on a slow index. Bytecode is compiled
+        # now, as pip does: without it every process the tests start compiles its imports anew
+        # wherever PYTHONDONTWRITEBYTECODE is set (about 0.3 s of CPU per `crucible check`).
+        install = [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", BIN / "python"]
+        sh(*install, "-r", DEV_REQUIREMENTS, *editable)
+    else:
+        pip = [BIN / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+        sh(*pip, "-r", DEV_REQUIREMENTS)
+        # Every member builds with hatchling, which the first step installed (with `editables`, its
+        # editable-build requirement): building them in the venv saves pip a fresh isolated build
+        # environment per member, each fetching hatchling again.
+        sh(*pip, "--no-build-isolation", *editable)
     stamp_file.write_text(stamp)
 
 
+def _uv() -> Path | None:
+    """uv in the venv, pip-installed there first; None (pip installs then) if it cannot be had."""
+    uv = BIN / "uv"
+    if not uv.exists():
+        try:
+            sh(BIN / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", UV_REQUIREMENT)
+        except subprocess.CalledProcessError:
+            print(f"could not install {UV_REQUIREMENT}: pip installs the venv instead (slower)", flush=True)
+            return None
+    return uv if uv.exists() else None
+
+
 def ensure_agent_clis() -> dict[str, str]:
-    """Install the pinned agent CLIs for the harness tests; the variables naming those installed."""
-    found: dict[str, str] = {}
+    """Install the pinned agent CLIs for the harness tests; the variables naming those installed.
+
+    The installs run side by side (each mostly waits on the registry); each one's output is
+    printed as one block when it ends, so the logs of several never interleave.
+    """
     npm = shutil.which("npm")
-    for packages, folder, binary, variable in AGENT_CLIS:
-        prefix = ROOT / ".cache" / folder
-        marker = prefix / ".installed"
-        wanted = " ".join(packages)
-        if not (marker.exists() and marker.read_text() == wanted):
-            if npm is None:
-                print(f"npm not found: the tests needing {wanted} will be skipped", flush=True)
-                continue
-            prefix.mkdir(parents=True, exist_ok=True)
-            try:
-                sh(npm, "install", "--no-audit", "--no-fund", "--prefix", prefix, *packages)
-            except subprocess.CalledProcessError:
-                print(f"could not install {wanted}: its tests will be skipped", flush=True)
-                continue
-            marker.write_text(wanted)
-        cli = prefix / "node_modules" / ".bin" / binary
-        if cli.exists():
-            found[variable] = str(cli)
-    return found
+    with ThreadPoolExecutor(max_workers=len(AGENT_CLIS)) as pool:
+        found = pool.map(lambda cli: _ensure_agent_cli(npm, *cli), AGENT_CLIS)
+        return dict(item for item in found if item is not None)
+
+
+def _ensure_agent_cli(
+    npm: str | None, packages: tuple[str, ...], folder: str, binary: str, variable: str
+) -> tuple[str, str] | None:
+    prefix = ROOT / ".cache" / folder
+    marker = prefix / ".installed"
+    wanted = " ".join(packages)
+    if not (marker.exists() and marker.read_text() == wanted):
+        if npm is None:
+            print(f"npm not found: the tests needing {wanted} will be skipped", flush=True)
+            return None
+        prefix.mkdir(parents=True, exist_ok=True)
+        argv = [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), *packages]
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print("+", " ".join(argv), "\n" + done.stdout.rstrip(), flush=True)
+        if done.returncode != 0:
+            print(f"could not install {wanted}: its tests will be skipped", flush=True)
+            return None
+        marker.write_text(wanted)
+    cli = prefix / "node_modules" / ".bin" / binary
+    return (variable, str(cli)) if cli.exists() else None
 
 
 def demo(extra: list[str]) -> int:
@@ -142,8 +179,11 @@ def demo(extra: list[str]) -> int:
 
 
 def test(extra: list[str]) -> int:
-    ensure_venv()
-    env = {**os.environ, **ensure_agent_clis()}
+    # The agent CLIs install while the venv does: both mostly wait on their registries.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        agent_clis = pool.submit(ensure_agent_clis)
+        ensure_venv()
+        env = {**os.environ, **agent_clis.result()}
     # The venv first on PATH, as an activated venv has it: the `python3` that tests, examples and
     # their measure scripts start is then the venv's interpreter, not a version-manager shim that
     # costs a shell and a lookup per start (about 0.1-0.3 s, hundreds of times per suite).

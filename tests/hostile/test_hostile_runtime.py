@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.cli_support import CRUCIBLE, crucible_env
 from tests.live_support import domain, events, start, wait_for
 
@@ -17,20 +19,21 @@ echo $(( $(cat value.txt) + 1 )) > value.txt
 """
 
 
-def test_two_fresh_runs_started_together_never_both_run(tmp_path: Path) -> None:
-    for trial in range(3):
-        root = tmp_path / f"trial{trial}"
-        root.mkdir()
-        manifest = domain(root, SLOW_PROPOSER)
-        both = [start(manifest, "--iterations", "2"), start(manifest, "--iterations", "2")]
-        results = [(p.wait(timeout=60), p.communicate()[1]) for p in both]
-        codes = sorted(code for code, _err in results)
-        assert codes == [0, 11], results
-        refused = next(err for code, err in results if code == 11)
-        winner = next(p for p in both if p.returncode == 0)
-        assert f"pid {winner.pid}" in refused and "Traceback" not in refused
-        starts = [e for e in events(manifest) if e["kind"] == "start"]
-        assert len(starts) == 1  # the refused engine wrote nothing to the log
+# Three races, each its own case so they spread over the suite's workers.
+@pytest.mark.parametrize("trial", range(3))
+def test_two_fresh_runs_started_together_never_both_run(tmp_path: Path, trial: int) -> None:
+    root = tmp_path / f"trial{trial}"
+    root.mkdir()
+    manifest = domain(root, SLOW_PROPOSER)
+    both = [start(manifest, "--iterations", "2"), start(manifest, "--iterations", "2")]
+    results = [(p.wait(timeout=60), p.communicate()[1]) for p in both]
+    codes = sorted(code for code, _err in results)
+    assert codes == [0, 11], results
+    refused = next(err for code, err in results if code == 11)
+    winner = next(p for p in both if p.returncode == 0)
+    assert f"pid {winner.pid}" in refused and "Traceback" not in refused
+    starts = [e for e in events(manifest) if e["kind"] == "start"]
+    assert len(starts) == 1  # the refused engine wrote nothing to the log
 
 
 def test_resume_beside_a_live_run_is_refused_even_without_control_json(tmp_path: Path) -> None:
