@@ -283,6 +283,8 @@ def resolve_outputs(
             default = (environ.get(spec.default_target_env) or "").strip() or default
         if name == "draft-pr" and loaded.manifest.publish is not None:
             default = loaded.manifest.publish.pr_repo  # the pack's own publish target comes first
+        if name == "run-record" and loaded.manifest.publish is not None and not default:
+            default = loaded.manifest.publish.record  # the run flag's destination comes first
         target = FixedTarget(default) if spec.addresses_target and default else None
         resolved.append(
             ResolvedOutput(
