@@ -122,10 +122,28 @@ def _log_with_diffs(path: Path) -> Path:
     lines = [
         {"kind": "start", "run_id": "run-diffs", "goal": "g", "gate": "value"},
         {"kind": "row", "row": {"iter": 0, "decision": "baseline", "score": 1.0, "best": 1.0, "diff": ""}},
-        {"kind": "row", "row": {"iter": 1, "decision": "keep", "score": 2.0, "best": 2.0, "sha": "a" * 40,
-                                "diff": "--- a/v\n+++ b/v\n-1\n+2\n", "diffstat": "1 file"}},
-        {"kind": "row", "row": {"iter": 2, "decision": "discard", "score": 0.5, "best": 2.0,
-                                "diff": "--- a/v\n+++ b/v\n-2\n+0\n" + "x" * (layout.MAX_DIFF_BYTES + 10)}},
+        {
+            "kind": "row",
+            "row": {
+                "iter": 1,
+                "decision": "keep",
+                "score": 2.0,
+                "best": 2.0,
+                "sha": "a" * 40,
+                "diff": "--- a/v\n+++ b/v\n-1\n+2\n",
+                "diffstat": "1 file",
+            },
+        },
+        {
+            "kind": "row",
+            "row": {
+                "iter": 2,
+                "decision": "discard",
+                "score": 0.5,
+                "best": 2.0,
+                "diff": "--- a/v\n+++ b/v\n-2\n+0\n" + "x" * (layout.MAX_DIFF_BYTES + 10),
+            },
+        },
         {"kind": "shutdown", "outcome": "finished", "reason": "iterations spent"},
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -167,7 +185,12 @@ def test_each_row_that_carries_a_diff_is_a_file_and_both_schemes_fetch_back_iden
     assert files["session.jsonl"] == log.read_bytes()
     summary = json.loads(files["summary.json"])
     assert summary["diffs"] == ["diffs/iter-1.diff", "diffs/iter-2.diff"]
-    assert (summary["keeps"], summary["discards"], summary["best"], summary["outcome"]) == (1, 1, 2.0, "finished")
+    assert (summary["keeps"], summary["discards"], summary["best"], summary["outcome"]) == (
+        1,
+        1,
+        2.0,
+        "finished",
+    )
 
 
 def test_a_second_write_puts_only_what_changed(tmp_path: Path) -> None:
@@ -186,8 +209,9 @@ def test_a_second_write_puts_only_what_changed(tmp_path: Path) -> None:
 def test_a_counter_run_leaves_its_record_in_a_file_destination(example: Any, tmp_path: Path) -> None:
     manifest = example("counter")
     records = tmp_path / "records"
-    done = run_crucible("run", "--manifest", manifest, "-n", "2", "--ui", "headless",
-                        "--results-bucket", f"file://{records}")
+    done = run_crucible(
+        "run", "--manifest", manifest, "-n", "2", "--ui", "headless", "--results-bucket", f"file://{records}"
+    )
     assert done.returncode == 0, done.stderr
     log = manifest.parent / "state" / "session.jsonl"
     folder = records / _run_id(log)
@@ -215,8 +239,9 @@ def test_a_counter_run_leaves_its_record_in_s3_and_fetch_reads_it_back(
     run_id = _run_id(log)
 
     dest = tmp_path / "fetched"
-    done = run_crucible("fetch", "--uri", f"s3://{bucket}/nightly/{run_id}", "--dest", dest,
-                        env=crucible_env(**aws_env))
+    done = run_crucible(
+        "fetch", "--uri", f"s3://{bucket}/nightly/{run_id}", "--dest", dest, env=crucible_env(**aws_env)
+    )
     assert done.returncode == 0, done.stderr
     files = _tree(dest)
     _check_counter_record(files, log)
@@ -234,23 +259,27 @@ def test_fetch_refuses_a_key_that_climbs_out_of_the_destination(
     client.put_object(Bucket=bucket, Key="runs/r1/summary.json", Body=b"{}")
     client.put_object(Bucket=bucket, Key="runs/r1/../../escape.txt", Body=b"owned")
     dest = tmp_path / "inbox" / "r1"
-    done = run_crucible("fetch", "--uri", f"s3://{bucket}/runs/r1", "--dest", dest, env=crucible_env(**aws_env))
+    done = run_crucible(
+        "fetch", "--uri", f"s3://{bucket}/runs/r1", "--dest", dest, env=crucible_env(**aws_env)
+    )
     assert done.returncode == int(api.ExitCode.REMOTE), done.stdout + done.stderr
     assert "not a plain path" in done.stderr
     assert not any(p.name == "escape.txt" for p in tmp_path.rglob("*"))
 
 
 def test_fetch_of_no_record_says_so(tmp_path: Path, bucket: str, aws_env: dict[str, str]) -> None:
-    done = run_crucible("fetch", "--uri", f"s3://{bucket}/nothing", "--dest", tmp_path / "d",
-                        env=crucible_env(**aws_env))
+    done = run_crucible(
+        "fetch", "--uri", f"s3://{bucket}/nothing", "--dest", tmp_path / "d", env=crucible_env(**aws_env)
+    )
     assert done.returncode == int(api.ExitCode.REMOTE) and "no run record" in done.stderr
     done = run_crucible("fetch", "--uri", "file://relative/dir", env=crucible_env(**aws_env))
     assert done.returncode == int(api.ExitCode.MANIFEST) and "absolute path" in done.stderr
 
 
 # -- a destination that refuses or hangs ------------------------------------------------------------
-def test_a_refusing_destination_costs_a_note_never_the_run(example: Any, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refusing_destination_costs_a_note_never_the_run(
+    example: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     manifest = example("counter")
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
@@ -259,11 +288,16 @@ def test_a_refusing_destination_costs_a_note_never_the_run(example: Any, tmp_pat
     assert result.exit_code == 0 and result.outcome == "finished"
     log = manifest.parent / "state" / "session.jsonl"
     assert any("could not write the run record" in note for note in _notes(log))
-    assert [e["row"]["decision"] for e in read_events(log) if e["kind"] == "row"] == ["baseline", "keep", "keep"]
+    assert [e["row"]["decision"] for e in read_events(log) if e["kind"] == "row"] == [
+        "baseline",
+        "keep",
+        "keep",
+    ]
 
 
-def test_a_missing_bucket_costs_a_note_never_the_run(example: Any, aws_env: dict[str, str],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_bucket_costs_a_note_never_the_run(
+    example: Any, aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     manifest = example("counter")
     monkeypatch.setenv("CRUCIBLE_RESULTS_BUCKET", "s3://no-such-bucket-here/x")
     result = api.run(manifest, iterations=1)
@@ -319,9 +353,13 @@ def test_a_hung_destination_holds_neither_an_iteration_nor_the_end_for_long(
     assert any("was not written within 2 s" in note for note in _notes(log))
 
 
-def test_a_refused_record_write_is_not_made(example: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refused_record_write_is_not_made(
+    example: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     manifest = example("counter")
-    text = manifest.read_text() + '\n[outputs.run-record]\ncount = 0\ntarget = { fixed = "file:///nowhere" }\n'
+    text = (
+        manifest.read_text() + '\n[outputs.run-record]\ncount = 0\ntarget = { fixed = "file:///nowhere" }\n'
+    )
     manifest.write_text(text)
     records = tmp_path / "records"
     monkeypatch.setenv("CRUCIBLE_RESULTS_BUCKET", f"file://{records}")

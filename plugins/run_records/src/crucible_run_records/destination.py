@@ -102,7 +102,9 @@ def parse_address(text: str) -> RecordAddress:
 def _segments(path: str, *, what: str) -> tuple[str, ...]:
     parts = tuple(p for p in path.split("/") if p)
     if any(p in (".", "..") or "\\" in p or "\x00" in p for p in parts):
-        raise RecordAddressError(f"{what!r} has a '.' or '..' segment", hint="name plain folders only; " + _SHAPE)
+        raise RecordAddressError(
+            f"{what!r} has a '.' or '..' segment", hint="name plain folders only; " + _SHAPE
+        )
     return parts
 
 

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 
 @click.command("fetch")
-@click.option("--uri", required=True, help="The record folder: s3://bucket/prefix/<run-id> or file:///abs/path.")
+@click.option(
+    "--uri", required=True, help="The record folder: s3://bucket/prefix/<run-id> or file:///abs/path."
+)
 @click.option(
     "--dest",
     type=click.Path(path_type=Path, file_okay=False),
@@ -34,7 +36,9 @@ def command(uri: str, dest: Path | None) -> None:
     from crucible_run_records.destination import FileStore, parse_address
 
     address = parse_address(uri)
-    target = dest if dest is not None else Path.cwd() / (address.parts[-1] if address.parts else address.bucket)
+    target = (
+        dest if dest is not None else Path.cwd() / (address.parts[-1] if address.parts else address.bucket)
+    )
     count = fetch_record(address, FileStore(target.absolute()), dict(os.environ))
     click.echo(f"fetched {count} files from {address} into {target}")
 
@@ -47,13 +51,19 @@ def fetch_record(address: RecordAddress, into: RecordStore, env: dict[str, str])
         source = open_store(address, env)
         keys = source.keys()
         if not keys:
-            raise RecordStoreError(f"no run record at {address}", hint="check the address: it names the run's folder")
+            raise RecordStoreError(
+                f"no run record at {address}", hint="check the address: it names the run's folder"
+            )
         for key in keys:
             into.put(key, source.get(key))
     except RecordStoreError:
         raise
     except ValueError as exc:  # a hostile key: refused, nothing outside DEST written
-        raise RecordStoreError(f"the record at {address} holds a key that is not a plain path: {exc}") from exc
+        raise RecordStoreError(
+            f"the record at {address} holds a key that is not a plain path: {exc}"
+        ) from exc
     except Exception as exc:  # boto3's and the file system's failures, told as one line
-        raise RecordStoreError(f"could not read the record at {address}: {type(exc).__name__}: {exc}") from exc
+        raise RecordStoreError(
+            f"could not read the record at {address}: {type(exc).__name__}: {exc}"
+        ) from exc
     return len(keys)
