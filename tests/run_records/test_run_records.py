@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ import pytest
 
 import crucible_run_records
 from crucible_core import api
+from crucible_core.broker.service import declaration_for
+from crucible_core.manifest.loader import load_manifest
+from crucible_core.plugins import load_plugins
 from crucible_core.session_log import read_events
 from crucible_run_records import destination, layout, writer
 from crucible_run_records.destination import FileStore, RecordAddressError, RecordStoreError, parse_address
@@ -377,3 +381,37 @@ def test_publish_record_names_the_destination_in_the_manifest(tmp_path: Path) ->
     assert PublishSection(pr_repo="you/fork", record="s3://bucket/runs").record == "s3://bucket/runs"
     with pytest.raises(ValueError, match="file:///abs/path"):
         PublishSection(pr_repo="you/fork", record="records/here")
+
+
+# -- without the plugin ---------------------------------------------------------------------------------
+INSTALLED = sorted(ep.name for ep in entry_points(group="crucible"))
+
+
+def test_without_the_plugin_a_named_destination_is_refused_naming_it(example: Any, tmp_path: Path) -> None:
+    manifest = example("counter")
+    others = ",".join(name for name in INSTALLED if name != "run_records")
+    done = run_crucible(
+        "run",
+        "--manifest",
+        manifest,
+        "-n",
+        "1",
+        "--results-bucket",
+        f"file://{tmp_path}/records",
+        env=crucible_env(CRUCIBLE_LOAD_PLUGINS=others),
+    )
+    assert done.returncode == int(api.ExitCode.PLUGIN), done.stderr
+    assert "pip install crucible-plugin-run-records" in done.stderr
+    assert not (manifest.parent / "state").exists() and not (tmp_path / "records").exists()
+
+    manifest.write_text(
+        manifest.read_text() + f'\n[publish]\npr_repo = "you/fork"\nrecord = "file://{tmp_path}/records"\n'
+    )
+    with pytest.raises(api.ManifestError) as refused:
+        declaration_for(load_plugins(names=others.split(",")), load_manifest(manifest), environ={})
+    assert "pip install crucible-plugin-run-records" in refused.value.render()
+    assert declaration_for(load_plugins(), load_manifest(manifest), environ={}).outputs  # with it: fine
+    done = run_crucible(
+        "fetch", "--uri", f"file://{tmp_path}", env=crucible_env(CRUCIBLE_LOAD_PLUGINS=others)
+    )
+    assert done.returncode == int(api.ExitCode.USAGE) and "crucible-plugin-run-records" in done.stderr

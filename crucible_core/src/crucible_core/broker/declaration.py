@@ -246,6 +246,12 @@ def resolve_outputs(
 ) -> tuple[ResolvedOutput, ...]:
     declared = loaded.manifest.outputs
     where = loaded.path
+    publish = loaded.manifest.publish
+    if publish is not None and publish.record and "run-record" not in kinds:
+        raise ManifestError(
+            f"{where}: [publish].record names a results destination, but no installed plugin writes run records",
+            hint=f"pip install {provider_of('output kind', 'run-record')}, or remove [publish].record",
+        )
     for name in declared:
         if name not in kinds:
             provider = provider_of("output kind", name)

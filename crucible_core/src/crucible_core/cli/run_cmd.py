@@ -169,6 +169,8 @@ def command(
             f"{failure.error}",
             err=True,
         )
+    if results_bucket is not None:  # asked for by name: refused without the plugin that writes it
+        plugins.registry("output kind").entry("run-record", where="--results-bucket")
     manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
     # The session decides the lane from what the manifest declares (a playbook, or the loop); the
     # loop's default number of iterations is applied there, as a playbook takes none.
