@@ -415,3 +415,25 @@ def test_without_the_plugin_a_named_destination_is_refused_naming_it(example: An
         "fetch", "--uri", f"file://{tmp_path}", env=crucible_env(CRUCIBLE_LOAD_PLUGINS=others)
     )
     assert done.returncode == int(api.ExitCode.USAGE) and "crucible-plugin-run-records" in done.stderr
+
+
+def test_a_resumed_run_completes_the_same_record(
+    example: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = example("counter")
+    records = tmp_path / "records"
+    monkeypatch.setenv("CRUCIBLE_RESULTS_BUCKET", f"file://{records}")
+    assert api.run(manifest, iterations=1).exit_code == 0
+    log = manifest.parent / "state" / "session.jsonl"
+    first = json.loads((records / _run_id(log) / "summary.json").read_text())
+    assert (first["iterations"], first["keeps"]) == (1, 1)
+    assert api.run(manifest, iterations=2, resume=True).exit_code == 0
+    assert [p.name for p in records.iterdir()] == [_run_id(log)]  # one run, one folder
+    _check_counter_record(_tree(records / _run_id(log)), log)
+
+
+def test_run_refuses_a_results_bucket_of_another_shape(example: Any) -> None:
+    manifest = example("counter")
+    done = run_crucible("run", "--manifest", manifest, "--results-bucket", "records/here")
+    assert done.returncode == int(api.ExitCode.USAGE) and "file:///abs/path" in done.stderr
+    assert not (manifest.parent / "state").exists()

@@ -122,6 +122,7 @@ RESULTS_ENV = "CRUCIBLE_RESULTS_BUCKET"
     "--results-bucket",
     metavar="URI",
     default=None,
+    callback=lambda _ctx, _param, value: _results_address(value),
     help="Write the run's record (log, summary, diffs) to s3://bucket[/prefix] or file:///abs/path "
     f"(overrides [publish].record; the same as exporting {RESULTS_ENV}). Needs crucible-plugin-run-records.",
 )
@@ -205,6 +206,13 @@ def command(
     with _results_destination(results_bucket):
         result = execute(plugins, request)
     sys.exit(int(result.exit_code))
+
+
+def _results_address(value: str | None) -> str | None:
+    """The shape check core can make (the plugin parses the rest at run start, before any turn)."""
+    if value is not None and not value.startswith(("s3://", "file:///")):
+        raise click.BadParameter(f"{value!r} is neither s3://bucket[/prefix] nor file:///abs/path")
+    return value
 
 
 @contextlib.contextmanager

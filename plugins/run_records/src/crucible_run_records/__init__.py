@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 # The engine-environment variable `crucible run --results-bucket` sets (and a user may export).
 RESULTS_ENV = "CRUCIBLE_RESULTS_BUCKET"
 OUTPUT_KIND = "run-record"
+BY = "run-records"  # the admission event's `tool`: who asked for the write
 
 # One record per loop run this process drives, keyed by run id (tests drive several).
 _writers: dict[str, RecordWriter] = {}
@@ -105,24 +106,37 @@ def crucible_run_start(context: RunContext) -> None:
             "warn",
         )
         return
-    try:
-        admitted = context.broker.admit(OUTPUT_KIND, text, by="run-records")
-    except OutputRefused as exc:
-        context.note(f"the run record is not written: {exc.violation.message}", "warn")
-        return
-    if admitted is not None and admitted != text:
-        destination = parse_address(admitted)
+    recorded = list(read_events(context.session_log))  # a resumed run's earlier rows, and the start
+    if not _admitted_before(recorded, text):  # a resume keeps the destination its run was granted
+        try:
+            admitted = context.broker.admit(OUTPUT_KIND, text, by=BY)
+        except OutputRefused as exc:
+            context.note(f"the run record is not written: {exc.violation.message}", "warn")
+            return
+        if admitted is not None and admitted != text:
+            destination = parse_address(admitted)
     env = dict(context.engine_env)
     writer = RecordWriter(
         destination.child(context.run_id),
         functools.partial(open_store, destination.child(context.run_id), env),
         context.session_log,
     )
-    for event in read_events(context.session_log):  # a resumed run's earlier rows, and the start
+    for event in recorded:
         writer.add(event)
     _writers[context.run_id] = writer
     _following.append(writer)
     context.note(f"run record: {writer.address}", "info")
+
+
+def _admitted_before(events: list[dict[str, Any]], text: str) -> bool:
+    """Whether the recorded run was already granted its record at `text` (its log says so)."""
+    return any(
+        e.get("kind") == "output_admitted"
+        and e.get("output_kind") == OUTPUT_KIND
+        and e.get("tool") == BY
+        and e.get("target") == text
+        for e in events
+    )
 
 
 @hookimpl
