@@ -45,6 +45,7 @@ MEMBERS = [
     "plugins/lane_playbook",
     "plugins/search_wide",
     "plugins/results_md",
+    "plugins/run_records",
     "plugins/world_composite",
     "plugins/packs",
     "plugins/distress",

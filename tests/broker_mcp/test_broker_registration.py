@@ -69,7 +69,7 @@ def test_without_the_plugin_a_manifest_not_asking_resolves_with_no_tools_and_pub
     plugins = _without_broker()
     declaration = declaration_for(plugins, load_manifest(path), environ={})
     assert declaration.capabilities.broker_tools == ()
-    assert [o.kind for o in declaration.outputs] == ["draft-pr", "workflow-dispatch"]
+    assert [o.kind for o in declaration.outputs] == ["draft-pr", "run-record", "workflow-dispatch"]
     assert "broker tools: none (no broker)" in declaration.prompt_text()
     path.write_text(BASE + '[publish]\npr_repo = "octo/counter"\n')
     publish = load_manifest(path).manifest.publish

@@ -35,6 +35,7 @@ VOCABULARY = [
     "deploy",
     "workflow-dispatch",
     "gpu-capture",
+    "run-record",
 ]
 
 

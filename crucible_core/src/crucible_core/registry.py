@@ -147,6 +147,8 @@ PROVIDERS: dict[tuple[str, str], str] = {
     **{("output kind", name): "crucible-plugin-broker-mcp" for name in _BROKER_KINDS},
     ("output kind", "draft-pr"): "crucible-plugin-publish-github",
     ("output kind", "workflow-dispatch"): "crucible-plugin-publish-github",
+    ("output kind", "run-record"): "crucible-plugin-run-records",
+    ("command", "fetch"): "crucible-plugin-run-records",
 }
 
 

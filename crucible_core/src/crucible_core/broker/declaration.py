@@ -246,6 +246,12 @@ def resolve_outputs(
 ) -> tuple[ResolvedOutput, ...]:
     declared = loaded.manifest.outputs
     where = loaded.path
+    publish = loaded.manifest.publish
+    if publish is not None and publish.record and "run-record" not in kinds:
+        raise ManifestError(
+            f"{where}: [publish].record names a results destination, but no installed plugin writes run records",
+            hint=f"pip install {provider_of('output kind', 'run-record')}, or remove [publish].record",
+        )
     for name in declared:
         if name not in kinds:
             provider = provider_of("output kind", name)
@@ -283,6 +289,8 @@ def resolve_outputs(
             default = (environ.get(spec.default_target_env) or "").strip() or default
         if name == "draft-pr" and loaded.manifest.publish is not None:
             default = loaded.manifest.publish.pr_repo  # the pack's own publish target comes first
+        if name == "run-record" and loaded.manifest.publish is not None and not default:
+            default = loaded.manifest.publish.record  # the run flag's destination comes first
         target = FixedTarget(default) if spec.addresses_target and default else None
         resolved.append(
             ResolvedOutput(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -20,6 +23,10 @@ from crucible_core.durations import parse_duration
 from crucible_core.lanes.loop import DEFAULT_ITERATIONS
 from crucible_core.run.budget import Budget
 from crucible_core.run.engine import RunOptions
+
+# The engine-environment variable that carries --results-bucket to the plugin writing run records
+# (crucible-plugin-run-records reads it from RunContext.engine_env; a user may export it instead).
+RESULTS_ENV = "CRUCIBLE_RESULTS_BUCKET"
 
 
 @click.command("run")
@@ -111,6 +118,14 @@ from crucible_core.run.engine import RunOptions
 @click.option(
     "--task-timeout", default="30m", show_default=True, help="Deadline of a playbook task that declares none."
 )
+@click.option(
+    "--results-bucket",
+    metavar="URI",
+    default=None,
+    callback=lambda _ctx, _param, value: _results_address(value),
+    help="Write the run's record (log, summary, diffs) to s3://bucket[/prefix] or file:///abs/path "
+    f"(overrides [publish].record; the same as exporting {RESULTS_ENV}). Needs crucible-plugin-run-records.",
+)
 def command(
     manifest: Path,
     iterations: int | None,
@@ -134,6 +149,7 @@ def command(
     max_asks: int,
     max_task_timeout: str,
     task_timeout: str,
+    results_bucket: str | None,
 ) -> None:
     """Run the keep/discard loop over a manifest.
 
@@ -154,38 +170,64 @@ def command(
             f"{failure.error}",
             err=True,
         )
+    if results_bucket is not None:  # asked for by name: refused without the plugin that writes it
+        plugins.registry("output kind").entry("run-record", where="--results-bucket")
     manifest = manifest_or_pack(manifest, pack, repo, prepare=True, plugins=plugins)
     # The session decides the lane from what the manifest declares (a playbook, or the loop); the
     # loop's default number of iterations is applied there, as a playbook takes none.
-    result = execute(
-        plugins,
-        SessionRequest(
-            manifest=manifest,
-            budget=Budget(
-                iterations=iterations,
-                max_cost=max_cost,
-                max_time=parse_duration(max_time) if max_time else None,
-            ),
-            options=RunOptions(
-                no_early_stop=no_early_stop,
-                harness=harness,
-                model=model,
-                turn_timeout=parse_duration(turn_timeout) if turn_timeout else None,
-                wide=wide,
-                wide_keep=wide_keep,
-            ),
-            state_dir=state_dir,
-            steer=steer_file,
-            ui=ui,
-            resume=resume,
-            max_park=parse_duration(max_park) if max_park else None,
-            params=parse_params(params),
-            caps=frozenset(caps),
-            tasks=TaskOptions(
-                max_asks=max_asks,
-                max_task_timeout=parse_duration(max_task_timeout),
-                task_timeout=parse_duration(task_timeout),
-            ),
+    request = SessionRequest(
+        manifest=manifest,
+        budget=Budget(
+            iterations=iterations,
+            max_cost=max_cost,
+            max_time=parse_duration(max_time) if max_time else None,
+        ),
+        options=RunOptions(
+            no_early_stop=no_early_stop,
+            harness=harness,
+            model=model,
+            turn_timeout=parse_duration(turn_timeout) if turn_timeout else None,
+            wide=wide,
+            wide_keep=wide_keep,
+        ),
+        state_dir=state_dir,
+        steer=steer_file,
+        ui=ui,
+        resume=resume,
+        max_park=parse_duration(max_park) if max_park else None,
+        params=parse_params(params),
+        caps=frozenset(caps),
+        tasks=TaskOptions(
+            max_asks=max_asks,
+            max_task_timeout=parse_duration(max_task_timeout),
+            task_timeout=parse_duration(task_timeout),
         ),
     )
+    with _results_destination(results_bucket):
+        result = execute(plugins, request)
     sys.exit(int(result.exit_code))
+
+
+def _results_address(value: str | None) -> str | None:
+    """The shape check core can make (the plugin parses the rest at run start, before any turn)."""
+    if value is not None and not value.startswith(("s3://", "file:///")):
+        raise click.BadParameter(f"{value!r} is neither s3://bucket[/prefix] nor file:///abs/path")
+    return value
+
+
+@contextlib.contextmanager
+def _results_destination(uri: str | None) -> Iterator[None]:
+    """--results-bucket as the engine environment's RESULTS_ENV for this run, put back afterwards
+    (the run flag's whole seam: the plugin that writes records reads the engine environment)."""
+    if uri is None:
+        yield
+        return
+    before = os.environ.get(RESULTS_ENV)
+    os.environ[RESULTS_ENV] = uri
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(RESULTS_ENV, None)
+        else:
+            os.environ[RESULTS_ENV] = before

@@ -163,10 +163,15 @@ class PublishSection:
     pr_repo: str  # owner/name of the repository the draft PRs open on (the draft-pr target)
     forge: str = "github"  # the publisher that opens them (a registered name)
     base: str = "main"  # the branch the pull requests ask to merge into
+    # The results destination of the run's record (crucible-plugin-run-records writes it):
+    # s3://bucket[/prefix] or file:///abs/path; `crucible run --results-bucket` overrides it.
+    record: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if not _FORGE_REPO.fullmatch(self.pr_repo) or ".." in self.pr_repo:
             raise ValueError(f"pr_repo {self.pr_repo!r} must be owner/name")
+        if self.record is not None and not self.record.startswith(("s3://", "file:///")):
+            raise ValueError(f"record {self.record!r} must be s3://bucket[/prefix] or file:///abs/path")
         if not _BRANCH.fullmatch(self.base) or ".." in self.base or self.base.endswith((".lock", "/")):
             raise ValueError(f"base {self.base!r} is not a branch name")
 
