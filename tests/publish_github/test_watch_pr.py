@@ -55,7 +55,7 @@ def forge() -> Iterator[FakeGitHub]:
 
 
 def watcher_env(fake: FakeGitHub, **extra: str) -> dict[str, str]:
-    return crucible_env(GITHUB_TOKEN=TOKEN, CRUCIBLE_GITHUB_API=fake.url, **extra)
+    return crucible_env(**{"GITHUB_TOKEN": TOKEN, "CRUCIBLE_GITHUB_API": fake.url, **extra})
 
 
 def seed_review(fake: FakeGitHub) -> dict[str, int]:

@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.contract.run_kind import EPILOGUE as EPILOGUE
     from crucible_core.contract.run_kind import verdict_word as verdict_word
-    from crucible_core.control import client as control_client
+    from crucible_core.control import client
     from crucible_core.control.client import RunUnreachable as RunUnreachable
     from crucible_core.control.client import read_control as read_control
     from crucible_core.control.client import state_dir_for as state_dir_for
@@ -449,7 +449,7 @@ if TYPE_CHECKING:
     # renamed on the way out (a flat namespace needs the module's name in it); mypy re-exports
     # an assignment, never an `import x as y`
     run_process = process.run
-    send_control = control_client.send_to
+    send_control = client.send_to
     LaneShell = lane.Shell
     validate_plan = validate.validate
     encode_components = part_tokens.encode

@@ -29,7 +29,7 @@ PER_PAGE = 100
 MAX_PAGES = 50  # 5,000 comments per channel and pull request; beyond that the forge is not a review
 MAX_PAGE_BYTES = 8 * 1024 * 1024  # 100 comments of GitHub's 65,536-character maximum fit
 REQUEST_SECONDS = 30.0
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_NAME = re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]{1,100}")  # a path segment, never . or ..
 _PULL_PATH = re.compile(r"/([^/]+)/([^/]+)/(?:pull|pulls|issues)/(\d{1,12})(?:[/#?].*)?")
 _SHORT = re.compile(r"([^/\s]+)/([^#\s]+)#(\d{1,12})")
 _NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
@@ -63,13 +63,14 @@ def parse_pull_ref(text: str) -> PullRef:
     text = text.strip()
     split = urlsplit(text)
     found = _PULL_PATH.fullmatch(split.path) if split.scheme in ("http", "https") else _SHORT.fullmatch(text)
-    if found is None or not all(_NAME.fullmatch(part) for part in found.groups()[:2]):
+    owner, repo, number = found.groups() if found is not None else ("", "", "0")
+    repo = repo.removesuffix(".git")
+    if not (_NAME.fullmatch(owner) and _NAME.fullmatch(repo)):
         raise UsageError(
             f"--pr {text[:200]!r} is not a pull request",
             hint="give its URL, https://github.com/OWNER/REPO/pull/N, or OWNER/REPO#N",
         )
-    owner, repo, number = found.groups()
-    return PullRef(owner, repo.removesuffix(".git"), int(number))
+    return PullRef(owner, repo, int(number))
 
 
 @attrs.frozen
