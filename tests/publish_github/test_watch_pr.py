@@ -11,8 +11,11 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -339,3 +342,56 @@ def test_state_file_damage_is_refused(tmp_path: Path, forge: FakeGitHub) -> None
     done = watch(forge, "--reseed", tmp_path / "STEER.md", "--once", "--state-file", state)
     assert done.returncode == ExitCode.WORKSPACE and "move it aside" in done.stderr
     assert os.path.getsize(state) == len("{not json")
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers every GET with a redirect to `target` (when set), else an empty list; keeps the
+    Authorization header of each request it saw."""
+
+    target: str | None = None
+    seen: list[str | None] = []
+
+    def do_GET(self) -> None:
+        type(self).seen.append(self.headers.get("authorization"))
+        if type(self).target is not None:
+            self.send_response(302)
+            self.send_header("location", f"{type(self).target}{self.path}")
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"[]")
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@contextmanager
+def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_redirect_off_the_api_is_not_followed_with_the_token(tmp_path: Path) -> None:
+    elsewhere = type("Elsewhere", (_Recorder,), {"target": None, "seen": []})
+    with _serve(elsewhere) as other:
+        api = type("Api", (_Recorder,), {"target": other, "seen": []})
+        with _serve(api) as url:
+            done = run_crucible(
+                "watch-pr", "--pr", PR_URL, "--reseed", tmp_path / "STEER.md", "--once",
+                "--manifest", tmp_path / "crucible.toml",
+                env=crucible_env(GITHUB_TOKEN=TOKEN, GITHUB_API_URL=url),
+            )  # fmt: skip
+    assert done.returncode == ExitCode.REMOTE and "redirected to another site" in done.stderr
+    assert api.seen == [f"Bearer {TOKEN}"]  # GITHUB_API_URL named the forge
+    assert elsewhere.seen == []  # the token never went to the other origin
