@@ -395,3 +395,26 @@ def test_a_redirect_off_the_api_is_not_followed_with_the_token(tmp_path: Path) -
     assert done.returncode == ExitCode.REMOTE and "redirected to another site" in done.stderr
     assert api.seen == [f"Bearer {TOKEN}"]  # GITHUB_API_URL named the forge
     assert elsewhere.seen == []  # the token never went to the other origin
+
+
+def test_linked_pull_requests_are_watched_together_and_a_refusal_is_not_final(
+    tmp_path: Path, forge: FakeGitHub
+) -> None:
+    forge.add_comment(REPO, PR, "on the first fork", user="alice")
+    forge.add_comment("team/other", 3, "on the second fork", user="alice", review=True)
+    late = forge.add_comment("team/other", 3, "from a reviewer allowed later", user="bob")
+    steer_file = tmp_path / "STEER.md"
+    args = ["--pr", "team/other#3", "--reseed", steer_file, "--once", "--state-file", tmp_path / "w.json"]
+    first = watch(forge, *args)
+    assert first.returncode == 0, first.stderr
+    text = steer_file.read_text()
+    assert "on the first fork" in text and "team/counter#7" in text
+    assert "on the second fork" in text and "team/other#3" in text
+    assert "from a reviewer allowed later" not in text
+    assert f"refused pr-comment:team/other#3:{late} from @bob" in first.stdout
+    # the operator allows bob: his comment is acted on now, the others not again
+    second = watch(forge, *args, "--allow-user", "bob")
+    assert second.returncode == 0, second.stderr
+    assert "1 acted on, 0 refused" in second.stdout
+    assert steer_file.read_text().count("from a reviewer allowed later") == 1
+    assert steer_file.read_text().count("on the first fork") == 1
