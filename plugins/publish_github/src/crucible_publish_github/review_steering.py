@@ -66,9 +66,12 @@ def judge(
 
 
 def bounded_body(body: str) -> str:
-    """The comment's text with control characters gone (line breaks and tabs kept) and cut to size."""
+    """The comment's text with control characters gone (line breaks and tabs kept), HTML comments
+    opened, and cut to size."""
     lines = [plain(line, tabs=True).rstrip() for line in body.replace("\r\n", "\n").split("\n")]
-    text = "\n".join(lines).strip()
+    # GitHub hides an HTML comment from the reviewer who reads the thread, so text inside one is
+    # shown, not hidden, here; it also keeps a comment from forging the reseed file's markers
+    text = "\n".join(lines).strip().replace("<!--", "<! --")
     if len(text) > MAX_COMMENT_CHARS:
         cut = len(text) - MAX_COMMENT_CHARS
         text = f"{text[:MAX_COMMENT_CHARS].rstrip()}\n[... {cut} more characters not passed on]"

@@ -104,8 +104,9 @@ class ReseedSink:
                 f"{self.path} would grow past {MAX_RESEED_BYTES} bytes, more than a run reads",
                 hint="start the next run to deliver what it holds, then restart the watcher",
             )
-        # appended in one write, through no link: the file is the next run's to read and clear
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        # appended in one write, through no link, never waiting on a FIFO: the file is the next
+        # run's to read and clear
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
             fd = os.open(self.path, flags, 0o600)
         except OSError as exc:
