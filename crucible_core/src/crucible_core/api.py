@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "3.0"
+API_VERSION = "3.1"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -92,6 +92,9 @@ if TYPE_CHECKING:
     )
     from crucible_core.contract.run_kind import EPILOGUE as EPILOGUE
     from crucible_core.contract.run_kind import verdict_word as verdict_word
+    from crucible_core.control import client
+    from crucible_core.control.client import RunUnreachable as RunUnreachable
+    from crucible_core.control.client import read_control as read_control
     from crucible_core.control.client import state_dir_for as state_dir_for
     from crucible_core.durations import parse_duration as parse_duration
     from crucible_core.durations import short_duration as short_duration
@@ -446,6 +449,7 @@ if TYPE_CHECKING:
     # renamed on the way out (a flat namespace needs the module's name in it); mypy re-exports
     # an assignment, never an `import x as y`
     run_process = process.run
+    send_control = client.send_to
     LaneShell = lane.Shell
     validate_plan = validate.validate
     encode_components = part_tokens.encode
@@ -608,6 +612,8 @@ _export("crucible_core.cli.options", "budget_cap", "manifest_option", "state_dir
 _export("crucible_core.manifest.containment", "DEFAULT_STATE_DIR_NAME")
 _export("crucible_core.manifest.ignore_rules", "ignored", "repository_root")
 _export("crucible_core.control.client", "state_dir_for")  # the state directory a command's manifest names
+# A live run's control bridge as a client reaches it (`crucible watch-pr` steers through it).
+_export("crucible_core.control.client", "RunUnreachable", "read_control", "send_control=send_to")
 _export("crucible_core.reporters.console", "ConsoleReporter")
 # A reporter's view of the run (the console's fold of the log) and the words it prints with; every
 # agent or measure text goes through `plain` before it reaches a terminal.

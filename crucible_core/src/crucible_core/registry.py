@@ -119,6 +119,7 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("flow renderer", "mmd"): "crucible-plugin-flow-page",
     ("command", "flow"): "crucible-plugin-flow-page",
     ("publisher", "github"): "crucible-plugin-publish-github",
+    ("command", "watch-pr"): "crucible-plugin-publish-github",
     ("workspace memory", "git"): "crucible-plugin-world-git",
     ("command", "diff"): "crucible-plugin-world-git",
     ("init template", "claude"): "crucible-plugin-harness-claude",

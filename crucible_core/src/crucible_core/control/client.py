@@ -49,8 +49,15 @@ def send(state_dir: Path, request: dict[str, Any], name: str | None = None) -> d
     `name` is the command as the operator typed it, for the message (`unpause` sends `resume`).
     """
     record = read_control(state_dir)
-    payload = {**request, "token": record.get("token")}
     address = (record.get("host") or "127.0.0.1", record["port"])
+    return send_to(address, record.get("token"), request, name)
+
+
+def send_to(
+    address: tuple[str, int], token: object, request: dict[str, Any], name: str | None = None
+) -> dict[str, Any]:
+    """`send` to a bridge at a known address with a known token (a watcher given --control-addr)."""
+    payload = {**request, "token": token}
     reply = _exchange(address, payload)
     for pause in BUSY_PAUSES:
         # A busy bridge did not read the request (a flood of other connections pushed it out

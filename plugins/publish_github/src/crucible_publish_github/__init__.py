@@ -1,5 +1,5 @@
 """crucible-plugin-publish-github: the `github` publisher (`[publish].forge = "github"`), publish-on-keep,
-and the forge's output kinds (draft-pr, workflow-dispatch: kinds.py).
+the forge's output kinds (draft-pr, workflow-dispatch: kinds.py), and `crucible watch-pr` (watch_pr.py).
 
 Publish-on-keep runs from the lifecycle hooks, for whichever registered publisher `[publish].forge`
 names (core resolves it before the run, refusing a forge nobody installed, and hands it over as
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from crucible_core.api import hookimpl
 
 if TYPE_CHECKING:
+    import click
+
     from crucible_core.api import (
         KeptCommit,
         OutputKindSpec,
@@ -54,6 +56,13 @@ def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
 
     for name in FORGE_KINDS:
         register(name, Deferred(functools.partial(_forge_kind, name)))
+
+
+@hookimpl
+def crucible_register_commands(register: Register[click.Command]) -> None:
+    from crucible_core.api import Deferred
+
+    register("watch-pr", Deferred("crucible_publish_github.watch_pr:command"))
 
 
 @hookimpl
