@@ -74,6 +74,9 @@ class RunContext:
     # The publisher `[publish].forge` names, resolved before the run (None without [publish]):
     # publish-on-keep (crucible-plugin-publish-github) publishes each kept commit through it.
     publisher: Publisher | None = attrs.field(default=None, kw_only=True)
+    # emit(event): one wire event into the session log (SessionLog.emit, safe from any thread),
+    # for a plugin's own record of what it did (publish-on-keep's `pr_links`).
+    emit: Callable[[Any], object] = attrs.field(default=lambda event: None, kw_only=True, eq=False)
 
     @property
     def session_log(self) -> Path:

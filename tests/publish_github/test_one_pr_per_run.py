@@ -1,0 +1,263 @@
+"""Publish-on-keep's deliverable: one draft PR per run, opened at the first keep and moved on each
+later one, off the loop's critical path, finished exactly once by a resume after a kill.
+
+The forge is tests/fakes/github_api.py (GitHub's REST shape on 127.0.0.1, reached through the
+publisher's own urllib client) and a bare git repository reached through the real git CLI; the
+bare repository's `update` hook logs every ref change, so "nothing pushed twice" is what git saw.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crucible_core.plugins import load_plugins
+from crucible_core.run.budget import Budget
+from crucible_core.session.entry import execute
+from crucible_core.session.request import SessionRequest
+from crucible_core.session_log import read_events
+from crucible_publish_github import on_keep
+from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
+from tests.fakes.github_api import FakeGitHub, serve_github
+
+TOKEN = "ghp_oneprTestToken0123456789abcdef"
+PLUGINS = ["core", "world_git", "judge_command", "backend_local", "broker_mcp", "publish_github"]
+
+# The proposer alternates by iteration: odd ones raise the value (kept), even ones lower it
+# (discarded), so four iterations keep iterations 1 and 3, whatever a kill interrupted.
+ALTERNATING = """#!/bin/sh
+set -eu
+v=$(cat value.txt)
+if [ $((CRUCIBLE_ITERATION % 2)) -eq 1 ]; then echo $((v + 1)) > value.txt; else echo $((v - 1)) > value.txt; fi
+"""
+
+UPDATE_HOOK = """#!/bin/sh
+echo "$1 $3" >> {log}
+"""
+
+
+class Remote:
+    def __init__(self, root: Path) -> None:
+        self.root = root / "forge-git"
+        self.bare = self.root / "team" / "counter.git"
+        self.bare.parent.mkdir(parents=True)
+        self.pushes = root / "pushes.log"
+        subprocess.run(["git", "init", "--quiet", "--bare", str(self.bare)], check=True)
+        hook = self.bare / "hooks" / "update"
+        hook.write_text(UPDATE_HOOK.format(log=self.pushes))
+        hook.chmod(hook.stat().st_mode | stat.S_IXUSR)
+
+    def branches(self) -> dict[str, str]:
+        listed = subprocess.run(
+            ["git", "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads"],
+            cwd=self.bare,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        return dict(zip(listed[::2], listed[1::2], strict=True))
+
+    def updates(self) -> list[str]:
+        return self.pushes.read_text().splitlines() if self.pushes.exists() else []
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Remote:
+    return Remote(tmp_path)
+
+
+def alternating(example: Callable[[str], Path], tmp_path: Path) -> Path:
+    manifest = example("counter")
+    (manifest.parent / "bump.sh").write_text(ALTERNATING)
+    manifest.write_text(manifest.read_text() + '\n[publish]\npr_repo = "team/counter"\n')
+    return manifest
+
+
+def forge_env(monkeypatch: pytest.MonkeyPatch, forge: FakeGitHub, remote: Remote) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("CRUCIBLE_GITHUB_API", forge.url)
+    monkeypatch.setenv("CRUCIBLE_GITHUB_GIT", remote.root.as_uri())
+
+
+def events_of(manifest: Path) -> list[dict[str, Any]]:
+    return list(read_events(manifest.parent / "state" / "session.jsonl"))
+
+
+def kept_shas(events: list[dict[str, Any]]) -> dict[int, str]:
+    return {
+        e["row"]["iter"]: e["row"]["sha"]
+        for e in events
+        if e["kind"] == "row" and e["row"]["decision"] == "keep" and e["row"]["iter"] > 0
+    }
+
+
+def test_four_iterations_two_keeps_leave_one_draft_pr_at_the_last_kept_commit(
+    example: Any, tmp_path: Path, remote: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # git is reached through a wrapper that logs its argv: the token must never be on it
+    wrapped = tmp_path / "bin"
+    wrapped.mkdir()
+    argv_log = tmp_path / "argv.log"
+    (wrapped / "git").write_text(f'#!/bin/sh\necho "$@" >> {argv_log}\nexec {shutil.which("git")} "$@"\n')
+    (wrapped / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapped}:{os.environ['PATH']}")
+    manifest = alternating(example, tmp_path)
+    with serve_github() as forge:
+        forge_env(monkeypatch, forge, remote)
+        result = execute(
+            load_plugins(names=PLUGINS),
+            SessionRequest(manifest=manifest, budget=Budget(iterations=4), ui="headless"),
+        )
+    assert result.outcome == "finished", result.reason
+    events = events_of(manifest)
+    kept = kept_shas(events)
+    assert sorted(kept) == [1, 3]
+    run_id = next(e["run_id"] for e in events if e["kind"] == "start")
+    base = next(e["base_commit"] for e in events if e["kind"] == "identity")
+    branch = f"crucible/{run_id}"
+
+    # one pull request, a draft from the run's branch, based on the pinned commit the agent edited against
+    assert len(forge.pulls) == 1
+    (pull,) = forge.pulls.values()
+    assert pull["draft"] is True and pull["state"] == "open"
+    assert pull["head"]["ref"] == branch and pull["base"]["ref"] == f"{branch}-base"
+    assert remote.branches() == {branch: kept[3], f"{branch}-base": base}
+    # opened once, then updated: the branch moved from the first keep to the second with a lease
+    assert len(forge.calls("POST", "/repos/team/counter/pulls")) == 1
+    assert forge.calls("PATCH", "/repos/team/counter/pulls/")
+    assert f"refs/heads/{branch} {kept[1]}" in remote.updates()
+    assert remote.updates().count(f"refs/heads/{branch} {kept[3]}") == 1
+    # the body: the goal, the kept iterations' table, the chart of the five measured scores
+    body = pull["body"]
+    assert "Raise the integer in value.txt" in body
+    assert "| iteration | score | vs baseline | note |" in body
+    assert "| 1 | 1 | +1 | `value=1` |" in body and "| 3 | 2 | +2 | `value=2` |" in body
+    assert "\n| 2 |" not in body  # a discarded iteration is not a kept row
+    assert "xychart-beta" in body and "x-axis [0, 1, 2, 3, 4]" in body and "line [0, 1, 0, 2, 1]" in body
+    # one admitted draft-pr write for the run, and the PR's links on the wire once
+    admitted = [e for e in events if e["kind"] == "output_admitted"]
+    assert [(e["output_kind"], e["tool"], e["iter"]) for e in admitted] == [("draft-pr", "publish", 1)]
+    links = [e for e in events if e["kind"] == "pr_links"]
+    assert [link["links"] for link in links] == [
+        [{"url": pull["html_url"], "repo": "team/counter", "name": "counter", "branch": branch}]
+    ]
+    # the credential reached the forge's API as a header, and nowhere else
+    assert all(r.auth == f"Bearer {TOKEN}" for r in forge.requests)
+    assert TOKEN not in body
+    assert TOKEN not in (manifest.parent / "state" / "session.jsonl").read_text()
+    assert "push" in argv_log.read_text() and TOKEN not in argv_log.read_text()
+
+
+class HangingForge(FakeGitHub):
+    """A forge that answers nothing for `hang` seconds (or until released)."""
+
+    hang: float = 30.0
+    release: threading.Event = threading.Event()
+
+    def answer(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        self.release.wait(self.hang)
+        return super().answer(method, path, query, body)
+
+
+def test_a_hanging_forge_does_not_slow_the_iterations(
+    example: Any, tmp_path: Path, remote: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(on_keep, "DRAIN_SECONDS", 1.0)
+    manifest = alternating(example, tmp_path)
+    hanging = HangingForge()
+    hanging.release = threading.Event()
+    with serve_github(hanging) as forge:
+        forge_env(monkeypatch, forge, remote)
+        started = time.monotonic()
+        result = execute(
+            load_plugins(names=PLUGINS),
+            SessionRequest(manifest=manifest, budget=Budget(iterations=4), ui="headless"),
+        )
+        took = time.monotonic() - started
+        hanging.release.set()
+    assert result.outcome == "finished", result.reason
+    events = events_of(manifest)
+    assert sorted(kept_shas(events)) == [1, 3]
+    # every iteration ran while the forge held its first request, and run end waited its bound only
+    assert took < HangingForge.hang - 5, took
+    notes = [e["msg"] for e in events if e["kind"] == "note"]
+    assert any("still being published 1s after the run ended" in n for n in notes), notes
+    assert not [e for e in events if e["kind"] == "pr_links"]
+
+
+class OpenThenDie(FakeGitHub):
+    """Opens the pull request, then holds the reply until the test has killed the engine."""
+
+    opened: threading.Event = threading.Event()
+    release: threading.Event = threading.Event()
+
+    def answer(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        answered = super().answer(method, path, query, body)
+        if method == "POST" and path.endswith("/pulls") and not self.release.is_set():
+            self.opened.set()
+            self.release.wait(60)
+        return answered
+
+
+@pytest.fixture
+def dying_forge() -> Iterator[OpenThenDie]:
+    forge = OpenThenDie()
+    forge.opened, forge.release = threading.Event(), threading.Event()
+    with serve_github(forge) as served:
+        yield served  # type: ignore[misc]
+        forge.release.set()
+
+
+def test_kill_mid_publish_then_resume_leaves_one_up_to_date_pr_and_pushes_nothing_twice(
+    example: Any, tmp_path: Path, remote: Remote, dying_forge: OpenThenDie
+) -> None:
+    manifest = alternating(example, tmp_path)
+    env = crucible_env(
+        GITHUB_TOKEN=TOKEN,
+        CRUCIBLE_GITHUB_API=dying_forge.url,
+        CRUCIBLE_GITHUB_GIT=remote.root.as_uri(),
+    )
+    proc = subprocess.Popen(
+        [str(CRUCIBLE), "run", "--manifest", str(manifest), "--iterations", "4"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # the deterministic point: the PR exists on the forge, its answer has not reached the engine
+        assert dying_forge.opened.wait(120), "the engine never opened its pull request"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+        dying_forge.release.set()
+    before = events_of(manifest)
+    assert not [e for e in before if e["kind"] == "pr_links"]  # the kill came before the engine knew
+
+    done = run_crucible("run", "--manifest", manifest, "--iterations", "4", "--resume", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = events_of(manifest)
+    kept = kept_shas(events)
+    assert sorted(kept) == [1, 3]
+    run_id = next(e["run_id"] for e in events if e["kind"] == "start")
+    branch = f"crucible/{run_id}"
+    assert len(dying_forge.pulls) == 1  # the resume found the PR the killed engine opened
+    (pull,) = dying_forge.pulls.values()
+    assert len(dying_forge.calls("POST", "/repos/team/counter/pulls")) == 1
+    assert remote.branches()[branch] == kept[3]
+    assert "| 3 | 2 |" in pull["body"]
+    updates = remote.updates()
+    assert len(updates) == len(set(updates)), updates  # no ref was moved to the same commit twice
+    assert [e["iter"] for e in events if e["kind"] == "output_admitted"] == [1]
+    assert [link["links"][0]["url"] for link in (e for e in events if e["kind"] == "pr_links")] == [
+        pull["html_url"]
+    ]
