@@ -247,17 +247,129 @@ def test_kill_mid_publish_then_resume_leaves_one_up_to_date_pr_and_pushes_nothin
     assert done.returncode == 0, done.stdout + done.stderr
     events = events_of(manifest)
     kept = kept_shas(events)
-    assert sorted(kept) == [1, 3]
+    last = max(kept)  # what the killed iteration left is the engine's resume to settle, not publish's
     run_id = next(e["run_id"] for e in events if e["kind"] == "start")
     branch = f"crucible/{run_id}"
     assert len(dying_forge.pulls) == 1  # the resume found the PR the killed engine opened
     (pull,) = dying_forge.pulls.values()
     assert len(dying_forge.calls("POST", "/repos/team/counter/pulls")) == 1
-    assert remote.branches()[branch] == kept[3]
-    assert "| 3 | 2 |" in pull["body"]
+    assert remote.branches()[branch] == kept[last]  # up to date with the last kept commit
+    assert f"\n| {last} | " in pull["body"]
     updates = remote.updates()
     assert len(updates) == len(set(updates)), updates  # no ref was moved to the same commit twice
     assert [e["iter"] for e in events if e["kind"] == "output_admitted"] == [1]
     assert [link["links"][0]["url"] for link in (e for e in events if e["kind"] == "pr_links")] == [
         pull["html_url"]
     ]
+
+
+COMPOSITE = """\
+[composite]
+name = "trio"
+
+[[component]]
+domain = "domains/left"
+
+[[component]]
+domain = "domains/right"
+
+[[component]]
+domain = "domains/idle"
+
+[workspace]
+dir = "workspace"
+inject = ["measure.sh"]
+
+[agent]
+backend = "command"
+agent_cmd = "sh ../propose.sh"
+goal = "Raise the sum of the counters."
+
+[judge]
+measure_cmd = "sh measure.sh"
+direction = "higher"
+
+[publish]
+pr_repo = "team/left"
+
+[outputs.draft-pr]
+count = 3
+target = { open = { scope = "team/*" } }
+"""
+
+# iteration 1 edits left, iteration 2 edits right; idle is never edited
+COMPOSITE_MEASURE = """\
+a=$(cat left/value.txt); b=$(cat right/value.txt); c=$(cat idle/value.txt)
+printf '{"valid": true, "score": %s, "note": "sum"}\\n' $((a + b + c))
+"""
+COMPOSITE_PROPOSE = """\
+set -eu
+if [ "$CRUCIBLE_ITERATION" -eq 1 ]; then echo $(( $(cat left/value.txt) + 1 )) > left/value.txt; fi
+if [ "$CRUCIBLE_ITERATION" -eq 2 ]; then echo $(( $(cat right/value.txt) + 1 )) > right/value.txt; fi
+"""
+
+
+def test_a_composite_opens_one_linked_draft_pr_per_edited_component(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.cli_support import EXAMPLES
+
+    root = tmp_path / "composite"
+    remotes = tmp_path / "forge-git"
+    for name in ("left", "right", "idle"):
+        domain = root / "domains" / name
+        shutil.copytree(EXAMPLES / "counter", domain, ignore=shutil.ignore_patterns("workspace", "state"))
+        manifest = domain / "crucible.toml"
+        manifest.write_text(manifest.read_text() + f'\n[publish]\npr_repo = "team/{name}"\n')
+        (remotes / "team").mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["git", "init", "--quiet", "--bare", str(remotes / "team" / f"{name}.git")], check=True
+        )
+    (root / "measure.sh").write_text(COMPOSITE_MEASURE)
+    (root / "propose.sh").write_text(COMPOSITE_PROPOSE)
+    manifest = root / "crucible.toml"
+    manifest.write_text(COMPOSITE)
+    with serve_github() as forge:
+        monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+        monkeypatch.setenv("CRUCIBLE_GITHUB_API", forge.url)
+        monkeypatch.setenv("CRUCIBLE_GITHUB_GIT", remotes.as_uri())
+        result = execute(
+            load_plugins(names=[*PLUGINS, "world_composite"]),
+            SessionRequest(manifest=manifest, budget=Budget(iterations=2), ui="headless"),
+        )
+    assert result.outcome == "finished", result.reason
+    events = events_of(manifest)
+    run_id = next(e["run_id"] for e in events if e["kind"] == "start")
+    # one PR per edited component, on that component's own fork; none for the untouched one
+    pulls = {pull["repo"]: pull for pull in forge.pulls.values()}
+    assert sorted(pulls) == ["team/left", "team/right"]
+    left, right = pulls["team/left"], pulls["team/right"]
+    assert left["head"]["ref"] == f"crucible/{run_id}-left" and left["draft"] is True
+    assert right["head"]["ref"] == f"crucible/{run_id}-right"
+    # each body links the other
+    assert right["html_url"] in left["body"] and left["html_url"] in right["body"]
+    assert left["html_url"] not in left["body"]
+    # the branches hold each component's own kept commit (from its own repository)
+    for name, pull in (("left", left), ("right", right)):
+        head = subprocess.run(
+            ["git", "rev-parse", f"refs/heads/{pull['head']['ref']}"],
+            cwd=remotes / "team" / f"{name}.git",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        workspace_head = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=root / "workspace" / name,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert head == workspace_head
+    admitted = [(e["target"], e["iter"]) for e in events if e["kind"] == "output_admitted"]
+    assert admitted == [("team/left", 1), ("team/right", 2)]
+    links = [e["links"] for e in events if e["kind"] == "pr_links"]
+    assert {(link["repo"], link["name"], link["url"]) for link in links[-1]} == {
+        ("team/left", "left", left["html_url"]),
+        ("team/right", "right", right["html_url"]),
+    }

@@ -69,19 +69,36 @@ def crucible_run_start(context: RunContext) -> None:
     if section is None or context.publisher is None or context.broker is None:
         return  # no [publish] (a playbook refuses one; a plan file has no manifest)
     from crucible_core.session_log import read_events
-    from crucible_publish_github.on_keep import KeptPublisher
+    from crucible_publish_github.on_keep import KeptPublisher, Target
 
+    assert context.manifest is not None
+    components = context.manifest.components
+    if components:
+        # a composite: one pull request per component whose own domain declares [publish]
+        targets = tuple(
+            Target.of_component(context.run_id, c.name, own, context.workspace)
+            for c in components
+            if (own := c.loaded.manifest.publish) is not None
+        )
+    else:
+        targets = (Target.of_run(context.run_id, section, context.workspace),)
+    if not targets:
+        context.note(
+            "[publish] is set but no component declares its own [publish]: nothing is published", "warn"
+        )
+        return
+    record = getattr(section, "record", None)  # the run record's address, where a records plugin adds it
     publishing = KeptPublisher(
-        section,
+        targets,
         context.publisher,
         context.broker.admit,
         context.note,
         context.run_id,
-        context.workspace,
         context.engine_env,
         context.session_log,
         context.private_dir / "publish_github",
         emit=context.emit,
+        record=record if isinstance(record, str) else None,
     )
     _publishing[context.run_id] = publishing
     if context.resumed:

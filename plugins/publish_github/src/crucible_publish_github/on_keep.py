@@ -36,6 +36,7 @@ from crucible_core.api import CrucibleError, OutputRefused, PublishRequest
 
 if TYPE_CHECKING:
     from crucible_core.api import Publisher, PublishSection
+    from crucible_publish_github.body import RunStory
 
 PUBLISH_SECONDS = 120.0  # one publish (lookups, push, pull request); a hung forge must not hold it forever
 DRAIN_SECONDS = 30.0  # what run end waits for the worker before leaving the rest to a resume
@@ -120,19 +121,60 @@ class Worker:
                     self._ready.notify_all()
 
 
+@attrs.frozen
+class Target:
+    """One pull request a run publishes: the run's (component "") or one composite component's."""
+
+    component: str  # "" for a single-domain run
+    repo: str  # owner/name: the fork the pull request opens on
+    base: str  # the branch to ask to merge into when no base commit can be pinned
+    workspace: Path  # the repository holding the component's commits
+    branch: str  # the run's own branch on that fork
+
+    @classmethod
+    def of_run(cls, run_id: str, section: PublishSection, workspace: Path) -> Target:
+        return cls("", section.pr_repo, section.base, workspace, f"crucible/{run_id}")
+
+    @classmethod
+    def of_component(cls, run_id: str, name: str, section: PublishSection, workspace: Path) -> Target:
+        return cls(name, section.pr_repo, section.base, workspace / name, f"crucible/{run_id}-{name}")
+
+    @property
+    def label(self) -> str:
+        return self.component or self.repo.split("/")[-1]
+
+    def state_file(self) -> str:
+        return f"state-{self.component}.json" if self.component else STATE_FILE
+
+    def part(self, token: str | None) -> str | None:
+        """This target's commit in a composite's commit list (`left@<sha>,right@<sha>`, what a keep
+        reports) or snapshot token (`composite:{...}`, the run's recorded base)."""
+        if token is None or not self.component:
+            return token
+        from crucible_core.run.part_tokens import TOKEN_PREFIX, decode
+
+        if token.startswith(TOKEN_PREFIX):
+            return decode(token).get(self.component)
+        for part in token.split(","):
+            name, _, sha = part.partition("@")
+            if name == self.component:
+                return sha if _SHA.fullmatch(sha) else None
+        return None
+
+
 @attrs.define
 class KeptPublisher:
-    section: PublishSection
+    targets: tuple[Target, ...]
     publisher: Publisher
     admit: Admit
     note: Note
     run_id: str
-    workspace: Path
     env: Mapping[str, str]
     session_log: Path
     state_dir: Path  # this plugin's directory under the run's private state
     emit: Emit = lambda event: None
-    admitted: bool = False  # the run's one draft-pr write was admitted (this process or a recorded one)
+    record: str | None = None  # the run record's address ([publish].record), linked from each body
+    admitted: set[str] = attrs.field(factory=set)  # repos whose pull request the mediation point admitted
     stopped: str | None = None  # the bound that stopped publishing, once one did
     # Set once run end stopped waiting: the session log is the engine's again, so a publish that
     # completes later keeps its private record but writes no event.
@@ -142,54 +184,70 @@ class KeptPublisher:
     def __attrs_post_init__(self) -> None:
         self.worker = Worker(self._publish, name=f"crucible-publish-{self.run_id}")
 
-    @property
-    def branch(self) -> str:
-        return f"crucible/{self.run_id}"
-
-    @property
-    def state_path(self) -> Path:
-        return self.state_dir / STATE_FILE
+    def state_path(self, target: Target) -> Path:
+        return self.state_dir / target.state_file()
 
     def resume(self, events: list[Mapping[str, Any]]) -> None:
-        """A resumed run: pick up the recorded admission or refusal, and finish a publish left behind."""
+        """A resumed run: pick up the recorded admissions or refusal, and finish a publish left behind."""
         from crucible_publish_github.body import RunStory
 
         for event in events:
             if event.get("tool") != PUBLISHER_TOOL or event.get("output_kind") != OUTPUT_KIND:
                 continue
             if event.get("kind") == "output_admitted":
-                self.admitted = True
+                self.admitted.add(str(event.get("target") or ""))
             elif event.get("kind") == "output_refused":
                 self.stopped = str(event.get("bound") or "recorded refusal")
         if not self.admitted or self.stopped is not None:
             return
-        newest = RunStory.from_events(self.run_id, events).last_kept_sha
-        state = PublishState.load(self.state_path)
-        if newest is not None and (state.pending is not None or state.pushed != newest or state.url is None):
-            self.note(f"finishing the publish of {newest[:12]} an earlier process left under way", "info")
-            self.worker.submit(newest)
+        story = RunStory.from_events(self.run_id, events)
+        newest = story.last_kept_sha
+        if newest is None:
+            return
+        for target in self.targets:
+            head = target.part(newest)
+            state = PublishState.load(self.state_path(target))
+            edited = (
+                target.repo in self.admitted and head is not None and head != target.part(story.base_commit)
+            )
+            if edited and (state.pending is not None or state.pushed != head or state.url is None):
+                self.note(f"finishing the publish of {newest[:12]} an earlier process left under way", "info")
+                self.worker.submit(newest)
+                return
 
     def on_keep(self, iteration: int, sha: str) -> None:
-        """Hand a kept commit to the worker (admitting the run's pull request at the first); never raises."""
+        """Hand a kept commit to the worker (admitting each pull request at its first keep); never raises."""
         if self.stopped is not None:
             return
-        if not self.admitted:
+        base = self._base()
+        for target in self.targets:
+            if target.repo in self.admitted or target.part(sha) in (None, target.part(base)):
+                continue  # admitted already, or a component this keep did not edit
             try:
-                self.admit(OUTPUT_KIND, self.section.pr_repo, by=PUBLISHER_TOOL, iteration=iteration)
+                self.admit(OUTPUT_KIND, target.repo, by=PUBLISHER_TOOL, iteration=iteration)
             except OutputRefused as exc:
                 self.stopped = exc.violation.bound
                 self.note(
                     f"publish refused for iteration {iteration}: {exc.violation.message}; "
-                    "this run publishes nothing",
+                    "this run publishes nothing more",
                     "warn",
                 )
-                return
-            self.admitted = True
-        self.worker.submit(sha)
+                break
+            self.admitted.add(target.repo)
+        if self.admitted:
+            self.worker.submit(sha)
+
+    def _base(self) -> str | None:
+        from crucible_core.session_log import read_events
+        from crucible_publish_github.body import RunStory
+
+        if len(self.targets) == 1 and not self.targets[0].component:
+            return None  # a single run's keeps are all beyond its base
+        return RunStory.from_events(self.run_id, read_events(self.session_log)).base_commit
 
     def finish(self, timeout: float | None = None) -> None:
-        """At run end: rewrite the body once more (the epilogue has run), then wait a bounded time."""
-        if not self.admitted or self.stopped is not None:
+        """At run end: rewrite the bodies once more (the epilogue has run), then wait a bounded time."""
+        if not self.admitted:
             return
         from crucible_core.session_log import read_events
         from crucible_publish_github.body import RunStory
@@ -216,58 +274,86 @@ class KeptPublisher:
 
     def _publish(self, sha: str) -> None:
         try:
-            self._publish_once(sha)
+            self._publish_all(sha)
         except CrucibleError as exc:
             self._say(f"publish of {sha[:12]} failed: {exc.render()}", "warn")
         except Exception as exc:  # a publisher's bug costs its publish, never the run
             self._say(f"publish of {sha[:12]} failed: {type(exc).__name__}: {exc}", "warn")
 
-    def _publish_once(self, sha: str) -> None:
+    def _publish_all(self, sha: str) -> None:
+        """Each admitted target's pull request to `sha`; a composite's bodies link each other, so a
+        pull request opened this round sends the ones already open through once more."""
         from crucible_core.contract import wire
         from crucible_core.session_log import read_events
-        from crucible_publish_github.body import RunStory, render_body
+        from crucible_publish_github.body import RunStory
 
         story = RunStory.from_events(self.run_id, read_events(self.session_log))
-        state = PublishState.load(self.state_path)
-        lease = tuple(head for head in (state.pushed, state.pending) if head is not None)
-        state.pending = sha
-        state.save(self.state_path)  # the intent first: a kill from here on is finished by a resume
-        record = getattr(self.section, "record", None)
-        base_sha = story.base_commit if story.base_commit and _SHA.fullmatch(story.base_commit) else None
+        due = [
+            t
+            for t in self.targets
+            if t.repo in self.admitted
+            and t.part(sha) is not None
+            and t.part(sha) != t.part(story.base_commit)
+        ]
+        opened = [t for t in due if self._publish_one(t, sha, story)]
+        if opened and len(due) > 1:
+            for target in due[:-1]:  # the last one was sent with every other's link already
+                self._publish_one(target, sha, story)
+        if opened and not self.ended.is_set():
+            links = []
+            for target in due:
+                url = PublishState.load(self.state_path(target)).url
+                if url is not None:
+                    links.append(
+                        wire.PrLinkWire(url=url, repo=target.repo, name=target.label, branch=target.branch)
+                    )
+            self.emit(wire.PrLinks(links=links))
+
+    def _publish_one(self, target: Target, sha: str, story: RunStory) -> bool:
+        """Publish one target; True when its pull request was opened by this call."""
+        from crucible_publish_github.body import render_body
+
+        head = target.part(sha)
+        assert head is not None
+        path = self.state_path(target)
+        state = PublishState.load(path)
+        lease = tuple(h for h in (state.pushed, state.pending) if h is not None and h != head)
+        state.pending = head
+        state.save(path)  # the intent first: a kill from here on is finished by a resume
+        base = target.part(story.base_commit)
+        siblings = [
+            (other.label, url)
+            for other in self.targets
+            if other != target and (url := PublishState.load(self.state_path(other)).url) is not None
+        ]
         request = PublishRequest(
-            repo=self.section.pr_repo,
-            base=self.section.base,
-            branch=self.branch,
-            sha=sha,
-            workspace=self.workspace,
-            title=_title(story.goal, self.run_id),
-            body=render_body(story, record_uri=record if isinstance(record, str) else None),
+            repo=target.repo,
+            base=target.base,
+            branch=target.branch,
+            sha=head,
+            workspace=target.workspace,
+            title=_title(story.goal, self.run_id, target.component),
+            body=render_body(story, record_uri=self.record, siblings=siblings, component=target.component),
             env=self.env,
             timeout=PUBLISH_SECONDS,
             lease=lease,
-            base_sha=base_sha,
+            base_sha=base if base and _SHA.fullmatch(base) else None,
         )
         url = self.publisher.publish(request)
         first = state.url is None
-        state.pushed, state.pending, state.url = sha, None, url
-        state.save(self.state_path)
-        kept = len(story.kept)
-        if self.ended.is_set():
-            return
-        if first:
-            name = self.section.pr_repo.split("/")[-1]
-            self.emit(
-                wire.PrLinks(
-                    links=[wire.PrLinkWire(url=url, repo=self.section.pr_repo, name=name, branch=self.branch)]
-                )
-            )
-            self.note(f"opened the run's draft pull request at {sha[:12]} ({kept} kept): {url}", "info")
-        else:
-            self.note(f"updated the run's draft pull request to {sha[:12]} ({kept} kept): {url}", "info")
+        state.pushed, state.pending, state.url = head, None, url
+        state.save(path)
+        what = "opened" if first else "updated"
+        self._say(
+            f"{what} the draft pull request of {target.label} at {head[:12]} ({len(story.kept)} kept): {url}",
+            "info",
+        )
+        return first
 
 
-def _title(goal: str, run_id: str) -> str:
+def _title(goal: str, run_id: str, component: str = "") -> str:
     line = " ".join(goal.split())
     if len(line) > 72:
         line = line[:71] + "…"
-    return f"crucible: {line}" if line else f"crucible run {run_id}"
+    title = f"crucible: {line}" if line else f"crucible run {run_id}"
+    return f"{title} [{component}]" if component else title
