@@ -373,3 +373,86 @@ def test_a_composite_opens_one_linked_draft_pr_per_edited_component(
         ("team/left", "left", left["html_url"]),
         ("team/right", "right", right["html_url"]),
     }
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.leaves_open_log  # the hooks alone: no session writes the shutdown line
+@pytest.mark.parametrize("beyond", [True, False], ids=["commits-beyond-base", "no-commits"])
+def test_a_playbook_publishes_one_draft_pr_only_when_its_workspace_moved_beyond_its_base(
+    example: Any, tmp_path: Path, remote: Remote, monkeypatch: pytest.MonkeyPatch, beyond: bool
+) -> None:
+    """The publish side of the playbook rule, through the lifecycle hooks a playbook lane fires:
+    a run start with a mediation point and a publisher, then run end."""
+    import json
+
+    from crucible_broker_mcp.mediation import Mediator
+    from crucible_core.broker.service import declaration_for
+    from crucible_core.manifest.loader import load_manifest
+    from crucible_core.run.lifecycle import RunContext, RunEnd
+    from crucible_core.session_log import SessionLog
+    from crucible_publish_github import crucible_run_end, crucible_run_start
+    from crucible_publish_github.github import GitHubPublisher
+
+    manifest = example("counter")
+    manifest.write_text(manifest.read_text() + '\n[publish]\npr_repo = "team/counter"\n')
+    plugins = load_plugins(names=PLUGINS)
+    loaded = load_manifest(manifest, plugins=plugins)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    git(workspace, "init", "--quiet")
+    (workspace / "value.txt").write_text("0\n")
+    git(workspace, "add", "value.txt")
+    git(workspace, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "base")
+    base = git(workspace, "rev-parse", "HEAD")
+    if beyond:
+        (workspace / "value.txt").write_text("1\n")
+        git(workspace, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-am", "task")
+    head = git(workspace, "rev-parse", "HEAD")
+    state = tmp_path / "state"
+    state.mkdir()
+    log_path = state / "session.jsonl"
+    log_path.write_text(
+        json.dumps({"v": 1, "seq": 1, "ts": 0, "kind": "identity", "base_commit": base}) + "\n"
+    )
+    log = SessionLog(log_path)
+    draft = declaration_for(plugins, loaded, environ={}).output("draft-pr")
+    assert draft is not None
+    mediator = Mediator([draft], log.emit)
+
+    class Broker:
+        admit = staticmethod(mediator.admit)
+
+    with serve_github() as forge:
+        env = {
+            "GITHUB_TOKEN": TOKEN,
+            "CRUCIBLE_GITHUB_API": forge.url,
+            "CRUCIBLE_GITHUB_GIT": remote.root.as_uri(),
+        }
+        context = RunContext(
+            loaded,
+            workspace,
+            state,
+            tmp_path / "private",
+            "playbookrun1",
+            False,
+            Broker(),  # type: ignore[arg-type]
+            lane="playbook",
+            note=lambda text, level: None,
+            engine_env=env,
+            publisher=GitHubPublisher(),
+            emit=log.emit,
+        )
+        crucible_run_start(context)
+        crucible_run_end(RunEnd(context, "complete", "", 1))
+    events = list(read_events(log_path))
+    if not beyond:
+        assert forge.requests == [] and remote.branches() == {}
+        assert not [e for e in events if e["kind"] in ("output_admitted", "pr_links")]
+        return
+    assert [pull["head"]["ref"] for pull in forge.pulls.values()] == ["crucible/playbookrun1"]
+    assert remote.branches() == {"crucible/playbookrun1": head, "crucible/playbookrun1-base": base}
+    assert [e["output_kind"] for e in events if e["kind"] == "output_admitted"] == ["draft-pr"]
+    assert [e["kind"] for e in events].count("pr_links") == 1

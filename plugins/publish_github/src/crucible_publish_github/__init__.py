@@ -67,7 +67,9 @@ def crucible_register_publishers(register: Register[PublisherFactory]) -> None:
 def crucible_run_start(context: RunContext) -> None:
     section = context.manifest.manifest.publish if context.manifest is not None else None
     if section is None or context.publisher is None or context.broker is None:
-        return  # no [publish] (a playbook refuses one; a plan file has no manifest)
+        # no [publish] (a plan file has no manifest), no publisher, or no mediation point to admit
+        # the write: a playbook lane gets one only when it opens a broker
+        return
     from crucible_core.session_log import read_events
     from crucible_publish_github.on_keep import KeptPublisher, Target
 
@@ -115,5 +117,9 @@ def crucible_commit_kept(kept: KeptCommit) -> None:
 @hookimpl
 def crucible_run_end(end: RunEnd) -> None:
     publishing = _publishing.pop(end.run.run_id, None)
-    if publishing is not None:
-        publishing.finish()  # bounded: a hung forge leaves the rest to a resume
+    if publishing is None:
+        return
+    if end.run.lane == "playbook":
+        # a playbook keeps nothing turn by turn: commits beyond its base are what it publishes
+        publishing.publish_beyond_base(end.iterations)
+    publishing.finish()  # bounded: a hung forge leaves the rest to a resume

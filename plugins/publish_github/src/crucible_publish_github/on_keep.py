@@ -215,11 +215,11 @@ class KeptPublisher:
                 self.worker.submit(newest)
                 return
 
-    def on_keep(self, iteration: int, sha: str) -> None:
+    def on_keep(self, iteration: int, sha: str, base: str | None = None) -> None:
         """Hand a kept commit to the worker (admitting each pull request at its first keep); never raises."""
         if self.stopped is not None:
             return
-        base = self._base()
+        base = base or self._base()
         for target in self.targets:
             if target.repo in self.admitted or target.part(sha) in (None, target.part(base)):
                 continue  # admitted already, or a component this keep did not edit
@@ -244,6 +244,30 @@ class KeptPublisher:
         if len(self.targets) == 1 and not self.targets[0].component:
             return None  # a single run's keeps are all beyond its base
         return RunStory.from_events(self.run_id, read_events(self.session_log)).base_commit
+
+    def publish_beyond_base(self, iterations: int) -> None:
+        """A playbook at its end: publish each target whose workspace holds commits beyond its base.
+
+        A playbook keeps nothing iteration by iteration; the comparison of each workspace's HEAD
+        with the base it started from stands in for the loop's keeps (nothing beyond: nothing).
+        """
+        from crucible_core.session_log import read_events
+        from crucible_publish_github.body import RunStory
+
+        base = RunStory.from_events(self.run_id, read_events(self.session_log)).base_commit
+        heads = {target.component: _head(target.workspace) for target in self.targets}
+        if not any(target.component for target in self.targets):
+            sha = heads[""]
+        else:
+            sha = ",".join(f"{name}@{head or '-'}" for name, head in heads.items())
+        beyond = [
+            target
+            for target in self.targets
+            if heads[target.component] is not None and heads[target.component] != target.part(base)
+        ]
+        if base is None or sha is None or not beyond:
+            return  # no commits beyond the base: a playbook without a change publishes nothing
+        self.on_keep(iterations, sha, base=base)
 
     def finish(self, timeout: float | None = None) -> None:
         """At run end: rewrite the bodies once more (the epilogue has run), then wait a bounded time."""
@@ -349,6 +373,19 @@ class KeptPublisher:
             "info",
         )
         return first
+
+
+def _head(workspace: Path) -> str | None:
+    """The commit a workspace's repository is at, or None without one."""
+    from dulwich.errors import NotGitRepository
+
+    from crucible_world_git.engine_repo import open_repo
+
+    try:
+        with open_repo(workspace) as repo:
+            return repo.head().decode("ascii")
+    except (NotGitRepository, OSError, KeyError):
+        return None
 
 
 def _title(goal: str, run_id: str, component: str = "") -> str:
