@@ -13,7 +13,13 @@ background worker (older ones it has not reached yet are skipped: the branch onl
 newest). The worker reads the session log, renders the body (body.py), and calls the publisher.
 At run end it gets a bounded time to finish (then a note says a resume finishes it).
 
-What the worker did is kept in the run's private state (`publish_github/state.json`): the head
+A composite publishes one pull request per component whose own domain declares [publish], once a
+keep moved that component beyond its base (Target.of_component), each body linking the others.
+A playbook keeps nothing turn by turn: at its end, a workspace holding commits beyond its base is
+published as one pull request, and one without publishes nothing (publish_beyond_base).
+
+What the worker did is kept in the run's private state (`publish_github/state*.json`, one per
+pull request): the head
 it last pushed, the head it is pushing, the pull request's URL. A resume reads it back and
 republishes the newest kept commit when the record is behind the log; the publisher asks the
 forge first (the branch's head, the open pull request for the branch), so a publish a kill
