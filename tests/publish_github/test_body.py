@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from crucible_publish_github.body import ARTIFACT_BYTES, EmbeddedArtifact, RunStory, render_body
+from crucible_publish_github.body import (
+    ARTIFACT_BYTES,
+    MAX_BODY_CHARS,
+    EmbeddedArtifact,
+    RunStory,
+    render_body,
+)
 
 
 def row(
@@ -74,3 +80,10 @@ def test_hostile_notes_and_artifacts_stay_text() -> None:
 def test_without_artifacts_the_body_has_no_artifact_section() -> None:
     body = render_body(RunStory.from_events("r1", [row(1, "keep", 3.0, "", "d" * 40)]))
     assert "<details>" not in body
+
+
+def test_a_body_stays_within_what_the_forge_accepts() -> None:
+    artifacts = [EmbeddedArtifact(f"part {n}", "z" * ARTIFACT_BYTES) for n in range(8)]
+    body = render_body(RunStory.from_events("r1", [row(1, "keep", 3.0, "", "e" * 40)]), artifacts=artifacts)
+    assert len(body) < 65_536 and len(body) <= MAX_BODY_CHARS + 100
+    assert body.rstrip().endswith("the run record holds everything)")

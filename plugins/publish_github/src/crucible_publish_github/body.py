@@ -24,6 +24,7 @@ GOAL_CHARS = 4000
 ARTIFACT_BYTES = 16 * 1024  # an embedded artifact's cap in the body (spec: 16 KiB)
 MAX_ROWS = 200  # kept iterations listed; the oldest beyond it are summarised in one line
 MAX_POINTS = 400  # chart points (mermaid draws nothing useful past a few hundred)
+MAX_BODY_CHARS = 60_000  # GitHub refuses a pull request body over 65,536 characters
 
 
 @attrs.frozen
@@ -236,4 +237,10 @@ def render_body(
     if siblings:
         lines += ["", "### Linked pull requests (same run)", ""]
         lines += [f"- {code_span(name, 80)}: {url}" for name, url in siblings]
-    return "\n".join(lines) + "\n"
+    body = "\n".join(lines) + "\n"
+    if len(body) > MAX_BODY_CHARS:
+        # cut, and say so: a body the forge refuses would cost the whole update
+        body = (
+            body[:MAX_BODY_CHARS] + "\n\n… (cut to fit the forge's limit; the run record holds everything)\n"
+        )
+    return body
