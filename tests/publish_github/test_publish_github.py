@@ -1,7 +1,7 @@
-"""Publish-on-keep through the github publisher: each kept commit is pushed and opened as a draft PR,
-every one admitted by the mediation point first; a refused write is recorded and the run goes on.
+"""Publish-on-keep through the github publisher: the run's kept commits as one draft PR, admitted by
+the mediation point once, at the first keep; a refused write is recorded and the run goes on.
 
-The forge is a loopback HTTP server speaking GitHub's REST shape for `POST /repos/{o}/{r}/pulls`,
+The forge is a loopback HTTP server speaking GitHub's REST shape for `/repos/{o}/{r}/pulls`,
 reached through urllib (the publisher's real client), and a bare git repository reached through
 the real git CLI; only the GitHub service itself is stood in for.
 """
@@ -35,14 +35,42 @@ STANDARD = [*WITHOUT_PUBLISHER, "publish_github"]
 class FakeForge:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.opened: list[tuple[int, str]] = []  # (number, url) of the pull requests opened
         forge = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                # the publisher asks for the run's open pull request first; the first time there is none
+                forge.requests.append(
+                    {"method": "GET", "path": self.path, "auth": self.headers.get("authorization")}
+                )
+                open_ = [{"number": n, "html_url": u} for n, u in forge.opened]
+                self._reply(200, open_)
+
+            def do_PATCH(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+                forge.requests.append(
+                    {"method": "PATCH", "path": self.path, "auth": self.headers.get("authorization"), **body}
+                )
+                number, url = forge.opened[0]
+                self._reply(200, {"number": number, "html_url": url})
+
+            def _reply(self, status: int, answer: Any) -> None:
+                reply = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-                forge.requests.append({"path": self.path, "auth": self.headers.get("authorization"), **body})
-                number = len(forge.requests)
+                forge.requests.append(
+                    {"method": "POST", "path": self.path, "auth": self.headers.get("authorization"), **body}
+                )
+                number = len(forge.opened) + 1
                 repo = self.path.removeprefix("/repos/").removesuffix("/pulls")
+                forge.opened.append((number, f"https://forge.test/{repo}/pull/{number}"))
                 reply = json.dumps(
                     {
                         "number": number,
@@ -101,46 +129,60 @@ def branches(bare: Path) -> dict[str, str]:
     return dict(zip(listed[::2], listed[1::2], strict=True))
 
 
-def test_each_kept_commit_opens_a_draft_pr_until_the_count_refuses(
+def test_the_run_is_one_admitted_draft_pr_write_however_many_commits_it_keeps(
     example: Any, forge: tuple[FakeForge, Path]
 ) -> None:
     fake, bare = forge
-    manifest = publishing(example, '\n[outputs.draft-pr]\ncount = 2\ntarget = { fixed = "team/counter" }\n')
+    manifest = publishing(example, '\n[outputs.draft-pr]\ncount = 1\ntarget = { fixed = "team/counter" }\n')
     result = execute(
         load_plugins(names=STANDARD),
         SessionRequest(manifest=manifest, budget=Budget(iterations=3), ui="headless"),
     )
-    assert result.outcome == "finished", result.reason  # the refusal did not end the run
+    assert result.outcome == "finished", result.reason
     events = list(read_events(manifest.parent / "state" / "session.jsonl"))
     rows = [e["row"] for e in events if e["kind"] == "row" and e["row"]["iter"]]
     kept = {row["iter"]: row["sha"] for row in rows if row["decision"] == "keep"}
     assert sorted(kept) == [1, 2, 3]
     run_id = next(e["run_id"] for e in events if e["kind"] == "start")
+    base = next(e["base_commit"] for e in events if e["kind"] == "identity")
 
-    # two admitted writes, each pushed and opened as a draft on the declared repository
+    # one admitted write, at the first keep: the later keeps update the same pull request and are
+    # not counted again, so a count of 1 is never exceeded
     admitted = [e for e in events if e["kind"] == "output_admitted"]
     assert [(e["output_kind"], e["target"], e["tool"], e["used"], e["iter"]) for e in admitted] == [
         ("draft-pr", "team/counter", "publish", 1, 1),
-        ("draft-pr", "team/counter", "publish", 2, 2),
     ]
-    assert [(r["path"], r["head"], r["base"], r["draft"]) for r in fake.requests] == [
-        ("/repos/team/counter/pulls", f"crucible/{run_id}/iter-1", "main", True),
-        ("/repos/team/counter/pulls", f"crucible/{run_id}/iter-2", "main", True),
+    assert not [e for e in events if e["kind"] == "output_refused"]
+    opened = [r for r in fake.requests if r["method"] == "POST"]
+    assert [(r["path"], r["head"], r["base"], r["draft"]) for r in opened] == [
+        ("/repos/team/counter/pulls", f"crucible/{run_id}", f"crucible/{run_id}-base", True),
     ]
     assert all(r["auth"] == f"Bearer {TOKEN}" for r in fake.requests)
-    assert branches(bare) == {
-        f"crucible/{run_id}/iter-1": kept[1],
-        f"crucible/{run_id}/iter-2": kept[2],
-    }
-    # the third is refused at the mediation point, named by its bound, and nothing is pushed for it
-    refused = [e for e in events if e["kind"] == "output_refused"]
-    assert [(e["output_kind"], e["bound"], e["tool"], e["iter"]) for e in refused] == [
-        ("draft-pr", "[outputs.draft-pr].count = 2", "publish", 3)
-    ]
+    assert branches(bare) == {f"crucible/{run_id}": kept[3], f"crucible/{run_id}-base": base}
     notes = [e["msg"] for e in events if e["kind"] == "note"]
-    assert any("https://forge.test/team/counter/pull/2" in n for n in notes)
-    assert any("publish refused for iteration 3" in n for n in notes)
+    assert any("https://forge.test/team/counter/pull/1" in n for n in notes)
     assert TOKEN not in (manifest.parent / "state" / "session.jsonl").read_text()
+
+
+def test_a_count_of_zero_refuses_the_run_s_pull_request_and_the_run_completes(
+    example: Any, forge: tuple[FakeForge, Path]
+) -> None:
+    fake, bare = forge
+    manifest = publishing(example, '\n[outputs.draft-pr]\ncount = 0\ntarget = { fixed = "team/counter" }\n')
+    result = execute(
+        load_plugins(names=STANDARD),
+        SessionRequest(manifest=manifest, budget=Budget(iterations=2), ui="headless"),
+    )
+    assert result.outcome == "finished", result.reason
+    events = list(read_events(manifest.parent / "state" / "session.jsonl"))
+    refused = [e for e in events if e["kind"] == "output_refused"]
+    # refused at the first keep, named by its bound; the second keep is not even asked for
+    assert [(e["output_kind"], e["bound"], e["tool"], e["iter"]) for e in refused] == [
+        ("draft-pr", "[outputs.draft-pr].count = 0", "publish", 1)
+    ]
+    assert fake.requests == [] and branches(bare) == {}
+    notes = [e["msg"] for e in events if e["kind"] == "note"]
+    assert any("publish refused for iteration 1" in n for n in notes)
 
 
 def test_a_pr_repo_outside_the_declared_target_is_refused_and_the_run_completes(

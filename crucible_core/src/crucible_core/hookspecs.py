@@ -156,8 +156,9 @@ def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
 def crucible_register_publishers(register: Register[PublisherFactory]) -> None:
     """Register publishers by name ("github"), the `[publish].forge` values: a factory of a Publisher.
 
-    The engine publishes each kept commit through the selected publisher after the mediation point
-    admitted one `draft-pr` write to `[publish].pr_repo` (docs/broker.md, Engine writes).
+    Publish-on-keep publishes the run's kept commits (one draft pull request, moved on each keep)
+    through the selected publisher after the mediation point admitted one `draft-pr` write to
+    `[publish].pr_repo` (docs/broker.md, Engine writes).
     """
 
 

@@ -576,23 +576,33 @@ class ServiceTransport(Protocol):
 
 @attrs.frozen
 class PublishRequest:
-    """One kept commit to publish as a draft pull request; the mediation point already admitted it."""
+    """A run's newest kept commit to publish as its one draft pull request (opened the first time,
+    updated after); the mediation point already admitted the pull request."""
 
     repo: str  # owner/name on the forge: the admitted draft-pr target
-    base: str  # the branch the pull request asks to merge into
-    branch: str  # the branch to create for it (crucible/<run id>/iter-<n>)
+    base: str  # the branch the pull request asks to merge into (when no base_sha pins one)
+    branch: str  # the run's own branch (crucible/<run id>), moved to each newer kept commit
     sha: str  # the kept commit, present in the workspace's repository
     workspace: Path
     title: str
     body: str
     env: Mapping[str, str]  # the engine's environment (the forge credential lives here, never the agent's)
     timeout: float  # seconds the whole publish may take
+    # The heads the branch may already be at: what this run last pushed, and what a push a kill
+    # interrupted may have left. Empty: the branch must not exist yet. Any other head is refused
+    # (the push is a force-with-lease on what was found), so nobody else's work is overwritten.
+    lease: tuple[str, ...] = attrs.field(default=(), kw_only=True)
+    # The commit the agent edited against: pinned as `<branch>-base` and used as the pull
+    # request's base, so its diff is exactly the run's commits however the fork moved. None: `base`.
+    base_sha: str | None = attrs.field(default=None, kw_only=True)
 
 
 @runtime_checkable
 class Publisher(Protocol):
     def publish(self, request: PublishRequest) -> str:
-        """Push the commit and open the draft pull request; return its URL.
+        """Push the commit to the run's branch, open its draft pull request or update the one already
+        open for that branch (its title and body); return the pull request's URL. Publishing the
+        same request twice pushes nothing the second time and opens no second pull request.
 
         Raise a CrucibleError saying what failed: the engine records it and the run goes on.
         """

@@ -158,7 +158,7 @@ _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,199}")
 
 @attrs.frozen
 class PublishSection:
-    """[publish]: publish-on-keep, each kept commit as a draft pull request (a `draft-pr` write)."""
+    """[publish]: publish-on-keep, the run's kept commits as one draft pull request (one `draft-pr` write)."""
 
     pr_repo: str  # owner/name of the repository the draft PRs open on (the draft-pr target)
     forge: str = "github"  # the publisher that opens them (a registered name)

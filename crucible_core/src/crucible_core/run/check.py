@@ -202,8 +202,8 @@ def _report_declaration(
             build_publisher(plugins, publish)
             findings.add(
                 "info",
-                f"publish: each kept commit as a draft pull request on {publish.pr_repo} "
-                f"(base {publish.base}, forge {publish.forge}), one draft-pr write each",
+                f"publish: the run's kept commits as one draft pull request on {publish.pr_repo} "
+                f"(forge {publish.forge}), updated on each keep; one draft-pr write",
             )
         except CrucibleError as exc:
             findings.add("fail", exc.render())

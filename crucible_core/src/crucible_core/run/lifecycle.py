@@ -72,8 +72,11 @@ class RunContext:
     # credential for a publisher lives, never the agent's.
     engine_env: Mapping[str, str] = attrs.field(factory=dict, kw_only=True)
     # The publisher `[publish].forge` names, resolved before the run (None without [publish]):
-    # publish-on-keep (crucible-plugin-publish-github) publishes each kept commit through it.
+    # publish-on-keep (crucible-plugin-publish-github) publishes the run's kept commits through it.
     publisher: Publisher | None = attrs.field(default=None, kw_only=True)
+    # emit(event): one wire event into the session log (SessionLog.emit, safe from any thread),
+    # for a plugin's own record of what it did (publish-on-keep's `pr_links`).
+    emit: Callable[[Any], object] = attrs.field(default=lambda event: None, kw_only=True, eq=False)
 
     @property
     def session_log(self) -> Path:

@@ -1,6 +1,6 @@
 """[publish].forge resolved to a registered publisher, before a run or a check creates anything.
 
-Publishing itself (each kept commit as a mediated draft pull request) is the forge plugin's, done
+Publishing itself (the run's kept commits as one mediated draft pull request) is the forge plugin's, done
 from the lifecycle hooks (crucible-plugin-publish-github), each write admitted by the run's
 broker; core only refuses a forge nobody installed, or a run without a broker to mediate the
 writes, naming the distribution that provides it.

@@ -89,6 +89,7 @@ class _Hooks:
             note=self._say,
             engine_env=lane.engine_env,
             publisher=publisher,
+            emit=self.log.emit,
         )
         self.made = Lifecycle(
             self.plugins,

@@ -4,8 +4,10 @@ the forge's output kinds (draft-pr, workflow-dispatch: kinds.py), and `crucible 
 Publish-on-keep runs from the lifecycle hooks, for whichever registered publisher `[publish].forge`
 names (core resolves it before the run, refusing a forge nobody installed, and hands it over as
 `RunContext.publisher`): at run start a loop run with `[publish]` gets a KeptPublisher
-(on_keep.py); each `crucible_commit_kept` asks the run's mediation point for one draft-pr write
-and only then publishes; run end lets it go. The github publisher (and dulwich, through the git
+(on_keep.py; a resume finishes what an earlier process left under way); the first
+`crucible_commit_kept` asks the run's mediation point for the run's one draft-pr write, and every
+keep hands its commit to a background worker that opens or updates the run's one draft pull
+request; run end gives the worker a bounded time to finish. The github publisher (and dulwich, through the git
 world) loads only when a run first builds it, so `crucible --help` does not pay for it.
 """
 
@@ -74,27 +76,59 @@ def crucible_register_publishers(register: Register[PublisherFactory]) -> None:
 def crucible_run_start(context: RunContext) -> None:
     section = context.manifest.manifest.publish if context.manifest is not None else None
     if section is None or context.publisher is None or context.broker is None:
-        return  # no [publish] (a playbook refuses one; a plan file has no manifest)
-    from crucible_publish_github.on_keep import KeptPublisher
+        # no [publish] (a plan file has no manifest), no publisher, or no mediation point to admit
+        # the write: a playbook lane gets one only when it opens a broker
+        return
+    from crucible_core.session_log import read_events
+    from crucible_publish_github.on_keep import KeptPublisher, Target
 
-    _publishing[context.run_id] = KeptPublisher(
-        section,
+    assert context.manifest is not None
+    components = context.manifest.components
+    if components:
+        # a composite: one pull request per component whose own domain declares [publish]
+        targets = tuple(
+            Target.of_component(context.run_id, c.name, own, context.workspace)
+            for c in components
+            if (own := c.loaded.manifest.publish) is not None
+        )
+    else:
+        targets = (Target.of_run(context.run_id, section, context.workspace),)
+    if not targets:
+        context.note(
+            "[publish] is set but no component declares its own [publish]: nothing is published", "warn"
+        )
+        return
+    record = getattr(section, "record", None)  # the run record's address, where a records plugin adds it
+    publishing = KeptPublisher(
+        targets,
         context.publisher,
         context.broker.admit,
         context.note,
         context.run_id,
-        context.workspace,
         context.engine_env,
+        context.session_log,
+        context.private_dir / "publish_github",
+        emit=context.emit,
+        record=record if isinstance(record, str) else None,
     )
+    _publishing[context.run_id] = publishing
+    if context.resumed:
+        publishing.resume(list(read_events(context.session_log)))
 
 
 @hookimpl
 def crucible_commit_kept(kept: KeptCommit) -> None:
     publishing = _publishing.get(kept.run.run_id)
     if publishing is not None:
-        publishing.on_keep(kept.iteration, kept.sha, kept.summary)  # mediated; never ends the run
+        publishing.on_keep(kept.iteration, kept.sha)  # mediated, then handed to the worker
 
 
 @hookimpl
 def crucible_run_end(end: RunEnd) -> None:
-    _publishing.pop(end.run.run_id, None)
+    publishing = _publishing.pop(end.run.run_id, None)
+    if publishing is None:
+        return
+    if end.run.lane == "playbook":
+        # a playbook keeps nothing turn by turn: commits beyond its base are what it publishes
+        publishing.publish_beyond_base(end.iterations)
+    publishing.finish()  # bounded: a hung forge leaves the rest to a resume

@@ -21,6 +21,7 @@ import json
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,20 +84,63 @@ class GitHubPublisher:
         token = _token(request.env)
         deadline = time.monotonic() + request.timeout
         self._push(request, token, deadline)
-        return self._open_draft(request, token, max(deadline - time.monotonic(), 1.0))
+        api = _Api(request, token, deadline)
+        found = api.open_pull()
+        if found is not None:
+            return api.update(found)
+        return api.open_draft()
 
     @staticmethod
     def _push(request: PublishRequest, token: str, deadline: float) -> None:
+        """Move the run's branch to the kept commit, leased on the head found there.
+
+        Asks the remote first: a branch already at the commit (a push a kill interrupted after it
+        landed) is not pushed again; a branch at a head that is not in the request's lease is
+        someone else's and is refused; otherwise one atomic push pins the base and moves the branch
+        with --force-with-lease on exactly the head found.
+        """
         base = (request.env.get(GIT_ENV) or DEFAULT_GIT).rstrip("/")
         remote = f"{base}/{request.repo}.git"
-        refspec = f"{request.sha}:refs/heads/{request.branch}"
+        head_ref = f"refs/heads/{request.branch}"
         objects = _objects_dir(request.workspace)
         with tempfile.TemporaryDirectory(prefix="crucible-push-") as tmp:
             git_dir = make_git_dir(Path(tmp) / "git", alternates=(objects,))
-            done = run_process(
-                ["git", "push", "--quiet", "--no-verify", remote, refspec],
+            env = _git_env(git_dir, request.env, token)
+            listed = run_process(
+                ["git", "ls-remote", "--heads", remote, head_ref],
                 cwd=git_dir,
-                env=_git_env(git_dir, request.env, token),
+                env=env,
+                timeout=max(deadline - time.monotonic(), 1.0),
+            )
+            if not listed.ok:
+                raise PublishFailed(
+                    f"could not read {request.branch} on {request.repo}: {listed.describe_failure()}"
+                )
+            current = _listed_head(listed.stdout, head_ref)
+            if current == request.sha:
+                return  # already there: nothing is pushed twice
+            if current is not None and current not in request.lease:
+                raise PublishFailed(
+                    f"{request.branch} on {request.repo} is at {current[:12]}, which this run did not push; "
+                    "not overwriting it",
+                    hint="delete or rename that branch on the forge, then resume the run",
+                )
+            refspecs = [f"{request.sha}:{head_ref}"]
+            if request.base_sha:
+                refspecs.insert(0, f"{request.base_sha}:refs/heads/{request.branch}-base")
+            done = run_process(
+                [
+                    "git",
+                    "push",
+                    "--quiet",
+                    "--no-verify",
+                    "--atomic",
+                    f"--force-with-lease={head_ref}:{current or ''}",
+                    remote,
+                    *refspecs,
+                ],
+                cwd=git_dir,
+                env=env,
                 timeout=max(deadline - time.monotonic(), 1.0),
             )
         if not done.ok:
@@ -105,39 +149,82 @@ class GitHubPublisher:
                 f"{done.describe_failure()}"
             )
 
-    @staticmethod
-    def _open_draft(request: PublishRequest, token: str, timeout: float) -> str:
-        api = (request.env.get(API_ENV) or DEFAULT_API).rstrip("/")
+
+def _listed_head(listing: str, ref: str) -> str | None:
+    for line in listing.splitlines():
+        sha, _, name = line.partition("\t")
+        if name.strip() == ref:
+            return sha.strip()
+    return None
+
+
+class _Api:
+    """The REST calls of one publish, sharing its credential and deadline."""
+
+    def __init__(self, request: PublishRequest, token: str, deadline: float) -> None:
+        self.request = request
+        self.token = token
+        self.deadline = deadline
+        self.api = (request.env.get(API_ENV) or DEFAULT_API).rstrip("/")
+
+    def open_pull(self) -> int | None:
+        """The number of the open pull request from the run's branch, if there is one."""
+        owner = self.request.repo.split("/")[0]
+        query = urllib.parse.urlencode({"head": f"{owner}:{self.request.branch}", "state": "open"})
+        answer = self._call("GET", f"/repos/{self.request.repo}/pulls?{query}", None, "look up")
+        if isinstance(answer, list):
+            for pull in answer:
+                if isinstance(pull, dict) and isinstance(pull.get("number"), int):
+                    return int(pull["number"])
+        return None
+
+    def update(self, number: int) -> str:
+        change = {"title": self.request.title, "body": self.request.body}
+        return _url(
+            self._call("PATCH", f"/repos/{self.request.repo}/pulls/{number}", change, "update"), self.request
+        )
+
+    def open_draft(self) -> str:
+        request = self.request
+        base = f"{request.branch}-base" if request.base_sha else request.base
         body = {
             "title": request.title,
             "head": request.branch,
-            "base": request.base,
+            "base": base,
             "body": request.body,
             "draft": True,
         }
+        return _url(self._call("POST", f"/repos/{request.repo}/pulls", body, "open"), request)
+
+    def _call(self, method: str, path: str, body: Any, what: str) -> Any:
         call = urllib.request.Request(
-            f"{api}/repos/{request.repo}/pulls",
-            data=json.dumps(body).encode(),
-            method="POST",
+            f"{self.api}{path}",
+            data=json.dumps(body).encode() if body is not None else None,
+            method=method,
             headers={
-                "Authorization": f"Bearer {token}",
+                "Authorization": f"Bearer {self.token}",
                 "Accept": "application/vnd.github+json",
                 "X-GitHub-Api-Version": "2022-11-28",
                 "Content-Type": "application/json",
                 "User-Agent": "crucible",
             },
         )
+        repo = self.request.repo
         try:
+            timeout = max(self.deadline - time.monotonic(), 1.0)
             with urllib.request.urlopen(call, timeout=timeout) as reply:
-                answer: Any = json.loads(reply.read(MAX_REPLY_BYTES))
+                return json.loads(reply.read(MAX_REPLY_BYTES))
         except urllib.error.HTTPError as exc:
             detail = exc.read(2000).decode("utf-8", "replace")
             raise PublishFailed(
-                f"the forge refused the draft pull request on {request.repo} (HTTP {exc.code}): {detail}"
+                f"the forge refused to {what} the draft pull request on {repo} (HTTP {exc.code}): {detail}"
             ) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise PublishFailed(f"could not open the draft pull request on {request.repo}: {exc}") from None
-        url = answer.get("html_url") if isinstance(answer, dict) else None
-        if not isinstance(url, str):
-            raise PublishFailed(f"the forge's answer for {request.repo} names no pull request URL")
-        return url
+            raise PublishFailed(f"could not {what} the draft pull request on {repo}: {exc}") from None
+
+
+def _url(answer: Any, request: PublishRequest) -> str:
+    url = answer.get("html_url") if isinstance(answer, dict) else None
+    if not isinstance(url, str):
+        raise PublishFailed(f"the forge's answer for {request.repo} names no pull request URL")
+    return url

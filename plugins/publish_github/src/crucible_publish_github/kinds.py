@@ -1,6 +1,7 @@
 """The forge's output kinds: a draft pull request, and a workflow_dispatch fired at a build workflow.
 
-Publish-on-keep asks the run's mediation point for one `draft-pr` write per kept commit; a pack
+Publish-on-keep asks the run's mediation point for one `draft-pr` write per pull request it opens
+(one per run, one per edited component of a composite; its updates are not counted again); a pack
 bounds either kind with `[outputs.<kind>]`, or gets the defaults here.
 """
 
