@@ -50,6 +50,7 @@ MEMBERS = [
     "plugins/lane_plan",
     "plugins/testkit",
     "plugins/task_agent",
+    "plugins/scope",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # pytest-xdist workers for a whole-suite run, sized for the 2-core CI machine (see _parallel).
