@@ -116,6 +116,7 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
     "distress": None,  # `crucible distress` / `escalate` (no manifest names them): tests/distress/
     "packs": None,  # `--pack NAME` (no manifest names it): tests/packs/test_domain_packs.py
     "lane_plan": None,  # `crucible plan run` and `plan show`: tests/lane_plan/test_plan_without_plugin.py
+    "scope": None,  # `crucible scope`: tests/scope/test_scope.py
 }
 
 

@@ -204,3 +204,14 @@ def test_an_unreadable_issue_stops_at_ingest(example: Any) -> None:
     bad_ref = run_crucible("scope", "--pack", pack, "--issue", "not-an-issue")
     assert bad_ref.returncode == 64
     assert not (pack / "SCOPE.md").exists()
+
+
+def test_without_the_plugin_scope_names_the_distribution(example: Any) -> None:
+    pack = example("counter").parent
+    env = crucible_env(CRUCIBLE_LOAD_PLUGINS="world_git,judge_command,backend_local")
+    done = run_crucible("scope", "--pack", pack, env=env)
+    assert done.returncode == 64 and "Traceback" not in done.stderr, done.stderr
+    assert "pip install crucible-plugin-scope" in done.stderr
+    assert not (pack / "SCOPE.md").exists()
+    listed = run_crucible("--help").stdout
+    assert "  scope " in listed
