@@ -160,9 +160,20 @@ def test_an_existing_scope_is_replaced_only_with_force(example: Any) -> None:
     assert (pack / "SCOPE.md").read_text() == "frozen by hand\n"
     assert not (pack / "WORKFLOW.png").exists()  # refused before anything ran
 
-    forced = run_crucible("scope", "--pack", pack, "--force")
+    forced = run_crucible("scope", "--pack", pack, "--force", "--json")
     assert forced.returncode == 0, forced.stderr
-    assert (pack / "SCOPE.md").read_text().startswith("# Scope of counter")
+    scope_md = (pack / "SCOPE.md").read_text()
+    assert scope_md.startswith("# Scope of counter")
+    summary = json.loads(forced.stdout)
+    assert [(s["stage"], s["status"]) for s in summary["stages"]] == [
+        ("ingest", "ok"),
+        ("check", "ok"),
+        ("render", "ok"),
+        ("freeze", "ok"),
+    ]
+    assert summary["digest"] == _digest_in(scope_md) and summary["exit_code"] == 0
+    assert summary["pending"] == ["S2 propose", "S3 preflight", "S4 approval"]
+    assert str(pack.resolve() / "WORKFLOW.png") in summary["files"]
 
 
 def test_a_planted_workflow_picture_is_replaced_not_followed(example: Any, tmp_path: Path) -> None:
