@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from xml.sax.saxutils import escape
 
-from crucible_scope.layout import NODE_H, NODE_W, Layout, Node, short
+from crucible_scope.layout import MAX_TITLE, NODE_H, NODE_W, Layout, Node, short
 
 INK = (33, 37, 41)
 EDGE = (108, 117, 125)
@@ -40,6 +40,11 @@ def _arrow_head(tip: tuple[int, int], tail: tuple[int, int]) -> list[tuple[float
     ]
 
 
+def _title(layout: Layout, title: str) -> str:
+    """The title, cut to what the picture's width holds (about 7 pixels a character)."""
+    return short(title, max(20, min(MAX_TITLE, (layout.width - 32) // 7)))
+
+
 def _color(rgb: tuple[int, int, int]) -> str:
     return "#" + "".join(f"{c:02x}" for c in rgb)
 
@@ -49,7 +54,7 @@ def to_svg(layout: Layout, title: str) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{layout.width}" height="{layout.height}" '
         f'viewBox="0 0 {layout.width} {layout.height}" font-family="sans-serif">',
         f'<rect width="{layout.width}" height="{layout.height}" fill="white"/>',
-        f'<text x="16" y="26" font-size="15" fill="{_color(INK)}">{escape(short(title))}</text>',
+        f'<text x="16" y="26" font-size="15" fill="{_color(INK)}">{escape(_title(layout, title))}</text>',
     ]
     for group in layout.groups:
         out.append(
@@ -92,7 +97,7 @@ def to_png(layout: Layout, title: str) -> bytes:
     image = Image.new("RGB", (layout.width, layout.height), "white")
     pen = ImageDraw.Draw(image)
     font = ImageFont.load_default()
-    pen.text((16, 12), short(title), fill=INK, font=font)
+    pen.text((16, 12), _title(layout, title), fill=INK, font=font)
     for group in layout.groups:
         box = (group.x, group.y, group.x + group.w, group.y + group.h)
         pen.rounded_rectangle(box, radius=8, fill=GROUP, outline=GROUP_INK)

@@ -151,5 +151,5 @@ def render(
         )
     out += [f"- note: {caveat}" for caveat in frozen.caveats]
     out += ["", "## Pending (ADR-0014)", ""]
-    out += [f"- {stage} {name}: pending. {what}." for stage, name, what in PENDING]
+    out += [f"- {stage} {name}: pending ({what})" for stage, name, what in PENDING]
     return "\n".join(out) + "\n"

@@ -19,6 +19,7 @@ GAP_Y = 28
 MARGIN = 36
 TITLE_H = 34
 MAX_LABEL = 26  # characters of a name or kind drawn in a box (longer ones end in "...")
+MAX_TITLE = 90  # characters of the picture's title
 MEASUREMENT_OPS = frozenset({"measure", "grade", "evaluate"})
 
 
@@ -55,8 +56,8 @@ class Layout:
         return next(n for n in self.nodes if n.name == name)
 
 
-def short(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 3] + "..."
+def short(text: str, limit: int = MAX_LABEL) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _op(task: ir.Task) -> str:
