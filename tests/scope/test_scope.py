@@ -18,6 +18,7 @@ from typing import Any
 from PIL import Image
 
 from crucible_core.session_log import read_events
+from crucible_scope.goal import TOKEN_ENVS
 from tests.cli_support import crucible_env, run_crucible
 from tests.fakes.github_api import serve_github
 
@@ -226,3 +227,29 @@ def test_without_the_plugin_scope_names_the_distribution(example: Any) -> None:
     assert not (pack / "SCOPE.md").exists()
     listed = run_crucible("--help").stdout
     assert "  scope " in listed
+
+
+def test_gh_token_is_honoured_and_no_token_sends_no_header(example: Any) -> None:
+    pack = example("counter").parent
+    with serve_github() as forge:
+        number = forge.add_issue("acme/counter", "Counter stays too low", "Reach 5.")
+        with_gh = run_crucible(
+            "scope",
+            "--pack",
+            pack,
+            "--issue",
+            f"acme/counter#{number}",
+            env=crucible_env(GITHUB_API_URL=forge.url, GH_TOKEN=TOKEN),
+        )
+        anonymous = run_crucible(
+            "scope",
+            "--pack",
+            pack,
+            "--issue",
+            f"acme/counter#{number}",
+            "--force",
+            env={k: v for k, v in crucible_env(GITHUB_API_URL=forge.url).items() if k not in TOKEN_ENVS},
+        )
+    assert with_gh.returncode == 0 and anonymous.returncode == 0, with_gh.stderr + anonymous.stderr
+    assert [call.auth for call in forge.requests] == [f"Bearer {TOKEN}", None]
+    assert TOKEN not in (pack / "SCOPE.md").read_text() + with_gh.stdout + with_gh.stderr
