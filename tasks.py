@@ -52,6 +52,7 @@ MEMBERS = [
     "plugins/lane_plan",
     "plugins/testkit",
     "plugins/task_agent",
+    "plugins/scope",
 ]
 DEV_REQUIREMENTS = ROOT / "requirements-dev.txt"
 # The installer of the venv's packages (tasks.py falls back to pip without it); uv's own cache

@@ -46,6 +46,7 @@ STANDARD_SET = {
     "crucible-plugin-distress",
     "crucible-plugin-lane-plan",
     "crucible-plugin-world-composite",
+    "crucible-plugin-scope",
 }
 
 
@@ -190,6 +191,7 @@ def test_the_meta_distribution_resolves_to_the_standard_set_offline(tmp_path: Pa
         "plugins/distress",
         "plugins/lane_plan",
         "plugins/world_composite",
+        "plugins/scope",
     ]
     done = subprocess.run(
         [

@@ -117,6 +117,7 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
     "packs": None,  # `--pack NAME` (no manifest names it): tests/packs/test_domain_packs.py
     "lane_plan": None,  # `crucible plan run` and `plan show`: tests/lane_plan/test_plan_without_plugin.py
     "run_records": None,  # `--results-bucket` and `crucible fetch`: tests/run_records/test_run_records.py
+    "scope": None,  # `crucible scope`: tests/scope/test_scope.py
 }
 
 

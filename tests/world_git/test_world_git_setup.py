@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from pathlib import Path
 
 import pluggy
@@ -44,6 +45,26 @@ def test_prepare_again_keeps_the_pristine_base_and_commits_a_dirty_tree(tmp_path
     assert git(ws, "rev-parse", "HEAD~1").strip() == head
     assert git(ws, "show", "HEAD:README.md") == "edited between runs\n"
     assert "/gen/" in (ws / ".git/info/exclude").read_text()
+
+
+def test_the_baseline_commit_is_a_function_of_its_tree_and_parent(tmp_path: Path) -> None:
+    """Two setups of the same tree, seconds apart, make the same base commit: `crucible scope`
+    freezes the RunIdentity digest (which names the base) before the run that makes it again."""
+    source = make_base(tmp_path / "source")
+    made = []
+    for attempt, wait in enumerate((0.0, 1.1)):
+        time.sleep(wait)  # a base stamped with the clock would differ by now
+        plain = tmp_path / f"plain{attempt}"
+        write(plain, "main.py", "print(1)\n")
+        on_a_clone = tmp_path / f"clone{attempt}"
+        git(tmp_path, "clone", "-q", str(source), str(on_a_clone))
+        write(on_a_clone, "injected.sh", "#!/bin/sh\n", mode=0o755)
+        made.append((GitWorld.at(plain, ()).prepare(), GitWorld.at(on_a_clone, ()).prepare()))
+    assert made[0] == made[1]
+    clone = tmp_path / "clone1"
+    parent_time = git(clone, "log", "-1", "--format=%ct", "HEAD~1").strip()
+    assert git(clone, "log", "-1", "--format=%ct %at", "HEAD").split() == [parent_time, parent_time]
+    assert git(tmp_path / "plain1", "log", "-1", "--format=%ct", "HEAD").strip() == "0"  # no parent
 
 
 def test_exclude_block_is_replaced_not_appended_and_user_lines_stay() -> None:

@@ -416,6 +416,7 @@ if TYPE_CHECKING:
     from crucible_core.run.steps import snapshot_keep as snapshot_keep
     from crucible_core.run.steps import stage_for_measure as stage_for_measure
     from crucible_core.run.workspace_setup import SETUP_TIMEOUT as SETUP_TIMEOUT
+    from crucible_core.run.workspace_setup import prepare_workspace as prepare_workspace
     from crucible_core.run.workspace_setup import setup_component as setup_component
     from crucible_core.run.workspace_setup import workspace_in_use as workspace_in_use
     from crucible_core.services import run_services
@@ -676,7 +677,13 @@ _export("crucible_core.workflow.pack", "ARTIFACT_NAME", "effective_workflow", "p
 _export("crucible_core.broker.service", "declaration_for")
 _export("crucible_core.broker.declaration", "Disclosure")
 _export("crucible_core.manifest.paths", "RunPaths")
-_export("crucible_core.run.workspace_setup", "SETUP_TIMEOUT", "setup_component", "workspace_in_use")
+_export(
+    "crucible_core.run.workspace_setup",
+    "SETUP_TIMEOUT",
+    "prepare_workspace",
+    "setup_component",
+    "workspace_in_use",
+)
 _export("crucible_core.run.part_tokens", "encode_components=encode", "decode_components=decode")
 _export("crucible_core.run.injects", "copy_injects", "refresh_frozen")
 _export("crucible_core.run.drivers", "build_drivers")

@@ -144,6 +144,7 @@ PROVIDERS: dict[tuple[str, str], str] = {
     ("hook", "crucible_domain_packs"): "crucible-plugin-packs",
     ("command", "plan run"): "crucible-plugin-lane-plan",
     ("command", "plan show"): "crucible-plugin-lane-plan",
+    ("command", "scope"): "crucible-plugin-scope",
     **{("broker tool", name): "crucible-plugin-broker-mcp" for name in _BROKER_TOOLS},
     **{("output kind", name): "crucible-plugin-broker-mcp" for name in _BROKER_KINDS},
     ("output kind", "draft-pr"): "crucible-plugin-publish-github",

@@ -823,7 +823,11 @@ class GitMemory:
         return self.kept
 
     def _commit(self, tree: bytes, parent: bytes | None, label: str) -> bytes:
-        when = b"%d +0000" % int(time.time())
+        # The baseline commit is a function of its tree and parent alone (it takes the parent's
+        # time, or 0), so a run's base commit, and the RunIdentity digest that names it, can be
+        # known before the run: `crucible scope` freezes that digest in SCOPE.md.
+        seconds = self._commit_time(parent) if label == BASELINE_LABEL else int(time.time())
+        when = b"%d +0000" % seconds
         lines = [b"tree " + tree.hex().encode()]
         if parent is not None:
             lines.append(b"parent " + parent)
@@ -834,6 +838,20 @@ class GitMemory:
         commit = self.db.write(b"commit", body).hex().encode()
         self._commit_trees[commit] = tree
         return commit
+
+    def _commit_time(self, commit: bytes | None) -> int:
+        """The committer time of `commit` (0 for none, or one that cannot be read)."""
+        if commit is None:
+            return 0
+        try:
+            kind, body = self.db.read(bytes.fromhex(commit.decode()))
+        except (RunFailed, OSError, ValueError):
+            return 0
+        for line in body.split(b"\n\n", 1)[0].split(b"\n") if kind == b"commit" else ():
+            if line.startswith(b"committer "):
+                stamp = line.rsplit(b" ", 2)[-2]
+                return int(stamp) if stamp.isdigit() else 0
+        return 0
 
     def restore(self, rev: str) -> None:
         """`git reset --hard rev && git clean -fd`, touching only the paths that differ.
