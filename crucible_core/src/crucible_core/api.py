@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "3.1"
+API_VERSION = "3.2"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -377,6 +377,7 @@ if TYPE_CHECKING:
     from crucible_core.run.engine import DEFAULT_TURN_TIMEOUT as DEFAULT_TURN_TIMEOUT
     from crucible_core.run.engine import Engine as Engine
     from crucible_core.run.engine import RunOptions as RunOptions
+    from crucible_core.run.engine import engine_credentials as engine_credentials
     from crucible_core.run.engine import engine_environment as engine_environment
     from crucible_core.run.identity import run_identity as run_identity
     from crucible_core.run.injects import copy_injects as copy_injects
@@ -687,7 +688,7 @@ _export(
 _export("crucible_core.run.part_tokens", "encode_components=encode", "decode_components=decode")
 _export("crucible_core.run.injects", "copy_injects", "refresh_frozen")
 _export("crucible_core.run.drivers", "build_drivers")
-_export("crucible_core.run.engine", "engine_environment")
+_export("crucible_core.run.engine", "engine_credentials", "engine_environment")
 _export("crucible_core.run.identity", "run_identity")
 _export("crucible_core.run.lifecycle", "Lifecycle")
 _export("crucible_core.run.opened_runners", "HeldEvents", "open_configured_runners")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from pathlib import Path
 
     import click
@@ -293,6 +293,17 @@ def crucible_agent_signals() -> AgentSignals | None:
     escalation after a turn, its suspend at the iteration head (parked as a block-mode approval
     wait under its handle until it no longer holds or an operator approves). Return None to add
     nothing. crucible-plugin-distress answers with `crucible distress` and `crucible escalate`.
+    """
+
+
+@hookspec
+def crucible_engine_credentials() -> Iterable[str]:
+    """Name the environment variables holding credentials the engine uses on its own behalf.
+
+    A forge token a publisher pushes with, a record store's keys: the engine needs them, an agent
+    turn must never see them. Every agent turn (the loop's, a wide round's, an agent task's) gets
+    the engine's environment without these names, unless the manifest's `[agent].env` sets one
+    itself. Measure and task commands, which the agent cannot change, keep them.
     """
 
 

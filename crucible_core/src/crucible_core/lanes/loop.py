@@ -43,7 +43,7 @@ from crucible_core.run.assemble import build_engine
 from crucible_core.run.begin import begin_fresh, begin_resumed, prove_environment
 from crucible_core.run.budget import Budget
 from crucible_core.run.drivers import DriverChoice, Drivers, build_drivers
-from crucible_core.run.engine import Engine, agent_environment, engine_environment
+from crucible_core.run.engine import Engine, agent_environment, engine_credentials, engine_environment
 from crucible_core.run.lifecycle import Lifecycle
 from crucible_core.run.loop import LoopExit, Run, run_baseline, run_loop
 from crucible_core.run.opened_runners import DEFAULT_MEASURE_TIMEOUT, HeldEvents, RunRunners, open_run_runners
@@ -146,7 +146,8 @@ def prepare_loop(
     world_kept = recorded_kept(drivers.world) if folded is not None else None
     if folded is not None:
         refuse_disagreeing_log(folded, paths, world_kept)
-    agent_env = agent_environment(base_env, loaded)
+    # the engine's own credentials (a forge token, a record store's keys) never reach a turn
+    agent_env = agent_environment(base_env, loaded, engine_credentials(plugins))
     # The round before the deep loop (a strategy plugin's): what it cannot use is said before anything.
     search = prepare_round(
         plugins,

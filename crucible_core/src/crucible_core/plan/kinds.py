@@ -68,6 +68,8 @@ class AgentTurns:
     extra_env: Mapping[str, str] = attrs.field(factory=dict)
     iteration: int = 0
     hooks: TurnHooks | None = None
+    # the engine's own credentials (crucible_engine_credentials): left out of the turn's environment
+    withheld: frozenset[str] = frozenset()
 
 
 @attrs.frozen

@@ -472,11 +472,19 @@ class Engine:
             self.gates.interruptible = False
 
 
-def agent_environment(base: dict[str, str], loaded: LoadedManifest) -> dict[str, str]:
-    """The agent process env: the engine's env plus [agent].env (which reaches the agent only)."""
-    env = dict(base)
+def agent_environment(
+    base: dict[str, str], loaded: LoadedManifest, withheld: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """The agent process env: the engine's env without its own credentials, plus [agent].env
+    (which reaches the agent only, and may set a withheld name on purpose)."""
+    env = {k: v for k, v in base.items() if k not in withheld}
     env.update(loaded.manifest.agent.env)
     return env
+
+
+def engine_credentials(plugins: Any) -> frozenset[str]:
+    """The variables installed plugins hold for the engine's own writes (crucible_engine_credentials)."""
+    return frozenset(str(name) for names in plugins.call("crucible_engine_credentials") for name in names)
 
 
 def engine_environment() -> dict[str, str]:

@@ -127,16 +127,23 @@ def run_authored_iteration(engine: Engine, run: Run, iteration: int, graph: Auth
         if refreshed and root == engine.paths.workspace:
             engine.note(f"re-copied frozen injects the candidate had changed: {', '.join(refreshed)}", "warn")
 
+    env = engine_environment()
     config = ExecutorConfig(
         workspace=engine.paths.workspace,
         state_dir=scratch,
         engine=operations,
-        env=engine_environment(),
+        env=env,
         iteration=iteration,
         inline_engine=True,
         ends_run=False,  # plan_admitted and task_result lines, additive to the loop's own events
         before_task=before_task,
-        agent=AgentTurns(lambda: engine.backend, engine.loaded.manifest.agent.env, iteration),
+        agent=AgentTurns(
+            lambda: engine.backend,
+            engine.loaded.manifest.agent.env,
+            iteration,
+            # what the loop's own turns go without (the engine's credentials) its agent tasks go without
+            withheld=frozenset(env) - frozenset(engine.agent_env),
+        ),
         caps=engine.caps,
         task_runners=engine.task_runners,  # a task needing what this machine lacks: [deploy]'s cluster
     )

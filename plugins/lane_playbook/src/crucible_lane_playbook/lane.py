@@ -40,6 +40,7 @@ from crucible_core.api import (
     declaration_for,
     effective_workflow,
     ended_report,
+    engine_credentials,
     engine_environment,
     open_configured_runners,
     plan_data,
@@ -376,7 +377,9 @@ class PlaybookLane(GraphLane):
                 cache["backend"] = build_drivers(plugins, loaded, paths, shell).backend
             return cache["backend"]
 
-        return AgentTurns(backend, loaded.manifest.agent.env, hooks=lifecycle)
+        return AgentTurns(
+            backend, loaded.manifest.agent.env, hooks=lifecycle, withheld=engine_credentials(plugins)
+        )
 
 
 def _validity(verdict: str) -> str:

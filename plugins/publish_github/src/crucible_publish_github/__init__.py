@@ -68,6 +68,14 @@ def crucible_register_commands(register: Register[click.Command]) -> None:
 
 
 @hookimpl
+def crucible_engine_credentials() -> tuple[str, ...]:
+    """The forge token the publisher and watch-pr use: the engine's, never an agent turn's."""
+    from crucible_publish_github.github import TOKEN_ENVS
+
+    return TOKEN_ENVS
+
+
+@hookimpl
 def crucible_register_publishers(register: Register[PublisherFactory]) -> None:
     register("github", _github_publisher)
 

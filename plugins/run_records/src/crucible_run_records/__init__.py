@@ -74,6 +74,12 @@ def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
 
 
 @hookimpl
+def crucible_engine_credentials() -> tuple[str, ...]:
+    """The record store's keys boto3 reads: the engine writes the record, an agent turn never sees them."""
+    return ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+
+
+@hookimpl
 def crucible_register_commands(register: Register[click.Command]) -> None:
     register("fetch", Deferred("crucible_run_records.fetch:command"))
 

@@ -48,7 +48,7 @@ def run_agent_turn(context: TaskContext, agent: AgentTurns) -> Attempt:
         iteration=agent.iteration,
         prompt=prompt,
         workspace=context.workdir,
-        env={**context.env, **agent.extra_env},
+        env={**{k: v for k, v in context.env.items() if k not in agent.withheld}, **agent.extra_env},
         deadline_seconds=context.timeout,
         emit=lambda kind, fields_: None,
         model=fields.model,
