@@ -183,7 +183,12 @@ def _open_dirs(root: int, parts: Sequence[str]) -> int:
     fd = os.dup(root)
     try:
         for name in parts:
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except NotADirectoryError:  # what O_DIRECTORY reports for a link, too: tell them apart
+                if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise OSError(errno.ELOOP, "a symbolic link") from None
+                raise
             os.close(fd)
             fd = child
     except BaseException:
