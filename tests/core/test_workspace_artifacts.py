@@ -247,7 +247,11 @@ def test_an_upload_is_copied_privately_and_refused_past_its_bound(
     assert list((tmp_path / "s2").iterdir()) == []  # nothing half-copied is left behind
 
 
-def test_the_walk_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_walk_and_its_notes_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for index in range(30):  # a tree of links named like the artifact: named a bounded number of times
+        os.symlink("/etc/passwd", put(tmp_path, f"links/{index}/x", "").parent / "summary.txt")
+    notes = collect(tmp_path, ArtifactEntry(path="links", embed="summary.txt")).notes
+    assert len(notes) == 21 and notes[-1] == "... and 10 more passed over"
     for index in range(50):
         put(tmp_path, f"out/noise/{index}.txt", "x")
     monkeypatch.setattr(artifacts, "MAX_WALK_ENTRIES", 20)
@@ -387,3 +391,27 @@ def test_without_declared_artifacts_nothing_is_collected(example) -> None:
     assert run(fresh_plugins(module), manifest, 1).outcome == "finished"
     assert heard == [None]
     assert not [e for e in log(manifest) if e["kind"] == "artifacts"]
+
+
+REGENERATE_ONLY = """#!/bin/sh
+# derives a new pipeline version and changes nothing else
+set -eu
+mkdir -p target/pipeline/V$CRUCIBLE_ITERATION
+echo "iteration $CRUCIBLE_ITERATION" > target/pipeline/V$CRUCIBLE_ITERATION/summary.txt
+"""
+
+
+def test_a_turn_that_only_regenerates_artifacts_is_no_candidate_change(example) -> None:
+    manifest = example("counter")
+    folder = manifest.parent
+    (folder / "regen.sh").write_text(REGENERATE_ONLY)
+    (folder / "regen.sh").chmod(0o755)
+    text = manifest.read_text().replace("cp value.txt bump.sh", "cp value.txt regen.sh")
+    text = text.replace('agent_cmd = "./bump.sh"', 'agent_cmd = "./regen.sh"')
+    manifest.write_text(text + '\n[[workspace.artifact]]\npath = "target/pipeline"\nembed = "summary.txt"\n')
+    assert run(fresh_plugins(), manifest, 2).outcome == "finished"
+    rows = [e["row"] for e in log(manifest) if e["kind"] == "row"]
+    assert [(r["decision"], r["note"]) for r in rows[1:]] == [("discard", "no change")] * 2
+    assert sorted(p.name for p in (folder / "workspace/target/pipeline").iterdir()) == ["V1", "V2"]
+    # nothing was kept, so only the run's end collected them
+    assert [e["iter"] for e in log(manifest) if e["kind"] == "artifacts"] == [2]

@@ -43,6 +43,7 @@ EMBED_MAX_BYTES = 16 * 1024  # of one embedded file: what a PR body shows of it
 UPLOAD_MAX_BYTES = 32 * 1024 * 1024  # of one uploaded file: what a run record takes
 MAX_WALK_ENTRIES = 10_000  # directory entries looked at under one declared path
 MAX_WALK_DEPTH = 32
+MAX_NOTES = 20  # entries passed over that one collection names (a tree of links must not flood the log)
 # Characters of artifact sections one PR body takes (GitHub refuses a body over 65536): the
 # sections past it are named, not shown.
 MAX_EMBED_MARKDOWN = 48 * 1024
@@ -150,6 +151,8 @@ def collect_artifacts(
             items.append(
                 attrs.evolve(taken, source=entry.path, pattern=pattern, title=entry.heading, name=name)
             )
+    if len(notes) > MAX_NOTES:
+        notes = [*notes[:MAX_NOTES], f"... and {len(notes) - MAX_NOTES} more passed over"]
     return Collected(tuple(items), tuple(notes))
 
 
