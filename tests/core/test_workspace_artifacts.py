@@ -147,6 +147,15 @@ def test_nothing_produced_yet_is_missing_not_an_error(tmp_path: Path) -> None:
     assert embed_markdown(collect(tmp_path, ArtifactEntry(path="out", embed="summary.txt"))) == ""
 
 
+@pytest.mark.parametrize("path", ["", "/", "../ws", "a/../.."])
+def test_a_declared_path_outside_the_workspace_is_refused_whoever_declared_it(
+    tmp_path: Path, path: str
+) -> None:
+    put(tmp_path, "summary.txt", "outside\n")
+    item = only(collect(tmp_path / "ws", ArtifactEntry(path=path, embed="summary.txt")), "embed")
+    assert item.status == "refused" and item.text == ""
+
+
 def test_a_declared_path_may_be_the_file_itself(tmp_path: Path) -> None:
     put(tmp_path, "report/summary.txt", "the one\n")
     item = only(collect(tmp_path, ArtifactEntry(path="report/summary.txt", embed="summary.txt")), "embed")

@@ -209,6 +209,8 @@ def _walk(
     found: list[list[tuple[int, tuple[str, ...]]]] = [[] for _ in patterns]
     passed_over: list[str] = []
     parts = _parts(declared)
+    if not parts or any(part in (".", "..") for part in parts):  # the manifest refuses these already
+        return [f"{declared!r} does not name a path inside the workspace"] * len(patterns), passed_over
     try:
         root = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
