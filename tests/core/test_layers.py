@@ -18,6 +18,7 @@ INFRASTRUCTURE = {
     "redact",
     "agent_files",
     "workspace_files",
+    "artifacts",
     "toml_text",
     "event_bounds",
     "protocols",

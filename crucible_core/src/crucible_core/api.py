@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "3.2"
+API_VERSION = "3.3"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -37,6 +37,13 @@ if TYPE_CHECKING:
     from crucible_core.agent_files import (
         read_regular as read_regular,
     )
+    from crucible_core.artifacts import EMBED_MAX_BYTES as EMBED_MAX_BYTES
+    from crucible_core.artifacts import UPLOAD_MAX_BYTES as UPLOAD_MAX_BYTES
+    from crucible_core.artifacts import Collected as Collected
+    from crucible_core.artifacts import CollectedArtifact as CollectedArtifact
+    from crucible_core.artifacts import collect_artifacts as collect_artifacts
+    from crucible_core.artifacts import embed_markdown as embed_markdown
+    from crucible_core.artifacts import record_files as record_files
     from crucible_core.broker.declaration import Declaration as Declaration
     from crucible_core.broker.declaration import Disclosure as Disclosure
     from crucible_core.broker.outputs import FixedTarget as FixedTarget
@@ -606,6 +613,18 @@ _export(
 )  # an agent's marker file's bounds
 _export("crucible_core.event_bounds", "MAX_FIELD_CHARS", "clip", "clip_value")
 _export("crucible_core.workspace_files", "copy_tree_into")
+# Declared artifacts ([[workspace.artifact]]): collected as hostile input, rendered for a PR body
+# and listed for a run record (KeptCommit.artifacts and RunEnd.artifacts carry a collection).
+_export(
+    "crucible_core.artifacts",
+    "Collected",
+    "CollectedArtifact",
+    "collect_artifacts",
+    "embed_markdown",
+    "record_files",
+    "EMBED_MAX_BYTES",
+    "UPLOAD_MAX_BYTES",
+)
 # Agent tool configuration (the 0600 MCP config file).
 _export("crucible_core.mcp_config", "ENV_MCP_CONFIG", "mcp_config_file")
 # Command-line building blocks for plugin commands, and the plain console reporter.

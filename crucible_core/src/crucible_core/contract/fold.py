@@ -72,6 +72,7 @@ class Folded:
     recoveries: list[wire.Recovery] = attrs.field(factory=list)
     plan: wire.PlanAdmitted | None = None
     plan_results: dict[str, wire.TaskResult] = attrs.field(factory=dict)
+    artifacts: wire.Artifacts | None = None  # the latest collection of the declared artifacts
     unknown: int = 0  # lines of a kind this reader does not know
 
     @property
@@ -218,6 +219,8 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
             spent_since += ev.cost
         elif type(ev) is wire.AgentStart:
             f.open_turn_iter = ev.iter
+        elif type(ev) is wire.Artifacts:
+            f.artifacts = ev
         elif type(ev) is wire.AgentDone:
             f.open_turn_iter = None
         elif type(ev) is wire.Segment:

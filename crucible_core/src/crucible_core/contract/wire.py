@@ -879,6 +879,30 @@ class ServiceReclaim:
 
 
 @attrs.frozen(kw_only=True)
+class ArtifactWire:
+    """Ours: one declared artifact's embed or upload as collected: the file taken, or why none was."""
+
+    path: str  # the declared [[workspace.artifact]] path
+    mode: str  # embed or upload
+    status: str  # taken, missing (nothing matches yet) or refused (see note)
+    name: str = ours("")  # the workspace-relative path of the file taken
+    bytes: int | None = ours()
+    digest: str = ours("")  # sha256:<hex> of what the run record keeps
+    truncated: bool | None = ours()  # an embed cut at its bound
+    note: str = ours("")
+
+
+@attrs.frozen(kw_only=True)
+class Artifacts:
+    """Ours: the declared artifacts collected after a keep and at run end (the content is never logged)."""
+
+    KIND: ClassVar[str] = "artifacts"
+    iter: int = 0
+    items: list[ArtifactWire] = attrs.field(factory=list)
+    notes: list[str] = ours(factory=list)  # entries passed over: links, FIFOs, a walk cut at its bound
+
+
+@attrs.frozen(kw_only=True)
 class Unknown:
     """A kind this reader does not know (a newer writer's): kept as its tag, counted by folds."""
 
@@ -921,6 +945,7 @@ Event: TypeAlias = (
     | ServiceReady
     | ServiceExit
     | ServiceReclaim
+    | Artifacts
     | Unknown
 )
 
@@ -961,6 +986,7 @@ OUR_KINDS: tuple[type, ...] = (
     ServiceReady,
     ServiceExit,
     ServiceReclaim,
+    Artifacts,
 )
 # Every event class declares its wire name as a `KIND` class variable.
 KINDS: dict[str, type] = {vars(c)["KIND"]: c for c in CONTRACT_KINDS + OUR_KINDS}
@@ -1091,6 +1117,7 @@ def _make_converter() -> cattrs.Converter:
             RowWire,
             PrLinkWire,
             PlanTaskWire,
+            ArtifactWire,
             Ask,
             ComponentIdentity,
             RigIdentity,

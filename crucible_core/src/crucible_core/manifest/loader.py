@@ -37,6 +37,8 @@ GLOB_CHARS = set("*?[")
 MAX_SELFTEST_RUNS = 100
 MAX_REPEATS = 100  # [judge].repeats: each repeat is a full measure
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+MAX_ARTIFACTS = 32  # [[workspace.artifact]] entries: each is walked after every keep
+MAX_ARTIFACT_TITLE = 200  # a PR-body heading, not a paragraph
 # The world an assembled manifest ([composite] with [[component]] tables) runs in. The plugin
 # registering it names, in its `parts=` trait, the function that loads the components.
 ASSEMBLED_WORLD = "composite"
@@ -226,6 +228,54 @@ def _plain_relative(value: str) -> bool:
     return all(part not in (".", "..") for part in value.split("/"))
 
 
+def _check_carried(path: Path, where: str, entry: str) -> None:
+    """A carried path is written into the repository's exclude file: it must be a plain relative
+    path, which also keeps a '!' (negation) or '#' (comment) from changing what the file means."""
+    problem = text_problem(entry)
+    if problem:
+        raise _fail(path, f"{where} {problem}")
+    if not _plain_relative(entry.rstrip("/")) or entry[0] in "!#":
+        raise _fail(
+            path,
+            f"{where} {entry!r} must be a plain relative path (no '.', '..', leading '/', '!' or '#')",
+        )
+
+
+def _validate_artifacts(path: Path, m: Manifest) -> None:
+    declared = m.workspace.artifact
+    if len(declared) > MAX_ARTIFACTS:
+        raise _fail(path, f"[[workspace.artifact]]: at most {MAX_ARTIFACTS} entries (got {len(declared)})")
+    for index, entry in enumerate(declared):
+        where = f"[workspace].artifact[{index}]"
+        _check_carried(path, f"{where}.path", entry.path)
+        if entry.embed is None and entry.upload is None:
+            raise _fail(
+                path,
+                f"{where} names neither embed nor upload: nothing would be published",
+                hint="name the file to show (embed) or to keep in the run record (upload), "
+                "or list the path in [workspace].carry_forward",
+            )
+        for key, pattern in (("embed", entry.embed), ("upload", entry.upload)):
+            if pattern is None:
+                continue
+            problem = text_problem(pattern)
+            if problem:
+                raise _fail(path, f"{where}.{key} {problem}")
+            parts = pattern.split("/")
+            if any(part in ("", ".", "..") for part in parts) or "\\" in pattern:
+                raise _fail(
+                    path,
+                    f"{where}.{key} {pattern!r} must be a file name (or a relative path of names) "
+                    f"inside {entry.path!r}: no '.', '..', empty parts or a leading '/'",
+                    hint='a glob is allowed, e.g. embed = "summary*.txt" or "V*/summary.txt"',
+                )
+        if entry.title is not None:
+            if not entry.title.strip() or any(not ch.isprintable() for ch in entry.title):
+                raise _fail(path, f"{where}.title must be a non-empty line of printable text")
+            if len(entry.title) > MAX_ARTIFACT_TITLE:
+                raise _fail(path, f"{where}.title is longer than {MAX_ARTIFACT_TITLE} characters")
+
+
 def _validate_preflight(path: Path, m: Manifest) -> None:
     assert m.preflight is not None
     if m.judge is None:
@@ -312,15 +362,8 @@ def _validate_rules(path: Path, m: Manifest) -> None:
     if agent.goal is not None and agent.goal_file is not None:
         raise _fail(path, "[agent] sets both goal and goal_file; keep one")
     for index, entry in enumerate(m.workspace.carry_forward):
-        where = f"[workspace].carry_forward[{index}]"
-        problem = text_problem(entry)
-        if problem:
-            raise _fail(path, f"{where} {problem}")
-        if not _plain_relative(entry.rstrip("/")) or entry[0] in "!#":
-            raise _fail(
-                path,
-                f"{where} {entry!r} must be a plain relative path (no '.', '..', leading '/', '!' or '#')",
-            )
+        _check_carried(path, f"[workspace].carry_forward[{index}]", entry)
+    _validate_artifacts(path, m)
     base = path.parent
     problem = workspace_problem(base, m.workspace.dir)
     if problem:

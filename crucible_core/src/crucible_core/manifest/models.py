@@ -22,7 +22,7 @@ UNSUPPORTED_SECTIONS = (
 )
 UNSUPPORTED_AGENT_TABLES = ("relay", "requires", "prefers")
 UNSUPPORTED_AGENT_KEYS = ("allow_unverified_image",)  # image verification for sandboxing backends
-UNSUPPORTED_WORKSPACE_KEYS = ("artifact",)
+UNSUPPORTED_WORKSPACE_KEYS: tuple[str, ...] = ()
 
 
 REPO_STARTS = ("head", "worktree")
@@ -48,11 +48,36 @@ class InjectEntry:
 
 
 @attrs.frozen
+class ArtifactEntry:
+    """One [[workspace.artifact]]: derived output carried across discards and published.
+
+    `path` is carried exactly like a carry_forward entry. `embed` and `upload` name the file to
+    publish inside it (the newest match wins): an embed is shown in the PR body and written to the
+    run record, an upload goes to the run record only. crucible_core/artifacts.py collects them.
+    """
+
+    path: str
+    embed: str | None = None
+    upload: str | None = None
+    title: str | None = None  # the PR body's heading for it; default: the path
+
+    @property
+    def heading(self) -> str:
+        return self.title if self.title else self.path
+
+
+@attrs.frozen
 class WorkspaceSection:
     dir: str = "workspace"
     setup_cmd: str | None = None
     inject: tuple[str | InjectEntry, ...] = ()
     carry_forward: tuple[str, ...] = ()
+    artifact: tuple[ArtifactEntry, ...] = ()
+
+    @property
+    def carried(self) -> tuple[str, ...]:
+        """Every workspace path a discard keeps: carry_forward, then each artifact's path."""
+        return tuple(dict.fromkeys([*self.carry_forward, *(entry.path for entry in self.artifact)]))
 
 
 @attrs.frozen

@@ -192,7 +192,7 @@ def world_of(
         context = WorldContext(
             workspace,
             own.world,
-            tuple(own.workspace.carry_forward),
+            own.workspace.carried,
             attrs.evolve(shell, cwd=workspace),
             private_dir=paths.private_dir / "world" / component.name if world_record else None,
             note=notes,
@@ -215,7 +215,7 @@ def world_of(
 
 
 def _spared(loaded: LoadedManifest, paths: RunPaths) -> list[str]:
-    return [*paths.spared_in_workspace(), *loaded.manifest.workspace.carry_forward]
+    return [*paths.spared_in_workspace(), *loaded.manifest.workspace.carried]
 
 
 def _harness_spared(plugins: Plugins, choice: DriverChoice) -> tuple[str, ...]:

@@ -7,8 +7,8 @@ process of a loop (a resume is a new process and starts again at run start):
     crucible_run_start
     baseline measure (when owed)
     per iteration: crucible_before_turn -> agent turn -> crucible_after_turn -> measure -> keep/discard
-                   (a keep that made a commit: crucible_commit_kept)
-    crucible_run_end (always, once, when run start was reached)
+                   (a keep that made a commit: the declared artifacts collected, crucible_commit_kept)
+    crucible_run_end (always, once, when run start was reached; the artifacts collected again first)
 
 A playbook fires run start once its workspace and identity are ready and before any task is
 dispatched, and the turn hooks around each agent task; a plan file fires run start before
@@ -35,11 +35,13 @@ from crucible_core.errors import RunFailed, UncoveredGrant
 from crucible_core.plugins import HookFailed, implementer
 
 if TYPE_CHECKING:
+    from crucible_core.artifacts import Collected
     from crucible_core.broker.declaration import Disclosure
     from crucible_core.broker.service import TurnBroker
     from crucible_core.manifest.loader import LoadedManifest
     from crucible_core.plugins import Plugins
     from crucible_core.protocols import Publisher, Turn, TurnResult
+    from crucible_core.run.artifact_collection import ArtifactCollection
     from crucible_core.services.runtime import ServiceForward, ServiceRuntime
 
 # Environment variables the engine sets for every turn; a plugin's additions never replace them.
@@ -111,6 +113,9 @@ class KeptCommit:
     iteration: int  # the iteration that kept it (a wide round's winner: the round's iteration)
     sha: str
     summary: str  # the measure's note for the kept reading
+    # The [[workspace.artifact]] files as they stood at this keep (None when none are declared):
+    # `crucible_core.artifacts.embed_markdown` renders the PR body's sections, `record_files` the record's.
+    artifacts: Collected | None = attrs.field(default=None, kw_only=True)
 
 
 class TurnUnavailable(Exception):
@@ -126,6 +131,7 @@ class RunEnd:
     outcome: str
     reason: str
     iterations: int  # the last completed iteration (a playbook's or a plan's one pass counts as 1)
+    artifacts: Collected | None = attrs.field(default=None, kw_only=True)  # as they stand at the end
 
 
 @attrs.define
@@ -138,6 +144,8 @@ class Lifecycle:
     # The run's capability disclosure: env a plugin adds to a turn must be covered by it.
     # None only where no declaration was resolved (unit tests of the hook plumbing).
     disclosure: Disclosure | None = None
+    # The declared artifacts, collected before a keep and the run end are told (None: none declared).
+    artifacts: ArtifactCollection | None = None
     started: bool = False
     ended: bool = False
 
@@ -227,13 +235,17 @@ class Lifecycle:
         self._observe("crucible_after_turn", context=context, result=result)
 
     def commit_kept(self, iteration: int, sha: str, summary: str) -> None:
-        self._observe("crucible_commit_kept", kept=KeptCommit(self.context, iteration, sha, summary))
+        collected = self.artifacts.collect(iteration) if self.artifacts is not None else None
+        kept = KeptCommit(self.context, iteration, sha, summary, artifacts=collected)
+        self._observe("crucible_commit_kept", kept=kept)
 
     def run_end(self, outcome: str, reason: str, iterations: int) -> None:
         if not self.started or self.ended:
             return
         self.ended = True
-        self._observe("crucible_run_end", end=RunEnd(self.context, outcome, reason, iterations))
+        collected = self.artifacts.collect(iterations) if self.artifacts is not None else None
+        end = RunEnd(self.context, outcome, reason, iterations, artifacts=collected)
+        self._observe("crucible_run_end", end=end)
 
     def _observe(self, hook: str, **kwargs: Any) -> None:
         for fault in self.plugins.observe(hook, **kwargs):

@@ -28,6 +28,7 @@ from crucible_core.plugins import Plugins
 from crucible_core.protocols import Publisher, Reporter, ReporterContext, ReporterFactory
 from crucible_core.redact import Redactor
 from crucible_core.reporters.console import console_choice, is_terminal
+from crucible_core.run.artifact_collection import ArtifactCollection
 from crucible_core.run.gates import Aborted
 from crucible_core.run.lifecycle import Lifecycle, RunContext
 from crucible_core.run.observers import ObserverFanout
@@ -63,12 +64,18 @@ class _Hooks:
     """The run's lifecycle, made once (the lane decides when, and with which broker)."""
 
     def __init__(
-        self, plugins: Plugins, lane: Lane, services: ServiceRuntime | None, log: SessionLog
+        self,
+        plugins: Plugins,
+        lane: Lane,
+        services: ServiceRuntime | None,
+        log: SessionLog,
+        redactor: Redactor,
     ) -> None:
         self.plugins = plugins
         self.lane = lane
         self.services = services
         self.log = log
+        self.redactor = redactor
         self.made: Lifecycle | None = None
 
     def make(
@@ -91,11 +98,25 @@ class _Hooks:
             publisher=publisher,
             emit=self.log.emit,
         )
+        declared = lane.manifest.manifest.workspace.artifact if lane.manifest is not None else ()
+        artifacts = (
+            ArtifactCollection(
+                paths.workspace,
+                declared,
+                paths.private_dir,
+                redact=self.redactor.text,
+                emit=self.log.emit,
+                note=self._note,
+            )
+            if declared
+            else None
+        )
         self.made = Lifecycle(
             self.plugins,
             context,
             note=self._note,
             disclosure=disclosure,
+            artifacts=artifacts,
         )
         return self.made
 
@@ -124,7 +145,7 @@ def drive(plugins: Plugins, lane: Lane, lock: StateLock, ui: str) -> SessionResu
     inbox = Inbox()
     bridge = ControlBridge(ledger, inbox, honours=lane.honours, lane=lane.kind)
     services = lane.planned.open(state_dir=paths.state_dir, emit=log.emit, run_id=lane.run_id)
-    hooks = _Hooks(plugins, lane, services, log)
+    hooks = _Hooks(plugins, lane, services, log, redactor)
     shell = Shell(
         log=log,
         redactor=redactor,

@@ -69,11 +69,11 @@ def check_composite(loaded: LoadedManifest) -> tuple[ComponentEntry, ...]:
     )
     if len(entries) < 2:
         raise _fail(path, "[composite] assembles at least two [[component]] entries")
-    if m.repo is not None or m.workspace.setup_cmd is not None or m.workspace.carry_forward:
+    if m.repo is not None or m.workspace.setup_cmd is not None or m.workspace.carried:
         raise _fail(
             path,
-            "a composite has no [repo], setup_cmd or carry_forward of its own: each [[component]]'s "
-            "domain brings its own",
+            "a composite has no [repo], setup_cmd, carry_forward or [[workspace.artifact]] of its own: "
+            "each [[component]]'s domain brings its own",
         )
     if m.judge is None and not m.playbook:  # a judgeless composite playbook is valid (C-PLAYBOOK-COMPOSITE)
         raise _fail(path, "[composite] needs a [judge]: one combined gate scores the assembled components")
@@ -112,5 +112,13 @@ def load_components(loaded: LoadedManifest, plugins: Plugins) -> tuple[LoadedCom
         component = load_manifest(target, plugins=plugins)
         if component.components:
             raise _fail(path, f"[[component]][{index}].domain {entry.domain!r} is itself a composite")
+        if component.manifest.workspace.artifact:
+            # A component's carry_forward still works (its own world spares it); publishing a
+            # component's artifacts is not built, and a declaration must never be silently dropped.
+            raise UnsupportedSectionError(
+                f"{path}: [[component]][{index}].domain {entry.domain!r} declares [[workspace.artifact]], "
+                "which a composite does not publish in this version",
+                hint="move the artifact paths to the domain's [workspace].carry_forward to keep them carried",
+            )
         components.append(LoadedComponent(component_name(entry), component))
     return tuple(components)
