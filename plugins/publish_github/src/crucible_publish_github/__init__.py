@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import click
 
     from crucible_core.api import (
+        Collected,
         KeptCommit,
         OutputKindSpec,
         Publisher,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
         RunContext,
         RunEnd,
     )
+    from crucible_publish_github.body import EmbeddedArtifact
     from crucible_publish_github.on_keep import KeptPublisher
 
 # One publish-on-keep per loop run this process drives, keyed by run id (tests drive several).
@@ -124,10 +126,19 @@ def crucible_run_start(context: RunContext) -> None:
         publishing.resume(list(read_events(context.session_log)))
 
 
+def _embeds(collected: Collected) -> tuple[EmbeddedArtifact, ...]:
+    """The declared artifacts a pull request body shows: each embed taken, with its redacted text."""
+    from crucible_publish_github.body import EmbeddedArtifact
+
+    return tuple(EmbeddedArtifact(item.title, item.text) for item in collected.embeds if item.taken)
+
+
 @hookimpl
 def crucible_commit_kept(kept: KeptCommit) -> None:
     publishing = _publishing.get(kept.run.run_id)
     if publishing is not None:
+        if kept.artifacts is not None:
+            publishing.artifacts = _embeds(kept.artifacts)
         publishing.on_keep(kept.iteration, kept.sha)  # mediated, then handed to the worker
 
 
@@ -136,6 +147,8 @@ def crucible_run_end(end: RunEnd) -> None:
     publishing = _publishing.pop(end.run.run_id, None)
     if publishing is None:
         return
+    if end.artifacts is not None:
+        publishing.artifacts = _embeds(end.artifacts)
     if end.run.lane == "playbook":
         # a playbook keeps nothing turn by turn: commits beyond its base are what it publishes
         publishing.publish_beyond_base(end.iterations)

@@ -42,7 +42,7 @@ from crucible_core.api import CrucibleError, OutputRefused, PublishRequest
 
 if TYPE_CHECKING:
     from crucible_core.api import Publisher, PublishSection
-    from crucible_publish_github.body import RunStory
+    from crucible_publish_github.body import EmbeddedArtifact, RunStory
 
 PUBLISH_SECONDS = 120.0  # one publish (lookups, push, pull request); a hung forge must not hold it forever
 DRAIN_SECONDS = 30.0  # what run end waits for the worker before leaving the rest to a resume
@@ -180,6 +180,8 @@ class KeptPublisher:
     state_dir: Path  # this plugin's directory under the run's private state
     emit: Emit = lambda event: None
     record: str | None = None  # the run record's address ([publish].record), linked from each body
+    # the declared artifacts' embeds of the newest collection (set by the hooks, read by the worker)
+    artifacts: tuple[EmbeddedArtifact, ...] = ()
     admitted: set[str] = attrs.field(factory=set)  # repos whose pull request the mediation point admitted
     stopped: str | None = None  # the bound that stopped publishing, once one did
     # Set once run end stopped waiting: the session log is the engine's again, so a publish that
@@ -363,7 +365,13 @@ class KeptPublisher:
             sha=head,
             workspace=target.workspace,
             title=_title(story.goal, self.run_id, target.component),
-            body=render_body(story, record_uri=self.record, siblings=siblings, component=target.component),
+            body=render_body(
+                story,
+                record_uri=self.record,
+                siblings=siblings,
+                component=target.component,
+                artifacts=self.artifacts,
+            ),
             env=self.env,
             timeout=PUBLISH_SECONDS,
             lease=lease,

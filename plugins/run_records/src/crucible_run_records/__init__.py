@@ -26,7 +26,7 @@ from crucible_core.api import Deferred, hookimpl
 if TYPE_CHECKING:
     import click
 
-    from crucible_core.api import KeptCommit, OutputKindSpec, Register, RunContext, RunEnd
+    from crucible_core.api import Collected, KeptCommit, OutputKindSpec, Register, RunContext, RunEnd
     from crucible_run_records.writer import RecordWriter
 
 # The engine-environment variable `crucible run --results-bucket` sets (and a user may export).
@@ -161,9 +161,22 @@ def crucible_commit_kept(kept: KeptCommit) -> None:
     writer = _writers.get(kept.run.run_id)
     if writer is None:
         return
+    if kept.artifacts is not None:
+        _add_artifacts(writer, kept.artifacts)
     writer.request(with_log=True)  # written by the writer's thread: the loop goes on at once
     for text in writer.take_warnings():
         kept.run.note(text, "warn")
+
+
+def _add_artifacts(writer: RecordWriter, collected: Collected) -> None:
+    """The declared artifacts' staged copies (never the agent's own files) into `artifacts/`."""
+    from crucible_core.api import record_files
+
+    for name, staged in record_files(collected):
+        try:
+            writer.add_artifact(name, staged.read_bytes())
+        except OSError as exc:
+            writer.warn(f"artifact {name} could not be read for the run record: {exc}")
 
 
 @hookimpl
@@ -171,6 +184,8 @@ def crucible_run_end(end: RunEnd) -> None:
     writer = _writers.get(end.run.run_id)
     if writer is None:
         return
+    if end.artifacts is not None:
+        _add_artifacts(writer, end.artifacts)
     writer.add({"kind": "shutdown", "outcome": end.outcome, "reason": end.reason})
     from crucible_run_records import writer as writer_module
 
