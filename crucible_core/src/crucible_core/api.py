@@ -463,6 +463,7 @@ if TYPE_CHECKING:
     validate_plan = validate.validate
     encode_components = part_tokens.encode
     decode_components = part_tokens.decode
+    COMPONENTS_TOKEN_PREFIX = part_tokens.TOKEN_PREFIX
     task_refusals = runners.refusals
     toml_document = toml_text.document
     find_workflow_source = language.find_source
@@ -704,7 +705,12 @@ _export(
     "setup_component",
     "workspace_in_use",
 )
-_export("crucible_core.run.part_tokens", "encode_components=encode", "decode_components=decode")
+_export(
+    "crucible_core.run.part_tokens",
+    "encode_components=encode",
+    "decode_components=decode",
+    "COMPONENTS_TOKEN_PREFIX=TOKEN_PREFIX",
+)
 _export("crucible_core.run.injects", "copy_injects", "refresh_frozen")
 _export("crucible_core.run.drivers", "build_drivers")
 _export("crucible_core.run.engine", "engine_credentials", "engine_environment")

@@ -89,7 +89,7 @@ def crucible_run_start(context: RunContext) -> None:
         # no [publish] (a plan file has no manifest), no publisher, or no mediation point to admit
         # the write: a playbook lane gets one only when it opens a broker
         return
-    from crucible_core.session_log import read_events
+    from crucible_core.api import read_events
     from crucible_publish_github.on_keep import KeptPublisher, Target
 
     assert context.manifest is not None

@@ -157,10 +157,10 @@ class Target:
         reports) or snapshot token (`composite:{...}`, the run's recorded base)."""
         if token is None or not self.component:
             return token
-        from crucible_core.run.part_tokens import TOKEN_PREFIX, decode
+        from crucible_core.api import COMPONENTS_TOKEN_PREFIX, decode_components
 
-        if token.startswith(TOKEN_PREFIX):
-            return decode(token).get(self.component)
+        if token.startswith(COMPONENTS_TOKEN_PREFIX):
+            return decode_components(token).get(self.component)
         for part in token.split(","):
             name, _, sha = part.partition("@")
             if name == self.component:
@@ -246,7 +246,7 @@ class KeptPublisher:
             self.worker.submit(sha)
 
     def _base(self) -> str | None:
-        from crucible_core.session_log import read_events
+        from crucible_core.api import read_events
         from crucible_publish_github.body import RunStory
 
         if len(self.targets) == 1 and not self.targets[0].component:
@@ -259,7 +259,7 @@ class KeptPublisher:
         A playbook keeps nothing iteration by iteration; the comparison of each workspace's HEAD
         with the base it started from stands in for the loop's keeps (nothing beyond: nothing).
         """
-        from crucible_core.session_log import read_events
+        from crucible_core.api import read_events
         from crucible_publish_github.body import RunStory
 
         base = RunStory.from_events(self.run_id, read_events(self.session_log)).base_commit
@@ -281,7 +281,7 @@ class KeptPublisher:
         """At run end: rewrite the bodies once more (the epilogue has run), then wait a bounded time."""
         if not self.admitted:
             return
-        from crucible_core.session_log import read_events
+        from crucible_core.api import read_events
         from crucible_publish_github.body import RunStory
 
         # the log's newest keep, never what the worker happens to hold: a keep still queued is newer
@@ -315,8 +315,7 @@ class KeptPublisher:
     def _publish_all(self, sha: str) -> None:
         """Each admitted target's pull request to `sha`; a composite's bodies link each other, so a
         pull request opened this round sends the ones already open through once more."""
-        from crucible_core.contract import wire
-        from crucible_core.session_log import read_events
+        from crucible_core.api import read_events, wire
         from crucible_publish_github.body import RunStory
 
         story = RunStory.from_events(self.run_id, read_events(self.session_log))
