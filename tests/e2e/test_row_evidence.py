@@ -92,7 +92,10 @@ def test_show_results_and_the_flow_page_show_the_change(example) -> None:
     assert drawn.returncode == 0, drawn.stderr
     html = page.read_text()
     assert "2 files changed, 2 insertions(+), 1 deletion(-)" in html
-    assert "+iteration 1" in html and "(none recorded)" not in html.split('id="detail-1"')[1].split("</template>")[0]
+    assert (
+        "+iteration 1" in html
+        and "(none recorded)" not in html.split('id="detail-1"')[1].split("</template>")[0]
+    )
 
 
 HOSTILE = """#!/bin/sh
@@ -141,3 +144,29 @@ def test_a_hostile_candidate_gives_a_bounded_redacted_link_free_diff(example, tm
     assert "THE-CONTENT-BEHIND-THE-LINK" not in diff
     log = (manifest.parent / "state" / "session.jsonl").read_text()
     assert "sk-ant-abcdefghijklmnop" not in log and "THE-CONTENT-BEHIND-THE-LINK" not in log
+
+
+def test_a_log_written_before_rows_carried_the_change_resumes_and_folds(example) -> None:
+    manifest = _alternating(example)
+    done = run_crucible("--manifest", manifest, "--iterations", "2", "--no-early-stop")
+    assert done.returncode == 0, done.stderr
+    log = manifest.parent / "state" / "session.jsonl"
+    older = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event["kind"] == "row":  # as an older writer left it: neither field at all
+            event["row"].pop("diff")
+            event["row"].pop("diffstat")
+        older.append(json.dumps(event, separators=(",", ":")))
+    log.write_text("\n".join(older) + "\n", encoding="utf-8")
+    resumed = run_crucible("run", "--manifest", manifest, "--resume", "--iterations", "4", "--no-early-stop")
+    assert resumed.returncode == 0, resumed.stderr
+    written = rows(manifest)
+    assert [r["iter"] for r in written] == [0, 1, 2, 3, 4]
+    assert all("diff" not in r for r in written[:3])
+    assert written[3]["diffstat"] == "2 files changed, 2 insertions(+), 1 deletion(-)"
+    assert "+++ b/note-3.txt" in written[3]["diff"]
+    view = json.loads(run_crucible("show", "--manifest", manifest, "--json").stdout)
+    assert [("diffstat" in r) for r in view["rows"]] == [False, False, False, True, True]
+    results = json.loads(run_crucible("results", "--manifest", manifest, "--json").stdout)
+    assert [r["diffstat"] != "" for r in results["rows"]] == [False, False, True, True]

@@ -10,6 +10,7 @@ are only counted (the engine cuts a row's diff far below that anyway).
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 from dulwich.patch import gen_diff_header, write_object_diff
 
@@ -19,6 +20,9 @@ from crucible_world_git.dulwich_names import object_id
 from crucible_world_git.git_memory import GitMemory
 from crucible_world_git.index_file import MODE_GITLINK, MODE_TREE
 from crucible_world_git.loose_objects import parse_tree
+
+if TYPE_CHECKING:
+    from dulwich.objects import ObjectID
 
 # A file side bigger than this is not run through the line diff (difflib's cost grows with the
 # product of the two sides' lines): its header and sizes stand for it, as git's "Binary files".
@@ -100,14 +104,26 @@ def _size(memory: GitMemory, side: Side) -> int:
     return len(memory.db.read(side[1])[1])
 
 
+def _diff_side(path: bytes, side: Side) -> tuple[bytes | None, int | None, ObjectID | None]:
+    """One side as dulwich's diff writer takes it: (path, mode, hex id), all None when absent."""
+    if side is None:
+        return None, None, None
+    return path, side[0], object_id(side[1].hex().encode())
+
+
 def _write_file_diff(out: io.BytesIO, memory: GitMemory, path: bytes, old: Side, new: Side) -> None:
-    shown = shown_path(path)
-    old_file = (shown if old else None, old[0] if old else None, object_id(old[1].hex().encode()) if old else None)
-    new_file = (shown if new else None, new[0] if new else None, object_id(new[1].hex().encode()) if new else None)
+    shown = shown_path(path) or path
+    old_file, new_file = _diff_side(shown, old), _diff_side(shown, new)
     old_size, new_size = _size(memory, old), _size(memory, new)
     if max(old_size, new_size) > FILE_DIFF_CAP:
-        out.writelines(gen_diff_header((old_file[0], new_file[0]), (old_file[1], new_file[1]), (old_file[2], new_file[2])))
-        out.write(b"Large file a/%s (%d bytes) and b/%s (%d bytes): not diffed\n" % (shown, old_size, shown, new_size))
+        header = gen_diff_header(
+            (old_file[0], new_file[0]), (old_file[1], new_file[1]), (old_file[2], new_file[2])
+        )
+        out.writelines(header)
+        out.write(
+            b"Large file a/%s (%d bytes) and b/%s (%d bytes): not diffed\n"
+            % (shown, old_size, shown, new_size)
+        )
         return
     write_object_diff(out, memory.repo.object_store, old_file, new_file)
 
@@ -124,4 +140,3 @@ def _counted(piece: bytes) -> tuple[int, int]:
         elif in_hunk and line.startswith(b"-"):
             removed += 1
     return added, removed
-
