@@ -87,6 +87,8 @@ def test_show_results_and_the_flow_page_show_the_change(example) -> None:
     by_iter = {row["iter"]: row for row in results["rows"]}
     assert by_iter[1]["diffstat"] == by_iter[2]["diffstat"] != ""
     assert "-2\n+1\n" in by_iter[2]["diff"]
+    table = (manifest.parent / "workspace" / "RESULTS.md").read_text()
+    assert "| 2 files changed, 2 insertions(+), 1 deletion(-) |" in table
     page = manifest.parent / "flow.html"
     drawn = run_crucible("flow", "--manifest", manifest, "--out", page)
     assert drawn.returncode == 0, drawn.stderr
