@@ -169,6 +169,9 @@ def test_a_wide_round_proposes_concurrently_measures_serially_and_keeps_the_best
     last = wide[-1]
     assert last["decision"] == "keep" and last["score"] == 70
     assert last["note"].startswith("wide round decided: candidate 2")
+    # the kept winner's row carries its change against the baseline it was proposed from
+    assert last["diffstat"] == "1 file changed, 1 insertion(+), 1 deletion(-)"
+    assert "-cost = 100\n+cost = 70\n" in last["diff"]
     assert sorted(by_slot(manifest)) == [1, 2, 3, 4]
     # deep rows carry no phase, start from the winner, and count iterations from 1
     deep = [r for r in rows(manifest) if "phase" not in r]

@@ -108,6 +108,12 @@ class World(Protocol):
     state one restore() can return to; None when it keeps no such record. A resume checks the
     session log against it before it rolls anything back: a log that lost the latest kept
     state is repaired, never used to roll back past it (docs/operating.md, "Resuming").
+
+    And the optional `describe_change(base: str) -> tuple[str, str]`: the candidate now in the
+    workspace against the kept state `base` (a token snapshot() returned), as (unified diff,
+    git's one-line diffstat). The engine calls it between the measure and the decision, so
+    every keep and discard row carries the change as evidence; it bounds and redacts the text.
+    A world without it writes rows with an empty diff.
     """
 
     def clone_from(self, source: str, ref: str | None) -> None:

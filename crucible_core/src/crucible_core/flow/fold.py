@@ -191,6 +191,7 @@ class _Folder:
             note=note,
             detail=str(row.get("detail") or ""),
             diffstat=str(row.get("diffstat") or ""),
+            diff=str(row.get("diff") or ""),
             kept_snap=row.get("kept_snap"),
             solved=bool(e.get("solved")),
         )
@@ -214,7 +215,7 @@ class _Folder:
 
     def _adopt(self, it: Iteration, c: Candidate) -> None:
         it.decision = c.decision or "pending"
-        it.score, it.note, it.detail, it.diffstat = c.score, c.note, c.detail, c.diffstat
+        it.score, it.note, it.detail, it.diffstat, it.diff = c.score, c.note, c.detail, c.diffstat, c.diff
 
     def on_task_result(self, e: Mapping[str, Any]) -> None:
         plan_version = int(e.get("plan_version") or 0)

@@ -35,6 +35,7 @@ class Candidate:
     note: str = ""
     detail: str = ""
     diffstat: str = ""
+    diff: str = ""  # the unified diff as the row holds it (bounded and redacted when written)
     kept_snap: str | None = None
     solved: bool = False
 
@@ -66,6 +67,7 @@ class Iteration:
     note: str = ""
     detail: str = ""
     diffstat: str = ""
+    diff: str = ""
     wide: bool = False
     candidates: list[Candidate] = attrs.Factory(list)
     tools: list[ToolCall] = attrs.Factory(list)

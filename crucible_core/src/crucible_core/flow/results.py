@@ -35,6 +35,8 @@ def results_document(model: FlowModel) -> dict[str, Any]:
                 "improvement_pct": _round(improvement_pct(h.baseline, it.score, h.direction)),
                 "wide": it.wide,
                 "note": it.note,
+                "diffstat": it.diffstat,
+                "diff": it.diff,
             }
             for it in model.iterations
         ],

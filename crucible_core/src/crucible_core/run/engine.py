@@ -14,10 +14,11 @@ import attrs
 from crucible_core.broker.declaration import BROKER_DISTRIBUTION, Declaration
 from crucible_core.broker.service import TurnBroker
 from crucible_core.contract import agent_wire, wire
+from crucible_core.contract.change_evidence import NO_EVIDENCE, ChangeEvidence, bounded_diff
 from crucible_core.contract.noise import combine
 from crucible_core.contract.plain_text import plain
 from crucible_core.contract.reading import Direction, Reading
-from crucible_core.errors import RunFailed
+from crucible_core.errors import CrucibleError, RunFailed
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths, write_atomic
 from crucible_core.plan.runners import RemoteMeasure, TaskRunner
@@ -177,9 +178,11 @@ class Engine:
         note: str | None = None,
         margin: float | None = None,
         phase: str | None = None,
+        change: ChangeEvidence | None = None,
     ) -> None:
         """Record a decision. A `phase = "wide"` row (a wide-round candidate) spends no iteration
-        and moves no counter; its keep still moves the best (docs/search.md)."""
+        and moves no counter; its keep still moves the best (docs/search.md). `change` is the
+        candidate's diff and diffstat (describe_candidate), empty for a row with no candidate."""
         seg = run.segment
         detail = (
             json.dumps(dict(reading.detail), sort_keys=True, default=str)
@@ -191,6 +194,8 @@ class Engine:
             decision=verdict,
             note=note if note is not None else (reading.note if reading else ""),
             detail=detail,
+            diff=change.diff if change else "",
+            diffstat=change.diffstat if change else "",
             score=reading.score if reading else None,
             tiebreak=reading.tiebreak if reading else None,
             kept_snap=token,
@@ -264,6 +269,27 @@ class Engine:
                 f"the state directory was tampered with during the {after}; put back: {'; '.join(repaired)}",
                 level="warn",
             )
+
+    def describe_candidate(self, base: str) -> ChangeEvidence:
+        """The candidate now in the workspace against kept state `base`, as a row's evidence.
+
+        From the world's optional describe_change (the loop runs no git itself). The agent wrote
+        the diff: it is redacted whole, then cut to DIFF_CAP_BYTES, so a secret is never split
+        past its pattern by the cut. Evidence is never worth a run: a world that cannot describe
+        the change gives an empty diff and a note.
+        """
+        describe = getattr(self.world, "describe_change", None)
+        if not callable(describe):
+            return NO_EVIDENCE
+        try:
+            diff, diffstat = describe(base)
+        except (CrucibleError, OSError, ValueError) as exc:
+            self.note(f"the candidate's diff could not be read: {exc}", level="warn")
+            return NO_EVIDENCE
+        return ChangeEvidence(
+            diff=bounded_diff(self.redactor.text(str(diff))),
+            diffstat=plain(self.redactor.text(str(diffstat))).strip(),
+        )
 
     # -- operations the loop calls ----------------------------------------------------------
     def snapshot(self, label: str) -> str:

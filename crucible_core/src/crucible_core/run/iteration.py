@@ -87,12 +87,12 @@ class IterationOperations:
         engine, run, iteration = self.engine, self.run, self.iteration
         staged = stage_for_measure(engine, iteration)
         if staged.refused:
-            reject(engine, run, iteration, staged.refused, self.turn)
+            reject(engine, run, iteration, staged.refused, self.turn, describe=False)
             return Attempt(Outcome.FAIL, note=staged.refused)
         if staged.unchanged and engine.judge.scored:
             # Nothing to judge: measuring the kept state again could only "win" on noise. (The
             # task lane keeps every completed turn, a turn that changed nothing included.)
-            reject(engine, run, iteration, NO_CHANGE, self.turn)
+            reject(engine, run, iteration, NO_CHANGE, self.turn, describe=False)
             return Attempt(Outcome.SKIPPED, note=NO_CHANGE)
         return staged
 
@@ -109,7 +109,7 @@ class IterationOperations:
             # what the rungs left in the workspace (a build's outputs) is part of what is measured
             staged = stage_for_measure(engine, iteration)
             if staged.refused:
-                reject(engine, run, iteration, staged.refused, self.turn)
+                reject(engine, run, iteration, staged.refused, self.turn, describe=False)
                 return Attempt(Outcome.FAIL, note=staged.refused)
         reading = measure_staged(engine, run, iteration, staged)
         self.measured = Measured(iteration, reading, self.turn)

@@ -23,6 +23,11 @@ def row_view(row: wire.RowWire) -> dict[str, Any]:
         view["phase"] = row.phase
     if row.kept_snap:
         view["kept_snap"] = row.kept_snap
+    # the candidate's change: a log written before rows carried it (or a row with no candidate) has none
+    if row.diffstat:
+        view["diffstat"] = row.diffstat
+    if row.diff:
+        view["diff"] = row.diff
     return view
 
 
@@ -77,6 +82,8 @@ def render_text(view: dict[str, Any]) -> str:
         lines.append(
             f"iter {row['iter']:>4}  {row['decision']:<16} score {_num(row['score']):>10}{phase}  {note}"
         )
+        if row.get("diffstat"):
+            lines.append(f"{'':>11}{plain(row['diffstat'])[:100]}")
     lines.append(
         f"best {_num(view['best_score'])} (baseline {_num(view['baseline_score'])}); "
         f"{view['kept']} kept over {view['iterations']} iterations; spent ${view['spent']:.4f}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from crucible_core.contract.change_evidence import NO_EVIDENCE
 from crucible_core.contract.decide import Verdict, decide
 from crucible_core.contract.noise import note_with_margin
 from crucible_core.contract.reading import Reading
@@ -40,10 +41,25 @@ def measure_staged(engine: Engine, run: Run, iteration: int, staged: Staged) -> 
     return reading
 
 
-def reject(engine: Engine, run: Run, iteration: int, why: str, turn: TurnResult | None = None) -> None:
-    """Discard a candidate that never got a valid reading: roll back and record why."""
+def reject(
+    engine: Engine,
+    run: Run,
+    iteration: int,
+    why: str,
+    turn: TurnResult | None = None,
+    *,
+    describe: bool = True,
+) -> None:
+    """Discard a candidate that never got a valid reading: roll back and record why.
+
+    The row carries the change the candidate made (read before the rollback), unless `describe`
+    is False: a candidate that could not be staged, or that changed nothing, has none to read.
+    """
+    change = engine.describe_candidate(run.segment.best_token) if describe else NO_EVIDENCE
     engine.world.restore(run.segment.best_token)
-    engine.row(run, iteration=iteration, verdict="discard", reading=Reading.invalid(why), turn=turn)
+    engine.row(
+        run, iteration=iteration, verdict="discard", reading=Reading.invalid(why), turn=turn, change=change
+    )
 
 
 def snapshot_keep(engine: Engine, run: Run, message: str) -> tuple[str, str | None]:
@@ -71,6 +87,8 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
         verdict = decide(reading, seg.best, engine.direction, engine.tiebreak_direction, margin)
     sha = token = None
     note = None
+    # read before the keep or the rollback: the change from the state the candidate was proposed on
+    change = engine.describe_candidate(seg.best_token)
     if verdict is Verdict.DISCARD:
         engine.world.restore(seg.best_token)
         # a reader of the log itself sees what the margin asked of the candidate
@@ -94,6 +112,7 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
         token=token,
         margin=margin,
         note=note,
+        change=change,
     )
     if sha is not None:
         engine.kept(measured.iteration, sha, reading.note)

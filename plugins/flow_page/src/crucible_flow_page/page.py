@@ -214,6 +214,9 @@ def _detail(it: Iteration) -> str:
     if it.detail:
         rows.append(f"<p><b>detail</b>: {_e(it.detail)}</p>")
     rows.append(f"<p><b>diffstat</b>:</p><pre>{_e(it.diffstat or '(none recorded)')}</pre>")
+    if it.diff:
+        # the agent's text, escaped: a diff of an HTML file draws nothing and runs nothing here
+        rows.append(f'<details><summary><b>diff</b></summary><pre class="diff">{_e(it.diff)}</pre></details>')
     if it.candidates:
         # in the order they were decided; each note names its candidate
         cand = "".join(

@@ -20,6 +20,11 @@ def _score(value: Any) -> str:
     return str(value)
 
 
+def _cell(text: str) -> str:
+    """Text as one table cell: no pipe ends it early, no newline breaks the row."""
+    return text.replace("|", "\\|").replace("\n", " ").strip()
+
+
 def render_results(
     *,
     gate: str,
@@ -44,8 +49,8 @@ def render_results(
     if chart:
         lines += [f"![score by iteration]({chart})", ""]
     lines += [
-        "| iter | decision | score | best | vs baseline | note |",
-        "| ---: | --- | ---: | ---: | ---: | --- |",
+        "| iter | decision | score | best | vs baseline | note | change |",
+        "| ---: | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for row in rows:
         decision = shown_decision(row.decision, row.valid)
@@ -55,8 +60,9 @@ def render_results(
                 note, score=row.score, best=row.best, margin=row.margin, direction=direction
             )
         note = note.replace("|", "\\|").replace("\n", " ")
+        change = _cell(row.diffstat) or "-"  # the diffstat: a row with no candidate has none
         lines.append(
             f"| {row.iter} | {decision} | {_score(row.score)} | {_score(row.best)} "
-            f"| {versus_baseline(baseline, row.score, direction) or '-'} | {note[:160]} |"
+            f"| {versus_baseline(baseline, row.score, direction) or '-'} | {note[:160]} | {change[:120]} |"
         )
     return "\n".join(lines) + "\n"

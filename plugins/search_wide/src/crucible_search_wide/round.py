@@ -452,6 +452,7 @@ class WideOperations:
         margin = engine.keep_margin(run)
         verdict = decide(reading, seg.best, engine.direction, engine.tiebreak_direction, margin)
         sha = token = None
+        change = None  # a kept winner's row carries its change; a discarded one was never re-applied
         engine.world.restore(seg.best_token)
         if verdict is not Verdict.DISCARD:
             adopted = self.world.adopt(self.files.patch(slot))
@@ -464,6 +465,7 @@ class WideOperations:
                     attrs.evolve(reading, note=f"could not apply again: {why}"),
                 )
             else:
+                change = engine.describe_candidate(seg.best_token)
                 token, sha = snapshot_keep(
                     engine, run, f"crucible: wide candidate {slot} ({_short(found.approach)})"
                 )
@@ -482,6 +484,7 @@ class WideOperations:
             sha=sha,
             token=token,
             margin=margin,
+            change=change,
             note=(
                 f"{DECIDED}: candidate {slot}, winner 1 of {of} ({_short(found.approach)}), "
                 f"{'kept' if kept else 'not better than the incumbent'}: {said}"

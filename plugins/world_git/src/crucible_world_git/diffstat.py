@@ -55,3 +55,18 @@ def render_diffstat(diff: str) -> str:
         f"{removed} deletion{'s' if removed != 1 else ''}(-)"
     )
     return "\n".join(lines) + "\n"
+
+
+def summary_line(files: int, insertions: int, deletions: int) -> str:
+    """git's one-line summary ("2 files changed, 3 insertions(+), 1 deletion(-)"); "" for no change.
+
+    Like git, a zero count is left out, unless both are zero (only binary or mode changes).
+    """
+    if files == 0:
+        return ""
+    parts = [f"{files} file{'s' if files != 1 else ''} changed"]
+    if insertions or not deletions:
+        parts.append(f"{insertions} insertion{'s' if insertions != 1 else ''}(+)")
+    if deletions or not insertions:
+        parts.append(f"{deletions} deletion{'s' if deletions != 1 else ''}(-)")
+    return ", ".join(parts)

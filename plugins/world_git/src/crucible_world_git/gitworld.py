@@ -21,6 +21,7 @@ from crucible_core.api import (
     read_regular,
 )
 from crucible_world_git import excludes, forks, working_tree
+from crucible_world_git.candidate_diff import candidate_change
 from crucible_world_git.change_diff import commit_change
 from crucible_world_git.clone import clone_into
 from crucible_world_git.git_memory import BASELINE_LABEL, GitMemory
@@ -151,6 +152,13 @@ class GitWorld:
 
     def change(self, head: str, base: str | None = None) -> str:
         return commit_change(self.memory, head, base)
+
+    def describe_change(self, base: str) -> tuple[str, str]:
+        """The candidate in the workspace against kept state `base`: (unified diff, diffstat)."""
+        token, _, refused = self.memory.stage()
+        if refused or not token:
+            return "", ""  # nothing of a candidate that could not be staged is read
+        return candidate_change(self.memory, base, token)
 
     # -- forks for wide rounds (crucible_core.protocols.ForkingWorld) ----------------------
     def fork_problem(self) -> str | None:
