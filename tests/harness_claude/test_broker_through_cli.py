@@ -27,7 +27,7 @@ from tests.harness_claude.support import agent_env, write_domain
 
 pytestmark = pytest.mark.claude_cli
 
-STANDARD = ["core", "world_git", "judge_command", "backend_local", "harness_claude", "broker_mcp"]
+STANDARD = ["core", "world_git", "judge_command", "backend_local", "harness_claude", "broker_mcp", "distress"]
 
 
 def comment_plugin(posted: list[tuple[str | None, str]]) -> types.ModuleType:

@@ -23,7 +23,7 @@ from tests.harness_codex.test_codex_runs import KEY, codex_domain
 
 pytestmark = pytest.mark.codex_cli
 
-STANDARD = ["core", "world_git", "judge_command", "backend_local", "harness_codex", "broker_mcp"]
+STANDARD = ["core", "world_git", "judge_command", "backend_local", "harness_codex", "broker_mcp", "distress"]
 
 
 def test_a_distress_from_a_codex_turn_reaches_the_broker_and_parks_the_run(

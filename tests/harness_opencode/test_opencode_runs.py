@@ -77,6 +77,7 @@ def test_opencode_calls_the_brokers_distress_tool_and_the_run_parks_on_it(
                 "harness_opencode",
                 "harness_pi",
                 "broker_mcp",
+                "distress",
             ]
         ),
         SessionRequest(manifest=manifest, budget=Budget(iterations=1), ui="headless", max_park=1.0),
