@@ -105,3 +105,24 @@ def test_a_page_that_cannot_be_written_is_a_warning_and_the_run_goes_on(example:
     assert result.outcome == "finished" and result.kept == 1
     warnings = [e["msg"] for e in read_events(result.session_log) if e["kind"] == "note"]
     assert sum(text.startswith("could not update RESULTS.md: ") for text in warnings) == 2  # baseline, 1
+
+
+def test_a_link_planted_at_the_pages_temporary_name_is_not_written_through(example: Any, tmp_path: Path) -> None:
+    import os
+
+    manifest = example("counter")
+    workspace = manifest.parent / "workspace"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's file\n")
+
+    def plant(event: Mapping[str, Any]) -> None:
+        if event["kind"] == "identity":  # the agent can write the workspace: it knows our pid
+            for name in ("RESULTS.md", "RESULTS-score.svg"):
+                (workspace / f".{name}.tmp{os.getpid()}").symlink_to(outside)
+
+    result = api.run(manifest, iterations=2, on_event=plant)
+
+    assert result.outcome == "finished"
+    assert outside.read_text() == "the user's file\n"  # the page went to its own file, not through the link
+    assert not (workspace / "RESULTS.md").is_symlink()
+    assert "| 2 |" in (workspace / "RESULTS.md").read_text()
