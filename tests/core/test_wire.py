@@ -441,11 +441,15 @@ def test_a_graph_without_a_cap_of_its_own_is_admitted_with_a_null_budget_and_sti
         {"task": "net", "status": "transport", "transport": "workspace", "note": "no copy"},
     ],
 )  # fmt: skip
-def test_a_task_result_is_built_for_the_wire_exactly_as_decoding_its_fields_builds_it(fields: dict[str, Any]) -> None:
+def test_a_task_result_is_built_for_the_wire_exactly_as_decoding_its_fields_builds_it(
+    fields: dict[str, Any],
+) -> None:
     from crucible_core.plan.events import BlockedWire, TaskResult
 
     blocked = fields.pop("blocked", None)
-    result = TaskResult(**fields, blocked=None if blocked is None else BlockedWire(blocked["reason"], blocked["task"]))
+    result = TaskResult(
+        **fields, blocked=None if blocked is None else BlockedWire(blocked["reason"], blocked["task"])
+    )
     # the executor writes `as_wire()`; it must be the event the wire decodes from the record's fields
     decoded = wire.from_object({"kind": "task_result", **result.fields()})
     assert decoded is not None

@@ -107,7 +107,9 @@ def test_a_page_that_cannot_be_written_is_a_warning_and_the_run_goes_on(example:
     assert sum(text.startswith("could not update RESULTS.md: ") for text in warnings) == 2  # baseline, 1
 
 
-def test_a_link_planted_at_the_pages_temporary_name_is_not_written_through(example: Any, tmp_path: Path) -> None:
+def test_a_link_planted_at_the_pages_temporary_name_is_not_written_through(
+    example: Any, tmp_path: Path
+) -> None:
     import os
 
     manifest = example("counter")
@@ -133,7 +135,9 @@ def test_the_page_kept_row_by_row_is_the_page_rendered_whole_across_a_new_baseli
     from crucible_results_md.document import render_results
     from crucible_results_md.view import RESULTS_NAME, ResultsView
 
-    def row(i: int, decision: str, score: float | None, best: float, note: str = "", valid: bool = True) -> dict:
+    def row(
+        i: int, decision: str, score: float | None, best: float, note: str = "", valid: bool = True
+    ) -> dict:
         return {"v": 1, "kind": "row", "solved": False,
                 "row": {"iter": i, "decision": decision, "valid": valid, "score": score, "best": best,
                         "note": note, "detail": "", "margin": 0.5}}  # fmt: skip
@@ -146,12 +150,21 @@ def test_the_page_kept_row_by_row_is_the_page_rendered_whole_across_a_new_baseli
         row(4, "baseline", 20.0, 20.0, "rescoped"),  # every earlier row's "vs baseline" moves
         row(5, "keep", 25.0, 25.0),
     ]
-    view = ResultsView(workspace=tmp_path, goal="g", gate="value", direction="higher", scored=True, note=lambda t, l: None)
+    view = ResultsView(
+        workspace=tmp_path,
+        goal="g",
+        gate="value",
+        direction="higher",
+        scored=True,
+        note=lambda text, level: None,
+    )
     first_rows: list[str] = []
     for count, event in enumerate(events, start=1):
         view.row(event)
         whole = render_results(gate="value", goal="g", rows=view.rows, best=view.best, direction="higher",
                                chart=RESULTS_CHART_NAME)  # fmt: skip
         assert (tmp_path / RESULTS_NAME).read_text() == whole, f"after {count} rows"
-        first_rows.append(next(line for line in whole.splitlines() if line.startswith("| 1 |")) if count > 1 else "")
+        first_rows.append(
+            next(line for line in whole.splitlines() if line.startswith("| 1 |")) if count > 1 else ""
+        )
     assert first_rows[3] != first_rows[4]  # the rescope's baseline re-rendered the rows before it

@@ -77,7 +77,9 @@ def test_a_world_that_cannot_fork_refuses_the_round_by_name(tmp_path: Path) -> N
     assert "--wide" in (err.value.hint or "")
 
 
-def test_a_pure_deep_run_never_imports_the_round_and_a_left_over_round_is_still_forgotten(tmp_path: Path) -> None:
+def test_a_pure_deep_run_never_imports_the_round_and_a_left_over_round_is_still_forgotten(
+    tmp_path: Path,
+) -> None:
     import subprocess
     import sys
 
