@@ -426,3 +426,33 @@ def test_a_graph_without_a_cap_of_its_own_is_admitted_with_a_null_budget_and_sti
     assert view["plan"] == {"plan_version": 1, "tasks": ["propose"], "results": {}}
     # a discard without a valid reading reads `invalid` in show --json as everywhere else
     assert [row["decision"] for row in view["rows"]] == ["invalid"]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"task": "t", "status": "pass"},
+        {"task": "build", "status": "pass", "plan_version": 1, "task_kind": "command", "iter": 3,
+         "attempts": 2, "cost_usd": 0.25, "metric": 7, "output": {"score": 1, "nested": [1, {"a": None}]},
+         "note": "ok \u00e9", "secs": 1.5},
+        {"task": "t", "status": "pass", "metric": 0.0, "output": {}, "cost_usd": 0},
+        {"task": "late", "status": "blocked", "blocked": {"reason": "required_task_failed", "task": "build"}},
+        {"task": "late", "status": "blocked", "blocked": {"reason": "wall_clock_ceiling", "task": None}},
+        {"task": "net", "status": "transport", "transport": "workspace", "note": "no copy"},
+    ],
+)  # fmt: skip
+def test_a_task_result_is_built_for_the_wire_exactly_as_decoding_its_fields_builds_it(
+    fields: dict[str, Any],
+) -> None:
+    from crucible_core.plan.events import BlockedWire, TaskResult
+
+    blocked = fields.pop("blocked", None)
+    result = TaskResult(
+        **fields, blocked=None if blocked is None else BlockedWire(blocked["reason"], blocked["task"])
+    )
+    # the executor writes `as_wire()`; it must be the event the wire decodes from the record's fields
+    decoded = wire.from_object({"kind": "task_result", **result.fields()})
+    assert decoded is not None
+    direct = result.as_wire()
+    assert direct == decoded.event
+    assert wire.encode(direct, 1.0, 1) == wire.encode(decoded.event, 1.0, 1)

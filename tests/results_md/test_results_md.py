@@ -105,3 +105,66 @@ def test_a_page_that_cannot_be_written_is_a_warning_and_the_run_goes_on(example:
     assert result.outcome == "finished" and result.kept == 1
     warnings = [e["msg"] for e in read_events(result.session_log) if e["kind"] == "note"]
     assert sum(text.startswith("could not update RESULTS.md: ") for text in warnings) == 2  # baseline, 1
+
+
+def test_a_link_planted_at_the_pages_temporary_name_is_not_written_through(
+    example: Any, tmp_path: Path
+) -> None:
+    import os
+
+    manifest = example("counter")
+    workspace = manifest.parent / "workspace"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's file\n")
+
+    def plant(event: Mapping[str, Any]) -> None:
+        if event["kind"] == "identity":  # the agent can write the workspace: it knows our pid
+            for name in ("RESULTS.md", "RESULTS-score.svg"):
+                (workspace / f".{name}.tmp{os.getpid()}").symlink_to(outside)
+
+    result = api.run(manifest, iterations=2, on_event=plant)
+
+    assert result.outcome == "finished"
+    assert outside.read_text() == "the user's file\n"  # the page went to its own file, not through the link
+    assert not (workspace / "RESULTS.md").is_symlink()
+    assert "| 2 |" in (workspace / "RESULTS.md").read_text()
+
+
+def test_the_page_kept_row_by_row_is_the_page_rendered_whole_across_a_new_baseline(tmp_path: Path) -> None:
+    from crucible_results_md.chart import RESULTS_CHART_NAME
+    from crucible_results_md.document import render_results
+    from crucible_results_md.view import RESULTS_NAME, ResultsView
+
+    def row(
+        i: int, decision: str, score: float | None, best: float, note: str = "", valid: bool = True
+    ) -> dict:
+        return {"v": 1, "kind": "row", "solved": False,
+                "row": {"iter": i, "decision": decision, "valid": valid, "score": score, "best": best,
+                        "note": note, "detail": "", "margin": 0.5}}  # fmt: skip
+
+    events = [
+        row(0, "baseline", 10.0, 10.0),
+        row(1, "keep", 12.0, 12.0, "a | b\nc"),
+        row(2, "discard", 11.0, 12.0, "short of the margin"),
+        row(3, "discard", None, 12.0, "no reading", valid=False),
+        row(4, "baseline", 20.0, 20.0, "rescoped"),  # every earlier row's "vs baseline" moves
+        row(5, "keep", 25.0, 25.0),
+    ]
+    view = ResultsView(
+        workspace=tmp_path,
+        goal="g",
+        gate="value",
+        direction="higher",
+        scored=True,
+        note=lambda text, level: None,
+    )
+    first_rows: list[str] = []
+    for count, event in enumerate(events, start=1):
+        view.row(event)
+        whole = render_results(gate="value", goal="g", rows=view.rows, best=view.best, direction="higher",
+                               chart=RESULTS_CHART_NAME)  # fmt: skip
+        assert (tmp_path / RESULTS_NAME).read_text() == whole, f"after {count} rows"
+        first_rows.append(
+            next(line for line in whole.splitlines() if line.startswith("| 1 |")) if count > 1 else ""
+        )
+    assert first_rows[3] != first_rows[4]  # the rescope's baseline re-rendered the rows before it

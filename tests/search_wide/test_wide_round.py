@@ -75,3 +75,39 @@ def test_a_world_that_cannot_fork_refuses_the_round_by_name(tmp_path: Path) -> N
     with pytest.raises(ManifestError, match="the 'composite' world cannot") as err:
         refuse_unforkable(CompositeWorld(tmp_path, ()), "composite")
     assert "--wide" in (err.value.hint or "")
+
+
+def test_a_pure_deep_run_never_imports_the_round_and_a_left_over_round_is_still_forgotten(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    # the registered strategy, asked for a round without a width: nothing of the round loads
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from crucible_core.run.rounds import RoundRequest\n"
+        "from crucible_search_wide import _Wide\n"
+        f"request = RoundRequest(loaded=None, settings=None, private_dir=Path({str(tmp_path)!r}))\n"
+        "assert _Wide().prepare(request) is None\n"
+        "print(sorted(m for m in sys.modules if m.startswith('crucible_search_wide')))\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "crucible_search_wide.round" not in shown and "crucible_search_wide.strategy" not in shown
+    # a round an earlier run left in this state directory still goes through the strategy, which
+    # forgets it on a fresh run
+    from crucible_core.run.rounds import RoundRequest
+    from crucible_search_wide import _Wide
+
+    left = tmp_path / "wide" / "forks"
+    left.mkdir(parents=True)
+    request = RoundRequest(loaded=_manifest_without_search(tmp_path), settings=None, private_dir=tmp_path)
+    assert _Wide().prepare(request) is None
+    assert not (tmp_path / "wide").exists()
+
+
+def _manifest_without_search(tmp_path: Path) -> object:
+    from crucible_core.manifest.loader import load_manifest
+
+    return load_manifest(Path(__file__).resolve().parents[2] / "examples" / "counter" / "crucible.toml")

@@ -109,12 +109,24 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = 
     tear them, only a machine crash could lose the last version.
     """
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd = _create_new(tmp, mode)
     try:
         os.write(fd, data)
+        os.fchmod(fd, mode)  # whatever the umask took away; on the file we made, never a link's target
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
-    os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+def _create_new(tmp: Path, mode: int) -> int:
+    """Open `tmp` as a file this call creates. The name is predictable and its directory may be
+    the agent's (RESULTS.md sits in the workspace): whatever stands there, a link planted to
+    carry our write to another file included, is removed rather than opened."""
+    for _ in range(3):
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        except FileExistsError:
+            os.unlink(tmp)  # a link or a file a killed predecessor left; a directory raises here
+    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)

@@ -684,7 +684,7 @@ class PlanExecutor:
         if settled.asks:
             self._emit(ASKS_EMITTED, task=task.name, asks=list(settled.asks))
         if self.config.record:
-            self._emit(TASK_RESULT, **result.fields())
+            self._emit_event(result.as_wire())
         self._notice_settled(task, settled.status)
 
     def _after_settle(self, task: ir.Task, settled: _Settled) -> None:
@@ -766,8 +766,14 @@ class PlanExecutor:
         line = wire.from_object({"kind": kind, **fields})
         if line is None or isinstance(line.event, wire.Unknown):
             raise ValueError(f"not a session wire event: {kind} {sorted(fields)}")
+        self._emit_event(line.event)
+
+    def _emit_event(self, event: wire.Event) -> None:
+        """Write an event already in the wire's shape (no decoding of fields on the way)."""
+        if not self.config.record:
+            return
         assert self.log is not None, "an executor without a log only folds a recorded run"
-        self.log.emit(line.event)
+        self.log.emit(event)
 
     # -- one task, on a worker thread ----------------------------------------------------
 

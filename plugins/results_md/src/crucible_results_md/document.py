@@ -36,6 +36,12 @@ def render_results(
 ) -> str:
     rows = list(rows)
     baseline = baseline_of(rows)
+    lines = [render_row(row, baseline, direction) for row in rows]
+    return render_page(gate=gate, goal=goal, best=best, chart=chart, row_lines=lines)
+
+
+def render_page(*, gate: str, goal: str, best: Any, chart: str | None, row_lines: Iterable[str]) -> str:
+    """The page around its table's rows, each already rendered by `render_row`."""
     lines = [
         "# crucible results",
         "",
@@ -51,18 +57,20 @@ def render_results(
     lines += [
         "| iter | decision | score | best | vs baseline | note | change |",
         "| ---: | --- | ---: | ---: | ---: | --- | --- |",
+        *row_lines,
     ]
-    for row in rows:
-        decision = shown_decision(row.decision, row.valid)
-        note = row.note
-        if decision == "discard":
-            note = note_with_margin(
-                note, score=row.score, best=row.best, margin=row.margin, direction=direction
-            )
-        note = note.replace("|", "\\|").replace("\n", " ")
-        change = _cell(row.diffstat) or "-"  # the diffstat: a row with no candidate has none
-        lines.append(
-            f"| {row.iter} | {decision} | {_score(row.score)} | {_score(row.best)} "
-            f"| {versus_baseline(baseline, row.score, direction) or '-'} | {note[:160]} | {change[:120]} |"
-        )
     return "\n".join(lines) + "\n"
+
+
+def render_row(row: wire.RowWire, baseline: float | None, direction: str) -> str:
+    """One row of the table: it depends on the row, the run's baseline score and the direction."""
+    decision = shown_decision(row.decision, row.valid)
+    note = row.note
+    if decision == "discard":
+        note = note_with_margin(note, score=row.score, best=row.best, margin=row.margin, direction=direction)
+    note = note.replace("|", "\\|").replace("\n", " ")
+    change = _cell(row.diffstat) or "-"  # the diffstat: a row with no candidate has none
+    return (
+        f"| {row.iter} | {decision} | {_score(row.score)} | {_score(row.best)} "
+        f"| {versus_baseline(baseline, row.score, direction) or '-'} | {note[:160]} | {change[:120]} |"
+    )

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from crucible_core.api import fold_path, wire, write_atomic
-from crucible_results_md.chart import RESULTS_CHART_NAME, render_results_chart
-from crucible_results_md.document import render_results
+from crucible_results_md.chart import RESULTS_CHART_NAME, baseline_of, render_results_chart
+from crucible_results_md.document import render_page, render_row
 
 if TYPE_CHECKING:
     from crucible_core.api import RunContext
@@ -34,6 +34,11 @@ class ResultsView:
     note: Callable[[str, str], None]  # a note in the session log: (text, level)
     rows: list[wire.RowWire] = attrs.field(factory=list)
     best: float | None = None
+    # The table's rows as rendered, for the baseline they were rendered against: a row's line
+    # does not change until a new baseline (a rescope) is measured, so a page of n rows costs
+    # one new line to write instead of n.
+    _lines: list[str] = attrs.field(factory=list, init=False)
+    _lines_baseline: float | None = attrs.field(default=None, init=False)
 
     @classmethod
     def begin(cls, start: Mapping[str, Any], context: RunContext) -> ResultsView:
@@ -69,15 +74,22 @@ class ResultsView:
         self.best = row.best
         self.write()
 
+    def _row_lines(self) -> list[str]:
+        baseline = baseline_of(self.rows)
+        if baseline != self._lines_baseline or len(self._lines) > len(self.rows):
+            self._lines, self._lines_baseline = [], baseline
+        for row in self.rows[len(self._lines) :]:
+            self._lines.append(render_row(row, baseline, self.direction))
+        return self._lines
+
     def write(self) -> None:
         chart = render_results_chart(self.rows, direction=self.direction) if self.scored else None
-        text = render_results(
+        text = render_page(
             gate=self.gate,
             goal=self.goal,
-            rows=self.rows,
             best=self.best,
-            direction=self.direction,
             chart=RESULTS_CHART_NAME if chart else None,
+            row_lines=self._row_lines(),
         )
         try:
             if chart:

@@ -7,6 +7,7 @@ load when a run or a check first prepares one, so `crucible --help` does not pay
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from crucible_core.api import hookimpl
@@ -19,9 +20,23 @@ class _Wide:
     """The registered strategy: it imports the round only when asked to prepare one."""
 
     def prepare(self, request: RoundRequest) -> SearchRound | None:
+        if _no_round(request):
+            return None  # a pure-deep run (most runs) never imports the round's modules
         from crucible_search_wide.strategy import prepare
 
         return prepare(request)
+
+
+def _no_round(request: RoundRequest) -> bool:
+    """No width asked for and no round on disk: nothing to run, forget or resume (what
+    `strategy.prepare` concludes too, after importing the round: about 4 ms of CPU)."""
+    search = request.settings
+    width = request.width if request.width is not None else (search.wide if search is not None else 0)
+    if width != 0:
+        return False
+    from crucible_search_wide.settings import WIDE_DIR
+
+    return request.private_dir is None or not os.path.lexists(request.private_dir / WIDE_DIR)
 
 
 @hookimpl

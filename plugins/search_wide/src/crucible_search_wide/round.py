@@ -69,7 +69,7 @@ from crucible_core.api import (
 )
 from crucible_search_wide.graph import admitted, proposals_plan, ranking_plan, slot_of, wide_kinds
 from crucible_search_wide.policy import Ranked, successive_halving, top_k
-from crucible_search_wide.settings import SearchSettings, search_problem
+from crucible_search_wide.settings import WIDE_DIR, SearchSettings, search_problem
 
 if TYPE_CHECKING:
     from crucible_core.api import Engine
@@ -78,7 +78,6 @@ if TYPE_CHECKING:
 WIDE_PHASE = wire.WIDE_PHASE
 # The note that opens the round's last row: a resume that finds it knows the round is over.
 DECIDED = wire.WIDE_DECIDED
-WIDE_DIR = "wide"
 
 
 @attrs.frozen

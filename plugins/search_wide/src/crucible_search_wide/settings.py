@@ -11,6 +11,7 @@ from crucible_core.api import Capability
 
 SEARCH_POLICIES = ("top-k", "halving")
 MAX_WIDE = 32  # [search].wide: each candidate is a concurrent agent turn and a worktree
+WIDE_DIR = "wide"  # in the run's private state directory: a round's forks, records and settings
 
 
 @attrs.frozen

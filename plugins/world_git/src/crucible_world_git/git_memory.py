@@ -65,6 +65,8 @@ _NO_LINKS = (
 )
 # Files in .git the engine reads: each must be a regular file (a FIFO would block the read).
 _REGULAR = ("HEAD", "index", "packed-refs", "info/exclude")
+_NO_LINKS_RAW = tuple((name, b"/" + name.encode()) for name in _NO_LINKS)
+_REGULAR_RAW = tuple((name, b"/" + name.encode()) for name in _REGULAR)
 T = TypeVar("T")
 
 
@@ -590,19 +592,26 @@ class GitMemory:
             if not stat.S_ISREG(st.st_mode) or not self.record.same_dotgit_file(dotgit):
                 return ".git is not a directory"
             return None
-        if permissions.regain(os.fsencode(dotgit)):
+        raw = self.root + b"/.git"
+        if permissions.regain(raw):
             self.note("the engine's permissions on .git had been taken away; they were given back")
-        for name in _NO_LINKS:
-            if os.path.islink(dotgit / name):
-                return f".git/{name} is a symbolic link"
-        for name in _REGULAR:
+        # Paths joined as bytes, with one lstat each: this runs before every world operation, and
+        # joining them as Path objects cost more than the system calls themselves.
+        lstat = os.lstat
+        for name, path in _NO_LINKS_RAW:
             try:
-                mode = os.lstat(dotgit / name).st_mode
+                if stat.S_ISLNK(lstat(raw + path).st_mode):
+                    return f".git/{name} is a symbolic link"
+            except OSError:  # as os.path.islink: what cannot be looked at is no link
+                continue
+        for name, path in _REGULAR_RAW:
+            try:
+                mode = lstat(raw + path).st_mode
             except FileNotFoundError:
                 continue
             if not stat.S_ISREG(mode):
                 return f".git/{name} is not a regular file"
-        if os.path.lexists(dotgit / "commondir"):
+        if os.path.lexists(raw + b"/commondir"):
             return ".git/commondir points the repository elsewhere"
         return None
 
