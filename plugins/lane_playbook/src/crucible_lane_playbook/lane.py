@@ -8,6 +8,11 @@ plugin's; one per component of a composite). A resume folds
 settled tasks from the log, never re-dispatches them, and rebuilds the workspace from the
 pristine start plus the declared files of every folded task that passed in the shared
 workspace, each committed as that task's.
+
+With [publish], the forge's publisher is built before the log opens and the lifecycle gets a
+broker that only mediates (open_mediation: no tool granted, no server started), so the draft
+pull request crucible-plugin-publish-github opens at the run's end, when the workspace gained
+commits beyond its base, is admitted like a loop's; the forge token is kept out of every task.
 """
 
 from __future__ import annotations
@@ -217,8 +222,9 @@ def prepare_playbook(context: LaneContext) -> PlaybookLane | Ending:
 def refuse_loop_sections(loaded: LoadedManifest) -> None:
     """Sections only the loop acts on are refused by name rather than silently ignored.
 
-    ([judge], [preflight] and [search] are refused by the manifest loader already, and
-    components' [publish] above; [repo], [publish], [workspace], [agent], [capabilities], [deploy] and [[service]] act.)"""
+    ([judge], [preflight] and [search] are refused by the manifest loader already, and a
+    composite's [publish] above; [repo], [publish], [workspace], [agent], [capabilities],
+    [deploy] and [[service]] act.)"""
     m = loaded.manifest
     if m.world.kind is not None or loaded.tables.world:
         raise UnsupportedSectionError(
