@@ -250,3 +250,20 @@ def test_a_component_replaced_by_a_link_never_leads_the_engines_git_elsewhere(tm
     assert (outside / "untracked.txt").read_text() == "mine\n"
     assert git(outside, "rev-parse", "HEAD") == outside_head
     assert git(outside, "log", "--format=%s").splitlines() == ["upstream"]
+
+
+def test_a_composite_playbooks_own_publish_is_refused_by_name_before_anything_exists(tmp_path: Path) -> None:
+    repository(tmp_path / "upstream" / "api", {"version.txt": "1\n"})
+    repository(tmp_path / "upstream" / "web", {"version.txt": "1\n"})
+    pack = tmp_path / "pack"
+    domain(pack / "domains" / "api", tmp_path / "upstream" / "api")
+    domain(pack / "domains" / "web", tmp_path / "upstream" / "web")
+    (pack / "crucible.toml").write_text(COMPOSITE + '\n[publish]\npr_repo = "example/api"\n')
+
+    done = run_crucible(
+        "run", "--manifest", pack / "crucible.toml", "--max-cost", "1", "--max-time", "5m", "--ui", "headless"
+    )
+
+    assert done.returncode == 16, done.stdout + done.stderr
+    assert "[publish] of the composite is not supported" in done.stderr
+    assert not (pack / "workspace").exists() and not (pack / "state" / "session.jsonl").exists()

@@ -1,7 +1,8 @@
 """Every section a playbook accepts acts, or is refused by name; its outcomes say how it ended.
 
-`[repo].ref` and `[workspace].setup_cmd` make the workspace as they do for the loop; `[publish]`
-is refused with exit 16 before anything exists; a failed graph ends `error`, not `finished`;
+`[repo].ref` and `[workspace].setup_cmd` make the workspace as they do for the loop; `[world]` and
+`[outputs]` are refused with exit 16 before anything exists ([publish] acts: tests/publish_github/
+test_playbook_publish.py); a failed graph ends `error`, not `finished`;
 and a playbook or a plan file that already ended, run again, says how to start a new one.
 Driven in-process: no real process is the point here.
 """
@@ -99,11 +100,10 @@ def test_a_playbook_runs_its_setup_cmd(tmp_path: Path, capsys: pytest.CaptureFix
 @pytest.mark.parametrize(
     ("section", "named"),
     [
-        ('[publish]\npr_repo = "team/counter"\n', "[publish] on a playbook is not supported"),
         ('[world]\nkind = "command"\n', "[world] on a playbook is not supported"),
         ("[outputs.draft-pr]\ncount = 1\n", "[outputs] on a playbook is not supported"),
     ],
-    ids=["publish", "world", "outputs"],
+    ids=["world", "outputs"],
 )
 def test_a_loop_section_on_a_playbook_is_refused_by_name_before_anything_exists(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], section: str, named: str

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from crucible_core.broker.service import BrokerRequest as BrokerRequest
     from crucible_core.broker.service import TurnBroker as TurnBroker
     from crucible_core.broker.service import declaration_for as declaration_for
+    from crucible_core.broker.service import open_mediation as open_mediation
     from crucible_core.broker.tools import BrokerRuntime as BrokerRuntime
     from crucible_core.broker.tools import BrokerTool as BrokerTool
     from crucible_core.broker.tools import ToolCall as ToolCall
@@ -410,6 +411,7 @@ if TYPE_CHECKING:
     )
     from crucible_core.run.opened_runners import HeldEvents as HeldEvents
     from crucible_core.run.opened_runners import open_configured_runners as open_configured_runners
+    from crucible_core.run.publish import build_publisher as build_publisher
     from crucible_core.run.rounds import RoundRequest as RoundRequest
     from crucible_core.run.rounds import RoundStrategy as RoundStrategy
     from crucible_core.run.rounds import SearchRound as SearchRound
@@ -696,6 +698,9 @@ _export("crucible_core.plan.files", "FILES_DIR_NAME", "FileStore", "INPUTS_DIR")
 _export("crucible_core.registry", "provider_of")
 _export("crucible_core.workflow.pack", "ARTIFACT_NAME", "effective_workflow", "plan_data", "to_toml")
 _export("crucible_core.broker.service", "declaration_for")
+# A playbook's own mediated writes ([publish]): the publisher, and a broker that grants no tool.
+_export("crucible_core.broker.service", "open_mediation")
+_export("crucible_core.run.publish", "build_publisher")
 _export("crucible_core.broker.declaration", "Disclosure")
 _export("crucible_core.manifest.paths", "RunPaths")
 _export(

@@ -160,6 +160,32 @@ def open_broker(
         resumed,
         unreachable,
     )
+    return _answered(plugins, request)
+
+
+def open_mediation(
+    plugins: Any,
+    declaration: Declaration,
+    *,
+    emit: Emit,
+    workspace: Path,
+    session_log: Path,
+    resumed: bool,
+    params: Mapping[str, str],
+    why: str,
+) -> TurnBroker | None:
+    """A broker that only mediates the engine's own writes (a playbook's draft pull request).
+
+    The declaration's output bounds hold as they do for a loop, but it grants no tool, and the
+    agent is marked unable to reach one (`why`), so no transport starts and no turn gains a tool.
+    """
+    bare = attrs.evolve(declaration, capabilities=attrs.evolve(declaration.capabilities, broker_tools=()))
+    runtime = BrokerRuntime(workspace=workspace, distress_dir=session_log.parent)  # no tool ever runs
+    request = BrokerRequest(bare, {}, runtime, emit, dict(params), session_log, resumed, why)
+    return _answered(plugins, request)
+
+
+def _answered(plugins: Any, request: BrokerRequest) -> TurnBroker | None:
     brokers = plugins.call("crucible_open_broker", request=request)
     if len(brokers) > 1:
         raise PluginError(

@@ -8,6 +8,11 @@ plugin's; one per component of a composite). A resume folds
 settled tasks from the log, never re-dispatches them, and rebuilds the workspace from the
 pristine start plus the declared files of every folded task that passed in the shared
 workspace, each committed as that task's.
+
+With [publish], the forge's publisher is built before the log opens and the lifecycle gets a
+broker that only mediates (open_mediation: no tool granted, no server started), so the draft
+pull request crucible-plugin-publish-github opens at the run's end, when the workspace gained
+commits beyond its base, is admitted like a loop's; the forge token is kept out of every task.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from crucible_core.api import (
     UnsupportedSectionError,
     UsageError,
     build_drivers,
+    build_publisher,
     check_same_plan,
     copy_injects,
     declaration_for,
@@ -43,6 +49,7 @@ from crucible_core.api import (
     engine_credentials,
     engine_environment,
     open_configured_runners,
+    open_mediation,
     plan_data,
     plan_from_data,
     plan_services,
@@ -70,6 +77,7 @@ from crucible_lane_playbook.workspace import (
 if TYPE_CHECKING:
     from crucible_core.api import (
         AgentBackend,
+        Declaration,
         Disclosure,
         LaneContext,
         LaneShell,
@@ -78,10 +86,12 @@ if TYPE_CHECKING:
         PlannedServices,
         Plugins,
         PriorRun,
+        Publisher,
         Registry,
         SessionRequest,
         TaskKindSpec,
         TaskRunner,
+        TurnBroker,
         ValidPlan,
         WorkspaceMemory,
     )
@@ -101,26 +111,26 @@ def prepare_playbook(context: LaneContext) -> PlaybookLane | Ending:
             "a playbook needs both ceilings before anything runs: --max-cost USD and --max-time DURATION",
             hint="for example: crucible run --manifest crucible.toml --max-cost 2 --max-time 30m",
         )
-    if loaded.manifest.publish is not None:
-        raise UnsupportedSectionError(
-            f"{loaded.path}: [publish] on a playbook is not supported by this version: publishing "
-            "acts on each kept commit of the loop, and a playbook keeps none",
-            hint="remove [publish], or run the work as a loop with a [judge]",
-        )
     published = [c.name for c in loaded.components if c.loaded.manifest.publish is not None]
-    if published:
+    if published or (loaded.components and loaded.manifest.publish is not None):
         # C-PLAYBOOK-COMPOSITE has a component with a target publish a draft pull request when it
         # gained commits; refused by name rather than left unpublished without a word.
+        named = f"component(s) {', '.join(published)}" if published else "the composite"
         raise UnsupportedSectionError(
-            f"{loaded.path}: the [publish] of component(s) {', '.join(published)} is not supported "
-            "on a composite playbook by this version: nothing would open their draft pull requests",
+            f"{loaded.path}: the [publish] of {named} is not supported on a composite playbook by "
+            "this version: nothing would open their draft pull requests",
             hint="run the playbook over a copy of the domain without [publish]",
         )
     refuse_unsupported_repo(loaded)
     refuse_loop_sections(loaded)
     # The capability disclosure, resolved as the loop's is: env a plugin adds to an agent task's
     # turn must be covered by it, as it must for the loop's turns.
-    disclosure = declaration_for(plugins, loaded).capabilities
+    declaration = declaration_for(plugins, loaded)
+    disclosure = declaration.capabilities
+    # [publish]: the forge's publisher, resolved now so a forge or a broker nobody installed is
+    # refused by name before anything runs; the playbook's end publishes its commits through it.
+    section = loaded.manifest.publish
+    publisher = build_publisher(plugins, section) if section is not None else None
     document = effective_workflow(plugins, loaded, request.params)
     assert document is not None  # the manifest declares a playbook, so it has a graph
     kinds: Registry[TaskKindSpec] = plugins.registry("task kind")
@@ -181,6 +191,9 @@ def prepare_playbook(context: LaneContext) -> PlaybookLane | Ending:
     )
     engine_env = planned.task_env(engine_environment())  # a service's secrets reach only that service
     config.env = planned.task_env(os.environ)
+    if publisher is not None:  # the forge token is the engine's write, never a task's
+        withheld = engine_credentials(plugins)
+        config.env = {key: value for key, value in config.env.items() if key not in withheld}
     held = HeldEvents()  # what the runners say while opening, written after the start line
     runners = _task_runners(plugins, loaded, paths.state_dir, config.env, held)
     config.task_runners = runners
@@ -195,6 +208,8 @@ def prepare_playbook(context: LaneContext) -> PlaybookLane | Ending:
         prior=prior,
         artifact=artifact,
         disclosure=disclosure,
+        declaration=declaration,
+        publisher=publisher,
         planned=planned,
         engine_env=engine_env,
         held=held,
@@ -207,8 +222,9 @@ def prepare_playbook(context: LaneContext) -> PlaybookLane | Ending:
 def refuse_loop_sections(loaded: LoadedManifest) -> None:
     """Sections only the loop acts on are refused by name rather than silently ignored.
 
-    ([judge], [preflight] and [search] are refused by the manifest loader already, and
-    [publish] above; [repo], [workspace], [agent], [capabilities], [deploy] and [[service]] act.)"""
+    ([judge], [preflight] and [search] are refused by the manifest loader already, and a
+    composite's [publish] above; [repo], [publish], [workspace], [agent], [capabilities],
+    [deploy] and [[service]] act.)"""
     m = loaded.manifest
     if m.world.kind is not None or loaded.tables.world:
         raise UnsupportedSectionError(
@@ -240,6 +256,8 @@ class PlaybookLane(GraphLane):
         prior: PriorRun | None,
         artifact: str,
         disclosure: Disclosure,
+        declaration: Declaration,
+        publisher: Publisher | None,
         planned: PlannedServices,
         engine_env: dict[str, str],
         held: HeldEvents,
@@ -259,6 +277,8 @@ class PlaybookLane(GraphLane):
         self.prior = prior
         self.artifact = artifact
         self.disclosure = disclosure
+        self.declaration = declaration
+        self.publisher = publisher  # handed to the lifecycle: publishing at the end is a plugin's
         self.planned = planned
         self.agent_env = dict(loaded.manifest.agent.env)
         self.engine_env = engine_env
@@ -328,7 +348,7 @@ class PlaybookLane(GraphLane):
         session.log.emit(
             wire.Identity(identity=identity, base_commit=base, resumed=True if self.prior else None)
         )
-        lifecycle = session.lifecycle(None, self.disclosure)  # a playbook has no broker
+        lifecycle = session.lifecycle(self._mediation(), self.disclosure, self.publisher)
         lifecycle.run_start()
         if self.resumed:
             self.supersede_owed()
@@ -363,6 +383,25 @@ class PlaybookLane(GraphLane):
                 solved=False,
             )
         ]
+
+    def _mediation(self) -> TurnBroker | None:
+        """The mediation point [publish]'s draft pull request is admitted through; None without [publish].
+
+        A playbook's agent tasks get no broker tools: the broker opened here grants none and
+        serves none, so it only counts the engine's own writes against the [outputs] bounds."""
+        if self.publisher is None:
+            return None
+        assert self.session is not None
+        return open_mediation(
+            self.plugins,
+            self.declaration,
+            emit=self.session.log.emit,
+            workspace=self.paths.workspace,
+            session_log=self.paths.session_log,
+            resumed=self.prior is not None,
+            params=self.request.params,
+            why="a playbook's agent tasks are granted no broker tools",
+        )
 
     def _agent_turns(self, lifecycle: Lifecycle) -> AgentTurns:
         """Agent tasks run one turn through the manifest's [agent] backend and harness, with
