@@ -303,7 +303,9 @@ def crucible_engine_credentials() -> Iterable[str] | None:
     A forge token a publisher pushes with, a record store's keys: the engine needs them, an agent
     turn must never see them. Every agent turn (the loop's, a wide round's, an agent task's) gets
     the engine's environment without these names, unless the manifest's `[agent].env` sets one
-    itself. Measure and task commands, which the agent cannot change, keep them.
+    itself. A loop's measure and task commands, which the agent cannot change, keep them; a
+    playbook that publishes withholds them from its command tasks too, which may run code its
+    agent tasks wrote.
     """
 
 
