@@ -91,6 +91,13 @@ def test_a_two_component_composite_keeps_discards_and_resumes(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert [r["decision"] for r in rows(manifest)] == ["baseline", "keep", "discard"]
     assert values(workspace) == ("1", "2")  # the discard moved both components back
+    # each row's evidence spans both components, their paths under the component directories
+    keep, discard = rows(manifest)[1:]
+    assert "+++ b/left/value.txt" in keep["diff"] and "+++ b/r/value.txt" in keep["diff"]
+    assert "-0\n+1\n" in keep["diff"] and "-0\n+2\n" in keep["diff"]
+    assert keep["diffstat"] == "2 files changed, 2 insertions(+), 2 deletions(-)"
+    assert "+6\n" in discard["diff"] and "+-8\n" in discard["diff"]  # left 1 -> 6, r 2 -> -8
+    assert discard["diffstat"] == "2 files changed, 2 insertions(+), 2 deletions(-)"
     for component in ("left", "r"):
         assert [s for s in commits(workspace / component) if s.startswith("crucible: iteration")] == [
             "crucible: iteration 1 (left=1 r=2)"

@@ -9,12 +9,49 @@ composite workspace belong to no component and are neither kept nor rolled back.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import attrs
 
 from crucible_core.api import ApplyOutcome, RunFailed, Staged, World, WorldContext, decode_components
 from crucible_core.api import encode_components as encode
+
+# git's one-line summary: "2 files changed, 3 insertions(+), 1 deletion(-)" (either count may be absent)
+_STAT = re.compile(
+    r"(?P<files>\d+) files? changed(?:, (?P<ins>\d+) insertions?\(\+\))?(?:, (?P<dels>\d+) deletions?\(-\))?"
+)
+# the header lines of a unified diff that name a path, with the a/ or b/ side they name it on
+_HEADER = re.compile(
+    r"^(diff --git a/)(\S+)( b/)(\S+)$|^(--- a/|\+\+\+ b/)(.+)$|^(Binary files a/)(\S+)( and b/)(\S+)( differ)$"
+)
+
+
+def _under(component: str, diff: str) -> str:
+    """A component's diff with its paths under the component's directory, as the composite sees them."""
+
+    def moved(match: re.Match[str]) -> str:
+        parts = list(match.groups())
+        return "".join(
+            f"{component}/{part}" if index in (1, 3, 5, 7, 9) and part is not None else (part or "")
+            for index, part in enumerate(parts)
+        )
+
+    lines = diff.splitlines(keepends=True)
+    return "".join(
+        _HEADER.sub(moved, line.rstrip("\n")) + ("\n" if line.endswith("\n") else "") for line in lines
+    )
+
+
+def _diffstat(files: int, insertions: int, deletions: int) -> str:
+    if not files:
+        return ""
+    text = f"{files} file{'s' if files != 1 else ''} changed"
+    if insertions:
+        text += f", {insertions} insertion{'s' if insertions != 1 else ''}(+)"
+    if deletions:
+        text += f", {deletions} deletion{'s' if deletions != 1 else ''}(-)"
+    return text
 
 
 @attrs.frozen
@@ -81,6 +118,25 @@ class CompositeWorld:
 
     def changed_paths(self) -> list[str]:
         return [f"{name}/{path}" for name, world in self.parts for path in world.changed_paths()]
+
+    def describe_change(self, base: str) -> tuple[str, str]:
+        """The candidate across every component against kept state `base`: one unified diff whose
+        paths carry the component's directory, and git's one-line diffstat summed over them."""
+        diffs: list[str] = []
+        files = insertions = deletions = 0
+        for name, world, token in self._each(base):
+            describe = getattr(world, "describe_change", None)
+            if describe is None:
+                continue  # a component world that cannot describe its change adds nothing
+            diff, stat = describe(token)
+            if diff:
+                diffs.append(_under(name, diff))
+            counted = _STAT.fullmatch(stat.strip()) if stat else None
+            if counted:
+                files += int(counted["files"])
+                insertions += int(counted["ins"] or 0)
+                deletions += int(counted["dels"] or 0)
+        return "".join(diffs), _diffstat(files, insertions, deletions)
 
     def change(self, head: str, base: str | None = None) -> str:
         heads = decode_components(head)
