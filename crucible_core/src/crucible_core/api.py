@@ -367,6 +367,7 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         WorldFactory as WorldFactory,
     )
+    from crucible_core.redact import Redactor as Redactor
     from crucible_core.registry import Deferred as Deferred
     from crucible_core.registry import Register as Register
     from crucible_core.registry import Registry as Registry
@@ -664,6 +665,7 @@ _export("crucible_core.manifest.converter", "show")
 _export("crucible_core.contract.reading", "Direction")
 _export("crucible_core.contract.decide", "Verdict", "decide")
 _export("crucible_core.contract.noise", "Statistic", "combine", "note_with_margin", "summarize")
+_export("crucible_core.redact", "Redactor")
 _export("crucible_core.plan", "ir")
 _export("crucible_core.plan.builtin_kinds", "EngineFields")
 _export("crucible_core.plan.executor", "ExecutorConfig", "PlanExecutor")
