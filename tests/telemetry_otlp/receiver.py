@@ -9,6 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import attrs
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -39,8 +43,24 @@ class Receiver:
     mode: str = "ok"  # ok, refuse (HTTP 500) or hang (never answers while the test runs)
     bodies: list[bytes] = attrs.field(factory=list)
     requests: list[ExportTraceServiceRequest] = attrs.field(factory=list)
+    metric_requests: list[ExportMetricsServiceRequest] = attrs.field(factory=list)
     released: threading.Event = attrs.field(factory=threading.Event)
     url: str = ""
+
+    def metrics(self) -> dict[str, float]:
+        """Each metric's total: a counter's sum over its points, a histogram's count of readings."""
+        totals: dict[str, float] = {}
+        for request in list(self.metric_requests):
+            for resource in request.resource_metrics:
+                for scope in resource.scope_metrics:
+                    for metric in scope.metrics:
+                        if metric.HasField("sum"):
+                            points: Any = metric.sum.data_points
+                            value = sum(p.as_double if p.HasField("as_double") else p.as_int for p in points)
+                        else:
+                            value = sum(p.count for p in metric.histogram.data_points)
+                        totals[metric.name] = value  # cumulative: the latest export holds the total
+        return totals
 
     def spans(self) -> list[ReceivedSpan]:
         out = []
@@ -78,10 +98,17 @@ def otlp_receiver(mode: str = "ok") -> Iterator[Receiver]:
                 self.send_response(500)
                 self.end_headers()
                 return
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            receiver.requests.append(request)
-            answer = ExportTraceServiceResponse().SerializeToString()
+            if self.path == "/v1/metrics":
+                metrics = ExportMetricsServiceRequest()
+                metrics.ParseFromString(body)
+                receiver.metric_requests.append(metrics)
+                answer = ExportMetricsServiceResponse().SerializeToString()
+            else:
+                assert self.path == "/v1/traces", self.path
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                receiver.requests.append(request)
+                answer = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", str(len(answer)))

@@ -98,6 +98,11 @@ def test_a_counter_run_is_one_trace_with_its_span_tree(example: Any, monkeypatch
         t.attributes["crucible.ok"] is True and t.attributes["crucible.cost_usd"] == 0.0 for t in turns
     )
     assert all(s.start <= s.end and by_id[s.parent_id].start <= s.start for s in spans if s.parent_id)
+    metrics = receiver.metrics()
+    assert metrics["crucible.iterations"] == 2 and metrics["crucible.keeps"] == 2
+    assert metrics["crucible.cost"] == 0.0
+    assert metrics["crucible.measure.duration"] == 3  # the baseline's measure and one per iteration
+    assert root.attributes["crucible.total.measure_secs"] > 0
 
 
 def test_kill_and_resume_gives_two_linked_segments_of_one_trace(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+# Metrics are read once at the run end (and every METRICS_INTERVAL_MILLIS on the way, for a long run).
+METRICS_INTERVAL_MILLIS = 30_000
 
 # Bounds that keep a collector that is down from slowing a run: the exporter gives up on one
 # request after EXPORT_TIMEOUT_SECONDS, the queue holds at most QUEUE_SPANS (the rest are
@@ -30,3 +32,13 @@ def traces_endpoint(engine_env: Mapping[str, str]) -> str:
     if explicit:
         return explicit
     return env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip().rstrip("/") + "/v1/traces"
+
+
+def metrics_endpoint(engine_env: Mapping[str, str]) -> str | None:
+    """The metrics URL, or None when only a traces endpoint was named (metrics then stay home)."""
+    env = {**os.environ, **engine_env}
+    explicit = env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
+    if explicit:
+        return explicit
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip().rstrip("/")
+    return base + "/v1/metrics" if base else None

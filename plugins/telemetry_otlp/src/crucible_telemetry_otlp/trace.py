@@ -26,12 +26,15 @@ from opentelemetry.trace import Link, Span, SpanContext, TraceFlags
 
 from crucible_core.api import Redactor
 from crucible_telemetry_otlp import config
+from crucible_telemetry_otlp.metrics import RunMetrics
 
 if TYPE_CHECKING:
     from crucible_core.api import RunContext, RunEnd
 
 SEGMENT_FILE = "telemetry_otlp/segment"  # under the run's private directory: the last segment's span id
 _NANOS = 1_000_000_000
+NAME_CHARS = 128
+VALUE_CHARS = 1024
 
 
 def trace_id_of(run_id: str) -> int:
@@ -102,6 +105,8 @@ class RunTrace:
     root: Span
     note: Any
     endpoint: str
+    metrics: RunMetrics | None = None
+    measure_started: int | None = None  # when the open step began, while it is a measure
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     iteration: Span | None = None
     step: Span | None = None
@@ -119,8 +124,9 @@ class RunTrace:
             )
         )
         ended = _Ended()
+        resource = Resource.create({"service.name": "crucible", "crucible.run_id": context.run_id})
         provider = TracerProvider(
-            resource=Resource.create({"service.name": "crucible"}),
+            resource=resource,
             id_generator=_RunIds(trace_id),
             shutdown_on_exit=False,  # run end shuts it down, bounded; an exit must never wait on a collector
         )
@@ -164,7 +170,9 @@ class RunTrace:
         except OSError:
             pass  # a resume then starts an unlinked segment; the trace id still joins them
         endpoint = config.traces_endpoint(context.engine_env)
-        return cls(provider, tracer, exporter, ended, redactor, root, context.note, endpoint)
+        metrics_endpoint = config.metrics_endpoint(context.engine_env)
+        metrics = RunMetrics(metrics_endpoint, resource) if metrics_endpoint else None
+        return cls(provider, tracer, exporter, ended, redactor, root, context.note, endpoint, metrics)
 
     def _attrs(self, values: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -172,24 +180,41 @@ class RunTrace:
             if value is None:
                 continue
             if isinstance(value, str):
-                out[key] = self.redactor.text(value)[:1024]
+                out[key] = self.redactor.text(value)[:VALUE_CHARS]
             elif isinstance(value, bool | int | float):
                 out[key] = value
             else:
-                out[key] = self.redactor.text(str(value))[:1024]
+                out[key] = self.redactor.text(str(value))[:VALUE_CHARS]
         return out
 
     def _start(self, name: str, parent: Span | None, at: int, values: Mapping[str, Any]) -> Span:
         context = otel_trace.set_span_in_context(parent or self.root)
-        return self.tracer.start_span(name, context=context, start_time=at, attributes=self._attrs(values))
+        shown = self.redactor.text(name)[:NAME_CHARS]  # a tool's or task's name is agent- or plan-written
+        return self.tracer.start_span(shown, context=context, start_time=at, attributes=self._attrs(values))
 
-    def _add(self, key: str, amount: float) -> None:
+    def _add(self, key: str, amount: float, kind: str = "") -> None:
         self.totals[key] = self.totals.get(key, 0.0) + amount
+        if self.metrics is None or amount < 0:
+            return
+        if key == "cost_usd":
+            self.metrics.cost.add(amount)
+        elif key == "tokens":
+            self.metrics.tokens.add(amount, {"crucible.token_type": kind})
+        elif key == "iterations":
+            self.metrics.iterations.add(amount)
+        elif key == "keeps":
+            self.metrics.keeps.add(amount)
 
     def _end_step(self, at: int) -> None:
         if self.step is not None:
             self.step.end(end_time=at)
             self.step = None
+        if self.measure_started is not None:
+            seconds = max(0, at - self.measure_started) / _NANOS
+            self._add("measure_secs", seconds)
+            if self.metrics is not None:
+                self.metrics.measure_time.record(seconds)
+            self.measure_started = None
 
     def _end_iteration(self, at: int) -> None:
         self._end_turn(at)
@@ -221,6 +246,7 @@ class RunTrace:
         elif kind == "step":
             self._end_step(at)
             step = str(event.get("step") or "")
+            self.measure_started = at if step == "measure" else None
             self.step = self._start(
                 step, self.iteration, at, {"crucible.step": step, "crucible.iter": event.get("iter")}
             )
@@ -248,9 +274,10 @@ class RunTrace:
             self.turn = span
             self._end_turn(at)
         elif kind == "tokens":
-            total = _int(event.get("total"))
-            if total:
-                self._add("tokens", total)
+            for kind_of_token in ("input", "output", "cache_read", "cache_write"):
+                count = _int(event.get(kind_of_token))
+                if count and count > 0:
+                    self._add("tokens", count, kind_of_token)
         elif kind == "broker_call":
             tool = str(event.get("tool") or "")
             span = self._start(
@@ -348,9 +375,15 @@ class RunTrace:
                 )
             )
             self.root.end(end_time=at)
-        stopper = threading.Thread(target=self.provider.shutdown, name="telemetry-shutdown", daemon=True)
-        stopper.start()
-        stopper.join(config.SHUTDOWN_SECONDS)
+        # Both providers stop side by side on daemon threads: the run waits SHUTDOWN_SECONDS at
+        # most, and a collector that still hangs after that is left behind with its last batch.
+        stops = [self.provider.shutdown] + ([self.metrics.shutdown] if self.metrics is not None else [])
+        stoppers = [threading.Thread(target=stop, name="telemetry-shutdown", daemon=True) for stop in stops]
+        for stopper in stoppers:
+            stopper.start()
+        deadline = time.monotonic() + config.SHUTDOWN_SECONDS
+        for stopper in stoppers:
+            stopper.join(max(0.0, deadline - time.monotonic()))
         dropped = self.ended.count - self.exporter.exported
         if dropped > 0:
             self.note(
