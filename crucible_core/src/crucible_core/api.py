@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "3.3"
+API_VERSION = "3.4"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text

@@ -297,7 +297,7 @@ def crucible_agent_signals() -> AgentSignals | None:
 
 
 @hookspec
-def crucible_engine_credentials() -> Iterable[str]:
+def crucible_engine_credentials() -> Iterable[str] | None:
     """Name the environment variables holding credentials the engine uses on its own behalf.
 
     A forge token a publisher pushes with, a record store's keys: the engine needs them, an agent
