@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
+import socket
 import subprocess
 import time
 from collections import Counter
@@ -146,7 +147,13 @@ def test_kill_and_resume_gives_two_linked_segments_of_one_trace(tmp_path: Path) 
     assert later and min(s.start for s in later) > max(s.start for s in killed)
 
 
-@pytest.mark.parametrize("mode", ["refuse", "hang"])
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("mode", ["refuse", "hang", "down"])
 def test_a_collector_that_refuses_or_hangs_does_not_hold_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
@@ -162,10 +169,11 @@ def test_a_collector_that_refuses_or_hangs_does_not_hold_the_run(
     proposer = "#!/bin/sh\necho $(( $(cat value.txt) + 1 )) > value.txt\n"
     alone = timed(domain(tmp_path / "plain", proposer))
     watched = domain(tmp_path / "watched", proposer)
-    with otlp_receiver(mode) as receiver:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    with otlp_receiver("refuse" if mode == "down" else mode) as receiver:
+        url = f"http://127.0.0.1:{_closed_port()}" if mode == "down" else receiver.url
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
         took = timed(watched)
-        assert receiver.bodies  # the exporter did try
+        assert bool(receiver.bodies) is (mode != "down")  # the exporter did try the one that listens
     assert took - alone < config.SHUTDOWN_SECONDS + 1.0, (took, alone)
     notes = [e["msg"] for e in _log(watched) if e["kind"] == "note" and e["msg"].startswith("telemetry:")]
     assert len(notes) == 1 and "did not reach the collector" in notes[0]
@@ -210,3 +218,52 @@ def test_flow_spans_reads_the_otlp_json_export(
     assert done.returncode == 0, done.stderr
     walls = {it["iter"]: it.get("wall_secs") for it in json.loads(page.read_text())["iterations"]}
     assert walls[1] is not None and walls[2] is not None and walls[1] > 0
+
+
+def test_tool_calls_plan_tasks_services_and_tokens_become_spans_and_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events a counter run does not write, told to the plugin's hooks as the session log tells them."""
+    import crucible_telemetry_otlp as plugin
+
+    context = api.RunContext(None, tmp_path, tmp_path, tmp_path / "private", "run-tools", False)
+    now = time.time()
+    events = [
+        {"kind": "service_start", "service": "db", "port": 5432},
+        {"kind": "phase", "phase": "iteration", "iter": 1},
+        {"kind": "step", "step": "propose", "iter": 1},
+        {"kind": "agent_start", "iter": 1},
+        {"kind": "broker_call", "tool": "search_docs", "iter": 1, "arguments": {"q": "x"}},
+        {"kind": "broker_result", "tool": "search_docs", "iter": 1, "ok": False, "error": "no index"},
+        {"kind": "tokens", "input": 100, "output": 20, "cache_read": 5, "total": 125},
+        {"kind": "turn", "iter": 1, "ok": False, "failure": "timeout", "cost": 0.25, "note": "cut"},
+        {"kind": "task_result", "task": "lint", "status": "pass", "task_kind": "command", "attempts": 2},
+        {"kind": "row", "row": {"iter": 1, "decision": "discard", "score": 3.0, "samples": [3.0, 2.9, 3.1]}},
+        {"kind": "service_exit", "service": "db", "status": 0, "how": "stopped"},
+    ]
+    with otlp_receiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        plugin.crucible_run_start(context)
+        for offset, event in enumerate(events):
+            plugin.crucible_session_event({**event, "ts": now + offset * 0.01})
+        plugin.crucible_run_end(api.RunEnd(context, "finished", "done", 1))
+        spans = _wait(receiver, lambda got: any(s.name == "crucible run" for s in got))
+        metrics = receiver.metrics()
+    by_name = {s.name: s for s in spans}
+    by_id = {s.span_id: s for s in spans}
+    tool = by_name["tool search_docs"]
+    assert by_id[tool.parent_id].name == "agent turn" and tool.attributes["crucible.ok"] is False
+    assert tool.attributes["crucible.error"] == "no index" and tool.end > tool.start
+    turn = by_name["agent turn"]
+    assert turn.attributes["crucible.failure"] == "timeout" and turn.attributes["crucible.cost_usd"] == 0.25
+    task = by_name["task lint"]
+    assert task.attributes["crucible.status"] == "pass" and task.attributes["crucible.attempts"] == 2
+    service = by_name["service db"]
+    assert by_id[service.parent_id].name == "crucible run" and service.attributes["crucible.how"] == "stopped"
+    iteration = by_name["iteration"]
+    assert (
+        iteration.attributes["crucible.repeats"] == 3
+        and iteration.attributes["crucible.decision"] == "discard"
+    )
+    assert metrics["crucible.tokens"] == 125 and metrics["crucible.cost"] == 0.25
+    assert metrics["crucible.iterations"] == 1 and "crucible.keeps" not in metrics

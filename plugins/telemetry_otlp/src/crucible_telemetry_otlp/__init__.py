@@ -36,7 +36,10 @@ def crucible_run_start(context: RunContext) -> None:
         return
     from crucible_telemetry_otlp.trace import RunTrace
 
-    _current.trace = RunTrace.open(context)
+    try:
+        _current.trace = RunTrace.open(context)
+    except Exception as exc:  # telemetry never ends a run: say why there is none and go on
+        context.note(f"telemetry: not sending this run's trace ({type(exc).__name__}: {exc})", "warn")
 
 
 @hookimpl
