@@ -53,30 +53,31 @@ def _otlp_value(value: Any) -> Any:
             return value[key]
     try:
         return int(value["intValue"]) if "intValue" in value else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
 def _otlp_nanos(value: Any) -> int | None:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+
+
+def _members(holder: Any, key: str) -> list[Mapping[str, Any]]:
+    """The mappings in holder[key] when that is a list; anything else in a hand-edited export is skipped."""
+    items = holder.get(key) if isinstance(holder, Mapping) else None
+    return [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
 
 
 def _otlp_spans(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The spans of an OTLP JSON export, each as a start, an end and an attributes mapping."""
     spans: list[Mapping[str, Any]] = []
-    for resource in data.get("resourceSpans") or []:
-        scopes = resource.get("scopeSpans") if isinstance(resource, Mapping) else None
-        for scope in scopes or []:
-            for span in (scope.get("spans") if isinstance(scope, Mapping) else None) or []:
-                if not isinstance(span, Mapping):
-                    continue
-                pairs = span.get("attributes") or []
-                attributes = {
-                    str(p.get("key")): _otlp_value(p.get("value")) for p in pairs if isinstance(p, Mapping)
-                }
+    for resource in _members(data, "resourceSpans"):
+        for scope in _members(resource, "scopeSpans"):
+            for span in _members(scope, "spans"):
+                pairs = _members(span, "attributes")
+                attributes = {str(p.get("key")): _otlp_value(p.get("value")) for p in pairs}
                 spans.append(
                     {
                         "start": _otlp_nanos(span.get("startTimeUnixNano")),
