@@ -45,6 +45,7 @@ MEMBERS = [
     "plugins/lane_playbook",
     "plugins/search_wide",
     "plugins/results_md",
+    "plugins/telemetry_otlp",
     "plugins/run_records",
     "plugins/world_composite",
     "plugins/packs",

@@ -111,6 +111,7 @@ ROWS: dict[str, Callable[[Path, pytest.MonkeyPatch], Case] | None] = {
         {},
     ),
     "results_md": None,  # registers no name: RESULTS.md, tests/results_md/test_results_md.py
+    "telemetry_otlp": None,  # registers no name, off unless configured: tests/telemetry_otlp/
     "world_composite": _composite,
     "task_agent": lambda tmp_path, _env: (_copy(tmp_path, "playbook"), {}),  # its agent task
     "distress": None,  # `crucible distress` / `escalate` (no manifest names them): tests/distress/

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "3.3"
+API_VERSION = "3.4"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -368,6 +368,7 @@ if TYPE_CHECKING:
     from crucible_core.protocols import (
         WorldFactory as WorldFactory,
     )
+    from crucible_core.redact import Redactor as Redactor
     from crucible_core.registry import Deferred as Deferred
     from crucible_core.registry import Register as Register
     from crucible_core.registry import Registry as Registry
@@ -666,6 +667,7 @@ _export("crucible_core.manifest.converter", "show")
 _export("crucible_core.contract.reading", "Direction")
 _export("crucible_core.contract.decide", "Verdict", "decide")
 _export("crucible_core.contract.noise", "Statistic", "combine", "note_with_margin", "summarize")
+_export("crucible_core.redact", "Redactor")
 _export("crucible_core.plan", "ir")
 _export("crucible_core.plan.builtin_kinds", "EngineFields")
 _export("crucible_core.plan.executor", "ExecutorConfig", "PlanExecutor")

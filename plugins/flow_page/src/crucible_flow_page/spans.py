@@ -4,6 +4,11 @@ Accepts the shapes trace exports commonly take: a JSON list of spans, or an obje
 one under ``spans``/``data``; each span with a start and a duration (or an end), in
 nanoseconds, and its iteration in ``iter``, ``crucible.iter`` or ``iteration``, directly or
 under ``meta``/``attributes``/``tags``. Spans with no iteration are ignored.
+
+Also reads an OTLP JSON export (the protobuf JSON mapping: ``resourceSpans`` holding
+``scopeSpans`` holding ``spans``, times in ``startTimeUnixNano``/``endTimeUnixNano`` and
+attributes as key/value pairs), the form crucible-plugin-telemetry-otlp's spans take when a
+collector's file exporter writes them.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ def load_spans(path: Path) -> list[Mapping[str, Any]]:
         raise UsageError(
             f"--spans {path}: not a readable JSON file ({exc})", hint="pass a trace export"
         ) from exc
-    if isinstance(data, Mapping):
+    if isinstance(data, Mapping) and "resourceSpans" in data:
+        data = _otlp_spans(data)
+    elif isinstance(data, Mapping):
         data = data.get("spans", data.get("data", []))
     if not isinstance(data, list):
         raise UsageError(f"--spans {path}: no list of spans found", hint="pass a trace export")
@@ -35,6 +42,50 @@ def load_spans(path: Path) -> list[Mapping[str, Any]]:
         for s in data
         if isinstance(s, Mapping)
     ]
+
+
+def _otlp_value(value: Any) -> Any:
+    """An OTLP JSON AnyValue as a plain value (64-bit integers arrive as strings)."""
+    if not isinstance(value, Mapping):
+        return None
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in value:
+            return value[key]
+    try:
+        return int(value["intValue"]) if "intValue" in value else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _otlp_nanos(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _members(holder: Any, key: str) -> list[Mapping[str, Any]]:
+    """The mappings in holder[key] when that is a list; anything else in a hand-edited export is skipped."""
+    items = holder.get(key) if isinstance(holder, Mapping) else None
+    return [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
+
+
+def _otlp_spans(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The spans of an OTLP JSON export, each as a start, an end and an attributes mapping."""
+    spans: list[Mapping[str, Any]] = []
+    for resource in _members(data, "resourceSpans"):
+        for scope in _members(resource, "scopeSpans"):
+            for span in _members(scope, "spans"):
+                pairs = _members(span, "attributes")
+                attributes = {str(p.get("key")): _otlp_value(p.get("value")) for p in pairs}
+                spans.append(
+                    {
+                        "start": _otlp_nanos(span.get("startTimeUnixNano")),
+                        "end": _otlp_nanos(span.get("endTimeUnixNano")),
+                        "attributes": attributes,
+                    }
+                )
+    return spans
 
 
 def _iter_of(span: Mapping[str, Any]) -> int | None:
