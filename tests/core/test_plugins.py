@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -143,14 +144,23 @@ def _listing_with_discovery(env: dict[str, str]) -> tuple[dict[str, object], lis
     return json.loads(done.stdout), ast.literal_eval(done.stderr.strip().splitlines()[-1])
 
 
-def test_the_plugin_index_lists_what_discovery_lists_and_follows_an_install(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writes_bytecode", [True, False], ids=["bytecode", "no-bytecode"])
+def test_the_plugin_index_lists_what_discovery_lists_and_follows_an_install(
+    tmp_path: Path, writes_bytecode: bool
+) -> None:
     site = tmp_path / "site"
     _fake_distribution(
         site, "crucible-plugin-broken", "broken_plugin", "raise ImportError('no such thing')\n"
     )
     env = crucible_env(PYTHONPATH=str(site), CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    # A developer's Python writes bytecode: the first listing's import of the broken plugin makes
+    # site/__pycache__, which must not make the index look stale to the second.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if not writes_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     discovered, imported = _listing_with_discovery(env)
     assert imported == ["importlib.metadata", "stevedore"]  # no index yet: stevedore discovers
+    assert (site / "__pycache__").is_dir() == writes_bytecode
     assert list((tmp_path / "cache").glob("plugin-index-*.json"))
     indexed, imported = _listing_with_discovery(env)
     assert imported == []  # the index answered: no distribution metadata was read
@@ -167,6 +177,11 @@ def test_the_plugin_index_lists_what_discovery_lists_and_follows_an_install(tmp_
     assert imported == ["importlib.metadata", "stevedore"]
     added = [p for p in after["plugins"] if p["name"] == "added_plugin"]  # type: ignore[attr-defined]
     assert added and added[0]["distribution"] == "crucible-plugin-added" and added[0]["version"] == "0.3"
+    # Removing it is followed too (its metadata directory is gone from the fingerprint).
+    shutil.rmtree(site / "crucible_plugin_added-0.3.dist-info")
+    removed, imported = _listing_with_discovery(env)
+    assert imported == ["importlib.metadata", "stevedore"]
+    assert not [p for p in removed["plugins"] if p["name"] == "added_plugin"]  # type: ignore[attr-defined]
 
 
 def test_duplicate_world_from_a_third_party_fails_the_run_naming_both(tmp_path: Path, example) -> None:

@@ -11,6 +11,9 @@ import pytest
 from crucible_core.contract.fold import fold_objects as fold_events
 from crucible_core.contract.fold import fold_path
 from crucible_core.contract.recovery import RecoveryClass, classify
+from crucible_core.errors import ResumeConflict
+from crucible_core.manifest.paths import RunPaths
+from crucible_core.run.resume import refuse_disagreeing_log
 
 START = {
     "goal": "g",
@@ -186,3 +189,18 @@ def test_a_park_closed_by_its_budget_event_is_counted_once() -> None:
     f = fold_events(log)
     assert f.parked_s == 5.0
     assert f.active_s == 3.0
+
+
+def test_only_a_resumes_identity_line_says_setup_finished_when_the_segment_is_unreadable(
+    tmp_path: Path,
+) -> None:
+    paths = RunPaths(tmp_path, tmp_path / "workspace", tmp_path / "state", tmp_path / "STEER.md")
+    # a first process writes its identity before the baseline snapshot and the segment line
+    killed_in_setup = [ev("start", 100.0), ev("identity", 100.1, identity=IDENTITY, base_commit="b0")]
+    folded = fold_events(killed_in_setup)
+    assert folded.fingerprint is None and not folded.resumed_identity
+    refuse_disagreeing_log(folded, paths)  # nothing kept: setup may run again
+    # a resume writes one only after reading a segment line: this log lost its segment
+    resumed = [*killed_in_setup, ev("identity", 200.0, identity=IDENTITY, base_commit="b0", resumed=True)]
+    with pytest.raises(ResumeConflict, match="an identity line a resume wrote"):
+        refuse_disagreeing_log(fold_events(resumed), paths)

@@ -6,6 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from crucible_core.contract import wire
 from tests.cli_support import run_crucible
 from tests.e2e.session import rows
@@ -89,3 +91,38 @@ def test_a_resume_never_removes_kept_history_when_the_segment_line_is_unreadable
         assert "no readable segment" in done.stderr and "Traceback" not in done.stderr
         assert log.read_text(encoding="utf-8") == text  # nothing appended, no recovery line
         assert head(workspace) == tip and (workspace / "value.txt").read_text().strip() == "2"
+
+
+def _cut_after_identity(log: Path) -> str:
+    """The log as a SIGKILL between the identity line and the segment line leaves it."""
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if '"kind":"identity"' in line)
+    assert not any('"kind":"segment"' in line for line in lines[:at])  # identity comes first
+    return "".join(lines[: at + 1])
+
+
+def test_a_run_killed_between_its_identity_and_segment_lines_resumes_from_setup(tmp_path: Path) -> None:
+    # The identity is written before the baseline snapshot and the segment line: a kill in
+    # between (seen in kill trials) leaves a log with an identity and no segment, and nothing kept.
+    manifest = domain(tmp_path, BUMP)
+    done = run(manifest, "--iterations", "0")  # the baseline only: the world keeps nothing past setup
+    assert done.returncode == 0, done.stderr
+    log = manifest.parent / "state" / "session.jsonl"
+    log.write_text(_cut_after_identity(log), encoding="utf-8")
+    resumed = run(manifest, "--resume", "--iterations", "2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert [(r["iter"], r["decision"]) for r in rows(manifest)] == [(0, "baseline"), (1, "keep"), (2, "keep")]
+    assert (manifest.parent / "workspace" / "value.txt").read_text().strip() == "2"
+
+
+@pytest.mark.leaves_open_log("the refused resume appends nothing to the cut log")
+def test_a_log_cut_after_its_identity_is_still_refused_when_the_world_kept_a_state(tmp_path: Path) -> None:
+    manifest, log, workspace = fresh(tmp_path)
+    tip = head(workspace)
+    text = _cut_after_identity(log)
+    log.write_text(text, encoding="utf-8")
+    done = run(manifest, "--resume", "--iterations", "4")
+    assert done.returncode == 11, done.stderr
+    assert "no readable segment" in done.stderr and "kept" in done.stderr
+    assert log.read_text(encoding="utf-8") == text
+    assert head(workspace) == tip and (workspace / "value.txt").read_text().strip() == "2"

@@ -3,11 +3,13 @@
 Finding entry points means importing `importlib.metadata` and reading every installed
 distribution's metadata (stevedore does it, and the distribution and version of each take a second
 scan), which was a third of what `crucible plugins` cost. What stevedore found is written to a
-small file beside a fingerprint of what decides it, the way stevedore keys its own cache: each
-import path entry and each `*.dist-info/entry_points.txt` under it, with their modification
-times. Installing, upgrading or removing a distribution changes one of them, so a stale index is
-never used; a missing, stale or unreadable index is rebuilt, and one that cannot be written is
-simply not kept.
+small file beside a fingerprint of what decides it: each import path entry, the distribution
+metadata directories in it (`*.dist-info`, `*.egg-info`: their names carry the version) and the
+modification time of each one's entry_points.txt. Installing, upgrading or removing a
+distribution changes one of them, so a stale index is never used; a missing, stale or unreadable
+index is rebuilt, and one that cannot be written is simply not kept. A directory's own
+modification time is left out where it can be listed: Python creating `__pycache__` there
+changes it, and that changes no entry point.
 """
 
 from __future__ import annotations
@@ -47,23 +49,34 @@ def _mtime(path: str) -> int:
         return 0
 
 
+_METADATA_SUFFIXES = (".dist-info", ".egg-info")
+
+
 def fingerprint(*, entry_point_files: bool = True) -> str:
-    """Each import path entry and (unless entry_point_files is False) each entry_points.txt of a
-    distribution in it, with their modification times. Kept whole in the cache file and
-    compared, so nothing is hashed."""
+    """What decides the entry points found on the import path; kept whole in the cache file and
+    compared, so nothing is hashed.
+
+    With entry_point_files (the plugin index): each import path entry with each distribution's
+    metadata directory in it and the modification time of its entry_points.txt; an entry that
+    cannot be listed (a zip file, or gone) with its own modification time. Without (the command
+    cache, which must not list directories on `--help`): each entry with its modification time,
+    which also moves, once, when Python first makes a `__pycache__` there.
+    """
     parts = []
     for entry in sys.path:
         if not entry:
             continue  # `python -c`'s working directory: where plugins are never installed, and busy
-        parts.append(f"{entry}\0{_mtime(entry)}")
         if not entry_point_files:
+            parts.append(f"{entry}\0{_mtime(entry)}")
             continue
         try:
             names = sorted(os.listdir(entry))
         except OSError:
-            continue  # a zip file, or gone
+            parts.append(f"{entry}\0{_mtime(entry)}")
+            continue
+        parts.append(entry)
         for name in names:
-            if name.endswith(".dist-info"):
+            if name.endswith(_METADATA_SUFFIXES):
                 listed = os.path.join(entry, name, "entry_points.txt")
                 parts.append(f"{listed}\0{_mtime(listed)}")
     return "\n".join(parts)

@@ -33,6 +33,8 @@ class Folded:
     events: int = 0
     start: wire.Start | None = None  # the first start event: the run's original budget
     identity: wire.Identity | None = None  # the first identity event: what scores compare against
+    # an identity a resume wrote: only a resume of a log with a segment line writes one
+    resumed_identity: bool = False
     trailing_shutdown: wire.Shutdown | None = None  # only when it is the last event
     last_kind: str | None = None
     # the open segment (a rescope replaces all of these together)
@@ -246,6 +248,8 @@ def fold_events(lines: Iterable[wire.Line]) -> Folded:
         elif type(ev) is wire.Identity:
             if f.identity is None:
                 f.identity = ev
+            if ev.resumed:
+                f.resumed_identity = True
         elif type(ev) is wire.ApprovalWait:
             open_wait = wire.to_fields(ev)
             wait_parked = 0.0

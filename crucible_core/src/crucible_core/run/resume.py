@@ -30,16 +30,18 @@ def refuse_disagreeing_log(folded: Folded, paths: RunPaths, recorded: RecordedKe
     """Stop a resume whose log and world disagree, before anything is written or removed.
 
     A log without a readable segment normally means setup was interrupted (nothing kept yet,
-    so the half-made workspace may be set up again). But when the same log also holds an
-    identity or a decided row, or the world's own record kept a state after setup, setup did
-    finish: the segment line was damaged or the log was cut short, and the workspace holds
-    kept commits. Refuse and leave both.
+    so the half-made workspace may be set up again). But when the same log also holds a
+    decided row or an identity a resume wrote, or the world's own record kept a state after
+    setup, setup did finish: the segment line was damaged or the log was cut short, and the
+    workspace may hold kept commits. Refuse and leave both. A first process's identity line is
+    no such evidence: it is written before the baseline snapshot and the segment line, so a
+    kill between them leaves it alone, with nothing kept.
     """
     if folded.fingerprint is not None:
         return
     evidence = []
-    if folded.identity is not None:
-        evidence.append("an identity line")
+    if folded.resumed_identity:
+        evidence.append("an identity line a resume wrote")
     if folded.rows:
         evidence.append(f"{len(folded.rows)} row(s)")
     if folded.start is None:
