@@ -115,17 +115,22 @@ def test_cumulative_points_keep_each_series_latest_value_and_json_bodies_decode(
 
 
 def test_hostile_requests_are_refused_and_counted() -> None:
-    with MetricsReceiver(max_life_seconds=30, max_body_bytes=1024) as receiver:
-        assert post(receiver.endpoint, b"\xff" * 2048) == 413  # over the body bound, not read
+    with MetricsReceiver(max_life_seconds=30, max_body_bytes=64 * 1024) as receiver:
+        assert post(receiver.endpoint, b"\xff" * (128 * 1024)) == 413  # over the body bound, not read
         assert post(receiver.endpoint, b"\x0a\xff\xff\xff") == 400  # not an OTLP request
         assert post(receiver.endpoint, b"{not json", content_type="application/json") == 400
         valid = metrics_request([_point(1.0, 1)]).SerializeToString()
         assert post(receiver.endpoint, valid, path="/v1/traces") == 404
         negative = metrics_request([_point(-5.0, 1), _point(float("nan"), 1, model="x")])
         assert post(receiver.endpoint, negative.SerializeToString()) == 200
+        flood = metrics_request([], [_point(float(i + 1), 1, type=f"t{i}" * 50) for i in range(100)])
+        assert post(receiver.endpoint, flood.SerializeToString()) == 200
         usage = receiver.usage()
-    assert usage.rejected == 4 and usage.requests == 1
+    assert usage.rejected == 4 and usage.requests == 2
     assert usage.cost_usd is None  # a negative or NaN counter point is not a cost
+    # A flood of made-up token types reaches the log as a few clipped names, the largest first.
+    assert len(usage.tokens) == 8 and all(len(kind) <= 40 for kind in usage.tokens)
+    assert max(usage.tokens.values()) == 100
 
 
 def test_the_receiver_stops_on_its_own_after_its_life() -> None:

@@ -32,6 +32,7 @@ EXPORT_INTERVAL_MS = 2000
 _DELTA = 1
 _CUMULATIVE = 2
 _READ_TIMEOUT_SECONDS = 5.0
+_MAX_TOKEN_TYPES = 8
 
 
 class OtlpUnavailable(RuntimeError):
@@ -150,7 +151,8 @@ class MetricTotals:
             if name == TOKEN_METRIC:
                 kind = str(dict(attributes).get("type") or "other")[:40]
                 totals[kind] = totals.get(kind, 0) + int(value)
-        return totals
+        # The types are the sender's words: a handful is what the CLI uses, more is noise for the log.
+        return dict(sorted(totals.items(), key=lambda item: -item[1])[:_MAX_TOKEN_TYPES])
 
 
 class MetricsReceiver:
