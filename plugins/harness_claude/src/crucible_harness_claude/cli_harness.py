@@ -96,17 +96,17 @@ class ClaudeCodeHarness:
             return TurnResult(
                 False, FailureClass.SPAWN, note=f"the OTLP cost receiver could not start: {exc}"
             )
-        with mcp_config_file(turn.mcp_servers) as mcp_config:
-            argv = launch.build_argv(
-                cli.path,
-                model=turn.model or DEFAULT_MODEL,
-                effort=turn.effort,
-                mode=launch.Unattended.SANDBOX if self.sandbox_claimed else launch.Unattended.HOST,
-                mcp_config=mcp_config,
-                mcp_server_names=sorted(turn.mcp_servers),
-                resume=stored.cursor if stored else None,
-            )
-            try:
+        try:
+            with mcp_config_file(turn.mcp_servers) as mcp_config:
+                argv = launch.build_argv(
+                    cli.path,
+                    model=turn.model or DEFAULT_MODEL,
+                    effort=turn.effort,
+                    mode=launch.Unattended.SANDBOX if self.sandbox_claimed else launch.Unattended.HOST,
+                    mcp_config=mcp_config,
+                    mcp_server_names=sorted(turn.mcp_servers),
+                    resume=stored.cursor if stored else None,
+                )
                 done = run_process(
                     argv,
                     cwd=turn.workspace,
@@ -115,9 +115,9 @@ class ClaudeCodeHarness:
                     stdin_data=turn.prompt.encode("utf-8"),
                     on_stdout_line=decoder.feed,
                 )
-            finally:
-                if receiver is not None:
-                    receiver.stop()  # the CLI flushed its metrics on exit; nothing later is this turn's
+        finally:
+            if receiver is not None:
+                receiver.stop()  # the CLI flushed its metrics on exit; nothing later is this turn's
         otlp = receiver.usage() if receiver is not None else None
         verdict = classify(done, decoder, otlp.cost_usd if otlp else None)
         if otlp is not None:
