@@ -22,12 +22,23 @@ from crucible_core.api import (
 )
 from crucible_harness_claude import events, launch
 from crucible_harness_claude.cli_verdict import classify
+from crucible_harness_claude.otlp_cost import (
+    MetricsReceiver,
+    OtlpUnavailable,
+    choose_cost,
+    otlp_unavailable,
+    telemetry_env,
+)
 from crucible_harness_claude.sessions import Cursor, SessionStateError, SessionStore, hide_cursors
 from crucible_harness_claude.settings import DEFAULT_MODEL, ClaudeSettings
 from crucible_harness_claude.stream_json import StreamDecoder
 from crucible_harness_claude.toolbox import ToolboxError, install_toolbox, resolve_toolbox
 
 HARNESS_NAME = "claude"
+# The OTLP receiver outlives the turn's deadline by this much at most, and lives this long when
+# a turn has no deadline: it can never outlast the engine's interest in it.
+_RECEIVER_GRACE_SECONDS = 30.0
+_RECEIVER_LIFE_SECONDS = 6 * 3600.0
 
 
 @attrs.frozen
@@ -37,16 +48,22 @@ class ClaudeCodeHarness:
     # A host turn runs unattended as in a sandbox only when the manifest's [agent].env says so:
     # an IS_SANDBOX=1 the engine merely inherited (the container crucible runs in) is not the turn's.
     sandbox_claimed: bool = False
+    # Take the CLI's own OTLP cost metrics as a second source ([agent].otlp_cost; host turns only:
+    # a sandbox cannot reach the engine's loopback).
+    otlp_cost: bool = False
 
     @classmethod
     def from_context(cls, ctx: HarnessContext) -> ClaudeCodeHarness:
         settings = ctx.settings if ctx.settings is not None else ClaudeSettings()
         toolbox = resolve_toolbox(settings.toolbox_dir, ctx.manifest_dir)
         claimed = launch.unattended_mode(ctx.agent.env) is launch.Unattended.SANDBOX
-        return cls(toolbox, SessionStore.under(ctx.private_dir, HARNESS_NAME), claimed)
+        return cls(toolbox, SessionStore.under(ctx.private_dir, HARNESS_NAME), claimed, settings.otlp_cost)
 
     def preflight(self, env: Mapping[str, str]) -> list[str]:
-        return launch.preflight_problems(env)
+        problems = launch.preflight_problems(env)
+        if self.otlp_cost and (missing := otlp_unavailable()):
+            problems.append(missing)
+        return problems
 
     def run(self, turn: Turn) -> TurnResult:
         cli = launch.find_cli(turn.env)
@@ -72,28 +89,63 @@ class ClaudeCodeHarness:
             turn.emit(kind, hide_cursors(fields, cursors))
 
         decoder = StreamDecoder(emit, prior_cost=stored.cost_usd if stored else 0.0)
-        with mcp_config_file(turn.mcp_servers) as mcp_config:
-            argv = launch.build_argv(
-                cli.path,
-                model=turn.model or DEFAULT_MODEL,
-                effort=turn.effort,
-                mode=launch.Unattended.SANDBOX if self.sandbox_claimed else launch.Unattended.HOST,
-                mcp_config=mcp_config,
-                mcp_server_names=sorted(turn.mcp_servers),
-                resume=stored.cursor if stored else None,
+        env = launch.child_env(turn.env, keep_sandbox_claim=self.sandbox_claimed)
+        try:
+            receiver = self._start_receiver(turn, env)
+        except (OtlpUnavailable, OSError) as exc:
+            return TurnResult(
+                False, FailureClass.SPAWN, note=f"the OTLP cost receiver could not start: {exc}"
             )
-            done = run_process(
-                argv,
-                cwd=turn.workspace,
-                env=launch.child_env(turn.env, keep_sandbox_claim=self.sandbox_claimed),
-                timeout=turn.deadline_seconds,
-                stdin_data=turn.prompt.encode("utf-8"),
-                on_stdout_line=decoder.feed,
+        try:
+            with mcp_config_file(turn.mcp_servers) as mcp_config:
+                argv = launch.build_argv(
+                    cli.path,
+                    model=turn.model or DEFAULT_MODEL,
+                    effort=turn.effort,
+                    mode=launch.Unattended.SANDBOX if self.sandbox_claimed else launch.Unattended.HOST,
+                    mcp_config=mcp_config,
+                    mcp_server_names=sorted(turn.mcp_servers),
+                    resume=stored.cursor if stored else None,
+                )
+                done = run_process(
+                    argv,
+                    cwd=turn.workspace,
+                    env=env,
+                    timeout=turn.deadline_seconds,
+                    stdin_data=turn.prompt.encode("utf-8"),
+                    on_stdout_line=decoder.feed,
+                )
+        finally:
+            if receiver is not None:
+                receiver.stop()  # the CLI flushed its metrics on exit; nothing later is this turn's
+        otlp = receiver.usage() if receiver is not None else None
+        verdict = classify(done, decoder, otlp.cost_usd if otlp else None)
+        if otlp is not None:
+            _, source = choose_cost(decoder.reported_cost, otlp.cost_usd, decoder.estimated_cost())
+            emit(
+                events.AGENT_COST,
+                {
+                    "cost_usd": verdict.cost_usd,
+                    "cost_source": source,
+                    "otlp_cost_usd": otlp.cost_usd,
+                    "otlp_tokens": dict(otlp.tokens),
+                    "otlp_requests": otlp.requests,
+                    "otlp_rejected": otlp.rejected,
+                },
             )
-        result = self._close_session(turn, stored, decoder, classify(done, decoder))
+        result = self._close_session(turn, stored, decoder, verdict)
         if decoder.session_id:
             cursors.add(decoder.session_id)
         return attrs.evolve(result, note=hide_cursors(result.note, cursors))
+
+    def _start_receiver(self, turn: Turn, env: dict[str, str]) -> MetricsReceiver | None:
+        """The turn's loopback OTLP receiver, its endpoint put in the CLI's `env` (None: not asked for)."""
+        if not self.otlp_cost:
+            return None
+        life = (turn.deadline_seconds or _RECEIVER_LIFE_SECONDS) + _RECEIVER_GRACE_SECONDS
+        receiver = MetricsReceiver(max_life_seconds=life).__enter__()
+        env.update(telemetry_env(receiver.endpoint))
+        return receiver
 
     def sandbox_command(self, turn: Turn, layout: SandboxLayout) -> SandboxCommand | TurnResult:
         """The turn as a command for a sandboxing backend: bypassPermissions, because the box is the boundary.

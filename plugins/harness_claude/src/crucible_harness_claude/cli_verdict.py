@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from crucible_core.api import Completed, FailureClass, TurnResult
 from crucible_harness_claude import events
+from crucible_harness_claude.otlp_cost import choose_cost
 from crucible_harness_claude.stream_json import StreamDecoder
 
 NOTE_CHARS = 600
@@ -24,10 +25,12 @@ def _note(*parts: str) -> str:
     return events.clip("; ".join(p for p in parts if p), NOTE_CHARS)
 
 
-def classify(done: Completed, decoder: StreamDecoder) -> TurnResult:
-    reported = decoder.reported_cost
-    cost = reported if reported is not None else decoder.estimated_cost()
-    estimate = "" if reported is not None or cost == 0 else f"cost estimated from usage: ${cost:.4f}"
+def classify(done: Completed, decoder: StreamDecoder, otlp_cost: float | None = None) -> TurnResult:
+    """The turn's verdict; `otlp_cost` is the CLI's own OTLP cost figure, used when the stream gave none."""
+    cost, source = choose_cost(decoder.reported_cost, otlp_cost, decoder.estimated_cost())
+    estimate = {"stream": "", "otlp": f"cost from the CLI's OTLP metrics: ${cost:.4f}"}.get(
+        source, "" if cost == 0 else f"cost estimated from usage: ${cost:.4f}"
+    )
     if done.spawn_error:
         return TurnResult(
             False, FailureClass.SPAWN, note=_note(f"could not start the Claude Code CLI: {done.spawn_error}")
@@ -84,5 +87,7 @@ def classify(done: Completed, decoder: StreamDecoder) -> TurnResult:
     steps = result.get("num_turns")
     summary = events.clip(str(result.get("result") or ""), 160)
     return TurnResult(
-        True, cost_usd=cost, note=_note(f"claude finished{f' in {steps} steps' if steps else ''}", summary)
+        True,
+        cost_usd=cost,
+        note=_note(f"claude finished{f' in {steps} steps' if steps else ''}", summary, estimate),
     )

@@ -13,6 +13,7 @@ AGENT_TOOL_CALL: Final = "agent_tool_call"  # {id, name, input}
 AGENT_TOOL_RESULT: Final = "agent_tool_result"  # {id, is_error, content}
 AGENT_USAGE: Final = "agent_usage"  # {input_tokens, output_tokens, cache_*_tokens, cost_usd, models?}
 AGENT_RETRY: Final = "agent_retry"  # {attempt, error_status, delay_ms}: the provider is being retried
+AGENT_COST: Final = "agent_cost"  # {cost_usd, cost_source: stream|otlp|estimate, otlp_cost_usd, otlp_tokens}
 AGENT_RESULT: Final = "agent_result"  # {ok, subtype, turns, cost_usd, duration_ms, text}
 
 # A session log is read by people and viewers; a whole file written by a tool call, or a

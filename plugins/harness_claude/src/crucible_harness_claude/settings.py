@@ -1,4 +1,4 @@
-"""The Claude harnesses' own manifest keys and defaults: [agent].toolbox_dir, the default model."""
+"""The Claude harnesses' own manifest keys and defaults: [agent].toolbox_dir and otlp_cost, the default model."""
 
 from __future__ import annotations
 
@@ -12,3 +12,6 @@ DEFAULT_MODEL = "claude-opus-4-6"
 class ClaudeSettings:
     # A directory of skills (relative to the manifest) copied to <workspace>/.claude/skills each turn.
     toolbox_dir: str | None = None
+    # The `claude` harness runs a loopback OTLP receiver per turn and takes the CLI's own cost
+    # metrics as a second cost source (otlp_cost.py). Off by default: it switches the CLI's telemetry on.
+    otlp_cost: bool = False
