@@ -20,7 +20,7 @@ from crucible_core.contract.plain_text import plain
 from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import CrucibleError, RunFailed
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.manifest.paths import RunPaths, write_atomic
+from crucible_core.manifest.paths import RunPaths, write_fresh
 from crucible_core.plan.runners import RemoteMeasure, TaskRunner
 from crucible_core.protocols import AgentBackend, FailureClass, Judge, Turn, TurnResult, World
 from crucible_core.redact import Redactor
@@ -352,8 +352,10 @@ class Engine:
         text = self.render_prompt(run, iteration, steer)
         # A redacted copy for scripted proposers, gone after the turn: files the run writes hold
         # no secret (the agent itself gets the prompt whole, on stdin or through its harness).
+        # Written in place, not renamed into place: nothing reads it before the turn starts, and
+        # it is removed after the turn, so no reader can see it half written.
         prompt_file = self.paths.private_dir / "prompt.md"
-        write_atomic(prompt_file, self.redactor.text(text).encode("utf-8"), mode=0o600, durable=False)
+        write_fresh(prompt_file, self.redactor.text(text).encode("utf-8"), mode=0o600)
         env = {"CRUCIBLE_PROMPT_FILE": str(prompt_file)}
         if run.segment.regime:
             env["CRUCIBLE_REGIME"] = run.segment.regime
