@@ -270,19 +270,25 @@ class Engine:
                 level="warn",
             )
 
-    def describe_candidate(self, base: str) -> ChangeEvidence:
+    def describe_candidate(self, base: str, *, staged: str | None = None) -> ChangeEvidence:
         """The candidate now in the workspace against kept state `base`, as a row's evidence.
 
-        From the world's optional describe_change (the loop runs no git itself). The agent wrote
-        the diff: it is redacted whole, then cut to DIFF_CAP_BYTES, so a secret is never split
-        past its pattern by the cut. Evidence is never worth a run: a world that cannot describe
-        the change gives an empty diff and a note.
+        From the world's optional describe_change (the loop runs no git itself), or, given the
+        token `staged` the workspace is known to hold, its optional describe_staged, which reads
+        that token without staging the workspace again (the keep still stages and checks it).
+        The agent wrote the diff: it is redacted whole, then cut to DIFF_CAP_BYTES, so a secret
+        is never split past its pattern by the cut. Evidence is never worth a run: a world that
+        cannot describe the change gives an empty diff and a note.
         """
+        of_staged = getattr(self.world, "describe_staged", None) if staged is not None else None
         describe = getattr(self.world, "describe_change", None)
-        if not callable(describe):
-            return NO_EVIDENCE
         try:
-            diff, diffstat = describe(base)
+            if callable(of_staged):
+                diff, diffstat = of_staged(base, staged)
+            elif callable(describe):
+                diff, diffstat = describe(base)
+            else:
+                return NO_EVIDENCE
         except (CrucibleError, OSError, ValueError) as exc:
             self.note(f"the candidate's diff could not be read: {exc}", level="warn")
             return NO_EVIDENCE
