@@ -63,6 +63,8 @@ class MemoryWorld:
         self.current = ""
         self.put_back: list[str] = []
         self.restored: list[str] = []
+        self.stages = 0
+        self.described: list[tuple[str, str | None]] = []  # (how, the staged token it was given)
 
     def _token(self, files: dict[str, str]) -> str:
         return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:12]
@@ -89,6 +91,7 @@ class MemoryWorld:
         return ApplyOutcome(ok=True)
 
     def stage(self) -> Staged:
+        self.stages += 1
         token = self._token(self.files)
         self.kept.setdefault("staged:" + token, dict(self.files))
         return Staged(token=token, unchanged=token == self.current)
@@ -106,6 +109,15 @@ class MemoryWorld:
 
     def change(self, head: str, base: str | None = None) -> str:
         return ""
+
+    def describe_change(self, base: str) -> tuple[str, str]:
+        self.stage()  # as GitWorld does: the workspace is staged (and checked) to be read
+        self.described.append(("change", None))
+        return "", ""
+
+    def describe_staged(self, base: str, token: str) -> tuple[str, str]:
+        self.described.append(("staged", token))
+        return "", ""
 
 
 class ValueJudge:
@@ -251,3 +263,25 @@ def test_a_measures_side_effect_is_rolled_back_before_the_keep(tmp_path: Path) -
     assert decisions(run)[-1] == ("keep", 1.0, "value=1")
     assert world.kept[run.segment.best_token] == {"value.txt": "1"}  # what was measured
     assert len(world.put_back) == 1
+
+
+def test_a_validly_measured_candidate_is_described_from_its_staged_token_without_a_third_stage(
+    tmp_path: Path,
+) -> None:
+    engine, run = assemble(tmp_path, bump(2))
+    world: MemoryWorld = engine.world
+    stages_before = world.stages
+    assert run_iteration(engine, run) is None
+    assert decisions(run)[-1] == ("keep", 2.0, "value=2")
+    # the measured token, which is the one kept; staged twice (before and after the measure)
+    assert world.described == [("staged", run.segment.best_token)]
+    assert world.stages - stages_before == 2
+
+
+def test_an_invalid_reading_is_described_by_staging_the_workspace_again(tmp_path: Path) -> None:
+    engine, run = assemble(tmp_path, bump(5))
+    world: MemoryWorld = engine.world
+    engine.judge.invalid = True
+    assert run_iteration(engine, run) is None
+    assert decisions(run)[-1][0] == "discard"
+    assert world.described == [("change", None)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -227,3 +228,16 @@ def test_without_the_plugin_check_and_run_name_the_distribution_to_install(examp
     assert run.returncode == ExitCode.MANIFEST, run.stdout + run.stderr
     assert "pip install crucible-plugin-publish-github" in run.stderr
     assert not (manifest.parent / "workspace").exists()  # refused before anything was made
+
+
+def test_every_run_learns_the_token_variables_without_importing_the_forge_client() -> None:
+    """The engine asks every plugin for its credentials at start-up; publish-github answers
+    without loading `github.py` (and urllib's HTTP client), which only a publishing run needs."""
+    probe = (
+        "import sys\n"
+        "import crucible_publish_github as plugin\n"
+        "print(plugin.crucible_engine_credentials())\n"
+        "print('crucible_publish_github.github' in sys.modules, 'urllib.request' in sys.modules)\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert shown.splitlines() == ["('GITHUB_TOKEN', 'GH_TOKEN')", "False False"]

@@ -50,3 +50,16 @@ def test_a_link_is_shown_as_the_path_it_names_and_a_huge_file_by_its_size(tmp_pa
     assert "behind the link" not in diff
     assert f"Large file a/huge.txt (0 bytes) and b/huge.txt ({FILE_DIFF_CAP + 1} bytes): not diffed" in diff
     assert diffstat == "2 files changed, 1 insertion(+)"
+
+
+def test_a_staged_token_is_described_as_the_workspace_it_named(tmp_path: Path) -> None:
+    world, ws, base = _world(tmp_path)
+    write(ws, "keep.txt", "one\n2\nthree\n")
+    write(ws, "added.txt", "new\n")
+    staged = world.stage()
+    assert staged.token and not staged.refused
+    assert world.describe_staged(base, staged.token) == world.describe_change(base)
+    # it reads the token, not the workspace: a later edit is not in it
+    write(ws, "later.txt", "after the stage\n")
+    diff, diffstat = world.describe_staged(base, staged.token)
+    assert "later.txt" not in diff and diffstat == "2 files changed, 2 insertions(+), 1 deletion(-)"

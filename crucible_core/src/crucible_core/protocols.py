@@ -113,7 +113,10 @@ class World(Protocol):
     workspace against the kept state `base` (a token snapshot() returned), as (unified diff,
     git's one-line diffstat). The engine calls it between the measure and the decision, so
     every keep and discard row carries the change as evidence; it bounds and redacts the text.
-    A world without it writes rows with an empty diff.
+    A world without it writes rows with an empty diff. With it, the optional
+    `describe_staged(base: str, token: str) -> tuple[str, str]` answers the same for a
+    candidate stage() already named `token`, which the workspace still holds; the engine asks it
+    after a valid measure, instead of having the world stage (and check) the workspace again.
     """
 
     def clone_from(self, source: str, ref: str | None) -> None:

@@ -109,6 +109,9 @@ class Measured:
     iteration: int
     reading: Reading
     turn: TurnResult | None
+    # The token the measured candidate was staged as, when the workspace is known to hold it
+    # still (a valid reading: the measure's re-stage found no damage and put back any change).
+    staged: str | None = None
 
 
 def measure_context(run: Run, iteration: int) -> MeasureContext:

@@ -20,7 +20,7 @@ from crucible_core.contract.plain_text import plain
 from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import CrucibleError, RunFailed
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.manifest.paths import RunPaths, write_atomic
+from crucible_core.manifest.paths import RunPaths, write_fresh
 from crucible_core.plan.runners import RemoteMeasure, TaskRunner
 from crucible_core.protocols import AgentBackend, FailureClass, Judge, Turn, TurnResult, World
 from crucible_core.redact import Redactor
@@ -270,19 +270,25 @@ class Engine:
                 level="warn",
             )
 
-    def describe_candidate(self, base: str) -> ChangeEvidence:
+    def describe_candidate(self, base: str, *, staged: str | None = None) -> ChangeEvidence:
         """The candidate now in the workspace against kept state `base`, as a row's evidence.
 
-        From the world's optional describe_change (the loop runs no git itself). The agent wrote
-        the diff: it is redacted whole, then cut to DIFF_CAP_BYTES, so a secret is never split
-        past its pattern by the cut. Evidence is never worth a run: a world that cannot describe
-        the change gives an empty diff and a note.
+        From the world's optional describe_change (the loop runs no git itself), or, given the
+        token `staged` the workspace is known to hold, its optional describe_staged, which reads
+        that token without staging the workspace again (the keep still stages and checks it).
+        The agent wrote the diff: it is redacted whole, then cut to DIFF_CAP_BYTES, so a secret
+        is never split past its pattern by the cut. Evidence is never worth a run: a world that
+        cannot describe the change gives an empty diff and a note.
         """
+        of_staged = getattr(self.world, "describe_staged", None) if staged is not None else None
         describe = getattr(self.world, "describe_change", None)
-        if not callable(describe):
-            return NO_EVIDENCE
         try:
-            diff, diffstat = describe(base)
+            if callable(of_staged):
+                diff, diffstat = of_staged(base, staged)
+            elif callable(describe):
+                diff, diffstat = describe(base)
+            else:
+                return NO_EVIDENCE
         except (CrucibleError, OSError, ValueError) as exc:
             self.note(f"the candidate's diff could not be read: {exc}", level="warn")
             return NO_EVIDENCE
@@ -352,8 +358,10 @@ class Engine:
         text = self.render_prompt(run, iteration, steer)
         # A redacted copy for scripted proposers, gone after the turn: files the run writes hold
         # no secret (the agent itself gets the prompt whole, on stdin or through its harness).
+        # Written in place, not renamed into place: nothing reads it before the turn starts, and
+        # it is removed after the turn, so no reader can see it half written.
         prompt_file = self.paths.private_dir / "prompt.md"
-        write_atomic(prompt_file, self.redactor.text(text).encode("utf-8"), mode=0o600, durable=False)
+        write_fresh(prompt_file, self.redactor.text(text).encode("utf-8"), mode=0o600)
         env = {"CRUCIBLE_PROMPT_FILE": str(prompt_file)}
         if run.segment.regime:
             env["CRUCIBLE_REGIME"] = run.segment.regime

@@ -112,7 +112,11 @@ class IterationOperations:
                 reject(engine, run, iteration, staged.refused, self.turn, describe=False)
                 return Attempt(Outcome.FAIL, note=staged.refused)
         reading = measure_staged(engine, run, iteration, staged)
-        self.measured = Measured(iteration, reading, self.turn)
+        # A valid reading means the measure's re-stage was clean and the workspace is `staged`
+        # again: the decision can describe that token without staging (and checking) once more.
+        self.measured = Measured(
+            iteration, reading, self.turn, staged=staged.token if reading.valid else None
+        )
         return Attempt(Outcome.PASS, metric=reading.score if reading.valid else None)
 
     def _grade(self, context: TaskContext) -> Attempt:

@@ -88,7 +88,7 @@ def settle(engine: Engine, run: Run, measured: Measured) -> LoopExit | None:
     sha = token = None
     note = None
     # read before the keep or the rollback: the change from the state the candidate was proposed on
-    change = engine.describe_candidate(seg.best_token)
+    change = engine.describe_candidate(seg.best_token, staged=measured.staged)
     if verdict is Verdict.DISCARD:
         engine.world.restore(seg.best_token)
         # a reader of the log itself sees what the margin asked of the candidate

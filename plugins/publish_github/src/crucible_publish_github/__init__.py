@@ -72,7 +72,8 @@ def crucible_register_commands(register: Register[click.Command]) -> None:
 @hookimpl
 def crucible_engine_credentials() -> tuple[str, ...]:
     """The forge token the publisher and watch-pr use: the engine's, never an agent turn's."""
-    from crucible_publish_github.github import TOKEN_ENVS
+    # not from github.py: every run asks, and that module's HTTP client is not cheap to import
+    from crucible_publish_github.credentials import TOKEN_ENVS
 
     return TOKEN_ENVS
 

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from crucible_core.api import PublishRequest, RunFailed, run_process
+from crucible_publish_github.credentials import TOKEN_ENVS
 from crucible_world_git.sealed_git import environment, make_git_dir
 
 API_ENV = "CRUCIBLE_GITHUB_API"
 GIT_ENV = "CRUCIBLE_GITHUB_GIT"
 DEFAULT_API = "https://api.github.com"
 DEFAULT_GIT = "https://github.com"
-TOKEN_ENVS = ("GITHUB_TOKEN", "GH_TOKEN")
 MAX_REPLY_BYTES = 1024 * 1024
 _PASSED_THROUGH = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 

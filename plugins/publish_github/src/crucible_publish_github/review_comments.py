@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 import attrs
 
 from crucible_core.api import CrucibleError, ExitCode, UsageError, plain
-from crucible_publish_github.github import API_ENV, DEFAULT_API, TOKEN_ENVS
+from crucible_publish_github.credentials import TOKEN_ENVS
+from crucible_publish_github.github import API_ENV, DEFAULT_API
 
 # The publisher's own variable first (one forge for publishing and watching), then the one
 # GitHub Actions and the gh CLI set.

@@ -160,6 +160,11 @@ class GitWorld:
             return "", ""  # nothing of a candidate that could not be staged is read
         return candidate_change(self.memory, base, token)
 
+    def describe_staged(self, base: str, token: str) -> tuple[str, str]:
+        """As describe_change, for a candidate stage() already named `token`: read from the
+        object store, without staging (and checking) the workspace once more."""
+        return candidate_change(self.memory, base, token)
+
     # -- forks for wide rounds (crucible_core.protocols.ForkingWorld) ----------------------
     def fork_problem(self) -> str | None:
         return forks.git_problem()
