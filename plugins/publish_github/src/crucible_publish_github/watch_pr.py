@@ -210,20 +210,24 @@ def poll_once(
 
 @contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends a polling watcher as Ctrl-C does: between comments, with its state saved."""
+    """SIGTERM ends a polling watcher as Ctrl-C does: between comments, with its state saved.
+
+    SIGINT gets the same handler explicitly: a process started from a background job inherits
+    SIGINT ignored, and Python then never raises KeyboardInterrupt for it."""
 
     def interrupt(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
+        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     except ValueError:  # not the main thread: Ctrl-C is the only way out
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def watch(
