@@ -191,8 +191,8 @@ def prepare_playbook(context: LaneContext) -> PlaybookLane | Ending:
     )
     engine_env = planned.task_env(engine_environment())  # a service's secrets reach only that service
     config.env = planned.task_env(os.environ)
+    withheld = engine_credentials(plugins)  # what agent turns go without; command tasks too when publishing
     if publisher is not None:  # the forge token is the engine's write, never a task's
-        withheld = engine_credentials(plugins)
         config.env = {key: value for key, value in config.env.items() if key not in withheld}
     held = HeldEvents()  # what the runners say while opening, written after the start line
     runners = _task_runners(plugins, loaded, paths.state_dir, config.env, held)
@@ -212,6 +212,7 @@ def prepare_playbook(context: LaneContext) -> PlaybookLane | Ending:
         publisher=publisher,
         planned=planned,
         engine_env=engine_env,
+        withheld=withheld,
         held=held,
         runners=runners,
         memory=memory,
@@ -260,6 +261,7 @@ class PlaybookLane(GraphLane):
         publisher: Publisher | None,
         planned: PlannedServices,
         engine_env: dict[str, str],
+        withheld: frozenset[str],
         held: HeldEvents,
         runners: tuple[TaskRunner, ...],
         memory: WorkspaceMemory,
@@ -282,6 +284,7 @@ class PlaybookLane(GraphLane):
         self.planned = planned
         self.agent_env = dict(loaded.manifest.agent.env)
         self.engine_env = engine_env
+        self.withheld = withheld  # the engine's own credentials (crucible_engine_credentials)
         self.held = held
         self.task_runners = runners
         self.elapsed_before = elapsed_before
@@ -416,9 +419,7 @@ class PlaybookLane(GraphLane):
                 cache["backend"] = build_drivers(plugins, loaded, paths, shell).backend
             return cache["backend"]
 
-        return AgentTurns(
-            backend, loaded.manifest.agent.env, hooks=lifecycle, withheld=engine_credentials(plugins)
-        )
+        return AgentTurns(backend, loaded.manifest.agent.env, hooks=lifecycle, withheld=self.withheld)
 
 
 def _validity(verdict: str) -> str:
