@@ -77,8 +77,13 @@ def test_what_the_body_defines_is_kept_and_what_cannot_take_the_methods_is_refus
             return f"<{self.name}>"
 
     assert repr(Named("x")) == "<x>" and Named("x") == Named("x")
-    with pytest.raises(TypeError, match="frozen"):
-        value_methods(attrs.define(repr=False, eq=False)(type("Mutable", (), {"x": attrs.field()})))
+    mutable = value_methods(attrs.define(repr=False, eq=False)(type("Mutable", (), {"x": attrs.field()})))
+    plain = attrs.define(type("Mutable", (), {"x": attrs.field()}))
+    assert mutable(1) == mutable(1) and repr(mutable(1)) == repr(plain(1))
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(mutable(1))
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(plain(1))
     with pytest.raises(TypeError, match="exception"):
         value_methods(attrs.frozen(repr=False, eq=False)(type("Oops", (Exception,), {})))
 

@@ -1,4 +1,4 @@
-"""Shared `__repr__`, `__eq__` and `__hash__` for frozen attrs records, so attrs need not compile them per class.
+"""Shared `__repr__`, `__eq__` and `__hash__` for attrs records, so attrs need not compile them per class.
 
 attrs writes and compiles the source of every class's repr, equality and hash when the class
 is defined. A `crucible run` defines some 250 attrs classes before its first iteration, and
@@ -13,7 +13,8 @@ therefore declared
 and gets the three methods below, which behave as attrs' own: the same repr text (fields with
 `repr=False` left out, a field's own repr function used, `...` for a record inside itself),
 equality only with an instance of the very same class over the fields that take part in it
-(an `eq_key` applied), and a hash over the fields that take part in hashing. attrs still builds
+(an `eq_key` applied), and a hash over the fields that take part in hashing (a mutable record,
+`attrs.define`, is unhashable, as attrs makes it). attrs still builds
 `__init__`, the slots and the frozen `__setattr__`; mypy's attrs plugin reads the inner
 decorator as before.
 """
@@ -40,17 +41,13 @@ _REPRING = threading.local()
 
 
 def value_methods(cls: _T) -> _T:
-    """Give a frozen attrs class (built with `repr=False, eq=False`) attrs' repr, equality and hash.
+    """Give an attrs class built with `repr=False, eq=False` the repr, equality and hash attrs would have.
 
     A method the class body defines itself is kept. Exceptions are refused: attrs leaves their
     equality and hash to identity, and so must they stay.
     """
     if not attrs.has(cls) or issubclass(cls, BaseException):
-        raise TypeError(f"{cls.__qualname__}: value_methods takes a frozen attrs record, not an exception")
-    if getattr(cls.__setattr__, "__name__", "") != "_frozen_setattrs":
-        raise TypeError(
-            f"{cls.__qualname__}: value_methods takes a frozen attrs class (its hash follows its fields)"
-        )
+        raise TypeError(f"{cls.__qualname__}: value_methods takes an attrs record, not an exception")
     own = cls.__dict__
     if "__repr__" not in own:
         cls.__repr__ = _repr  # type: ignore[method-assign]
@@ -58,7 +55,9 @@ def value_methods(cls: _T) -> _T:
         cls.__eq__ = _eq  # type: ignore[method-assign]
         cls.__ne__ = _ne  # type: ignore[method-assign]
         if own.get("__hash__") is None:  # eq=False left object's identity hash in place
-            cls.__hash__ = _hash  # type: ignore[method-assign]
+            # attrs hashes a frozen record by its fields and makes a mutable one unhashable.
+            frozen = getattr(cls.__setattr__, "__name__", "") == "_frozen_setattrs"
+            cls.__hash__ = _hash if frozen else None  # type: ignore[assignment]
     return cls
 
 
