@@ -1,0 +1,78 @@
+"""What `crucible run` imports before its first iteration: a command-backend run leaves out what it never uses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.cli_support import ROOT, crucible_env
+
+COUNTER = ROOT / "examples" / "counter"
+
+# Loaded only when a diff is written (dulwich.patch brings the email package), when the plugin
+# index must be rebuilt (importlib.metadata, stevedore), or when the manifest's [agent] table
+# holds a key the chosen drivers do not take (another driver's settings class).
+NOT_AT_START = (
+    "dulwich.patch",
+    "email.message",
+    "importlib.metadata",
+    "stevedore",
+    "crucible_backend_openshell.settings",
+    "crucible_harness_claude.settings",
+    "crucible_harness_codex.settings",
+    "crucible_harness_acp.settings",
+    "crucible_harness_opencode.settings",
+    "crucible_harness_pi.settings",
+)
+
+
+def _modules_after_run(tmp_path: Path, iterations: int) -> list[str]:
+    """Run the counter in a fresh interpreter (as the console script does) and list sys.modules.
+
+    A first run writes the plugin index under the test's own cache directory, as an installed
+    crucible's first start does; the second one is listed."""
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    for attempt in ("warm", "listed"):
+        workdir = tmp_path / attempt
+        listed = _run(workdir, iterations, env)
+    return listed
+
+
+def _run(workdir: Path, iterations: int, env: dict[str, str]) -> list[str]:
+    shutil.copytree(COUNTER, workdir, ignore=shutil.ignore_patterns("workspace", "state", "STEER.md"))
+    code = textwrap.dedent(
+        f"""\
+        import json, sys
+        from crucible_core.cli.main import main
+        sys.argv = ["crucible", "--manifest", {str(workdir / "crucible.toml")!r}, "--iterations",
+                    "{iterations}", "--no-early-stop", "--ui", "headless"]
+        try:
+            main()
+        except SystemExit as exit:
+            assert not exit.code, exit.code
+        print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_a_command_run_to_its_baseline_imports_no_diff_writer_and_no_other_drivers_settings(
+    tmp_path: Path,
+) -> None:
+    modules = _modules_after_run(tmp_path, 0)
+    assert "crucible_world_git.gitworld" in modules  # the listing sees what the run did import
+    assert "crucible_backend_local.settings" in modules  # the chosen backend's settings class
+    assert [name for name in NOT_AT_START if name in modules] == []
+
+
+def test_an_iteration_that_describes_its_change_loads_the_diff_writer_then(tmp_path: Path) -> None:
+    modules = _modules_after_run(tmp_path, 1)
+    assert "dulwich.patch" in modules
