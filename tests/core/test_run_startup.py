@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from tests.cli_support import ROOT, crucible_env
 
@@ -37,31 +38,35 @@ def _modules_after_run(tmp_path: Path, iterations: int) -> list[str]:
     crucible's first start does; the second one is listed."""
     env = crucible_env(CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
     for attempt in ("warm", "listed"):
-        workdir = tmp_path / attempt
-        listed = _run(workdir, iterations, env)
-    return listed
+        listed = _run(tmp_path / attempt, iterations, env)
+    return list(listed["modules"])
 
 
-def _run(workdir: Path, iterations: int, env: dict[str, str]) -> list[str]:
+def _run(workdir: Path, iterations: int, env: dict[str, str], *, as_command: bool = True) -> dict[str, Any]:
+    """Run the counter to its end in a fresh interpreter; what it imported and what the garbage
+    collector was left to look at. `as_command`: main() reads sys.argv, as the console script
+    calls it; otherwise main(arguments), as a test or an embedding program calls it."""
     shutil.copytree(COUNTER, workdir, ignore=shutil.ignore_patterns("workspace", "state", "STEER.md"))
+    args = ["--manifest", str(workdir / "crucible.toml"), "--iterations", str(iterations)]
+    args += ["--no-early-stop", "--ui", "headless"]
     code = textwrap.dedent(
-        f"""\
-        import json, sys
+        f"""        import gc, json, sys
         from crucible_core.cli.main import main
-        sys.argv = ["crucible", "--manifest", {str(workdir / "crucible.toml")!r}, "--iterations",
-                    "{iterations}", "--no-early-stop", "--ui", "headless"]
+        sys.argv = ["crucible", *{args!r}]
         try:
-            main()
+            main() if {as_command!r} else main({args!r})
         except SystemExit as exit:
             assert not exit.code, exit.code
-        print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+        found = {{"modules": sorted(sys.modules), "frozen": gc.get_freeze_count()}}
+        print(json.dumps(found), file=sys.stderr)
         """
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stderr.strip().splitlines()[-1]))
+    found: dict[str, Any] = json.loads(done.stderr.strip().splitlines()[-1])
+    return found
 
 
 def test_a_command_run_to_its_baseline_imports_no_diff_writer_and_no_other_drivers_settings(
@@ -76,3 +81,14 @@ def test_a_command_run_to_its_baseline_imports_no_diff_writer_and_no_other_drive
 def test_an_iteration_that_describes_its_change_loads_the_diff_writer_then(tmp_path: Path) -> None:
     modules = _modules_after_run(tmp_path, 1)
     assert "dulwich.patch" in modules
+
+
+def test_the_crucible_process_hides_what_start_up_built_from_the_collector_and_a_caller_of_main_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    """The interpreter's collections at exit walk every object still tracked; the command process
+    freezes what its imports and plugins built (cli.main.settle_start_up), a host process is left alone."""
+    env = crucible_env()
+    as_command = _run(tmp_path / "command", 0, env)
+    assert as_command["frozen"] > 20_000  # the run command's modules and the plugins'
+    assert _run(tmp_path / "embedded", 0, env, as_command=False)["frozen"] == 0
