@@ -57,7 +57,7 @@ def _run(workdir: Path, iterations: int, env: dict[str, str], *, as_command: boo
             main() if {as_command!r} else main({args!r})
         except SystemExit as exit:
             assert not exit.code, exit.code
-        found = {{"modules": sorted(sys.modules), "frozen": gc.get_freeze_count()}}
+        found = {{"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "collecting": gc.isenabled()}}
         print(json.dumps(found), file=sys.stderr)
         """
     )
@@ -87,8 +87,11 @@ def test_the_crucible_process_hides_what_start_up_built_from_the_collector_and_a
     tmp_path: Path,
 ) -> None:
     """The interpreter's collections at exit walk every object still tracked; the command process
-    freezes what its imports and plugins built (cli.main.settle_start_up), a host process is left alone."""
+    freezes what its imports and plugins built (cli.main.settle_start_up), collecting nothing
+    while it imports, and a host process is left alone."""
     env = crucible_env()
     as_command = _run(tmp_path / "command", 0, env)
     assert as_command["frozen"] > 20_000  # the run command's modules and the plugins'
-    assert _run(tmp_path / "embedded", 0, env, as_command=False)["frozen"] == 0
+    assert as_command["collecting"]  # collection, off while start-up imported, is back on
+    embedded = _run(tmp_path / "embedded", 0, env, as_command=False)
+    assert embedded["frozen"] == 0 and embedded["collecting"]

@@ -57,6 +57,7 @@ class CrucibleGroup(click.Group):
         from crucible_core.plugins import load_plugins
 
         registry = load_plugins().registry("command")
+        settle_start_up()
         return registry.entries[cmd_name].value if cmd_name in registry else None
 
     def resolve_command(
@@ -90,12 +91,15 @@ def settle_start_up() -> None:
 
     Every full collection walks all tracked objects, and the interpreter runs several while it
     shuts down: 15 ms each, some 40 ms of CPU at the end of every `crucible run` (issue 27,
-    docs/performance.md). Objects made after this point, the run's own, are collected as before,
-    so a file the run left open is still closed at exit; only cycles among what start-up built,
-    which live to the end anyway, are never looked for.
+    docs/performance.md). main() turned collection off until here (the imports build nothing
+    that dies young) and it is turned back on. Objects made after this point, the run's own,
+    are collected as before, so a file the run left open is still closed at exit; only cycles
+    among what start-up built, which live to the end anyway, are never looked for. Every command
+    comes through get_command, so collection is on again before any command's own work.
     """
     if _whole_process:
         gc.freeze()
+        gc.enable()  # main() turned collection off while start-up only built what lives to the end
 
 
 def _plugin_commands() -> dict[str, str]:
@@ -160,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         process.adopt_orphans()
         global _whole_process
         _whole_process = True
+        # Imports make long-lived objects only: no collection until settle_start_up freezes them.
+        gc.disable()
     try:
         code = cli.main(args=args, prog_name="crucible", standalone_mode=False)
     except CrucibleError as exc:
