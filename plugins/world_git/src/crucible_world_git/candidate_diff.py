@@ -12,6 +12,8 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
+from dulwich.patch import gen_diff_header, write_object_diff
+
 from crucible_world_git.change_diff import shown_path
 from crucible_world_git.diffstat import summary_line
 from crucible_world_git.dulwich_names import object_id
@@ -110,10 +112,6 @@ def _diff_side(path: bytes, side: Side) -> tuple[bytes | None, int | None, Objec
 
 
 def _write_file_diff(out: io.BytesIO, memory: GitMemory, path: bytes, old: Side, new: Side) -> None:
-    # Imported here: dulwich.patch brings the email package, which a run that describes no
-    # change (start-up, the baseline) never needs.
-    from dulwich.patch import gen_diff_header, write_object_diff
-
     shown = shown_path(path) or path
     old_file, new_file = _diff_side(shown, old), _diff_side(shown, new)
     old_size, new_size = _size(memory, old), _size(memory, new)

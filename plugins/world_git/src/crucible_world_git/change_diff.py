@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 from dulwich.objects import Commit
+from dulwich.patch import write_object_diff
 
 from crucible_core.api import RunFailed
 from crucible_world_git.dulwich_names import object_id
@@ -13,8 +14,6 @@ from crucible_world_git.git_memory import GitMemory
 
 def commit_change(memory: GitMemory, head: str, base: str | None) -> str:
     """`git diff base head` for two commits of the memory; base None means head's first parent."""
-    from dulwich.patch import write_object_diff  # with the email package: only when a diff is asked
-
     if not memory.is_repository():
         raise RunFailed(f"{memory.workspace} is not a repository", hint="has the run set its workspace up?")
     head_id = memory.resolve_commit(head)
