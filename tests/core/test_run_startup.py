@@ -50,7 +50,7 @@ def _run(workdir: Path, iterations: int, env: dict[str, str], *, as_command: boo
     args = ["--manifest", str(workdir / "crucible.toml"), "--iterations", str(iterations)]
     args += ["--no-early-stop", "--ui", "headless"]
     code = textwrap.dedent(
-        f"""        import gc, json, sys
+        f"""        import gc, json, linecache, sys
         from crucible_core.cli.main import main
         sys.argv = ["crucible", *{args!r}]
         try:
@@ -58,6 +58,8 @@ def _run(workdir: Path, iterations: int, env: dict[str, str], *, as_command: boo
         except SystemExit as exit:
             assert not exit.code, exit.code
         found = {{"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "collecting": gc.isenabled()}}
+        prefix = "<cattrs generated structure "
+        found["structured"] = sorted(name[len(prefix):-1] for name in linecache.cache if name.startswith(prefix))
         print(json.dumps(found), file=sys.stderr)
         """
     )
@@ -76,6 +78,16 @@ def test_a_command_run_to_its_baseline_imports_no_diff_writer_and_no_other_drive
     assert "crucible_world_git.gitworld" in modules  # the listing sees what the run did import
     assert "crucible_backend_local.settings" in modules  # the chosen backend's settings class
     assert [name for name in NOT_AT_START if name in modules] == []
+
+
+def test_only_the_manifest_sections_written_get_a_structuring_function(tmp_path: Path) -> None:
+    """cattrs generates (and compiles) one function per manifest class; a section the manifest
+    does not write, such as [agent.broker] or [capabilities] in the counter's, needs none."""
+    structured = _run(tmp_path / "counter", 0, crucible_env())["structured"]
+    assert "crucible_core.manifest.models.AgentSection" in structured
+    assert "crucible_core.manifest.models.WorkspaceSection" in structured
+    unwritten = ("BrokerSection", "CapabilitiesSection", "OutputDeclaration", "WorldSection")
+    assert [name for name in structured if name.rsplit(".", 1)[-1] in unwritten] == []
 
 
 def test_an_iteration_that_describes_its_change_loads_the_diff_writer_then(tmp_path: Path) -> None:
