@@ -85,7 +85,8 @@ def free_loopback_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class _Instance:
     service: ResolvedService
     child: process.Background
