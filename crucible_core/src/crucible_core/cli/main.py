@@ -86,7 +86,7 @@ class CrucibleGroup(click.Group):
 
 def settle_start_up() -> None:
     """In the `crucible` process itself, move what start-up created so far (the command's imports,
-    then the plugins a command loads: about 45,000 objects for `run`, alive until the process
+    then the plugins a command loads: about 36,000 objects for `run`, alive until the process
     ends) out of the garbage collector's sight; called in-process with arguments, do nothing.
 
     Every full collection walks all tracked objects, and the interpreter runs several while it
