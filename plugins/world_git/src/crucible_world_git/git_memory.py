@@ -664,6 +664,8 @@ class GitMemory:
     def _keep_loose_few(self, watch: ObjectWatch) -> None:
         """Every check costs one lstat per loose object: past LOOSE_LIMIT they go into a pack,
         as git's auto gc does (only objects a check has just found sound)."""
+        if watch.loose_count() <= LOOSE_LIMIT:
+            return  # counted during the check's listing: no pass over every file here
         loose = watch.loose()
         if len(loose) > LOOSE_LIMIT:
             self.db.pack_loose(loose)
