@@ -96,6 +96,8 @@ class GitMemory:
         self._stale_index = False  # the on-disk index holds something we dropped (conflicts)
         self._commit_trees: dict[bytes, bytes] = {}
         self._recorded_config: bytes | None = None  # the record's copy of .git/config, read once
+        self._run_excludes: bytes | None = None  # the record's exclude rules with the spared paths
+        self._rules: tuple[bytes, IgnoreRules] | None = None  # the last tree's ignore rules
         self.kept: str | None = None  # the commit of the latest kept (or restored) state
         self._watch: ObjectWatch | None = None  # what the engine knows of the object store's files
         self._objects_trusted = False  # the store was just made or set up: nothing in it to verify
@@ -193,12 +195,17 @@ class GitMemory:
         """
         if self.record is None or not self.in_run():
             return IgnoreRules.on_disk(str(self.workspace), str(self.exclude_file()))
-        exclude = self.record.exclude_rules().decode("utf-8", "surrogateescape")
-        return IgnoreRules(
-            str(self.workspace),
-            tree_loader(self._kept_object, self._kept_tree() if tree is None else tree),
-            [excludes.render(exclude, self.spared).encode("utf-8", "surrogateescape")],
-        )
+        root = self._kept_tree() if tree is None else tree
+        # The rules of one tree never change (its objects are named by their content), and the
+        # exclude rules saved at setup are the record's: both are built once, not every stage.
+        if self._rules is not None and self._rules[0] == root:
+            return self._rules[1]
+        if self._run_excludes is None:
+            exclude = self.record.exclude_rules().decode("utf-8", "surrogateescape")
+            self._run_excludes = excludes.render(exclude, self.spared).encode("utf-8", "surrogateescape")
+        rules = IgnoreRules(str(self.workspace), tree_loader(self._kept_object, root), [self._run_excludes])
+        self._rules = (root, rules)
+        return rules
 
     def _kept_tree(self) -> bytes:
         """The root tree of the latest kept (or restored) commit."""
@@ -521,11 +528,15 @@ class GitMemory:
             self.record.forget()
         if self._db is not None:
             self._db.tee = None
+        self._run_excludes = None
+        self._rules = None
 
     def start_record(self) -> None:
         """Seed the private record from this (just prepared) repository and record HEAD as kept."""
         if self.record is None:
             return
+        self._run_excludes = None
+        self._rules = None
         repo = self.repo
         # The store as set up is the run's starting point: taken as it is, packed if it holds
         # many loose objects (before the record copies it, which then copies a few packs).

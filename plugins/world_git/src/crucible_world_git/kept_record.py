@@ -67,11 +67,15 @@ class KeptRecord:
         self.directory = directory
         self.objects = directory / "objects"
         self._db: ObjectDatabase | None = None
+        self._seen_seeded = False  # once seeded, a record stays so until forget()
 
     # ---------------------------------------------------------------------------- the store
 
     def exists(self) -> bool:
-        return (self.directory / _SEEDED).is_file()
+        # Asked several times per world operation; the directory is the engine's private state.
+        if not self._seen_seeded:
+            self._seen_seeded = (self.directory / _SEEDED).is_file()
+        return self._seen_seeded
 
     @property
     def db(self) -> ObjectDatabase:
@@ -137,6 +141,7 @@ class KeptRecord:
 
     def forget(self) -> None:
         self.close()
+        self._seen_seeded = False
         if self.directory.exists():
             shutil.rmtree(self.directory)
 

@@ -163,8 +163,9 @@ class ObjectWatch:
         self._known: dict[bytes, Sig] | None = None
         self._loose_count = 0  # files named like loose objects at the last look
         self._racy: set[bytes] = set()  # files whose signature was taken racily: verified again
-        # Each directory's signature and entry names when it was last listed, and when that was.
-        self._listed: dict[bytes, tuple[DirSig, list[bytes], int]] = {}
+        # Each directory's signature and entries when it was last listed, and when that was; an
+        # entry is (full path, path relative to objects/, whether it is named like a loose object).
+        self._listed: dict[bytes, tuple[DirSig, list[tuple[bytes, bytes, bool]], int]] = {}
 
     def forget(self) -> None:
         """Start over: the next check takes the store as it finds it (after a rebuild, say)."""
@@ -263,35 +264,36 @@ class ObjectWatch:
         pending = [(b"", top)]
         while pending:
             rel, st = pending.pop()
-            path = self.root + b"/" + rel if rel else self.root
             dir_sig = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
             before = listed.get(rel)
             if before is not None and before[0] == dir_sig and st.st_ctime_ns < before[2] - window:
-                names = before[1]
+                entries = before[1]
             else:
+                path = self.root + b"/" + rel if rel else self.root
                 try:
                     names = os.listdir(path)
                 except FileNotFoundError:
                     continue  # removed since its parent was listed
                 except NotADirectoryError:
                     return seen, f"objects/{os.fsdecode(rel)} is not a directory", loose
-                listed[rel] = (dir_sig, names, time.time_ns())
-            prefix = rel + b"/" if rel else b""
-            fanout = len(rel) == 2
-            for name in names:
+                prefix = rel + b"/" if rel else b""
+                fanout = len(rel) == 2
+                # The paths are joined once per listing, not once per check.
+                entries = [(path + b"/" + name, prefix + name, fanout and len(name) == 38) for name in names]
+                listed[rel] = (dir_sig, entries, time.time_ns())
+            for full, name, loose_name in entries:
                 try:
-                    child = lstat(path + b"/" + name)
+                    child = lstat(full)
                 except FileNotFoundError:
                     continue  # a temporary file renamed away meanwhile
                 mode = child.st_mode
                 if is_reg(mode):
-                    seen[prefix + name] = (mode, child.st_ino, child.st_size, child.st_ctime_ns)
-                    if fanout and len(name) == 38:
-                        loose += 1
+                    seen[name] = (mode, child.st_ino, child.st_size, child.st_ctime_ns)
+                    loose += loose_name
                 elif is_dir(mode):
-                    pending.append((prefix + name, child))
+                    pending.append((name, child))
                 else:
-                    return seen, f"objects/{os.fsdecode(prefix + name)} is not a regular file", loose
+                    return seen, f"objects/{os.fsdecode(name)} is not a regular file", loose
         return seen, None, loose
 
 
