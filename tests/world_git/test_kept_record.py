@@ -204,3 +204,26 @@ def test_keeping_what_stage_just_wrote_leaves_the_index_file_alone(tmp_path: Pat
     kept = world.snapshot("kept again")
     assert git(ws, "show", f"{kept}:README.md") == "hello\n"
     assert git(ws, "status", "--porcelain") == ""
+
+
+def test_the_kept_commit_is_rewritten_in_place_and_still_read_back_after_each_keep(tmp_path: Path) -> None:
+    world, _ = recorded_world(tmp_path)
+    record = world.memory.record
+    assert record is not None
+    kept_file = record.directory / "kept"
+    before = os.stat(kept_file)
+    write(world.memory.workspace, "src/app.py", "print('one')\n")
+    first = world.snapshot("one")
+    assert record.kept() == first and kept_file.read_text() == first
+    after = os.stat(kept_file)
+    assert after.st_ino == before.st_ino  # the same file, written over: no temporary, no rename
+    assert record.kept_since_ns() == after.st_mtime_ns >= before.st_mtime_ns
+    write(world.memory.workspace, "src/app.py", "print('two')\n")
+    second = world.snapshot("two")
+    assert record.kept() == second != first
+    assert not [p.name for p in record.directory.iterdir() if ".tmp" in p.name]
+    # A value of another length (an old record's, a hand-edited one) is replaced whole.
+    kept_file.write_text(second + "\n\n")
+    write(world.memory.workspace, "src/app.py", "print('three')\n")
+    third = world.snapshot("three")
+    assert kept_file.read_text() == third

@@ -85,11 +85,14 @@ class GitMemory:
         self.record = KeptRecord(record_dir) if record_dir is not None else None
         self.note = note or (lambda text: None)
         self.root = os.fsencode(self.workspace)
+        self._dotgit = self.workspace / ".git"
+        self._dotgit_config = self._dotgit / "config"
         self.spared = spared
         self._repo: Repo | None = None
         self._finalizer: weakref.finalize[[], GitMemory] | None = None
         self._db: ObjectDatabase | None = None
         self._index_path = b""
+        self._dirs = (Path(), Path())  # the repository's control and common directories
         self._staged: StagedTree | None = None
         self._index_key: tuple[int, int, int] | None = None
         self._racy_ns = 0
@@ -148,6 +151,8 @@ class GitMemory:
         if self._watch is not None and self._watch.root == self._db.root:
             self._db.watch = self._watch
         self._index_path = os.fsencode(repo.index_path())
+        # As Paths once: every operation reads HEAD through them.
+        self._dirs = (Path(repo.controldir()), Path(repo.commondir()))
         self._staged = None
 
     def close(self) -> None:
@@ -235,10 +240,9 @@ class GitMemory:
         if self._recorded_config is None:
             self._recorded_config = self.record.config()
         wanted = self._recorded_config
-        dotgit = self.workspace / ".git"
-        if wanted is None or Path(self.repo.commondir()) != dotgit:
+        if wanted is None or self._dirs[1] != self._dotgit:
             return
-        path = dotgit / "config"
+        path = self._dotgit_config
         try:
             if read_regular(path, len(wanted)) == wanted:
                 return
@@ -260,7 +264,7 @@ class GitMemory:
         """
         repo = self.repo
         try:
-            return head_ref.read_head(Path(repo.controldir()), Path(repo.commondir()))
+            return head_ref.read_head(*self._dirs)
         except head_ref.Unsupported:
             pass
         try:
@@ -627,8 +631,8 @@ class GitMemory:
         return None
 
     def _refs_damage(self) -> str | None:
-        repo = self.repo
-        why = head_ref.packed_refs_problem(Path(repo.commondir()))
+        self.repo  # noqa: B018 - opens the repository on first use
+        why = head_ref.packed_refs_problem(self._dirs[1])
         if why is not None:
             return why
         head = self.head()

@@ -39,6 +39,30 @@ def _write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _write_value(path: Path, text: str) -> None:
+    """_write_text for a value rewritten at every keep (a commit id, a checksum): when the file
+    already holds a value of the same length, the new one goes over it in one small write.
+
+    Creating and renaming a file costs a few hundred microseconds of kernel time here, against
+    a few for the write; and one write of a few bytes is never torn by a kill, so a reader
+    after a crash finds the old value or the new one, as with the rename.
+    """
+    data = text.encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            st = os.fstat(fd)
+            same_length = stat.S_ISREG(st.st_mode) and st.st_size == len(data)
+            if same_length and os.pwrite(fd, data, 0) == len(data):
+                return
+        finally:
+            os.close(fd)
+    _write_text(path, text)
+
+
 def _read_text(path: Path) -> str | None:
     try:
         return path.read_text().strip()
@@ -123,7 +147,7 @@ class KeptRecord:
             return None
 
     def set_own_index(self, checksum: bytes) -> None:
-        _write_text(self.directory / "index", checksum.hex())
+        _write_value(self.directory / "index", checksum.hex())
 
     def kept_since_ns(self) -> int | None:
         """When the latest keep was recorded (the kept file's mtime), or None."""
@@ -187,7 +211,7 @@ class KeptRecord:
             self._copy_tree(source, tree)
             self._store(sha, kind, body)
             pending.pop()
-        _write_text(self.directory / "kept", commit)
+        _write_value(self.directory / "kept", commit)
         if base is not None:
             _write_text(self.directory / "base", base)
 
