@@ -175,13 +175,8 @@ class ObjectWatch:
 
     def baseline(self) -> None:
         """Take the store as it is now as known (the engine just rewrote it)."""
-        started = time.time_ns()
-        self._known, _, self._loose_count = self._listing()
-        self._remember_racy(self._known, started)
-
-    def _remember_racy(self, seen: dict[bytes, Sig], started: int) -> None:
-        since = started - self.window_ns
-        self._racy = {rel for rel, sig in seen.items() if sig[3] >= since}
+        listing = self._listing(None, time.time_ns() - self.window_ns)
+        self._known, self._loose_count, self._racy = listing.seen, listing.loose, listing.racy
 
     def loose_count(self) -> int:
         """How many files named like loose objects the last check saw (a bound on loose())."""
@@ -209,11 +204,11 @@ class ObjectWatch:
         they are (None: all of them). `present(raw id)` says whether the store still holds an
         object, `needed(raw id)` whether kept history does.
         """
-        started = time.time_ns()
-        seen, odd, loose_count = self._listing()
-        if odd is not None:
-            return odd, False
         known = self._known
+        listing = self._listing(known, time.time_ns() - self.window_ns)
+        if listing.odd is not None:
+            return listing.odd, False
+        seen = listing.seen
         if known is None:
             changed = [
                 rel
@@ -222,9 +217,15 @@ class ObjectWatch:
             ]
             vanished: list[bytes] = []
         else:
-            racy = self._racy
-            changed = [rel for rel, sig in seen.items() if known.get(rel) != sig or rel in racy]
-            vanished = [rel for rel in known if rel not in seen]
+            # What differs from the known signatures, and what was seen racily last time and
+            # looks the same (it may have changed within the same tick).
+            changed = listing.differ
+            changed += [
+                rel for rel in self._racy if (sig := seen.get(rel)) is not None and known.get(rel) == sig
+            ]
+            # Every file seen is known or new: fewer known ones than that means some vanished.
+            some_vanished = len(seen) - listing.new < len(known)
+            vanished = [rel for rel in known if rel not in seen] if some_vanished else []
         repacked = False
         for rel in changed:
             why = _verify(self.root, rel)
@@ -236,30 +237,34 @@ class ObjectWatch:
             if why is not None:
                 return why, True
         self._known = seen
-        self._loose_count = loose_count
-        self._remember_racy(seen, started)
+        self._loose_count = listing.loose
+        self._racy = listing.racy
         return None, bool(vanished)
 
-    def _listing(self) -> tuple[dict[bytes, Sig], str | None, int]:
-        """Every file below objects/ with its signature, or why something there is not a plain
-        file; and how many of the files are named like loose objects.
+    def _listing(self, known: dict[bytes, Sig] | None, racy_since: int) -> Listing:
+        """Every file below objects/ with its signature, compared with `known` as it goes.
 
         One lstat per directory and per file, by full path; a directory is listed again only
-        when its signature moved or it was listed racily.
+        when its signature moved or it was listed racily. A file whose ctime is `racy_since` or
+        later is racy.
         """
-        seen: dict[bytes, Sig] = {}
+        out = Listing()
+        seen = out.seen
+        differ = out.differ
+        racy = out.racy
+        known_get = (known or {}).get
         listed = self._listed
         lstat = os.lstat
         is_dir = stat.S_ISDIR
         is_reg = stat.S_ISREG
         window = self.window_ns
-        loose = 0
         try:
             top = lstat(self.root)
         except FileNotFoundError:
-            return seen, None, 0
+            return out
         if not is_dir(top.st_mode):
-            return seen, "objects/ is not a directory", 0
+            out.odd = "objects/ is not a directory"
+            return out
         # Each directory with the lstat its parent's listing took of it (not taken twice).
         pending = [(b"", top)]
         while pending:
@@ -275,7 +280,8 @@ class ObjectWatch:
                 except FileNotFoundError:
                     continue  # removed since its parent was listed
                 except NotADirectoryError:
-                    return seen, f"objects/{os.fsdecode(rel)} is not a directory", loose
+                    out.odd = f"objects/{os.fsdecode(rel)} is not a directory"
+                    return out
                 prefix = rel + b"/" if rel else b""
                 fanout = len(rel) == 2
                 # The paths are joined once per listing, not once per check.
@@ -288,13 +294,36 @@ class ObjectWatch:
                     continue  # a temporary file renamed away meanwhile
                 mode = child.st_mode
                 if is_reg(mode):
-                    seen[name] = (mode, child.st_ino, child.st_size, child.st_ctime_ns)
-                    loose += loose_name
+                    ctime = child.st_ctime_ns
+                    sig = (mode, child.st_ino, child.st_size, ctime)
+                    seen[name] = sig
+                    out.loose += loose_name
+                    was = known_get(name)
+                    if was != sig:
+                        differ.append(name)
+                        out.new += was is None
+                    if ctime >= racy_since:
+                        racy.add(name)
                 elif is_dir(mode):
                     pending.append((name, child))
                 else:
-                    return seen, f"objects/{os.fsdecode(name)} is not a regular file", loose
-        return seen, None, loose
+                    out.odd = f"objects/{os.fsdecode(name)} is not a regular file"
+                    return out
+        return out
+
+
+class Listing:
+    """One pass over the object directory: what a check compares and remembers."""
+
+    __slots__ = ("differ", "loose", "new", "odd", "racy", "seen")
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, Sig] = {}  # every file, with its signature
+        self.differ: list[bytes] = []  # files whose signature is not the known one
+        self.new = 0  # how many of those were not known at all
+        self.racy: set[bytes] = set()  # files changed within the racy window of the pass
+        self.loose = 0  # files named like loose objects
+        self.odd: str | None = None  # why something there is not a plain file or directory
 
 
 def _loose_id(rel: bytes) -> bytes | None:
