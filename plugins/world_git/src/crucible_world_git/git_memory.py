@@ -104,6 +104,10 @@ class GitMemory:
         self.kept: str | None = None  # the commit of the latest kept (or restored) state
         self._watch: ObjectWatch | None = None  # what the engine knows of the object store's files
         self._objects_trusted = False  # the store was just made or set up: nothing in it to verify
+        # When the object store was last found sound, less the racy window (see _objects_damage).
+        self._sound_since_ns: int | None = None
+        # The last operation was a stage whose checks passed (see _keep); any check clears it.
+        self._stage_checked = False
 
     # ---------------------------------------------------------------------------- repository
 
@@ -559,19 +563,20 @@ class GitMemory:
         if self._staged is not None:
             self._write_index()  # so a resume knows the index on disk is the engine's own
 
-    def damage(self) -> str | None:
+    def damage(self, *, objects: bool = True) -> str | None:
         """Why the workspace repository cannot be trusted (only judged once a record exists), or None.
 
         Cheap enough for every operation: a few lstat calls in .git, HEAD and packed-refs read,
         and one lstat per file of the object store (object_watch.py); only what someone else
-        changed there is read.
+        changed there is read. `objects=False` leaves the object store out (see _keep).
         """
+        self._stage_checked = False
         if self.record is None or not self.record.exists():
             return None
         why = self._root_damage() or self._dotgit_damage()
         if why is None:
             try:
-                why = self._refs_damage() or self._objects_damage()
+                why = self._refs_damage() or (self._objects_damage() if objects else None)
             except PermissionError:
                 raise  # the caller takes its access back and asks again
             except head_ref.Unreadable as exc:
@@ -661,11 +666,15 @@ class GitMemory:
                 listed.append(True)
             return db.on_disk(sha, refresh=False)
 
+        started = time.time_ns()
         why, vanished = watch.check(trusted, present, self.record.db.has)
         if vanished:
             db.forget_presence()
         if why is None:
             self._objects_trusted = True
+            # Whatever changed since this moment (less the racy window, whose files only the
+            # next check reads again) is what a resume must verify.
+            self._sound_since_ns = started - watch.window_ns
             self._keep_loose_few(watch)
         return why
 
@@ -741,6 +750,7 @@ class GitMemory:
                 tree = staged.tree_id(self.db)
                 base = self.kept.encode() if self.kept else self.head()
                 unchanged = base is not None and self.tree_of(base) == tree
+                self._stage_checked = True
                 return tree.hex(), unchanged, ""
             except Exception as exc:
                 if isinstance(exc, PermissionError):
@@ -799,21 +809,33 @@ class GitMemory:
         return self._with_access(lambda: self._keep(label, pack))
 
     def _keep(self, label: str, pack: bool = False) -> str:
-        why = self.damage()
+        # Right after a stage that checked the object store, the keep does not walk it again:
+        # what the keep copies into the record is verified there object by object (kept_record),
+        # so nothing damaged since that check enters kept history; the next check (the next
+        # stage's, or a resume's, which verifies what changed since that check) finds the
+        # damage before anything else reads the store. .git and the refs are checked as always.
+        why = self.damage(objects=not self._stage_checked)
         if why is not None:
-            raise RunFailed(
-                f"the workspace repository is damaged ({why}); the candidate was not kept",
-                hint="resume the run: the repository is rebuilt from the engine's record",
-            )
-        kept = self._snapshot(label, pack)
+            raise _not_kept(why)
+        before = self.kept
+        try:
+            kept = self._snapshot(label, pack)
+        except (RunFailed, OSError):
+            raise
+        except Exception as exc:  # an object it read was mangled since the check
+            raise _not_kept(self.damage() or f"{type(exc).__name__}: {exc}") from exc
         if self.record is not None and self.record.exists():
             try:
-                self.record.record(self.db, kept)
+                self.record.record(self.db, kept, sound_since_ns=self._sound_since_ns)
             except OSError as exc:
                 raise RunFailed(
                     f"could not record the kept commit outside the workspace: {exc}",
                     hint="check the state directory's disk",
                 ) from exc
+            except Exception as exc:  # an object of the commit was damaged: the record refused it
+                # The record's latest commit stays the one kept; a rebuild goes back to it.
+                self.kept = self.record.kept() or before
+                raise _not_kept(self.damage() or f"{type(exc).__name__}: {exc}") from exc
         return kept
 
     def _snapshot(self, label: str, pack: bool = False) -> str:
@@ -983,6 +1005,13 @@ class GitMemory:
         paths = {path for path, _, _ in plan.writes}
         paths.update(plan.removes)
         return sorted(os.fsdecode(path) for path in paths)
+
+
+def _not_kept(why: str) -> RunFailed:
+    return RunFailed(
+        f"the workspace repository is damaged ({why}); the candidate was not kept",
+        hint="resume the run: the repository is rebuilt from the engine's record",
+    )
 
 
 def _denied(workspace: Path, exc: PermissionError) -> RunFailed:

@@ -91,15 +91,12 @@ class KeptRecord:
         self.directory = directory
         self.objects = directory / "objects"
         self._db: ObjectDatabase | None = None
-        self._seen_seeded = False  # once seeded, a record stays so until forget()
 
     # ---------------------------------------------------------------------------- the store
 
     def exists(self) -> bool:
-        # Asked several times per world operation; the directory is the engine's private state.
-        if not self._seen_seeded:
-            self._seen_seeded = (self.directory / _SEEDED).is_file()
-        return self._seen_seeded
+        # Asked afresh each time: an agent that reaches the state directory can delete it.
+        return (self.directory / _SEEDED).is_file()
 
     @property
     def db(self) -> ObjectDatabase:
@@ -150,7 +147,9 @@ class KeptRecord:
         _write_value(self.directory / "index", checksum.hex())
 
     def kept_since_ns(self) -> int | None:
-        """When the latest keep was recorded (the kept file's mtime), or None."""
+        """Since when the workspace's objects are unverified: when the object store was last
+        found sound before the latest keep, or when that keep was recorded (the kept file's
+        mtime); None without one."""
         try:
             return os.stat(self.directory / "kept").st_mtime_ns
         except OSError:
@@ -165,7 +164,6 @@ class KeptRecord:
 
     def forget(self) -> None:
         self.close()
-        self._seen_seeded = False
         if self.directory.exists():
             shutil.rmtree(self.directory)
 
@@ -185,11 +183,20 @@ class KeptRecord:
         _write_text(self.directory / "head", symref)
         (self.directory / _SEEDED).write_text("")
 
-    def record(self, source: ObjectDatabase, commit: str, base: str | None = None) -> None:
+    def record(
+        self,
+        source: ObjectDatabase,
+        commit: str,
+        base: str | None = None,
+        *,
+        sound_since_ns: int | None = None,
+    ) -> None:
         """Copy `commit` and whatever it reaches that the record lacks, then mark it as kept.
 
         Children are written before their parents, so an object present in the record always
         has everything below it (an interrupted copy leaves only complete subtrees behind).
+        `sound_since_ns`: since when the workspace's object store was last found sound; it
+        becomes kept_since_ns() (otherwise the moment of this keep).
         """
         db = self.db
         pending = [bytes.fromhex(commit)]
@@ -211,7 +218,10 @@ class KeptRecord:
             self._copy_tree(source, tree)
             self._store(sha, kind, body)
             pending.pop()
-        _write_value(self.directory / "kept", commit)
+        kept = self.directory / "kept"
+        _write_value(kept, commit)
+        if sound_since_ns is not None:
+            os.utime(kept, ns=(sound_since_ns, sound_since_ns))
         if base is not None:
             _write_text(self.directory / "base", base)
 
