@@ -173,7 +173,7 @@ def test_on_a_clock_of_whole_seconds_a_rewrite_within_the_same_tick_is_caught(
 
     monkeypatch.setattr(os, "lstat", lambda path, **kw: coarse(real_lstat(path, **kw)))
     monkeypatch.setattr(os, "fstat", lambda fd: coarse(real_fstat(fd)))
-    object_watch._windows.clear()
+    monkeypatch.setattr(object_watch, "_windows", {})  # probe afresh, and forget it after
     repo, watch = repository(tmp_path)
     assert watch.window_ns == object_watch.FALLBACK_WINDOW_NS
     obj = loose_file(repo, "HEAD:a.txt")
@@ -194,4 +194,3 @@ def test_on_a_clock_of_whole_seconds_a_rewrite_within_the_same_tick_is_caught(
     if os.lstat(obj).st_ctime_ns != signature.st_ctime_ns:
         pytest.skip("the second turned over mid-test; the rewrite changed the signature")
     assert check(watch) == f"objects/{obj.parent.name}/{obj.name} is not the object it names"
-    object_watch._windows.clear()
