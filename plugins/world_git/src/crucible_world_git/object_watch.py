@@ -29,8 +29,9 @@ is enough:
   someone read the old one (a check's lstat is such a read), so a change after a look is
   always distinct; the probe, which reads between its writes, sees microsecond steps.
 - A clock that is not ours (a network file system's server), a ctime running backwards, an
-  error, or fewer than three distinct ctimes within the bound (a file system with one- or
-  two-second timestamps) leave the window at a second, as before.
+  error, or fewer than three distinct ctimes within the bound (a file system with whole-second
+  timestamps) leave the window at a second, as it was before the probe. (FAT's two-second
+  times would need two; a workspace there was never covered.)
 
 The window never falls below 20 ms: a write's ctime is set before its bytes land, so a read
 racing a stalled write can see the old bytes under the new ctime; a window covers that only
