@@ -90,13 +90,18 @@ class KeptRecord:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.objects = directory / "objects"
+        self._seeded = os.fsencode(directory / _SEEDED)
         self._db: ObjectDatabase | None = None
 
     # ---------------------------------------------------------------------------- the store
 
     def exists(self) -> bool:
-        # Asked afresh each time: an agent that reaches the state directory can delete it.
-        return (self.directory / _SEEDED).is_file()
+        # Asked afresh each time (an agent that reaches the state directory can delete it), by
+        # a path joined once: a world operation asks several times.
+        try:
+            return stat.S_ISREG(os.stat(self._seeded).st_mode)
+        except (OSError, ValueError):
+            return False
 
     @property
     def db(self) -> ObjectDatabase:
