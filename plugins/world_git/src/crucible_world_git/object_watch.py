@@ -84,7 +84,7 @@ def _sig(st: os.stat_result) -> Sig:
 def racy_window(directory: bytes) -> int:
     """The racy window (ns) for files in `directory`, probed once per process and file system."""
     try:
-        device = os.lstat(directory).st_dev
+        device = os.stat(directory).st_dev  # the file system the probe file lands on
     except OSError:
         return FALLBACK_WINDOW_NS
     window = _windows.get(device)
