@@ -204,3 +204,75 @@ def test_keeping_what_stage_just_wrote_leaves_the_index_file_alone(tmp_path: Pat
     kept = world.snapshot("kept again")
     assert git(ws, "show", f"{kept}:README.md") == "hello\n"
     assert git(ws, "status", "--porcelain") == ""
+
+
+def test_the_kept_commit_is_rewritten_in_place_and_still_read_back_after_each_keep(tmp_path: Path) -> None:
+    world, _ = recorded_world(tmp_path)
+    record = world.memory.record
+    assert record is not None
+    kept_file = record.directory / "kept"
+    before = os.stat(kept_file)
+    write(world.memory.workspace, "src/app.py", "print('one')\n")
+    first = world.snapshot("one")
+    assert record.kept() == first and kept_file.read_text() == first
+    after = os.stat(kept_file)
+    assert after.st_ino == before.st_ino  # the same file, written over: no temporary, no rename
+    assert record.kept_since_ns() == after.st_mtime_ns
+    write(world.memory.workspace, "src/app.py", "print('two')\n")
+    second = world.snapshot("two")
+    assert record.kept() == second != first
+    assert not [p.name for p in record.directory.iterdir() if ".tmp" in p.name]
+    # A value of another length (an old record's, a hand-edited one) is replaced whole.
+    kept_file.write_text(second + "\n\n")
+    write(world.memory.workspace, "src/app.py", "print('three')\n")
+    third = world.snapshot("three")
+    assert kept_file.read_text() == third
+
+
+def mangle(ws: Path, sha: str) -> None:
+    """Rewrite a loose object in place: same inode, same size, other bytes."""
+    path = ws / ".git" / "objects" / sha[:2] / sha[2:]
+    path.chmod(0o644)
+    with open(path, "r+b") as f:
+        f.seek(2)
+        f.write(b"\xff" * 4)
+
+
+def test_an_object_damaged_between_the_stage_and_the_keep_never_enters_kept_history(tmp_path: Path) -> None:
+    # The keep right after a stage does not walk the object store again (the stage just did).
+    world, notes = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    write(ws, "docs/guide.md", "kept guide\n")
+    first = world.snapshot("one")
+    old_blob = git(ws, "rev-parse", f"{first}:docs/guide.md").strip()
+
+    # An object of kept history, damaged in the gap: the keep goes ahead (the record holds its
+    # own copy and copies nothing from the damaged file), and the next check finds it.
+    write(ws, "src/app.py", "print('two')\n")
+    assert not world.stage().refused
+    mangle(ws, old_blob)
+    second = world.snapshot("two")
+    record = world.memory.record
+    assert record is not None and record.kept() == second
+    # A resume after a kill right here verifies what changed since the stage's check.
+    resumed = GitWorld.at(ws, (".claude/",), record=tmp_path / "state" / "record", note=notes.append)
+    staged = resumed.stage()
+    assert "damaged the workspace repository" in staged.refused
+    assert f"objects/{old_blob[:2]}/{old_blob[2:]} is not the object it names" in notes[-1]
+    assert git(ws, "rev-parse", "HEAD").strip() == second
+    git(ws, "fsck", "--no-dangling")
+
+    # An object the keep copies into the record (the candidate's new tree), damaged in the gap:
+    # the record refuses it, the candidate is not kept, the next stage rebuilds at `second`.
+    write(ws, "src/app.py", "print('three')\n")
+    token = resumed.stage().token
+    mangle(ws, token)
+    with pytest.raises(CrucibleError, match="the candidate was not kept"):
+        resumed.snapshot("three")
+    assert record.kept() == second
+    assert "damaged the workspace repository" in resumed.stage().refused
+    assert git(ws, "rev-parse", "HEAD").strip() == second
+    git(ws, "fsck", "--no-dangling")
+    for sha in git(ws, "rev-list", "--objects", "--all").split():
+        if len(sha) == 40:
+            assert record.db.has(bytes.fromhex(sha)) or sha == token

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
+import pytest
+
+from crucible_world_git import object_watch
 from crucible_world_git.object_watch import ObjectWatch
 from tests.world_git.support import git, write
 
@@ -103,3 +107,90 @@ def test_a_first_look_verifies_only_what_changed_since_the_trusted_time(tmp_path
     fresh = ObjectWatch(os.fsencode(repo / ".git" / "objects"))
     since = os.stat(obj).st_ctime_ns
     assert fresh.check(since, lambda sha: False, lambda sha: False)[0] is not None
+
+
+# ------------------------------------------------------------------------------ the racy window
+
+
+def test_the_probed_window_on_this_machine_is_far_below_a_second(tmp_path: Path) -> None:
+    # This machine's ext4 hands out a fresh ctime on every change someone looked at before.
+    window = object_watch.probe_window(os.fsencode(tmp_path))
+    assert object_watch.MIN_WINDOW_NS <= window <= 100_000_000
+    assert os.listdir(tmp_path) == []  # the probe file is gone
+    _, watch = repository(tmp_path / "repo")
+    assert watch.window_ns == window
+
+
+def test_an_object_rewritten_in_place_right_after_a_check_is_caught_at_the_next(tmp_path: Path) -> None:
+    repo, watch = repository(tmp_path)
+    obj = loose_file(repo, "HEAD:a.txt")
+    assert check(watch) is None
+    before = os.stat(obj)
+    obj.chmod(0o644)
+    with open(obj, "r+b") as f:  # at once: same inode, same size, other bytes
+        f.seek(2)
+        f.write(b"garbage")
+    after = os.stat(obj)
+    assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size)
+    assert check(watch) == f"objects/{obj.parent.name}/{obj.name} is not the object it names"
+
+
+def test_a_probe_that_sees_no_change_keeps_a_one_second_window(tmp_path: Path) -> None:
+    def frozen(fd: int) -> list[object_watch.Sample]:
+        ctime = os.fstat(fd).st_ctime_ns
+        return [(ctime, ctime, ctime + 1_000)] * 50
+
+    assert object_watch.probe_window(os.fsencode(tmp_path), frozen) == object_watch.FALLBACK_WINDOW_NS
+    now = time.time_ns()
+    steps = [(now + i * 10_000, now + i * 10_000 + 500, now + i * 10_000 + 900) for i in range(1, 5)]
+    assert object_watch.window_from(now, steps) == object_watch.MIN_WINDOW_NS
+    # A clock running ahead of ours (a network file system's server), or backwards: a second.
+    ahead = [(b, c + 5_000_000, a) for b, c, a in steps]
+    assert object_watch.window_from(now, ahead) == object_watch.FALLBACK_WINDOW_NS
+    assert object_watch.window_from(now, steps[::-1]) == object_watch.FALLBACK_WINDOW_NS
+    # A jiffy clock: 4 ms steps and ctimes lagging by up to a step give four steps' worth.
+    jiffy = [
+        (now + i * 4_000_000 + 3_000_000, now + i * 4_000_000, now + i * 4_000_000 + 3_100_000)
+        for i in range(1, 5)
+    ]
+    assert object_watch.window_from(now, jiffy) == max(object_watch.MIN_WINDOW_NS, 4 * 4_000_000)
+
+
+def test_on_a_clock_of_whole_seconds_a_rewrite_within_the_same_tick_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Emulate a file system whose timestamps move once a second (lstat and fstat alike): a
+    # rewrite in the same second leaves the signature as it was. The probe must see that and
+    # keep the one-second window, under which the object is read again at the next check.
+    real_lstat, real_fstat = os.lstat, os.fstat
+
+    def coarse(st: os.stat_result) -> os.stat_result:
+        tick = st.st_ctime_ns - st.st_ctime_ns % 1_000_000_000
+        extra = {
+            name: getattr(st, name) for name in ("st_atime_ns", "st_mtime_ns", "st_blksize", "st_blocks")
+        }
+        return os.stat_result(tuple(st), {**extra, "st_ctime_ns": tick})
+
+    monkeypatch.setattr(os, "lstat", lambda path, **kw: coarse(real_lstat(path, **kw)))
+    monkeypatch.setattr(os, "fstat", lambda fd: coarse(real_fstat(fd)))
+    monkeypatch.setattr(object_watch, "_windows", {})  # probe afresh, and forget it after
+    repo, watch = repository(tmp_path)
+    assert watch.window_ns == object_watch.FALLBACK_WINDOW_NS
+    obj = loose_file(repo, "HEAD:a.txt")
+    obj.chmod(0o444)
+    for _ in range(3):  # a fresh tick, so that what follows lands within one second
+        if time.time_ns() % 1_000_000_000 < 500_000_000:
+            break
+        time.sleep(0.5)
+    obj.chmod(0o444 | 0o200)
+    obj.chmod(0o444)
+    assert check(watch) is None
+    signature = os.lstat(obj)
+    obj.chmod(0o644)
+    with open(obj, "r+b") as f:
+        f.seek(2)
+        f.write(b"garbage")
+    obj.chmod(0o444)
+    if os.lstat(obj).st_ctime_ns != signature.st_ctime_ns:
+        pytest.skip("the second turned over mid-test; the rewrite changed the signature")
+    assert check(watch) == f"objects/{obj.parent.name}/{obj.name} is not the object it names"

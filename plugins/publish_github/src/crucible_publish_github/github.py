@@ -202,13 +202,14 @@ class _Api:
             data=json.dumps(body).encode() if body is not None else None,
             method=method,
             headers={
-                "Authorization": f"Bearer {self.token}",
                 "Accept": "application/vnd.github+json",
                 "X-GitHub-Api-Version": "2022-11-28",
                 "Content-Type": "application/json",
                 "User-Agent": "crucible",
             },
         )
+        # Unredirected: urllib copies ordinary headers onto a redirect to any origin.
+        call.add_unredirected_header("Authorization", f"Bearer {self.token}")
         repo = self.request.repo
         try:
             timeout = max(self.deadline - time.monotonic(), 1.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
+from dulwich.objects import Blob
 from dulwich.patch import gen_diff_header, write_object_diff
 
 from crucible_world_git.change_diff import shown_path
@@ -98,10 +99,21 @@ def _changes(
     return found
 
 
-def _size(memory: GitMemory, side: Side) -> int:
+def _body(memory: GitMemory, side: Side) -> bytes:
     if side is None or side[0] == MODE_GITLINK:
-        return 0
-    return len(memory.db.read(side[1])[1])
+        return b""
+    return memory.db.read(side[1])[1]
+
+
+class _Bodies:
+    """The two sides' objects, already read, as the store dulwich's diff writer asks by hex id
+    (through dulwich's own store each would be read and parsed a second time)."""
+
+    def __init__(self, bodies: dict[bytes, bytes]) -> None:
+        self._bodies = bodies
+
+    def __getitem__(self, hexsha: bytes) -> Blob:
+        return Blob.from_string(self._bodies[hexsha])
 
 
 def _diff_side(path: bytes, side: Side) -> tuple[bytes | None, int | None, ObjectID | None]:
@@ -114,7 +126,8 @@ def _diff_side(path: bytes, side: Side) -> tuple[bytes | None, int | None, Objec
 def _write_file_diff(out: io.BytesIO, memory: GitMemory, path: bytes, old: Side, new: Side) -> None:
     shown = shown_path(path) or path
     old_file, new_file = _diff_side(shown, old), _diff_side(shown, new)
-    old_size, new_size = _size(memory, old), _size(memory, new)
+    old_body, new_body = _body(memory, old), _body(memory, new)
+    old_size, new_size = len(old_body), len(new_body)
     if max(old_size, new_size) > FILE_DIFF_CAP:
         header = gen_diff_header(
             (old_file[0], new_file[0]), (old_file[1], new_file[1]), (old_file[2], new_file[2])
@@ -125,7 +138,12 @@ def _write_file_diff(out: io.BytesIO, memory: GitMemory, path: bytes, old: Side,
             % (shown, old_size, shown, new_size)
         )
         return
-    write_object_diff(out, memory.repo.object_store, old_file, new_file)
+    bodies = {
+        hexsha: body
+        for hexsha, body in ((old_file[2], old_body), (new_file[2], new_body))
+        if hexsha is not None
+    }
+    write_object_diff(out, _Bodies(bodies), old_file, new_file)  # type: ignore[arg-type]
 
 
 def _counted(piece: bytes) -> tuple[int, int]:

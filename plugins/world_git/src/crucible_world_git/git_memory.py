@@ -85,20 +85,29 @@ class GitMemory:
         self.record = KeptRecord(record_dir) if record_dir is not None else None
         self.note = note or (lambda text: None)
         self.root = os.fsencode(self.workspace)
+        self._dotgit = self.workspace / ".git"
+        self._dotgit_config = self._dotgit / "config"
         self.spared = spared
         self._repo: Repo | None = None
         self._finalizer: weakref.finalize[[], GitMemory] | None = None
         self._db: ObjectDatabase | None = None
         self._index_path = b""
+        self._dirs = (Path(), Path())  # the repository's control and common directories
         self._staged: StagedTree | None = None
         self._index_key: tuple[int, int, int] | None = None
         self._racy_ns = 0
         self._stale_index = False  # the on-disk index holds something we dropped (conflicts)
         self._commit_trees: dict[bytes, bytes] = {}
         self._recorded_config: bytes | None = None  # the record's copy of .git/config, read once
+        self._run_excludes: bytes | None = None  # the record's exclude rules with the spared paths
+        self._rules: tuple[bytes, IgnoreRules] | None = None  # the last tree's ignore rules
         self.kept: str | None = None  # the commit of the latest kept (or restored) state
         self._watch: ObjectWatch | None = None  # what the engine knows of the object store's files
         self._objects_trusted = False  # the store was just made or set up: nothing in it to verify
+        # When the object store was last found sound, less the racy window (see _objects_damage).
+        self._sound_since_ns: int | None = None
+        # The last operation was a stage whose checks passed (see _keep); any check clears it.
+        self._stage_checked = False
 
     # ---------------------------------------------------------------------------- repository
 
@@ -146,6 +155,8 @@ class GitMemory:
         if self._watch is not None and self._watch.root == self._db.root:
             self._db.watch = self._watch
         self._index_path = os.fsencode(repo.index_path())
+        # As Paths once: every operation reads HEAD through them.
+        self._dirs = (Path(repo.controldir()), Path(repo.commondir()))
         self._staged = None
 
     def close(self) -> None:
@@ -193,12 +204,17 @@ class GitMemory:
         """
         if self.record is None or not self.in_run():
             return IgnoreRules.on_disk(str(self.workspace), str(self.exclude_file()))
-        exclude = self.record.exclude_rules().decode("utf-8", "surrogateescape")
-        return IgnoreRules(
-            str(self.workspace),
-            tree_loader(self._kept_object, self._kept_tree() if tree is None else tree),
-            [excludes.render(exclude, self.spared).encode("utf-8", "surrogateescape")],
-        )
+        root = self._kept_tree() if tree is None else tree
+        # The rules of one tree never change (its objects are named by their content), and the
+        # exclude rules saved at setup are the record's: both are built once, not every stage.
+        if self._rules is not None and self._rules[0] == root:
+            return self._rules[1]
+        if self._run_excludes is None:
+            exclude = self.record.exclude_rules().decode("utf-8", "surrogateescape")
+            self._run_excludes = excludes.render(exclude, self.spared).encode("utf-8", "surrogateescape")
+        rules = IgnoreRules(str(self.workspace), tree_loader(self._kept_object, root), [self._run_excludes])
+        self._rules = (root, rules)
+        return rules
 
     def _kept_tree(self) -> bytes:
         """The root tree of the latest kept (or restored) commit."""
@@ -228,10 +244,9 @@ class GitMemory:
         if self._recorded_config is None:
             self._recorded_config = self.record.config()
         wanted = self._recorded_config
-        dotgit = self.workspace / ".git"
-        if wanted is None or Path(self.repo.commondir()) != dotgit:
+        if wanted is None or self._dirs[1] != self._dotgit:
             return
-        path = dotgit / "config"
+        path = self._dotgit_config
         try:
             if read_regular(path, len(wanted)) == wanted:
                 return
@@ -253,7 +268,7 @@ class GitMemory:
         """
         repo = self.repo
         try:
-            return head_ref.read_head(Path(repo.controldir()), Path(repo.commondir()))
+            return head_ref.read_head(*self._dirs)
         except head_ref.Unsupported:
             pass
         try:
@@ -521,11 +536,15 @@ class GitMemory:
             self.record.forget()
         if self._db is not None:
             self._db.tee = None
+        self._run_excludes = None
+        self._rules = None
 
     def start_record(self) -> None:
         """Seed the private record from this (just prepared) repository and record HEAD as kept."""
         if self.record is None:
             return
+        self._run_excludes = None
+        self._rules = None
         repo = self.repo
         # The store as set up is the run's starting point: taken as it is, packed if it holds
         # many loose objects (before the record copies it, which then copies a few packs).
@@ -544,19 +563,20 @@ class GitMemory:
         if self._staged is not None:
             self._write_index()  # so a resume knows the index on disk is the engine's own
 
-    def damage(self) -> str | None:
+    def damage(self, *, objects: bool = True) -> str | None:
         """Why the workspace repository cannot be trusted (only judged once a record exists), or None.
 
         Cheap enough for every operation: a few lstat calls in .git, HEAD and packed-refs read,
         and one lstat per file of the object store (object_watch.py); only what someone else
-        changed there is read.
+        changed there is read. `objects=False` leaves the object store out (see _keep).
         """
+        self._stage_checked = False
         if self.record is None or not self.record.exists():
             return None
         why = self._root_damage() or self._dotgit_damage()
         if why is None:
             try:
-                why = self._refs_damage() or self._objects_damage()
+                why = self._refs_damage() or (self._objects_damage() if objects else None)
             except PermissionError:
                 raise  # the caller takes its access back and asks again
             except head_ref.Unreadable as exc:
@@ -616,8 +636,8 @@ class GitMemory:
         return None
 
     def _refs_damage(self) -> str | None:
-        repo = self.repo
-        why = head_ref.packed_refs_problem(Path(repo.commondir()))
+        self.repo  # noqa: B018 - opens the repository on first use
+        why = head_ref.packed_refs_problem(self._dirs[1])
         if why is not None:
             return why
         head = self.head()
@@ -646,11 +666,15 @@ class GitMemory:
                 listed.append(True)
             return db.on_disk(sha, refresh=False)
 
+        started = time.time_ns()
         why, vanished = watch.check(trusted, present, self.record.db.has)
         if vanished:
             db.forget_presence()
         if why is None:
             self._objects_trusted = True
+            # Whatever changed since this moment (less the racy window, whose files only the
+            # next check reads again) is what a resume must verify.
+            self._sound_since_ns = started - watch.window_ns
             self._keep_loose_few(watch)
         return why
 
@@ -664,6 +688,8 @@ class GitMemory:
     def _keep_loose_few(self, watch: ObjectWatch) -> None:
         """Every check costs one lstat per loose object: past LOOSE_LIMIT they go into a pack,
         as git's auto gc does (only objects a check has just found sound)."""
+        if watch.loose_count() <= LOOSE_LIMIT:
+            return  # counted during the check's listing: no pass over every file here
         loose = watch.loose()
         if len(loose) > LOOSE_LIMIT:
             self.db.pack_loose(loose)
@@ -724,6 +750,7 @@ class GitMemory:
                 tree = staged.tree_id(self.db)
                 base = self.kept.encode() if self.kept else self.head()
                 unchanged = base is not None and self.tree_of(base) == tree
+                self._stage_checked = True
                 return tree.hex(), unchanged, ""
             except Exception as exc:
                 if isinstance(exc, PermissionError):
@@ -782,21 +809,33 @@ class GitMemory:
         return self._with_access(lambda: self._keep(label, pack))
 
     def _keep(self, label: str, pack: bool = False) -> str:
-        why = self.damage()
+        # Right after a stage that checked the object store, the keep does not walk it again:
+        # what the keep copies into the record is verified there object by object (kept_record),
+        # so nothing damaged since that check enters kept history; the next check (the next
+        # stage's, or a resume's, which verifies what changed since that check) finds the
+        # damage before anything else reads the store. .git and the refs are checked as always.
+        why = self.damage(objects=not self._stage_checked)
         if why is not None:
-            raise RunFailed(
-                f"the workspace repository is damaged ({why}); the candidate was not kept",
-                hint="resume the run: the repository is rebuilt from the engine's record",
-            )
-        kept = self._snapshot(label, pack)
+            raise _not_kept(why)
+        before = self.kept
+        try:
+            kept = self._snapshot(label, pack)
+        except (RunFailed, OSError):
+            raise
+        except Exception as exc:  # an object it read was mangled since the check
+            raise _not_kept(self.damage() or f"{type(exc).__name__}: {exc}") from exc
         if self.record is not None and self.record.exists():
             try:
-                self.record.record(self.db, kept)
+                self.record.record(self.db, kept, sound_since_ns=self._sound_since_ns)
             except OSError as exc:
                 raise RunFailed(
                     f"could not record the kept commit outside the workspace: {exc}",
                     hint="check the state directory's disk",
                 ) from exc
+            except Exception as exc:  # an object of the commit was damaged: the record refused it
+                # The record's latest commit stays the one kept; a rebuild goes back to it.
+                self.kept = self.record.kept() or before
+                raise _not_kept(self.damage() or f"{type(exc).__name__}: {exc}") from exc
         return kept
 
     def _snapshot(self, label: str, pack: bool = False) -> str:
@@ -966,6 +1005,13 @@ class GitMemory:
         paths = {path for path, _, _ in plan.writes}
         paths.update(plan.removes)
         return sorted(os.fsdecode(path) for path in paths)
+
+
+def _not_kept(why: str) -> RunFailed:
+    return RunFailed(
+        f"the workspace repository is damaged ({why}); the candidate was not kept",
+        hint="resume the run: the repository is rebuilt from the engine's record",
+    )
 
 
 def _denied(workspace: Path, exc: PermissionError) -> RunFailed:

@@ -12,6 +12,7 @@ through a link and never blocking on a FIFO (`crucible_core.agent_files.read_reg
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 import time
@@ -40,6 +41,12 @@ class Unreadable(RunFailed):
         )
 
 
+@functools.lru_cache(maxsize=64)
+def _join(directory: Path, name: str) -> Path:
+    """`directory / name`, made once: HEAD and its branch are read several times per operation."""
+    return directory / name
+
+
 def read_ref_file(path: Path, max_bytes: int = _REF_BYTES) -> bytes | None:
     """A ref file's bytes; None when absent; Unreadable for anything but a small regular file."""
     try:
@@ -51,7 +58,7 @@ def read_ref_file(path: Path, max_bytes: int = _REF_BYTES) -> bytes | None:
 
 
 def _packed_value(commondir: Path, name: bytes) -> bytes | None:
-    data = read_ref_file(commondir / "packed-refs", PACKED_REFS_BYTES)
+    data = read_ref_file(_join(commondir, "packed-refs"), PACKED_REFS_BYTES)
     if data is None:
         return None
     for line in data.splitlines():
@@ -75,9 +82,9 @@ def _current(path: Path, name: bytes, commondir: Path) -> bytes | None:
 
 def _head_target(controldir: Path, commondir: Path) -> tuple[bytes, Path]:
     """(the ref name HEAD names, or b"HEAD" when detached; the file that holds its value)."""
-    if (commondir / "reftable").exists():
+    if _join(commondir, "reftable").exists():
         raise Unsupported("reftable ref storage")
-    data = read_ref_file(controldir / "HEAD")
+    data = read_ref_file(_join(controldir, "HEAD"))
     if data is None:
         raise Unreadable("HEAD is missing")
     head = data.strip()
@@ -85,8 +92,8 @@ def _head_target(controldir: Path, commondir: Path) -> tuple[bytes, Path]:
         name = head[5:].strip()
         if not name.startswith(b"refs/") or b".." in name:
             raise Unsupported(f"HEAD names {name!r}")
-        return name, commondir / os.fsdecode(name)
-    return b"HEAD", controldir / "HEAD"
+        return name, _join(commondir, os.fsdecode(name))
+    return b"HEAD", _join(controldir, "HEAD")
 
 
 def read_head(controldir: Path, commondir: Path) -> bytes | None:
@@ -101,7 +108,7 @@ def read_head(controldir: Path, commondir: Path) -> bytes | None:
 def packed_refs_problem(commondir: Path) -> str | None:
     """Why packed-refs would stop git reading the repository (not a file, not packed refs), or None."""
     try:
-        data = read_ref_file(commondir / "packed-refs", PACKED_REFS_BYTES)
+        data = read_ref_file(_join(commondir, "packed-refs"), PACKED_REFS_BYTES)
     except Unreadable as exc:
         return str(exc)
     if data is None:

@@ -53,6 +53,9 @@ def read_rules_file(path: Path | str | bytes) -> bytes | None:
 _COMPILED: dict[bytes, IgnoreFilter] = {}
 _COMPILED_MAX = 256
 _COMPILED_TEXT_MAX = 64 << 10
+# How many paths' answers one set of rules remembers (the same few untracked files, RESULTS.md
+# say, are asked about at every stage while the kept tree stays the same).
+_ANSWERS_MAX = 4096
 
 
 def _filter(data: bytes) -> IgnoreFilter:
@@ -68,19 +71,29 @@ def _filter(data: bytes) -> IgnoreFilter:
     return compiled
 
 
+_MANAGER: type[IgnoreFilterManager] | None = None  # the subclass below, made on first use
+
+
 def _manager(top: str, loader: Loader, global_rules: list[bytes]) -> IgnoreFilterManager:
-    from dulwich.ignore import IgnoreFilterManager
+    global _MANAGER
+    if _MANAGER is None:
+        from dulwich.ignore import IgnoreFilterManager
 
-    class Manager(IgnoreFilterManager):
-        # dulwich opens each directory's .gitignore itself (following no link, but blocking on
-        # a FIFO); the loader decides where the text comes from instead.
-        def _load_path(self, path: str) -> IgnoreFilter | None:
-            if path not in self._path_filters:
-                data = loader(path)
-                self._path_filters[path] = None if data is None else _filter(data)
-            return self._path_filters[path]
+        class Manager(IgnoreFilterManager):
+            # dulwich opens each directory's .gitignore itself (following no link, but blocking
+            # on a FIFO); the loader decides where the text comes from instead.
+            loader: Loader
 
-    return Manager(top, [_filter(data) for data in global_rules], ignorecase=False)
+            def _load_path(self, path: str) -> IgnoreFilter | None:
+                if path not in self._path_filters:
+                    data = self.loader(path)
+                    self._path_filters[path] = None if data is None else _filter(data)
+                return self._path_filters[path]
+
+        _MANAGER = Manager
+    manager = _MANAGER(top, [_filter(data) for data in global_rules], ignorecase=False)
+    manager.loader = loader  # type: ignore[attr-defined]
+    return manager
 
 
 def tree_loader(read: Callable[[bytes], tuple[bytes, bytes]], root_tree: bytes) -> Loader:
@@ -122,6 +135,7 @@ class IgnoreRules:
 
     def __init__(self, top: str, loader: Loader, global_rules: list[bytes]) -> None:
         self._manager = _manager(top, loader, global_rules)
+        self._files: dict[bytes, bool] = {}  # answers so far: the rules do not change
 
     @classmethod
     def on_disk(cls, top: str, exclude_file: str) -> IgnoreRules:
@@ -134,7 +148,12 @@ class IgnoreRules:
         return cls(top, loader, [] if exclude is None else [exclude])
 
     def ignores_file(self, path: bytes) -> bool:
-        return self._manager.is_ignored(os.fsdecode(path)) is True
+        ignored = self._files.get(path)
+        if ignored is None:
+            ignored = self._manager.is_ignored(os.fsdecode(path)) is True
+            if len(self._files) < _ANSWERS_MAX:  # an agent's million untracked files pin nothing
+                self._files[path] = ignored
+        return ignored
 
     def prunes_dir(self, path: bytes) -> bool:
         return self._manager.may_prune_directory(os.fsdecode(path) + "/")

@@ -10,11 +10,37 @@ unless a repack put a new pack in its place. A changed alternates file is refuse
 let objects the workspace depends on live outside it.
 
 The agent can rewrite an object in place but not set a file's ctime, which is part of the
-signature: an object whose bytes changed always reads as changed.
+signature: an object whose bytes changed always reads as changed, unless the rewrite lands in
+the same tick of the file system's clock as the change the engine last saw (git's "racy"
+case). A file whose ctime was within the *racy window* of the moment it was looked at is
+therefore read again at the next check, and a directory listed that close to its last change
+is listed again.
+
+The window is the store's file system's own timestamp granularity, measured once per process
+and device (`racy_window`): a probe file next to the objects is written and fstat-ed in a loop
+for at most a few tens of milliseconds, and the window is a multiple of the largest step seen
+between distinct ctimes and of how far a fresh ctime lagged the clock the checks read. Why that
+is enough:
+
+- A coarse clock (ext4 and XFS on older kernels, tmpfs: one jiffy, 1 to 10 ms) shows steps of
+  a jiffy, and its ctimes lag the real time by up to one: a change after a look at time t gets
+  a ctime above t minus one jiffy, hence above any ctime older than that.
+- Linux 6.13's multigrain timestamps hand out a fine-grained ctime to the first change after
+  someone read the old one (a check's lstat is such a read), so a change after a look is
+  always distinct; the probe, which reads between its writes, sees microsecond steps.
+- A clock that is not ours (a network file system's server), a ctime running backwards, an
+  error, or fewer than three distinct ctimes within the bound (a file system with whole-second
+  timestamps) leave the window at a second, as it was before the probe. (FAT's two-second
+  times would need two; a workspace there was never covered.)
+
+The window never falls below 20 ms: a write's ctime is set before its bytes land, so a read
+racing a stalled write can see the old bytes under the new ctime; a window covers that only
+for stalls shorter than itself (a second did not close it either, only made it rarer).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -29,10 +55,20 @@ Sig = tuple[int, int, int, int]
 # A directory's (inode, mtime, ctime): an entry added, removed or renamed in it moves both
 # times, and setting the mtime back (utime) moves the ctime.
 DirSig = tuple[int, int, int]
-# A file or directory changed this close to the moment it was looked at may change again within
-# the same file-system clock tick without its times moving (git's "racy" case): it is read or
-# listed again at the next check.
-_RACY_NS = 1_000_000_000
+# The racy window when the probe cannot establish a finer one (see the module docstring).
+FALLBACK_WINDOW_NS = 1_000_000_000
+# The least window ever used: covers a read racing a briefly stalled write.
+MIN_WINDOW_NS = 20_000_000
+# How long the probe may run, how many distinct ctime steps it needs to see, and the safety
+# factor on what it saw.
+_PROBE_BOUND_NS = 50_000_000
+_PROBE_STEPS = 3
+_PROBE_MARGIN = 4
+# A ctime this far ahead of the clock read after it is not our clock's.
+_CLOCK_AHEAD_NS = 1_000_000
+_windows: dict[int, int] = {}  # st_dev -> racy window (ns), once per process
+# (time.time_ns() before a write, the file's ctime after it, time.time_ns() after the fstat)
+Sample = tuple[int, int, int]
 
 _CHUNK = 1 << 16
 _KINDS = (b"blob", b"tree", b"commit", b"tag")
@@ -45,15 +81,92 @@ def _sig(st: os.stat_result) -> Sig:
     return (st.st_mode, st.st_ino, st.st_size, st.st_ctime_ns)
 
 
+def racy_window(directory: bytes) -> int:
+    """The racy window (ns) for files in `directory`, probed once per process and file system."""
+    try:
+        device = os.stat(directory).st_dev  # the file system the probe file lands on
+    except OSError:
+        return FALLBACK_WINDOW_NS
+    window = _windows.get(device)
+    if window is None:
+        window = _windows[device] = probe_window(directory)
+    return window
+
+
+def probe_window(directory: bytes, sample: Callable[[int], list[Sample]] | None = None) -> int:
+    """Measure the racy window with a probe file in `directory` (FALLBACK_WINDOW_NS if it cannot).
+
+    `sample(fd)` writes the probe and reads its ctime until it has seen enough or its time is up
+    (`_sample_ctimes`; a test passes another).
+    """
+    name = directory + b"/tmp_clock_%d_%s" % (os.getpid(), os.urandom(6).hex().encode())
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return FALLBACK_WINDOW_NS
+    try:
+        first = os.fstat(fd).st_ctime_ns
+        samples = (sample or _sample_ctimes)(fd)
+    except OSError:
+        return FALLBACK_WINDOW_NS
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    return window_from(first, samples)
+
+
+def _sample_ctimes(fd: int) -> list[Sample]:
+    """Rewrite one byte and fstat, until _PROBE_STEPS ctime changes or _PROBE_BOUND_NS passed."""
+    samples: list[Sample] = []
+    deadline = time.monotonic_ns() + _PROBE_BOUND_NS
+    last = os.fstat(fd).st_ctime_ns
+    changes = 0
+    while changes < _PROBE_STEPS and time.monotonic_ns() < deadline:
+        before = time.time_ns()
+        os.pwrite(fd, b"\0", 0)
+        ctime = os.fstat(fd).st_ctime_ns
+        samples.append((before, ctime, time.time_ns()))
+        if ctime != last:
+            changes += 1
+            last = ctime
+        else:
+            time.sleep(0.0002)  # a coarse clock: wait for its next tick rather than spin
+    return samples
+
+
+def window_from(first_ctime: int, samples: list[Sample]) -> int:
+    """The racy window a probe's samples justify (pure; see the module docstring)."""
+    largest = 0
+    changes = 0
+    last = first_ctime
+    for before, ctime, after in samples:
+        if ctime > after + _CLOCK_AHEAD_NS or ctime < last:
+            return FALLBACK_WINDOW_NS  # not our clock, or one that ran backwards
+        if ctime != last:
+            changes += 1
+            # The step, and how far this fresh ctime lagged our clock when the write began.
+            largest = max(largest, ctime - last, before - ctime)
+            last = ctime
+    if changes < _PROBE_STEPS:
+        return FALLBACK_WINDOW_NS
+    window = max(MIN_WINDOW_NS, largest * _PROBE_MARGIN)
+    return window if window < FALLBACK_WINDOW_NS else FALLBACK_WINDOW_NS
+
+
 class ObjectWatch:
     """What the engine knows of one object directory's files, between two checks."""
 
-    def __init__(self, objects_dir: bytes) -> None:
+    def __init__(self, objects_dir: bytes, window_ns: int | None = None) -> None:
         self.root = objects_dir
+        # How close to a look a change must be to be looked at again (racy_window when None).
+        self.window_ns = racy_window(objects_dir) if window_ns is None else window_ns
         self._known: dict[bytes, Sig] | None = None
+        self._loose_count = 0  # files named like loose objects at the last look
         self._racy: set[bytes] = set()  # files whose signature was taken racily: verified again
-        # Each directory's signature and entry names when it was last listed, and when that was.
-        self._listed: dict[bytes, tuple[DirSig, list[bytes], int]] = {}
+        # Each directory's signature and entries when it was last listed, and when that was; an
+        # entry is (full path, path relative to objects/, whether it is named like a loose object).
+        self._listed: dict[bytes, tuple[DirSig, list[tuple[bytes, bytes, bool]], int]] = {}
 
     def forget(self) -> None:
         """Start over: the next check takes the store as it finds it (after a rebuild, say)."""
@@ -63,12 +176,12 @@ class ObjectWatch:
 
     def baseline(self) -> None:
         """Take the store as it is now as known (the engine just rewrote it)."""
-        started = time.time_ns()
-        self._known, _ = self._listing()
-        self._remember_racy(self._known, started)
+        listing = self._listing(None, time.time_ns() - self.window_ns)
+        self._known, self._loose_count, self._racy = listing.seen, listing.loose, listing.racy
 
-    def _remember_racy(self, seen: dict[bytes, Sig], started: int) -> None:
-        self._racy = {rel for rel, sig in seen.items() if sig[3] >= started - _RACY_NS}
+    def loose_count(self) -> int:
+        """How many files named like loose objects the last check saw (a bound on loose())."""
+        return self._loose_count
 
     def loose(self) -> list[bytes]:
         """The raw ids of the loose objects seen at the last check."""
@@ -92,11 +205,11 @@ class ObjectWatch:
         they are (None: all of them). `present(raw id)` says whether the store still holds an
         object, `needed(raw id)` whether kept history does.
         """
-        started = time.time_ns()
-        seen, odd = self._listing()
-        if odd is not None:
-            return odd, False
         known = self._known
+        listing = self._listing(known, time.time_ns() - self.window_ns)
+        if listing.odd is not None:
+            return listing.odd, False
+        seen = listing.seen
         if known is None:
             changed = [
                 rel
@@ -105,9 +218,15 @@ class ObjectWatch:
             ]
             vanished: list[bytes] = []
         else:
-            racy = self._racy
-            changed = [rel for rel, sig in seen.items() if known.get(rel) != sig or rel in racy]
-            vanished = [rel for rel in known if rel not in seen]
+            # What differs from the known signatures, and what was seen racily last time and
+            # looks the same (it may have changed within the same tick).
+            changed = listing.differ
+            changed += [
+                rel for rel in self._racy if (sig := seen.get(rel)) is not None and known.get(rel) == sig
+            ]
+            # Every file seen is known or new: fewer known ones than that means some vanished.
+            some_vanished = len(seen) - listing.new < len(known)
+            vanished = [rel for rel in known if rel not in seen] if some_vanished else []
         repacked = False
         for rel in changed:
             why = _verify(self.root, rel)
@@ -119,48 +238,93 @@ class ObjectWatch:
             if why is not None:
                 return why, True
         self._known = seen
-        self._remember_racy(seen, started)
+        self._loose_count = listing.loose
+        self._racy = listing.racy
         return None, bool(vanished)
 
-    def _listing(self) -> tuple[dict[bytes, Sig], str | None]:
-        """Every file below objects/ with its signature; or why something there is not a plain file.
+    def _listing(self, known: dict[bytes, Sig] | None, racy_since: int) -> Listing:
+        """Every file below objects/ with its signature, compared with `known` as it goes.
 
         One lstat per directory and per file, by full path; a directory is listed again only
-        when its signature moved or it was listed racily.
+        when its signature moved or it was listed racily. A file whose ctime is `racy_since` or
+        later is racy.
         """
-        seen: dict[bytes, Sig] = {}
+        out = Listing()
+        seen = out.seen
+        differ = out.differ
+        racy = out.racy
+        known_get = (known or {}).get
         listed = self._listed
         lstat = os.lstat
-        pending = [b""]
+        is_dir = stat.S_ISDIR
+        is_reg = stat.S_ISREG
+        window = self.window_ns
+        try:
+            top = lstat(self.root)
+        except FileNotFoundError:
+            return out
+        if not is_dir(top.st_mode):
+            out.odd = "objects/ is not a directory"
+            return out
+        # Each directory with the lstat its parent's listing took of it (not taken twice).
+        pending = [(b"", top)]
         while pending:
-            rel = pending.pop()
-            path = self.root + b"/" + rel if rel else self.root
-            try:
-                st = lstat(path)
-            except FileNotFoundError:
-                continue  # removed since its parent was listed
-            if not stat.S_ISDIR(st.st_mode):
-                return seen, f"objects/{os.fsdecode(rel)} is not a directory"
+            rel, st = pending.pop()
             dir_sig = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
             before = listed.get(rel)
-            if before is not None and before[0] == dir_sig and st.st_ctime_ns < before[2] - _RACY_NS:
-                names = before[1]
+            if before is not None and before[0] == dir_sig and st.st_ctime_ns < before[2] - window:
+                entries = before[1]
             else:
-                names = os.listdir(path)
-                listed[rel] = (dir_sig, names, time.time_ns())
-            prefix = rel + b"/" if rel else b""
-            for name in names:
+                path = self.root + b"/" + rel if rel else self.root
                 try:
-                    child = lstat(path + b"/" + name)
+                    names = os.listdir(path)
+                except FileNotFoundError:
+                    continue  # removed since its parent was listed
+                except NotADirectoryError:
+                    out.odd = f"objects/{os.fsdecode(rel)} is not a directory"
+                    return out
+                prefix = rel + b"/" if rel else b""
+                fanout = len(rel) == 2
+                # The paths are joined once per listing, not once per check.
+                entries = [(path + b"/" + name, prefix + name, fanout and len(name) == 38) for name in names]
+                listed[rel] = (dir_sig, entries, time.time_ns())
+            for full, name, loose_name in entries:
+                try:
+                    child = lstat(full)
                 except FileNotFoundError:
                     continue  # a temporary file renamed away meanwhile
-                if stat.S_ISDIR(child.st_mode):
-                    pending.append(prefix + name)
-                elif stat.S_ISREG(child.st_mode):
-                    seen[prefix + name] = _sig(child)
+                mode = child.st_mode
+                if is_reg(mode):
+                    ctime = child.st_ctime_ns
+                    sig = (mode, child.st_ino, child.st_size, ctime)
+                    seen[name] = sig
+                    out.loose += loose_name
+                    was = known_get(name)
+                    if was != sig:
+                        differ.append(name)
+                        out.new += was is None
+                    if ctime >= racy_since:
+                        racy.add(name)
+                elif is_dir(mode):
+                    pending.append((name, child))
                 else:
-                    return seen, f"objects/{os.fsdecode(prefix + name)} is not a regular file"
-        return seen, None
+                    out.odd = f"objects/{os.fsdecode(name)} is not a regular file"
+                    return out
+        return out
+
+
+class Listing:
+    """One pass over the object directory: what a check compares and remembers."""
+
+    __slots__ = ("differ", "loose", "new", "odd", "racy", "seen")
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, Sig] = {}  # every file, with its signature
+        self.differ: list[bytes] = []  # files whose signature is not the known one
+        self.new = 0  # how many of those were not known at all
+        self.racy: set[bytes] = set()  # files changed within the racy window of the pass
+        self.loose = 0  # files named like loose objects
+        self.odd: str | None = None  # why something there is not a plain file or directory
 
 
 def _loose_id(rel: bytes) -> bytes | None:
