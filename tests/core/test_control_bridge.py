@@ -116,3 +116,29 @@ def test_an_unreachable_run_is_a_control_error(tmp_path: Path) -> None:
         (tmp_path / "control.json").write_text(json.dumps({"host": "127.0.0.1", "port": port, "token": "t"}))
         with pytest.raises(ControlError, match="no run is reachable"):
             send(tmp_path, {"cmd": "status"})
+
+
+def test_the_control_record_is_renamed_into_place_without_an_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It names a live process's port: a machine crash ends that process, so waiting for the disk
+    buys nothing."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    state = tmp_path / "state"
+    state.mkdir()
+    b = ControlBridge(Ledger(state / "admissions.jsonl"), Inbox())
+    b.start(state / "control.json")
+    try:
+        (state / "control.json").unlink()
+        assert b.restore_record() == "the control record"
+        assert json.loads((state / "control.json").read_text())["host"] == "127.0.0.1"
+    finally:
+        b.close()
+    assert [path for path in synced if "control" in Path(path).name] == []

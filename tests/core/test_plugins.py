@@ -10,6 +10,7 @@ import sys
 import textwrap
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -522,3 +523,29 @@ def test_plugin_commands_show_in_help_and_completion(tmp_path: Path) -> None:
     # Narrowing the plugin set is another key: the deploy plugin's commands are not listed then.
     narrowed = run_crucible("--help", env={**env, "CRUCIBLE_LOAD_PLUGINS": "judge_command"})  # no commands
     assert "Commands from plugins" not in narrowed.stdout and "deploy" not in narrowed.stdout
+
+
+def test_a_module_registers_the_implementations_pluggy_would_and_nothing_else() -> None:
+    """plugins._Manager passes over a module's non-function values without pluggy's look: a
+    function and a bound method still register; a marked callable object does not (pluggy never
+    took one), and neither does an imported class or module."""
+
+    class Holder:
+        @hookimpl
+        def crucible_register_worlds(self, register: Any) -> None:
+            register("method-world", object)
+
+    class Callable_:
+        def __call__(self, register: Any) -> None:
+            register("object-backend", object)
+
+    module = make_plugin(
+        "crucible-plugin-mixed", crucible_register_harnesses=lambda register: register("h", object)
+    )
+    module.crucible_register_worlds = Holder().crucible_register_worlds  # type: ignore[attr-defined]
+    module.crucible_register_backends = hookimpl(Callable_())  # type: ignore[attr-defined]
+    module.Holder, module.json = Holder, json  # type: ignore[attr-defined]
+    plugins = load_plugins(discover=False)
+    plugins.register_module(module, name="mixed", distribution="crucible-plugin-mixed", version="1")
+    assert plugins.infos[-1].hooks == ("crucible_register_harnesses", "crucible_register_worlds")
+    assert "method-world" in plugins.registry("world", strict=False).entries

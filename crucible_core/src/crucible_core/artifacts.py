@@ -38,6 +38,7 @@ import attrs
 
 from crucible_core.contract import wire
 from crucible_core.contract.plain_text import plain
+from crucible_core.contract.records import value_methods
 
 EMBED_MAX_BYTES = 16 * 1024  # of one embedded file: what a PR body shows of it
 UPLOAD_MAX_BYTES = 32 * 1024 * 1024  # of one uploaded file: what a run record takes
@@ -73,7 +74,8 @@ class Declared(Protocol):
     def heading(self) -> str: ...
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class CollectedArtifact:
     """What one declared embed or upload yielded: the file taken, or why none was."""
 
@@ -95,7 +97,8 @@ class CollectedArtifact:
         return self.status == TAKEN
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Collected:
     items: tuple[CollectedArtifact, ...] = ()
     # entries the collection passed over (a link or a FIFO named like the wanted file, a walk

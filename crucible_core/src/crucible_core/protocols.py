@@ -10,6 +10,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from crucible_core.contract.reading import Reading
+from crucible_core.contract.records import value_methods
 
 if TYPE_CHECKING:
     from crucible_core.manifest.models import AgentSection, JudgeSection, Manifest, WorldSection
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 # World: reversibility. The token is opaque to the engine; it only hands it back to restore().
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ApplyOutcome:
     ok: bool
     note: str = ""
@@ -33,7 +35,8 @@ def _no_note(text: str) -> None:
     return None
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class WorldContext:
     """What a World factory gets. `spared` are workspace-relative paths a restore never removes.
 
@@ -55,7 +58,8 @@ class WorldContext:
     parts: tuple[tuple[str, World], ...] = ()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Staged:
     """What stage() found: the candidate's content, named, and whether there is anything to judge."""
 
@@ -64,7 +68,8 @@ class Staged:
     refused: str = ""  # non-empty: the candidate cannot be kept, and why (it damaged the world)
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class SourceChanges:
     """How a local [repo].path differs from the commit a clone of it starts from."""
 
@@ -73,7 +78,8 @@ class SourceChanges:
     # (modified, staged, deleted or untracked; ignored files are not listed)
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class LocalSource:
     """The local repository a fresh run clones, as a world's optional source methods get it."""
 
@@ -85,7 +91,8 @@ class LocalSource:
     own: tuple[Path, ...] = ()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RecordedKept:
     """What a world's private record of kept history names (see `World.recorded_kept`)."""
 
@@ -229,7 +236,8 @@ class ForkingWorld(Protocol):
 # Judge: measures a candidate once. The agent never receives one.
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class MeasureContext:
     """The engine's numbers a judge may show the measure command (absent on the baseline).
 
@@ -245,7 +253,8 @@ class MeasureContext:
     shell: CommandShell | None = None
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ShellStdin:
     """What a command reads on its standard input (an agent turn's prompt).
 
@@ -282,7 +291,8 @@ class CommandShell(Protocol):
     ) -> Completed: ...
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class JudgeContext:
     section: JudgeSection | None
     workspace: Path
@@ -343,7 +353,8 @@ class FailureClass(enum.StrEnum):
 TRANSPORT_FAILURES = frozenset({FailureClass.SPAWN, FailureClass.STREAM})
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class TurnResult:
     ok: bool
     failure: FailureClass | None = None
@@ -358,7 +369,8 @@ class TurnResult:
 AgentEventSink = Callable[[str, Mapping[str, Any]], None]
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Turn:
     """One agent turn. `emit(kind, fields)` writes an agent event to the session log."""
 
@@ -377,7 +389,8 @@ class Turn:
     services: tuple[ServiceForward, ...] = ()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class BackendContext:
     manifest: Manifest
     agent: AgentSection
@@ -409,7 +422,8 @@ class AgentBackend(Protocol):
 BackendFactory = Callable[[BackendContext], AgentBackend]
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ShellTurn:
     """One agent turn as a single shell command: a turn a task runner can carry out elsewhere.
 
@@ -443,7 +457,8 @@ class ShellTurnBackend(Protocol):
         """The turn as one command; it must not start anything."""
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class HarnessContext:
     agent: AgentSection
     manifest_dir: Path
@@ -468,7 +483,8 @@ HarnessFactory = Callable[[HarnessContext], Harness]
 # box of its own, so the harness describes the command instead of starting it.
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class SandboxLayout:
     """Where things live inside a sandbox (the sandbox's own absolute paths)."""
 
@@ -482,7 +498,8 @@ class SandboxLayout:
     carries_secrets: bool = True
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class SandboxCommand:
     """One harness turn as a command a backend runs in its sandbox, and how to read what it did.
 
@@ -513,7 +530,8 @@ class SandboxHarness(Protocol):
 # Reporters: views of the session log (console, jsonl, dashboards).
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ReporterContext:
     stream: Any  # a text stream, normally sys.stderr
     iterations: int | None
@@ -538,7 +556,8 @@ ReporterFactory = Callable[[ReporterContext], Reporter]
 # front of the tool and says when it is ready. (The tools themselves: services.catalog.ServiceTool.)
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ServedTool:
     """One started instance of a catalog tool, as a transport receives it.
 
@@ -583,7 +602,8 @@ class ServiceTransport(Protocol):
 # Publishers: the engine's own writes of kept work to a forge ([publish], publish-on-keep).
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PublishRequest:
     """A run's newest kept commit to publish as its one draft pull request (opened the first time,
     updated after); the mediation point already admitted the pull request."""
@@ -625,7 +645,8 @@ PublisherFactory = Callable[[], Publisher]
 # (the git world's), so no lane of core runs a version-control tool itself.
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class WorkspaceMemoryContext:
     """What a WorkspaceMemory factory gets.
 

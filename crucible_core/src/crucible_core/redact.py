@@ -9,6 +9,8 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 MASK = "[REDACTED]"
 # Values shorter than this are not treated as secrets: masking every "1" would destroy evidence.
 MIN_SECRET_LENGTH = 6
@@ -106,7 +108,8 @@ def _without_line_breaks(text: str) -> tuple[str, list[int]]:
 _SCALARS = frozenset({int, float, bool, type(None)})
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Redactor:
     """Masks exact secret values and secret-shaped strings in text and in JSON-like objects.
 

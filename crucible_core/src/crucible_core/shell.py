@@ -8,10 +8,12 @@ from pathlib import Path
 import attrs
 
 from crucible_core import process
+from crucible_core.contract.records import value_methods
 from crucible_core.process import Completed
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Shell:
     """Runs contract commands (measure, apply, snapshot, restore, setup) under the supervisor.
 

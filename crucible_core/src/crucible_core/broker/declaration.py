@@ -23,6 +23,7 @@ from crucible_core.broker.outputs import (
     param_problems,
 )
 from crucible_core.broker.reach import EgressReach, egress_of, unrestricted
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError, UncoveredGrant
 from crucible_core.manifest.broker_sections import SecretCapability
 from crucible_core.manifest.loader import LoadedManifest
@@ -36,7 +37,8 @@ BROKER_DISTRIBUTION = "crucible-plugin-broker-mcp"
 EXPOSURE_VERSION = 1
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class AgentEnvGrant:
     """One [agent].env name: a credential (or setting) whose value enters the agent's context."""
 
@@ -54,7 +56,8 @@ class AgentEnvGrant:
         }
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ServiceRelay:
     """One declared run service as the disclosure lists it (C-SERVICE-SECRETS): a relay that holds
     its own secrets, reached only by the tasks that need it, perhaps handing them a credential."""
@@ -100,7 +103,8 @@ class ServiceRelay:
         return text
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Disclosure:
     """What the run can reach beyond its mediated writes (C-CAPABILITY-DISCLOSURE)."""
 
@@ -168,7 +172,8 @@ class Disclosure:
         return problems
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Declaration:
     outputs: tuple[ResolvedOutput, ...]
     capabilities: Disclosure

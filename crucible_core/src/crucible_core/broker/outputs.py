@@ -15,6 +15,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 # The target shapes are manifest values; the mediation logic below works on them.
 from crucible_core.errors import CrucibleError, ExitCode
 from crucible_core.manifest.broker_sections import FixedTarget, OpenScope, OpenTarget, scope_is_unbounded
@@ -22,7 +24,8 @@ from crucible_core.manifest.broker_sections import FixedTarget, OpenScope, OpenT
 OUTPUTS_WIRE_VERSION = 1
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class OutputKindSpec:
     """One output kind: what a plugin registers through crucible_register_output_kinds.
 
@@ -72,7 +75,8 @@ def scope_admits(scope: str, value: str) -> bool:
 
 
 # -- resolved bounds ---------------------------------------------------------------------------
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ResolvedOutput:
     kind: str
     count: int
@@ -101,7 +105,8 @@ class ResolvedOutput:
         return f"open within {scope.scope}{bound}"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Violation:
     """Why a write was refused; `bound` names the violated bound as a manifest key."""
 

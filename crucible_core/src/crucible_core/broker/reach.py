@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import PluginError
 
 BUILTIN = "builtin"  # the disclosure's label for standing reach (C-CAPABILITY-DISCLOSURE)
@@ -29,7 +30,8 @@ def _source(label: str) -> str:
     return BUILTIN if label == "built-in" else label
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class EgressEndpoint:
     """One allowed destination, in C-EGRESS terms: host (or `*.domain`), port and access class."""
 
@@ -46,7 +48,8 @@ class EgressEndpoint:
         return f"{self.host}:{self.port} {self.access} ({self.source})"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class EgressReach:
     """Where the agent's turns may open connections."""
 

@@ -19,6 +19,7 @@ from crucible_core.broker.declaration import BROKER_DISTRIBUTION, Declaration, r
 from crucible_core.broker.outputs import OutputKindSpec
 from crucible_core.broker.tools import BrokerRuntime, BrokerTool
 from crucible_core.contract import wire
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError, PluginError
 from crucible_core.manifest.loader import LoadedManifest
 
@@ -50,7 +51,8 @@ class TurnBroker(Protocol):
         ...
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class BrokerRequest:
     """What `crucible_open_broker` gets: one run's resolved declaration and the engine's parts."""
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import CrucibleError, ExitCode
 
 TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
@@ -27,7 +28,8 @@ class ToolError(CrucibleError):
     exit_code = ExitCode.USAGE
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class BrokerTool:
     name: str
     description: str
@@ -42,7 +44,8 @@ class BrokerTool:
             )
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class BrokerRuntime:
     """What the engine gives the built-in tools: where the run's markers live, and its inbox."""
 
@@ -53,7 +56,8 @@ class BrokerRuntime:
     add_secret: Callable[[str], None] = lambda _value: None
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ToolCall:
     tool: BrokerTool
     arguments: Mapping[str, Any]

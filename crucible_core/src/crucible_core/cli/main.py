@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -35,6 +36,11 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# True once main() knows this process is the `crucible` command itself, which ends with the command
+# (not a test or a program calling main() with arguments): see settle_start_up.
+_whole_process = False
+
+
 class CrucibleGroup(click.Group):
     """Lazy built-ins plus commands plugins register through crucible_register_commands."""
 
@@ -46,10 +52,12 @@ class CrucibleGroup(click.Group):
             module_name, _, attr = BUILTIN_COMMANDS[cmd_name][0].partition(":")
             module = __import__(module_name, fromlist=["command"])
             found: click.Command = getattr(module, attr or "command")
+            settle_start_up()
             return found
         from crucible_core.plugins import load_plugins
 
         registry = load_plugins().registry("command")
+        settle_start_up()
         return registry.entries[cmd_name].value if cmd_name in registry else None
 
     def resolve_command(
@@ -74,6 +82,24 @@ class CrucibleGroup(click.Group):
                 formatter.write_dl(sorted(added.items()))
         formatter.write_paragraph()
         formatter.write_text("`crucible plugins` lists the installed plugins and what each adds.")
+
+
+def settle_start_up() -> None:
+    """In the `crucible` process itself, move what start-up created so far (the command's imports,
+    then the plugins a command loads: about 36,000 objects for `run`, alive until the process
+    ends) out of the garbage collector's sight; called in-process with arguments, do nothing.
+
+    Every full collection walks all tracked objects, and the interpreter runs several while it
+    shuts down: 15 ms each, some 40 ms of CPU at the end of every `crucible run` (issue 27,
+    docs/performance.md). main() turned collection off until here (the imports build nothing
+    that dies young) and it is turned back on. Objects made after this point, the run's own,
+    are collected as before, so a file the run left open is still closed at exit; only cycles
+    among what start-up built, which live to the end anyway, are never looked for. Every command
+    comes through get_command, so collection is on again before any command's own work.
+    """
+    if _whole_process:
+        gc.freeze()
+        gc.enable()  # main() turned collection off while start-up only built what lives to the end
 
 
 def _plugin_commands() -> dict[str, str]:
@@ -136,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from crucible_core import process
 
         process.adopt_orphans()
+        global _whole_process
+        _whole_process = True
+        # Imports make long-lived objects only: no collection until settle_start_up freezes them.
+        gc.disable()
     try:
         code = cli.main(args=args, prog_name="crucible", standalone_mode=False)
     except CrucibleError as exc:

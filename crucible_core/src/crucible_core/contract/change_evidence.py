@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 # The most of a diff one row keeps (UTF-8 bytes). A session-log line is read whole by every
 # viewer and every resume, so a runaway diff (a generated file, a vendored tree) is cut here;
 # `crucible diff` still shows a kept change in full from the world's memory.
@@ -15,7 +17,8 @@ DIFF_CAP_BYTES = 64 * 1024
 TRUNCATED_MARKER = "[crucible: diff truncated: {shown} of {total} bytes shown]\n"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ChangeEvidence:
     """What a row says of its candidate's change: `diff` (unified, possibly cut) and `diffstat`."""
 

@@ -7,6 +7,7 @@ import enum
 import attrs
 
 from crucible_core.contract.reading import Direction, Reading
+from crucible_core.contract.records import value_methods
 
 
 class Verdict(enum.StrEnum):
@@ -29,7 +30,8 @@ def shown_decision(decision: str, valid: bool | None) -> str:
     return decision
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Best:
     """What a candidate is compared against: the best kept score and its tiebreak."""
 

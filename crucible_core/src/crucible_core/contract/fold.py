@@ -16,6 +16,7 @@ import attrs
 
 from crucible_core.contract import wire
 from crucible_core.contract.json_bounds import loads_valid_text
+from crucible_core.contract.records import value_methods
 
 # Phases in which the loop idles and the budget clock stops.
 PARKED_PHASES = frozenset({"parked", "paused", "distressed"})
@@ -26,7 +27,8 @@ BASELINE_DECISIONS = frozenset({"baseline", "baseline-skipped", "invalid"})
 DISCARD_DECISIONS = frozenset({"discard", "discarded"})
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Folded:
     """What the session log says about a run, as of its last decodable line."""
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from crucible_core.contract.reading import Direction, Reading
+from crucible_core.contract.records import value_methods
 
 
 class Statistic(enum.StrEnum):
@@ -60,7 +61,8 @@ def _scores(readings: Sequence[Reading]) -> tuple[float, ...]:
     return tuple(r.score for r in readings if r.score is not None) if len(readings) > 1 else ()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Margin:
     """`[judge].min_improvement`: an absolute amount, or a fraction of the incumbent's size."""
 

@@ -6,11 +6,14 @@ import json
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 # A rung's verdict line is short; anything longer is not parsed as one.
 MAX_VERDICT_LINE = 64 * 1024
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RungVerdict:
     passed: bool
     note: str = ""

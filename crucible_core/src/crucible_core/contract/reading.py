@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
+from crucible_core.contract.records import value_methods
 
 
 class Direction(enum.StrEnum):
@@ -17,7 +18,8 @@ class Direction(enum.StrEnum):
     HIGHER = "higher"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Reading:
     """One measurement of one candidate. `score is None` means unscoreable."""
 

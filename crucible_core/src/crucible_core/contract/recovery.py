@@ -6,10 +6,12 @@ import attrs
 
 from crucible_core.contract import wire
 from crucible_core.contract.fold import PARKED_PHASES, Folded
+from crucible_core.contract.records import value_methods
 from crucible_core.contract.wire import RecoveryClass
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Recovery:
     """The `recovery` event's payload: the class, the iteration it touched, and the evidence."""
 

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 TASK_GATE = "task"  # the task lane's gate label, which a playbook carries too (RFC-0002:C-PLAYBOOK-LANE)
 EPILOGUE = "epilogue"
 UNDISPATCHED = "undispatched"  # what the views call an ended run's task that has no result
@@ -44,7 +46,8 @@ def run_kind(*, started: bool, gate: str | None, plan_admitted: bool) -> RunKind
     return RunKind.PLAYBOOK if gate == TASK_GATE and plan_admitted else RunKind.LOOP
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class TaskStanding:
     """What the verdict reads of one admitted task: its place in the graph and how it settled."""
 

@@ -29,6 +29,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from crucible_core.contract.json_bounds import loads_valid_text, without_lone_surrogates
+from crucible_core.contract.records import value_methods
 
 WIRE_VERSION = 1
 IDENTITY_FORMAT = "v2"  # the contract's digest format: v2 added seed_hash to the digest inputs
@@ -69,14 +70,16 @@ class EvidenceDisposition(enum.StrEnum):
     SKIPPED = "skipped"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class EvidenceEntry:
     task: str
     disposition: EvidenceDisposition
     note: str = omitted("")
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class RowWire:
     """One decided row: the contract's RowWire plus our optional additions (best, sha, cost...)."""
 
@@ -125,7 +128,8 @@ def wide_round_decided(rows: list[RowWire]) -> bool:
     return any(row.phase == WIDE_PHASE and row.note.startswith(WIDE_DECIDED) for row in rows)
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class PrLinkWire:
     url: str
     repo: str
@@ -142,7 +146,8 @@ def _wire_stage(stage: str) -> str:
     return STAGE_ITERATION if stage == "main" else stage
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class PlanTaskWire:
     """One admitted plan task (what a viewer draws; `stage = "epilogue"` is never part of a verdict)."""
 
@@ -158,14 +163,16 @@ class PlanTaskWire:
     max_fanout: int = 0
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ComponentIdentity:
     name: str
     repo: str
     base_sha: str
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ServiceIdentity:
     """One resolved run service as the identity covers it: its name and the digest of its resolution
     (tool, attested version, executable and its sha256, arguments, secret names, bounds; never a value)."""
@@ -174,7 +181,8 @@ class ServiceIdentity:
     digest: str
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class RigIdentity:
     def_ref: str = ""
     backend_name: str = ""
@@ -193,7 +201,8 @@ def fnv1a_hex(parts: list[bytes]) -> str:
     return f"{h:016x}"
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class RunIdentity:
     """The comparability key; `digest` is the hash of every other field in a fixed order."""
 
@@ -256,13 +265,15 @@ class RunIdentity:
 # -- agent events (nested under {"kind":"agent","event":{...}}) -------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentMeta:
     KIND: ClassVar[str] = "meta"
     model: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentLog:
     KIND: ClassVar[str] = "log"
     level: str = ""
@@ -270,7 +281,8 @@ class AgentLog:
     value: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentGate:
     KIND: ClassVar[str] = "gate"
     phase: str = ""
@@ -279,7 +291,8 @@ class AgentGate:
     error: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentInit:
     KIND: ClassVar[str] = "init"
     model: str = ""
@@ -291,20 +304,23 @@ class AgentInit:
     permission_mode: str | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentThinking:
     KIND: ClassVar[str] = "thinking"
     delta: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentText:
     KIND: ClassVar[str] = "text"
     delta: str = ""
     truncated: dict[str, Any] | None = ours()  # ours: what the per-turn output cap left out
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentTool:
     KIND: ClassVar[str] = "tool"
     name: str = ""
@@ -316,7 +332,8 @@ class AgentTool:
     is_error: bool | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentTokens:
     KIND: ClassVar[str] = "tokens"
     input: int = 0
@@ -328,7 +345,8 @@ class AgentTokens:
     cost_usd: float | None = None
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ModelUsage:
     model: str = ""
     input: int = 0
@@ -338,7 +356,8 @@ class ModelUsage:
     cost_usd: float = 0.0
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentOtelSummary:
     KIND: ClassVar[str] = "otel_summary"
     cost_usd: float = 0.0
@@ -349,7 +368,8 @@ class AgentOtelSummary:
     active_seconds: float = 0.0
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentRetry:
     KIND: ClassVar[str] = "retry"
     attempt: int = 0
@@ -358,14 +378,16 @@ class AgentRetry:
     delay_ms: float | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentError:
     KIND: ClassVar[str] = "error"
     error_type: str = ""
     message: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentResult:
     KIND: ClassVar[str] = "result"
     subtype: str = ""
@@ -377,13 +399,15 @@ class AgentResult:
     text: str | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentExit:
     KIND: ClassVar[str] = "exit"
     code: int = 0
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentSandboxLog:
     """One line of the sandbox's own log, replayed into the turn's stream, with the engine's
     verdict on whether it reports a policy denial (so no consumer re-derives it from the text)."""
@@ -402,7 +426,8 @@ class RawStream(enum.StrEnum):
     STDERR = "stderr"
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentRaw:
     KIND: ClassVar[str] = "raw"
     text: str
@@ -467,7 +492,8 @@ class SessionAction(enum.StrEnum):
     RESUMED = "resumed"
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Start:
     KIND: ClassVar[str] = "start"
     goal: str
@@ -491,34 +517,39 @@ class Start:
     resumed: bool | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Phase:
     KIND: ClassVar[str] = "phase"
     phase: str
     iter: int = 0
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Note:
     KIND: ClassVar[str] = "note"
     msg: str
     level: str | None = ours()  # ours: info, warn or error
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Row:
     KIND: ClassVar[str] = "row"
     row: RowWire
     solved: bool
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentStart:
     KIND: ClassVar[str] = "agent_start"
     iter: int
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentSession:
     KIND: ClassVar[str] = "agent_session"
     session: str
@@ -526,18 +557,21 @@ class AgentSession:
     turn: int
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Agent:
     KIND: ClassVar[str] = "agent"
     event: AgentEvent
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AgentDone:
     KIND: ClassVar[str] = "agent_done"
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Budget:
     KIND: ClassVar[str] = "budget"
     spent: float
@@ -549,7 +583,8 @@ class Budget:
     caps: dict[str, Any] | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Summary:
     KIND: ClassVar[str] = "summary"
     rows: list[RowWire]
@@ -565,7 +600,8 @@ class Summary:
     solved: bool | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Escalation:
     KIND: ClassVar[str] = "escalation"
     category: str
@@ -574,7 +610,8 @@ class Escalation:
     iter: int | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Segment:
     KIND: ClassVar[str] = "segment"
     fingerprint: str
@@ -585,7 +622,8 @@ class Segment:
     reason: str | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Identity:
     KIND: ClassVar[str] = "identity"
     identity: RunIdentity
@@ -593,20 +631,23 @@ class Identity:
     resumed: bool | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class PrLinks:
     KIND: ClassVar[str] = "pr_links"
     links: list[PrLinkWire]
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Finished:
     KIND: ClassVar[str] = "finished"
     outcome: str | None = ours()
     iterations: int | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class PlanAdmitted:
     KIND: ClassVar[str] = "plan_admitted"
     plan_version: int
@@ -664,7 +705,8 @@ def _refuse(problem: Callable[[Any], str | None]) -> Callable[[Any, Any, Any], N
     return check
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Ask:
     """One proposed unit of work for an orchestrator; refused on decode as on construction."""
 
@@ -673,14 +715,16 @@ class Ask:
     params: Any = None
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class AsksEmitted:
     KIND: ClassVar[str] = "asks_emitted"
     task: str
     asks: list[Ask]
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class TaskResult:
     KIND: ClassVar[str] = "task_result"
     task: str
@@ -703,14 +747,16 @@ class TaskResult:
     transport: str | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Shutdown:
     KIND: ClassVar[str] = "shutdown"
     outcome: str
     reason: str
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ApprovalWait:
     KIND: ClassVar[str] = "approval_wait"
     handle: str
@@ -725,7 +771,8 @@ class ApprovalWait:
     marker: str | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ApprovalResolved:
     KIND: ClassVar[str] = "approval_resolved"
     outcome: str
@@ -737,7 +784,8 @@ class ApprovalResolved:
     waited_s: float | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class OutputRefused:
     KIND: ClassVar[str] = "output_refused"
     output_kind: str
@@ -748,7 +796,8 @@ class OutputRefused:
     iter: int | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Recovery:
     KIND: ClassVar[str] = "recovery"
     cls: RecoveryClass = renamed("class")
@@ -759,7 +808,8 @@ class Recovery:
 # our additive kinds
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Step:
     """Ours: which operation of an iteration is under way (propose, measure, decide...)."""
 
@@ -768,7 +818,8 @@ class Step:
     iter: int = 0
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Turn:
     """Ours: how one agent turn ended and what it cost."""
 
@@ -780,7 +831,8 @@ class Turn:
     note: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Steer:
     """Ours: an operator steer delivered with an iteration's prompt."""
 
@@ -790,7 +842,8 @@ class Steer:
     status: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class OutputAdmitted:
     """Ours: one mediated write the broker's mediation point admitted (a resume recounts them)."""
 
@@ -803,7 +856,8 @@ class OutputAdmitted:
     iter: int | None = ours()
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class BrokerCall:
     """Ours: an agent's call of a broker tool (arguments bounded, redacted like every event)."""
 
@@ -813,7 +867,8 @@ class BrokerCall:
     arguments: Any = None
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class BrokerResult:
     """Ours: what a broker tool call returned, or why it failed."""
 
@@ -825,7 +880,8 @@ class BrokerResult:
     error: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Exposure:
     """Ours: the run's resolved output bounds and disclosure (`crucible plan exposure`), and its params."""
 
@@ -836,7 +892,8 @@ class Exposure:
     params: dict[str, str] = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ServiceStart:
     """Ours: a run service was started (its loopback port, and the task whose dispatch needed it)."""
 
@@ -848,7 +905,8 @@ class ServiceStart:
     resolution: str = ""  # the services' identity digest this process resolved
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ServiceReady:
     """Ours: a run service answered its readiness probe."""
 
@@ -857,7 +915,8 @@ class ServiceReady:
     secs: float = 0.0
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ServiceExit:
     """Ours: a run service ended: its exit status, and whether it stopped on the signal or was killed."""
 
@@ -868,7 +927,8 @@ class ServiceExit:
     note: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ServiceReclaim:
     """Ours: a resumed run ran a service's catalog reclaim command (no instance was started)."""
 
@@ -878,7 +938,8 @@ class ServiceReclaim:
     note: str = ""
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ArtifactWire:
     """Ours: one declared artifact's embed or upload as collected: the file taken, or why none was."""
 
@@ -892,7 +953,8 @@ class ArtifactWire:
     note: str = ours("")
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Artifacts:
     """Ours: the declared artifacts collected after a keep and at run end (the content is never logged)."""
 
@@ -902,7 +964,8 @@ class Artifacts:
     notes: list[str] = ours(factory=list)  # entries passed over: links, FIFOs, a walk cut at its bound
 
 
-@attrs.frozen(kw_only=True)
+@value_methods
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class Unknown:
     """A kind this reader does not know (a newer writer's): kept as its tag, counted by folds."""
 

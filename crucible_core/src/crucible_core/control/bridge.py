@@ -127,7 +127,9 @@ class ControlBridge:
             self.answer, read_seconds=self.read_seconds, max_connections=self.max_connections
         )
         self._server.start()
-        write_atomic(control_file, json.dumps(self._record()).encode("utf-8"), mode=0o600)
+        # Not fsynced: the record names a live process's port, which a machine crash ends anyway
+        # (and a reader checks the bridge answers); the rename alone keeps it from being read torn.
+        write_atomic(control_file, json.dumps(self._record()).encode("utf-8"), mode=0o600, durable=False)
         self._control_file = control_file
         return self._server.port
 
@@ -141,7 +143,7 @@ class ControlBridge:
         with contextlib.suppress(FileNotFoundError, AgentFileRefused):
             if read_regular(self._control_file, len(record)) == record:
                 return None
-        write_atomic(self._control_file, record, mode=0o600)
+        write_atomic(self._control_file, record, mode=0o600, durable=False)  # as in start()
         return "the control record"
 
     def _record(self) -> dict[str, Any]:

@@ -12,10 +12,12 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.durations import MAX_DURATION_SECONDS
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class _Bound:
     whole: bool  # a whole number (iterations), else any finite number
     most: float

@@ -12,10 +12,12 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.control.orders import INTERRUPTING
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Order:
     """One admitted operator input: the ledger key to settle and what was asked."""
 

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from crucible_core.contract.fold import decode_lines
+from crucible_core.contract.records import value_methods
 from crucible_core.control.commands import MUTATING, BadRequest, payload_of
 from crucible_core.manifest.paths import write_atomic
 
@@ -30,7 +31,8 @@ class IdempotencyConflict(Exception):
     """The same id arrived with a different payload: refused, and nothing was written."""
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Entry:
     key: str
     seq: int
@@ -45,7 +47,8 @@ class Entry:
         return self.payload if self.recorded is None else self.recorded
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Admission:
     entry: Entry
     dup: bool = False

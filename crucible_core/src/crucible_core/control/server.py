@@ -23,6 +23,8 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 LOOPBACK = "127.0.0.1"
 MAX_REQUEST_BYTES = 256 * 1024
 # Connections the kernel queues until a round accepts them. A full queue drops new connections
@@ -32,7 +34,8 @@ REPLY_SECONDS = 2.0  # a reply is one short line; a client that never reads cann
 BUSY: dict[str, Any] = {"ok": False, "busy": True, "error": "too many control connections; retry shortly"}
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class _Unfinished:
     """A connection whose request line has not all arrived yet."""
 

@@ -7,16 +7,20 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 FLOW_MODEL_VERSION = 1
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class ToolCall:
     name: str
     summary: str = ""
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Rung:
     """One step of the check/measure ladder for an iteration (a graded evidence task or a measure-DAG job)."""
 
@@ -26,7 +30,8 @@ class Rung:
     secs: float | None = None
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Candidate:
     """One measured candidate: the iteration's row, or one of a wide round's side-by-side rows."""
 
@@ -40,7 +45,8 @@ class Candidate:
     solved: bool = False
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class PlanTask:
     name: str
     kind: str = ""
@@ -56,7 +62,8 @@ class PlanTask:
     output: str = ""  # its JSON output as compact text, bounded (the log holds it redacted)
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Iteration:
     """One iteration's column; iteration 0 is the wide round before the deep loop, when there is one."""
 
@@ -82,7 +89,8 @@ class Iteration:
     plan: list[PlanTask] = attrs.Factory(list)  # this iteration's own graph (a scored workflow)
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Resume:
     """A resume boundary: the run was restarted from its log before `before_iter`."""
 
@@ -91,7 +99,8 @@ class Resume:
     detail: str = ""
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Header:
     kind: str = "loop"  # loop | playbook | plan (contract/run_kind.py)
     verdict: str | None = None  # a playbook's or a plan's: pass | fail, None until it ends
@@ -114,7 +123,8 @@ class Header:
     escalation: str = ""
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class FlowModel:
     header: Header = attrs.Factory(Header)
     iterations: list[Iteration] = attrs.Factory(list)

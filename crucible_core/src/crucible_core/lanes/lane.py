@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import CrucibleError, ExitCode
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ if TYPE_CHECKING:
     from crucible_core.session_log import SessionLog
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Ending:
     """How a lane's body ended: the shutdown outcome (the wire's vocabulary), why, and the exit code."""
 
@@ -65,7 +67,8 @@ class MakeLifecycle(Protocol):
     ) -> Lifecycle: ...
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Shell:
     """What the session hands a lane once the log is open."""
 
@@ -126,7 +129,8 @@ class Lane(Protocol):
     def iterations(self) -> int: ...
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class LaneContext:
     """What a plugin's lane gets to resolve a manifest into a run, before the session log opens."""
 
@@ -136,7 +140,8 @@ class LaneContext:
     take_lock: Callable[[Path], StateLock]  # take the state directory's lock once it is known
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class LaneSpec:
     """A kind of run a plugin provides, registered under the workflow type that selects it.
 

@@ -11,9 +11,12 @@ import re
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 
 # -- targets -----------------------------------------------------------------------------------
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class FixedTarget:
     """The one address writes of a kind land on (a write may name a sub-address of it)."""
 
@@ -23,13 +26,15 @@ class FixedTarget:
         return {"fixed": self.fixed}
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class OpenScope:
     scope: str
     param: str | None = None  # a run parameter the target must equal
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class OpenTarget:
     """Writes may address anything the scope admits, chosen by the caller (or pinned by `param`)."""
 
@@ -48,7 +53,8 @@ SECRET_CONTEXTS = ("broker", "agent")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class OutputDeclaration:
     """`[outputs.<kind>]`: a per-run count and, for a kind that addresses one, the target."""
 
@@ -56,7 +62,8 @@ class OutputDeclaration:
     target: FixedTarget | OpenTarget | None = None
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class SecretCapability:
     """`[[capabilities.secret]]`: what one credential authorizes and whether the agent sees it."""
 
@@ -66,12 +73,14 @@ class SecretCapability:
     scope: str  # at what scope, in words a reviewer can check
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class CapabilitiesSection:
     secret: tuple[SecretCapability, ...] = ()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class BrokerSection:
     """`[agent.broker]`: whether turns get the broker, and which of its tools they are granted."""
 

@@ -244,17 +244,20 @@ class NotATable(ManifestValueError):
 
 
 def _table_hook_factory(cl: type, conv: cattrs.Converter) -> Any:
-    # `conv`, not the module's converter: a copy (the plan loader's) must use its own hooks.
-    generated: Callable[[Any, Any], Any] = cattrs.gen.make_dict_structure_fn(
-        cl, conv, _cattrs_forbid_extra_keys=True
-    )
+    # The structuring function is generated when a table of this class is first structured, not
+    # when the class containing it is: a manifest writes a handful of the sections there are, and
+    # generating (and compiling) one function per section up front was most of the first load.
+    generated: list[Callable[[Any, Any], Any]] = []
 
     def hook(value: Any, type_: Any) -> Any:
         if isinstance(value, list):
             raise NotATable("must be one table, not an array of tables (write [name], not [[name]])")
         if not isinstance(value, dict):
             raise NotATable(f"must be a table, not {show(value)}")
-        return generated(value, type_)
+        if not generated:
+            # `conv`, not the module's converter: a copy (the plan loader's) must use its own hooks.
+            generated.append(cattrs.gen.make_dict_structure_fn(cl, conv, _cattrs_forbid_extra_keys=True))
+        return generated[0](value, type_)
 
     return hook
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError
 from crucible_core.manifest.containment import escape_problem, text_problem
 from crucible_core.manifest.converter import (
@@ -53,7 +54,8 @@ CORE_KEYS: Mapping[str, frozenset[str]] = {
 }
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class DriverTables:
     """The manifest keys core does not read, per section, exactly as parsed (plugins validate them)."""
 
@@ -98,7 +100,8 @@ def core_key_meant(
     return close[0] if close and close[0] in CORE_KEYS[section] else None
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class DriverSettings:
     """One driver's resolved settings: which plugin owns them and what they resolved to."""
 
@@ -116,7 +119,8 @@ class DriverSettings:
         return f"{self.role} {self.driver} ({owner}{unused}) {self.table}: {body}"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ResolvedSettings:
     drivers: tuple[DriverSettings, ...] = ()
 
@@ -223,6 +227,10 @@ def resolve_settings(
     set_aside: list[DriverSettings] = []
     for role, registry in (("backend", backends), ("harness", harnesses)):
         for entry in registry:
+            if not agent:
+                # Only keys the chosen drivers left over can belong to another driver: with none
+                # left, the others' settings classes (a module each) are not imported at all.
+                break
             if entry in (chosen_backend, chosen_harness):
                 continue
             claimed = _take(agent, _fields(entry))
@@ -232,7 +240,7 @@ def resolve_settings(
                 set_aside.append(DriverSettings(role, entry.name, entry.plugin, "[agent]", value, used=False))
     # What nobody claimed: the selected backend's schema refuses it, unless it is plainly a
     # misspelled core key, which is core's to name (the backend never saw that key's meaning).
-    installed = frozenset().union(*(_fields(entry) for entry in (*backends, *harnesses)))
+    installed = frozenset().union(*(_fields(entry) for entry in (*backends, *harnesses) if agent))
     misspelled = {key: core_key_meant("agent", key, others=installed) for key in agent}
     problems = [
         f"unknown key {key!r} in [agent] (did you mean {meant}?)"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError, PluginError, UnsupportedSectionError
 from crucible_core.manifest import broker_sections
 from crucible_core.manifest.containment import escape_problem, is_within, text_problem, workspace_problem
@@ -44,14 +45,16 @@ MAX_ARTIFACT_TITLE = 200  # a PR-body heading, not a paragraph
 ASSEMBLED_WORLD = "composite"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ResolvedInject:
     source: Path  # absolute
     destination: str  # workspace-relative, posix
     frozen: bool
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class LoadedComponent:
     """One domain of an assembled manifest: its directory name in the shared workspace, its manifest."""
 
@@ -59,7 +62,8 @@ class LoadedComponent:
     loaded: LoadedManifest
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class LoadedManifest:
     """A validated manifest with every path resolved against the manifest directory."""
 

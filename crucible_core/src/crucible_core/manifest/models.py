@@ -9,6 +9,7 @@ import attrs
 
 from crucible_core.contract.noise import Margin, Statistic
 from crucible_core.contract.reading import Direction
+from crucible_core.contract.records import value_methods
 from crucible_core.manifest.broker_sections import BrokerSection, CapabilitiesSection, OutputDeclaration
 from crucible_core.manifest.capability import Capability as Capability  # re-exported: the models use it
 from crucible_core.manifest.durations import Seconds as Seconds  # re-exported: the models use it
@@ -28,7 +29,8 @@ UNSUPPORTED_WORKSPACE_KEYS: tuple[str, ...] = ()
 REPO_STARTS = ("head", "worktree")
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RepoSection:
     url: str | None = None
     path: str | None = None
@@ -38,7 +40,8 @@ class RepoSection:
     start_from: str = "head"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class InjectEntry:
     """The table form of an inject; the string form is shorthand for {src=s, dst=s, frozen=true}."""
 
@@ -47,7 +50,8 @@ class InjectEntry:
     frozen: bool = True
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ArtifactEntry:
     """One [[workspace.artifact]]: derived output carried across discards and published.
 
@@ -66,7 +70,8 @@ class ArtifactEntry:
         return self.title if self.title else self.path
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class WorkspaceSection:
     dir: str = "workspace"
     setup_cmd: str | None = None
@@ -80,7 +85,8 @@ class WorkspaceSection:
         return tuple(dict.fromkeys([*self.carry_forward, *(entry.path for entry in self.artifact)]))
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class AgentSection:
     """The [agent] keys core reads; the rest of [agent] belongs to the backend and harness plugins."""
 
@@ -99,14 +105,16 @@ class AgentSection:
     services: tuple[str, ...] = ()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class SelftestSection:
     good_cmd: str
     bad_cmd: str
     runs: int = 1
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class JudgeSection:
     direction: Direction
     measure_cmd: str | None = None  # required by the default "command" judge
@@ -125,7 +133,8 @@ class JudgeSection:
     needs: Capability | None = None
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class WorldSection:
     """The [world] key core reads; the rest of [world] belongs to the world plugin."""
 
@@ -138,7 +147,8 @@ class WorldSection:
         return "command" if has_settings else "git"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class WorkflowSection:
     """[workflow]: the work graph's lane, its result task, and its [[workflow.task]] IR tables.
 
@@ -151,7 +161,8 @@ class WorkflowSection:
     task: tuple[dict[str, Any], ...] = ()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PreflightRung:
     """One cheap command that proves the environment (`when = "start"`) or each candidate."""
 
@@ -165,7 +176,8 @@ class PreflightRung:
         return self.name or self.cmd
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PreflightSection:
     commands: tuple[str, ...] = ()  # shorthand: start rungs named by their command
     timeout: Seconds | None = None  # per rung; default 60 seconds
@@ -181,7 +193,8 @@ _FORGE_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}
 _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,199}")
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PublishSection:
     """[publish]: publish-on-keep, the run's kept commits as one draft pull request (one `draft-pr` write)."""
 
@@ -201,7 +214,8 @@ class PublishSection:
             raise ValueError(f"base {self.base!r} is not a branch name")
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PackSection:
     """[pack]: what a domain pack needs from a repository it is applied to (`--pack NAME --repo PATH`)."""
 
@@ -215,7 +229,8 @@ class PackSection:
                 raise ValueError(f"requires entry {rel!r} must be a path inside the repository")
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Manifest:
     repo: RepoSection | None = None
     workspace: WorkspaceSection = WorkspaceSection()

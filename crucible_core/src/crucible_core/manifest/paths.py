@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import UsageError
 from crucible_core.manifest.containment import DEFAULT_STATE_DIR_NAME, overlap_problem
 
@@ -17,7 +18,8 @@ if TYPE_CHECKING:  # a type only: the broker tools write through this module wit
 PRIVATE_DIR_NAME = "private"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RunPaths:
     manifest_dir: Path
     workspace: Path

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError
 from crucible_core.manifest.semver import SemverError, parse_requirement
 
@@ -33,14 +34,16 @@ class ServiceDeclarationError(ManifestError):
         )
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ServiceSecret:
     name: str
     system: str  # the external system the secret authorizes
     scope: str  # what it may do there
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ServiceDeclaration:
     name: str
     tool: str

@@ -7,6 +7,8 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 PLAN_VERSION = 1
 DEFAULT_RETRIES = 2  # transport-class failures only; a measured failure never reruns
 DEFAULT_TIMEOUT_SECONDS = 1800.0
@@ -31,12 +33,14 @@ class Stage(enum.StrEnum):
     EPILOGUE = "epilogue"  # runs once after the main graph settles; never changes the verdict
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Budget:
     usd: float
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Task:
     """One unit of work. `fields` holds the kind's own settings (a frozen attrs instance)."""
 
@@ -56,7 +60,8 @@ class Task:
     timeout: float = DEFAULT_TIMEOUT_SECONDS
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Plan:
     version: int
     budget: Budget
@@ -70,7 +75,8 @@ class Plan:
         raise KeyError(name)
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ValidPlan:
     """A plan that passed validation, with its declaration-stable dependency order.
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 if TYPE_CHECKING:  # annotations only: registering a task kind must not load the Protocols
     from crucible_core.plan.ir import Task
     from crucible_core.protocols import AgentBackend, CommandShell, Turn, TurnResult
@@ -32,7 +34,8 @@ class Outcome(enum.StrEnum):
     SKIPPED = "skipped"  # the task declared it had nothing to do
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Attempt:
     outcome: Outcome
     output: dict[str, Any] | None = None
@@ -57,7 +60,8 @@ class TurnHooks(Protocol):
     def after_turn(self, turn: Turn, result: TurnResult | None, task: str | None = None) -> None: ...
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class AgentTurns:
     """What a run lends to agent tasks: its backend (asked on first use, so a graph with no agent
     task never builds one), the values only the agent sees ([agent].env), the scored loop's
@@ -72,7 +76,8 @@ class AgentTurns:
     withheld: frozenset[str] = frozenset()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class TaskContext:
     """Everything one attempt may read; built by the executor for every attempt."""
 
@@ -116,7 +121,8 @@ class ServiceGate(Protocol):
 RunFunction = Callable[[TaskContext], Attempt]
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class TaskKindSpec:
     """One registered kind.
 

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 from cattrs.errors import ClassValidationError
 
+from crucible_core.contract.records import value_methods
 from crucible_core.manifest.converter import ManifestValueError, describe_structure_error
 from crucible_core.manifest.converter import converter as manifest_converter
 from crucible_core.plan import ir
@@ -43,7 +44,8 @@ for _enum in (ir.Join, ir.Isolation, ir.Stage):
     converter.register_structure_hook(_enum, _enum_hook(_enum))
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class _Shared:
     """The keys every task may carry, whatever its kind."""
 

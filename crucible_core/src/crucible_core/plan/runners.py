@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.plan.ir import Join, Task, ValidPlan
 from crucible_core.plan.kinds import Attempt, TaskContext, TaskKindSpec
 
@@ -69,7 +70,8 @@ class TaskRunner(Protocol):
     def close(self) -> None: ...
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class TaskRunnerContext:
     """What a runner factory is handed when a plan run opens.
 

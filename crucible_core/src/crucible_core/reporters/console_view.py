@@ -14,6 +14,7 @@ import attrs
 
 from crucible_core.contract import wire
 from crucible_core.contract.decide import INVALID, shown_decision
+from crucible_core.contract.records import value_methods
 from crucible_core.contract.run_kind import UNDISPATCHED, RunKind, TaskStanding, run_kind, task_verdict
 
 PARKED_PHASES = frozenset({"paused", "parked", "distressed"})
@@ -26,7 +27,8 @@ def row_label(row: wire.RowWire) -> str:
     return shown_decision(row.decision, row.valid)
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class ConsoleView:
     """The run as the console shows it; `apply` each decoded line in log order."""
 

@@ -7,12 +7,14 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.control.caps import BOUNDS, cap_value
 from crucible_core.durations import short_duration
 from crucible_core.errors import WorkspaceError
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Budget:
     iterations: int | None = None
     max_cost: float | None = None

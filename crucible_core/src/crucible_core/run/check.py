@@ -14,6 +14,7 @@ from crucible_core.contract.decide import better
 from crucible_core.contract.measure_diagnosis import explain_invalid
 from crucible_core.contract.noise import noise_margin
 from crucible_core.contract.reading import Direction, Reading
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import CrucibleError
 from crucible_core.manifest.driver_settings import WIDE
 from crucible_core.manifest.loader import LoadedManifest
@@ -36,7 +37,8 @@ TASK_NOTICE = (
 )
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Findings:
     lines: list[tuple[str, str]] = attrs.field(factory=list)  # (level, text): ok | warn | fail | info
     # told of each finding as it is made, so `crucible check` prints while a slow measure runs

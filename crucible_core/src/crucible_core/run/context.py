@@ -14,6 +14,7 @@ import attrs
 from crucible_core.contract import wire
 from crucible_core.contract.decide import Best, Verdict, advance
 from crucible_core.contract.reading import Reading
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ExitCode
 from crucible_core.protocols import MeasureContext, TurnResult
 from crucible_core.run.parking import Pending
@@ -55,7 +56,8 @@ def fingerprint(goal: str, objective: str, regime: str) -> str:
     return f"fp:{digest[:16]}"
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Segment:
     """Everything a re-scope replaces at once: the goalpost and the best found against it."""
 
@@ -76,7 +78,8 @@ class Segment:
         self.best = advance(self.best, reading, verdict)
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Run:
     """The state threaded through iterations; a resume rebuilds it from the session log."""
 
@@ -102,7 +105,8 @@ class Run:
         )
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Measured:
     """An iteration whose candidate was applied and measured: only this can be decided."""
 

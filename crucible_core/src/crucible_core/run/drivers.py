@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.manifest.driver_settings import ResolvedSettings
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths
@@ -27,7 +28,8 @@ from crucible_core.shell import Shell
 WHEN_ASKED = "when-asked"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class DriverChoice:
     """The names a run resolves to; `crucible check` prints these."""
 
@@ -95,7 +97,8 @@ class DriverChoice:
             plugins.registry("harness").get(self.harness, where="[agent].harness")
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class NoteRelay:
     """Carries the world's notes to the session log, which is opened after the drivers are built."""
 
@@ -115,7 +118,8 @@ class NoteRelay:
             sink(text)
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Drivers:
     world: World
     judge: Judge

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import RunFailed, UncoveredGrant
 from crucible_core.plugins import HookFailed, implementer
 
@@ -48,7 +49,8 @@ if TYPE_CHECKING:
 _ENGINE_ENV_PREFIX = "CRUCIBLE_"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RunContext:
     """What every lifecycle hook is told about the run."""
 
@@ -85,14 +87,16 @@ class RunContext:
         return self.state_dir / "session.jsonl"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class TurnContext:
     run: RunContext
     iteration: int  # the loop's iteration; 0 for a playbook's agent task
     task: str | None = attrs.field(default=None, kw_only=True)  # the playbook task the turn runs
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class TurnAdditions:
     """What a crucible_before_turn implementation may add to the coming turn."""
 
@@ -105,7 +109,8 @@ class TurnAdditions:
     origin: str = attrs.field(factory=lambda: implementer() or "a plugin", kw_only=True)
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class KeptCommit:
     """A commit the loop kept: what crucible_commit_kept is told."""
 
@@ -124,7 +129,8 @@ class TurnUnavailable(Exception):
     under the loop's bound, instead of the run ending."""
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RunEnd:
     run: RunContext
     # the shutdown outcome: finished, solved, budget, complete, stopped, escalated, stalled, error
@@ -134,7 +140,8 @@ class RunEnd:
     artifacts: Collected | None = attrs.field(default=None, kw_only=True)  # as they stand at the end
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class Lifecycle:
     """Calls the lifecycle hooks of every plugin for one run, one implementation at a time."""
 

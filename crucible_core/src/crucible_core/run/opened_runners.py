@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from crucible_core.contract import wire
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import CapabilityUnserved
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.plan.runners import (
@@ -52,7 +53,8 @@ class HeldEvents:
         self.held.clear()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RunRunners:
     """The task runners a loop run opened: the one measuring for the judge, and all of them for
     an authored graph's tasks. Closed when the run ends."""

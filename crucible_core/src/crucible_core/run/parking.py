@@ -12,6 +12,7 @@ import attrs
 
 from crucible_core.agent_files import MAX_MARKER_BYTES, MAX_MARKER_DEPTH, read_regular
 from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
+from crucible_core.contract.records import value_methods
 
 MARKER_NAME = "PROVISIONING_PENDING.json"
 
@@ -21,7 +22,8 @@ class WaitMode(enum.StrEnum):
     CONTINUE = "continue"  # the agent has frozen-regime work left: keep iterating meanwhile
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Pending:
     """An outstanding approval: the loop parks on it (block) or keeps it registered (continue)."""
 

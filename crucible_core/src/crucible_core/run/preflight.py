@@ -12,6 +12,7 @@ from __future__ import annotations
 import attrs
 
 from crucible_core.contract.preflight import rung_verdict
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import PreflightFailed
 from crucible_core.manifest.models import PreflightRung, PreflightSection
 from crucible_core.shell import Shell
@@ -20,7 +21,8 @@ DEFAULT_RUNG_TIMEOUT = 60.0
 STDERR_TAIL_CHARS = 400
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RungFailure:
     rung: PreflightRung
     why: str  # what the command did: its exit, its note, the tail of its stderr
@@ -30,14 +32,16 @@ class RungFailure:
         return f"{text}; {self.rung.message}" if self.rung.message else text
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RungResult:
     rung: PreflightRung
     failure: RungFailure | None
     seconds: float
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Preflight:
     section: PreflightSection
     shell: Shell

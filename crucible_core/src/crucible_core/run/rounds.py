@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.manifest.driver_settings import ROUND_STRATEGY, WIDE
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     from crucible_core.run.engine import Engine, RunOptions
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RoundRequest:
     """What a strategy prepares a run's round from.
 

@@ -16,11 +16,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 if TYPE_CHECKING:
     from crucible_core.manifest.paths import RunPaths
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class SignalContext:
     """Where the run keeps its files, and the run's redaction for what the agent wrote."""
 
@@ -28,7 +31,8 @@ class SignalContext:
     redact: Callable[[str], str] = str
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class AgentNote:
     """A note the agent left (severity "warn" or "info"): logged now, carried on the next row."""
 
@@ -46,7 +50,8 @@ class AgentNote:
         }
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Escalated:
     """The agent says no change here can be judged fairly: the run ends escalated (exit 2)."""
 
@@ -55,7 +60,8 @@ class Escalated:
     evidence: tuple[str, ...] = ()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class AfterTurn:
     """What the agent signalled during its turn; `trouble` are warnings about files it left unreadable."""
 
@@ -64,7 +70,8 @@ class AfterTurn:
     trouble: tuple[str, ...] = ()
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Suspend:
     """The agent asked the run to wait for a human: `reason` is its words, `marker` what answers it."""
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ResumeConflict
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.paths import RunPaths, write_atomic
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 SCRATCH_DIR = "workflow"  # under the private dir: one iteration's captured task files
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class AuthoredGraph:
     """An admitted scored workflow: the validated graph, the kinds it uses, its frozen TOML."""
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError
 from crucible_core.manifest.semver import SemverError, parse_version
 from crucible_core.toml_text import document as toml_document
@@ -72,7 +73,8 @@ class CatalogError(ManifestError):
         )
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Handoff:
     """A credential the tool writes for tasks that need it (a kubeconfig), and what it grants."""
 
@@ -82,7 +84,8 @@ class Handoff:
     scope: str
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class CatalogEntry:
     name: str
     executable: Path
@@ -98,7 +101,8 @@ class CatalogEntry:
     reclaim_args: tuple[str, ...] | None = None
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ServiceTool:
     """A service tool a plugin installs (crucible_register_services), described as a catalog entry
     would describe it; `entry(name)` is that entry with the executable's sha256 as it is now.
@@ -150,7 +154,8 @@ def catalog_text(entries: list[CatalogEntry]) -> str:
     return toml_document({"tool": tables})
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Catalog:
     source: str  # the path read, or a sentence saying none was named
     entries: tuple[CatalogEntry, ...] = ()

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.manifest.semver import admits
 from crucible_core.manifest.service_declaration import ServiceDeclaration
 from crucible_core.services.catalog import TRANSPORTS_DISTRIBUTION, Catalog, CatalogEntry, digest_problem
@@ -23,7 +24,8 @@ from crucible_core.services.catalog import TRANSPORTS_DISTRIBUTION, Catalog, Cat
 GRANTED_SECRETS_ENV = "CRUCIBLE_SERVICE_SECRETS"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Bounds:
     """The engine's service bounds; printed by check and covered by the identity digest."""
 
@@ -32,7 +34,8 @@ class Bounds:
     grace_seconds: float = 5.0
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ResolvedService:
     declaration: ServiceDeclaration
     entry: CatalogEntry | None
@@ -47,7 +50,8 @@ class ResolvedService:
         return self.declaration.name
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Resolution:
     catalog_source: str
     bounds: Bounds

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from crucible_core.contract import wire
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import PluginError, RunFailed
 from crucible_core.manifest.service_declaration import (
     CAPABILITY_PREFIX,
@@ -111,7 +112,8 @@ def served_transports(
     return {entry.name: entry.value for entry in registry}
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PlannedServices:
     """What a run settles about its services before its log opens."""
 

@@ -25,6 +25,7 @@ import attrs
 
 from crucible_core import process
 from crucible_core.contract import wire
+from crucible_core.contract.records import value_methods
 from crucible_core.protocols import ServedTool, ServiceEndpoint, ServiceTransport
 from crucible_core.services.catalog import Transport, digest_problem
 from crucible_core.services.resolve import Resolution, ResolvedService
@@ -38,7 +39,8 @@ RECLAIM_TIMEOUT = 300.0  # a catalog reclaim command (deleting a cluster, say) t
 _BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class ServiceForward:
     """How one task reaches one service: the seam a sandboxing backend maps onto its own forward.
 
@@ -83,7 +85,8 @@ def free_loopback_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@attrs.define
+@value_methods
+@attrs.define(repr=False, eq=False)
 class _Instance:
     service: ResolvedService
     child: process.Background

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ExitCode, WorkspaceError
 from crucible_core.hookspecs import hookimpl
 
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 EventCallback = Callable[[Mapping[str, Any]], object]
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class RunResult:
     """How a run ended, and its standing as `crucible results --json` reports it."""
 
@@ -47,7 +49,8 @@ class RunResult:
         return self.exit_code == ExitCode.OK
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class CheckReport:
     """What `crucible check` found: (level, text) lines, level one of ok | warn | fail | info."""
 

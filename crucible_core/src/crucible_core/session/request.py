@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ExitCode
 from crucible_core.run.budget import Budget
 from crucible_core.run.engine import RunOptions
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 PrepareLane = Callable[["Plugins", "SessionRequest", Callable[[Path], "StateLock"]], "Lane | Ending"]
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class TaskOptions:
     """What a playbook or a plan file adds: how its graph's tasks are dispatched and bounded."""
 
@@ -31,7 +33,8 @@ class TaskOptions:
     task_timeout: float = 1800.0  # the deadline of a task that declares none (a playbook's)
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class SessionRequest:
     """A run to start or resume: a manifest (the loop or a playbook, whichever it declares) or a run
     with no manifest that the plugin command asking for it prepares (`crucible plan run`, with
@@ -57,7 +60,8 @@ class SessionRequest:
             )
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class SessionResult:
     outcome: str  # the shutdown outcome written last (for a resume of an ended run: the one recorded)
     reason: str

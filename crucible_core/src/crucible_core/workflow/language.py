@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError, PluginError
 from crucible_core.registry import PROVIDERS
 
@@ -40,7 +41,8 @@ class WorkflowLanguage(Protocol):
         """The `[workflow]` document ({"type", "result"?, "task": [...]}) for these `--param` values."""
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class WorkflowSource:
     """A workflow source beside a manifest and the installed language that compiles it."""
 

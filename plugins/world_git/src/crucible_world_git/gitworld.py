@@ -21,8 +21,6 @@ from crucible_core.api import (
     read_regular,
 )
 from crucible_world_git import excludes, forks, working_tree
-from crucible_world_git.candidate_diff import candidate_change
-from crucible_world_git.change_diff import commit_change
 from crucible_world_git.clone import clone_into
 from crucible_world_git.git_memory import BASELINE_LABEL, GitMemory
 from crucible_world_git.source_status import source_changes
@@ -150,7 +148,12 @@ class GitWorld:
     def changed_paths(self) -> list[str]:
         return self.memory.changed_paths()
 
+    # The diff writers are imported when a diff is asked for: they bring dulwich.patch and the
+    # email package under it, which a run that describes no change (start-up, the baseline) never needs.
+
     def change(self, head: str, base: str | None = None) -> str:
+        from crucible_world_git.change_diff import commit_change
+
         return commit_change(self.memory, head, base)
 
     def describe_change(self, base: str) -> tuple[str, str]:
@@ -158,11 +161,15 @@ class GitWorld:
         token, _, refused = self.memory.stage()
         if refused or not token:
             return "", ""  # nothing of a candidate that could not be staged is read
+        from crucible_world_git.candidate_diff import candidate_change
+
         return candidate_change(self.memory, base, token)
 
     def describe_staged(self, base: str, token: str) -> tuple[str, str]:
         """As describe_change, for a candidate stage() already named `token`: read from the
         object store, without staging (and checking) the workspace once more."""
+        from crucible_world_git.candidate_diff import candidate_change
+
         return candidate_change(self.memory, base, token)
 
     # -- forks for wide rounds (crucible_core.protocols.ForkingWorld) ----------------------

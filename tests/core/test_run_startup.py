@@ -1,0 +1,109 @@
+"""What `crucible run` imports before its first iteration: a command-backend run leaves out what it never uses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from tests.cli_support import ROOT, crucible_env
+
+COUNTER = ROOT / "examples" / "counter"
+
+# Loaded only when a diff is written (dulwich.patch brings the email package), when the plugin
+# index must be rebuilt (importlib.metadata, stevedore), or when the manifest's [agent] table
+# holds a key the chosen drivers do not take (another driver's settings class).
+NOT_AT_START = (
+    "dulwich.patch",
+    "email.message",
+    "importlib.metadata",
+    "stevedore",
+    "crucible_backend_openshell.settings",
+    "crucible_harness_claude.settings",
+    "crucible_harness_codex.settings",
+    "crucible_harness_acp.settings",
+    "crucible_harness_opencode.settings",
+    "crucible_harness_pi.settings",
+)
+
+
+def _modules_after_run(tmp_path: Path, iterations: int) -> list[str]:
+    """Run the counter in a fresh interpreter (as the console script does) and list sys.modules.
+
+    A first run writes the plugin index under the test's own cache directory, as an installed
+    crucible's first start does; the second one is listed."""
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    for attempt in ("warm", "listed"):
+        listed = _run(tmp_path / attempt, iterations, env)
+    return list(listed["modules"])
+
+
+def _run(workdir: Path, iterations: int, env: dict[str, str], *, as_command: bool = True) -> dict[str, Any]:
+    """Run the counter to its end in a fresh interpreter; what it imported and what the garbage
+    collector was left to look at. `as_command`: main() reads sys.argv, as the console script
+    calls it; otherwise main(arguments), as a test or an embedding program calls it."""
+    shutil.copytree(COUNTER, workdir, ignore=shutil.ignore_patterns("workspace", "state", "STEER.md"))
+    args = ["--manifest", str(workdir / "crucible.toml"), "--iterations", str(iterations)]
+    args += ["--no-early-stop", "--ui", "headless"]
+    code = textwrap.dedent(
+        f"""        import gc, json, linecache, sys
+        from crucible_core.cli.main import main
+        sys.argv = ["crucible", *{args!r}]
+        try:
+            main() if {as_command!r} else main({args!r})
+        except SystemExit as exit:
+            assert not exit.code, exit.code
+        found = {{"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "collecting": gc.isenabled()}}
+        prefix = "<cattrs generated structure "
+        found["structured"] = sorted(name[len(prefix):-1] for name in linecache.cache if name.startswith(prefix))
+        print(json.dumps(found), file=sys.stderr)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stderr.strip().splitlines()[-1])
+    return found
+
+
+def test_a_command_run_to_its_baseline_imports_no_diff_writer_and_no_other_drivers_settings(
+    tmp_path: Path,
+) -> None:
+    modules = _modules_after_run(tmp_path, 0)
+    assert "crucible_world_git.gitworld" in modules  # the listing sees what the run did import
+    assert "crucible_backend_local.settings" in modules  # the chosen backend's settings class
+    assert [name for name in NOT_AT_START if name in modules] == []
+
+
+def test_only_the_manifest_sections_written_get_a_structuring_function(tmp_path: Path) -> None:
+    """cattrs generates (and compiles) one function per manifest class; a section the manifest
+    does not write, such as [agent.broker] or [capabilities] in the counter's, needs none."""
+    structured = _run(tmp_path / "counter", 0, crucible_env())["structured"]
+    assert "crucible_core.manifest.models.AgentSection" in structured
+    assert "crucible_core.manifest.models.WorkspaceSection" in structured
+    unwritten = ("BrokerSection", "CapabilitiesSection", "OutputDeclaration", "WorldSection")
+    assert [name for name in structured if name.rsplit(".", 1)[-1] in unwritten] == []
+
+
+def test_an_iteration_that_describes_its_change_loads_the_diff_writer_then(tmp_path: Path) -> None:
+    modules = _modules_after_run(tmp_path, 1)
+    assert "dulwich.patch" in modules
+
+
+def test_the_crucible_process_hides_what_start_up_built_from_the_collector_and_a_caller_of_main_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    """The interpreter's collections at exit walk every object still tracked; the command process
+    freezes what its imports and plugins built (cli.main.settle_start_up), collecting nothing
+    while it imports, and a host process is left alone."""
+    env = crucible_env()
+    as_command = _run(tmp_path / "command", 0, env)
+    assert as_command["frozen"] > 20_000  # the run command's modules and the plugins'
+    assert as_command["collecting"]  # collection, off while start-up imported, is back on
+    embedded = _run(tmp_path / "embedded", 0, env, as_command=False)
+    assert embedded["frozen"] == 0 and embedded["collecting"]
