@@ -68,6 +68,29 @@ class PlanAdmitted:
     def fields(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
+    def as_wire(self) -> wire.PlanAdmitted:
+        """The record as the wire's event, built directly: decoding `fields()` through the wire's
+        converter gave the same event and cost about a third of writing the line in a 1,000-task
+        plan (a test pins the two to each other)."""
+        return wire.PlanAdmitted(
+            plan_version=self.plan_version,
+            reason=self.reason,
+            budget_usd=None if self.budget_usd is None else float(self.budget_usd),
+            tasks=[
+                wire.PlanTaskWire(
+                    name=task.name,
+                    kind=task.kind,
+                    depends_on=list(task.depends_on),
+                    session=task.session,
+                    needs=task.needs,
+                    required=task.required,
+                    join=task.join,
+                    stage=task.stage,
+                )
+                for task in self.tasks
+            ],
+        )
+
 
 @attrs.frozen
 class BlockedWire:
