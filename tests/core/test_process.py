@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -265,3 +266,42 @@ def test_a_group_is_signalled_only_while_its_leader_still_holds_the_id(tmp_path:
         time.sleep(0.01)  # until the service has exited by itself (not reaped yet)
     assert service.stop(grace=5) == (0, False)
     assert signalled and all(held for _, _, held in signalled), signalled
+
+
+FORKING_ENGINE = """
+import os, sys, time
+from pathlib import Path
+from crucible_core import process
+assert process.run("true", cwd=Path("."), env=dict(os.environ)).ok  # the guard is started
+helper = os.fork()
+if helper == 0:  # a forked helper that outlives nothing it should: it only lingers
+    time.sleep(60)
+    os._exit(0)
+print(helper, flush=True)
+process.run(sys.argv[1], cwd=Path("."), env=dict(os.environ))
+"""
+
+
+def test_a_child_never_outlives_an_engine_that_forked_a_lingering_helper(tmp_path: Path) -> None:
+    """A fork inherits the engine's end of the guard's pipe; if the forked process kept it open,
+    the guard would not see the engine die while that process lingers, and would kill nothing."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    engine = subprocess.Popen(
+        [sys.executable, "-c", FORKING_ENGINE, f"{sleeper(marker)} & wait"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert engine.stdout is not None
+    helper = int(engine.stdout.readline())
+    try:
+        deadline = time.monotonic() + 10
+        while not processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_with(marker)
+        os.kill(engine.pid, signal.SIGKILL)
+        engine.wait()
+        assert wait_until_gone(marker) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(helper, signal.SIGKILL)

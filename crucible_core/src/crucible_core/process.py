@@ -151,7 +151,6 @@ class _Guard:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._fd = -1  # the pipe's write end (the Popen's stdin)
-        self._owner = -1  # the process that started the guard (a forked child starts its own)
         self._lock = threading.Lock()
         self._mark = ""
         self._children = 0
@@ -164,11 +163,10 @@ class _Guard:
             return f"{self._mark}.{self._children}"
 
     def _ensure(self) -> subprocess.Popen[bytes] | None:
-        # Under the lock. A guard whose pipe broke was dropped by `tell`; one started in another
-        # process (this one forked) is not ours to write to.
-        if self._proc is None or self._owner != os.getpid():
-            self._mark = f"{os.getpid()}-{os.urandom(6).hex()}"
-            self._owner = os.getpid()
+        # Under the lock. A guard whose pipe broke was dropped by `tell`, and a forked child
+        # forgets its parent's (`forget_in_child`): either way a new one starts here.
+        if self._proc is None:
+            self._mark = f"{_pid}-{os.urandom(6).hex()}"
             try:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-S", "-c", _GUARD_SOURCE, SUPERVISOR_ENV, self._mark],
@@ -203,6 +201,15 @@ class _Guard:
                 except OSError:  # EPIPE: the guard is gone (killed); start another
                     self._drop()
 
+    def forget_in_child(self) -> None:
+        """In a forked child: the parent's guard is not ours to tell, and our copy of its pipe must
+        not keep it from seeing the parent's death."""
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        self._proc, self._fd = None, -1
+        self._lock = threading.Lock()
+
     def _drop(self) -> None:
         proc, self._proc, self._fd = self._proc, None, -1
         if proc is not None:
@@ -214,6 +221,16 @@ class _Guard:
 
 
 _guard = _Guard()
+_pid = os.getpid()  # this process's id, kept current across forks (no getpid per child)
+
+
+def _after_fork_in_child() -> None:
+    global _pid
+    _pid = os.getpid()
+    _guard.forget_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _exited(proc: subprocess.Popen[bytes]) -> bool:
@@ -321,7 +338,7 @@ class _Orphans:
         The kernel hands an orphan to the subreaper's first live thread, the main one while it
         lives, so only its children list is read (one file, not one per thread).
         """
-        me = os.getpid()
+        me = _pid
         try:
             listed = [int(x) for x in _read_proc(f"/proc/{me}/task/{me}/children").split()]
         except (OSError, ValueError):
@@ -539,8 +556,7 @@ class _Streams:
         self._files = [proc.stdout, proc.stderr]
         self._sinks = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
         self._poller = select.poll()
-        for fd in self._sinks:
-            os.set_blocking(fd, False)
+        for fd in self._sinks:  # read only when poll says so: a read then never blocks
             self._poller.register(fd, select.POLLIN)
 
     @property

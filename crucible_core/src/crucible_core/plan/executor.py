@@ -77,7 +77,11 @@ MAX_INPUTS_BYTES = 1 << 20
 DEFAULT_MAX_ASKS = 20
 ASKS_EMITTED = "asks_emitted"  # the wire's record of the asks one task handed on
 
-_OUTCOME_STATUS = {Outcome.PASS: TaskStatus.PASS, Outcome.FAIL: TaskStatus.FAIL, Outcome.SKIPPED: TaskStatus.SKIPPED}
+_OUTCOME_STATUS = {
+    Outcome.PASS: TaskStatus.PASS,
+    Outcome.FAIL: TaskStatus.FAIL,
+    Outcome.SKIPPED: TaskStatus.SKIPPED,
+}
 NOT_PASSED = frozenset({TaskStatus.FAIL, TaskStatus.TRANSPORT, TaskStatus.BLOCKED, TaskStatus.TRUNCATED})
 
 
