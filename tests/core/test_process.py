@@ -90,6 +90,15 @@ def test_background_leftovers_are_killed_when_the_leader_exits(tmp_path: Path) -
     assert wait_until_gone(marker) == []
 
 
+def test_stdin_data_reaches_the_child_whole_and_stdin_is_empty_otherwise(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 4096  # 1 MiB: many times what a pipe holds, so written in parts
+    done = process.run("cksum", cwd=tmp_path, env=os.environ, stdin_data=data, timeout=60)
+    expected = subprocess.run(["cksum"], input=data, capture_output=True, check=True).stdout.decode()
+    assert done.ok and done.stdout == expected
+    # without stdin_data the child reads an empty stdin (never the engine's own)
+    assert process.run("wc -c", cwd=tmp_path, env=os.environ, timeout=30).stdout.strip() == "0"
+
+
 def test_spawn_failure_is_reported_not_raised(tmp_path: Path) -> None:
     done = process.run(["/nonexistent/agent"], cwd=tmp_path, env=os.environ)
     assert done.spawn_error and done.describe_failure().startswith("could not start")

@@ -151,6 +151,7 @@ class _Guard:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._fd = -1  # the pipe's write end (the Popen's stdin)
+        self._inherited: list[subprocess.Popen[bytes]] = []  # a forked child's copy of its parent's
         self._lock = threading.Lock()
         self._mark = ""
         self._children = 0
@@ -204,10 +205,14 @@ class _Guard:
     def forget_in_child(self) -> None:
         """In a forked child: the parent's guard is not ours to tell, and our copy of its pipe must
         not keep it from seeing the parent's death."""
-        if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-        self._proc, self._fd = None, -1
+        proc, self._proc, self._fd = self._proc, None, -1
+        if proc is not None:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            # Not ours to wait for, and not to be finalized here either (its finalizer would
+            # count the parent's guard as our unwaited child).
+            self._inherited.append(proc)
         self._lock = threading.Lock()
 
     def _drop(self) -> None:
@@ -446,9 +451,14 @@ def _sweep_adopted(mark: str) -> None:
     this process did not start is present. Adopted children that died are reaped here (nobody
     else waits for them).
     """
+    # The common case: nothing escaped, and one read of one file says so. That first look does
+    # not wait for the lock, which another thread holds across its spawn: a child forked but not
+    # yet registered looks adopted, and only then is the look repeated under the lock.
+    if not _orphans.adopted():
+        return
     with _orphans.lock:
         adopted = _orphans.adopted()
-        if not adopted:  # the common case: nothing escaped, and one read of one file told us so
+        if not adopted:
             return
         me = os.getpid()
         needle = f"\0{SUPERVISOR_ENV}={mark}\0".encode()
@@ -661,7 +671,9 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
         view = memoryview(data)
         while view:
             written = stdin.write(view)
-            view = view[written or 0 :]
+            if not written:  # only a non-blocking pipe says so, and this one blocks: never spin
+                break
+            view = view[written:]
     except (BrokenPipeError, OSError, ValueError):
         pass
     finally:
