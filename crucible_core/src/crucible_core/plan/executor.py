@@ -288,7 +288,7 @@ class PlanExecutor:
             if truncated is not None:
                 return self._truncate(PlanAdmitted.of(self.plan), truncated)
             if self.config.record:
-                self._emit_event(PlanAdmitted.of(self.plan).as_wire())
+                self._emit_event(PlanAdmitted.wire_of(self.plan))
         self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.RUNNING.value)
         if self.halt is not None:  # folded from the log: the predecessor had already halted
             self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
