@@ -314,3 +314,39 @@ def test_a_child_never_outlives_an_engine_that_forked_a_lingering_helper(tmp_pat
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(helper, signal.SIGKILL)
+
+
+GUARD_KILLED_ENGINE = """
+import os, sys
+from pathlib import Path
+from crucible_core import process
+assert process.run("true", cwd=Path("."), env=dict(os.environ)).ok  # the guard is started
+print(process._guard.pid(), flush=True)
+sys.stdin.readline()  # the test kills the guard meanwhile
+process.run(sys.argv[1], cwd=Path("."), env=dict(os.environ))
+"""
+
+
+def test_a_guard_that_was_killed_is_replaced_before_the_next_child_needs_it(tmp_path: Path) -> None:
+    """The engine learns of its guard's death only when telling it fails; the child being
+    registered then is told to a new guard, which still kills it when the engine dies."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    engine = subprocess.Popen(
+        [sys.executable, "-c", GUARD_KILLED_ENGINE, f"{sleeper(marker)} & wait"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert engine.stdin is not None and engine.stdout is not None
+    first_guard = int(engine.stdout.readline())
+    os.kill(first_guard, signal.SIGKILL)
+    engine.stdin.write("go\n")
+    engine.stdin.flush()
+    deadline = time.monotonic() + 10
+    while not processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with(marker)
+    os.kill(engine.pid, signal.SIGKILL)
+    engine.wait()
+    assert wait_until_gone(marker) == []
