@@ -350,3 +350,40 @@ def test_a_guard_that_was_killed_is_replaced_before_the_next_child_needs_it(tmp_
     os.kill(engine.pid, signal.SIGKILL)
     engine.wait()
     assert wait_until_gone(marker) == []
+
+
+FORKED_FROM_AN_ADOPTING_ENGINE = """
+import os, sys, time
+from pathlib import Path
+from crucible_core import process
+assert process.adopt_orphans()
+child = os.fork()
+if child == 0:  # the kernel does not pass the subreaper mode on to a fork
+    done = process.run(sys.argv[1], cwd=Path(sys.argv[2]), env=os.environ, timeout=30)
+    print("ok" if done.ok else "failed", os.getpid(), flush=True)
+    time.sleep(60)  # lives on: its guard must not be what kills the escaped descendant
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+def test_a_forked_engine_still_kills_a_descendant_that_left_the_group(tmp_path: Path) -> None:
+    """A fork of an adopting engine is no subreaper, so the escaped descendant is not among its
+    children: it must take the full sweep by mark, not the subreaper's look at its children."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    command = f"setsid {sleeper(marker)} & sleep 0.3; echo started"
+    engine = subprocess.Popen(
+        [sys.executable, "-c", FORKED_FROM_AN_ADOPTING_ENGINE, command, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert engine.stdout is not None
+    verdict, forked = engine.stdout.readline().split()
+    try:
+        assert verdict == "ok"
+        assert wait_until_gone(marker, seconds=5) == []  # while the forked engine still runs
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(forked), signal.SIGKILL)
+        engine.wait(timeout=30)
+        wait_until_gone(marker)

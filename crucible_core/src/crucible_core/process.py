@@ -230,12 +230,15 @@ _pid = os.getpid()  # this process's id, kept current across forks (no getpid pe
 
 
 def _after_fork_in_child() -> None:
-    global _pid
+    """A forked child (no exec) starts over: its own pid, its own guard, no children yet, fresh
+    locks (another thread may have held one at the fork), and no subreaper mode (the kernel does
+    not pass that on to a fork)."""
+    global _pid, _devnull_lock
     _pid = os.getpid()
     _guard.forget_in_child()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+    _orphans.enabled, _orphans.started, _orphans.lock = False, set(), threading.Lock()
+    _running.groups, _running.lock = set(), threading.Lock()
+    _devnull_lock = threading.Lock()
 
 
 def _exited(proc: subprocess.Popen[bytes]) -> bool:
@@ -820,3 +823,6 @@ def spawn(
         )
     _guard.tell(f"+{proc.pid}")
     return Background(proc, mark)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
