@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -87,6 +88,15 @@ def test_background_leftovers_are_killed_when_the_leader_exits(tmp_path: Path) -
     assert done.ok and "leader done" in done.stdout
     assert int(done.stdout.split()[0]) >= 2  # the leftover was running (the grep counts itself)
     assert wait_until_gone(marker) == []
+
+
+def test_stdin_data_reaches_the_child_whole_and_stdin_is_empty_otherwise(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 4096  # 1 MiB: many times what a pipe holds, so written in parts
+    done = process.run("cksum", cwd=tmp_path, env=os.environ, stdin_data=data, timeout=60)
+    expected = subprocess.run(["cksum"], input=data, capture_output=True, check=True).stdout.decode()
+    assert done.ok and done.stdout == expected
+    # without stdin_data the child reads an empty stdin (never the engine's own)
+    assert process.run("wc -c", cwd=tmp_path, env=os.environ, timeout=30).stdout.strip() == "0"
 
 
 def test_spawn_failure_is_reported_not_raised(tmp_path: Path) -> None:
@@ -265,3 +275,115 @@ def test_a_group_is_signalled_only_while_its_leader_still_holds_the_id(tmp_path:
         time.sleep(0.01)  # until the service has exited by itself (not reaped yet)
     assert service.stop(grace=5) == (0, False)
     assert signalled and all(held for _, _, held in signalled), signalled
+
+
+FORKING_ENGINE = """
+import os, sys, time
+from pathlib import Path
+from crucible_core import process
+assert process.run("true", cwd=Path("."), env=dict(os.environ)).ok  # the guard is started
+helper = os.fork()
+if helper == 0:  # a forked helper that outlives nothing it should: it only lingers
+    time.sleep(60)
+    os._exit(0)
+print(helper, flush=True)
+process.run(sys.argv[1], cwd=Path("."), env=dict(os.environ))
+"""
+
+
+def test_a_child_never_outlives_an_engine_that_forked_a_lingering_helper(tmp_path: Path) -> None:
+    """A fork inherits the engine's end of the guard's pipe; if the forked process kept it open,
+    the guard would not see the engine die while that process lingers, and would kill nothing."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    engine = subprocess.Popen(
+        [sys.executable, "-c", FORKING_ENGINE, f"{sleeper(marker)} & wait"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert engine.stdout is not None
+    helper = int(engine.stdout.readline())
+    try:
+        deadline = time.monotonic() + 10
+        while not processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_with(marker)
+        os.kill(engine.pid, signal.SIGKILL)
+        engine.wait()
+        assert wait_until_gone(marker) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(helper, signal.SIGKILL)
+
+
+GUARD_KILLED_ENGINE = """
+import os, sys
+from pathlib import Path
+from crucible_core import process
+assert process.run("true", cwd=Path("."), env=dict(os.environ)).ok  # the guard is started
+print(process._guard.pid(), flush=True)
+sys.stdin.readline()  # the test kills the guard meanwhile
+process.run(sys.argv[1], cwd=Path("."), env=dict(os.environ))
+"""
+
+
+def test_a_guard_that_was_killed_is_replaced_before_the_next_child_needs_it(tmp_path: Path) -> None:
+    """The engine learns of its guard's death only when telling it fails; the child being
+    registered then is told to a new guard, which still kills it when the engine dies."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    engine = subprocess.Popen(
+        [sys.executable, "-c", GUARD_KILLED_ENGINE, f"{sleeper(marker)} & wait"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert engine.stdin is not None and engine.stdout is not None
+    first_guard = int(engine.stdout.readline())
+    os.kill(first_guard, signal.SIGKILL)
+    engine.stdin.write("go\n")
+    engine.stdin.flush()
+    deadline = time.monotonic() + 10
+    while not processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with(marker)
+    os.kill(engine.pid, signal.SIGKILL)
+    engine.wait()
+    assert wait_until_gone(marker) == []
+
+
+FORKED_FROM_AN_ADOPTING_ENGINE = """
+import os, sys, time
+from pathlib import Path
+from crucible_core import process
+assert process.adopt_orphans()
+child = os.fork()
+if child == 0:  # the kernel does not pass the subreaper mode on to a fork
+    done = process.run(sys.argv[1], cwd=Path(sys.argv[2]), env=os.environ, timeout=30)
+    print("ok" if done.ok else "failed", os.getpid(), flush=True)
+    time.sleep(60)  # lives on: its guard must not be what kills the escaped descendant
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+def test_a_forked_engine_still_kills_a_descendant_that_left_the_group(tmp_path: Path) -> None:
+    """A fork of an adopting engine is no subreaper, so the escaped descendant is not among its
+    children: it must take the full sweep by mark, not the subreaper's look at its children."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    command = f"setsid {sleeper(marker)} & sleep 0.3; echo started"
+    engine = subprocess.Popen(
+        [sys.executable, "-c", FORKED_FROM_AN_ADOPTING_ENGINE, command, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert engine.stdout is not None
+    verdict, forked = engine.stdout.readline().split()
+    try:
+        assert verdict == "ok"
+        assert wait_until_gone(marker, seconds=5) == []  # while the forked engine still runs
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(forked), signal.SIGKILL)
+        engine.wait(timeout=30)
+        wait_until_gone(marker)

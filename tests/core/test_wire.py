@@ -456,3 +456,23 @@ def test_a_task_result_is_built_for_the_wire_exactly_as_decoding_its_fields_buil
     direct = result.as_wire()
     assert direct == decoded.event
     assert wire.encode(direct, 1.0, 1) == wire.encode(decoded.event, 1.0, 1)
+
+
+@pytest.mark.parametrize("budget", [1.5, 2, None])
+def test_a_plan_admitted_is_built_for_the_wire_exactly_as_decoding_its_fields_builds_it(
+    budget: float | None,
+) -> None:
+    from crucible_core.plan.events import PlanAdmitted, PlanTaskWire
+
+    tasks = [
+        PlanTaskWire("build", "command", [], "", "any", True, "all", "iteration"),
+        PlanTaskWire("critic", "agent", ["build"], "s1", "gpu", False, "settled", "iteration"),
+        PlanTaskWire("report", "command", ["build", "critic"], "", "any", True, "passed", "epilogue"),
+    ]
+    admitted = PlanAdmitted(plan_version=1, reason="why \u00e9", budget_usd=budget, tasks=tasks)
+    # the executor writes `as_wire()`; it must be the event the wire decodes from the record's fields
+    decoded = wire.from_object({"kind": "plan_admitted", **admitted.fields()})
+    assert decoded is not None
+    direct = admitted.as_wire()
+    assert direct == decoded.event
+    assert wire.encode(direct, 1.0, 1) == wire.encode(decoded.event, 1.0, 1)

@@ -249,3 +249,23 @@ def test_agent_turns_hold_the_shared_workspace_alone_and_isolated_ones_overlap(t
     report, _ = run_plan(tmp_path, text, agent_cmd=shared_only, jobs=4)
     assert report.verdict == "pass"
     assert not (tmp_path / "overlaps").exists()
+
+
+def test_the_admitted_line_is_built_from_the_plan_as_the_record_builds_it() -> None:
+    """The executor writes `PlanAdmitted.wire_of(plan)`; it must be the event the record gives."""
+    from crucible_core.contract import wire
+    from crucible_core.plan.events import PlanAdmitted
+    from tests.plan.plan_support import parse
+
+    text = plan(
+        task("prep", "true"),
+        task("wide", "true", 'depends_on = ["prep"]', 'needs = "gpu"', "required = false"),
+        task("join", "true", 'depends_on = ["prep", "wide"]', 'join = "settled"'),
+        task("report", "true", 'stage = "epilogue"'),
+        usd=2,
+    )
+    admitted = parse(text)
+    direct = PlanAdmitted.wire_of(admitted)
+    assert direct == PlanAdmitted.of(admitted).as_wire()
+    assert wire.encode(direct, 1.0, 1) == wire.encode(PlanAdmitted.of(admitted).as_wire(), 1.0, 1)
+    assert [t.stage for t in direct.tasks] == ["iteration", "iteration", "iteration", "epilogue"]

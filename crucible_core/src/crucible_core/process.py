@@ -144,8 +144,14 @@ class _TailBuffer:
 
 
 class _Guard:
+    """The guard process and the pipe to it. The pipe is written with one unbuffered write per
+    line (a line is far below PIPE_BUF, so lines from threads never interleave); a guard that
+    died is noticed by the write failing (EPIPE), not by asking the kernel about it every time."""
+
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
+        self._fd = -1  # the pipe's write end (the Popen's stdin)
+        self._inherited: list[subprocess.Popen[bytes]] = []  # a forked child's copy of its parent's
         self._lock = threading.Lock()
         self._mark = ""
         self._children = 0
@@ -158,8 +164,10 @@ class _Guard:
             return f"{self._mark}.{self._children}"
 
     def _ensure(self) -> subprocess.Popen[bytes] | None:
-        if self._proc is None or self._proc.poll() is not None:
-            self._mark = f"{os.getpid()}-{os.urandom(6).hex()}"
+        # Under the lock. A guard whose pipe broke was dropped by `tell`, and a forked child
+        # forgets its parent's (`forget_in_child`): either way a new one starts here.
+        if self._proc is None:
+            self._mark = f"{_pid}-{os.urandom(6).hex()}"
             try:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-S", "-c", _GUARD_SOURCE, SUPERVISOR_ENV, self._mark],
@@ -168,9 +176,14 @@ class _Guard:
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
                     close_fds=True,
+                    bufsize=0,
                 )
             except OSError:
                 self._proc = None
+                self._fd = -1
+            else:
+                assert self._proc.stdin is not None
+                self._fd = self._proc.stdin.fileno()
         return self._proc
 
     def pid(self) -> int | None:
@@ -178,18 +191,54 @@ class _Guard:
         return proc.pid if proc is not None else None
 
     def tell(self, line: str) -> None:
+        data = f"{line}\n".encode()
         with self._lock:
-            proc = self._ensure()
-            if proc is None or proc.stdin is None:
-                return
-            try:
-                proc.stdin.write(line.encode() + b"\n")
-                proc.stdin.flush()
-            except OSError:
-                self._proc = None
+            for _ in range(2):  # a guard found dead is replaced once, and told again
+                if self._ensure() is None:
+                    return
+                try:
+                    os.write(self._fd, data)
+                    return
+                except OSError:  # EPIPE: the guard is gone (killed); start another
+                    self._drop()
+
+    def forget_in_child(self) -> None:
+        """In a forked child: the parent's guard is not ours to tell, and our copy of its pipe must
+        not keep it from seeing the parent's death."""
+        proc, self._proc, self._fd = self._proc, None, -1
+        if proc is not None:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            # Not ours to wait for, and not to be finalized here either (its finalizer would
+            # count the parent's guard as our unwaited child).
+            self._inherited.append(proc)
+        self._lock = threading.Lock()
+
+    def _drop(self) -> None:
+        proc, self._proc, self._fd = self._proc, None, -1
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                proc.wait(timeout=1)
 
 
 _guard = _Guard()
+_pid = os.getpid()  # this process's id, kept current across forks (no getpid per child)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (no exec) starts over: its own pid, its own guard, no children yet, fresh
+    locks (another thread may have held one at the fork), and no subreaper mode (the kernel does
+    not pass that on to a fork)."""
+    global _pid, _devnull_lock
+    _pid = os.getpid()
+    _guard.forget_in_child()
+    _orphans.enabled, _orphans.started, _orphans.lock = False, set(), threading.Lock()
+    _running.groups, _running.lock = set(), threading.Lock()
+    _devnull_lock = threading.Lock()
 
 
 def _exited(proc: subprocess.Popen[bytes]) -> bool:
@@ -297,13 +346,12 @@ class _Orphans:
         The kernel hands an orphan to the subreaper's first live thread, the main one while it
         lives, so only its children list is read (one file, not one per thread).
         """
-        guard = _guard.pid()
-        me = os.getpid()
+        me = _pid
         try:
-            with open(f"/proc/{me}/task/{me}/children", "rb") as handle:
-                listed = [int(x) for x in handle.read().split()]
+            listed = [int(x) for x in _read_proc(f"/proc/{me}/task/{me}/children").split()]
         except (OSError, ValueError):
             listed = _children(me)  # the main thread is gone: look under every thread
+        guard = _guard.pid()
         return [pid for pid in listed if pid not in self.started and pid != guard]
 
 
@@ -347,6 +395,19 @@ def adopt_orphans() -> bool:
     was adopted. False where the kernel refuses; the full /proc sweep stays in force then.
     """
     return _orphans.enable()
+
+
+def _read_proc(path: str) -> bytes:
+    """A /proc file's whole content, read through the descriptor (no file object: this runs
+    after every child)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _children(pid: int) -> list[int]:
@@ -393,13 +454,22 @@ def _sweep_adopted(mark: str) -> None:
     this process did not start is present. Adopted children that died are reaped here (nobody
     else waits for them).
     """
-    me = os.getpid()
-    needle = f"\0{SUPERVISOR_ENV}={mark}\0".encode()
+    # The common case: nothing escaped, and one read of one file says so. That first look does
+    # not wait for the lock, which another thread holds across its spawn: a child forked but not
+    # yet registered looks adopted, and only then is the look repeated under the lock.
+    if not _orphans.adopted():
+        return
     with _orphans.lock:
+        adopted = _orphans.adopted()
+        if not adopted:
+            return
+        me = os.getpid()
+        needle = f"\0{SUPERVISOR_ENV}={mark}\0".encode()
         for attempt in range(SWEEP_PASSES):
-            adopted = _orphans.adopted()
-            if not adopted:
-                return
+            if attempt:
+                adopted = _orphans.adopted()
+                if not adopted:
+                    return
             killed: list[int] = []
             unreadable = False
             for pid in _descendants(me):
@@ -499,8 +569,7 @@ class _Streams:
         self._files = [proc.stdout, proc.stderr]
         self._sinks = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
         self._poller = select.poll()
-        for fd in self._sinks:
-            os.set_blocking(fd, False)
+        for fd in self._sinks:  # read only when poll says so: a read then never blocks
             self._poller.register(fd, select.POLLIN)
 
     @property
@@ -561,32 +630,58 @@ def _wait_draining(proc: subprocess.Popen[bytes], streams: _Streams, timeout: fl
     deadline = None if timeout is None else time.monotonic() + timeout
     pidfd_open = getattr(os, "pidfd_open", None)
     pidfd = None
-    if pidfd_open is not None:
+    if pidfd_open is not None and proc.returncode is None:
         with contextlib.suppress(OSError):
             pidfd = pidfd_open(proc.pid)
-    try:
-        if pidfd is not None:
-            streams.register(pidfd)
+    if pidfd is None:  # no exit notification: look again every 5 ms
         while not _exited(proc):
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
-            if pidfd is None:  # no exit notification: look again every 5 ms
-                remaining = 0.005 if remaining is None else min(remaining, 0.005)
-            streams.poll(remaining)
+            streams.poll(0.005 if remaining is None else min(remaining, 0.005))
         return True
+    # The pidfd turns readable when the child exits (a zombie's too), so the poll alone says
+    # when: no waitid before each look.
+    streams.register(pidfd)
+    try:
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return _exited(proc)
+            if pidfd in streams.poll(remaining):
+                return True
     finally:
-        if pidfd is not None:
-            streams.unregister(pidfd)  # before closing it: a closed fd would poll as ready at once
-            os.close(pidfd)
+        streams.unregister(pidfd)  # before closing it: a closed fd would poll as ready at once
+        os.close(pidfd)
+
+
+_devnull_lock = threading.Lock()
+_devnull_fd = -1
+
+
+def _devnull() -> int:
+    """A descriptor on /dev/null for children's stdin, opened once (not once per child)."""
+    global _devnull_fd
+    with _devnull_lock:
+        if _devnull_fd < 0:
+            _devnull_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        return _devnull_fd
 
 
 def _feed(stdin: IO[bytes], data: bytes) -> None:
+    # The pipe is unbuffered: a write may take only part of the data (a signal, say).
     try:
-        stdin.write(data)
-        stdin.close()
+        view = memoryview(data)
+        while view:
+            written = stdin.write(view)
+            if not written:  # only a non-blocking pipe says so, and this one blocks: never spin
+                break
+            view = view[written:]
     except (BrokenPipeError, OSError, ValueError):
         pass
+    finally:
+        with contextlib.suppress(OSError):
+            stdin.close()
 
 
 def run(
@@ -614,11 +709,12 @@ def run(
                 executable=executable,
                 cwd=cwd,
                 env={**env, SUPERVISOR_ENV: mark},
-                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if stdin_data is not None else _devnull(),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
+                bufsize=0,  # the pipes are read through their descriptors: no buffer objects
             )
             if _orphans.enabled:
                 _orphans.started.add(proc.pid)
@@ -727,3 +823,6 @@ def spawn(
         )
     _guard.tell(f"+{proc.pid}")
     return Background(proc, mark)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -37,13 +37,13 @@ def task_shell(
 ) -> process.Completed:
     """Run one attempt's command in its workdir under the supervisor, or through the task runner
     that carries it out elsewhere; `extra_env` joins the task's environment."""
-    env = dict(context.env)
-    if extra_env:
-        env.update(extra_env)
     if context.shell is not None:  # a task runner carries the command out elsewhere
-        return context.shell(command, env, context.timeout)
+        return context.shell(command, {**context.env, **(extra_env or {})}, context.timeout)
     from crucible_core import process
 
+    # The supervisor builds the child's environment from this mapping (it never changes it), so
+    # the task's own is passed as it is when nothing joins it.
+    env = {**context.env, **extra_env} if extra_env else context.env
     return process.run(command, cwd=context.workdir, env=env, timeout=context.timeout)
 
 

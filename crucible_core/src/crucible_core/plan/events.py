@@ -68,6 +68,52 @@ class PlanAdmitted:
     def fields(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
+    @classmethod
+    def wire_of(cls, plan: ir.ValidPlan) -> wire.PlanAdmitted:
+        """`of(plan).as_wire()` without the intermediate record (one object per task, not two)."""
+        budget = plan.plan.budget.usd
+        return wire.PlanAdmitted(
+            plan_version=plan.plan.version,
+            reason=plan.plan.reason,
+            budget_usd=float(budget) if math.isfinite(budget) else None,
+            tasks=[
+                wire.PlanTaskWire(
+                    name=task.name,
+                    kind=task.kind,
+                    depends_on=list(task.depends_on),
+                    session=task.session or "",
+                    needs=task.needs,
+                    required=task.required,
+                    join=task.join.value,
+                    stage=STAGE_ITERATION if task.stage is ir.Stage.MAIN else task.stage.value,
+                )
+                for task in plan.tasks
+            ],
+        )
+
+    def as_wire(self) -> wire.PlanAdmitted:
+        """The record as the wire's event, built directly: decoding `fields()` through the wire's
+        converter gave the same event and cost about a third of writing the line in a 1,000-task
+        plan (a test pins the two to each other)."""
+        return wire.PlanAdmitted(
+            plan_version=self.plan_version,
+            reason=self.reason,
+            budget_usd=None if self.budget_usd is None else float(self.budget_usd),
+            tasks=[
+                wire.PlanTaskWire(
+                    name=task.name,
+                    kind=task.kind,
+                    depends_on=list(task.depends_on),
+                    session=task.session,
+                    needs=task.needs,
+                    required=task.required,
+                    join=task.join,
+                    stage=task.stage,
+                )
+                for task in self.tasks
+            ],
+        )
+
 
 @attrs.frozen
 class BlockedWire:

@@ -77,6 +77,11 @@ MAX_INPUTS_BYTES = 1 << 20
 DEFAULT_MAX_ASKS = 20
 ASKS_EMITTED = "asks_emitted"  # the wire's record of the asks one task handed on
 
+_OUTCOME_STATUS = {
+    Outcome.PASS: TaskStatus.PASS,
+    Outcome.FAIL: TaskStatus.FAIL,
+    Outcome.SKIPPED: TaskStatus.SKIPPED,
+}
 NOT_PASSED = frozenset({TaskStatus.FAIL, TaskStatus.TRANSPORT, TaskStatus.BLOCKED, TaskStatus.TRUNCATED})
 
 
@@ -260,7 +265,6 @@ class PlanExecutor:
     # -- the plan ------------------------------------------------------------------------
 
     def run(self) -> PlanReport:
-        admitted = PlanAdmitted.of(self.plan)
         if self.prior is not None and self.prior.admitted is not None:
             check_same_plan(self.plan, self.prior)
             self._fold(self.prior)
@@ -282,9 +286,9 @@ class PlanExecutor:
             # Killed before admission (or never run): nothing settled, so start from the top.
             truncated = self._truncation()
             if truncated is not None:
-                return self._truncate(admitted, truncated)
+                return self._truncate(PlanAdmitted.of(self.plan), truncated)
             if self.config.record:
-                self._emit(PLAN_ADMITTED, **admitted.fields())
+                self._emit_event(PlanAdmitted.wire_of(self.plan))
         self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.RUNNING.value)
         if self.halt is not None:  # folded from the log: the predecessor had already halted
             self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
@@ -380,7 +384,7 @@ class PlanExecutor:
 
     def _runner_for(self, task: ir.Task) -> TaskRunner | None:
         """The task runner that takes this task, when this machine lacks what it needs."""
-        if task.needs in self.config.provided():
+        if task.needs == "any" or task.needs in self.config.provided():  # "any" is always provided
             return None
         spec: TaskKindSpec = self.kinds.entries[task.kind].value
         return runner_for(task, spec, self.config.task_runners)
@@ -406,7 +410,7 @@ class PlanExecutor:
     def _truncate(self, admitted: PlanAdmitted | None, why: str) -> PlanReport:
         # Nothing is dispatched; every task settles truncated with the verdict's reason.
         if admitted is not None:
-            self._emit(PLAN_ADMITTED, **admitted.fields())
+            self._emit_event(admitted.as_wire())
         self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.TRUNCATED.value)
         for name in self.plan.order:
             if name in self.status:
@@ -795,11 +799,12 @@ class PlanExecutor:
                     transport="workspace",
                 )
             root = copy.path
-        staged_dir = root / INPUTS_DIR / task.name
+        # Nothing is ever staged in a plan that declares no files (and no path is built for it).
+        staged_dir = root / INPUTS_DIR / task.name if self._file_emitters else None
         try:
             return self._attempts(task, spec, inputs, root, staged_dir, started)
         finally:
-            if self._file_emitters:  # nothing is ever staged in a plan that declares no files
+            if staged_dir is not None:
                 unstage(staged_dir)
             if copy is not None:
                 copy.discard()
@@ -810,15 +815,13 @@ class PlanExecutor:
         spec: TaskKindSpec,
         inputs: dict[str, Any],
         root: Path,
-        staged_dir: Path,
+        staged_dir: Path | None,
         started: float,
     ) -> _Settled:
         try:
-            producers = self._file_producers(task)
-            if self._file_emitters:
-                staged_dir, staged = self.files.stage(producers, root, task.name)
-            else:  # no task declares files: nothing to stage (and no path to touch)
-                staged = []
+            staged: list[str] = []
+            if staged_dir is not None:  # no task declares files: nothing to stage (and no path to touch)
+                staged_dir, staged = self.files.stage(self._file_producers(task), root, task.name)
         except (OSError, CaptureRefused) as exc:
             return self._blocked(BlockReason.STAGING_REFUSED.value, str(exc))
         encoded = json.dumps(inputs, separators=(",", ":"), default=str)
@@ -917,11 +920,7 @@ class PlanExecutor:
         before: dict[str, str | None],
         started: float,
     ) -> _Settled:
-        status = {
-            Outcome.PASS: TaskStatus.PASS,
-            Outcome.FAIL: TaskStatus.FAIL,
-            Outcome.SKIPPED: TaskStatus.SKIPPED,
-        }[attempt.outcome]
+        status = _OUTCOME_STATUS[attempt.outcome]
         note = attempt.note
         declared = declared_status(attempt.output)
         if status is TaskStatus.PASS and declared == "skipped":

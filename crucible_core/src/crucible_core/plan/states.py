@@ -56,12 +56,16 @@ class Machine:
     states: tuple[str, ...]
     terminal: tuple[str, ...]
     edges: tuple[Edge, ...]
+    # (source, target) of every edge: a step is taken three times per task, so one set lookup
+    _pairs: frozenset[tuple[str, str]] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_pairs", frozenset((edge.source, edge.target) for edge in self.edges))
 
     def step(self, current: str, target: str) -> str:
         """The target state, if the table has that edge; an edge it lacks is a bug, loudly."""
-        for edge in self.edges:
-            if edge.source == current and edge.target == target:
-                return target
+        if (current, target) in self._pairs:
+            return target
         raise AssertionError(f"{self.name}: no edge {current} -> {target}")
 
     def to_dot(self) -> str:
