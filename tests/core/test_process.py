@@ -327,6 +327,15 @@ process.run(sys.argv[1], cwd=Path("."), env=dict(os.environ))
 """
 
 
+def _running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rpartition(b")")[2].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
 def test_a_guard_that_was_killed_is_replaced_before_the_next_child_needs_it(tmp_path: Path) -> None:
     """The engine learns of its guard's death only when telling it fails; the child being
     registered then is told to a new guard, which still kills it when the engine dies."""
@@ -341,6 +350,11 @@ def test_a_guard_that_was_killed_is_replaced_before_the_next_child_needs_it(tmp_
     assert engine.stdin is not None and engine.stdout is not None
     first_guard = int(engine.stdout.readline())
     os.kill(first_guard, signal.SIGKILL)
+    # Dead means its pipe is closed: a zombie (the engine reaps it later) or gone. A SIGKILL is
+    # not instant on a loaded machine, and a guard still closing would take one more line.
+    deadline = time.monotonic() + 10
+    while _running(first_guard) and time.monotonic() < deadline:
+        time.sleep(0.01)
     engine.stdin.write("go\n")
     engine.stdin.flush()
     deadline = time.monotonic() + 10
