@@ -130,8 +130,8 @@ def test_a_link_planted_at_the_pages_temporary_name_is_not_written_through(
     assert "| 2 |" in (workspace / "RESULTS.md").read_text()
 
 
-def test_the_page_kept_row_by_row_is_the_page_rendered_whole_across_a_new_baseline(tmp_path: Path) -> None:
-    from crucible_results_md.chart import RESULTS_CHART_NAME
+def test_page_and_chart_kept_row_by_row_are_those_rendered_whole_across_a_rescope(tmp_path: Path) -> None:
+    from crucible_results_md.chart import RESULTS_CHART_NAME, render_results_chart
     from crucible_results_md.document import render_results
     from crucible_results_md.view import RESULTS_NAME, ResultsView
 
@@ -164,6 +164,9 @@ def test_the_page_kept_row_by_row_is_the_page_rendered_whole_across_a_new_baseli
         whole = render_results(gate="value", goal="g", rows=view.rows, best=view.best, direction="higher",
                                chart=RESULTS_CHART_NAME)  # fmt: skip
         assert (tmp_path / RESULTS_NAME).read_text() == whole, f"after {count} rows"
+        # the chart's points are folded one row at a time too: the same drawing as from every row
+        chart = render_results_chart(view.rows, direction="higher")
+        assert (tmp_path / RESULTS_CHART_NAME).read_text() == chart, f"after {count} rows"
         first_rows.append(
             next(line for line in whole.splitlines() if line.startswith("| 1 |")) if count > 1 else ""
         )

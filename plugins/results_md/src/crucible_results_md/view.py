@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from crucible_core.api import fold_path, wire, write_atomic
-from crucible_results_md.chart import RESULTS_CHART_NAME, baseline_of, render_results_chart
+from crucible_results_md.chart import RESULTS_CHART_NAME, ChartFold
 from crucible_results_md.document import render_page, render_row
 
 if TYPE_CHECKING:
@@ -39,6 +39,10 @@ class ResultsView:
     # one new line to write instead of n.
     _lines: list[str] = attrs.field(factory=list, init=False)
     _lines_baseline: float | None = attrs.field(default=None, init=False)
+    # The chart's points (and the latest baseline) for the rows folded so far, likewise one
+    # point per new row; `rows` may also be replaced whole (a resume's fold), hence the count.
+    _chart: ChartFold | None = attrs.field(default=None, init=False)
+    _charted: int = attrs.field(default=0, init=False)
 
     @classmethod
     def begin(cls, start: Mapping[str, Any], context: RunContext) -> ResultsView:
@@ -74,8 +78,16 @@ class ResultsView:
         self.best = row.best
         self.write()
 
-    def _row_lines(self) -> list[str]:
-        baseline = baseline_of(self.rows)
+    def _fold(self) -> ChartFold:
+        """The chart fold, caught up with `rows`."""
+        if self._chart is None or self._charted > len(self.rows):
+            self._chart, self._charted = ChartFold(self.direction), 0
+        for row in self.rows[self._charted :]:
+            self._chart.add(row)
+        self._charted = len(self.rows)
+        return self._chart
+
+    def _row_lines(self, baseline: float | None) -> list[str]:
         if baseline != self._lines_baseline or len(self._lines) > len(self.rows):
             self._lines, self._lines_baseline = [], baseline
         for row in self.rows[len(self._lines) :]:
@@ -83,13 +95,14 @@ class ResultsView:
         return self._lines
 
     def write(self) -> None:
-        chart = render_results_chart(self.rows, direction=self.direction) if self.scored else None
+        fold = self._fold()
+        chart = fold.render() if self.scored else None
         text = render_page(
             gate=self.gate,
             goal=self.goal,
             best=self.best,
             chart=RESULTS_CHART_NAME if chart else None,
-            row_lines=self._row_lines(),
+            row_lines=self._row_lines(fold.baseline),
         )
         try:
             if chart:
