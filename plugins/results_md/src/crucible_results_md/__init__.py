@@ -37,9 +37,17 @@ def crucible_session_event(event: Mapping[str, Any]) -> None:
         if _current.view is not None:
             _current.view.row(event)
     elif kind == "start":
-        _current.start, _current.view = event, None
+        _close_view()
+        _current.start = event
     elif kind == "shutdown":
-        _current.start = _current.view = None
+        _close_view()
+        _current.start = None
+
+
+def _close_view() -> None:
+    if _current.view is not None:
+        _current.view.close()
+    _current.view = None
 
 
 @hookimpl

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.api import fold_path, wire, write_atomic
+from crucible_core.api import fold_path, wire
 from crucible_results_md.chart import RESULTS_CHART_NAME, ChartFold
 from crucible_results_md.document import render_page, render_row
+from crucible_results_md.page_file import PageFile
 
 if TYPE_CHECKING:
     from crucible_core.api import RunContext
@@ -43,6 +44,8 @@ class ResultsView:
     # point per new row; `rows` may also be replaced whole (a resume's fold), hence the count.
     _chart: ChartFold | None = attrs.field(default=None, init=False)
     _charted: int = attrs.field(default=0, init=False)
+    # The two files, each rewritten through the descriptor that created it (page_file.py).
+    _files: dict[str, PageFile] = attrs.field(factory=dict, init=False)
 
     @classmethod
     def begin(cls, start: Mapping[str, Any], context: RunContext) -> ResultsView:
@@ -106,7 +109,19 @@ class ResultsView:
         )
         try:
             if chart:
-                write_atomic(self.workspace / RESULTS_CHART_NAME, chart.encode("utf-8"), durable=False)
-            write_atomic(self.workspace / RESULTS_NAME, text.encode("utf-8"), durable=False)
+                self._file(RESULTS_CHART_NAME).write(chart.encode("utf-8"))
+            self._file(RESULTS_NAME).write(text.encode("utf-8"))
         except OSError as exc:
             self.note(f"could not update RESULTS.md: {exc}", "warn")
+
+    def _file(self, name: str) -> PageFile:
+        found = self._files.get(name)
+        if found is None:
+            found = self._files[name] = PageFile(self.workspace / name)
+        return found
+
+    def close(self) -> None:
+        """The run is over (or another starts in this process): let the files go."""
+        for file in self._files.values():
+            file.close()
+        self._files.clear()
