@@ -4,10 +4,17 @@ Everything on the page comes from the session log as written, so it is already r
 plain: the goal and the gate from the run's start line, the rows from the row lines. A resumed
 run first folds its log for the rows earlier processes wrote, and rewrites the page at run
 start when its segment is already measured (otherwise the owed baseline's row rewrites it).
+
+The chart beside the page is redrawn with the page, but at most once every CHART_EVERY seconds
+while rows arrive faster (a scripted proposer's run); the last one is drawn when the run ends,
+and a resume draws it afresh. Drawing it takes time in proportion to the rows, so redrawing it
+after every row of a fast run cost more than the whole rest of the page.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +30,7 @@ if TYPE_CHECKING:
     from crucible_core.api import RunContext
 
 RESULTS_NAME = "RESULTS.md"
+CHART_EVERY = 1.0  # seconds: the least time between two drawings of the chart while rows arrive
 
 
 @attrs.define
@@ -35,6 +43,8 @@ class ResultsView:
     note: Callable[[str, str], None]  # a note in the session log: (text, level)
     rows: list[wire.RowWire] = attrs.field(factory=list)
     best: float | None = None
+    chart_every: float = CHART_EVERY
+    clock: Callable[[], float] = time.monotonic
     # The table's rows as rendered, for the baseline they were rendered against: a row's line
     # does not change until a new baseline (a rescope) is measured, so a page of n rows costs
     # one new line to write instead of n.
@@ -46,6 +56,8 @@ class ResultsView:
     _charted: int = attrs.field(default=0, init=False)
     # The two files, each rewritten through the descriptor that created it (page_file.py).
     _files: dict[str, PageFile] = attrs.field(factory=dict, init=False)
+    _drawn_at: float = attrs.field(default=-math.inf, init=False)  # when the chart was last drawn
+    _chart_owed: bool = attrs.field(default=False, init=False)  # rows since then are not on it
 
     @classmethod
     def begin(cls, start: Mapping[str, Any], context: RunContext) -> ResultsView:
@@ -98,21 +110,39 @@ class ResultsView:
         return self._lines
 
     def write(self) -> None:
+        """Rewrite the page, and the chart unless it was drawn less than `chart_every` ago."""
         fold = self._fold()
-        chart = fold.render() if self.scored else None
+        now = self.clock()
+        draw = self.scored and now - self._drawn_at >= self.chart_every
         text = render_page(
             gate=self.gate,
             goal=self.goal,
             best=self.best,
-            chart=RESULTS_CHART_NAME if chart else None,
+            chart=RESULTS_CHART_NAME if self.scored else None,
             row_lines=self._row_lines(fold.baseline),
         )
         try:
-            if chart:
-                self._file(RESULTS_CHART_NAME).write(chart.encode("utf-8"))
+            if draw:
+                self._draw(fold, now)
             self._file(RESULTS_NAME).write(text.encode("utf-8"))
         except OSError as exc:
             self.note(f"could not update RESULTS.md: {exc}", "warn")
+        self._chart_owed = self.scored and not draw
+
+    def finish(self) -> None:
+        """The run is ending: draw the chart owed since its last drawing, then let the files go."""
+        try:
+            if self._chart_owed:
+                self._chart_owed = False
+                self._draw(self._fold(), self.clock())
+        except OSError as exc:
+            self.note(f"could not update RESULTS.md: {exc}", "warn")
+        finally:
+            self.close()
+
+    def _draw(self, fold: ChartFold, now: float) -> None:
+        self._drawn_at = now
+        self._file(RESULTS_CHART_NAME).write(fold.render().encode("utf-8"))
 
     def _file(self, name: str) -> PageFile:
         found = self._files.get(name)
