@@ -131,3 +131,14 @@ def test_the_literals_looked_for_first_give_the_combined_searchs_answer_on_long_
             expected = ANY_SECRET_PATTERN.search(padded) is not None
             assert may_hold_secret_shape(padded) is expected, padded
             assert (MASK in Redactor().text(padded)) is expected, padded
+
+
+def test_a_value_added_later_is_masked_in_a_text_redacted_before() -> None:
+    # Short texts are remembered as redacted: a value handed out later (a broker grant) must
+    # still be masked in a text seen before it.
+    r = Redactor()
+    text = "grant=late-value-7f3a"
+    assert r.text(text) == text and r.obj({text: [text]}) == {text: [text]}
+    r.add(["late-value-7f3a"])
+    assert r.text(text) == f"grant={MASK}"
+    assert r.obj({text: [text]}) == {f"grant={MASK}": [f"grant={MASK}"]}
