@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,6 +75,14 @@ class RunPaths:
         """The state directory and its parts, private to the user who runs the engine (0700):
         the log, the ledger and the engine's records are nobody else's to read."""
         for directory in (self.state_dir, self.distress_dir, self.private_dir):
+            # one stat when all is well (the guard asks after every child the agent or the
+            # measure controls); made, or made private again, only when it is not
+            try:
+                st = os.stat(directory)
+            except OSError:
+                st = None
+            if st is not None and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700:
+                continue
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(directory, 0o700)
 
