@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.api import fold_path, wire
+from crucible_core.api import OwnedFile, fold_path, wire
 from crucible_results_md.chart import RESULTS_CHART_NAME, ChartFold
 from crucible_results_md.document import render_page, render_row
-from crucible_results_md.page_file import PageFile
 
 if TYPE_CHECKING:
     from crucible_core.api import RunContext
@@ -54,8 +53,8 @@ class ResultsView:
     # point per new row; `rows` may also be replaced whole (a resume's fold), hence the count.
     _chart: ChartFold | None = attrs.field(default=None, init=False)
     _charted: int = attrs.field(default=0, init=False)
-    # The two files, each rewritten through the descriptor that created it (page_file.py).
-    _files: dict[str, PageFile] = attrs.field(factory=dict, init=False)
+    # The two files, each rewritten in place through the descriptor that made it (OwnedFile).
+    _files: dict[str, OwnedFile] = attrs.field(factory=dict, init=False)
     _drawn_at: float = attrs.field(default=-math.inf, init=False)  # when the chart was last drawn
     _chart_owed: bool = attrs.field(default=False, init=False)  # rows since then are not on it
 
@@ -144,10 +143,10 @@ class ResultsView:
         self._drawn_at = now
         self._file(RESULTS_CHART_NAME).write(fold.render().encode("utf-8"))
 
-    def _file(self, name: str) -> PageFile:
+    def _file(self, name: str) -> OwnedFile:
         found = self._files.get(name)
         if found is None:
-            found = self._files[name] = PageFile(self.workspace / name)
+            found = self._files[name] = OwnedFile(self.workspace / name)
         return found
 
     def close(self) -> None:

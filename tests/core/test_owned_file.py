@@ -1,4 +1,4 @@
-"""RESULTS.md's files are rewritten in place through their own descriptor, and never through what the agent plants.
+"""A file rewritten in place through its own descriptor (RESULTS.md, the prompt copy), never through what the agent plants.
 
 Real files in a temp directory; each case is what an agent that can write the workspace could do
 between two rows.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible_results_md.page_file import PageFile
+from crucible_core.workspace_files import OwnedFile
 
 
 @pytest.fixture
@@ -21,11 +21,11 @@ def outside(tmp_path: Path) -> Path:
     return path
 
 
-def _page(tmp_path: Path) -> tuple[PageFile, Path]:
+def _page(tmp_path: Path) -> tuple[OwnedFile, Path]:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     page = workspace / "RESULTS.md"
-    return PageFile(page), page
+    return OwnedFile(page), page
 
 
 def test_the_file_it_created_is_rewritten_in_place_and_cut_to_the_new_length(tmp_path: Path) -> None:
@@ -102,4 +102,25 @@ def test_a_directory_at_the_name_is_an_error_and_leaves_no_temporary_file(tmp_pa
     page.rmdir()
     file.write(b"two\n")  # the name is free again: the next row's page lands
     assert page.read_bytes() == b"two\n"
+    file.close()
+
+
+def test_emptying_cuts_its_own_file_and_leaves_what_the_agent_put_at_the_name(
+    tmp_path: Path, outside: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    prompt = workspace / "prompt.md"
+    file = OwnedFile(prompt, mode=0o600)
+    file.write(b"the prompt\n")
+    assert oct(prompt.stat().st_mode & 0o777) == oct(0o600)
+    file.empty()
+    assert prompt.read_bytes() == b""
+    file.write(b"the next prompt\n")
+    prompt.unlink()
+    prompt.symlink_to(outside)
+    file.empty()  # the name leads elsewhere now: nothing is cut through it
+    assert outside.read_text() == "the user's file\n"
+    file.write(b"the third prompt\n")
+    assert not prompt.is_symlink() and prompt.read_bytes() == b"the third prompt\n"
     file.close()
