@@ -221,8 +221,30 @@ class Redactor:
             return value
         if kind is str or isinstance(value, str):
             return self.text(value)
-        if kind is dict or isinstance(value, Mapping):
+        if kind is dict:
+            return self._mapping(value)
+        if isinstance(value, Mapping):
             return {self.text(str(k)): self.obj(v) for k, v in value.items()}
         if kind is list or isinstance(value, list | tuple):
             return [self.obj(v) for v in value]
         return value
+
+    def _mapping(self, value: dict[Any, Any]) -> dict[str, Any]:
+        """`obj` of a dict, with the memo looked up in line: a log line is a dict of short strings,
+        and a call per key and per value was most of what redacting it cost."""
+        memo = self._memo  # taken before redacting: see add()
+        text = self.text
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            key = memo.get(k) if type(k) is str else None
+            if key is None:
+                key = text(str(k))
+            kind = type(v)
+            if kind in _SCALARS:
+                out[key] = v
+            elif kind is str:
+                found = memo.get(v)
+                out[key] = found if found is not None else text(v)
+            else:
+                out[key] = self.obj(v)
+        return out
