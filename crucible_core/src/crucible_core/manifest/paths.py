@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from pathlib import Path
@@ -54,7 +55,7 @@ class RunPaths:
     def control_file(self) -> Path:
         return self.state_dir / "control.json"
 
-    @property
+    @functools.cached_property  # asked for several times in every iteration
     def private_dir(self) -> Path:
         return self.state_dir / PRIVATE_DIR_NAME
 
@@ -66,7 +67,7 @@ class RunPaths:
     def provisioning_file(self) -> Path:
         return self.workspace / "PROVISIONING_PENDING.json"
 
-    @property
+    @functools.cached_property  # asked for several times in every iteration
     def distress_dir(self) -> Path:
         # in the state directory, not the workspace: a restore or a snapshot must never touch it
         return self.state_dir / "distress"
