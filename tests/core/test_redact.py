@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from crucible_core.redact import MASK, SECRET_PATTERNS, Redactor
+from crucible_core.redact import (
+    ANY_SECRET_PATTERN,
+    MASK,
+    SECRET_ANCHORS,
+    SECRET_PATTERNS,
+    Redactor,
+    may_hold_secret_shape,
+)
 
 SECRET = "handed-out-value-91f2"
 
@@ -98,3 +105,40 @@ def test_every_secret_shape_is_masked_behind_the_one_search_that_skips_clean_tex
         assert MASK in masked and masked == _every_shape_substituted(f"before {text} after"), text
     clean = {"kind": "task_result", "status": "pass", "secs": 0.25, "n": [1, None, True]}
     assert Redactor().obj(clean) == clean
+
+
+def test_the_literals_looked_for_first_give_the_combined_searchs_answer_on_long_texts() -> None:
+    # On a long ASCII text Redactor.text looks for each shape's literals before searching for
+    # the shape: every match of a shape must hold one of its literals, in any case.
+    for pattern, anchors in zip(SECRET_PATTERNS, SECRET_ANCHORS, strict=True):
+        for text in SHAPED:
+            for match in pattern.finditer(text):
+                assert any(anchor in match.group(0).lower() for anchor in anchors), (pattern.pattern, text)
+    filler = "the measure printed value=3 and the agent kept going; " * 8
+    near_misses = ["a token count of 12", "the basic idea", "sk- alone", "eyJ short", "an api_key= x"]
+    # one text per literal, which that literal alone announces: a literal left out is a shape missed
+    per_literal = [
+        *(f"{prefix}_{'e' * 20}" for prefix in ("ghp", "gho", "ghu", "ghs", "ghr")),
+        *(f"xox{letter}-0123456789" for letter in "abprs"),
+        "Basic abcdefghijklmnop",
+        *(f"{name}: abcdefghijk" for name in ("x-api-key", "Authorization", "apikey", "api_key", "api-key")),
+        *(f"{name}=abcdefghijk" for name in ("token", "secret", "password")),
+    ]
+    for text in per_literal:
+        assert may_hold_secret_shape(f"{filler}{text}{filler}"), text
+    for text in [*SHAPED, *per_literal, *(t.swapcase() for t in SHAPED), *near_misses, ""]:
+        for padded in (f"{filler}{text}{filler}", f"{text}{filler}", f"{filler}{text}", f"é {filler}{text}"):
+            expected = ANY_SECRET_PATTERN.search(padded) is not None
+            assert may_hold_secret_shape(padded) is expected, padded
+            assert (MASK in Redactor().text(padded)) is expected, padded
+
+
+def test_a_value_added_later_is_masked_in_a_text_redacted_before() -> None:
+    # Short texts are remembered as redacted: a value handed out later (a broker grant) must
+    # still be masked in a text seen before it.
+    r = Redactor()
+    text = "grant=late-value-7f3a"
+    assert r.text(text) == text and r.obj({text: [text]}) == {text: [text]}
+    r.add(["late-value-7f3a"])
+    assert r.text(text) == f"grant={MASK}"
+    assert r.obj({text: [text]}) == {f"grant={MASK}": [f"grant={MASK}"]}

@@ -56,3 +56,24 @@ def test_a_log_an_older_writer_left_is_made_private_and_numbered_on(tmp_path: Pa
     finally:
         log.close()
     assert wire.decode(path.read_text().splitlines()[-1]) == wire.Note(msg="d")  # readers ignore seq
+
+
+@pytest.mark.leaves_open_log("it writes notes to a bare log; no session closes it")
+@pytest.mark.parametrize("lines", [3, 900])  # within one batch of the twin, and over several
+def test_a_deleted_or_cut_log_is_put_back_whole_with_its_last_lines(tmp_path: Path, lines: int) -> None:
+    # The twin is written in batches: whatever it has not yet received must still come back.
+    log = SessionLog(tmp_path / "state" / "session.jsonl")
+    for i in range(lines):
+        log.emit(wire.Note(msg=f"line {i} " + "x" * 100, level="info"))
+    written = log.path.read_bytes()
+    assert written.count(b"\n") == lines
+    log.path.unlink()
+    assert log.restore_if_damaged() == "deleted"
+    assert log.path.read_bytes() == written
+    log.emit(wire.Note(msg="after the restore", level="info"))
+    log.path.write_bytes(written[: len(written) // 2])
+    assert log.restore_if_damaged() == "truncated"
+    assert log.path.read_bytes().startswith(written) and b"after the restore" in log.path.read_bytes()
+    log.path.unlink()
+    log.close()  # the run's end puts it back too
+    assert seqs(log.path) == list(range(1, lines + 2))

@@ -104,3 +104,38 @@ def test_prompt_renders_goal_status_and_file_steering(example) -> None:
     assert (directory / "STEER.md").read_text() == ""
     assert (directory / "prompt-mode.txt").read_text().strip() == "600"  # private while the turn runs
     assert not list(Path(directory / "state" / "private").glob("prompt*"))  # and gone after it
+
+
+STDIN_AND_FILE = """#!/bin/sh
+cat > "../stdin-$CRUCIBLE_ITERATION.md"
+cp "$CRUCIBLE_PROMPT_FILE" "../file-$CRUCIBLE_ITERATION.md"
+./bump.sh
+"""
+
+
+def test_the_prompt_copy_is_each_turns_prompt_whole_and_empty_between_turns(example) -> None:
+    from crucible_core import api
+
+    manifest = example("counter")
+    directory = manifest.parent
+    (directory / "method.md").write_text("{{STATUS}}\n{{STEER}}\n")
+    (directory / "record.sh").write_text(STDIN_AND_FILE)
+    (directory / "record.sh").chmod(0o755)
+    text = manifest.read_text().replace("cp value.txt bump.sh", "cp value.txt bump.sh record.sh")
+    text = text.replace('agent_cmd = "./bump.sh"', 'agent_cmd = "./record.sh"\nmethod_prompt = "method.md"')
+    manifest.write_text(text)
+    (directory / "STEER.md").write_text("a long steer the first prompt alone carries " * 20 + "\n")
+    copy = directory / "state" / "private" / "prompt.md"
+    between: list[bytes] = []
+
+    def after_each_turn(event: dict) -> None:
+        if event["kind"] == "step" and event["step"] == "apply":
+            between.append(copy.read_bytes())
+
+    result = api.run(manifest, iterations=3, on_event=after_each_turn)
+
+    assert result.outcome == "finished" and between == [b"", b"", b""]
+    for i in (1, 2, 3):  # the later prompts are shorter: no tail of an earlier one is left in the copy
+        assert (directory / f"file-{i}.md").read_bytes() == (directory / f"stdin-{i}.md").read_bytes()
+    assert len((directory / "file-2.md").read_bytes()) < len((directory / "file-1.md").read_bytes())
+    assert not copy.exists()

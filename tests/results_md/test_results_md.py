@@ -130,8 +130,8 @@ def test_a_link_planted_at_the_pages_temporary_name_is_not_written_through(
     assert "| 2 |" in (workspace / "RESULTS.md").read_text()
 
 
-def test_the_page_kept_row_by_row_is_the_page_rendered_whole_across_a_new_baseline(tmp_path: Path) -> None:
-    from crucible_results_md.chart import RESULTS_CHART_NAME
+def test_page_and_chart_kept_row_by_row_are_those_rendered_whole_across_a_rescope(tmp_path: Path) -> None:
+    from crucible_results_md.chart import RESULTS_CHART_NAME, render_results_chart
     from crucible_results_md.document import render_results
     from crucible_results_md.view import RESULTS_NAME, ResultsView
 
@@ -157,6 +157,7 @@ def test_the_page_kept_row_by_row_is_the_page_rendered_whole_across_a_new_baseli
         direction="higher",
         scored=True,
         note=lambda text, level: None,
+        chart_every=0.0,  # the chart redrawn with every row, to compare it row by row
     )
     first_rows: list[str] = []
     for count, event in enumerate(events, start=1):
@@ -164,7 +165,42 @@ def test_the_page_kept_row_by_row_is_the_page_rendered_whole_across_a_new_baseli
         whole = render_results(gate="value", goal="g", rows=view.rows, best=view.best, direction="higher",
                                chart=RESULTS_CHART_NAME)  # fmt: skip
         assert (tmp_path / RESULTS_NAME).read_text() == whole, f"after {count} rows"
+        # the chart's points are folded one row at a time too: the same drawing as from every row
+        chart = render_results_chart(view.rows, direction="higher")
+        assert (tmp_path / RESULTS_CHART_NAME).read_text() == chart, f"after {count} rows"
         first_rows.append(
             next(line for line in whole.splitlines() if line.startswith("| 1 |")) if count > 1 else ""
         )
     assert first_rows[3] != first_rows[4]  # the rescope's baseline re-rendered the rows before it
+
+
+def test_rows_faster_than_the_charts_interval_are_drawn_when_it_passes_and_at_run_end(tmp_path: Path) -> None:
+    from crucible_results_md.chart import RESULTS_CHART_NAME, render_results_chart
+    from crucible_results_md.view import RESULTS_NAME, ResultsView
+
+    now = [100.0]
+    view = ResultsView(workspace=tmp_path, goal="g", gate="value", direction="higher", scored=True,
+                       note=lambda text, level: None, chart_every=1.0, clock=lambda: now[0])  # fmt: skip
+    chart, page = tmp_path / RESULTS_CHART_NAME, tmp_path / RESULTS_NAME
+
+    def row(i: int) -> dict:
+        decision = "baseline" if i == 0 else "keep"
+        return {"v": 1, "kind": "row", "solved": False,
+                "row": {"iter": i, "decision": decision, "valid": True, "score": float(i), "best": float(i),
+                        "note": "", "detail": ""}}  # fmt: skip
+
+    view.row(row(0))  # the first row draws the chart: the page links it from the start
+    assert chart.read_text() == render_results_chart(view.rows, direction="higher")
+    now[0] += 0.3
+    view.row(row(1))
+    view.row(row(2))
+    assert "| 2 | keep | 2 |" in page.read_text()  # the page shows every row at once
+    assert chart.read_text() == render_results_chart(view.rows[:1], direction="higher")
+    now[0] += 0.7  # a second since the last drawing: the next row redraws it whole
+    view.row(row(3))
+    assert chart.read_text() == render_results_chart(view.rows, direction="higher")
+    now[0] += 0.1
+    view.row(row(4))
+    assert 'data-iter="4"' not in chart.read_text()
+    view.finish()  # the run ends: the chart owed is drawn
+    assert chart.read_text() == render_results_chart(view.rows, direction="higher")

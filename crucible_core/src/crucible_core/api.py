@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "3.4"
+API_VERSION = "3.5"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -456,6 +456,7 @@ if TYPE_CHECKING:
     from crucible_core.workflow.pack import plan_data as plan_data
     from crucible_core.workflow.pack import to_toml as to_toml
     from crucible_core.workflow.pack import validate_document as validate_document
+    from crucible_core.workspace_files import OwnedFile as OwnedFile
     from crucible_core.workspace_files import copy_tree_into as copy_tree_into
 
     # renamed on the way out (a flat namespace needs the module's name in it); mypy re-exports
@@ -616,7 +617,7 @@ _export(
     "crucible_core.agent_files", "MAX_MARKER_BYTES", "MAX_MARKER_DEPTH"
 )  # an agent's marker file's bounds
 _export("crucible_core.event_bounds", "MAX_FIELD_CHARS", "clip", "clip_value")
-_export("crucible_core.workspace_files", "copy_tree_into")
+_export("crucible_core.workspace_files", "copy_tree_into", "OwnedFile")
 # Declared artifacts ([[workspace.artifact]]): collected as hostile input, rendered for a PR body
 # and listed for a run record (KeptCommit.artifacts and RunEnd.artifacts carry a collection).
 _export(

@@ -185,11 +185,12 @@ class Plugins:
                 if skipped
                 else getattr(self.pm.hook, hook)
             )
-            order = [impl.plugin for impl in reversed(caller.get_hookimpls()) if not _is_wrapper(impl)]
             try:
                 caller(**kwargs)
                 return faults
             except Exception as exc:
+                # pluggy's call order, worked out only once one raised (an observer hears every event)
+                order = [impl.plugin for impl in reversed(caller.get_hookimpls()) if not _is_wrapper(impl)]
                 impl = _implementation_in(exc, _implementation_codes(caller))
                 owner = self.distribution_of(impl.plugin) if impl is not None else "a plugin"
                 faults.append(f"plugin {owner}: {hook} raised {type(exc).__name__}: {exc} (ignored)")

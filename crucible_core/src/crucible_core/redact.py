@@ -57,6 +57,39 @@ def _scoped(pattern: re.Pattern[str]) -> str:
 # them was most of what a session-log line cost to write.
 ANY_SECRET_PATTERN = re.compile("|".join(_scoped(pattern) for pattern in SECRET_PATTERNS))
 
+# For each shape, literal text every match of it contains, in lower case. The combined search
+# above tries every alternative at every character, so on a long text (a prompt, a diff) it
+# costs about 0.1 ms per kilobyte; finding these literals first costs a few microseconds, and a
+# shape is searched for only when its literals are there. Sound for ASCII text only, where
+# lowering the text is exact and `(?i)` matches nothing but ASCII letters' two cases.
+SECRET_ANCHORS: tuple[tuple[str, ...], ...] = (
+    ("-----begin",),
+    ("sk-ant-",),
+    ("sk-",),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("github_pat_",),
+    ("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"),
+    ("akia",),
+    ("aiza",),
+    ("eyj",),
+    ("bearer", "basic"),
+    ("x-api-key", "authorization", "apikey", "api_key", "api-key", "token", "secret", "password"),
+)
+_ANCHORED = tuple(zip(SECRET_PATTERNS, SECRET_ANCHORS, strict=True))
+# Below this length the combined search is as cheap as looking for the literals.
+_ANCHORS_FROM_LENGTH = 48
+
+
+def may_hold_secret_shape(value: str) -> bool:
+    """Whether some secret shape (SECRET_PATTERNS) occurs in `value`: ANY_SECRET_PATTERN's answer."""
+    if len(value) < _ANCHORS_FROM_LENGTH or not value.isascii():
+        return ANY_SECRET_PATTERN.search(value) is not None
+    lowered = value.lower()
+    return any(
+        any(anchor in lowered for anchor in anchors) and pattern.search(value) is not None
+        for pattern, anchors in _ANCHORED
+    )
+
 
 # One base64 character of either alphabet: what stands where a character mixes the value's bits
 # with its neighbour's, and so is not known from the value alone.
@@ -106,6 +139,8 @@ def _without_line_breaks(text: str) -> tuple[str, list[int]]:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+_MEMO_MAX_LENGTH = 64  # longer texts (notes, diffs, prompts) seldom recur
+_MEMO_ENTRIES = 4096
 
 
 @value_methods
@@ -119,6 +154,9 @@ class Redactor:
 
     _patterns: set[str] = attrs.field(factory=set)  # regular expressions, one per form of a value
     _exact: re.Pattern[str] | None = attrs.field(default=None, init=False)
+    # Short texts as redacted under the current values: a log line's keys, kinds and statuses
+    # recur on every line, and looking one up costs a tenth of redacting it again.
+    _memo: dict[str, str] = attrs.field(factory=dict, init=False)
 
     def add(self, values: Iterable[str]) -> None:
         fresh = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH}
@@ -128,6 +166,9 @@ class Redactor:
             # Longest first so a secret that contains another is masked whole.
             ordered = sorted(self._patterns, key=len, reverse=True)
             self._exact = re.compile("|".join(ordered))
+            # A fresh memo, set after the pattern: a text redacted under the old values on another
+            # thread (the broker's adds a value) lands in the old memo, which nobody reads again.
+            self._memo = {}
 
     def add_env(self, env: Mapping[str, str]) -> None:
         self.add(env.values())
@@ -151,11 +192,23 @@ class Redactor:
         return value
 
     def text(self, value: str) -> str:
+        if len(value) > _MEMO_MAX_LENGTH:
+            return self._redacted(value)
+        memo = self._memo  # taken before redacting: see add()
+        found = memo.get(value)
+        if found is None:
+            found = self._redacted(value)
+            if len(memo) >= _MEMO_ENTRIES:
+                memo.clear()
+            memo[value] = found
+        return found
+
+    def _redacted(self, value: str) -> str:
         if self._exact is not None:
             value = self._exact.sub(MASK, value)
             if "\n" in value or "\r" in value:
                 value = self._split_across_lines(value)
-        if ANY_SECRET_PATTERN.search(value) is None:
+        if not may_hold_secret_shape(value):
             return value
         for pattern in SECRET_PATTERNS:
             if pattern.groups >= 2:
@@ -171,8 +224,30 @@ class Redactor:
             return value
         if kind is str or isinstance(value, str):
             return self.text(value)
-        if kind is dict or isinstance(value, Mapping):
+        if kind is dict:
+            return self._mapping(value)
+        if isinstance(value, Mapping):
             return {self.text(str(k)): self.obj(v) for k, v in value.items()}
         if kind is list or isinstance(value, list | tuple):
             return [self.obj(v) for v in value]
         return value
+
+    def _mapping(self, value: dict[Any, Any]) -> dict[str, Any]:
+        """`obj` of a dict, with the memo looked up in line: a log line is a dict of short strings,
+        and a call per key and per value was most of what redacting it cost."""
+        memo = self._memo  # taken before redacting: see add()
+        text = self.text
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            key = memo.get(k) if type(k) is str else None
+            if key is None:
+                key = text(str(k))
+            kind = type(v)
+            if kind in _SCALARS:
+                out[key] = v
+            elif kind is str:
+                found = memo.get(v)
+                out[key] = found if found is not None else text(v)
+            else:
+                out[key] = self.obj(v)
+        return out

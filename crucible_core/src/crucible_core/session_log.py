@@ -23,6 +23,12 @@ PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 
 Observer = Callable[[Mapping[str, Any]], None]
+_TWIN_BATCH_BYTES = 64 * 1024  # the most the twin lags the log by, in memory
+
+# One encoder for every line, made once: json.dumps with any option builds a new one per call,
+# which cost about twice the encoding of a short line. No cycle check: a line is a tree the
+# wire unstructured.
+_encode_line = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=False).encode
 
 
 class SessionLog:
@@ -32,7 +38,8 @@ class SessionLog:
     line at the tail, which readers skip.
 
     The state directory sits where a local agent can reach it, so the log keeps a twin: an
-    unlinked file no other process can name, written alongside every line. When the log is
+    unlinked file no other process can name, holding every line (copied in batches, caught up
+    before it is read: it dies with the process like the lines not yet copied). When the log is
     deleted, replaced or cut short (`rm -rf ../state`, `> session.jsonl`),
     `restore_if_damaged()` puts the whole log back from the twin.
     """
@@ -58,6 +65,11 @@ class SessionLog:
                 self._twin.write(chunk)
                 lines += chunk.count(b"\n")
         self._size = os.fstat(self._twin.fileno()).st_size
+        # Lines not yet copied to the twin: it is read only to put the log back, and dies with
+        # the process, so it is written in batches (one write per line cost a system call each)
+        # and caught up before it is read.
+        self._twin_pending: list[bytes] = []
+        self._twin_pending_bytes = 0
         # Every line carries `seq`, its place in the log, continued across resumptions; a log an
         # older writer left (no seq) is counted in lines.
         last = _last_seq(self._twin.fileno(), self._size)
@@ -79,15 +91,18 @@ class SessionLog:
         with self._lock:
             self._seq += 1
             obj: dict[str, Any] = self.redactor.obj(wire.envelope(event, round(time.time(), 3), self._seq))
-            text = json.dumps(obj, separators=(",", ":"), default=str)
-            if "\\ud" in text:  # json.dumps writes every non-ASCII character as a lowercase escape
+            text = _encode_line(obj)
+            if "\\ud" in text:  # the encoder writes every non-ASCII character as a lowercase escape
                 # a lone surrogate that reached an event (whatever its source) is written, and
                 # shown to observers, as U+FFFD: no reader of this line can then fail to print it
                 obj = without_lone_surrogates(obj)
-                text = json.dumps(obj, separators=(",", ":"), default=str)
+                text = _encode_line(obj)
             data = (text + "\n").encode("utf-8")
             os.write(self._fd, data)
-            self._twin.write(data)
+            self._twin_pending.append(data)
+            self._twin_pending_bytes += len(data)
+            if self._twin_pending_bytes >= _TWIN_BATCH_BYTES:
+                self._catch_up_twin()
             self._size += len(data)
             for observer in list(self.observers):
                 observer(obj)
@@ -142,7 +157,14 @@ class SessionLog:
     def rescue_path(self) -> Path:
         return self.path.parent.parent / f"{self.path.parent.name}-rescued-{self.path.name}"
 
+    def _catch_up_twin(self) -> None:
+        if self._twin_pending:
+            self._twin.write(b"".join(self._twin_pending))
+            self._twin_pending.clear()
+            self._twin_pending_bytes = 0
+
     def _rewrite_from_twin(self, target: Path) -> None:
+        self._catch_up_twin()
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.restore{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)

@@ -404,6 +404,8 @@ class LoopLane:
         self.opened.close()  # the round's runners among them
         if self.search is not None:
             self.search.close()
+        if self._engine is not None:
+            self._engine.close()  # its prompt copy
 
     def closing_events(self, ending: Ending) -> list[wire.Event]:
         run = self.run_state

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,7 +57,7 @@ class RunPaths:
     def control_file(self) -> Path:
         return self.state_dir / "control.json"
 
-    @property
+    @functools.cached_property  # asked for several times in every iteration
     def private_dir(self) -> Path:
         return self.state_dir / PRIVATE_DIR_NAME
 
@@ -67,7 +69,7 @@ class RunPaths:
     def provisioning_file(self) -> Path:
         return self.workspace / "PROVISIONING_PENDING.json"
 
-    @property
+    @functools.cached_property  # asked for several times in every iteration
     def distress_dir(self) -> Path:
         # in the state directory, not the workspace: a restore or a snapshot must never touch it
         return self.state_dir / "distress"
@@ -76,6 +78,14 @@ class RunPaths:
         """The state directory and its parts, private to the user who runs the engine (0700):
         the log, the ledger and the engine's records are nobody else's to read."""
         for directory in (self.state_dir, self.distress_dir, self.private_dir):
+            # one stat when all is well (the guard asks after every child the agent or the
+            # measure controls); made, or made private again, only when it is not
+            try:
+                st = os.stat(directory)
+            except OSError:
+                st = None
+            if st is not None and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700:
+                continue
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(directory, 0o700)
 

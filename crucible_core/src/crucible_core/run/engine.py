@@ -20,7 +20,7 @@ from crucible_core.contract.plain_text import plain
 from crucible_core.contract.reading import Direction, Reading
 from crucible_core.errors import CrucibleError, RunFailed
 from crucible_core.manifest.loader import LoadedManifest
-from crucible_core.manifest.paths import RunPaths, write_fresh
+from crucible_core.manifest.paths import RunPaths
 from crucible_core.plan.runners import RemoteMeasure, TaskRunner
 from crucible_core.protocols import AgentBackend, FailureClass, Judge, Turn, TurnResult, World
 from crucible_core.redact import Redactor
@@ -36,6 +36,7 @@ from crucible_core.run.preflight import Preflight
 from crucible_core.run.signals import AgentSignals, SignalContext
 from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
+from crucible_core.workspace_files import OwnedFile
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -89,6 +90,10 @@ class Engine:
     remote_measure: RemoteMeasure | None = None
     caps: frozenset[str] = frozenset()  # --cap: what this machine provides to an authored graph's tasks
     task_runners: tuple[TaskRunner, ...] = ()  # [deploy]'s runners, for an authored graph's tasks
+
+    # The turn's prompt copy for scripted proposers, rewritten in place each turn and emptied
+    # after it (workspace_files.OwnedFile: making and removing a file each turn cost 0.2 to 0.3 ms).
+    _prompt_copy: OwnedFile | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))
@@ -356,13 +361,13 @@ class Engine:
     def propose(self, run: Run, iteration: int) -> TurnResult:
         steer = self.gates.take_steer()
         text = self.render_prompt(run, iteration, steer)
-        # A redacted copy for scripted proposers, gone after the turn: files the run writes hold
-        # no secret (the agent itself gets the prompt whole, on stdin or through its harness).
-        # Written in place, not renamed into place: nothing reads it before the turn starts, and
-        # it is removed after the turn, so no reader can see it half written.
-        prompt_file = self.paths.private_dir / "prompt.md"
-        write_fresh(prompt_file, self.redactor.text(text).encode("utf-8"), mode=0o600)
-        env = {"CRUCIBLE_PROMPT_FILE": str(prompt_file)}
+        # A redacted copy for scripted proposers, emptied after the turn: files the run writes
+        # hold no secret (the agent itself gets the prompt whole, on stdin or through its harness).
+        # Rewritten in place: nothing reads it before the turn starts or after it ends, so no
+        # reader can see it half written.
+        prompt_copy = self._prompt_copy_file()
+        prompt_copy.write(self.redactor.text(text).encode("utf-8"))
+        env = {"CRUCIBLE_PROMPT_FILE": str(prompt_copy.path)}
         if run.segment.regime:
             env["CRUCIBLE_REGIME"] = run.segment.regime
         turn, capped = self.agent_turn(
@@ -393,7 +398,7 @@ class Engine:
                     result = TurnResult(False, FailureClass.SPAWN, cost_usd=result.cost_usd, note=note)
         finally:
             with contextlib.suppress(OSError):  # the agent may have taken the directory with it
-                prompt_file.unlink(missing_ok=True)
+                prompt_copy.empty()
             capped.finish()
             if self.lifecycle is not None:
                 self.lifecycle.after_turn(turn, result)
@@ -409,6 +414,21 @@ class Engine:
             )
         )
         return result
+
+    def _prompt_copy_file(self) -> OwnedFile:
+        path = self.paths.private_dir / "prompt.md"
+        if self._prompt_copy is None or self._prompt_copy.path != path:
+            self.close()
+            self._prompt_copy = OwnedFile(path, mode=0o600)
+        return self._prompt_copy
+
+    def close(self) -> None:
+        """The run is over: the prompt copy is removed, as it was made only for the turns."""
+        copy, self._prompt_copy = self._prompt_copy, None
+        if copy is not None:
+            copy.close()
+            with contextlib.suppress(OSError):
+                copy.path.unlink(missing_ok=True)
 
     def agent_turn(
         self, iteration: int, prompt: str, workspace: Path, env: Mapping[str, str], *, session: str | None

@@ -2,7 +2,8 @@
 
 A view of the session log (docs/architecture.md): it hears the run's start line and its rows
 through `crucible_session_event`, and at `crucible_run_start` (a loop run only) opens the page,
-folding the log of a resumed run for its earlier rows. After every row it rewrites both files.
+folding the log of a resumed run for its earlier rows. After every row it rewrites the page, and
+the chart at most once a second while rows come faster; `crucible_run_end` draws the last chart.
 The agent reads the page as the run's history; nothing else in crucible reads it, so leaving
 this plugin out removes the two files and nothing more. Its score chart is also the flow page's.
 
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from crucible_core.api import hookimpl
 
 if TYPE_CHECKING:  # the view and its renderers load when a loop run starts
-    from crucible_core.api import RunContext
+    from crucible_core.api import RunContext, RunEnd
     from crucible_results_md.view import ResultsView
 
 
@@ -37,9 +38,23 @@ def crucible_session_event(event: Mapping[str, Any]) -> None:
         if _current.view is not None:
             _current.view.row(event)
     elif kind == "start":
-        _current.start, _current.view = event, None
+        _close_view()
+        _current.start = event
     elif kind == "shutdown":
-        _current.start = _current.view = None
+        _close_view()
+        _current.start = None
+
+
+def _close_view() -> None:
+    if _current.view is not None:
+        _current.view.close()
+    _current.view = None
+
+
+@hookimpl
+def crucible_run_end(end: RunEnd) -> None:
+    if _current.view is not None:
+        _current.view.finish()  # the chart owed since its last drawing (view.py)
 
 
 @hookimpl

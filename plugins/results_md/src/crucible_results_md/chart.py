@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import attrs
+
 from crucible_core.api import shown_decision
 from crucible_results_md.score_chart import ChartPoint, render_score_chart
 
@@ -41,18 +43,36 @@ def _better(value: float, than: float | None, direction: str) -> bool:
     return than is None or (value < than if direction == "lower" else value > than)
 
 
-def render_results_chart(rows: Iterable[Any], *, direction: str) -> str:
-    rows = list(rows)
-    points: list[ChartPoint] = []
-    best = None
-    for row in rows:
+@attrs.define
+class ChartFold:
+    """The chart's points folded row by row: adding a row costs one point, not a walk of every row.
+
+    RESULTS.md is rewritten after each row; walking all n rows each time made a long run's
+    page cost O(n) per row before the SVG was even drawn.
+    """
+
+    direction: str
+    points: list[ChartPoint] = attrs.field(factory=list)
+    baseline: float | None = None  # the latest baseline row's score (a rescope measures a new one)
+    best: float | None = None  # the best kept score since that baseline, as the step line draws it
+
+    def add(self, row: Any) -> None:
         decision, score = row_decision(row), row_score(row)
         if decision == "baseline":
-            best = score
-            continue
-        if decision == "keep" and score is not None and _better(score, best, direction):
-            best = score
+            self.baseline = self.best = score
+            return
+        if decision == "keep" and score is not None and _better(score, self.best, self.direction):
+            self.best = score
         valid = _field(row, "valid")
         shown = shown_decision(decision, valid if isinstance(valid, bool) else None)
-        points.append(ChartPoint(int(_field(row, "iter") or 0), score, shown, best))
-    return render_score_chart(points, baseline=baseline_of(rows), direction=direction)
+        self.points.append(ChartPoint(int(_field(row, "iter") or 0), score, shown, self.best))
+
+    def render(self) -> str:
+        return render_score_chart(self.points, baseline=self.baseline, direction=self.direction)
+
+
+def render_results_chart(rows: Iterable[Any], *, direction: str) -> str:
+    fold = ChartFold(direction)
+    for row in rows:
+        fold.add(row)
+    return fold.render()

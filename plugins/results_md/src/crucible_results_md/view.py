@@ -4,24 +4,32 @@ Everything on the page comes from the session log as written, so it is already r
 plain: the goal and the gate from the run's start line, the rows from the row lines. A resumed
 run first folds its log for the rows earlier processes wrote, and rewrites the page at run
 start when its segment is already measured (otherwise the owed baseline's row rewrites it).
+
+The chart beside the page is redrawn with the page, but at most once every CHART_EVERY seconds
+while rows arrive faster (a scripted proposer's run); the last one is drawn when the run ends,
+and a resume draws it afresh. Drawing it takes time in proportion to the rows, so redrawing it
+after every row of a fast run cost more than the whole rest of the page.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.api import fold_path, wire, write_atomic
-from crucible_results_md.chart import RESULTS_CHART_NAME, baseline_of, render_results_chart
+from crucible_core.api import OwnedFile, fold_path, wire
+from crucible_results_md.chart import RESULTS_CHART_NAME, ChartFold
 from crucible_results_md.document import render_page, render_row
 
 if TYPE_CHECKING:
     from crucible_core.api import RunContext
 
 RESULTS_NAME = "RESULTS.md"
+CHART_EVERY = 1.0  # seconds: the least time between two drawings of the chart while rows arrive
 
 
 @attrs.define
@@ -34,11 +42,21 @@ class ResultsView:
     note: Callable[[str, str], None]  # a note in the session log: (text, level)
     rows: list[wire.RowWire] = attrs.field(factory=list)
     best: float | None = None
+    chart_every: float = CHART_EVERY
+    clock: Callable[[], float] = time.monotonic
     # The table's rows as rendered, for the baseline they were rendered against: a row's line
     # does not change until a new baseline (a rescope) is measured, so a page of n rows costs
     # one new line to write instead of n.
     _lines: list[str] = attrs.field(factory=list, init=False)
     _lines_baseline: float | None = attrs.field(default=None, init=False)
+    # The chart's points (and the latest baseline) for the rows folded so far, likewise one
+    # point per new row; `rows` may also be replaced whole (a resume's fold), hence the count.
+    _chart: ChartFold | None = attrs.field(default=None, init=False)
+    _charted: int = attrs.field(default=0, init=False)
+    # The two files, each rewritten in place through the descriptor that made it (OwnedFile).
+    _files: dict[str, OwnedFile] = attrs.field(factory=dict, init=False)
+    _drawn_at: float = attrs.field(default=-math.inf, init=False)  # when the chart was last drawn
+    _chart_owed: bool = attrs.field(default=False, init=False)  # rows since then are not on it
 
     @classmethod
     def begin(cls, start: Mapping[str, Any], context: RunContext) -> ResultsView:
@@ -74,8 +92,16 @@ class ResultsView:
         self.best = row.best
         self.write()
 
-    def _row_lines(self) -> list[str]:
-        baseline = baseline_of(self.rows)
+    def _fold(self) -> ChartFold:
+        """The chart fold, caught up with `rows`."""
+        if self._chart is None or self._charted > len(self.rows):
+            self._chart, self._charted = ChartFold(self.direction), 0
+        for row in self.rows[self._charted :]:
+            self._chart.add(row)
+        self._charted = len(self.rows)
+        return self._chart
+
+    def _row_lines(self, baseline: float | None) -> list[str]:
         if baseline != self._lines_baseline or len(self._lines) > len(self.rows):
             self._lines, self._lines_baseline = [], baseline
         for row in self.rows[len(self._lines) :]:
@@ -83,17 +109,48 @@ class ResultsView:
         return self._lines
 
     def write(self) -> None:
-        chart = render_results_chart(self.rows, direction=self.direction) if self.scored else None
+        """Rewrite the page, and the chart unless it was drawn less than `chart_every` ago."""
+        fold = self._fold()
+        now = self.clock()
+        draw = self.scored and now - self._drawn_at >= self.chart_every
         text = render_page(
             gate=self.gate,
             goal=self.goal,
             best=self.best,
-            chart=RESULTS_CHART_NAME if chart else None,
-            row_lines=self._row_lines(),
+            chart=RESULTS_CHART_NAME if self.scored else None,
+            row_lines=self._row_lines(fold.baseline),
         )
         try:
-            if chart:
-                write_atomic(self.workspace / RESULTS_CHART_NAME, chart.encode("utf-8"), durable=False)
-            write_atomic(self.workspace / RESULTS_NAME, text.encode("utf-8"), durable=False)
+            if draw:
+                self._draw(fold, now)
+            self._file(RESULTS_NAME).write(text.encode("utf-8"))
         except OSError as exc:
             self.note(f"could not update RESULTS.md: {exc}", "warn")
+        self._chart_owed = self.scored and not draw
+
+    def finish(self) -> None:
+        """The run is ending: draw the chart owed since its last drawing, then let the files go."""
+        try:
+            if self._chart_owed:
+                self._chart_owed = False
+                self._draw(self._fold(), self.clock())
+        except OSError as exc:
+            self.note(f"could not update RESULTS.md: {exc}", "warn")
+        finally:
+            self.close()
+
+    def _draw(self, fold: ChartFold, now: float) -> None:
+        self._drawn_at = now
+        self._file(RESULTS_CHART_NAME).write(fold.render().encode("utf-8"))
+
+    def _file(self, name: str) -> OwnedFile:
+        found = self._files.get(name)
+        if found is None:
+            found = self._files[name] = OwnedFile(self.workspace / name)
+        return found
+
+    def close(self) -> None:
+        """The run is over (or another starts in this process): let the files go."""
+        for file in self._files.values():
+            file.close()
+        self._files.clear()
