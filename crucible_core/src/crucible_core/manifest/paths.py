@@ -132,22 +132,6 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = 
     os.replace(tmp, path)
 
 
-def write_fresh(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write a file in place, as one this call creates, for a file nobody reads until this
-    returns and that is not kept (a turn's prompt copy, removed after the turn).
-
-    No temporary name and no rename, unlike `write_atomic`: a crash can leave the file torn, so
-    only a file whose next writer starts over may use it. Whatever stands at `path`, a planted
-    link included, is removed rather than written through.
-    """
-    fd = _create_new(path, mode)
-    try:
-        os.write(fd, data)
-        os.fchmod(fd, mode)  # whatever the umask took away, on the file we made
-    finally:
-        os.close(fd)
-
-
 def _create_new(tmp: Path, mode: int) -> int:
     """Open `tmp` as a file this call creates. The name is predictable and its directory may be
     the agent's (RESULTS.md sits in the workspace): whatever stands there, a link planted to
