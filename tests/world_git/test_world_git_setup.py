@@ -34,26 +34,6 @@ def test_prepare_turns_a_plain_directory_into_a_baseline(tmp_path: Path) -> None
     assert world.last_commit_sha() == base
 
 
-def test_a_small_baseline_is_written_loose_and_a_large_one_as_a_pack(tmp_path: Path) -> None:
-    """dulwich's pack costs about 6 ms however few objects it holds; a baseline of fewer than
-    PACK_MIN_OBJECTS objects is written as loose files, a larger one still as one pack."""
-    from crucible_world_git.loose_objects import PACK_MIN_OBJECTS
-
-    def baseline(ws: Path, files: int) -> tuple[list[str], list[Path]]:
-        for number in range(files):
-            write(ws, f"f{number}.txt", f"{number}\n")
-        GitWorld.at(ws, ()).prepare()
-        git(ws, "fsck", "--strict")  # every object the baseline names is there, however written
-        objects = ws / ".git" / "objects"
-        loose = [p.name for p in objects.iterdir() if len(p.name) == 2 and any(p.iterdir())]
-        return loose, list((objects / "pack").glob("*.pack"))
-
-    loose, packs = baseline(tmp_path / "small", 3)  # three blobs, a tree, a commit
-    assert packs == [] and len(loose) >= 3
-    loose, packs = baseline(tmp_path / "large", PACK_MIN_OBJECTS)
-    assert len(packs) == 1 and loose == []
-
-
 def test_prepare_again_keeps_the_pristine_base_and_commits_a_dirty_tree(tmp_path: Path) -> None:
     ws = make_base(tmp_path / "ws")
     head = git(ws, "rev-parse", "HEAD").strip()

@@ -26,11 +26,6 @@ LOOSE_COMPRESSION = 1
 STREAM_THRESHOLD = 32 << 20
 # Objects written inside packed() go to a new pack each time this much has gathered.
 PACK_BATCH_BYTES = 64 << 20
-# A batch of fewer objects than this is written loose after all: dulwich writes, indexes and
-# re-reads a pack for about 6 ms of CPU however small it is, while a loose object costs one
-# file (0.15 to 0.35 ms here); and a few loose files add next to nothing to a later check.
-# The counter's baseline is 7 objects (docs/performance.md, issue 27's sixth round).
-PACK_MIN_OBJECTS = 24
 _CHUNK = 1 << 20
 
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
@@ -187,8 +182,7 @@ class ObjectDatabase:
     def packed(self) -> Iterator[None]:
         """Objects written inside go into packs rather than one loose file each (a whole tree
         committed at once: fewer files to write now and to look at on every later check).
-        They are all on disk when the block ends; files of STREAM_THRESHOLD or more stay loose,
-        and so do the objects of a batch smaller than PACK_MIN_OBJECTS."""
+        They are all on disk when the block ends; files of STREAM_THRESHOLD or more stay loose."""
         self._batch = {}
         try:
             yield
@@ -199,12 +193,7 @@ class ObjectDatabase:
 
     def _flush_batch(self) -> None:
         batch = self._batch
-        if batch and len(batch) < PACK_MIN_OBJECTS:
-            for sha, (kind, body) in batch.items():
-                data = zlib.compress(b"%s %d\0" % (kind, len(body)) + body, LOOSE_COMPRESSION)
-                self._write_loose(sha, [data])  # the tee got its blobs when they were batched
-            batch.clear()
-        elif batch:
+        if batch:
             self._add_pack(len(batch), ((sha, kind, body) for sha, (kind, body) in batch.items()))
             self._present.update(batch)
             batch.clear()
