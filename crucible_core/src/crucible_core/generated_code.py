@@ -101,7 +101,11 @@ class CodeCache:
         if len(kept) > MAX_SCRIPTS:
             kept = {key: kept[key] for key in self._used if key in kept}
         volatile = sorted(self._volatile)[:MAX_SCRIPTS]
-        write_bytes(self.path, marshal.dumps((_HEADER, kept, volatile)))
+        try:
+            data = marshal.dumps((_HEADER, kept, volatile))
+        except ValueError:  # something unmarshallable: keep the file as it is
+            return
+        write_bytes(self.path, data)
         self.dirty = False
 
 
