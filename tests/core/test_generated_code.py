@@ -2,7 +2,6 @@
 a script's text is the very one kept, and left out of a process that calls main() with arguments."""
 
 from __future__ import annotations
-import __future__
 
 import json
 import marshal
@@ -18,7 +17,6 @@ from crucible_core.generated_code import CodeCache
 from tests.cli_support import ROOT, crucible_env
 
 COUNTER = ROOT / "examples" / "counter"
-FLAGS = __future__.annotations.compiler_flag
 
 
 def _counter_run(workdir: Path, cache: Path, *, as_command: bool = True) -> dict[str, Any]:
@@ -29,7 +27,7 @@ def _counter_run(workdir: Path, cache: Path, *, as_command: bool = True) -> dict
     args += ["--ui", "headless"]
     code = textwrap.dedent(
         f"""        import json, sys
-        import attr._make
+        import attr._make, typing
         from crucible_core import generated_code
         from crucible_core.cli.main import main
         sys.argv = ["crucible", *{args!r}]
@@ -38,7 +36,8 @@ def _counter_run(workdir: Path, cache: Path, *, as_command: bool = True) -> dict
         except SystemExit as exit:
             assert not exit.code, exit.code
         cache = generated_code._installed
-        found = {{"patched": "compile" in vars(attr._make), "installed": cache is not None}}
+        patched = ["compile" in vars(module) for module in (attr._make, typing)]
+        found = {{"patched": all(patched) if any(patched) else False, "installed": cache is not None}}
         if cache is not None:
             found.update(hits=cache.hits, misses=cache.misses)
         print(json.dumps(found), file=sys.stderr)
@@ -80,9 +79,13 @@ def test_every_kept_code_object_is_what_compile_makes_of_its_text(tmp_path: Path
     _counter_run(tmp_path / "run", cache)
     _header, kept, _volatile = marshal.loads(_cache_file(cache).read_bytes())
     assert len(kept) > 200
+    nameless = 0
     for key, (source, code, _changes) in kept.items():
-        mode, filename = key.split("\0")
-        assert code == compile(source, filename, mode, FLAGS, True), filename
+        flags, mode, filename, *text = key.split("\0", 3)
+        assert code == compile(source, filename, mode, int(flags), True), filename
+        assert text == ([source] if filename in ("", "<string>") else [])
+        nameless += filename == "<string>"
+    assert nameless > 30  # typing's string annotations, found by their text
 
 
 def test_a_caller_of_main_with_arguments_compiles_as_before(tmp_path: Path) -> None:
@@ -99,7 +102,7 @@ def test_a_changed_text_is_compiled_again_and_one_that_keeps_changing_is_no_long
     def session(source: str) -> tuple[int, int]:
         cache = CodeCache(path)
         namespace: dict[str, Any] = {}
-        exec(cache.compile(source, "<generated f>", "exec"), namespace)
+        exec(cache.compiler(0)(source, "<generated f>", "exec"), namespace)
         assert namespace["f"]() == int(source.rsplit(" ", 1)[-1])
         cache.save()
         return cache.hits, cache.misses
@@ -112,7 +115,7 @@ def test_a_changed_text_is_compiled_again_and_one_that_keeps_changing_is_no_long
     assert session("def f(): return 4") == (0, 1)  # changed twice in a row: volatile from now on
     assert session("def f(): return 4") == (0, 1)
     _header, kept, volatile = marshal.loads(Path(path).read_bytes())
-    assert kept == {} and volatile == ["exec\0<generated f>"]
+    assert kept == {} and volatile == ["0\0exec\0<generated f>"]
 
 
 def test_an_unreadable_or_foreign_file_is_ignored_and_replaced(tmp_path: Path) -> None:
@@ -124,14 +127,14 @@ def test_an_unreadable_or_foreign_file_is_ignored_and_replaced(tmp_path: Path) -
     ):
         path.write_bytes(junk)
         cache = CodeCache(str(path))
-        assert eval(cache.compile("6 * 7", "<generated g>", "eval")) == 42
+        assert eval(cache.compile("6 * 7", "<generated g>", "eval", 0)) == 42
         assert cache.misses == 1
         cache.save()
         again = CodeCache(str(path))
-        again.compile("6 * 7", "<generated g>", "eval")
+        again.compile("6 * 7", "<generated g>", "eval", 0)
         assert again.hits == 1
     path.write_bytes(
-        marshal.dumps((generated_code._HEADER, {"eval\0<generated g>": ("6 * 7", "no code", 0)}, []))
+        marshal.dumps((generated_code._HEADER, {"0\0eval\0<generated g>": ("6 * 7", "no code", 0)}, []))
     )
     cache = CodeCache(str(path))
-    assert eval(cache.compile("6 * 7", "<generated g>", "eval")) == 42 and cache.misses == 1
+    assert eval(cache.compile("6 * 7", "<generated g>", "eval", 0)) == 42 and cache.misses == 1

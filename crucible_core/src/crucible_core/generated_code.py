@@ -26,6 +26,7 @@ import builtins
 import marshal
 import os
 import sys
+from collections.abc import Callable
 from importlib.machinery import ModuleSpec, PathFinder
 from types import CodeType, ModuleType
 from typing import Any
@@ -33,10 +34,14 @@ from typing import Any
 from crucible_core.plugin_index import cache_file, write_bytes
 
 STEM = "generated-code"
-# The modules whose `compile(source, filename, mode)` calls go through the cache. Both are
-# written with `from __future__ import annotations`, which compile() passes on to what it makes.
-PATCHED = ("attr._make", "cattrs.gen")
-_FLAGS = __future__.annotations.compiler_flag
+# The modules whose `compile(source, filename, mode)` calls go through the cache, with the
+# compiler flags their own calls pass on: attrs and cattrs are written with `from __future__
+# import annotations`; typing compiles each string annotation it resolves (ForwardRef), some
+# 250 at a run's start, as "<string>".
+_ANNOTATIONS = __future__.annotations.compiler_flag
+PATCHED = {"attr._make": _ANNOTATIONS, "cattrs.gen": _ANNOTATIONS, "typing": 0}
+# Scripts without a name of their own are found by their text.
+_NAMELESS = ("", "<string>")
 # What the file was written by: code objects are only good for the interpreter that made them.
 _HEADER = ("crucible generated code 1", sys.version, sys.implementation.cache_tag)
 # Beyond this many scripts the file starts over with the ones the writing process used.
@@ -60,12 +65,22 @@ class CodeCache:
         self.misses = 0
         self.dirty = False  # something to write at exit
 
-    def compile(self, source: Any, filename: Any, mode: Any, *rest: Any, **options: Any) -> Any:
-        """compile(source, filename, mode) as the patched module's own call would do it."""
-        if rest or options or type(source) is not str or type(filename) is not str:
-            return builtins.compile(source, filename, mode, *rest, **options)
+    def compiler(self, flags: int) -> Callable[..., Any]:
+        """The compile() to put in a module whose own calls pass on `flags`."""
+
+        def compile(source: Any, filename: Any, mode: Any, *rest: Any, **options: Any) -> Any:
+            if rest or options or type(source) is not str or type(filename) is not str:
+                return builtins.compile(source, filename, mode, *rest, **options)
+            return self.compile(source, filename, mode, flags)
+
+        return compile
+
+    def compile(self, source: str, filename: str, mode: str, flags: int) -> CodeType:
+        """compile(source, filename, mode, flags, dont_inherit=True), from the file when it holds this very text."""
         kept = self._scripts()
-        key = f"{mode}\0{filename}"
+        key = f"{flags}\0{mode}\0{filename}"
+        if filename in _NAMELESS:
+            key = f"{key}\0{source}"
         found = kept.get(key)
         if found is not None and found[0] == source:
             self.hits += 1
@@ -75,7 +90,7 @@ class CodeCache:
                 self.dirty = True
             return found[1]
         self.misses += 1
-        code = builtins.compile(source, filename, mode, _FLAGS, True)
+        code: CodeType = builtins.compile(source, filename, mode, flags, True)
         if key in self._volatile:
             return code
         changes = found[2] + 1 if found is not None else 0
@@ -148,11 +163,11 @@ class _PatchOnImport:
         run = getattr(loader, "exec_module", None)
         if loader is None or run is None:
             return spec
-        cache = self.cache
+        compile = self.cache.compiler(PATCHED[name])
 
         def exec_module(module: ModuleType) -> None:
             run(module)
-            module.compile = cache.compile  # type: ignore[attr-defined]  # shadows the builtin there
+            module.compile = compile  # type: ignore[attr-defined]  # shadows the builtin there
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -177,7 +192,7 @@ def install() -> CodeCache | None:
     for name in PATCHED:
         module = sys.modules.get(name)
         if module is not None:
-            module.compile = cache.compile  # type: ignore[attr-defined]
+            module.compile = cache.compiler(PATCHED[name])  # type: ignore[attr-defined]
     if any(name not in sys.modules for name in PATCHED):
         sys.meta_path.insert(0, _PatchOnImport(cache))
     pid = os.getpid()
