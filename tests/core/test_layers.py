@@ -25,6 +25,7 @@ INFRASTRUCTURE = {
     "registry",
     "plugins",
     "plugin_index",
+    "generated_code",
     "hookspecs",
 }
 # What each layer may import besides itself (docs/architecture.md, "Core layers").

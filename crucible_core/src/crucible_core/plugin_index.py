@@ -82,14 +82,14 @@ def fingerprint(*, entry_point_files: bool = True) -> str:
     return "\n".join(parts)
 
 
-def cache_file(stem: str) -> str | None:
+def cache_file(stem: str, suffix: str = ".json") -> str | None:
     """The cache file `stem` of this interpreter, or None when there is no cache directory. One
     file per interpreter, so installations sharing a cache directory do not evict each other."""
     directory = cache_dir()
     if directory is None:
         return None
     tag = zlib.crc32(f"{sys.executable}\0{sys.prefix}".encode("utf-8", "surrogateescape"))
-    return os.path.join(directory, f"{stem}-{tag:08x}.json")
+    return os.path.join(directory, f"{stem}-{tag:08x}{suffix}")
 
 
 def read_cache(path: str | None, key: str) -> dict[str, Any] | None:
@@ -113,6 +113,20 @@ def write_cache(path: str | None, content: dict[str, Any]) -> None:
         temp = f"{path}.{os.getpid()}.tmp"
         with open(temp, "w", encoding="utf-8", errors="surrogateescape") as handle:
             json.dump(content, handle)
+        os.replace(temp, path)
+    except OSError:
+        pass
+
+
+def write_bytes(path: str | None, data: bytes) -> None:
+    """write_cache for a file of bytes."""
+    if path is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temp = f"{path}.{os.getpid()}.tmp"
+        with open(temp, "wb") as handle:
+            handle.write(data)
         os.replace(temp, path)
     except OSError:
         pass

@@ -34,6 +34,8 @@ from typing import IO
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 DEFAULT_CAPTURE_BYTES = 1 << 20
 # The longest stdout line handed to a line callback; a stream-json line carrying a large tool
 # result fits, a child printing megabytes without a newline is cut here.
@@ -91,7 +93,8 @@ for _ in range(3):
 """
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Completed:
     """What a supervised child did. `exit_code` is negative for a signal, as in subprocess."""
 

@@ -159,6 +159,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         # supervisor, so it may adopt their orphans (a cheaper sweep; see process.py). Called
         # in-process with arguments (tests, embedding), it leaves the host process as it is.
         # Help, the version and the print-only commands start no child, and skip the supervisor's import.
+        # First, before any record class is defined: the code attrs and cattrs generate is
+        # compiled once and kept between processes (generated_code.py).
+        from crucible_core import generated_code
+
+        generated_code.install()
         from crucible_core import process
 
         process.adopt_orphans()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from crucible_core.contract.records import value_methods
 from crucible_core.plan.kinds import Attempt, Outcome, Register, TaskContext, TaskKindSpec
 from crucible_core.plan.output import finite_score, last_json_object, reported_cost
 
@@ -20,12 +21,14 @@ if TYPE_CHECKING:  # the supervisor loads when a task first runs, not when the k
 ENGINE_OPS = ("propose", "apply", "measure", "grade", "decide")
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class CommandFields:
     command: str
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class EngineFields:
     op: str
     source: str | None = None

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from crucible_core.contract import wire
+from crucible_core.contract.records import value_methods
 from crucible_core.contract.wire import STAGE_ITERATION
 from crucible_core.plan import ir
 
@@ -23,7 +24,8 @@ DIED_IN_PLAN_TASK = "died_in_plan_task"
 CLEAN_EXIT = "clean_exit"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PlanTaskWire:
     name: str
     kind: str
@@ -49,7 +51,8 @@ class PlanTaskWire:
         )
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PlanAdmitted:
     plan_version: int
     reason: str
@@ -115,13 +118,15 @@ class PlanAdmitted:
         )
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class BlockedWire:
     reason: str
     task: str | None = None
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class TaskResult:
     task: str
     status: str

@@ -25,6 +25,7 @@ import attrs
 
 from crucible_core import process
 from crucible_core.contract import wire
+from crucible_core.contract.records import value_methods
 from crucible_core.plan import ir
 from crucible_core.plan.errors import PlanError
 from crucible_core.plan.events import (
@@ -150,7 +151,8 @@ class ExecutorConfig:
     ends_run: bool = True
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PlanReport:
     state: PlanState
     verdict: str  # "pass" or "fail"
@@ -163,7 +165,8 @@ class PlanReport:
     outcome: str = "finished"
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class PriorRun:
     """What a session log says an earlier process of this plan did."""
 
@@ -201,7 +204,8 @@ class PriorRun:
         return outcome != "stopped" and all(name in self.results for name in tasks)
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class _Settled:
     status: TaskStatus
     attempts: int

@@ -11,6 +11,8 @@ import enum
 
 import attrs
 
+from crucible_core.contract.records import value_methods
+
 
 class TaskStatus(enum.StrEnum):
     """The six statuses a task settles on (the task_result event's `status`)."""
@@ -42,14 +44,16 @@ BLOCK_NOTES: dict[BlockReason, str] = {
 }
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Edge:
     source: str
     target: str
     label: str
 
 
-@attrs.frozen
+@value_methods
+@attrs.frozen(repr=False, eq=False)
 class Machine:
     name: str
     initial: str
