@@ -96,20 +96,17 @@ def argv(pack: Path) -> list[str]:
 def killed_then_resumed(pack: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run until the task named by KILL_AT arms, SIGKILL the whole engine, then --resume."""
     armed = Path(env["CTL"]) / "armed"
-    proc = subprocess.Popen(
-        argv(pack),
-        cwd=pack,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    said = pack.parent / "first-run.out"  # what the first process said, should it end unkilled
+    with open(said, "wb") as out:
+        proc = subprocess.Popen(
+            argv(pack), cwd=pack, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT
+        )
     try:
         for _ in range(600):
             if armed.exists() or proc.poll() is not None:
                 break
             time.sleep(0.05)
-        assert armed.exists(), "the task meant to be killed never started"
+        assert armed.exists(), f"the task meant to be killed never started:\n{said.read_text()[-4000:]}"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

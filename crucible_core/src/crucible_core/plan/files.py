@@ -7,10 +7,12 @@ under `.crucible/inputs/<consumer>/<producer>/` before the consumer is dispatche
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import stat
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -77,6 +79,10 @@ class FileStore:
     def __init__(self, directory: Path, max_bytes: int) -> None:
         self.directory = directory
         self.max_bytes = max_bytes  # the directory is made by the first capture (publish)
+        # Tasks finishing together publish at once: the size check, the staging directory and
+        # its rename are one step, so no capture walks another's half-written staging directory
+        # and the cap holds for their sum.
+        self._publishing = threading.Lock()
 
     def set_dir(self, task: str) -> Path:
         return self.directory / task
@@ -87,8 +93,12 @@ class FileStore:
     def used_bytes(self) -> int:
         total = 0
         for path in self.directory.rglob("*"):
-            if path.is_file() and path.name != COMPLETE_MARKER:
-                total += path.stat().st_size
+            if path.name == COMPLETE_MARKER or path.relative_to(self.directory).parts[0].startswith(".tmp-"):
+                continue  # a staging directory a killed run left is not a captured set
+            with contextlib.suppress(FileNotFoundError):  # a set removed meanwhile (a retry's)
+                st = path.lstat()
+                if stat.S_ISREG(st.st_mode):
+                    total += st.st_size
         return total
 
     def captured(self, task: str) -> list[tuple[str, Path]]:
@@ -109,7 +119,8 @@ class FileStore:
         self, task: str, root: Path, paths: Iterable[str], before: dict[str, str | None] | None
     ) -> None:
         """Capture every path or none. `before` (failing attempts) keeps only what this attempt wrote."""
-        self.remove(task)
+        with self._publishing:  # a walk of the store (used_bytes) must not see a set vanish
+            self.remove(task)
         contents: dict[str, bytes] = {}
         for rel in paths:
             data = read_confined(root, rel, self.max_bytes)
@@ -117,18 +128,19 @@ class FileStore:
                 raise CaptureRefused(f"{rel}: not written by this attempt")
             contents[rel] = data
         size = sum(len(data) for data in contents.values())
-        if self.used_bytes() + size > self.max_bytes:
-            raise CaptureRefused(
-                f"the run's captured files would exceed {self.max_bytes} bytes ({MAX_BYTES_ENV})"
-            )
-        staging = self.directory / f".tmp-{uuid.uuid4().hex}"
-        for rel, data in contents.items():
-            out = staging / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(data)
-        staging.mkdir(parents=True, exist_ok=True)
-        (staging / COMPLETE_MARKER).write_text("ok\n")
-        os.replace(staging, self.set_dir(task))
+        with self._publishing:
+            if self.used_bytes() + size > self.max_bytes:
+                raise CaptureRefused(
+                    f"the run's captured files would exceed {self.max_bytes} bytes ({MAX_BYTES_ENV})"
+                )
+            staging = self.directory / f".tmp-{uuid.uuid4().hex}"
+            for rel, data in contents.items():
+                out = staging / rel
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(data)
+            staging.mkdir(parents=True, exist_ok=True)
+            (staging / COMPLETE_MARKER).write_text("ok\n")
+            os.replace(staging, self.set_dir(task))
 
     def stage(self, producers: Iterable[str], root: Path, consumer: str) -> tuple[Path, list[str]]:
         """Copy each producer's complete set read-only into the consumer's root; return what was staged."""
