@@ -235,7 +235,7 @@ class KeptRecord:
             # mtime set after it: a kill between that write and a utime left the mtime at the
             # keep, and a resume trusted whatever changed in the store since the check (the
             # measure ran in that gap).
-            _write_value(self.directory / "sound", "%020d" % max(sound_since_ns, 0))
+            _write_value(self.directory / "sound", f"{max(sound_since_ns, 0):020d}")
         _write_value(self.directory / "kept", commit)
         if base is not None:
             _write_text(self.directory / "base", base)
