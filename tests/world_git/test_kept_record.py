@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -217,7 +218,8 @@ def test_the_kept_commit_is_rewritten_in_place_and_still_read_back_after_each_ke
     assert record.kept() == first and kept_file.read_text() == first
     after = os.stat(kept_file)
     assert after.st_ino == before.st_ino  # the same file, written over: no temporary, no rename
-    assert record.kept_since_ns() == after.st_mtime_ns
+    # Since when a resume verifies the store: the check before the keep, kept beside it.
+    assert record.kept_since_ns() == int((record.directory / "sound").read_text()) <= after.st_mtime_ns
     write(world.memory.workspace, "src/app.py", "print('two')\n")
     second = world.snapshot("two")
     assert record.kept() == second != first
@@ -276,3 +278,38 @@ def test_an_object_damaged_between_the_stage_and_the_keep_never_enters_kept_hist
     for sha in git(ws, "rev-list", "--objects", "--all").split():
         if len(sha) == 40:
             assert record.db.has(bytes.fromhex(sha)) or sha == token
+
+
+class _Killed(BaseException):
+    """A SIGKILL at one system call: nothing after it runs."""
+
+
+def test_a_kill_right_after_the_kept_commit_is_written_still_has_a_resume_verify_the_gap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The keep after a stage trusts the stage's check; what changed after that check (the
+    # measure ran in between) must be verified by a resume whatever system call a kill lands
+    # on, the one after the kept commit is written included.
+    world, notes = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    write(ws, "docs/guide.md", "kept guide\n")
+    first = world.snapshot("one")
+    old_blob = git(ws, "rev-parse", f"{first}:docs/guide.md").strip()
+    write(ws, "src/app.py", "print('two')\n")
+    assert not world.stage().refused
+    mangle(ws, old_blob)  # the measure, between the stage's check and the keep
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise _Killed
+
+    monkeypatch.setattr(os, "utime", killed)
+    with contextlib.suppress(_Killed):  # the kill, wherever in the keep the call is made
+        world.snapshot("two")
+    monkeypatch.undo()
+    record = world.memory.record
+    assert record is not None and record.kept() != first  # the new kept commit was written
+
+    resumed = GitWorld.at(ws, (".claude/",), record=tmp_path / "state" / "record", note=notes.append)
+    staged = resumed.stage()
+    assert "damaged the workspace repository" in staged.refused
+    assert f"objects/{old_blob[:2]}/{old_blob[2:]} is not the object it names" in notes[-1]

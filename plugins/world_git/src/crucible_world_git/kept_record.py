@@ -13,6 +13,7 @@ Layout of the record directory:
   head       the ref HEAD named at setup ("" when detached)
   config, exclude   copies of the workspace repository's files at setup
   index      the checksum of the last index file the engine wrote (hex)
+  sound      when the workspace's object store was last found sound before a keep (ns)
   damaged-N  damaged repositories moved aside by a rebuild
 """
 
@@ -156,9 +157,15 @@ class KeptRecord:
         found sound before the latest keep, or when that keep was recorded (the kept file's
         mtime); None without one."""
         try:
-            return os.stat(self.directory / "kept").st_mtime_ns
+            since = os.stat(self.directory / "kept").st_mtime_ns
         except OSError:
             return None
+        # The moment the store was last found sound, written before the kept commit (`record`):
+        # the earlier of the two is right whichever system call a kill landed on.
+        sound = _read_text(self.directory / "sound")
+        if sound is not None and sound.isdigit():
+            since = min(since, int(sound))
+        return since
 
     def has_commit(self, commit: str) -> bool:
         try:
@@ -223,10 +230,13 @@ class KeptRecord:
             self._copy_tree(source, tree)
             self._store(sha, kind, body)
             pending.pop()
-        kept = self.directory / "kept"
-        _write_value(kept, commit)
         if sound_since_ns is not None:
-            os.utime(kept, ns=(sound_since_ns, sound_since_ns))
+            # Written before the kept commit, as a value of its own, not as the kept file's
+            # mtime set after it: a kill between that write and a utime left the mtime at the
+            # keep, and a resume trusted whatever changed in the store since the check (the
+            # measure ran in that gap).
+            _write_value(self.directory / "sound", f"{max(sound_since_ns, 0):020d}")
+        _write_value(self.directory / "kept", commit)
         if base is not None:
             _write_text(self.directory / "base", base)
 
