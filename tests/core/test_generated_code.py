@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import marshal
+import os
 import shutil
 import subprocess
 import sys
@@ -139,3 +140,33 @@ def test_an_unreadable_or_foreign_file_is_ignored_and_replaced(tmp_path: Path) -
     )
     cache = CodeCache(str(path))
     assert eval(cache.compile("6 * 7", "<generated g>", "eval", 0)) == 42 and cache.misses == 1
+
+
+def test_a_file_others_could_have_written_is_not_loaded(tmp_path: Path) -> None:
+    """The file holds code crucible runs: one that another user may write is not trusted."""
+    path = tmp_path / "code.marshal"
+    cache = CodeCache(str(path))
+    cache.compile("6 * 7", "<generated g>", "eval", 0)
+    cache.save()
+    path.chmod(0o666)
+    loose = CodeCache(str(path))
+    loose.compile("6 * 7", "<generated g>", "eval", 0)
+    assert (loose.hits, loose.misses) == (0, 1)
+    path.chmod(0o600)
+    kept = CodeCache(str(path))
+    kept.compile("6 * 7", "<generated g>", "eval", 0)
+    assert (kept.hits, kept.misses) == (1, 0)
+
+
+def test_saving_never_writes_through_a_link_planted_at_its_temporary_name(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "code.marshal"
+    path.parent.mkdir()
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("untouched\n")
+    (path.parent / f"code.marshal.{os.getpid()}.tmp").symlink_to(elsewhere)
+    cache = CodeCache(str(path))
+    cache.compile("6 * 7", "<generated g>", "eval", 0)
+    cache.save()
+    assert elsewhere.read_text() == "untouched\n"
+    assert CodeCache(str(path))._scripts()  # the file itself was written
+    assert path.stat().st_mode & 0o077 == 0

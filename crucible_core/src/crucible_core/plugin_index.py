@@ -14,6 +14,7 @@ changes it, and that changes no entry point.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -106,30 +107,32 @@ def read_cache(path: str | None, key: str) -> dict[str, Any] | None:
 
 def write_cache(path: str | None, content: dict[str, Any]) -> None:
     """Replace the cache file at once (readers never see half of it); one that cannot be written is not kept."""
-    if path is None:
-        return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temp = f"{path}.{os.getpid()}.tmp"
-        with open(temp, "w", encoding="utf-8", errors="surrogateescape") as handle:
-            json.dump(content, handle)
-        os.replace(temp, path)
-    except OSError:
-        pass
+    write_bytes(path, json.dumps(content).encode("utf-8", "surrogateescape"))
 
 
 def write_bytes(path: str | None, data: bytes) -> None:
-    """write_cache for a file of bytes."""
+    """Replace a cache file at once with `data`, readable by its owner only.
+
+    The temporary name is predictable, and an agent running as the same user could plant a
+    link there: whatever stands at it is removed, and the file is created, never opened through
+    a link (the marshal cache holds code crucible runs, see generated_code.py).
+    """
     if path is None:
         return
+    temp = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        temp = f"{path}.{os.getpid()}.tmp"
-        with open(temp, "wb") as handle:
-            handle.write(data)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
         os.replace(temp, path)
     except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
 
 
 def read(group: str, key: str) -> list[IndexedEntryPoint] | None:
