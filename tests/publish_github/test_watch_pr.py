@@ -11,11 +11,8 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,6 +25,7 @@ from crucible_publish_github.watch_state import held
 from tests import live_support as live
 from tests.cli_support import CRUCIBLE, crucible_env, run_crucible
 from tests.fakes.github_api import FakeGitHub, serve_github
+from tests.fakes.redirecting_api import recorder, serve
 
 TOKEN = "ghp_watchTestToken0123456789abcdefXYZ"
 REPO = "team/counter"
@@ -347,49 +345,11 @@ def test_state_file_damage_is_refused(tmp_path: Path, forge: FakeGitHub) -> None
     assert os.path.getsize(state) == len("{not json")
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    """Answers every GET with a redirect to `target` (when set), else an empty list; keeps the
-    Authorization header of each request it saw."""
-
-    target: str | None = None
-    seen: list[str | None] = []
-
-    def do_GET(self) -> None:
-        type(self).seen.append(self.headers.get("authorization"))
-        if type(self).target is not None:
-            self.send_response(302)
-            self.send_header("location", f"{type(self).target}{self.path}")
-            self.send_header("content-length", "0")
-            self.end_headers()
-            return
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", "2")
-        self.end_headers()
-        self.wfile.write(b"[]")
-
-    def log_message(self, *_args: object) -> None:
-        pass
-
-
-@contextmanager
-def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
 def test_a_redirect_off_the_api_is_not_followed_with_the_token(tmp_path: Path) -> None:
-    elsewhere = type("Elsewhere", (_Recorder,), {"target": None, "seen": []})
-    with _serve(elsewhere) as other:
-        api = type("Api", (_Recorder,), {"target": other, "seen": []})
-        with _serve(api) as url:
+    elsewhere = recorder(None)
+    with serve(elsewhere) as other:
+        api = recorder(other)
+        with serve(api) as url:
             done = run_crucible(
                 "watch-pr", "--pr", PR_URL, "--reseed", tmp_path / "STEER.md", "--once",
                 "--manifest", tmp_path / "crucible.toml",

@@ -38,17 +38,22 @@ class PlanTaskWire:
 
     @classmethod
     def of(cls, task: ir.Task) -> PlanTaskWire:
-        return cls(
-            name=task.name,
-            kind=task.kind,
-            depends_on=list(task.depends_on),
-            session=task.session or "",
-            needs=task.needs,
-            required=task.required,
-            join=task.join.value,
-            # the contract's token for the per-iteration graph, which the IR calls "main"
-            stage=STAGE_ITERATION if task.stage is ir.Stage.MAIN else task.stage.value,
-        )
+        return cls(**_task_fields(task))
+
+
+def _task_fields(task: ir.Task) -> dict[str, Any]:
+    """One admitted task as the plan_admitted line carries it."""
+    return {
+        "name": task.name,
+        "kind": task.kind,
+        "depends_on": list(task.depends_on),
+        "session": task.session or "",
+        "needs": task.needs,
+        "required": task.required,
+        "join": task.join.value,
+        # the contract's token for the per-iteration graph, which the IR calls "main"
+        "stage": STAGE_ITERATION if task.stage is ir.Stage.MAIN else task.stage.value,
+    }
 
 
 @value_methods
@@ -79,19 +84,7 @@ class PlanAdmitted:
             plan_version=plan.plan.version,
             reason=plan.plan.reason,
             budget_usd=float(budget) if math.isfinite(budget) else None,
-            tasks=[
-                wire.PlanTaskWire(
-                    name=task.name,
-                    kind=task.kind,
-                    depends_on=list(task.depends_on),
-                    session=task.session or "",
-                    needs=task.needs,
-                    required=task.required,
-                    join=task.join.value,
-                    stage=STAGE_ITERATION if task.stage is ir.Stage.MAIN else task.stage.value,
-                )
-                for task in plan.tasks
-            ],
+            tasks=[wire.PlanTaskWire(**_task_fields(task)) for task in plan.tasks],
         )
 
     def as_wire(self) -> wire.PlanAdmitted:
