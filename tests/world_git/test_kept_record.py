@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -313,3 +315,48 @@ def test_a_kill_right_after_the_kept_commit_is_written_still_has_a_resume_verify
     staged = resumed.stage()
     assert "damaged the workspace repository" in staged.refused
     assert f"objects/{old_blob[:2]}/{old_blob[2:]} is not the object it names" in notes[-1]
+
+
+_KEEP_A_HUGE_AGENT_BLOB = """
+import resource, subprocess, sys
+from pathlib import Path
+from crucible_world_git.gitworld import GitWorld
+from tests.world_git.support import GIT_ENV, make_base
+
+root, size = Path(sys.argv[1]), int(sys.argv[2])
+ws = make_base(root / "ws")
+world = GitWorld.at(ws, (".claude/",), record=root / "state" / "record", note=lambda _: None)
+world.prepare()
+# The agent's step, with the real git CLI: a sparse file of zeros, added by the agent itself,
+# so git writes its blob loosely and the engine's own write of it is skipped as already there.
+subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
+subprocess.run(["git", "add", "zeros.bin"], cwd=ws, env=GIT_ENV, check=True)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+kept = world.snapshot("huge")
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(kept, before * 1024, after * 1024)
+"""
+
+
+def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(tmp_path: Path) -> None:
+    # A compressible object is cheap for the agent to make and costs its whole size to inflate.
+    # Measured as the peak resident size (ru_maxrss) of a child process that does the keep: it
+    # counts every allocation, zlib's and dulwich's included, which tracemalloc would not see.
+    # Under core.bigFileThreshold (512 MiB), so `git add` writes the blob loose, not into a pack.
+    size = 400 << 20
+    done = subprocess.run(
+        [sys.executable, "-c", _KEEP_A_HUGE_AGENT_BLOB, str(tmp_path), str(size)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    kept, _, peak = done.stdout.split()
+    assert int(peak) < size // 4, f"peak resident {int(peak) >> 20} MiB keeping a {size >> 20} MiB blob"
+    ws = tmp_path / "ws"
+    blob = git(ws, "rev-parse", f"{kept}:zeros.bin").strip()
+    assert (ws / ".git" / "objects" / blob[:2] / blob[2:]).is_file()  # the agent's loose blob
+    record = tmp_path / "state" / "record" / "objects"
+    git(ws, "--git-dir", str(record), "cat-file", "-e", blob)
+    assert git(ws, "--git-dir", str(record), "cat-file", "-s", blob).strip() == str(size)
