@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,9 @@ from crucible_core.protocols import World, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.commandworld import CommandWorld
 from crucible_world_git.gitworld import GitWorld
+from crucible_world_git.loose_objects import STREAM_THRESHOLD
 from crucible_world_git.settings import CommandWorldSettings
-from tests.world_git.support import git, make_base, worktree, write
+from tests.world_git.support import GIT_ENV, git, make_base, worktree, write
 
 
 def recorded_world(tmp_path: Path) -> tuple[GitWorld, list[str]]:
@@ -321,6 +324,7 @@ _KEEP_A_HUGE_AGENT_BLOB = """
 import resource, subprocess, sys
 from pathlib import Path
 from crucible_world_git.gitworld import GitWorld
+from crucible_world_git.loose_objects import STREAM_THRESHOLD
 from tests.world_git.support import GIT_ENV, make_base
 
 root, size = Path(sys.argv[1]), int(sys.argv[2])
@@ -357,6 +361,54 @@ def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(tmp
     ws = tmp_path / "ws"
     blob = git(ws, "rev-parse", f"{kept}:zeros.bin").strip()
     assert (ws / ".git" / "objects" / blob[:2] / blob[2:]).is_file()  # the agent's loose blob
-    record = tmp_path / "state" / "record" / "objects"
-    git(ws, "--git-dir", str(record), "cat-file", "-e", blob)
-    assert git(ws, "--git-dir", str(record), "cat-file", "-s", blob).strip() == str(size)
+    # The record's copy, read back by git itself, in pieces: the same blob.
+    env = {**GIT_ENV, "GIT_OBJECT_DIRECTORY": str(tmp_path / "state" / "record" / "objects")}
+    reader = subprocess.Popen(["git", "cat-file", "blob", blob], cwd=ws, env=env, stdout=subprocess.PIPE)
+    assert reader.stdout is not None
+    digest = hashlib.sha1(b"blob %d\0" % size)
+    while chunk := reader.stdout.read(1 << 20):
+        digest.update(chunk)
+    assert reader.wait() == 0 and digest.hexdigest() == blob
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "other content of the same size",
+        "checksum cut off",
+        "bytes after the end",
+        "a header saying it is small",  # read whole unless the read stops at the stated size
+        "a header saying one byte less",
+    ],
+)
+def test_a_huge_loose_blob_damaged_before_the_keep_is_refused_by_the_record(
+    tmp_path: Path, damage: str
+) -> None:
+    # The streamed copy verifies the object against its id as the whole-object one does.
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    record = world.memory.record
+    assert record is not None
+    kept = record.kept()
+    size = STREAM_THRESHOLD + 1
+    subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
+    git(ws, "add", "zeros.bin")  # the agent's own loose blob
+    blob = git(ws, "hash-object", "zeros.bin").strip()
+    assert not world.stage().refused
+    path = ws / ".git" / "objects" / blob[:2] / blob[2:]
+    path.chmod(0o644)
+    if damage == "checksum cut off":  # every byte of the body still inflates
+        path.write_bytes(path.read_bytes()[:-4])
+    elif damage == "bytes after the end":
+        path.write_bytes(path.read_bytes() + b"trailing")
+    elif damage == "a header saying it is small":
+        path.write_bytes(zlib.compress(b"blob 5\0" + b"\0" * size, 1))
+    elif damage == "a header saying one byte less":
+        path.write_bytes(zlib.compress(b"blob %d\0" % (size - 1) + b"\0" * size, 1))
+    else:
+        path.write_bytes(zlib.compress(b"blob %d\0" % size + b"\1" * size, 1))
+    with pytest.raises(CrucibleError, match="the candidate was not kept"):
+        world.snapshot("huge")
+    assert record.kept() == kept
+    assert not record.db.on_disk(bytes.fromhex(blob))
+    assert not list((record.objects / blob[:2]).glob("tmp_obj_*"))  # nothing half-written left behind

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import os
 import stat
 import zlib
@@ -30,6 +31,7 @@ _CHUNK = 1 << 20
 
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _TYPE_NUMBERS = {name: number for number, name in _TYPE_NAMES.items()}
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -155,15 +157,8 @@ class ObjectDatabase:
         return sha
 
     def _write_loose(self, sha: bytes, parts: list[bytes], *, tee: bool = False) -> None:
-        directory, path = self._loose_path(sha)
-        if directory not in self._made_dirs:
-            _real_directory(directory)
-            self._made_dirs.add(directory)
-        tmp = directory + b"/tmp_obj_%d_%s" % (os.getpid(), sha.hex()[:8].encode())
-        # The name is predictable: whatever stands there (a link the agent planted) goes first.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
+        tmp, path = self._temporary(sha)
+        fd = os.open(tmp, _CREATE, 0o444)
         try:
             with os.fdopen(fd, "wb", closefd=False) as f:
                 for part in parts:
@@ -177,6 +172,94 @@ class ObjectDatabase:
             self.watch.wrote(path[len(self.root) + 1 :])
         if tee and self.tee is not None and not self.tee.has(sha):
             self.tee._write_loose(sha, parts)
+
+    def _temporary(self, sha: bytes) -> tuple[bytes, bytes]:
+        """(a free temporary name, the final path) for writing object `sha` loose."""
+        directory, path = self._loose_path(sha)
+        if directory not in self._made_dirs:
+            _real_directory(directory)
+            self._made_dirs.add(directory)
+        tmp = directory + b"/tmp_obj_%d_%s" % (os.getpid(), sha.hex()[:8].encode())
+        # The name is predictable: whatever stands there (a link the agent planted) goes first.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        return tmp, path
+
+    def copy_into(self, target: ObjectDatabase, sha: bytes) -> bytes:
+        """Store object `sha` of this database in `target`; return the id its content has.
+
+        The caller compares that id with `sha`: a differing one (b"" when the body is longer
+        or shorter than its header says) means the object here is damaged, and then `target`
+        did not get it. A loose object of STREAM_THRESHOLD or more
+        is inflated, hashed and compressed again in pieces, never whole: the agent can write a
+        blob of a few GiB that compresses to almost nothing. Any other object is read whole
+        (a packed one through dulwich).
+        """
+        _, path = self._loose_path(sha)
+        if self._batch is None or sha not in self._batch:
+            try:
+                f = open_regular(path)
+            except FileNotFoundError:
+                pass
+            else:
+                with f:
+                    pieces = inflated(f)
+                    head = b""
+                    for piece in pieces:
+                        head += piece
+                        if b"\0" in head or len(head) >= 64:
+                            break
+                    header, nul, rest = head.partition(b"\0")
+                    kind, _, size_text = header.partition(b" ")
+                    if not nul or kind not in _TYPE_NUMBERS or not size_text.isdigit() or len(size_text) > 20:
+                        raise zlib.error(f"object {sha.hex()} has no valid header")
+                    size = int(size_text)
+                    if size >= STREAM_THRESHOLD:
+                        return target._write_stream(sha, kind, size, itertools.chain((rest,), pieces))
+                    body = bytearray(rest)
+                    for piece in pieces:
+                        body += piece
+                        if len(body) > size:  # its header lies about its size: read no further
+                            return b""
+                    return target.write(kind, bytes(body))
+        kind, body = self.read(sha)
+        return target.write(kind, body)
+
+    def _write_stream(self, sha: bytes, kind: bytes, size: int, pieces: Iterator[bytes]) -> bytes:
+        """Write the object claiming id `sha` from its body's pieces, hashing as it goes; kept
+        only when its id is `sha`. Returns the id it has (b"" when the body is not `size` long)."""
+        if self.has(sha):
+            return sha
+        header = b"%s %d\0" % (kind, size)
+        digest = hashlib.sha1(header)
+        compressor = zlib.compressobj(LOOSE_COMPRESSION)
+        total = 0
+        tmp, path = self._temporary(sha)
+        fd = os.open(tmp, _CREATE, 0o444)
+        try:
+            with os.fdopen(fd, "wb", closefd=False) as f:
+                f.write(compressor.compress(header))
+                for piece in pieces:
+                    digest.update(piece)
+                    total += len(piece)
+                    if total > size:
+                        break  # more than its header says: not the object it names
+                    f.write(compressor.compress(piece))
+                f.write(compressor.flush())
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        finally:
+            os.close(fd)
+        actual = digest.digest() if total == size else b""  # its header gave the wrong size
+        if actual != sha:
+            os.unlink(tmp)
+            return actual
+        os.replace(tmp, path)
+        self._present.add(sha)
+        if self.watch is not None:
+            self.watch.wrote(path[len(self.root) + 1 :])
+        return sha
 
     @contextlib.contextmanager
     def packed(self) -> Iterator[None]:
@@ -255,6 +338,23 @@ def _real_directory(directory: bytes) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(directory)
         os.mkdir(directory)
+
+
+def inflated(f: BinaryIO) -> Iterator[bytes]:
+    """The inflated content of a zlib stream, in pieces of at most 1 MiB however well it
+    compresses (a few KiB of it can inflate to GiBs); zlib.error when the stream is cut short
+    or anything follows it."""
+    inflate = zlib.decompressobj()
+    while not inflate.eof and (chunk := f.read(_CHUNK)):
+        while not inflate.eof:
+            piece = inflate.decompress(chunk, _CHUNK)
+            chunk = inflate.unconsumed_tail
+            if piece:
+                yield piece
+            elif not chunk:
+                break  # wants more input
+    if not inflate.eof or inflate.unused_data or f.read(1):
+        raise zlib.error("not one whole zlib stream")
 
 
 def _chunks(path: bytes) -> Iterator[bytes]:
