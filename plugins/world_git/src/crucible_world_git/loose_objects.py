@@ -216,12 +216,12 @@ class ObjectDatabase:
                     size = int(size_text)
                     if size >= STREAM_THRESHOLD:
                         return target._write_stream(sha, kind, size, itertools.chain((rest,), pieces))
-                    body = bytearray(rest)
+                    gathered = bytearray(rest)
                     for piece in pieces:
-                        body += piece
-                        if len(body) > size:  # its header lies about its size: read no further
+                        gathered += piece
+                        if len(gathered) > size:  # its header lies about its size: read no further
                             return b""
-                    return target.write(kind, bytes(body))
+                    return target.write(kind, bytes(gathered))
         kind, body = self.read(sha)
         return target.write(kind, body)
 
