@@ -327,14 +327,14 @@ from crucible_world_git.gitworld import GitWorld
 from crucible_world_git.loose_objects import STREAM_THRESHOLD
 from tests.world_git.support import GIT_ENV, make_base
 
-root, size = Path(sys.argv[1]), int(sys.argv[2])
+root, size, add = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 ws = make_base(root / "ws")
 world = GitWorld.at(ws, (".claude/",), record=root / "state" / "record", note=lambda _: None)
 world.prepare()
 # The agent's step, with the real git CLI: a sparse file of zeros, added by the agent itself,
 # so git writes its blob loosely and the engine's own write of it is skipped as already there.
 subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
-subprocess.run(["git", "add", "zeros.bin"], cwd=ws, env=GIT_ENV, check=True)
+subprocess.run(["git", *add, "add", "zeros.bin"], cwd=ws, env=GIT_ENV, check=True)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kept = world.snapshot("huge")
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -342,14 +342,19 @@ print(kept, before * 1024, after * 1024)
 """
 
 
-def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stored", ["loose", "packed"])
+def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(
+    tmp_path: Path, stored: str
+) -> None:
     # A compressible object is cheap for the agent to make and costs its whole size to inflate.
     # Measured as the peak resident size (ru_maxrss) of a child process that does the keep: it
     # counts every allocation, zlib's and dulwich's included, which tracemalloc would not see.
-    # Under core.bigFileThreshold (512 MiB), so `git add` writes the blob loose, not into a pack.
+    # Under core.bigFileThreshold (512 MiB by default), `git add` writes the blob loose; past
+    # it, into a pack of its own, whole (the agent sets the threshold low to get that cheaply).
     size = 400 << 20
+    add = ["-c", "core.bigFileThreshold=1m"] if stored == "packed" else []
     done = subprocess.run(
-        [sys.executable, "-c", _KEEP_A_HUGE_AGENT_BLOB, str(tmp_path), str(size)],
+        [sys.executable, "-c", _KEEP_A_HUGE_AGENT_BLOB, str(tmp_path), str(size), *add],
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
@@ -360,7 +365,9 @@ def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(tmp
     assert int(peak) < size // 4, f"peak resident {int(peak) >> 20} MiB keeping a {size >> 20} MiB blob"
     ws = tmp_path / "ws"
     blob = git(ws, "rev-parse", f"{kept}:zeros.bin").strip()
-    assert (ws / ".git" / "objects" / blob[:2] / blob[2:]).is_file()  # the agent's loose blob
+    assert (ws / ".git" / "objects" / blob[:2] / blob[2:]).is_file() == (
+        stored == "loose"
+    )  # the agent's blob
     # The record's copy, read back by git itself, in pieces: the same blob.
     env = {**GIT_ENV, "GIT_OBJECT_DIRECTORY": str(tmp_path / "state" / "record" / "objects")}
     reader = subprocess.Popen(["git", "cat-file", "blob", blob], cwd=ws, env=env, stdout=subprocess.PIPE)
@@ -412,3 +419,28 @@ def test_a_huge_loose_blob_damaged_before_the_keep_is_refused_by_the_record(
     assert record.kept() == kept
     assert not record.db.on_disk(bytes.fromhex(blob))
     assert not list((record.objects / blob[:2]).glob("tmp_obj_*"))  # nothing half-written left behind
+
+
+def test_a_huge_packed_blob_damaged_before_the_keep_is_refused_by_the_record(tmp_path: Path) -> None:
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    record = world.memory.record
+    assert record is not None
+    kept = record.kept()
+    size = STREAM_THRESHOLD + 1
+    subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
+    git(ws, "-c", "core.bigFileThreshold=1m", "add", "zeros.bin")  # the agent's blob, packed whole
+    blob = git(ws, "hash-object", "zeros.bin").strip()
+    assert not world.stage().refused
+    (pack,) = (ws / ".git" / "objects" / "pack").glob("*.pack")
+    pack.chmod(0o644)
+    with open(pack, "r+b") as f:  # same size, other bytes inside the object's compressed data
+        f.seek(pack.stat().st_size // 2)
+        damaged = bytes(byte ^ 0x55 for byte in f.read(4))
+        f.seek(pack.stat().st_size // 2)
+        f.write(damaged)
+    with pytest.raises(CrucibleError, match="the candidate was not kept"):
+        world.snapshot("huge")
+    assert record.kept() == kept
+    assert not record.db.on_disk(bytes.fromhex(blob))
+    assert not list((record.objects / blob[:2]).glob("tmp_obj_*"))

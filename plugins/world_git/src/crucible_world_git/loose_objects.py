@@ -192,8 +192,8 @@ class ObjectDatabase:
         or shorter than its header says) means the object here is damaged, and then `target`
         did not get it. A loose object of STREAM_THRESHOLD or more
         is inflated, hashed and compressed again in pieces, never whole: the agent can write a
-        blob of a few GiB that compresses to almost nothing. Any other object is read whole
-        (a packed one through dulwich).
+        blob of a few GiB that compresses to almost nothing. So is a whole (not deltified) one
+        of that size in a pack. Any other object is read whole (a packed one through dulwich).
         """
         _, path = self._loose_path(sha)
         if self._batch is None or sha not in self._batch:
@@ -222,8 +222,37 @@ class ObjectDatabase:
                         if len(gathered) > size:  # its header lies about its size: read no further
                             return b""
                     return target.write(kind, bytes(gathered))
+        big = self._big_packed(sha) if self._batch is None or sha not in self._batch else None
+        if big is not None:
+            with big[0] as f:
+                return target._write_stream(sha, big[1], big[2], _inflated_entry(f))
         kind, body = self.read(sha)
         return target.write(kind, body)
+
+    def _big_packed(self, sha: bytes) -> tuple[BinaryIO, bytes, int] | None:
+        """(the pack file positioned at the object's data, its kind, its size) when `sha` is a
+        whole (not deltified) object of STREAM_THRESHOLD or more in one of the packs here, as
+        `git add` stores a file past core.bigFileThreshold; None otherwise."""
+        if self._packs is None:
+            self.refresh()
+        assert self._packs is not None
+        raw = dulwich_names.raw_object_id(sha)
+        for pack in self._packs:
+            if raw not in pack:
+                continue
+            offset = pack.index.object_offset(raw)
+            f = open_regular(self.root + b"/pack/" + os.fsencode(os.path.basename(pack.data.filename)))
+            try:
+                f.seek(offset)
+                type_num, size = _pack_entry_header(f)
+            except BaseException:
+                f.close()
+                raise
+            if type_num in _TYPE_NAMES and size >= STREAM_THRESHOLD:
+                return f, _TYPE_NAMES[type_num], size
+            f.close()
+            return None
+        return None
 
     def _write_stream(self, sha: bytes, kind: bytes, size: int, pieces: Iterator[bytes]) -> bytes:
         """Write the object claiming id `sha` from its body's pieces, hashing as it goes; kept
@@ -345,6 +374,13 @@ def inflated(f: BinaryIO) -> Iterator[bytes]:
     compresses (a few KiB of it can inflate to GiBs); zlib.error when the stream is cut short
     or anything follows it."""
     inflate = zlib.decompressobj()
+    yield from _inflate(f, inflate)
+    if not inflate.eof or inflate.unused_data or f.read(1):
+        raise zlib.error("not one whole zlib stream")
+
+
+def _inflate(f: BinaryIO, inflate: zlib._Decompress) -> Iterator[bytes]:
+    """Feed `f` to `inflate` until its stream ends, yielding pieces of at most _CHUNK."""
     while not inflate.eof and (chunk := f.read(_CHUNK)):
         while not inflate.eof:
             piece = inflate.decompress(chunk, _CHUNK)
@@ -353,8 +389,32 @@ def inflated(f: BinaryIO) -> Iterator[bytes]:
                 yield piece
             elif not chunk:
                 break  # wants more input
-    if not inflate.eof or inflate.unused_data or f.read(1):
-        raise zlib.error("not one whole zlib stream")
+
+
+def _pack_entry_header(f: BinaryIO) -> tuple[int, int]:
+    """(type number, inflated size) from the header of a pack entry, read at its offset."""
+    first = f.read(1)
+    if not first:
+        raise zlib.error("a pack entry past the end of its pack")
+    byte = first[0]
+    type_num, size, shift = (byte >> 4) & 7, byte & 15, 4
+    while byte & 0x80:
+        more = f.read(1)
+        if not more or shift > 70:
+            raise zlib.error("a malformed pack entry header")
+        byte = more[0]
+        size |= (byte & 0x7F) << shift
+        shift += 7
+    return type_num, size
+
+
+def _inflated_entry(f: BinaryIO) -> Iterator[bytes]:
+    """The inflated data of one pack entry, from its zlib stream on (what follows it is the
+    next entry), in pieces of at most 1 MiB; zlib.error when the stream is cut short."""
+    inflate = zlib.decompressobj()
+    yield from _inflate(f, inflate)
+    if not inflate.eof:
+        raise zlib.error("a pack entry cut short")
 
 
 def _chunks(path: bytes) -> Iterator[bytes]:
