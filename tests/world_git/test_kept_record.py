@@ -323,18 +323,24 @@ def test_a_kill_right_after_the_kept_commit_is_written_still_has_a_resume_verify
 _KEEP_A_HUGE_AGENT_BLOB = """
 import resource, subprocess, sys
 from pathlib import Path
+from crucible_world_git import git_memory
 from crucible_world_git.gitworld import GitWorld
-from crucible_world_git.loose_objects import STREAM_THRESHOLD
 from tests.world_git.support import GIT_ENV, make_base
 
-root, size, add = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+root, size, stored = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+git_memory.LOOSE_LIMIT = 3  # past it, a check moves loose objects into a pack
 ws = make_base(root / "ws")
 world = GitWorld.at(ws, (".claude/",), record=root / "state" / "record", note=lambda _: None)
 world.prepare()
 # The agent's step, with the real git CLI: a sparse file of zeros, added by the agent itself,
 # so git writes its blob loosely and the engine's own write of it is skipped as already there.
 subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
+add = ["-c", "core.bigFileThreshold=1m"] if stored == "packed" else []
 subprocess.run(["git", *add, "add", "zeros.bin"], cwd=ws, env=GIT_ENV, check=True)
+if stored == "among many loose":
+    for n in range(5):
+        (ws / f"small{n}.txt").write_text(f"small {n}\\n")
+        subprocess.run(["git", "add", f"small{n}.txt"], cwd=ws, env=GIT_ENV, check=True)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kept = world.snapshot("huge")
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -342,7 +348,7 @@ print(kept, before * 1024, after * 1024)
 """
 
 
-@pytest.mark.parametrize("stored", ["loose", "packed"])
+@pytest.mark.parametrize("stored", ["loose", "packed", "among many loose"])
 def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(
     tmp_path: Path, stored: str
 ) -> None:
@@ -352,9 +358,10 @@ def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(
     # Under core.bigFileThreshold (512 MiB by default), `git add` writes the blob loose; past
     # it, into a pack of its own, whole (the agent sets the threshold low to get that cheaply).
     size = 400 << 20
-    add = ["-c", "core.bigFileThreshold=1m"] if stored == "packed" else []
+    # Among many loose objects, the check before the keep moves them into a pack (as git's
+    # auto gc would), reading each one.
     done = subprocess.run(
-        [sys.executable, "-c", _KEEP_A_HUGE_AGENT_BLOB, str(tmp_path), str(size), *add],
+        [sys.executable, "-c", _KEEP_A_HUGE_AGENT_BLOB, str(tmp_path), str(size), stored],
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
@@ -365,9 +372,10 @@ def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(
     assert int(peak) < size // 4, f"peak resident {int(peak) >> 20} MiB keeping a {size >> 20} MiB blob"
     ws = tmp_path / "ws"
     blob = git(ws, "rev-parse", f"{kept}:zeros.bin").strip()
-    assert (ws / ".git" / "objects" / blob[:2] / blob[2:]).is_file() == (
-        stored == "loose"
-    )  # the agent's blob
+    # The agent's blob stays loose unless git packed it; the small ones went into a pack.
+    assert (ws / ".git" / "objects" / blob[:2] / blob[2:]).is_file() == (stored != "packed")
+    small = git(ws, "rev-parse", f"{kept}:small0.txt").strip() if stored == "among many loose" else None
+    assert small is None or not (ws / ".git" / "objects" / small[:2] / small[2:]).exists()
     # The record's copy, read back by git itself, in pieces: the same blob.
     env = {**GIT_ENV, "GIT_OBJECT_DIRECTORY": str(tmp_path / "state" / "record" / "objects")}
     reader = subprocess.Popen(["git", "cat-file", "blob", blob], cwd=ws, env=env, stdout=subprocess.PIPE)

@@ -204,16 +204,7 @@ class ObjectDatabase:
             else:
                 with f:
                     pieces = inflated(f)
-                    head = b""
-                    for piece in pieces:
-                        head += piece
-                        if b"\0" in head or len(head) >= 64:
-                            break
-                    header, nul, rest = head.partition(b"\0")
-                    kind, _, size_text = header.partition(b" ")
-                    if not nul or kind not in _TYPE_NUMBERS or not size_text.isdigit() or len(size_text) > 20:
-                        raise zlib.error(f"object {sha.hex()} has no valid header")
-                    size = int(size_text)
+                    kind, size, rest = _loose_header(pieces, sha)
                     if size >= STREAM_THRESHOLD:
                         return target._write_stream(sha, kind, size, itertools.chain((rest,), pieces))
                     gathered = bytearray(rest)
@@ -228,6 +219,14 @@ class ObjectDatabase:
                 return target._write_stream(sha, big[1], big[2], _inflated_entry(f))
         kind, body = self.read(sha)
         return target.write(kind, body)
+
+    def _big_loose(self, sha: bytes) -> bool:
+        """Whether loose object `sha` says it is STREAM_THRESHOLD or more (its header alone read)."""
+        try:
+            with open_regular(self._loose_path(sha)[1]) as f:
+                return _loose_header(inflated(f), sha)[1] >= STREAM_THRESHOLD
+        except (OSError, zlib.error):
+            return False  # the read that packs it says what is wrong
 
     def _big_packed(self, sha: bytes) -> tuple[BinaryIO, bytes, int] | None:
         """(the pack file positioned at the object's data, its kind, its size) when `sha` is a
@@ -315,8 +314,10 @@ class ObjectDatabase:
         """Move these loose objects into one new pack and delete their files, as `git gc` does.
 
         Streamed: one object in memory at a time. The pack is complete (written, indexed and
-        renamed into place by dulwich) before any loose file goes.
+        renamed into place by dulwich) before any loose file goes. An object of STREAM_THRESHOLD
+        or more stays loose: dulwich would take it whole (an agent's `git add` of a sparse file).
         """
+        shas = [sha for sha in shas if not self._big_loose(sha)]
         self._add_pack(len(shas), ((sha, *self.read(sha)) for sha in shas))
         # The emptied fan-out directories stay: the next objects written go there.
         for sha in shas:
@@ -389,6 +390,20 @@ def _inflate(f: BinaryIO, inflate: zlib._Decompress) -> Iterator[bytes]:
                 yield piece
             elif not chunk:
                 break  # wants more input
+
+
+def _loose_header(pieces: Iterator[bytes], sha: bytes) -> tuple[bytes, int, bytes]:
+    """(kind, size, the body's first bytes) of a loose object, taking its first pieces."""
+    head = b""
+    for piece in pieces:
+        head += piece
+        if b"\0" in head or len(head) >= 64:
+            break
+    header, nul, rest = head.partition(b"\0")
+    kind, _, size_text = header.partition(b" ")
+    if not nul or kind not in _TYPE_NUMBERS or not size_text.isdigit() or len(size_text) > 20:
+        raise zlib.error(f"object {sha.hex()} has no valid header")
+    return kind, int(size_text), rest
 
 
 def _pack_entry_header(f: BinaryIO) -> tuple[int, int]:
