@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -15,8 +19,9 @@ from crucible_core.protocols import World, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.commandworld import CommandWorld
 from crucible_world_git.gitworld import GitWorld
+from crucible_world_git.loose_objects import STREAM_THRESHOLD
 from crucible_world_git.settings import CommandWorldSettings
-from tests.world_git.support import git, make_base, worktree, write
+from tests.world_git.support import GIT_ENV, git, make_base, worktree, write
 
 
 def recorded_world(tmp_path: Path) -> tuple[GitWorld, list[str]]:
@@ -313,3 +318,137 @@ def test_a_kill_right_after_the_kept_commit_is_written_still_has_a_resume_verify
     staged = resumed.stage()
     assert "damaged the workspace repository" in staged.refused
     assert f"objects/{old_blob[:2]}/{old_blob[2:]} is not the object it names" in notes[-1]
+
+
+_KEEP_A_HUGE_AGENT_BLOB = """
+import resource, subprocess, sys
+from pathlib import Path
+from crucible_world_git import git_memory
+from crucible_world_git.gitworld import GitWorld
+from tests.world_git.support import GIT_ENV, make_base
+
+root, size, stored = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+git_memory.LOOSE_LIMIT = 3  # past it, a check moves loose objects into a pack
+ws = make_base(root / "ws")
+world = GitWorld.at(ws, (".claude/",), record=root / "state" / "record", note=lambda _: None)
+world.prepare()
+# The agent's step, with the real git CLI: a sparse file of zeros, added by the agent itself,
+# so git writes its blob loosely and the engine's own write of it is skipped as already there.
+subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
+add = ["-c", "core.bigFileThreshold=1m"] if stored == "packed" else []
+subprocess.run(["git", *add, "add", "zeros.bin"], cwd=ws, env=GIT_ENV, check=True)
+if stored == "among many loose":
+    for n in range(5):
+        (ws / f"small{n}.txt").write_text(f"small {n}\\n")
+        subprocess.run(["git", "add", f"small{n}.txt"], cwd=ws, env=GIT_ENV, check=True)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+kept = world.snapshot("huge")
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(kept, before * 1024, after * 1024)
+"""
+
+
+@pytest.mark.parametrize("stored", ["loose", "packed", "among many loose"])
+def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(
+    tmp_path: Path, stored: str
+) -> None:
+    # A compressible object is cheap for the agent to make and costs its whole size to inflate.
+    # Measured as the peak resident size (ru_maxrss) of a child process that does the keep: it
+    # counts every allocation, zlib's and dulwich's included, which tracemalloc would not see.
+    # Under core.bigFileThreshold (512 MiB by default), `git add` writes the blob loose; past
+    # it, into a pack of its own, whole (the agent sets the threshold low to get that cheaply).
+    size = 400 << 20
+    # Among many loose objects, the check before the keep moves them into a pack (as git's
+    # auto gc would), reading each one.
+    done = subprocess.run(
+        [sys.executable, "-c", _KEEP_A_HUGE_AGENT_BLOB, str(tmp_path), str(size), stored],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    kept, _, peak = done.stdout.split()
+    assert int(peak) < size // 4, f"peak resident {int(peak) >> 20} MiB keeping a {size >> 20} MiB blob"
+    ws = tmp_path / "ws"
+    blob = git(ws, "rev-parse", f"{kept}:zeros.bin").strip()
+    # The agent's blob stays loose unless git packed it; the small ones went into a pack.
+    assert (ws / ".git" / "objects" / blob[:2] / blob[2:]).is_file() == (stored != "packed")
+    small = git(ws, "rev-parse", f"{kept}:small0.txt").strip() if stored == "among many loose" else None
+    assert small is None or not (ws / ".git" / "objects" / small[:2] / small[2:]).exists()
+    # The record's copy, read back by git itself, in pieces: the same blob.
+    env = {**GIT_ENV, "GIT_OBJECT_DIRECTORY": str(tmp_path / "state" / "record" / "objects")}
+    reader = subprocess.Popen(["git", "cat-file", "blob", blob], cwd=ws, env=env, stdout=subprocess.PIPE)
+    assert reader.stdout is not None
+    digest = hashlib.sha1(b"blob %d\0" % size)
+    while chunk := reader.stdout.read(1 << 20):
+        digest.update(chunk)
+    assert reader.wait() == 0 and digest.hexdigest() == blob
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "other content of the same size",
+        "checksum cut off",
+        "bytes after the end",
+        "a header saying it is small",  # read whole unless the read stops at the stated size
+        "a header saying one byte less",
+    ],
+)
+def test_a_huge_loose_blob_damaged_before_the_keep_is_refused_by_the_record(
+    tmp_path: Path, damage: str
+) -> None:
+    # The streamed copy verifies the object against its id as the whole-object one does.
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    record = world.memory.record
+    assert record is not None
+    kept = record.kept()
+    size = STREAM_THRESHOLD + 1
+    subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
+    git(ws, "add", "zeros.bin")  # the agent's own loose blob
+    blob = git(ws, "hash-object", "zeros.bin").strip()
+    assert not world.stage().refused
+    path = ws / ".git" / "objects" / blob[:2] / blob[2:]
+    path.chmod(0o644)
+    if damage == "checksum cut off":  # every byte of the body still inflates
+        path.write_bytes(path.read_bytes()[:-4])
+    elif damage == "bytes after the end":
+        path.write_bytes(path.read_bytes() + b"trailing")
+    elif damage == "a header saying it is small":
+        path.write_bytes(zlib.compress(b"blob 5\0" + b"\0" * size, 1))
+    elif damage == "a header saying one byte less":
+        path.write_bytes(zlib.compress(b"blob %d\0" % (size - 1) + b"\0" * size, 1))
+    else:
+        path.write_bytes(zlib.compress(b"blob %d\0" % size + b"\1" * size, 1))
+    with pytest.raises(CrucibleError, match="the candidate was not kept"):
+        world.snapshot("huge")
+    assert record.kept() == kept
+    assert not record.db.on_disk(bytes.fromhex(blob))
+    assert not list((record.objects / blob[:2]).glob("tmp_obj_*"))  # nothing half-written left behind
+
+
+def test_a_huge_packed_blob_damaged_before_the_keep_is_refused_by_the_record(tmp_path: Path) -> None:
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    record = world.memory.record
+    assert record is not None
+    kept = record.kept()
+    size = STREAM_THRESHOLD + 1
+    subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
+    git(ws, "-c", "core.bigFileThreshold=1m", "add", "zeros.bin")  # the agent's blob, packed whole
+    blob = git(ws, "hash-object", "zeros.bin").strip()
+    assert not world.stage().refused
+    (pack,) = (ws / ".git" / "objects" / "pack").glob("*.pack")
+    pack.chmod(0o644)
+    with open(pack, "r+b") as f:  # same size, other bytes inside the object's compressed data
+        f.seek(pack.stat().st_size // 2)
+        damaged = bytes(byte ^ 0x55 for byte in f.read(4))
+        f.seek(pack.stat().st_size // 2)
+        f.write(damaged)
+    with pytest.raises(CrucibleError, match="the candidate was not kept"):
+        world.snapshot("huge")
+    assert record.kept() == kept
+    assert not record.db.on_disk(bytes.fromhex(blob))
+    assert not list((record.objects / blob[:2]).glob("tmp_obj_*"))

@@ -249,12 +249,17 @@ class KeptRecord:
             if mode == MODE_TREE:
                 self._copy_tree(source, sha)
             elif mode != MODE_GITLINK and not db.has(sha):
-                kind, data = source.read(sha)
-                self._store(sha, kind, data)
+                # Not whole in memory when it is big: the agent's own `git add` of a sparse
+                # file writes a blob of GiBs that the engine's stage then finds already there.
+                self._verify(sha, source.copy_into(db, sha))
         self._store(tree, b"tree", body)
 
     def _store(self, sha: bytes, kind: bytes, body: bytes) -> None:
-        if self.db.write(kind, body) != sha:
+        self._verify(sha, self.db.write(kind, body))
+
+    @staticmethod
+    def _verify(sha: bytes, written: bytes) -> None:
+        if written != sha:
             raise RunFailed(
                 f"object {sha.hex()} in the workspace repository does not match its id",
                 hint="the repository is damaged; the object was not recorded",

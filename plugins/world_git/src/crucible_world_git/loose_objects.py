@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import os
 import stat
 import zlib
@@ -30,6 +31,7 @@ _CHUNK = 1 << 20
 
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _TYPE_NUMBERS = {name: number for number, name in _TYPE_NAMES.items()}
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -155,15 +157,8 @@ class ObjectDatabase:
         return sha
 
     def _write_loose(self, sha: bytes, parts: list[bytes], *, tee: bool = False) -> None:
-        directory, path = self._loose_path(sha)
-        if directory not in self._made_dirs:
-            _real_directory(directory)
-            self._made_dirs.add(directory)
-        tmp = directory + b"/tmp_obj_%d_%s" % (os.getpid(), sha.hex()[:8].encode())
-        # The name is predictable: whatever stands there (a link the agent planted) goes first.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
+        tmp, path = self._temporary(sha)
+        fd = os.open(tmp, _CREATE, 0o444)
         try:
             with os.fdopen(fd, "wb", closefd=False) as f:
                 for part in parts:
@@ -177,6 +172,122 @@ class ObjectDatabase:
             self.watch.wrote(path[len(self.root) + 1 :])
         if tee and self.tee is not None and not self.tee.has(sha):
             self.tee._write_loose(sha, parts)
+
+    def _temporary(self, sha: bytes) -> tuple[bytes, bytes]:
+        """(a free temporary name, the final path) for writing object `sha` loose."""
+        directory, path = self._loose_path(sha)
+        if directory not in self._made_dirs:
+            _real_directory(directory)
+            self._made_dirs.add(directory)
+        tmp = directory + b"/tmp_obj_%d_%s" % (os.getpid(), sha.hex()[:8].encode())
+        # The name is predictable: whatever stands there (a link the agent planted) goes first.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        return tmp, path
+
+    def copy_into(self, target: ObjectDatabase, sha: bytes) -> bytes:
+        """Store object `sha` of this database in `target`; return the id its content has.
+
+        The caller compares that id with `sha`: a differing one (b"" when the body is longer
+        or shorter than its header says) means the object here is damaged, and then `target`
+        did not get it. A loose object of STREAM_THRESHOLD or more
+        is inflated, hashed and compressed again in pieces, never whole: the agent can write a
+        blob of a few GiB that compresses to almost nothing. So is a whole (not deltified) one
+        of that size in a pack. Any other object is read whole (a packed one through dulwich).
+        """
+        _, path = self._loose_path(sha)
+        if self._batch is None or sha not in self._batch:
+            try:
+                f = open_regular(path)
+            except FileNotFoundError:
+                pass
+            else:
+                with f:
+                    pieces = inflated(f)
+                    kind, size, rest = _loose_header(pieces, sha)
+                    if size >= STREAM_THRESHOLD:
+                        return target._write_stream(sha, kind, size, itertools.chain((rest,), pieces))
+                    gathered = bytearray(rest)
+                    for piece in pieces:
+                        gathered += piece
+                        if len(gathered) > size:  # its header lies about its size: read no further
+                            return b""
+                    return target.write(kind, bytes(gathered))
+        big = self._big_packed(sha) if self._batch is None or sha not in self._batch else None
+        if big is not None:
+            with big[0] as f:
+                return target._write_stream(sha, big[1], big[2], _inflated_entry(f))
+        kind, body = self.read(sha)
+        return target.write(kind, body)
+
+    def _big_loose(self, sha: bytes) -> bool:
+        """Whether loose object `sha` says it is STREAM_THRESHOLD or more (its header alone read)."""
+        try:
+            with open_regular(self._loose_path(sha)[1]) as f:
+                return _loose_header(inflated(f), sha)[1] >= STREAM_THRESHOLD
+        except (OSError, zlib.error):
+            return False  # the read that packs it says what is wrong
+
+    def _big_packed(self, sha: bytes) -> tuple[BinaryIO, bytes, int] | None:
+        """(the pack file positioned at the object's data, its kind, its size) when `sha` is a
+        whole (not deltified) object of STREAM_THRESHOLD or more in one of the packs here, as
+        `git add` stores a file past core.bigFileThreshold; None otherwise."""
+        if self._packs is None:
+            self.refresh()
+        assert self._packs is not None
+        raw = dulwich_names.raw_object_id(sha)
+        for pack in self._packs:
+            if raw not in pack:
+                continue
+            offset = pack.index.object_offset(raw)
+            f = open_regular(self.root + b"/pack/" + os.fsencode(os.path.basename(pack.data.filename)))
+            try:
+                f.seek(offset)
+                type_num, size = _pack_entry_header(f)
+            except BaseException:
+                f.close()
+                raise
+            if type_num in _TYPE_NAMES and size >= STREAM_THRESHOLD:
+                return f, _TYPE_NAMES[type_num], size
+            f.close()
+            return None
+        return None
+
+    def _write_stream(self, sha: bytes, kind: bytes, size: int, pieces: Iterator[bytes]) -> bytes:
+        """Write the object claiming id `sha` from its body's pieces, hashing as it goes; kept
+        only when its id is `sha`. Returns the id it has (b"" when the body is not `size` long)."""
+        if self.has(sha):
+            return sha
+        header = b"%s %d\0" % (kind, size)
+        digest = hashlib.sha1(header)
+        compressor = zlib.compressobj(LOOSE_COMPRESSION)
+        total = 0
+        tmp, path = self._temporary(sha)
+        fd = os.open(tmp, _CREATE, 0o444)
+        try:
+            with os.fdopen(fd, "wb", closefd=False) as f:
+                f.write(compressor.compress(header))
+                for piece in pieces:
+                    digest.update(piece)
+                    total += len(piece)
+                    if total > size:
+                        break  # more than its header says: not the object it names
+                    f.write(compressor.compress(piece))
+                f.write(compressor.flush())
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        finally:
+            os.close(fd)
+        actual = digest.digest() if total == size else b""  # its header gave the wrong size
+        if actual != sha:
+            os.unlink(tmp)
+            return actual
+        os.replace(tmp, path)
+        self._present.add(sha)
+        if self.watch is not None:
+            self.watch.wrote(path[len(self.root) + 1 :])
+        return sha
 
     @contextlib.contextmanager
     def packed(self) -> Iterator[None]:
@@ -203,8 +314,10 @@ class ObjectDatabase:
         """Move these loose objects into one new pack and delete their files, as `git gc` does.
 
         Streamed: one object in memory at a time. The pack is complete (written, indexed and
-        renamed into place by dulwich) before any loose file goes.
+        renamed into place by dulwich) before any loose file goes. An object of STREAM_THRESHOLD
+        or more stays loose: dulwich would take it whole (an agent's `git add` of a sparse file).
         """
+        shas = [sha for sha in shas if not self._big_loose(sha)]
         self._add_pack(len(shas), ((sha, *self.read(sha)) for sha in shas))
         # The emptied fan-out directories stay: the next objects written go there.
         for sha in shas:
@@ -255,6 +368,68 @@ def _real_directory(directory: bytes) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(directory)
         os.mkdir(directory)
+
+
+def inflated(f: BinaryIO) -> Iterator[bytes]:
+    """The inflated content of a zlib stream, in pieces of at most 1 MiB however well it
+    compresses (a few KiB of it can inflate to GiBs); zlib.error when the stream is cut short
+    or anything follows it."""
+    inflate = zlib.decompressobj()
+    yield from _inflate(f, inflate)
+    if not inflate.eof or inflate.unused_data or f.read(1):
+        raise zlib.error("not one whole zlib stream")
+
+
+def _inflate(f: BinaryIO, inflate: zlib._Decompress) -> Iterator[bytes]:
+    """Feed `f` to `inflate` until its stream ends, yielding pieces of at most _CHUNK."""
+    while not inflate.eof and (chunk := f.read(_CHUNK)):
+        while not inflate.eof:
+            piece = inflate.decompress(chunk, _CHUNK)
+            chunk = inflate.unconsumed_tail
+            if piece:
+                yield piece
+            elif not chunk:
+                break  # wants more input
+
+
+def _loose_header(pieces: Iterator[bytes], sha: bytes) -> tuple[bytes, int, bytes]:
+    """(kind, size, the body's first bytes) of a loose object, taking its first pieces."""
+    head = b""
+    for piece in pieces:
+        head += piece
+        if b"\0" in head or len(head) >= 64:
+            break
+    header, nul, rest = head.partition(b"\0")
+    kind, _, size_text = header.partition(b" ")
+    if not nul or kind not in _TYPE_NUMBERS or not size_text.isdigit() or len(size_text) > 20:
+        raise zlib.error(f"object {sha.hex()} has no valid header")
+    return kind, int(size_text), rest
+
+
+def _pack_entry_header(f: BinaryIO) -> tuple[int, int]:
+    """(type number, inflated size) from the header of a pack entry, read at its offset."""
+    first = f.read(1)
+    if not first:
+        raise zlib.error("a pack entry past the end of its pack")
+    byte = first[0]
+    type_num, size, shift = (byte >> 4) & 7, byte & 15, 4
+    while byte & 0x80:
+        more = f.read(1)
+        if not more or shift > 70:
+            raise zlib.error("a malformed pack entry header")
+        byte = more[0]
+        size |= (byte & 0x7F) << shift
+        shift += 7
+    return type_num, size
+
+
+def _inflated_entry(f: BinaryIO) -> Iterator[bytes]:
+    """The inflated data of one pack entry, from its zlib stream on (what follows it is the
+    next entry), in pieces of at most 1 MiB; zlib.error when the stream is cut short."""
+    inflate = zlib.decompressobj()
+    yield from _inflate(f, inflate)
+    if not inflate.eof:
+        raise zlib.error("a pack entry cut short")
 
 
 def _chunks(path: bytes) -> Iterator[bytes]:
