@@ -37,6 +37,14 @@ def sleeper(marker: str, seconds: int = 300) -> str:
     return f"sh -c 'sleep {seconds}; :' {marker}"
 
 
+def wait_until_present(marker: str, seconds: float = 10.0) -> list[int]:
+    """The processes carrying `marker`, once there is one (empty if none came within `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while not (found := processes_with(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
 def wait_until_gone(marker: str, seconds: float = 10.0) -> list[int]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -304,10 +312,7 @@ def test_a_child_never_outlives_an_engine_that_forked_a_lingering_helper(tmp_pat
     assert engine.stdout is not None
     helper = int(engine.stdout.readline())
     try:
-        deadline = time.monotonic() + 10
-        while not processes_with(marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert processes_with(marker)
+        assert wait_until_present(marker)
         os.kill(engine.pid, signal.SIGKILL)
         engine.wait()
         assert wait_until_gone(marker) == []
@@ -357,10 +362,7 @@ def test_a_guard_that_was_killed_is_replaced_before_the_next_child_needs_it(tmp_
         time.sleep(0.01)
     engine.stdin.write("go\n")
     engine.stdin.flush()
-    deadline = time.monotonic() + 10
-    while not processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert processes_with(marker)
+    assert wait_until_present(marker)
     os.kill(engine.pid, signal.SIGKILL)
     engine.wait()
     assert wait_until_gone(marker) == []
