@@ -245,19 +245,27 @@ def mangle(ws: Path, sha: str) -> None:
         f.write(b"\xff" * 4)
 
 
-def test_an_object_damaged_between_the_stage_and_the_keep_never_enters_kept_history(tmp_path: Path) -> None:
-    # The keep right after a stage does not walk the object store again (the stage just did).
+def _kept_blob_damaged_after_a_stage(tmp_path: Path) -> tuple[GitWorld, list[str], str, str]:
+    """A world with one kept commit and a staged candidate, whose kept blob (returned) was then
+    rewritten in place, as a measure running between the stage's check and the keep could.
+    Returns the world, its notes, the kept commit and the damaged blob."""
     world, notes = recorded_world(tmp_path)
     ws = world.memory.workspace
     write(ws, "docs/guide.md", "kept guide\n")
     first = world.snapshot("one")
     old_blob = git(ws, "rev-parse", f"{first}:docs/guide.md").strip()
-
-    # An object of kept history, damaged in the gap: the keep goes ahead (the record holds its
-    # own copy and copies nothing from the damaged file), and the next check finds it.
     write(ws, "src/app.py", "print('two')\n")
     assert not world.stage().refused
     mangle(ws, old_blob)
+    return world, notes, first, old_blob
+
+
+def test_an_object_damaged_between_the_stage_and_the_keep_never_enters_kept_history(tmp_path: Path) -> None:
+    # The keep right after a stage does not walk the object store again (the stage just did).
+    # An object of kept history, damaged in the gap: the keep goes ahead (the record holds its
+    # own copy and copies nothing from the damaged file), and the next check finds it.
+    world, notes, _, old_blob = _kept_blob_damaged_after_a_stage(tmp_path)
+    ws = world.memory.workspace
     second = world.snapshot("two")
     record = world.memory.record
     assert record is not None and record.kept() == second
@@ -295,14 +303,8 @@ def test_a_kill_right_after_the_kept_commit_is_written_still_has_a_resume_verify
     # The keep after a stage trusts the stage's check; what changed after that check (the
     # measure ran in between) must be verified by a resume whatever system call a kill lands
     # on, the one after the kept commit is written included.
-    world, notes = recorded_world(tmp_path)
+    world, notes, first, old_blob = _kept_blob_damaged_after_a_stage(tmp_path)
     ws = world.memory.workspace
-    write(ws, "docs/guide.md", "kept guide\n")
-    first = world.snapshot("one")
-    old_blob = git(ws, "rev-parse", f"{first}:docs/guide.md").strip()
-    write(ws, "src/app.py", "print('two')\n")
-    assert not world.stage().refused
-    mangle(ws, old_blob)  # the measure, between the stage's check and the keep
 
     def killed(*args: object, **kwargs: object) -> None:
         raise _Killed
