@@ -196,7 +196,8 @@ class ObjectDatabase:
         of that size in a pack. Any other object is read whole (a packed one through dulwich).
         """
         _, path = self._loose_path(sha)
-        if self._batch is None or sha not in self._batch:
+        on_disk = self._batch is None or sha not in self._batch  # not still in an unwritten batch
+        if on_disk:
             try:
                 f = open_regular(path)
             except FileNotFoundError:
@@ -213,7 +214,7 @@ class ObjectDatabase:
                         if len(gathered) > size:  # its header lies about its size: read no further
                             return b""
                     return target.write(kind, bytes(gathered))
-        big = self._big_packed(sha) if self._batch is None or sha not in self._batch else None
+        big = self._big_packed(sha) if on_disk else None
         if big is not None:
             with big[0] as f:
                 return target._write_stream(sha, big[1], big[2], _inflated_entry(f))
