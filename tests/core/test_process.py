@@ -403,3 +403,29 @@ def test_a_forked_engine_still_kills_a_descendant_that_left_the_group(tmp_path: 
             os.kill(int(forked), signal.SIGKILL)
         engine.wait(timeout=30)
         wait_until_gone(marker)
+
+
+def test_the_guard_looks_again_for_a_child_that_shows_its_mark_just_after_the_engine_died(
+    tmp_path: Path,
+) -> None:
+    """A child the engine was spawning as it died carries its mark only once it has exec'd: the
+    guard's first look may find nothing, and a second look a moment later must still kill it."""
+    mark = f"{os.getpid()}-{uuid.uuid4().hex}"
+    guard = subprocess.Popen(
+        [sys.executable, "-S", "-c", process._GUARD_SOURCE, process.SUPERVISOR_ENV, mark],
+        stdin=subprocess.PIPE,
+    )
+    assert guard.stdin is not None
+    time.sleep(0.3)  # started and reading
+    guard.stdin.close()  # the engine is gone
+    time.sleep(0.03)  # after the guard's first look
+    late = subprocess.Popen(
+        ["sleep", "30"], env={**os.environ, process.SUPERVISOR_ENV: f"{mark}.1"}, cwd=tmp_path
+    )
+    try:
+        assert late.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        if late.poll() is None:
+            late.kill()
+            late.wait()
+        guard.wait(timeout=10)

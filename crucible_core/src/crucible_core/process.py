@@ -56,8 +56,11 @@ SWEEP_PASSES = 8
 # (each child gets "<engine mark>.<n>", so one prefix names all of them).
 # The mark closes the window between a fork and its registration, and catches descendants
 # that left the group; only a process that scrubbed its environment and its group escapes.
+# A child the engine was spawning as it died may not show its mark yet (until its exec it
+# carries the engine's environment), so a pass that finds nothing is looked at once more
+# after a pause before the guard gives up.
 _GUARD_SOURCE = r"""
-import os, signal, sys
+import os, signal, sys, time
 mark = b"\0" + ("%s=%s." % (sys.argv[1], sys.argv[2])).encode()
 groups = set()
 for line in sys.stdin:
@@ -72,7 +75,8 @@ for pgid in groups:
     except OSError:
         pass
 me = os.getpid()
-for _ in range(3):
+quiet = 0
+for _ in range(5):
     found = False
     for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not name.isdigit() or int(name) == me:
@@ -88,8 +92,11 @@ for _ in range(3):
                 os.kill(int(name), signal.SIGKILL)
             except OSError:
                 pass
-    if not found:
+    quiet = 0 if found else quiet + 1
+    if quiet == 2:
         break
+    if not found:
+        time.sleep(0.1)
 """
 
 
