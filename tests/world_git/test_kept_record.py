@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -464,3 +465,27 @@ def test_a_huge_packed_blob_damaged_before_the_keep_is_refused_by_the_record(tmp
     assert record.kept() == kept
     assert not record.db.on_disk(bytes.fromhex(blob))
     assert not list((record.objects / blob[:2]).glob("tmp_obj_*"))
+
+
+def test_an_object_is_never_written_through_a_link_at_its_temporary_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporary name is random; one that is taken (here: a link planted at the very name
+    the first draw gives) is skipped, never written through nor removed, and the object lands."""
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"untouched")
+    content = b"a new file\n"
+    blob = hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+    fanout = ws / ".git" / "objects" / blob[:2]
+    fanout.mkdir(exist_ok=True)
+    draws = itertools.chain([b"\1" * 8], (b"%08d" % n for n in itertools.count(2)))
+    monkeypatch.setattr(os, "urandom", lambda n: next(draws)[:n])
+    os.symlink(victim, fanout / ("tmp_obj_" + (b"\1" * 8).hex()))
+    # Planted after the stage's check (which refuses a link anywhere in objects/): a write
+    # racing the agent's own processes.
+    assert world.memory.db.write(b"blob", content).hex() == blob
+    assert victim.read_bytes() == b"untouched"
+    assert (fanout / ("tmp_obj_" + (b"\1" * 8).hex())).is_symlink()
+    assert git(ws, "cat-file", "-p", blob) == content.decode()

@@ -157,14 +157,15 @@ class ObjectDatabase:
         return sha
 
     def _write_loose(self, sha: bytes, parts: list[bytes], *, tee: bool = False) -> None:
-        tmp, path = self._temporary(sha)
-        fd = os.open(tmp, _CREATE, 0o444)
+        tmp, path, fd = self._temporary(sha)
         try:
-            with os.fdopen(fd, "wb", closefd=False) as f:
-                for part in parts:
-                    f.write(part)
-        finally:
+            for part in parts:
+                _write_all(fd, part)
+        except BaseException:
             os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)
         # Objects are immutable and named by content: a concurrent writer produced the same bytes.
         os.replace(tmp, path)
         self._present.add(sha)
@@ -173,17 +174,27 @@ class ObjectDatabase:
         if tee and self.tee is not None and not self.tee.has(sha):
             self.tee._write_loose(sha, parts)
 
-    def _temporary(self, sha: bytes) -> tuple[bytes, bytes]:
-        """(a free temporary name, the final path) for writing object `sha` loose."""
+    def _temporary(self, sha: bytes) -> tuple[bytes, bytes, int]:
+        """(a temporary file's name, the final path, its descriptor) for writing object `sha` loose.
+
+        The name is random and created exclusively, never through a link: nothing the agent
+        planted can stand at a name it cannot predict, and one that does is never written
+        through. (A fixed name had to be unlinked first: a failed lookup per object written.)
+        """
         directory, path = self._loose_path(sha)
         if directory not in self._made_dirs:
             _real_directory(directory)
             self._made_dirs.add(directory)
-        tmp = directory + b"/tmp_obj_%d_%s" % (os.getpid(), sha.hex()[:8].encode())
-        # The name is predictable: whatever stands there (a link the agent planted) goes first.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        return tmp, path
+        for _ in range(8):
+            tmp = directory + b"/tmp_obj_" + os.urandom(8).hex().encode()
+            try:
+                return tmp, path, os.open(tmp, _CREATE, 0o444)
+            except FileExistsError:
+                continue  # taken (by chance, or by someone guessing): another name
+        raise RunFailed(
+            f"could not create a temporary file in {os.fsdecode(directory)}: every name tried was taken",
+            hint="check the workspace's .git/objects directory",
+        )
 
     def copy_into(self, target: ObjectDatabase, sha: bytes) -> bytes:
         """Store object `sha` of this database in `target`; return the id its content has.
@@ -263,8 +274,7 @@ class ObjectDatabase:
         digest = hashlib.sha1(header)
         compressor = zlib.compressobj(LOOSE_COMPRESSION)
         total = 0
-        tmp, path = self._temporary(sha)
-        fd = os.open(tmp, _CREATE, 0o444)
+        tmp, path, fd = self._temporary(sha)
         try:
             with os.fdopen(fd, "wb", closefd=False) as f:
                 f.write(compressor.compress(header))
@@ -364,11 +374,24 @@ def _real_directory(directory: bytes) -> None:
     try:
         st = os.lstat(directory)
     except FileNotFoundError:
-        os.makedirs(directory, exist_ok=True)
-        return
+        try:
+            os.mkdir(directory)  # the objects directory is there: one mkdir, not makedirs' walk up
+            return
+        except FileNotFoundError:
+            os.makedirs(directory, exist_ok=True)
+            return
+        except FileExistsError:
+            st = os.lstat(directory)  # made meanwhile, by someone else: as what is checked below
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(directory)
         os.mkdir(directory)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until all of `data` is written (a write may take less than it was given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def inflated(f: BinaryIO) -> Iterator[bytes]:
