@@ -27,6 +27,8 @@ LOOSE_COMPRESSION = 1
 STREAM_THRESHOLD = 32 << 20
 # Objects written inside packed() go to a new pack each time this much has gathered.
 PACK_BATCH_BYTES = 64 << 20
+# A held store (the kept record) merges its own packs once it has more than this many.
+SMALL_PACKS = 8
 _CHUNK = 1 << 20
 
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
@@ -66,9 +68,10 @@ class ObjectDatabase:
         self.tee: ObjectDatabase | None = None
         # Told of every file written here, so a later check knows it is the engine's own.
         self.watch: ObjectWatch | None = None
-        # Inside packed(): objects waiting to be written as one pack, by raw id.
+        # Inside packed(), or held (hold()): objects waiting to be written as one pack, by raw id.
         self._batch: dict[bytes, tuple[bytes, bytes]] | None = None
         self._batch_bytes = 0
+        self._holding = False  # hold(): the batch is written by flush_held(), as a small pack
 
     def refresh(self) -> None:
         """Re-list the pack directory (once per world operation, not once per object lookup)."""
@@ -122,17 +125,23 @@ class ObjectDatabase:
     def write(self, kind: bytes, body: bytes) -> bytes:
         """Store an object (unless present already) and return its raw id."""
         sha = object_id(kind, body)
+        self._take(sha, kind, body)
+        return sha
+
+    def _take(self, sha: bytes, kind: bytes, body: bytes) -> None:
+        """write() for an object whose id the caller has just computed from `body` itself."""
         if self._batch is not None and not self.has(sha):
             self._batch[sha] = (kind, body)
             self._batch_bytes += len(body)
             if self.tee is not None and kind == b"blob":
-                self.tee.write(kind, body)
+                self.tee._take(sha, kind, body)
             if self._batch_bytes >= PACK_BATCH_BYTES:
                 self._flush_batch()
         elif not self.has(sha):
             data = zlib.compress(b"%s %d\0" % (kind, len(body)) + body, LOOSE_COMPRESSION)
-            self._write_loose(sha, [data], tee=kind == b"blob")
-        return sha
+            self._write_loose(sha, [data])
+            if self.tee is not None and kind == b"blob":
+                self.tee._take(sha, kind, body)
 
     def write_blob_file(self, path: bytes, size: int) -> bytes:
         """Hash a regular file as a blob, storing it if new; big files never sit in memory whole."""
@@ -313,13 +322,78 @@ class ObjectDatabase:
             self._batch = None
             self._batch_bytes = 0
 
+    def hold(self) -> None:
+        """From now on objects written here wait in memory until flush_held() writes them as one
+        small pack (the kept record: one keep's objects in two files, see small_pack.py).
+        has() and read() see them meanwhile; objects of STREAM_THRESHOLD or more go loose."""
+        if self._batch is None:
+            self._batch = {}
+        self._holding = True
+
+    def flush_held(self) -> None:
+        """Write the objects hold() gathered; they are all on disk when this returns."""
+        if self._holding:
+            self._flush_batch()
+
     def _flush_batch(self) -> None:
         batch = self._batch
         if batch:
-            self._add_pack(len(batch), ((sha, kind, body) for sha, (kind, body) in batch.items()))
+            objects = ((sha, kind, body) for sha, (kind, body) in batch.items())
+            if self._holding:
+                self._add_small_pack(len(batch), objects)
+            else:
+                self._add_pack(len(batch), objects)
             self._present.update(batch)
             batch.clear()
         self._batch_bytes = 0
+
+    def _add_small_pack(self, count: int, objects: Iterator[tuple[bytes, bytes, bytes]]) -> None:
+        from crucible_world_git import small_pack
+
+        pack_dir = self.root + b"/pack"
+        if pack_dir not in self._made_dirs:
+            _real_directory(pack_dir)
+            self._made_dirs.add(pack_dir)
+        small_pack.write_pack(pack_dir, count, objects)
+        self.refresh()
+        self.consolidate()
+
+    def consolidate(self) -> None:
+        """Merge this store's own small packs once there are more than SMALL_PACKS of them.
+
+        Their entries are copied byte for byte (small_pack.merge_packs): nothing is read
+        through dulwich, inflated or compressed again.
+
+        The smallest go together, as long as the next one is no bigger than what has gathered:
+        a pack is rewritten about as often as its size doubles, so a long run's record holds a
+        few packs of geometric sizes, not one pack per keep (each pack costs every lookup of a
+        missing object one index search). Only packs written here are merged (small_pack.PREFIX).
+        """
+        from crucible_world_git import small_pack
+
+        assert self._packs is not None
+        prefix = self.root + b"/pack/" + small_pack.PREFIX
+        mine = [pack for pack in self._packs if os.fsencode(pack._basename).startswith(prefix)]
+        if len(mine) <= SMALL_PACKS:
+            return
+        ours = sorted(((len(pack), pack) for pack in mine), key=lambda item: item[0])
+        take: list[Pack] = []
+        gathered = 0
+        for size, pack in ours:
+            if len(take) >= 2 and size > gathered:
+                break
+            take.append(pack)
+            gathered += size
+        merged = small_pack.merge_packs(self.root + b"/pack", [os.fsencode(pack._basename) for pack in take])
+        for pack in take:  # the merged pack is in place (its index last): these go
+            base = os.fsencode(pack._basename)
+            if base == merged:
+                continue  # it held every object already: the merge wrote it over itself
+            pack.close()
+            for suffix in (b".idx", b".pack"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(base + suffix)
+        self.refresh()
 
     def pack_loose(self, shas: list[bytes]) -> None:
         """Move these loose objects into one new pack and delete their files, as `git gc` does.
