@@ -489,3 +489,67 @@ def test_an_object_is_never_written_through_a_link_at_its_temporary_name(
     assert victim.read_bytes() == b"untouched"
     assert (fanout / ("tmp_obj_" + (b"\1" * 8).hex())).is_symlink()
     assert git(ws, "cat-file", "-p", blob) == content.decode()
+
+
+def _loose_files(objects: Path) -> list[Path]:
+    return [path for path in objects.glob("??/*") if path.is_file()]
+
+
+def test_each_keep_goes_into_the_record_as_one_small_pack_that_git_reads(tmp_path: Path) -> None:
+    """A keep's commit, tree and blobs (teed at the stage) land in the record as one pack:
+    two files, no loose object and no fan-out directory, and git reads every one of them."""
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    record = world.memory.record
+    assert record is not None
+    loose_before = _loose_files(record.objects)
+    kept = []
+    for n in range(3):
+        write(ws, f"src/file{n}.py", f"print({n})\n")
+        assert not world.stage().refused  # the blob is teed here, held until the keep
+        kept.append(world.snapshot(f"keep {n}"))
+    assert _loose_files(record.objects) == loose_before
+    ours = sorted((record.objects / "pack").glob("pack-crucible-*.idx"))
+    assert len(ours) == 3
+    reader = {**GIT_ENV, "GIT_OBJECT_DIRECTORY": str(record.objects)}
+    for idx in ours:
+        subprocess.run(["git", "verify-pack", str(idx)], cwd=ws, env=reader, check=True)
+    listed = subprocess.run(
+        ["git", "rev-list", "--objects", kept[-1]],
+        cwd=ws,
+        env=reader,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert all(commit in listed for commit in kept)
+    for n in range(3):
+        blob = git(ws, "rev-parse", f"{kept[-1]}:src/file{n}.py").strip()
+        shown = subprocess.run(
+            ["git", "cat-file", "-p", blob], cwd=ws, env=reader, capture_output=True, text=True
+        )
+        assert shown.stdout == f"print({n})\n"
+
+
+def test_the_records_own_packs_are_merged_and_a_rebuild_still_has_every_kept_commit(tmp_path: Path) -> None:
+    from crucible_world_git.loose_objects import SMALL_PACKS
+
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    record = world.memory.record
+    assert record is not None
+    kept = []
+    for n in range(SMALL_PACKS * 3):
+        write(ws, "value.txt", f"{n}\n")
+        kept.append(world.snapshot(f"keep {n}"))
+        assert len(list((record.objects / "pack").glob("pack-crucible-*.idx"))) <= SMALL_PACKS
+        assert not list((record.objects / "pack").glob("tmp_*"))
+    fresh = type(record)(record.directory)  # read back by another process's record
+    assert all(fresh.has_commit(commit) for commit in kept)
+    fresh.close()
+    shutil.rmtree(ws / ".git")
+    world.restore(kept[-1])  # rebuilt from the record's packs
+    assert git(ws, "rev-list", "HEAD").split()[: len(kept)] == kept[::-1]
+    git(ws, "fsck", "--no-dangling")
+    world.restore(kept[0])
+    assert (ws / "value.txt").read_text() == "0\n"
