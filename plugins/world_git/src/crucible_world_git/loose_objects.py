@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import os
 import stat
+import time
 import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
@@ -62,6 +63,7 @@ class ObjectDatabase:
         self._present: set[bytes] = set()
         self._made_dirs: set[bytes] = set()
         self._packs: list[Pack] | None = None
+        self._listed_packs: tuple[int, int, int] | None = None  # pack/'s signature at that listing
         self._alternates = False
         # A second store that gets a copy of every blob written here (the world's kept record):
         # blobs only, since a tree or commit there promises that everything below it is there too.
@@ -74,13 +76,35 @@ class ObjectDatabase:
         self._holding = False  # hold(): the batch is written by flush_held(), as a small pack
 
     def refresh(self) -> None:
-        """Re-list the pack directory (once per world operation, not once per object lookup)."""
+        """Re-list the pack directory (once per world operation, not once per object lookup).
+
+        Skipped while the directory's signature is the one it had at the last listing, and that
+        listing was taken outside the racy window (object_watch.py): a pack added, removed or
+        renamed there moves the directory's times, and its inode when the directory is replaced.
+        """
         self._made_dirs.clear()  # checked again each operation: the agent may have replaced one
+        signature = self._pack_dir_signature()
+        if signature is not None and signature == self._listed_packs and self._packs is not None:
+            return
         # dulwich's `packs` lists its cached packs before it drops the ones that vanished (a
         # repack replaced them), so the first read can name a deleted pack: read it twice.
         self.store.packs  # noqa: B018
         self._packs = list(self.store.packs)
         self._alternates = bool(self.store.alternates)
+        self._listed_packs = signature
+
+    def _pack_dir_signature(self) -> tuple[int, int, int] | None:
+        """pack/'s (inode, mtime, ctime), or None when it cannot vouch for a listing: no watch
+        to give the racy window, no directory, or a change within that window of now."""
+        if self.watch is None:
+            return None
+        try:
+            st = os.lstat(self.root + b"/pack")
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode) or st.st_ctime_ns >= time.time_ns() - self.watch.window_ns:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
     def _loose_path(self, sha: bytes) -> tuple[bytes, bytes]:
         hexsha = sha.hex().encode()
