@@ -553,3 +553,33 @@ def test_the_records_own_packs_are_merged_and_a_rebuild_still_has_every_kept_com
     git(ws, "fsck", "--no-dangling")
     world.restore(kept[0])
     assert (ws / "value.txt").read_text() == "0\n"
+
+
+def test_a_pack_added_after_a_listing_the_next_operation_skipped_is_still_found(tmp_path: Path) -> None:
+    """refresh() lists pack/ again only when its signature moved: a pack someone adds moves it."""
+    import time
+
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    db = world.memory.db
+    assert db.watch is not None
+    time.sleep(db.watch.window_ns / 1e9 + 0.05)
+    db.refresh()  # listed outside the racy window: the next refresh may skip the listing
+    db.refresh()
+    other = tmp_path / "other"
+    git(tmp_path, "init", "-q", str(other))
+    (other / "new.txt").write_text("only in a pack\n")
+    blob = git(other, "hash-object", "-w", "new.txt").strip()
+    subprocess.run(
+        ["git", "pack-objects", "-q", str(ws / ".git" / "objects" / "pack" / "pack")],
+        cwd=other,
+        env=GIT_ENV,
+        input=blob + "\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    assert not (ws / ".git" / "objects" / blob[:2] / blob[2:]).exists()
+    time.sleep(db.watch.window_ns / 1e9 + 0.05)  # not racy: only the signature tells
+    db.refresh()
+    assert db.on_disk(bytes.fromhex(blob), refresh=False)
