@@ -337,7 +337,11 @@ class ObjectDatabase:
     def packed(self) -> Iterator[None]:
         """Objects written inside go into packs rather than one loose file each (a whole tree
         committed at once: fewer files to write now and to look at on every later check).
-        They are all on disk when the block ends; files of STREAM_THRESHOLD or more stay loose."""
+        They are all on disk when the block ends; files of STREAM_THRESHOLD or more stay loose.
+        On a held store (hold()) the block's objects are simply held with the rest."""
+        if self._holding:
+            yield
+            return
         self._batch = {}
         try:
             yield
