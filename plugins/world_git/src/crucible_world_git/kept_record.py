@@ -9,6 +9,7 @@ it cannot be moved, removed) and a fresh one is made from the record.
 
 Layout of the record directory:
   objects/   a git object directory: the workspace's objects at setup, then every kept one
+             (each keep's new objects as one pack, pack-crucible-*, see small_pack.py)
   kept       the latest kept commit id        base   the pristine base commit id
   head       the ref HEAD named at setup ("" when detached)
   config, exclude   copies of the workspace repository's files at setup
