@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -464,3 +465,121 @@ def test_a_huge_packed_blob_damaged_before_the_keep_is_refused_by_the_record(tmp
     assert record.kept() == kept
     assert not record.db.on_disk(bytes.fromhex(blob))
     assert not list((record.objects / blob[:2]).glob("tmp_obj_*"))
+
+
+def test_an_object_is_never_written_through_a_link_at_its_temporary_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporary name is random; one that is taken (here: a link planted at the very name
+    the first draw gives) is skipped, never written through nor removed, and the object lands."""
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"untouched")
+    content = b"a new file\n"
+    blob = hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+    fanout = ws / ".git" / "objects" / blob[:2]
+    fanout.mkdir(exist_ok=True)
+    draws = itertools.chain([b"\1" * 8], (b"%08d" % n for n in itertools.count(2)))
+    monkeypatch.setattr(os, "urandom", lambda n: next(draws)[:n])
+    os.symlink(victim, fanout / ("tmp_obj_" + (b"\1" * 8).hex()))
+    # Planted after the stage's check (which refuses a link anywhere in objects/): a write
+    # racing the agent's own processes.
+    assert world.memory.db.write(b"blob", content).hex() == blob
+    assert victim.read_bytes() == b"untouched"
+    assert (fanout / ("tmp_obj_" + (b"\1" * 8).hex())).is_symlink()
+    assert git(ws, "cat-file", "-p", blob) == content.decode()
+
+
+def _loose_files(objects: Path) -> list[Path]:
+    return [path for path in objects.glob("??/*") if path.is_file()]
+
+
+def test_each_keep_goes_into_the_record_as_one_small_pack_that_git_reads(tmp_path: Path) -> None:
+    """A keep's commit, tree and blobs (teed at the stage) land in the record as one pack:
+    two files, no loose object and no fan-out directory, and git reads every one of them."""
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    record = world.memory.record
+    assert record is not None
+    loose_before = _loose_files(record.objects)
+    kept = []
+    for n in range(3):
+        write(ws, f"src/file{n}.py", f"print({n})\n")
+        assert not world.stage().refused  # the blob is teed here, held until the keep
+        kept.append(world.snapshot(f"keep {n}"))
+    assert _loose_files(record.objects) == loose_before
+    ours = sorted((record.objects / "pack").glob("pack-crucible-*.idx"))
+    assert len(ours) == 3
+    reader = {**GIT_ENV, "GIT_OBJECT_DIRECTORY": str(record.objects)}
+    for idx in ours:
+        subprocess.run(["git", "verify-pack", str(idx)], cwd=ws, env=reader, check=True)
+    listed = subprocess.run(
+        ["git", "rev-list", "--objects", kept[-1]],
+        cwd=ws,
+        env=reader,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert all(commit in listed for commit in kept)
+    for n in range(3):
+        blob = git(ws, "rev-parse", f"{kept[-1]}:src/file{n}.py").strip()
+        shown = subprocess.run(
+            ["git", "cat-file", "-p", blob], cwd=ws, env=reader, capture_output=True, text=True
+        )
+        assert shown.stdout == f"print({n})\n"
+
+
+def test_the_records_own_packs_are_merged_and_a_rebuild_still_has_every_kept_commit(tmp_path: Path) -> None:
+    from crucible_world_git.loose_objects import SMALL_PACKS
+
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    record = world.memory.record
+    assert record is not None
+    kept = []
+    for n in range(SMALL_PACKS * 3):
+        write(ws, "value.txt", f"{n}\n")
+        kept.append(world.snapshot(f"keep {n}"))
+        assert len(list((record.objects / "pack").glob("pack-crucible-*.idx"))) <= SMALL_PACKS
+        assert not list((record.objects / "pack").glob("tmp_*"))
+    fresh = type(record)(record.directory)  # read back by another process's record
+    assert all(fresh.has_commit(commit) for commit in kept)
+    fresh.close()
+    shutil.rmtree(ws / ".git")
+    world.restore(kept[-1])  # rebuilt from the record's packs
+    assert git(ws, "rev-list", "HEAD").split()[: len(kept)] == kept[::-1]
+    git(ws, "fsck", "--no-dangling")
+    world.restore(kept[0])
+    assert (ws / "value.txt").read_text() == "0\n"
+
+
+def test_a_pack_added_after_a_listing_the_next_operation_skipped_is_still_found(tmp_path: Path) -> None:
+    """refresh() lists pack/ again only when its signature moved: a pack someone adds moves it."""
+    import time
+
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    db = world.memory.db
+    assert db.watch is not None
+    time.sleep(db.watch.window_ns / 1e9 + 0.05)
+    db.refresh()  # listed outside the racy window: the next refresh may skip the listing
+    db.refresh()
+    other = tmp_path / "other"
+    git(tmp_path, "init", "-q", str(other))
+    (other / "new.txt").write_text("only in a pack\n")
+    blob = git(other, "hash-object", "-w", "new.txt").strip()
+    subprocess.run(
+        ["git", "pack-objects", "-q", str(ws / ".git" / "objects" / "pack" / "pack")],
+        cwd=other,
+        env=GIT_ENV,
+        input=blob + "\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    assert not (ws / ".git" / "objects" / blob[:2] / blob[2:]).exists()
+    time.sleep(db.watch.window_ns / 1e9 + 0.05)  # not racy: only the signature tells
+    db.refresh()
+    assert db.on_disk(bytes.fromhex(blob), refresh=False)

@@ -9,6 +9,7 @@ it cannot be moved, removed) and a fresh one is made from the record.
 
 Layout of the record directory:
   objects/   a git object directory: the workspace's objects at setup, then every kept one
+             (each keep's new objects as one pack, pack-crucible-*, see small_pack.py)
   kept       the latest kept commit id        base   the pristine base commit id
   head       the ref HEAD named at setup ("" when detached)
   config, exclude   copies of the workspace repository's files at setup
@@ -110,6 +111,9 @@ class KeptRecord:
             from dulwich.object_store import DiskObjectStore
 
             self._db = ObjectDatabase(DiskObjectStore(str(self.objects)))
+            # Each keep's objects (and the blobs teed to it since the last keep) are written
+            # as one small pack at the end of record(): two files, no fan-out directories.
+            self._db.hold()
         return self._db
 
     def close(self) -> None:
@@ -205,8 +209,9 @@ class KeptRecord:
     ) -> None:
         """Copy `commit` and whatever it reaches that the record lacks, then mark it as kept.
 
-        Children are written before their parents, so an object present in the record always
-        has everything below it (an interrupted copy leaves only complete subtrees behind).
+        Children are gathered before their parents and all of them written as one pack (its
+        index last, so a reader sees all of it or none), so an object present in the record
+        always has everything below it (an interrupted copy leaves nothing half-recorded).
         `sound_since_ns`: since when the workspace's object store was last found sound; it
         becomes kept_since_ns() (otherwise the moment of this keep).
         """
@@ -230,6 +235,8 @@ class KeptRecord:
             self._copy_tree(source, tree)
             self._store(sha, kind, body)
             pending.pop()
+        # Everything the commit reaches is on disk, in one pack, before the kept file names it.
+        db.flush_held()
         if sound_since_ns is not None:
             # Written before the kept commit, as a value of its own, not as the kept file's
             # mtime set after it: a kill between that write and a utime left the mtime at the

@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import os
 import stat
+import time
 import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
@@ -27,6 +28,8 @@ LOOSE_COMPRESSION = 1
 STREAM_THRESHOLD = 32 << 20
 # Objects written inside packed() go to a new pack each time this much has gathered.
 PACK_BATCH_BYTES = 64 << 20
+# A held store (the kept record) merges its own packs once it has more than this many.
+SMALL_PACKS = 8
 _CHUNK = 1 << 20
 
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
@@ -60,24 +63,48 @@ class ObjectDatabase:
         self._present: set[bytes] = set()
         self._made_dirs: set[bytes] = set()
         self._packs: list[Pack] | None = None
+        self._listed_packs: tuple[int, int, int] | None = None  # pack/'s signature at that listing
         self._alternates = False
         # A second store that gets a copy of every blob written here (the world's kept record):
         # blobs only, since a tree or commit there promises that everything below it is there too.
         self.tee: ObjectDatabase | None = None
         # Told of every file written here, so a later check knows it is the engine's own.
         self.watch: ObjectWatch | None = None
-        # Inside packed(): objects waiting to be written as one pack, by raw id.
+        # Inside packed(), or held (hold()): objects waiting to be written as one pack, by raw id.
         self._batch: dict[bytes, tuple[bytes, bytes]] | None = None
         self._batch_bytes = 0
+        self._holding = False  # hold(): the batch is written by flush_held(), as a small pack
 
     def refresh(self) -> None:
-        """Re-list the pack directory (once per world operation, not once per object lookup)."""
+        """Re-list the pack directory (once per world operation, not once per object lookup).
+
+        Skipped while the directory's signature is the one it had at the last listing, and that
+        listing was taken outside the racy window (object_watch.py): a pack added, removed or
+        renamed there moves the directory's times, and its inode when the directory is replaced.
+        """
         self._made_dirs.clear()  # checked again each operation: the agent may have replaced one
+        signature = self._pack_dir_signature()
+        if signature is not None and signature == self._listed_packs and self._packs is not None:
+            return
         # dulwich's `packs` lists its cached packs before it drops the ones that vanished (a
         # repack replaced them), so the first read can name a deleted pack: read it twice.
         self.store.packs  # noqa: B018
         self._packs = list(self.store.packs)
         self._alternates = bool(self.store.alternates)
+        self._listed_packs = signature
+
+    def _pack_dir_signature(self) -> tuple[int, int, int] | None:
+        """pack/'s (inode, mtime, ctime), or None when it cannot vouch for a listing: no watch
+        to give the racy window, no directory, or a change within that window of now."""
+        if self.watch is None:
+            return None
+        try:
+            st = os.lstat(self.root + b"/pack")
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode) or st.st_ctime_ns >= time.time_ns() - self.watch.window_ns:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
     def _loose_path(self, sha: bytes) -> tuple[bytes, bytes]:
         hexsha = sha.hex().encode()
@@ -122,17 +149,23 @@ class ObjectDatabase:
     def write(self, kind: bytes, body: bytes) -> bytes:
         """Store an object (unless present already) and return its raw id."""
         sha = object_id(kind, body)
+        self._take(sha, kind, body)
+        return sha
+
+    def _take(self, sha: bytes, kind: bytes, body: bytes) -> None:
+        """write() for an object whose id the caller has just computed from `body` itself."""
         if self._batch is not None and not self.has(sha):
             self._batch[sha] = (kind, body)
             self._batch_bytes += len(body)
             if self.tee is not None and kind == b"blob":
-                self.tee.write(kind, body)
+                self.tee._take(sha, kind, body)
             if self._batch_bytes >= PACK_BATCH_BYTES:
                 self._flush_batch()
         elif not self.has(sha):
             data = zlib.compress(b"%s %d\0" % (kind, len(body)) + body, LOOSE_COMPRESSION)
-            self._write_loose(sha, [data], tee=kind == b"blob")
-        return sha
+            self._write_loose(sha, [data])
+            if self.tee is not None and kind == b"blob":
+                self.tee._take(sha, kind, body)
 
     def write_blob_file(self, path: bytes, size: int) -> bytes:
         """Hash a regular file as a blob, storing it if new; big files never sit in memory whole."""
@@ -157,14 +190,15 @@ class ObjectDatabase:
         return sha
 
     def _write_loose(self, sha: bytes, parts: list[bytes], *, tee: bool = False) -> None:
-        tmp, path = self._temporary(sha)
-        fd = os.open(tmp, _CREATE, 0o444)
+        tmp, path, fd = self._temporary(sha)
         try:
-            with os.fdopen(fd, "wb", closefd=False) as f:
-                for part in parts:
-                    f.write(part)
-        finally:
+            for part in parts:
+                _write_all(fd, part)
+        except BaseException:
             os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)
         # Objects are immutable and named by content: a concurrent writer produced the same bytes.
         os.replace(tmp, path)
         self._present.add(sha)
@@ -173,17 +207,27 @@ class ObjectDatabase:
         if tee and self.tee is not None and not self.tee.has(sha):
             self.tee._write_loose(sha, parts)
 
-    def _temporary(self, sha: bytes) -> tuple[bytes, bytes]:
-        """(a free temporary name, the final path) for writing object `sha` loose."""
+    def _temporary(self, sha: bytes) -> tuple[bytes, bytes, int]:
+        """(a temporary file's name, the final path, its descriptor) for writing object `sha` loose.
+
+        The name is random and created exclusively, never through a link: nothing the agent
+        planted can stand at a name it cannot predict, and one that does is never written
+        through. (A fixed name had to be unlinked first: a failed lookup per object written.)
+        """
         directory, path = self._loose_path(sha)
         if directory not in self._made_dirs:
             _real_directory(directory)
             self._made_dirs.add(directory)
-        tmp = directory + b"/tmp_obj_%d_%s" % (os.getpid(), sha.hex()[:8].encode())
-        # The name is predictable: whatever stands there (a link the agent planted) goes first.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        return tmp, path
+        for _ in range(8):
+            tmp = directory + b"/tmp_obj_" + os.urandom(8).hex().encode()
+            try:
+                return tmp, path, os.open(tmp, _CREATE, 0o444)
+            except FileExistsError:
+                continue  # taken (by chance, or by someone guessing): another name
+        raise RunFailed(
+            f"could not create a temporary file in {os.fsdecode(directory)}: every name tried was taken",
+            hint="check the workspace's .git/objects directory",
+        )
 
     def copy_into(self, target: ObjectDatabase, sha: bytes) -> bytes:
         """Store object `sha` of this database in `target`; return the id its content has.
@@ -263,8 +307,7 @@ class ObjectDatabase:
         digest = hashlib.sha1(header)
         compressor = zlib.compressobj(LOOSE_COMPRESSION)
         total = 0
-        tmp, path = self._temporary(sha)
-        fd = os.open(tmp, _CREATE, 0o444)
+        tmp, path, fd = self._temporary(sha)
         try:
             with os.fdopen(fd, "wb", closefd=False) as f:
                 f.write(compressor.compress(header))
@@ -294,7 +337,11 @@ class ObjectDatabase:
     def packed(self) -> Iterator[None]:
         """Objects written inside go into packs rather than one loose file each (a whole tree
         committed at once: fewer files to write now and to look at on every later check).
-        They are all on disk when the block ends; files of STREAM_THRESHOLD or more stay loose."""
+        They are all on disk when the block ends; files of STREAM_THRESHOLD or more stay loose.
+        On a held store (hold()) the block's objects are simply held with the rest."""
+        if self._holding:
+            yield
+            return
         self._batch = {}
         try:
             yield
@@ -303,13 +350,78 @@ class ObjectDatabase:
             self._batch = None
             self._batch_bytes = 0
 
+    def hold(self) -> None:
+        """From now on objects written here wait in memory until flush_held() writes them as one
+        small pack (the kept record: one keep's objects in two files, see small_pack.py).
+        has() and read() see them meanwhile; objects of STREAM_THRESHOLD or more go loose."""
+        if self._batch is None:
+            self._batch = {}
+        self._holding = True
+
+    def flush_held(self) -> None:
+        """Write the objects hold() gathered; they are all on disk when this returns."""
+        if self._holding:
+            self._flush_batch()
+
     def _flush_batch(self) -> None:
         batch = self._batch
         if batch:
-            self._add_pack(len(batch), ((sha, kind, body) for sha, (kind, body) in batch.items()))
+            objects = ((sha, kind, body) for sha, (kind, body) in batch.items())
+            if self._holding:
+                self._add_small_pack(len(batch), objects)
+            else:
+                self._add_pack(len(batch), objects)
             self._present.update(batch)
             batch.clear()
         self._batch_bytes = 0
+
+    def _add_small_pack(self, count: int, objects: Iterator[tuple[bytes, bytes, bytes]]) -> None:
+        from crucible_world_git import small_pack
+
+        pack_dir = self.root + b"/pack"
+        if pack_dir not in self._made_dirs:
+            _real_directory(pack_dir)
+            self._made_dirs.add(pack_dir)
+        small_pack.write_pack(pack_dir, count, objects)
+        self.refresh()
+        self.consolidate()
+
+    def consolidate(self) -> None:
+        """Merge this store's own small packs once there are more than SMALL_PACKS of them.
+
+        Their entries are copied byte for byte (small_pack.merge_packs): nothing is read
+        through dulwich, inflated or compressed again.
+
+        The smallest go together, as long as the next one is no bigger than what has gathered:
+        a pack is rewritten about as often as its size doubles, so a long run's record holds a
+        few packs of geometric sizes, not one pack per keep (each pack costs every lookup of a
+        missing object one index search). Only packs written here are merged (small_pack.PREFIX).
+        """
+        from crucible_world_git import small_pack
+
+        assert self._packs is not None
+        prefix = self.root + b"/pack/" + small_pack.PREFIX
+        mine = [pack for pack in self._packs if os.fsencode(pack._basename).startswith(prefix)]
+        if len(mine) <= SMALL_PACKS:
+            return
+        ours = sorted(((len(pack), pack) for pack in mine), key=lambda item: item[0])
+        take: list[Pack] = []
+        gathered = 0
+        for size, pack in ours:
+            if len(take) >= 2 and size > gathered:
+                break
+            take.append(pack)
+            gathered += size
+        merged = small_pack.merge_packs(self.root + b"/pack", [os.fsencode(pack._basename) for pack in take])
+        for pack in take:  # the merged pack is in place (its index last): these go
+            base = os.fsencode(pack._basename)
+            if base == merged:
+                continue  # it held every object already: the merge wrote it over itself
+            pack.close()
+            for suffix in (b".idx", b".pack"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(base + suffix)
+        self.refresh()
 
     def pack_loose(self, shas: list[bytes]) -> None:
         """Move these loose objects into one new pack and delete their files, as `git gc` does.
@@ -364,11 +476,24 @@ def _real_directory(directory: bytes) -> None:
     try:
         st = os.lstat(directory)
     except FileNotFoundError:
-        os.makedirs(directory, exist_ok=True)
-        return
+        try:
+            os.mkdir(directory)  # the objects directory is there: one mkdir, not makedirs' walk up
+            return
+        except FileNotFoundError:
+            os.makedirs(directory, exist_ok=True)
+            return
+        except FileExistsError:
+            st = os.lstat(directory)  # made meanwhile, by someone else: as what is checked below
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(directory)
         os.mkdir(directory)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until all of `data` is written (a write may take less than it was given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def inflated(f: BinaryIO) -> Iterator[bytes]:

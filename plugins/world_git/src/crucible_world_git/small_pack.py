@@ -1,0 +1,198 @@
+"""Writing a handful of objects as one git pack (.pack and .idx), without dulwich's indexer.
+
+The kept record stores each keep's new objects this way: two files per keep, against one file
+per object plus the fan-out directories they land in (creating a file or a directory costs the
+kernel far more than writing a few kilobytes into one). The pack holds whole (not deltified)
+objects, so writing it needs no reading back: the index is built from what was just written.
+
+The pack file goes into place before its index, as git does: readers (git, dulwich) take a pack
+only once its index is there, and by then the pack is whole. A kill leaves at worst a temporary
+file (named `tmp_pack_*`, which no reader takes for a pack) or a pack without an index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+
+# As for loose objects: these packs favour speed over size (they are consolidated later).
+PACK_COMPRESSION = 1
+_TYPE_NUMBERS = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_LARGE_OFFSET = 0x80000000
+# The names of the packs written here: only these are ever merged (consolidate()), never a pack
+# the repository came with (a clone's deltified pack would grow many times over, written whole).
+PREFIX = b"pack-crucible-"
+
+
+def entry_header(kind: bytes, size: int) -> bytes:
+    """A pack entry's header: its type and inflated size, little-endian base 128."""
+    byte = (_TYPE_NUMBERS[kind] << 4) | (size & 15)
+    size >>= 4
+    out = bytearray()
+    while size:
+        out.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    out.append(byte)
+    return bytes(out)
+
+
+def write_pack(pack_dir: bytes, count: int, objects: Iterable[tuple[bytes, bytes, bytes]]) -> bytes:
+    """Write `count` (raw id, kind, body) objects as one pack in `pack_dir`; return its path
+    without the suffix.
+
+    The caller hashed each body itself (its id is trusted as given). The objects are streamed
+    to the file one at a time; only their ids, offsets and checksums stay in memory.
+    """
+    return _write_entries(
+        pack_dir,
+        count,
+        (
+            (sha, entry_header(kind, len(body)) + zlib.compress(body, PACK_COMPRESSION))
+            for sha, kind, body in objects
+        ),
+    )
+
+
+def merge_packs(pack_dir: bytes, bases: list[bytes]) -> bytes:
+    """Write the objects of the packs at `bases` (paths without the suffix, each written by
+    write_pack) as one pack; return its path without the suffix. The old packs stay.
+
+    Their entries are copied as they are (each is a whole object, compressed on its own), one
+    at a time: nothing is inflated or compressed again.
+    """
+    seen: set[bytes] = set()
+    plan: list[tuple[bytes, list[tuple[bytes, int, int]]]] = []
+    for base in bases:
+        fresh = [entry for entry in _entries(base) if entry[0] not in seen]
+        seen.update(sha for sha, _, _ in fresh)
+        plan.append((base + b".pack", fresh))
+
+    def entries() -> Iterator[tuple[bytes, bytes]]:
+        for path, fresh in plan:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                for sha, start, end in fresh:
+                    chunk = os.pread(fd, end - start, start)
+                    if len(chunk) != end - start:
+                        raise ValueError(f"{os.fsdecode(path)} is shorter than its index says")
+                    yield sha, chunk
+            finally:
+                os.close(fd)
+
+    return _write_entries(pack_dir, len(seen), entries())
+
+
+def _entries(base: bytes) -> list[tuple[bytes, int, int]]:
+    """(raw id, start, end) of each entry of the pack at `base`, read from its version-2 index."""
+    with open(base + b".idx", "rb") as f:
+        index = f.read()
+    if index[:8] != b"\377tOc" + struct.pack(">I", 2):
+        raise ValueError(f"{os.fsdecode(base)}.idx is not a version-2 pack index")
+    count = struct.unpack_from(">I", index, 8 + 255 * 4)[0]
+    names = 8 + 256 * 4
+    offsets = names + count * 24  # past the ids and the checksums
+    large = offsets + count * 4
+    found = []
+    for i in range(count):
+        offset = struct.unpack_from(">I", index, offsets + i * 4)[0]
+        if offset & _LARGE_OFFSET:
+            offset = struct.unpack_from(">Q", index, large + (offset & ~_LARGE_OFFSET) * 8)[0]
+        found.append((offset, index[names + i * 20 : names + i * 20 + 20]))
+    found.sort()
+    pack_end = os.stat(base + b".pack").st_size - 20  # the trailing checksum
+    ends = [offset for offset, _ in found[1:]] + [pack_end]
+    return [(sha, start, end) for (start, sha), end in zip(found, ends, strict=True)]
+
+
+def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """Write a pack of `count` (raw id, entry bytes) entries, then its index; see write_pack."""
+    tmp, fd = _temporary(pack_dir)
+    entries: list[tuple[bytes, int, int]] = []  # (raw id, offset, crc32 of the entry)
+    try:
+        header = b"PACK" + struct.pack(">II", 2, count)
+        digest = hashlib.sha1(header)
+        _write_all(fd, header)
+        offset = len(header)
+        for sha, chunk in chunks:
+            entries.append((sha, offset, zlib.crc32(chunk)))
+            digest.update(chunk)
+            _write_all(fd, chunk)
+            offset += len(chunk)
+        if len(entries) != count:
+            raise ValueError(f"a pack of {count} objects was given {len(entries)}")
+        pack_sha = digest.digest()
+        _write_all(fd, pack_sha)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    entries.sort()
+    ids = b"".join(sha for sha, _, _ in entries)
+    base = pack_dir + b"/" + PREFIX + hashlib.sha1(ids).hexdigest().encode()
+    os.replace(tmp, base + b".pack")
+    index = _index(entries, pack_sha)
+    tmp, fd = _temporary(pack_dir)
+    try:
+        _write_all(fd, index)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, base + b".idx")
+    return base
+
+
+def _index(entries: list[tuple[bytes, int, int]], pack_sha: bytes) -> bytes:
+    """A version-2 pack index for sorted `entries`."""
+    fanout = [0] * 256
+    for sha, _, _ in entries:
+        fanout[sha[0]] += 1
+    total = 0
+    for i in range(256):
+        total += fanout[i]
+        fanout[i] = total
+    small: list[int] = []
+    large: list[int] = []
+    for _, offset, _ in entries:
+        if offset < _LARGE_OFFSET:
+            small.append(offset)
+        else:
+            small.append(_LARGE_OFFSET | len(large))
+            large.append(offset)
+    count = len(entries)
+    out = b"".join(
+        (
+            b"\377tOc",
+            struct.pack(">I", 2),
+            struct.pack(">256I", *fanout),
+            b"".join(sha for sha, _, _ in entries),
+            struct.pack(f">{count}I", *(crc for _, _, crc in entries)),
+            struct.pack(f">{count}I", *small),
+            struct.pack(f">{len(large)}Q", *large),
+            pack_sha,
+        )
+    )
+    return out + hashlib.sha1(out).digest()
+
+
+def _temporary(pack_dir: bytes) -> tuple[bytes, int]:
+    for _ in range(8):
+        tmp = pack_dir + b"/tmp_pack_" + os.urandom(8).hex().encode()
+        try:
+            return tmp, os.open(tmp, _CREATE, 0o444)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {os.fsdecode(pack_dir)}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
