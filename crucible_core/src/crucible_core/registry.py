@@ -298,6 +298,7 @@ class Registry(Generic[T]):
         parts.append(f"installed: {', '.join(installed) if installed else 'none'}")
         provider = provider_of(self.kind, name)
         import difflib  # for a hint only, so not imported at start-up
+
         close = [] if provider else difflib.get_close_matches(name, installed, n=1, cutoff=0.6)
         if close:
             parts.append(f"did you mean {close[0]!r}?")

@@ -242,6 +242,7 @@ class Declaration:
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
     import difflib  # for a hint only, so not imported at start-up
+
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 

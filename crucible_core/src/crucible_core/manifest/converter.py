@@ -325,6 +325,7 @@ def _tables_by_key(cl: type, prefix: str = "") -> dict[str, list[str]]:
 
 def _suggest(key: str, known: list[str], here: str) -> str:
     import difflib  # for a hint only, so not imported at start-up
+
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     if close:
         return f" (did you mean {close[0]}?)"

@@ -96,6 +96,7 @@ def core_key_meant(
     """
     core = sorted(CORE_KEYS[section])
     import difflib  # for a hint only, so not imported at start-up
+
     close = difflib.get_close_matches(key, core + sorted(others - CORE_KEYS[section]), n=1, cutoff=cutoff)
     return close[0] if close and close[0] in CORE_KEYS[section] else None
 

@@ -214,5 +214,6 @@ def _unknown_kind(raw: Mapping[str, Any], label: str, kinds: Registry[TaskKindSp
     if provider is not None:  # a standard plugin left out: say what to install
         return f"{message}; `pip install {provider}` provides it"
     import difflib  # for a hint only, so not imported at start-up
+
     close = difflib.get_close_matches(str(raw.get("kind")), authorable, n=1, cutoff=0.6)
     return message + (f"; did you mean {close[0]!r}?" if close else "")

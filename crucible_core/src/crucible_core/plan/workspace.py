@@ -48,6 +48,7 @@ class TempDirCopy:
             before = _lines(self.original / rel)
             after = _lines(self.path / rel)
             import difflib  # for a diff only, so not imported at start-up
+
             text = "".join(difflib.unified_diff(before, after, f"a/{rel}", f"b/{rel}"))
             size += len(text)
             if size > MAX_DIFF_BYTES:
