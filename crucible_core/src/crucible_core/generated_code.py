@@ -39,7 +39,12 @@ STEM = "generated-code"
 # import annotations`; typing compiles each string annotation it resolves (ForwardRef), some
 # 250 at a run's start, as "<string>".
 _ANNOTATIONS = __future__.annotations.compiler_flag
-PATCHED = {"attr._make": _ANNOTATIONS, "cattrs.gen": _ANNOTATIONS, "typing": 0}
+PATCHED = {
+    "attr._make": _ANNOTATIONS,
+    "cattrs.gen": _ANNOTATIONS,
+    "typing": 0,
+    "crucible_core.contract.wire": _ANNOTATIONS,  # its own unstructure functions (to_fields)
+}
 # Scripts without a name of their own are found by their text.
 _NAMELESS = ("", "<string>")
 # What the file was written by: code objects are only good for the interpreter that made them.
