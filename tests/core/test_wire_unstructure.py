@@ -122,3 +122,35 @@ def test_a_class_whose_annotations_cattrs_resolved_still_gets_the_written_functi
     for cls in ALL_CLASSES:
         attrs.resolve_types(cls, globalns=vars(wire))
         assert wire._write_unstructurer(cls).__code__.co_filename.startswith("<wire unstructure"), cls
+
+
+HOSTILE = (None, "x", "", 1, 0, 1.5, -0.0, True, [], {}, ["x"], [1.5], {"k": 1}, {"kind": "text", "delta": 1})
+
+
+def _outcome(structure: Any, obj: Any, cls: type) -> str:
+    try:
+        return "made " + repr(structure(obj, cls))
+    except Exception:  # the decoder skips the line, whatever the exception
+        return "refused"
+
+
+def _variants(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The object itself, then each key missing, each key holding each hostile value, an unknown
+    key, and the same one level down for each nested object."""
+    found = [obj, {**obj, "unknown_key": 1}]
+    for key, value in obj.items():
+        found.append({k: v for k, v in obj.items() if k != key})
+        found.extend({**obj, key: bad} for bad in HOSTILE)
+        if isinstance(value, dict):
+            found.extend({**obj, key: inner} for inner in _variants(value)[1:])
+    return found
+
+
+@pytest.mark.parametrize("cls", ALL_CLASSES, ids=lambda cls: cls.__name__)
+def test_every_record_is_read_as_the_converter_reads_it_and_refused_where_it_refuses(cls: type) -> None:
+    written = wire._structurer(cls)
+    assert written.__code__.co_filename.startswith("<wire structure")  # not the converter's
+    for variant in (0, 1, 2):
+        line = wire.converter.unstructure(_instance(cls, variant), cls)
+        for obj in _variants(line):
+            assert _outcome(written, obj, cls) == _outcome(wire.converter.structure, obj, cls), obj
