@@ -48,7 +48,7 @@ def _sample(declared: Any, variant: int) -> Any:
     if optional and variant == 0:
         return None
     if base == "str":
-        return ["", "value", "ünï\n\"code\""][variant]
+        return ["", "value", 'ünï\n"code"'][variant]
     if base == "int":
         return [0, 7, -3][variant]
     if base == "bool":
@@ -65,7 +65,11 @@ def _sample(declared: Any, variant: int) -> Any:
         inner = base[5:-1]
         return [] if variant == 0 else [_sample(inner, 1), _sample(inner, variant)]
     if base == "AgentEvent":
-        return [wire.AgentText(delta="hi"), wire.AgentTool(name="t", input={"x": 1.5}), wire.AgentRaw(text="r", stream=wire.RawStream.STDOUT)][variant]
+        return [
+            wire.AgentText(delta="hi"),
+            wire.AgentTool(name="t", input={"x": 1.5}),
+            wire.AgentRaw(text="r", stream=wire.RawStream.STDOUT),
+        ][variant]
     nested = getattr(wire, base)
     return _instance(nested, variant)
 

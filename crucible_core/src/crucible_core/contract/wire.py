@@ -1278,7 +1278,7 @@ def _structure_hook(annotation: Any) -> Callable[[Any, Any], Any] | None:
         if listed:
             return lambda value, _type: [own(item, nested) for item in value]
         return own
-    resolved = eval(text, globals()) if text is not None else annotation  # noqa: S307 - our own annotation text
+    resolved = eval(text, globals()) if text is not None else annotation  # our own annotation text, not input
     hook = converter.get_structure_hook(resolved)
     return lambda value, _type: hook(value, resolved)  # some (an optional's) read the type they are given
 
@@ -1289,7 +1289,7 @@ def _write_structurer(cls: type) -> Callable[[Any, Any], Any]:
     present: list[str] = []
     for field in attrs.fields(cls):
         if not field.init:
-            return converter.get_structure_hook(cls)  # type: ignore[no-any-return]
+            return converter.get_structure_hook(cls)
         key = field.metadata.get(_NAME, field.name)
         hook = _structure_hook(field.type)
         value = f"o[{key!r}]"
@@ -1301,7 +1301,15 @@ def _write_structurer(cls: type) -> Callable[[Any, Any], Any]:
         else:
             present.append(f"    if {key!r} in o:\n        res[{field.alias!r}] = {value}")
     source = "\n".join(
-        ["def structure(o, _type):", "    res = {}", *present, "    return _cls(", *required, "        **res,", "    )"]
+        [
+            "def structure(o, _type):",
+            "    res = {}",
+            *present,
+            "    return _cls(",
+            *required,
+            "        **res,",
+            "    )",
+        ]
     )
     exec(compile(source, f"<wire structure {cls.__module__}.{cls.__qualname__}>", "exec"), names)
     written: Callable[[Any, Any], Any] = names["structure"]
@@ -1344,6 +1352,7 @@ def _agent_event(value: Any) -> dict[str, Any]:
 
 
 _UNSTRUCTURERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+_FACTORY: type = type(attrs.Factory(list))  # a field default made by calling a function
 
 
 def _unstructurer(cls: type) -> Callable[[Any], dict[str, Any]]:
@@ -1421,16 +1430,19 @@ def _write_unstructurer(cls: type) -> Callable[[Any], dict[str, Any]]:
     for field in attrs.fields(cls):
         expression = _value_expression(field.type, f"instance.{field.name}", names)
         if expression is None or not field.init:
-            return lambda instance: converter.unstructure(instance, cls)  # type: ignore[no-any-return]
+            return lambda instance: converter.unstructure(instance, cls)
         key = field.metadata.get(_NAME, field.name)
         default = field.default
         if not field.metadata.get(_OMIT) or default is attrs.NOTHING:
             always.append(f"        {key!r}: {expression},")
             continue
-        names[f"_default_{field.name}"] = default.factory if isinstance(default, attrs.Factory) else default
-        test = f"_default_{field.name}()" if isinstance(default, attrs.Factory) else f"_default_{field.name}"
+        factory = type(default) is _FACTORY
+        names[f"_default_{field.name}"] = default.factory if factory else default
+        test = f"_default_{field.name}()" if factory else f"_default_{field.name}"
         when_set.append(f"    if instance.{field.name} != {test}:\n        fields[{key!r}] = {expression}")
-    source = "\n".join(["def unstructure(instance):", "    fields = {", *always, "    }", *when_set, "    return fields"])
+    source = "\n".join(
+        ["def unstructure(instance):", "    fields = {", *always, "    }", *when_set, "    return fields"]
+    )
     exec(compile(source, f"<wire unstructure {cls.__module__}.{cls.__qualname__}>", "exec"), names)
     written: Callable[[Any], dict[str, Any]] = names["unstructure"]
     return written
