@@ -1291,7 +1291,10 @@ def _write_structurer(cls: type) -> Callable[[Any, Any], Any]:
         if not field.init:
             return converter.get_structure_hook(cls)
         key = field.metadata.get(_NAME, field.name)
-        hook = _structure_hook(field.type)
+        try:
+            hook = _structure_hook(field.type)
+        except NameError:  # an annotation naming what this module does not: the converter's own
+            return converter.get_structure_hook(cls)
         value = f"o[{key!r}]"
         if hook is not None:
             names[f"_hook_{field.name}"] = hook
