@@ -329,7 +329,8 @@ def test_loading_every_registry_imports_no_heavy_sdk() -> None:
 
 # What drivers use when they run, which listing them must not load: the session log's wire
 # records, the console reporter, the supervisor, the manifest loader and models, the Protocols,
-# the flow renderers, the command judge and backends, and the statistics module.
+# the flow renderers, the command judge and backends, the statistics module, and difflib (only
+# a mistyped name's hint needs it).
 NOT_FOR_LISTING = (
     "crucible_core.contract.wire",
     "crucible_core.reporters.console",
@@ -343,6 +344,7 @@ NOT_FOR_LISTING = (
     "crucible_judge_command.judges",
     "crucible_backend_local.backends",
     "statistics",
+    "difflib",
 )
 
 

@@ -16,9 +16,15 @@ COUNTER = ROOT / "examples" / "counter"
 
 # Loaded only when a diff is written (dulwich.patch brings the email package), when the plugin
 # index must be rebuilt (importlib.metadata, stevedore), or when the manifest's [agent] table
-# holds a key the chosen drivers do not take (another driver's settings class).
+# holds a key the chosen drivers do not take (another driver's settings class). Nor what a run
+# never needs: html (its entity table; RESULTS.md's chart escapes its own text) and statistics
+# (the chart's quartiles are its own), nor the wide round's settings class (no [search] table).
 NOT_AT_START = (
     "dulwich.patch",
+    "html",
+    "html.entities",
+    "statistics",
+    "crucible_search_wide.settings",
     "email.message",
     "importlib.metadata",
     "stevedore",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import html
 import os
 import re
 import stat
@@ -452,6 +451,8 @@ def embed_markdown(collected: Collected, *, max_chars: int = MAX_EMBED_MARKDOWN)
     """The PR body's artifact sections: one collapsed <details> block per embed taken, a line for
     each one refused; "" when nothing was declared for embedding. Headings and names are escaped,
     the text fenced so nothing in it renders as markup."""
+    import html  # here, not at the top: html brings its 100 KB entity table into every run's start
+
     blocks: list[str] = []
     used = 0
     omitted: list[str] = []

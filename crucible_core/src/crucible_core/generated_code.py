@@ -8,8 +8,10 @@ A `crucible run` compiled some 320 such scripts before its first iteration, abou
 of these. Here the code objects are kept in one file beside the plugin index (marshal, as a
 `.pyc` keeps them), found by the script's file name and used only when the script's whole text
 is the one kept, so anything that changes a script (a new attrs or cattrs, an edited class)
-compiles it again. A script whose text differs from one process to the next (attrs seeds a hash
-method with a per-process string hash) is left out once it was seen changing twice.
+compiles it again. attrs writes a per-process seed into each hash method it generates: such a
+script is kept with the seed taken out, and the seed put back into the code (`_seeded`). Any
+other script whose text differs from one process to the next is left out once it was seen
+changing twice.
 
 Only the `crucible` process itself installs it (cli/main.py); a test or a program calling main()
 with arguments leaves attrs and cattrs as they are. The file is read when the first script is
@@ -39,11 +41,19 @@ STEM = "generated-code"
 # import annotations`; typing compiles each string annotation it resolves (ForwardRef), some
 # 250 at a run's start, as "<string>".
 _ANNOTATIONS = __future__.annotations.compiler_flag
-PATCHED = {"attr._make": _ANNOTATIONS, "cattrs.gen": _ANNOTATIONS, "typing": 0}
+PATCHED = {
+    "attr._make": _ANNOTATIONS,
+    "cattrs.gen": _ANNOTATIONS,
+    "typing": 0,
+    "crucible_core.contract.wire": _ANNOTATIONS,  # its own unstructure functions (to_fields)
+}
 # Scripts without a name of their own are found by their text.
 _NAMELESS = ("", "<string>")
 # What the file was written by: code objects are only good for the interpreter that made them.
-_HEADER = ("crucible generated code 1", sys.version, sys.implementation.cache_tag)
+_HEADER = ("crucible generated code 2", sys.version, sys.implementation.cache_tag)
+# Stands in a kept script for the per-process seed of an attrs hash method (see _seeded): a number
+# no script holds otherwise (attrs' seeds are string hashes, as likely to be it as any other).
+SEED_PLACEHOLDER = 0x5EED_5EED_5EED_5EED
 # Beyond this many scripts the file starts over with the ones the writing process used.
 MAX_SCRIPTS = 4096
 # A script whose text was found changed this many times in a row is not kept again.
@@ -77,6 +87,13 @@ class CodeCache:
 
     def compile(self, source: str, filename: str, mode: str, flags: int) -> CodeType:
         """compile(source, filename, mode, flags, dont_inherit=True), from the file when it holds this very text."""
+        seeded = _seeded(source)
+        if seeded is None:
+            return self._compile(source, filename, mode, flags)
+        text, seed = seeded
+        return _with_constant(self._compile(text, filename, mode, flags), SEED_PLACEHOLDER, seed)
+
+    def _compile(self, source: str, filename: str, mode: str, flags: int) -> CodeType:
         kept = self._scripts()
         key = f"{flags}\0{mode}\0{filename}"
         if filename in _NAMELESS:
@@ -122,6 +139,42 @@ class CodeCache:
             return
         write_bytes(self.path, data)
         self.dirty = False
+
+
+def _seeded(source: str) -> tuple[str, int] | None:
+    """An attrs script with a hash method, as (its text with the method's seed replaced by
+    SEED_PLACEHOLDER, the seed); None for any other script.
+
+    attrs seeds each class's generated `__hash__` with the string hash of a name, which differs
+    from one process to the next, and writes it into the script as a number: without this, the
+    27 such scripts of a `crucible run` (attrs' own validators, cattrs' overrides, the records
+    still hashed by attrs) were compiled by every process, some 6 ms (issue 27). The kept code is
+    that of the text with the placeholder; the seed is put back into its constants. Only the
+    column a traceback would mark on the seed's own line (which raises nothing) is the placeholder's.
+    """
+    at = source.find("hash((\n")
+    if at < 0:
+        return None
+    start = at + len("hash((\n")
+    end = source.find(",\n", start)
+    number = source[start:end].strip()
+    if end < 0 or not number.removeprefix("-").isdigit() or source.find("hash((\n", end) >= 0:
+        return None  # not the shape attrs writes, or two hash methods: compiled as it is
+    lead = end - len(source[start:end].lstrip())
+    return f"{source[:lead]}{SEED_PLACEHOLDER}{source[end:]}", int(number)
+
+
+def _with_constant(code: CodeType, old: int, new: int) -> CodeType:
+    """`code` with the integer constant `old` made `new`, in it and in the functions it defines."""
+    consts = tuple(
+        new
+        if type(value) is int and value == old
+        else _with_constant(value, old, new)
+        if type(value) is CodeType
+        else value
+        for value in code.co_consts
+    )
+    return code.replace(co_consts=consts)
 
 
 def _read(path: str | None) -> tuple[dict[str, _Kept], set[str]]:

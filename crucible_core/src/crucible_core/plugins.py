@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import difflib
 import functools
 import importlib
 import os
@@ -276,6 +275,8 @@ def _hook_names() -> tuple[str, ...]:
 
 def _unknown_hook_message(name: str) -> str:
     message = f"{name} is marked @hookimpl but crucible has no such hook"
+    import difflib  # for a hint only, so not imported at start-up
+
     close = difflib.get_close_matches(name, _hook_names(), n=1, cutoff=0.8)
     return message + (f" (did you mean {close[0]}?)" if close else "")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -298,6 +297,8 @@ class Registry(Generic[T]):
         parts = [f"unknown {self.kind} {name!r} in {where}"]
         parts.append(f"installed: {', '.join(installed) if installed else 'none'}")
         provider = provider_of(self.kind, name)
+        import difflib  # for a hint only, so not imported at start-up
+
         close = [] if provider else difflib.get_close_matches(name, installed, n=1, cutoff=0.6)
         if close:
             parts.append(f"did you mean {close[0]!r}?")

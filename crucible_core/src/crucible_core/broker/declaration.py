@@ -8,7 +8,6 @@ no pack command runs.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -242,6 +241,8 @@ class Declaration:
 
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    import difflib  # for a hint only, so not imported at start-up
+
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 

@@ -7,7 +7,6 @@ own wording, and a string is never iterated as a list of characters.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 import re
@@ -325,6 +324,8 @@ def _tables_by_key(cl: type, prefix: str = "") -> dict[str, list[str]]:
 
 
 def _suggest(key: str, known: list[str], here: str) -> str:
+    import difflib  # for a hint only, so not imported at start-up
+
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     if close:
         return f" (did you mean {close[0]}?)"

@@ -19,7 +19,6 @@ How the `[agent]` extras are split, so that flipping backends is configuration o
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +95,8 @@ def core_key_meant(
     the misspelling is the plugin's to name.
     """
     core = sorted(CORE_KEYS[section])
+    import difflib  # for a hint only, so not imported at start-up
+
     close = difflib.get_close_matches(key, core + sorted(others - CORE_KEYS[section]), n=1, cutoff=cutoff)
     return close[0] if close and close[0] in CORE_KEYS[section] else None
 

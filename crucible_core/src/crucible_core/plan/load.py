@@ -6,7 +6,6 @@ Unknown keys are refused with the task and key named, as the manifest loader doe
 
 from __future__ import annotations
 
-import difflib
 import enum
 import json
 import tomllib
@@ -171,6 +170,8 @@ def _task(
         return None
     unknown = sorted(set(own) - field_names)
     if unknown:
+        import difflib  # for a hint only, so not imported at start-up
+
         hints = []
         for key in unknown:
             close = difflib.get_close_matches(key, sorted(field_names | SHARED_KEYS), n=1, cutoff=0.7)
@@ -212,5 +213,7 @@ def _unknown_kind(raw: Mapping[str, Any], label: str, kinds: Registry[TaskKindSp
     provider = provider_of("task kind", label)
     if provider is not None:  # a standard plugin left out: say what to install
         return f"{message}; `pip install {provider}` provides it"
+    import difflib  # for a hint only, so not imported at start-up
+
     close = difflib.get_close_matches(str(raw.get("kind")), authorable, n=1, cutoff=0.6)
     return message + (f"; did you mean {close[0]!r}?" if close else "")

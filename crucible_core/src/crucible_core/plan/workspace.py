@@ -7,7 +7,6 @@ state; its edits never reach the shared workspace. A World plugin can offer chea
 
 from __future__ import annotations
 
-import difflib
 import filecmp
 import shutil
 import tempfile
@@ -48,6 +47,8 @@ class TempDirCopy:
         for rel in _changed(self.original, self.path):
             before = _lines(self.original / rel)
             after = _lines(self.path / rel)
+            import difflib  # for a diff only, so not imported at start-up
+
             text = "".join(difflib.unified_diff(before, after, f"a/{rel}", f"b/{rel}"))
             size += len(text)
             if size > MAX_DIFF_BYTES:

@@ -13,9 +13,7 @@ best line always fit.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
-from html import escape
 
 import attrs
 
@@ -37,6 +35,28 @@ class ChartPoint:
     best: float | None = None
 
 
+def escape(text: str) -> str:
+    """`text` safe inside SVG markup and attribute values, as `html.escape` makes it.
+
+    Written here because importing `html` loads its 100 KB entity table, and every run draws
+    this chart from its start (issue 27, docs/performance.md)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace('"', "&quot;").replace("'", "&#x27;")
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """The three cut points of `values` into quarters, as `statistics.quantiles(values, n=4,
+    method="inclusive")` computes them (at least two values): written here, since importing
+    `statistics` (with `fractions` and `decimal`) cost a run's start-up some 5 ms."""
+    data = sorted(values)
+    last = len(data) - 1
+    cuts = []
+    for i in (1, 2, 3):
+        j, delta = divmod(i * last, 4)
+        cuts.append((data[j] * (4 - delta) + data[j + 1] * delta) / 4)
+    return cuts[0], cuts[1], cuts[2]
+
+
 def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
@@ -51,7 +71,7 @@ def _value_range(points: Sequence[ChartPoint], baseline: float | None) -> tuple[
     if not shown:
         return None
     if len(shown) >= 4:
-        q1, _, q3 = statistics.quantiles(shown, n=4, method="inclusive")
+        q1, _, q3 = quartiles(shown)
         reach = FAR_OUT * (q3 - q1)
         shown = anchors + [v for v in scores if q1 - reach <= v <= q3 + reach]
     return min(shown), max(shown)

@@ -15,6 +15,10 @@ from crucible_core.api import hookimpl
 if TYPE_CHECKING:
     from crucible_core.api import Register, RoundRequest, RoundStrategy, SearchRound
 
+# In the run's private state directory: a round's forks, records and settings. Here, not in
+# settings.py, so a run without a round does not define the settings class to learn the name.
+WIDE_DIR = "wide"
+
 
 class _Wide:
     """The registered strategy: it imports the round only when asked to prepare one."""
@@ -34,8 +38,6 @@ def _no_round(request: RoundRequest) -> bool:
     width = request.width if request.width is not None else (search.wide if search is not None else 0)
     if width != 0:
         return False
-    from crucible_search_wide.settings import WIDE_DIR
-
     return request.private_dir is None or not os.path.lexists(request.private_dir / WIDE_DIR)
 
 

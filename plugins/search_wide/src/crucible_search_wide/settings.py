@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import attrs
 
+import crucible_search_wide
 from crucible_core.api import Capability
 
 SEARCH_POLICIES = ("top-k", "halving")
 MAX_WIDE = 32  # [search].wide: each candidate is a concurrent agent turn and a worktree
-WIDE_DIR = "wide"  # in the run's private state directory: a round's forks, records and settings
+WIDE_DIR = crucible_search_wide.WIDE_DIR
 
 
 @attrs.frozen
