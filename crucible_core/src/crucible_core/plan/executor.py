@@ -154,7 +154,7 @@ class ExecutorConfig:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PlanReport:
     state: PlanState
     verdict: str  # "pass" or "fail"
@@ -168,7 +168,7 @@ class PlanReport:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PriorRun:
     """What a session log says an earlier process of this plan did."""
 
@@ -207,7 +207,7 @@ class PriorRun:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class _Settled:
     status: TaskStatus
     attempts: int

@@ -44,7 +44,7 @@ SCRATCH_DIR = "workflow"  # under the private dir: one iteration's captured task
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class AuthoredGraph:
     """An admitted scored workflow: the validated graph, the kinds it uses, its frozen TOML."""
 
