@@ -54,6 +54,9 @@ class ControlBridge:
         self.token = token or secrets.token_urlsafe(32)
         self._server: LineServer | None = None
         self._control_file: Path | None = None
+        # control.json's bytes while the server runs: its port, token and pid do not change, and
+        # the state guard compares the file with them after every child (no encoding each time)
+        self._record_bytes = b""
 
     # -- the protocol, independent of sockets -------------------------------------------------
     def handle(self, request: Any) -> dict[str, Any]:
@@ -129,7 +132,8 @@ class ControlBridge:
         self._server.start()
         # Not fsynced: the record names a live process's port, which a machine crash ends anyway
         # (and a reader checks the bridge answers); the rename alone keeps it from being read torn.
-        write_atomic(control_file, json.dumps(self._record()).encode("utf-8"), mode=0o600, durable=False)
+        self._record_bytes = json.dumps(self._record()).encode("utf-8")
+        write_atomic(control_file, self._record_bytes, mode=0o600, durable=False)
         self._control_file = control_file
         return self._server.port
 
@@ -137,7 +141,7 @@ class ControlBridge:
         """Rewrite control.json if it was deleted or changed while the bridge runs."""
         if self._server is None or self._control_file is None:
             return None
-        record = json.dumps(self._record()).encode("utf-8")
+        record = self._record_bytes
         # the state directory is within a local agent's reach: a FIFO planted here must not
         # block the engine, it is replaced like any other change
         with contextlib.suppress(FileNotFoundError, AgentFileRefused):
