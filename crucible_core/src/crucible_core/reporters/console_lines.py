@@ -51,7 +51,9 @@ class LineReporter:
             # Neither folded nor printed (an agent's text, a turn's start and end): only the
             # view's clock moves, without decoding the event through the wire.
             ts = event.get("ts")
-            self.view.passed(float(ts) if type(ts) in (int, float) else self.clock())
+            self.view.passed(
+                float(ts) if isinstance(ts, int | float) and type(ts) is not bool else self.clock()
+            )
             return
         folded = self.fold(event)
         if folded is None:
