@@ -153,13 +153,17 @@ class DirectoryWatch:
 
 
 def _outside_racy_window(stamp: Stamp) -> bool:
-    """The directory's last change lies further back than a timestamp tick could hide a new one.
+    return outside_racy_window(stamp.key[3], stamp.taken_ns)
+
+
+def outside_racy_window(ctime_ns: int, taken_ns: int) -> bool:
+    """A file's last change (its ctime) lies further back than a timestamp tick could hide a new
+    one, seen from `taken_ns` (the wall clock before the stat): a later change moves its times.
 
     A ctime ahead of the clock (a skewed clock, a network file system) is never trusted.
     """
-    ctime_ns = stamp.key[3]
     window = COARSE_RACY_NS if ctime_ns % 1_000_000 == 0 else RACY_NS
-    return stamp.taken_ns - ctime_ns > window
+    return taken_ns - ctime_ns > window
 
 
 __all__ = [

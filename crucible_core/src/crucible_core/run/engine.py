@@ -30,7 +30,7 @@ from crucible_core.run.budget import Budget
 from crucible_core.run.context import LoopExit, Run, measure_context
 from crucible_core.run.drivers import Drivers
 from crucible_core.run.gates import Gates
-from crucible_core.run.injects import refresh_frozen
+from crucible_core.run.injects import Verified, refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle, TurnUnavailable
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.signals import AgentSignals, SignalContext
@@ -94,6 +94,9 @@ class Engine:
     # The turn's prompt copy for scripted proposers, rewritten in place each turn and emptied
     # after it (workspace_files.OwnedFile: making and removing a file each turn cost 0.2 to 0.3 ms).
     _prompt_copy: OwnedFile | None = attrs.field(default=None, init=False)
+    # The frozen injects' copies found equal to their sources, by status (run/injects.py): read
+    # again only once either file was touched.
+    _verified_injects: Verified = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))
@@ -463,7 +466,7 @@ class Engine:
 
     def refresh_injects(self, iteration: int) -> None:
         """Put the frozen injects back as the manifest has them, before a measure."""
-        refreshed = refresh_frozen(self.loaded.injects, self.paths.workspace)
+        refreshed = refresh_frozen(self.loaded.injects, self.paths.workspace, self._verified_injects)
         if refreshed and iteration > 0:
             self.note(f"re-copied frozen injects the candidate had changed: {', '.join(refreshed)}", "warn")
 
