@@ -16,8 +16,9 @@ from crucible_core.reporters.console_text import PRINTED_KINDS, end_lines, event
 from crucible_core.reporters.console_view import FOLDED_KINDS, ConsoleView
 from crucible_core.reporters.output import QuietOnClose
 
-# What the plain lines need decoded: the view's kinds, and the kinds a line is printed for.
-_SHOWN_KINDS = FOLDED_KINDS | PRINTED_KINDS
+# What the plain lines need decoded: the view's kinds, and the kinds a line is printed for. A step
+# (four an iteration) only tells a live table which operation runs; no plain line shows it.
+_SHOWN_KINDS = (FOLDED_KINDS | PRINTED_KINDS) - {wire.Step.KIND}
 
 
 class LineReporter:
