@@ -156,6 +156,11 @@ def _outside_racy_window(stamp: Stamp) -> bool:
     return outside_racy_window(stamp.key[3], stamp.taken_ns)
 
 
+def file_status(st: os.stat_result) -> tuple[int, ...]:
+    """What moves when a file is written, replaced, linked or chmod-ed (a write moves the ctime)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_nlink)
+
+
 def outside_racy_window(ctime_ns: int, taken_ns: int) -> bool:
     """A file's last change (its ctime) lies further back than a timestamp tick could hide a new
     one, seen from `taken_ns` (the wall clock before the stat): a later change moves its times.

@@ -14,10 +14,11 @@ import hmac
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.agent_files import AgentFileRefused, file_status, outside_racy_window, read_regular
 from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 from crucible_core.control.commands import MUTATING, READ_ONLY, STOPPING, BadRequest, payload_of
 from crucible_core.control.inbox import Inbox, Order
@@ -57,6 +58,9 @@ class ControlBridge:
         # control.json's bytes while the server runs: its port, token and pid do not change, and
         # the state guard compares the file with them after every child (no encoding each time)
         self._record_bytes = b""
+        # control.json's status when its bytes were last found to be the record, outside the racy
+        # window: while the file is untouched, the guard's check is one lstat, not a read
+        self._verified: tuple[int, ...] | None = None
 
     # -- the protocol, independent of sockets -------------------------------------------------
     def handle(self, request: Any) -> dict[str, Any]:
@@ -142,11 +146,22 @@ class ControlBridge:
         if self._server is None or self._control_file is None:
             return None
         record = self._record_bytes
+        taken = time.time_ns()
+        try:
+            st = os.lstat(self._control_file)
+        except OSError:
+            st = None
+        seen = file_status(st) if st is not None else None
+        if seen is not None and seen == self._verified:
+            return None  # the file found intact last time, untouched since (a write moves the ctime)
         # the state directory is within a local agent's reach: a FIFO planted here must not
         # block the engine, it is replaced like any other change
         with contextlib.suppress(FileNotFoundError, AgentFileRefused):
             if read_regular(self._control_file, len(record)) == record:
+                if st is not None and outside_racy_window(st.st_ctime_ns, taken):
+                    self._verified = seen
                 return None
+        self._verified = None
         write_atomic(self._control_file, record, mode=0o600, durable=False)  # as in start()
         return "the control record"
 

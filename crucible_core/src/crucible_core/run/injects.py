@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from crucible_core.agent_files import outside_racy_window
+from crucible_core.agent_files import file_status, outside_racy_window
 from crucible_core.manifest.loader import ResolvedInject
 from crucible_core.workspace_files import copy_file_into, destination_parts
 
@@ -28,11 +28,6 @@ def copy_injects(entries: Iterable[ResolvedInject], workspace: Path) -> list[str
 
 # Per workspace copy: the status of it and of its source when their bytes were last found equal.
 Verified = dict[str, tuple[tuple[int, ...], tuple[int, ...]]]
-
-
-def _status(st: os.stat_result) -> tuple[int, ...]:
-    """What moves when a file is written, replaced, linked or chmod-ed (a write moves the ctime)."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_nlink)
 
 
 def _intact(entry: ResolvedInject, workspace: Path, verified: Verified | None = None) -> bool:
@@ -59,7 +54,7 @@ def _intact(entry: ResolvedInject, workspace: Path, verified: Verified | None = 
         and stat.S_IMODE(st.st_mode) & 0o111 == stat.S_IMODE(source.st_mode) & 0o111
     ):
         return False
-    seen = (_status(st), _status(source))
+    seen = (file_status(st), file_status(source))
     key = str(target)
     if verified is not None and verified.get(key) == seen:
         return True
