@@ -29,12 +29,13 @@ class DistressSignals:
     def __init__(self) -> None:
         # One per look, by the directory looked in: after a look that found nothing, the next
         # is one stat of the directory while none of its entries changed (the usual turn).
-        self._watches: dict[tuple[str, Path], DirectoryWatch] = {}
+        self._watches: dict[str, DirectoryWatch] = {}
 
     def _watch(self, look: str, directory: Path) -> DirectoryWatch:
-        watch = self._watches.get((look, directory))
-        if watch is None:
-            watch = self._watches[(look, directory)] = DirectoryWatch(directory)
+        watch = self._watches.get(look)
+        # the run's paths hand out the same directory every time: compared by identity first
+        if watch is None or (watch.directory is not directory and watch.directory != directory):
+            watch = self._watches[look] = DirectoryWatch(directory)
         return watch
 
     def method_text(self) -> str:
@@ -59,8 +60,7 @@ class DistressSignals:
                 if not notes:  # none there, or a file of none consumed (the directory changed)
                     watch.found_nothing(stamp)
         escalated = None
-        workspace = paths.escalation_file.parent
-        watch = self._watch("escalation", workspace)
+        watch = self._watch("escalation", paths.workspace)  # where ESCALATION.json is
         stamp = watch.stamp()
         if not watch.unchanged(stamp):
             escalated = escalation.take_marker(
