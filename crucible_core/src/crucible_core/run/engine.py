@@ -97,14 +97,19 @@ class Engine:
     # The frozen injects' copies found equal to their sources, by status (run/injects.py): read
     # again only once either file was touched.
     _verified_injects: Verified = attrs.field(factory=dict, init=False)
+    _signal_context: SignalContext | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))
 
     @property
     def signal_context(self) -> SignalContext:
-        """What an AgentSignals reads the agent's asks with: the run's paths and its redaction."""
-        return SignalContext(self.paths, self.redactor.text)
+        """What an AgentSignals reads the agent's asks with: the run's paths and its redaction
+        (made again only when either was replaced; asked for several times per iteration)."""
+        known = self._signal_context
+        if known is None or known.paths is not self.paths or known.redact != self.redactor.text:
+            known = self._signal_context = SignalContext(self.paths, self.redactor.text)
+        return known
 
     # -- driver shortcuts -------------------------------------------------------------------
     @property
