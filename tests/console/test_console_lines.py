@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from crucible_core.contract import wire
+from crucible_core.contract.plain_text import plain
 from crucible_core.reporters.console import ConsoleReporter, HeadlessReporter
 from crucible_core.reporters.console_text import shorten
 from crucible_core.reporters.sparkline import sparkline
@@ -280,3 +285,46 @@ def test_a_resume_after_a_clean_exit_says_how_the_previous_process_ended_not_ite
     [line] = event_lines(ConsoleView(), wire.Line(event=event, ts=0.0), 0.0)
     assert "ended cleanly: previous run exited error: the measure broke" in line
     assert "iteration 0" not in line
+
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "crucible_session.jsonl"
+
+
+def _counting(real: Any, decoded: list[str]) -> Any:
+    def counting(obj: Any) -> wire.Line | None:
+        decoded.append(obj.get("kind"))
+        return real(obj)  # type: ignore[no-any-return]
+
+    return counting
+
+
+def test_events_the_lines_neither_fold_nor_print_are_passed_over_undecoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real log (every kind it holds, agent text included) through the reporter, which skips
+    decoding what changes nothing, and through a fold of every event: the same lines, the same view."""
+    parsed = (wire.parse_object(raw.encode()) for raw in FIXTURE.read_text().splitlines())
+    events = [event for event in parsed if event is not None]  # its torn line left out
+    at = events.index(next(e for e in events if e["kind"] == "phase" and e["phase"] == "iteration"))
+    events.insert(at + 1, {"v": 1, "kind": "step", "step": "propose", "iter": 1})  # the fixture has none
+    assert isinstance(wire.from_object(events[at + 1]).event, wire.Step)  # type: ignore[union-attr]
+    events += [{**e, "ts": T0 + 900 + i} for i, e in enumerate(events)]  # a resume in the same log
+    for make in (ConsoleReporter, HeadlessReporter):
+        every = make(io.StringIO(), 40, clock=lambda: T0)
+        for event in events:
+            folded = every.fold(event)
+            if folded is not None:
+                for text in every.lines_for(*folded):
+                    every.output.line(plain(text))
+        decoded: list[str] = []
+        monkeypatch.setattr(wire, "from_object", _counting(wire.from_object, decoded))
+        skipping = make(io.StringIO(), 40, clock=lambda: T0)
+        for event in events:
+            skipping.on_event(event)
+        monkeypatch.undo()
+        assert skipping.stream.getvalue() == every.stream.getvalue() != ""
+        every.view.step = skipping.view.step  # the operation under way: a live table's, never a line's
+        assert skipping.view == every.view
+        # the agent's text, a turn's start and end, identities: passed over
+        assert {"agent", "agent_start", "agent_done", "identity", "step"}.isdisjoint(decoded)
+        assert {"start", "row", "budget", "shutdown"} <= set(decoded)

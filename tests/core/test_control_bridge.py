@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,3 +143,33 @@ def test_the_control_record_is_renamed_into_place_without_an_fsync(
     finally:
         b.close()
     assert [path for path in synced if "control" in Path(path).name] == []
+
+
+def test_an_untouched_control_record_is_not_read_again_and_any_write_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crucible_core.control import bridge as bridge_module
+
+    state = tmp_path / "state"
+    state.mkdir()
+    b = ControlBridge(Ledger(state / "admissions.jsonl"), Inbox())
+    b.start(state / "control.json")
+    record = state / "control.json"
+    reads: list[object] = []
+    real = bridge_module.read_regular
+    monkeypatch.setattr(bridge_module, "read_regular", lambda *a: reads.append(a) or real(*a))
+    try:
+        time.sleep(0.08)  # the record's last write now lies outside the racy window
+        assert b.restore_record() is None and len(reads) == 1  # read once, found intact
+        assert b.restore_record() is None and len(reads) == 1  # untouched since: one lstat
+        original = record.read_bytes()
+        forged = original.replace(b'"pid": ', b'"pid": 9').replace(b'"port": ', b'"port": 1')[: len(original)]
+        with open(record, "r+b") as handle:  # the agent rewrites it in place, same length
+            handle.write(forged)
+        assert b.restore_record() == "the control record" and record.read_bytes() == original
+        time.sleep(0.08)
+        assert b.restore_record() is None and b.restore_record() is None
+        os.chmod(record, 0o644)  # even a chmod moves the ctime: read again (the bytes are intact)
+        assert b.restore_record() is None and len(reads) == 4
+    finally:
+        b.close()

@@ -39,6 +39,32 @@ def test_the_file_it_created_is_rewritten_in_place_and_cut_to_the_new_length(tmp
     file.close()
 
 
+def test_the_file_is_cut_only_when_what_it_held_was_longer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file, page = _page(tmp_path)
+    cuts: list[int] = []
+    real = os.ftruncate
+
+    def counted(fd: int, length: int) -> None:
+        cuts.append(length)
+        real(fd, length)
+
+    monkeypatch.setattr(os, "ftruncate", counted)
+    file.write(b"short\n")
+    file.write(b"a longer text\n")  # grows over the old text: nothing is left to cut
+    file.write(b"longer again\n" * 2)
+    assert cuts == [] and page.read_bytes() == b"longer again\n" * 2
+    file.write(b"cut\n")
+    assert cuts == [4] and page.read_bytes() == b"cut\n"
+    file.empty()
+    file.empty()  # already empty: nothing to cut
+    assert cuts == [4, 0] and page.read_bytes() == b""
+    file.write(b"after emptying\n")
+    assert cuts == [4, 0] and page.read_bytes() == b"after emptying\n"
+    file.close()
+
+
 def test_a_removed_page_is_created_again(tmp_path: Path) -> None:
     file, page = _page(tmp_path)
     file.write(b"one\n")

@@ -551,3 +551,60 @@ def test_a_module_registers_the_implementations_pluggy_would_and_nothing_else() 
     plugins.register_module(module, name="mixed", distribution="crucible-plugin-mixed", version="1")
     assert plugins.infos[-1].hooks == ("crucible_register_harnesses", "crucible_register_worlds")
     assert "method-world" in plugins.registry("world", strict=False).entries
+
+
+def test_an_observing_hook_reaches_every_plugin_in_pluggys_order_without_pluggys_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    heard: list[str] = []
+
+    # one function each: pluggy's path finds the one that raised by its code on the traceback
+    def first(event: Any) -> None:
+        heard.append(f"first {event['kind']}")
+
+    def second(event: Any) -> None:
+        heard.append(f"second {event['kind']}")
+        raise RuntimeError("dashboard down")
+
+    def third(event: Any) -> None:
+        heard.append(f"third {event['kind']}")
+
+    def late(event: Any) -> None:
+        heard.append(f"late {event['kind']}")
+
+    def fresh(monitored: bool) -> Any:
+        plugins = load_plugins(discover=False)
+        for name, hears in (("first", first), ("second", second), ("third", third)):
+            module = make_plugin(f"crucible-plugin-{name}", crucible_session_event=hears)
+            plugins.register_module(module, name=name, distribution=f"crucible-plugin-{name}", version="1")
+        if monitored:
+            plugins.pm.add_hookcall_monitoring(lambda *a: None, lambda *a: None)
+        return plugins
+
+    def observed(plugins: Any) -> tuple[list[str], list[list[str]]]:
+        heard.clear()
+        muted: set[object] = set()
+        faults = [
+            plugins.observe("crucible_session_event", mute=muted, event={"kind": k}) for k in ("a", "b")
+        ]
+        return list(heard), faults
+
+    via_pluggy = observed(fresh(monitored=True))  # a monitor sees every call: pluggy calls them
+    plugins = fresh(monitored=False)
+    monkeypatch.setattr(plugins.pm, "_inner_hookexec", None)  # pluggy's executor would fail now
+    assert observed(plugins) == via_pluggy
+    assert via_pluggy[0] == ["third a", "second a", "first a", "third b", "first b"]  # muted after a
+    assert via_pluggy[1] == [
+        [
+            "plugin crucible-plugin-second: crucible_session_event raised RuntimeError: dashboard down (ignored)"
+        ],
+        [],
+    ]
+    # a plugin registered later is heard from then on
+    plugins.register_module(
+        make_plugin("crucible-plugin-late", crucible_session_event=late),
+        name="late",
+        distribution="crucible-plugin-late",
+        version="1",
+    )
+    assert observed(plugins)[0][0] == "late a"

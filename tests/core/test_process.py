@@ -13,6 +13,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from crucible_core import process
 
 
@@ -105,6 +107,29 @@ def test_stdin_data_reaches_the_child_whole_and_stdin_is_empty_otherwise(tmp_pat
     assert done.ok and done.stdout == expected
     # without stdin_data the child reads an empty stdin (never the engine's own)
     assert process.run("wc -c", cwd=tmp_path, env=os.environ, timeout=30).stdout.strip() == "0"
+
+
+def test_stdin_that_fits_in_the_pipe_is_written_without_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[object] = []
+    real_thread = process.threading.Thread
+
+    def counted(*args: object, **kwargs: object) -> threading.Thread:
+        started.append(kwargs.get("target"))
+        return real_thread(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(process.threading, "Thread", counted)
+    prompt = b"a prompt of a few kilobytes\n" * 200
+    done = process.run("cat", cwd=tmp_path, env=os.environ, stdin_data=prompt, timeout=60)
+    assert done.ok and done.stdout.encode() == prompt
+    assert started == []  # written in place: no feeder thread for a turn's prompt
+    # a child that exits without reading its stdin is no error (the pipe was filled, then closed)
+    assert process.run("true", cwd=tmp_path, env=os.environ, stdin_data=prompt, timeout=60).ok
+    big = b"x" * (4 << 20)  # more than any pipe holds: the rest goes to a feeder thread
+    done = process.run("wc -c", cwd=tmp_path, env=os.environ, stdin_data=big, timeout=60)
+    assert done.ok and done.stdout.strip() == str(len(big))
+    assert started == [process._feed]
 
 
 def test_spawn_failure_is_reported_not_raised(tmp_path: Path) -> None:
@@ -214,6 +239,8 @@ def test_an_escaped_descendant_dies_with_the_engine(tmp_path: Path) -> None:
 ADOPTING_ENGINE = """
 import os, sys
 from pathlib import Path
+
+import pytest
 from crucible_core import process
 assert process.adopt_orphans()
 done = process.run(sys.argv[1], cwd=Path(sys.argv[2]), env=os.environ, timeout=30)
@@ -288,6 +315,8 @@ def test_a_group_is_signalled_only_while_its_leader_still_holds_the_id(tmp_path:
 FORKING_ENGINE = """
 import os, sys, time
 from pathlib import Path
+
+import pytest
 from crucible_core import process
 assert process.run("true", cwd=Path("."), env=dict(os.environ)).ok  # the guard is started
 helper = os.fork()
@@ -324,6 +353,8 @@ def test_a_child_never_outlives_an_engine_that_forked_a_lingering_helper(tmp_pat
 GUARD_KILLED_ENGINE = """
 import os, sys
 from pathlib import Path
+
+import pytest
 from crucible_core import process
 assert process.run("true", cwd=Path("."), env=dict(os.environ)).ok  # the guard is started
 print(process._guard.pid(), flush=True)
@@ -371,6 +402,8 @@ def test_a_guard_that_was_killed_is_replaced_before_the_next_child_needs_it(tmp_
 FORKED_FROM_AN_ADOPTING_ENGINE = """
 import os, sys, time
 from pathlib import Path
+
+import pytest
 from crucible_core import process
 assert process.adopt_orphans()
 child = os.fork()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
 import pytest
 
 from crucible_core.contract import wire
-from crucible_core.session_log import SessionLog
+from crucible_core.session_log import SessionLog, read_events
 from tests.cli_support import run_crucible
 
 
@@ -77,3 +78,24 @@ def test_a_deleted_or_cut_log_is_put_back_whole_with_its_last_lines(tmp_path: Pa
     log.path.unlink()
     log.close()  # the run's end puts it back too
     assert seqs(log.path) == list(range(1, lines + 2))
+
+
+@pytest.mark.leaves_open_log("it writes notes to a bare log; no session closes it")
+def test_the_damage_check_looks_at_the_path_only_and_still_sees_a_replaced_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = SessionLog(tmp_path / "state" / "session.jsonl")
+    log.emit(wire.Note(msg="one"))
+    looked: list[int] = []
+    real_fstat = os.fstat
+    monkeypatch.setattr(os, "fstat", lambda fd: looked.append(fd) or real_fstat(fd))
+    assert log.damage() is None
+    assert looked == []  # the log's own file is known from when it was opened: one stat per check
+    monkeypatch.undo()
+    log.path.rename(log.path.with_name("aside.jsonl"))
+    log.path.write_bytes(log.path.with_name("aside.jsonl").read_bytes())  # same bytes, another file
+    assert log.restore_if_damaged() == "replaced"
+    log.emit(wire.Note(msg="two"))
+    assert log.damage() is None  # the file put back is the one now written to
+    assert [e["msg"] for e in read_events(log.path) if e["kind"] == "note"] == ["one", "two"]
+    log.close()

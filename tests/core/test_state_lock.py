@@ -39,3 +39,20 @@ def test_a_holder_that_has_not_written_its_pid_yet_is_still_named(tmp_path: Path
     finally:
         writer.join()
         os.close(fd)
+
+
+def test_the_held_check_looks_at_the_path_only_and_still_sees_a_replaced_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = StateLock.acquire(tmp_path)
+    looked: list[int] = []
+    real_fstat = os.fstat
+    monkeypatch.setattr(os, "fstat", lambda fd: looked.append(fd) or real_fstat(fd))
+    assert lock.held_in_place() and lock.reassert() is False
+    assert looked == []  # the held file is known from when it was taken: one stat per check
+    monkeypatch.undo()
+    (tmp_path / LOCK_NAME).unlink()
+    (tmp_path / LOCK_NAME).write_text("planted\n")
+    assert not lock.held_in_place()
+    assert lock.reassert() is True and lock.held_in_place()
+    lock.release()

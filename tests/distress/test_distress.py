@@ -253,3 +253,34 @@ def test_the_prompt_and_the_turn_offer_distress_only_when_the_plugin_is_installe
         "distress", "--severity", "info", "--reason", "r", env=crucible_env(CRUCIBLE_LOAD_PLUGINS="core")
     )
     assert refused.returncode != 0 and "pip install crucible-plugin-distress" in refused.stderr
+
+
+# Slow turns, quiet at first: by the time it leaves anything, the directories it leaves it in were
+# last changed long enough ago for the loop to watch them with one stat (agent_files.DirectoryWatch).
+LATE = """#!/bin/sh
+set -eu
+sleep 0.07
+case "$CRUCIBLE_ITERATION" in
+  3) printf 'steered from outside\\n' > ../STEER.md ;;
+  4) "$PYTHON" -m crucible_core.cli.main distress --severity warn --reason "a late note" >> ../replies ;;
+  5) printf '{"trace_id": "t-late", "mode": "continue"}' > PROVISIONING_PENDING.json ;;
+  6) "$PYTHON" -m crucible_core.cli.main escalate --category infeasible --reason "a late escalation" >> ../replies ;;
+esac
+echo $(( $(cat value.txt) + 1 )) > value.txt
+"""
+
+
+def test_what_the_agent_leaves_after_quiet_turns_is_still_taken(tmp_path: Path) -> None:
+    manifest = domain(tmp_path, LATE)
+    proc = start(manifest, "--iterations", "8")
+    assert proc.wait(timeout=60) == 2, proc.communicate()  # escalated
+    log = events(manifest)
+    [steer] = [e for e in log if e["kind"] == "steer"]
+    assert (steer["iter"], steer["text"], steer["status"]) == (4, "steered from outside", "applied")
+    rows = {e["row"]["iter"]: e["row"] for e in log if e["kind"] == "row"}
+    assert [n["reason"] for n in rows[4]["distress"]] == ["a late note"]
+    [wait] = [e for e in log if e["kind"] == "approval_wait"]
+    assert (wait["trace_id"], wait["iter"]) == ("t-late", 5)
+    [escalation] = [e for e in log if e["kind"] == "escalation"]
+    assert (escalation["iter"], escalation["reason"]) == (6, "a late escalation")
+    assert max(rows) == 6 and not (manifest.parent / "workspace" / "ESCALATION.json").exists()

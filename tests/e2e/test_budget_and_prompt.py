@@ -139,3 +139,29 @@ def test_the_prompt_copy_is_each_turns_prompt_whole_and_empty_between_turns(exam
         assert (directory / f"file-{i}.md").read_bytes() == (directory / f"stdin-{i}.md").read_bytes()
     assert len((directory / "file-2.md").read_bytes()) < len((directory / "file-1.md").read_bytes())
     assert not copy.exists()
+
+
+def test_every_prompt_states_the_declaration_which_is_worded_once(example, monkeypatch) -> None:
+    from crucible_core import api
+    from crucible_core.broker.declaration import Declaration
+
+    manifest = example("counter")
+    directory = manifest.parent
+    (directory / "record.sh").write_text(STDIN_AND_FILE)
+    (directory / "record.sh").chmod(0o755)
+    text = manifest.read_text().replace("cp value.txt bump.sh", "cp value.txt bump.sh record.sh")
+    manifest.write_text(text.replace('agent_cmd = "./bump.sh"', 'agent_cmd = "./record.sh"'))
+    worded: list[list[str]] = []
+    real = Declaration.describe
+
+    def wording(self: Declaration) -> list[str]:
+        worded.append(real(self))
+        return worded[-1]
+
+    monkeypatch.setattr(Declaration, "describe", wording)
+    result = api.run(manifest, iterations=3)
+    assert result.outcome == "finished"
+    assert len(worded) == 1  # one declaration, worded for the first prompt only
+    for i in (1, 2, 3):
+        prompt = (directory / f"stdin-{i}.md").read_text()
+        assert all(line in prompt for line in worded[0] if "broker tools" not in line)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -283,3 +284,34 @@ def test_refresh_frozen_never_writes_through_a_link(tmp_path: Path) -> None:
         assert os.access(target, os.X_OK) and os.lstat(target).st_nlink == 1
     assert not (workspace / "judge").is_symlink() and (workspace / "deep").is_dir()
     assert refresh_frozen(entries, workspace) == []  # intact copies are left alone
+
+
+def test_a_verified_gate_is_read_again_once_either_file_is_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crucible_core.manifest.loader import ResolvedInject
+    from crucible_core.run.injects import Verified, refresh_frozen
+
+    source = tmp_path / "gate.sh"
+    source.write_text("#!/bin/sh\necho 1\n")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    entries = [ResolvedInject(source, "gate.sh", frozen=True)]
+    verified: Verified = {}
+    assert refresh_frozen(entries, workspace, verified) == ["gate.sh"]
+    time.sleep(0.08)  # both files' last change now lies outside the racy window
+    reads: list[Path] = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self) or real(self))
+    assert refresh_frozen(entries, workspace, verified) == [] and len(reads) == 2  # compared once
+    assert refresh_frozen(entries, workspace, verified) == [] and len(reads) == 2  # then known equal
+    gate = workspace / "gate.sh"
+    with open(gate, "r+b") as handle:  # the candidate edits its gate in place, keeping its size
+        handle.write(b"#!/bin/sh\necho 9\n")
+    assert refresh_frozen(entries, workspace, verified) == ["gate.sh"]
+    assert gate.read_bytes() == source.read_bytes()
+    time.sleep(0.08)
+    assert refresh_frozen(entries, workspace, verified) == []
+    source.write_text("#!/bin/sh\necho 2\n")  # the operator edits the manifest's copy
+    assert refresh_frozen(entries, workspace, verified) == ["gate.sh"]
+    assert gate.read_text() == "#!/bin/sh\necho 2\n"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # Version of this surface, independent of the distribution's version: the major part changes
 # when a listed name is removed or changes meaning, the minor part when names are added or
 # deprecated.
-API_VERSION = "3.5"
+API_VERSION = "3.6"
 
 if TYPE_CHECKING:
     from crucible_core import process, toml_text
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from crucible_core.agent_files import (
         AgentFileRefused as AgentFileRefused,
     )
+    from crucible_core.agent_files import DirectoryWatch as DirectoryWatch
     from crucible_core.agent_files import (
         load_json as load_json,
     )
@@ -618,6 +619,7 @@ _export(
 )  # an agent's marker file's bounds
 _export("crucible_core.event_bounds", "MAX_FIELD_CHARS", "clip", "clip_value")
 _export("crucible_core.workspace_files", "copy_tree_into", "OwnedFile")
+_export("crucible_core.agent_files", "DirectoryWatch")  # looks for markers skipped while nothing changed
 # Declared artifacts ([[workspace.artifact]]): collected as hostile input, rendered for a PR body
 # and listed for a run record (KeptCommit.artifacts and RunEnd.artifacts carry a collection).
 _export(

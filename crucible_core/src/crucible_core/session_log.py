@@ -57,6 +57,7 @@ class SessionLog:
         os.chmod(path.parent, PRIVATE_DIR_MODE)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
         os.fchmod(self._fd, PRIVATE_FILE_MODE)
+        self._ident = _ident(self._fd)
         self._repair_torn_tail()
         self._twin = tempfile.TemporaryFile(dir=path.parent, buffering=0)  # noqa: SIM115 (closed in close())
         lines = 0
@@ -116,8 +117,7 @@ class SessionLog:
             return "deleted"
         except OSError as exc:
             return f"unreachable ({exc.strerror or exc})"
-        own = os.fstat(self._fd)
-        if (on_disk.st_dev, on_disk.st_ino) != (own.st_dev, own.st_ino):
+        if (on_disk.st_dev, on_disk.st_ino) != self._ident:
             return "replaced"
         if on_disk.st_size != self._size:
             return "truncated" if on_disk.st_size < self._size else "appended to"
@@ -151,6 +151,7 @@ class SessionLog:
             ) from exc
         os.close(self._fd)
         self._fd = fresh
+        self._ident = _ident(fresh)
         return damage
 
     @property
@@ -195,6 +196,12 @@ class SessionLog:
             os.close(self._fd)
             self._fd = -1
             self._twin.close()
+
+
+def _ident(fd: int) -> tuple[int, int]:
+    """(st_dev, st_ino) of an open descriptor's file: fixed while it is open, so taken once."""
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
 
 
 def _last_seq(fd: int, size: int, window: int = 1 << 20) -> int | None:

@@ -157,9 +157,11 @@ class OwnedFile:
 
     def write(self, data: bytes) -> None:
         """Make the file at `path` hold `data`; OSError when the name cannot be written."""
-        if self._still_ours():
+        ours = self._still_ours()
+        if ours is not None:
             _write_all(self._fd, data)
-            os.ftruncate(self._fd, len(data))
+            if ours.st_size > len(data):  # a shorter text: cut what is left of the longer one
+                os.ftruncate(self._fd, len(data))
             return
         self.close()
         fd = _made_and_renamed_into_place(self.path, data, self.mode)
@@ -168,17 +170,21 @@ class OwnedFile:
 
     def empty(self) -> None:
         """Cut the file to nothing if the name still leads to it (whatever else stands there is left)."""
-        if self._still_ours():
+        ours = self._still_ours()
+        if ours is not None and ours.st_size:
             os.ftruncate(self._fd, 0)
 
-    def _still_ours(self) -> bool:
+    def _still_ours(self) -> os.stat_result | None:
+        """The file's status when the name still leads to the file we made, else None."""
         if self._fd < 0:
-            return False
+            return None
         try:
             st = os.lstat(self.path)
         except OSError:
-            return False
-        return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and (st.st_dev, st.st_ino) == self._ident
+            return None
+        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and (st.st_dev, st.st_ino) == self._ident:
+            return st
+        return None
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -227,6 +227,9 @@ class Declaration:
         `tools_missing` says why granted tools cannot be called this run (no broker serves them,
         or the harness takes no MCP servers), and the tools line says so instead of listing them.
         """
+        said = _SAID.get(id(self))
+        if said is not None and said[0] is self and said[1] == tools_missing:
+            return said[2]  # the same frozen record, the same reason: the same words
         lines = self.describe()
         if tools_missing is not None and self.capabilities.broker_tools:
             lines = [
@@ -237,7 +240,17 @@ class Declaration:
             "A write outside these bounds is refused and recorded; it does not end the run. "
             "Bounds cannot be changed from inside the run."
         )
-        return "\n".join(lines)
+        text = "\n".join(lines)
+        if len(_SAID) >= _SAID_MAX:
+            _SAID.clear()
+        _SAID[id(self)] = (self, tools_missing, text)
+        return text
+
+
+# The words each declaration last gave the prompt (by identity; the record is frozen): every turn's
+# prompt states them, and wording them again cost more than the rest of the prompt's status.
+_SAID: dict[int, tuple[Declaration, str | None, str]] = {}
+_SAID_MAX = 64
 
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:

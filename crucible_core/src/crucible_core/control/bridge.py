@@ -14,10 +14,11 @@ import hmac
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.agent_files import AgentFileRefused, file_status, outside_racy_window, read_regular
 from crucible_core.contract.json_bounds import JsonRefused, loads_bounded
 from crucible_core.control.commands import MUTATING, READ_ONLY, STOPPING, BadRequest, payload_of
 from crucible_core.control.inbox import Inbox, Order
@@ -54,6 +55,12 @@ class ControlBridge:
         self.token = token or secrets.token_urlsafe(32)
         self._server: LineServer | None = None
         self._control_file: Path | None = None
+        # control.json's bytes while the server runs: its port, token and pid do not change, and
+        # the state guard compares the file with them after every child (no encoding each time)
+        self._record_bytes = b""
+        # control.json's status when its bytes were last found to be the record, outside the racy
+        # window: while the file is untouched, the guard's check is one lstat, not a read
+        self._verified: tuple[int, ...] | None = None
 
     # -- the protocol, independent of sockets -------------------------------------------------
     def handle(self, request: Any) -> dict[str, Any]:
@@ -129,7 +136,8 @@ class ControlBridge:
         self._server.start()
         # Not fsynced: the record names a live process's port, which a machine crash ends anyway
         # (and a reader checks the bridge answers); the rename alone keeps it from being read torn.
-        write_atomic(control_file, json.dumps(self._record()).encode("utf-8"), mode=0o600, durable=False)
+        self._record_bytes = json.dumps(self._record()).encode("utf-8")
+        write_atomic(control_file, self._record_bytes, mode=0o600, durable=False)
         self._control_file = control_file
         return self._server.port
 
@@ -137,12 +145,23 @@ class ControlBridge:
         """Rewrite control.json if it was deleted or changed while the bridge runs."""
         if self._server is None or self._control_file is None:
             return None
-        record = json.dumps(self._record()).encode("utf-8")
+        record = self._record_bytes
+        taken = time.time_ns()
+        try:
+            st = os.lstat(self._control_file)
+        except OSError:
+            st = None
+        seen = file_status(st) if st is not None else None
+        if seen is not None and seen == self._verified:
+            return None  # the file found intact last time, untouched since (a write moves the ctime)
         # the state directory is within a local agent's reach: a FIFO planted here must not
         # block the engine, it is replaced like any other change
         with contextlib.suppress(FileNotFoundError, AgentFileRefused):
             if read_regular(self._control_file, len(record)) == record:
+                if st is not None and outside_racy_window(st.st_ctime_ns, taken):
+                    self._verified = seen
                 return None
+        self._verified = None
         write_atomic(self._control_file, record, mode=0o600, durable=False)  # as in start()
         return "the control record"
 

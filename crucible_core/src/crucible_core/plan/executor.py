@@ -77,6 +77,9 @@ INPUTS_ENV = "CRUCIBLE_INPUTS"
 TASK_ENV = "CRUCIBLE_TASK"
 INPUT_FILES_ENV = "CRUCIBLE_INPUT_FILES"
 MAX_INPUTS_BYTES = 1 << 20
+# A task's inputs as $CRUCIBLE_INPUTS: json.dumps with these options, its encoder made once (a call
+# with options builds a new one, at every task of every iteration).
+_encode_inputs = json.JSONEncoder(separators=(",", ":"), default=str).encode
 DEFAULT_MAX_ASKS = 20
 ASKS_EMITTED = "asks_emitted"  # the wire's record of the asks one task handed on
 
@@ -830,7 +833,7 @@ class PlanExecutor:
                 staged_dir, staged = self.files.stage(self._file_producers(task), root, task.name)
         except (OSError, CaptureRefused) as exc:
             return self._blocked(BlockReason.STAGING_REFUSED.value, str(exc))
-        encoded = json.dumps(inputs, separators=(",", ":"), default=str)
+        encoded = _encode_inputs(inputs)
         if len(encoded) > MAX_INPUTS_BYTES:
             return self._blocked(BlockReason.STAGING_REFUSED.value, f"inputs over {MAX_INPUTS_BYTES} bytes")
         if self.config.before_task is not None:

@@ -12,9 +12,13 @@ from typing import Any, TextIO
 
 from crucible_core.contract import wire
 from crucible_core.contract.plain_text import plain
-from crucible_core.reporters.console_text import end_lines, event_lines, unicode_ok
-from crucible_core.reporters.console_view import ConsoleView
+from crucible_core.reporters.console_text import PRINTED_KINDS, end_lines, event_lines, unicode_ok
+from crucible_core.reporters.console_view import FOLDED_KINDS, ConsoleView
 from crucible_core.reporters.output import QuietOnClose
+
+# What the plain lines need decoded: the view's kinds, and the kinds a line is printed for. A step
+# (four an iteration) only tells a live table which operation runs; no plain line shows it.
+_SHOWN_KINDS = (FOLDED_KINDS | PRINTED_KINDS) - {wire.Step.KIND}
 
 
 class LineReporter:
@@ -44,6 +48,14 @@ class LineReporter:
         return event_lines(self.view, line, at, ellipsis="…" if self.unicode else "...")
 
     def on_event(self, event: Mapping[str, Any]) -> None:
+        if event.get("kind") not in _SHOWN_KINDS:
+            # Neither folded nor printed (an agent's text, a turn's start and end): only the
+            # view's clock moves, without decoding the event through the wire.
+            ts = event.get("ts")
+            self.view.passed(
+                float(ts) if isinstance(ts, int | float) and type(ts) is not bool else self.clock()
+            )
+            return
         folded = self.fold(event)
         if folded is None:
             return

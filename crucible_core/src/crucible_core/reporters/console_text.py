@@ -128,6 +128,25 @@ def start_line(ev: wire.Start) -> str:
     )
 
 
+# The kinds `event_lines` can print a line for (the end's lines come from the view).
+PRINTED_KINDS = frozenset(
+    cls.KIND
+    for cls in (
+        wire.Start,
+        wire.Row,
+        wire.TaskResult,
+        wire.PlanAdmitted,
+        wire.Note,
+        wire.Steer,
+        wire.Segment,
+        wire.ApprovalWait,
+        wire.ApprovalResolved,
+        wire.Escalation,
+        wire.Recovery,
+    )
+)
+
+
 def event_lines(view: ConsoleView, line: wire.Line, at: float, *, ellipsis: str = "…") -> list[str]:
     """What the console prints for one event, after `view` folded it. The end is `end_lines`."""
     ev = line.event

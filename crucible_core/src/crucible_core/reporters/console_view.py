@@ -18,6 +18,21 @@ from crucible_core.contract.records import value_methods
 from crucible_core.contract.run_kind import UNDISPATCHED, RunKind, TaskStanding, run_kind, task_verdict
 
 PARKED_PHASES = frozenset({"paused", "parked", "distressed"})
+# The kinds `ConsoleView.apply` folds into the view; any other event only moves its clock.
+FOLDED_KINDS = frozenset(
+    cls.KIND
+    for cls in (
+        wire.Start,
+        wire.Budget,
+        wire.Phase,
+        wire.Step,
+        wire.Row,
+        wire.Summary,
+        wire.Shutdown,
+        wire.PlanAdmitted,
+        wire.TaskResult,
+    )
+)
 
 
 def row_label(row: wire.RowWire) -> str:
@@ -99,6 +114,10 @@ class ConsoleView:
         elif isinstance(ev, wire.TaskResult) and self.is_task_run and ev.iter == 0:
             self.task_status[ev.task] = ev.status
             self.spent += ev.cost_usd  # a task run writes no budget line; its summary has the total
+        self.passed(ts)
+
+    def passed(self, ts: float) -> None:
+        """An event at `ts` went by: the clock moves, whether or not the event changed the view."""
         self.last_ts = ts
         if self._eta_from is None and self.phase == "iteration":
             self._eta_from = (self.iteration, self.elapsed(ts))

@@ -30,7 +30,7 @@ from crucible_core.run.budget import Budget
 from crucible_core.run.context import LoopExit, Run, measure_context
 from crucible_core.run.drivers import Drivers
 from crucible_core.run.gates import Gates
-from crucible_core.run.injects import refresh_frozen
+from crucible_core.run.injects import Verified, refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle, TurnUnavailable
 from crucible_core.run.preflight import Preflight
 from crucible_core.run.signals import AgentSignals, SignalContext
@@ -94,14 +94,22 @@ class Engine:
     # The turn's prompt copy for scripted proposers, rewritten in place each turn and emptied
     # after it (workspace_files.OwnedFile: making and removing a file each turn cost 0.2 to 0.3 ms).
     _prompt_copy: OwnedFile | None = attrs.field(default=None, init=False)
+    # The frozen injects' copies found equal to their sources, by status (run/injects.py): read
+    # again only once either file was touched.
+    _verified_injects: Verified = attrs.field(factory=dict, init=False)
+    _signal_context: SignalContext | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.drivers.world_notes.connect(lambda text: self.note(text, level="warn"))
 
     @property
     def signal_context(self) -> SignalContext:
-        """What an AgentSignals reads the agent's asks with: the run's paths and its redaction."""
-        return SignalContext(self.paths, self.redactor.text)
+        """What an AgentSignals reads the agent's asks with: the run's paths and its redaction
+        (made again only when either was replaced; asked for several times per iteration)."""
+        known = self._signal_context
+        if known is None or known.paths is not self.paths or known.redact != self.redactor.text:
+            known = self._signal_context = SignalContext(self.paths, self.redactor.text)
+        return known
 
     # -- driver shortcuts -------------------------------------------------------------------
     @property
@@ -463,7 +471,7 @@ class Engine:
 
     def refresh_injects(self, iteration: int) -> None:
         """Put the frozen injects back as the manifest has them, before a measure."""
-        refreshed = refresh_frozen(self.loaded.injects, self.paths.workspace)
+        refreshed = refresh_frozen(self.loaded.injects, self.paths.workspace, self._verified_injects)
         if refreshed and iteration > 0:
             self.note(f"re-copied frozen injects the candidate had changed: {', '.join(refreshed)}", "warn")
 

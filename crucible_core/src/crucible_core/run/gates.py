@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.agent_files import AgentFileRefused, read_regular
+from crucible_core.agent_files import AgentFileRefused, DirectoryWatch, read_regular
 from crucible_core.contract import wire
 from crucible_core.control import orders
 from crucible_core.control.inbox import Inbox, Order
@@ -69,6 +69,11 @@ class Gates:
         self._delivering: list[Order] = []
         self._steer_file_text: str | None = None
         self._row_notes: list[dict[str, Any]] = []
+        # STEER.md's and the agent's approval request's directories, as the last look that found
+        # neither left them: one stat per turn instead of failed opens (agent_files.DirectoryWatch)
+        paths = engine.paths
+        self._steer_watch = DirectoryWatch(paths.steer_file.parent)
+        self._provisioning_watch = DirectoryWatch(paths.provisioning_file.parent)
 
     # -- settling ---------------------------------------------------------------------------
     def settle(self, order: Order, outcome: str, note: str = "") -> None:
@@ -276,9 +281,11 @@ class Gates:
         self._delivering, self._steers = self._steers, []
         parts = [str(o.payload.get("text", "")).strip() for o in self._delivering]
         self._steer_file_text = None
+        stamp = self._steer_watch.stamp()
         try:
-            text = self._read_steer_file()
+            text = "" if self._steer_watch.unchanged(stamp) else self._read_steer_file()
         except FileNotFoundError:
+            self._steer_watch.found_nothing(stamp)
             text = ""
         except AgentFileRefused as exc:
             self.engine.note(f"ignored {self.engine.paths.steer_file}: {exc}", level="warn")
@@ -352,8 +359,12 @@ class Gates:
                 )
                 self.discard(run, iteration, f"escalated ({escalated.category}): {escalated.reason}")
                 return LoopExit.ESCALATED
+        stamp = self._provisioning_watch.stamp()
         try:
-            marker = parking.take_marker(paths.provisioning_file)
+            if self._provisioning_watch.unchanged(stamp):
+                marker = None
+            elif (marker := parking.take_marker(paths.provisioning_file)) is None:
+                self._provisioning_watch.found_nothing(stamp)
         except AgentFileRefused as exc:
             engine.note(f"ignored the agent's approval request: {parking.MARKER_NAME}: {exc}", level="warn")
             marker = None

@@ -178,15 +178,17 @@ class Lifecycle:
 
     def _with_additions(self, turn: Turn, task: str | None) -> Turn:
         context = TurnContext(self.context, turn.iteration, task=task)
-        servers = dict(turn.mcp_servers)
-        env = dict(turn.env)
-        services = list(turn.services)
         try:
             results = self.plugins.call("crucible_before_turn", context=context)
         except HookFailed as failed:
             if isinstance(failed.error, TurnUnavailable):
                 raise failed.error from None
             raise _refusal(failed) from failed.error
+        if not results:
+            return turn  # no plugin adds anything (the usual turn): the turn as it was built
+        servers = dict(turn.mcp_servers)
+        env = dict(turn.env)
+        services = list(turn.services)
         for added in results:  # pluggy's order, each plugin's None already left out
             if not isinstance(added, TurnAdditions):
                 raise RunFailed(

@@ -32,6 +32,7 @@ class StateLock:
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / LOCK_NAME
         self._fd = -1
+        self._ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file the lock is on
 
     @classmethod
     def acquire(cls, state_dir: Path) -> StateLock:
@@ -53,7 +54,8 @@ class StateLock:
                 f"cannot take the state lock {self.path}: {exc.strerror or exc}",
                 hint="make the state directory writable for this user, then run the same command",
             ) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise self._foreign("not a regular file")
         try:
@@ -71,6 +73,7 @@ class StateLock:
             raise
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
+        self._ident = (st.st_dev, st.st_ino)  # an open descriptor's file never changes: no fstat per check
         return fd
 
     def _foreign(self, why: str) -> WorkspaceError:
@@ -87,8 +90,7 @@ class StateLock:
             on_disk = os.stat(self.path)
         except OSError:
             return False
-        own = os.fstat(self._fd)
-        return (on_disk.st_dev, on_disk.st_ino) == (own.st_dev, own.st_ino)
+        return (on_disk.st_dev, on_disk.st_ino) == self._ident
 
     def reassert(self) -> bool:
         """Re-take the lock on a fresh file when its file was deleted or replaced; True if it had to.
