@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -10,6 +12,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import attrs
+import pytest
+
+import crucible_core
+from crucible_core.contract import wire
 from tests.cli_support import ROOT, crucible_env
 
 COUNTER = ROOT / "examples" / "counter"
@@ -35,6 +42,9 @@ NOT_AT_START = (
     "crucible_harness_opencode.settings",
     "crucible_harness_pi.settings",
 )
+# Never loaded by a run on the built-in iteration graph, however many iterations: the thread
+# pool an inline plan executor does not use, and the plan file loader of an authored workflow.
+NOT_IN_A_COUNTER_RUN = ("concurrent.futures", "crucible_core.plan.load")
 
 
 def _modules_after_run(tmp_path: Path, iterations: int) -> list[str]:
@@ -83,7 +93,7 @@ def test_a_command_run_to_its_baseline_imports_no_diff_writer_and_no_other_drive
     modules = _modules_after_run(tmp_path, 0)
     assert "crucible_world_git.gitworld" in modules  # the listing sees what the run did import
     assert "crucible_backend_local.settings" in modules  # the chosen backend's settings class
-    assert [name for name in NOT_AT_START if name in modules] == []
+    assert [name for name in NOT_AT_START + NOT_IN_A_COUNTER_RUN if name in modules] == []
 
 
 def test_only_the_manifest_sections_written_get_a_structuring_function(tmp_path: Path) -> None:
@@ -99,6 +109,41 @@ def test_only_the_manifest_sections_written_get_a_structuring_function(tmp_path:
 def test_an_iteration_that_describes_its_change_loads_the_diff_writer_then(tmp_path: Path) -> None:
     modules = _modules_after_run(tmp_path, 1)
     assert "dulwich.patch" in modules
+    assert [name for name in NOT_IN_A_COUNTER_RUN if name in modules] == []
+
+
+# Modules other rounds were changing when core's frozen records lost their slots.
+SLOTTED_FOR_NOW = (
+    "crucible_core.process",
+    "crucible_core.run.engine",
+    "crucible_core.control.ledger",
+    "crucible_core.control.inbox",
+    "crucible_core.control.caps",
+)
+
+
+def test_core_s_frozen_records_are_built_without_slots_and_stay_frozen() -> None:
+    """attrs builds a slotted class twice; a frozen record refuses every assignment without
+    slots (contract/records.py), so each is built once."""
+    walked: list[type] = []
+    slotted: list[str] = []
+    for info in pkgutil.walk_packages(crucible_core.__path__, "crucible_core."):
+        if info.name in SLOTTED_FOR_NOW:
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            ours = isinstance(value, type) and value.__module__ == module.__name__ and attrs.has(value)
+            if ours and getattr(value.__setattr__, "__name__", "") == "_frozen_setattrs":
+                walked.append(value)
+                if "__slots__" in value.__dict__:
+                    slotted.append(f"{module.__name__}.{value.__qualname__}")
+    assert len(walked) > 150 and wire.Note in walked
+    assert slotted == []
+    note = wire.Note(msg="kept")
+    for name in ("msg", "anything"):
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(note, name, "changed")
+    assert note == wire.Note(msg="kept") and hash(note) == hash(wire.Note(msg="kept"))
 
 
 def test_the_crucible_process_hides_what_start_up_built_from_the_collector_and_a_caller_of_main_keeps_its_own(

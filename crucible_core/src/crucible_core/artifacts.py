@@ -74,7 +74,7 @@ class Declared(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class CollectedArtifact:
     """What one declared embed or upload yielded: the file taken, or why none was."""
 
@@ -97,7 +97,7 @@ class CollectedArtifact:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Collected:
     items: tuple[CollectedArtifact, ...] = ()
     # entries the collection passed over (a link or a FIFO named like the wanted file, a walk

@@ -145,12 +145,14 @@ class Plugins:
         """
         _refuse_unmarked_hooks(module)
         self.pm.register(module, name=name)
-        unknown = [caller.name for caller in self.pm.get_hookcallers(module) or () if not caller.has_spec()]
+        # pluggy finds a plugin's callers by walking every hook's implementations: asked once
+        callers = self.pm.get_hookcallers(module) or ()
+        unknown = [caller.name for caller in callers if not caller.has_spec()]
         if unknown:
             self.pm.unregister(module)
             raise pluggy.PluginValidationError(module, "; ".join(_unknown_hook_message(n) for n in unknown))
         self.pm.check_pending()
-        hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
+        hooks = tuple(sorted(caller.name for caller in callers))
         where = getattr(module, "__name__", None) or type(module).__qualname__
         self.infos.append(PluginInfo(name, distribution, version, where, hooks))
         self._registries.clear()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ApplyOutcome:
     ok: bool
     note: str = ""
@@ -36,7 +36,7 @@ def _no_note(text: str) -> None:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class WorldContext:
     """What a World factory gets. `spared` are workspace-relative paths a restore never removes.
 
@@ -59,7 +59,7 @@ class WorldContext:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Staged:
     """What stage() found: the candidate's content, named, and whether there is anything to judge."""
 
@@ -69,7 +69,7 @@ class Staged:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class SourceChanges:
     """How a local [repo].path differs from the commit a clone of it starts from."""
 
@@ -79,7 +79,7 @@ class SourceChanges:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class LocalSource:
     """The local repository a fresh run clones, as a world's optional source methods get it."""
 
@@ -92,7 +92,7 @@ class LocalSource:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RecordedKept:
     """What a world's private record of kept history names (see `World.recorded_kept`)."""
 
@@ -237,7 +237,7 @@ class ForkingWorld(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class MeasureContext:
     """The engine's numbers a judge may show the measure command (absent on the baseline).
 
@@ -254,7 +254,7 @@ class MeasureContext:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ShellStdin:
     """What a command reads on its standard input (an agent turn's prompt).
 
@@ -292,7 +292,7 @@ class CommandShell(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class JudgeContext:
     section: JudgeSection | None
     workspace: Path
@@ -354,7 +354,7 @@ TRANSPORT_FAILURES = frozenset({FailureClass.SPAWN, FailureClass.STREAM})
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class TurnResult:
     ok: bool
     failure: FailureClass | None = None
@@ -370,7 +370,7 @@ AgentEventSink = Callable[[str, Mapping[str, Any]], None]
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Turn:
     """One agent turn. `emit(kind, fields)` writes an agent event to the session log."""
 
@@ -390,7 +390,7 @@ class Turn:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class BackendContext:
     manifest: Manifest
     agent: AgentSection
@@ -423,7 +423,7 @@ BackendFactory = Callable[[BackendContext], AgentBackend]
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ShellTurn:
     """One agent turn as a single shell command: a turn a task runner can carry out elsewhere.
 
@@ -458,7 +458,7 @@ class ShellTurnBackend(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class HarnessContext:
     agent: AgentSection
     manifest_dir: Path
@@ -484,7 +484,7 @@ HarnessFactory = Callable[[HarnessContext], Harness]
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class SandboxLayout:
     """Where things live inside a sandbox (the sandbox's own absolute paths)."""
 
@@ -499,7 +499,7 @@ class SandboxLayout:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class SandboxCommand:
     """One harness turn as a command a backend runs in its sandbox, and how to read what it did.
 
@@ -531,7 +531,7 @@ class SandboxHarness(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ReporterContext:
     stream: Any  # a text stream, normally sys.stderr
     iterations: int | None
@@ -557,7 +557,7 @@ ReporterFactory = Callable[[ReporterContext], Reporter]
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ServedTool:
     """One started instance of a catalog tool, as a transport receives it.
 
@@ -603,7 +603,7 @@ class ServiceTransport(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PublishRequest:
     """A run's newest kept commit to publish as its one draft pull request (opened the first time,
     updated after); the mediation point already admitted the pull request."""
@@ -646,7 +646,7 @@ PublisherFactory = Callable[[], Publisher]
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class WorkspaceMemoryContext:
     """What a WorkspaceMemory factory gets.
 

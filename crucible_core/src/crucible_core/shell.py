@@ -13,7 +13,7 @@ from crucible_core.process import Completed
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Shell:
     """Runs contract commands (measure, apply, snapshot, restore, setup) under the supervisor.
 

@@ -37,7 +37,7 @@ EXPOSURE_VERSION = 1
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class AgentEnvGrant:
     """One [agent].env name: a credential (or setting) whose value enters the agent's context."""
 
@@ -56,7 +56,7 @@ class AgentEnvGrant:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ServiceRelay:
     """One declared run service as the disclosure lists it (C-SERVICE-SECRETS): a relay that holds
     its own secrets, reached only by the tasks that need it, perhaps handing them a credential."""
@@ -103,7 +103,7 @@ class ServiceRelay:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Disclosure:
     """What the run can reach beyond its mediated writes (C-CAPABILITY-DISCLOSURE)."""
 
@@ -172,7 +172,7 @@ class Disclosure:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Declaration:
     outputs: tuple[ResolvedOutput, ...]
     capabilities: Disclosure

@@ -25,7 +25,7 @@ OUTPUTS_WIRE_VERSION = 1
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class OutputKindSpec:
     """One output kind: what a plugin registers through crucible_register_output_kinds.
 
@@ -76,7 +76,7 @@ def scope_admits(scope: str, value: str) -> bool:
 
 # -- resolved bounds ---------------------------------------------------------------------------
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ResolvedOutput:
     kind: str
     count: int
@@ -106,7 +106,7 @@ class ResolvedOutput:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Violation:
     """Why a write was refused; `bound` names the violated bound as a manifest key."""
 

@@ -31,7 +31,7 @@ def _source(label: str) -> str:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class EgressEndpoint:
     """One allowed destination, in C-EGRESS terms: host (or `*.domain`), port and access class."""
 
@@ -49,7 +49,7 @@ class EgressEndpoint:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class EgressReach:
     """Where the agent's turns may open connections."""
 

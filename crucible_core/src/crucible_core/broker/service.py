@@ -52,7 +52,7 @@ class TurnBroker(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class BrokerRequest:
     """What `crucible_open_broker` gets: one run's resolved declaration and the engine's parts."""
 

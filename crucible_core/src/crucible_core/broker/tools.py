@@ -29,7 +29,7 @@ class ToolError(CrucibleError):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class BrokerTool:
     name: str
     description: str
@@ -45,7 +45,7 @@ class BrokerTool:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class BrokerRuntime:
     """What the engine gives the built-in tools: where the run's markers live, and its inbox."""
 
@@ -57,7 +57,7 @@ class BrokerRuntime:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ToolCall:
     tool: BrokerTool
     arguments: Mapping[str, Any]

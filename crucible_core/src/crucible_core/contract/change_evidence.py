@@ -18,7 +18,7 @@ TRUNCATED_MARKER = "[crucible: diff truncated: {shown} of {total} bytes shown]\n
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ChangeEvidence:
     """What a row says of its candidate's change: `diff` (unified, possibly cut) and `diffstat`."""
 

@@ -31,7 +31,7 @@ def shown_decision(decision: str, valid: bool | None) -> str:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Best:
     """What a candidate is compared against: the best kept score and its tiebreak."""
 

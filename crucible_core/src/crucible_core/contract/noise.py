@@ -62,7 +62,7 @@ def _scores(readings: Sequence[Reading]) -> tuple[float, ...]:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Margin:
     """`[judge].min_improvement`: an absolute amount, or a fraction of the incumbent's size."""
 

@@ -13,7 +13,7 @@ MAX_VERDICT_LINE = 64 * 1024
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RungVerdict:
     passed: bool
     note: str = ""

@@ -19,7 +19,7 @@ class Direction(enum.StrEnum):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Reading:
     """One measurement of one candidate. `score is None` means unscoreable."""
 

@@ -11,7 +11,7 @@ from crucible_core.contract.wire import RecoveryClass
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Recovery:
     """The `recovery` event's payload: the class, the iteration it touched, and the evidence."""
 

@@ -47,7 +47,7 @@ def run_kind(*, started: bool, gate: str | None, plan_admitted: bool) -> RunKind
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class TaskStanding:
     """What the verdict reads of one admitted task: its place in the graph and how it settled."""
 

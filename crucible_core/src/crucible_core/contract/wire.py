@@ -73,7 +73,7 @@ class EvidenceDisposition(enum.StrEnum):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class EvidenceEntry:
     task: str
     disposition: EvidenceDisposition
@@ -81,7 +81,7 @@ class EvidenceEntry:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class RowWire:
     """One decided row: the contract's RowWire plus our optional additions (best, sha, cost...)."""
 
@@ -131,7 +131,7 @@ def wide_round_decided(rows: list[RowWire]) -> bool:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class PrLinkWire:
     url: str
     repo: str
@@ -149,7 +149,7 @@ def _wire_stage(stage: str) -> str:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class PlanTaskWire:
     """One admitted plan task (what a viewer draws; `stage = "epilogue"` is never part of a verdict)."""
 
@@ -166,7 +166,7 @@ class PlanTaskWire:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ComponentIdentity:
     name: str
     repo: str
@@ -174,7 +174,7 @@ class ComponentIdentity:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ServiceIdentity:
     """One resolved run service as the identity covers it: its name and the digest of its resolution
     (tool, attested version, executable and its sha256, arguments, secret names, bounds; never a value)."""
@@ -184,7 +184,7 @@ class ServiceIdentity:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class RigIdentity:
     def_ref: str = ""
     backend_name: str = ""
@@ -204,7 +204,7 @@ def fnv1a_hex(parts: list[bytes]) -> str:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class RunIdentity:
     """The comparability key; `digest` is the hash of every other field in a fixed order."""
 
@@ -268,14 +268,14 @@ class RunIdentity:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentMeta:
     KIND: ClassVar[str] = "meta"
     model: str = ""
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentLog:
     KIND: ClassVar[str] = "log"
     level: str = ""
@@ -284,7 +284,7 @@ class AgentLog:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentGate:
     KIND: ClassVar[str] = "gate"
     phase: str = ""
@@ -294,7 +294,7 @@ class AgentGate:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentInit:
     KIND: ClassVar[str] = "init"
     model: str = ""
@@ -307,14 +307,14 @@ class AgentInit:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentThinking:
     KIND: ClassVar[str] = "thinking"
     delta: str = ""
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentText:
     KIND: ClassVar[str] = "text"
     delta: str = ""
@@ -322,7 +322,7 @@ class AgentText:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentTool:
     KIND: ClassVar[str] = "tool"
     name: str = ""
@@ -335,7 +335,7 @@ class AgentTool:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentTokens:
     KIND: ClassVar[str] = "tokens"
     input: int = 0
@@ -348,7 +348,7 @@ class AgentTokens:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ModelUsage:
     model: str = ""
     input: int = 0
@@ -359,7 +359,7 @@ class ModelUsage:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentOtelSummary:
     KIND: ClassVar[str] = "otel_summary"
     cost_usd: float = 0.0
@@ -371,7 +371,7 @@ class AgentOtelSummary:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentRetry:
     KIND: ClassVar[str] = "retry"
     attempt: int = 0
@@ -381,7 +381,7 @@ class AgentRetry:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentError:
     KIND: ClassVar[str] = "error"
     error_type: str = ""
@@ -389,7 +389,7 @@ class AgentError:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentResult:
     KIND: ClassVar[str] = "result"
     subtype: str = ""
@@ -402,14 +402,14 @@ class AgentResult:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentExit:
     KIND: ClassVar[str] = "exit"
     code: int = 0
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentSandboxLog:
     """One line of the sandbox's own log, replayed into the turn's stream, with the engine's
     verdict on whether it reports a policy denial (so no consumer re-derives it from the text)."""
@@ -429,7 +429,7 @@ class RawStream(enum.StrEnum):
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentRaw:
     KIND: ClassVar[str] = "raw"
     text: str
@@ -495,7 +495,7 @@ class SessionAction(enum.StrEnum):
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Start:
     KIND: ClassVar[str] = "start"
     goal: str
@@ -520,7 +520,7 @@ class Start:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Phase:
     KIND: ClassVar[str] = "phase"
     phase: str
@@ -528,7 +528,7 @@ class Phase:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Note:
     KIND: ClassVar[str] = "note"
     msg: str
@@ -536,7 +536,7 @@ class Note:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Row:
     KIND: ClassVar[str] = "row"
     row: RowWire
@@ -544,14 +544,14 @@ class Row:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentStart:
     KIND: ClassVar[str] = "agent_start"
     iter: int
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentSession:
     KIND: ClassVar[str] = "agent_session"
     session: str
@@ -560,20 +560,20 @@ class AgentSession:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Agent:
     KIND: ClassVar[str] = "agent"
     event: AgentEvent
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentDone:
     KIND: ClassVar[str] = "agent_done"
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Budget:
     KIND: ClassVar[str] = "budget"
     spent: float
@@ -586,7 +586,7 @@ class Budget:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Summary:
     KIND: ClassVar[str] = "summary"
     rows: list[RowWire]
@@ -603,7 +603,7 @@ class Summary:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Escalation:
     KIND: ClassVar[str] = "escalation"
     category: str
@@ -613,7 +613,7 @@ class Escalation:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Segment:
     KIND: ClassVar[str] = "segment"
     fingerprint: str
@@ -625,7 +625,7 @@ class Segment:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Identity:
     KIND: ClassVar[str] = "identity"
     identity: RunIdentity
@@ -634,14 +634,14 @@ class Identity:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class PrLinks:
     KIND: ClassVar[str] = "pr_links"
     links: list[PrLinkWire]
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Finished:
     KIND: ClassVar[str] = "finished"
     outcome: str | None = ours()
@@ -649,7 +649,7 @@ class Finished:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class PlanAdmitted:
     KIND: ClassVar[str] = "plan_admitted"
     plan_version: int
@@ -708,7 +708,7 @@ def _refuse(problem: Callable[[Any], str | None]) -> Callable[[Any, Any, Any], N
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Ask:
     """One proposed unit of work for an orchestrator; refused on decode as on construction."""
 
@@ -718,7 +718,7 @@ class Ask:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AsksEmitted:
     KIND: ClassVar[str] = "asks_emitted"
     task: str
@@ -726,7 +726,7 @@ class AsksEmitted:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class TaskResult:
     KIND: ClassVar[str] = "task_result"
     task: str
@@ -750,7 +750,7 @@ class TaskResult:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Shutdown:
     KIND: ClassVar[str] = "shutdown"
     outcome: str
@@ -758,7 +758,7 @@ class Shutdown:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ApprovalWait:
     KIND: ClassVar[str] = "approval_wait"
     handle: str
@@ -774,7 +774,7 @@ class ApprovalWait:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ApprovalResolved:
     KIND: ClassVar[str] = "approval_resolved"
     outcome: str
@@ -787,7 +787,7 @@ class ApprovalResolved:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class OutputRefused:
     KIND: ClassVar[str] = "output_refused"
     output_kind: str
@@ -799,7 +799,7 @@ class OutputRefused:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Recovery:
     KIND: ClassVar[str] = "recovery"
     cls: RecoveryClass = renamed("class")
@@ -811,7 +811,7 @@ class Recovery:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Step:
     """Ours: which operation of an iteration is under way (propose, measure, decide...)."""
 
@@ -821,7 +821,7 @@ class Step:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Turn:
     """Ours: how one agent turn ended and what it cost."""
 
@@ -834,7 +834,7 @@ class Turn:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Steer:
     """Ours: an operator steer delivered with an iteration's prompt."""
 
@@ -845,7 +845,7 @@ class Steer:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class OutputAdmitted:
     """Ours: one mediated write the broker's mediation point admitted (a resume recounts them)."""
 
@@ -859,7 +859,7 @@ class OutputAdmitted:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class BrokerCall:
     """Ours: an agent's call of a broker tool (arguments bounded, redacted like every event)."""
 
@@ -870,7 +870,7 @@ class BrokerCall:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class BrokerResult:
     """Ours: what a broker tool call returned, or why it failed."""
 
@@ -883,7 +883,7 @@ class BrokerResult:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Exposure:
     """Ours: the run's resolved output bounds and disclosure (`crucible plan exposure`), and its params."""
 
@@ -895,7 +895,7 @@ class Exposure:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ServiceStart:
     """Ours: a run service was started (its loopback port, and the task whose dispatch needed it)."""
 
@@ -908,7 +908,7 @@ class ServiceStart:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ServiceReady:
     """Ours: a run service answered its readiness probe."""
 
@@ -918,7 +918,7 @@ class ServiceReady:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ServiceExit:
     """Ours: a run service ended: its exit status, and whether it stopped on the signal or was killed."""
 
@@ -930,7 +930,7 @@ class ServiceExit:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ServiceReclaim:
     """Ours: a resumed run ran a service's catalog reclaim command (no instance was started)."""
 
@@ -941,7 +941,7 @@ class ServiceReclaim:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class ArtifactWire:
     """Ours: one declared artifact's embed or upload as collected: the file taken, or why none was."""
 
@@ -956,7 +956,7 @@ class ArtifactWire:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Artifacts:
     """Ours: the declared artifacts collected after a keep and at run end (the content is never logged)."""
 
@@ -967,7 +967,7 @@ class Artifacts:
 
 
 @value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Unknown:
     """A kind this reader does not know (a newer writer's): kept as its tag, counted by folds."""
 

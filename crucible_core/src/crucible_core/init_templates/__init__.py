@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class InitTemplate:
     name: str
     summary: str

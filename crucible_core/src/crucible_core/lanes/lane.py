@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Ending:
     """How a lane's body ended: the shutdown outcome (the wire's vocabulary), why, and the exit code."""
 
@@ -68,7 +68,7 @@ class MakeLifecycle(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Shell:
     """What the session hands a lane once the log is open."""
 
@@ -130,7 +130,7 @@ class Lane(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class LaneContext:
     """What a plugin's lane gets to resolve a manifest into a run, before the session log opens."""
 
@@ -141,7 +141,7 @@ class LaneContext:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class LaneSpec:
     """A kind of run a plugin provides, registered under the workflow type that selects it.
 

@@ -16,7 +16,7 @@ from crucible_core.contract.records import value_methods
 
 # -- targets -----------------------------------------------------------------------------------
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class FixedTarget:
     """The one address writes of a kind land on (a write may name a sub-address of it)."""
 
@@ -27,14 +27,14 @@ class FixedTarget:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class OpenScope:
     scope: str
     param: str | None = None  # a run parameter the target must equal
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class OpenTarget:
     """Writes may address anything the scope admits, chosen by the caller (or pinned by `param`)."""
 
@@ -54,7 +54,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class OutputDeclaration:
     """`[outputs.<kind>]`: a per-run count and, for a kind that addresses one, the target."""
 
@@ -63,7 +63,7 @@ class OutputDeclaration:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class SecretCapability:
     """`[[capabilities.secret]]`: what one credential authorizes and whether the agent sees it."""
 
@@ -74,13 +74,13 @@ class SecretCapability:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class CapabilitiesSection:
     secret: tuple[SecretCapability, ...] = ()
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class BrokerSection:
     """`[agent.broker]`: whether turns get the broker, and which of its tools they are granted."""
 

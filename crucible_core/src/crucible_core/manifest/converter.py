@@ -40,7 +40,7 @@ class ManifestValueError(ValueError):
     """A value of the wrong type or out of range; the message says what is expected."""
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class _At(Exception):
     """A failure inside an array element (`[2]`) or a table entry (`.FOO`)."""
 

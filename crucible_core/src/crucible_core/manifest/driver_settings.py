@@ -54,7 +54,7 @@ CORE_KEYS: Mapping[str, frozenset[str]] = {
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class DriverTables:
     """The manifest keys core does not read, per section, exactly as parsed (plugins validate them)."""
 
@@ -102,7 +102,7 @@ def core_key_meant(
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class DriverSettings:
     """One driver's resolved settings: which plugin owns them and what they resolved to."""
 
@@ -121,7 +121,7 @@ class DriverSettings:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ResolvedSettings:
     drivers: tuple[DriverSettings, ...] = ()
 

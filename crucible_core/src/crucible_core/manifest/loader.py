@@ -46,7 +46,7 @@ ASSEMBLED_WORLD = "composite"
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ResolvedInject:
     source: Path  # absolute
     destination: str  # workspace-relative, posix
@@ -54,7 +54,7 @@ class ResolvedInject:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class LoadedComponent:
     """One domain of an assembled manifest: its directory name in the shared workspace, its manifest."""
 
@@ -63,7 +63,7 @@ class LoadedComponent:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class LoadedManifest:
     """A validated manifest with every path resolved against the manifest directory."""
 

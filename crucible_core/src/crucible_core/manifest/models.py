@@ -30,7 +30,7 @@ REPO_STARTS = ("head", "worktree")
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RepoSection:
     url: str | None = None
     path: str | None = None
@@ -41,7 +41,7 @@ class RepoSection:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class InjectEntry:
     """The table form of an inject; the string form is shorthand for {src=s, dst=s, frozen=true}."""
 
@@ -51,7 +51,7 @@ class InjectEntry:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ArtifactEntry:
     """One [[workspace.artifact]]: derived output carried across discards and published.
 
@@ -71,7 +71,7 @@ class ArtifactEntry:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class WorkspaceSection:
     dir: str = "workspace"
     setup_cmd: str | None = None
@@ -86,7 +86,7 @@ class WorkspaceSection:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class AgentSection:
     """The [agent] keys core reads; the rest of [agent] belongs to the backend and harness plugins."""
 
@@ -106,7 +106,7 @@ class AgentSection:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class SelftestSection:
     good_cmd: str
     bad_cmd: str
@@ -114,7 +114,7 @@ class SelftestSection:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class JudgeSection:
     direction: Direction
     measure_cmd: str | None = None  # required by the default "command" judge
@@ -134,7 +134,7 @@ class JudgeSection:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class WorldSection:
     """The [world] key core reads; the rest of [world] belongs to the world plugin."""
 
@@ -148,7 +148,7 @@ class WorldSection:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class WorkflowSection:
     """[workflow]: the work graph's lane, its result task, and its [[workflow.task]] IR tables.
 
@@ -162,7 +162,7 @@ class WorkflowSection:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PreflightRung:
     """One cheap command that proves the environment (`when = "start"`) or each candidate."""
 
@@ -177,7 +177,7 @@ class PreflightRung:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PreflightSection:
     commands: tuple[str, ...] = ()  # shorthand: start rungs named by their command
     timeout: Seconds | None = None  # per rung; default 60 seconds
@@ -194,7 +194,7 @@ _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,199}")
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PublishSection:
     """[publish]: publish-on-keep, the run's kept commits as one draft pull request (one `draft-pr` write)."""
 
@@ -215,7 +215,7 @@ class PublishSection:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PackSection:
     """[pack]: what a domain pack needs from a repository it is applied to (`--pack NAME --repo PATH`)."""
 
@@ -230,7 +230,7 @@ class PackSection:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Manifest:
     repo: RepoSection | None = None
     workspace: WorkspaceSection = WorkspaceSection()

@@ -21,7 +21,7 @@ PRIVATE_DIR_NAME = "private"
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RunPaths:
     manifest_dir: Path
     workspace: Path

@@ -35,7 +35,7 @@ class ServiceDeclarationError(ManifestError):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ServiceSecret:
     name: str
     system: str  # the external system the secret authorizes
@@ -43,7 +43,7 @@ class ServiceSecret:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ServiceDeclaration:
     name: str
     tool: str

@@ -22,13 +22,13 @@ ENGINE_OPS = ("propose", "apply", "measure", "grade", "decide")
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class CommandFields:
     command: str
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class EngineFields:
     op: str
     source: str | None = None

@@ -25,7 +25,7 @@ CLEAN_EXIT = "clean_exit"
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PlanTaskWire:
     name: str
     kind: str
@@ -57,7 +57,7 @@ def _task_fields(task: ir.Task) -> dict[str, Any]:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PlanAdmitted:
     plan_version: int
     reason: str
@@ -112,14 +112,14 @@ class PlanAdmitted:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class BlockedWire:
     reason: str
     task: str | None = None
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class TaskResult:
     task: str
     status: str

@@ -17,9 +17,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -70,6 +69,9 @@ from crucible_core.plan.states import (
 from crucible_core.plan.workspace import DisposableCopies, DisposableCopy, TempDirCopies
 from crucible_core.registry import Registry
 from crucible_core.session_log import SessionLog, read_events
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 INPUTS_ENV = "CRUCIBLE_INPUTS"
 TASK_ENV = "CRUCIBLE_TASK"
@@ -155,7 +157,7 @@ class ExecutorConfig:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PlanReport:
     state: PlanState
     verdict: str  # "pass" or "fail"
@@ -169,7 +171,7 @@ class PlanReport:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PriorRun:
     """What a session log says an earlier process of this plan did."""
 
@@ -208,7 +210,7 @@ class PriorRun:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class _Settled:
     status: TaskStatus
     attempts: int
@@ -300,11 +302,10 @@ class PlanExecutor:
         if self.halt is not None:  # folded from the log: the predecessor had already halted
             self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
         self._skip_unrunnable_advisory()
-        pool_size = 1 if self.config.inline else max(1, self.config.jobs)
         # Left on a stop (an interrupt, an error here): attempts running elsewhere end first, so
         # leaving the pool does not wait on them and nothing is left running remotely.
         with (
-            ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="plan-task") as pool,
+            _task_pool(self.config) as pool,
             self._runners_cancelled_on_exit(),
         ):
             self._drive(pool, self.plan.stage(ir.Stage.MAIN))
@@ -442,7 +443,7 @@ class PlanExecutor:
 
     # -- the dispatch loop ---------------------------------------------------------------
 
-    def _drive(self, pool: ThreadPoolExecutor, tasks: list[ir.Task]) -> None:
+    def _drive(self, pool: ThreadPoolExecutor | None, tasks: list[ir.Task]) -> None:
         """Run one stage's tasks to completion; candidates are tracked, never rescanned.
 
         A task becomes a candidate when its last dependency settles (or, joining "all", as
@@ -527,7 +528,7 @@ class PlanExecutor:
             )
 
     def _dispatch_ready(
-        self, pool: ThreadPoolExecutor, in_flight: set[str], done: queue.SimpleQueue[Any]
+        self, pool: ThreadPoolExecutor | None, in_flight: set[str], done: queue.SimpleQueue[Any]
     ) -> None:
         if self._stop_asked():
             return  # stopped: nothing new starts, and nothing undispatched is blocked
@@ -567,6 +568,7 @@ class PlanExecutor:
             ):
                 self._run_task(task, decision, done)
                 return  # settled before the next dispatch: the caller's loop takes it off `done`
+            assert pool is not None  # only an inline executor runs without one, and it never submits
             pool.submit(self._run_task, task, decision, done)
 
     def _readiness(self, task: ir.Task) -> dict[str, Any] | _Settled | None:
@@ -1008,6 +1010,17 @@ class PlanExecutor:
                 found.append(name)
             stack.extend(self.tasks[name].depends_on)
         return sorted(found)
+
+
+def _task_pool(config: ExecutorConfig) -> contextlib.AbstractContextManager[ThreadPoolExecutor | None]:
+    """The worker threads the plan's attempts run on; none for an inline executor, which runs
+    each on the calling thread (the loop's iteration graph, every iteration): it then never
+    imports concurrent.futures, and the logging package that comes with it."""
+    if config.inline:
+        return contextlib.nullcontext()
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=max(1, config.jobs), thread_name_prefix="plan-task")
 
 
 def check_same_plan(plan: ir.ValidPlan, prior: PriorRun) -> None:

@@ -34,13 +34,13 @@ class Stage(enum.StrEnum):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Budget:
     usd: float
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Task:
     """One unit of work. `fields` holds the kind's own settings (a frozen attrs instance)."""
 
@@ -61,7 +61,7 @@ class Task:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Plan:
     version: int
     budget: Budget
@@ -76,7 +76,7 @@ class Plan:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ValidPlan:
     """A plan that passed validation, with its declaration-stable dependency order.
 

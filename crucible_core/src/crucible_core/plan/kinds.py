@@ -35,7 +35,7 @@ class Outcome(enum.StrEnum):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Attempt:
     outcome: Outcome
     output: dict[str, Any] | None = None
@@ -61,7 +61,7 @@ class TurnHooks(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class AgentTurns:
     """What a run lends to agent tasks: its backend (asked on first use, so a graph with no agent
     task never builds one), the values only the agent sees ([agent].env), the scored loop's
@@ -77,7 +77,7 @@ class AgentTurns:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class TaskContext:
     """Everything one attempt may read; built by the executor for every attempt."""
 
@@ -122,7 +122,7 @@ RunFunction = Callable[[TaskContext], Attempt]
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class TaskKindSpec:
     """One registered kind.
 

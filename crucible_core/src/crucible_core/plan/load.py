@@ -44,7 +44,7 @@ for _enum in (ir.Join, ir.Isolation, ir.Stage):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class _Shared:
     """The keys every task may carry, whatever its kind."""
 

@@ -71,7 +71,7 @@ class TaskRunner(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class TaskRunnerContext:
     """What a runner factory is handed when a plan run opens.
 

@@ -45,7 +45,7 @@ BLOCK_NOTES: dict[BlockReason, str] = {
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Edge:
     source: str
     target: str
@@ -53,7 +53,7 @@ class Edge:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Machine:
     name: str
     initial: str

@@ -14,7 +14,7 @@ from crucible_core.errors import WorkspaceError
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Budget:
     iterations: int | None = None
     max_cost: float | None = None

@@ -106,7 +106,7 @@ class Run:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Measured:
     """An iteration whose candidate was applied and measured: only this can be decided."""
 

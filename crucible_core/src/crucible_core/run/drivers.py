@@ -29,7 +29,7 @@ WHEN_ASKED = "when-asked"
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class DriverChoice:
     """The names a run resolves to; `crucible check` prints these."""
 
@@ -119,7 +119,7 @@ class NoteRelay:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Drivers:
     world: World
     judge: Judge

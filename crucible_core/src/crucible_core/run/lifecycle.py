@@ -50,7 +50,7 @@ _ENGINE_ENV_PREFIX = "CRUCIBLE_"
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RunContext:
     """What every lifecycle hook is told about the run."""
 
@@ -88,7 +88,7 @@ class RunContext:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class TurnContext:
     run: RunContext
     iteration: int  # the loop's iteration; 0 for a playbook's agent task
@@ -96,7 +96,7 @@ class TurnContext:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class TurnAdditions:
     """What a crucible_before_turn implementation may add to the coming turn."""
 
@@ -110,7 +110,7 @@ class TurnAdditions:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class KeptCommit:
     """A commit the loop kept: what crucible_commit_kept is told."""
 
@@ -130,7 +130,7 @@ class TurnUnavailable(Exception):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RunEnd:
     run: RunContext
     # the shutdown outcome: finished, solved, budget, complete, stopped, escalated, stalled, error

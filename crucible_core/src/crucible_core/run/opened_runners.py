@@ -54,7 +54,7 @@ class HeldEvents:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RunRunners:
     """The task runners a loop run opened: the one measuring for the judge, and all of them for
     an authored graph's tasks. Closed when the run ends."""

@@ -23,7 +23,7 @@ class WaitMode(enum.StrEnum):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Pending:
     """An outstanding approval: the loop parks on it (block) or keeps it registered (continue)."""
 

@@ -22,7 +22,7 @@ STDERR_TAIL_CHARS = 400
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RungFailure:
     rung: PreflightRung
     why: str  # what the command did: its exit, its note, the tail of its stderr
@@ -33,7 +33,7 @@ class RungFailure:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RungResult:
     rung: PreflightRung
     failure: RungFailure | None
@@ -41,7 +41,7 @@ class RungResult:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Preflight:
     section: PreflightSection
     shell: Shell

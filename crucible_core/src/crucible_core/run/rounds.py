@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RoundRequest:
     """What a strategy prepares a run's round from.
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class SignalContext:
     """Where the run keeps its files, and the run's redaction for what the agent wrote."""
 
@@ -32,7 +32,7 @@ class SignalContext:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class AgentNote:
     """A note the agent left (severity "warn" or "info"): logged now, carried on the next row."""
 
@@ -51,7 +51,7 @@ class AgentNote:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Escalated:
     """The agent says no change here can be judged fairly: the run ends escalated (exit 2)."""
 
@@ -61,7 +61,7 @@ class Escalated:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class AfterTurn:
     """What the agent signalled during its turn; `trouble` are warnings about files it left unreadable."""
 
@@ -71,7 +71,7 @@ class AfterTurn:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Suspend:
     """The agent asked the run to wait for a human: `reason` is its words, `marker` what answers it."""
 

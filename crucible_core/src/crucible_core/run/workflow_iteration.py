@@ -44,7 +44,7 @@ SCRATCH_DIR = "workflow"  # under the private dir: one iteration's captured task
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class AuthoredGraph:
     """An admitted scored workflow: the validated graph, the kinds it uses, its frozen TOML."""
 
@@ -69,8 +69,6 @@ def admit_authored_graph(
     loop shell's to retry, without spending the iteration), and the graph has no budget of its
     own (the loop's USD cap is checked at every iteration head and counts the graph's spend).
     """
-    from crucible_core.plan.load import plan_from_data
-    from crucible_core.plan.validate import validate
     from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES
     from crucible_core.workflow.pack import (
         declared_lane,
@@ -81,7 +79,10 @@ def admit_authored_graph(
     )
 
     if declared_lane(plugins, loaded) not in SCORED_WORKFLOW_TYPES:
-        return None
+        return None  # the built-in graph: the plan file loader is never needed (and not imported)
+    from crucible_core.plan.load import plan_from_data
+    from crucible_core.plan.validate import validate
+
     kinds: Registry[TaskKindSpec] = plugins.registry("task kind")
     declared = declared_params(plugins, loaded).get("properties", {})
     # Other --param values belong to [outputs] targets; the workflow gets the ones it declares.

@@ -74,7 +74,7 @@ class CatalogError(ManifestError):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Handoff:
     """A credential the tool writes for tasks that need it (a kubeconfig), and what it grants."""
 
@@ -85,7 +85,7 @@ class Handoff:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class CatalogEntry:
     name: str
     executable: Path
@@ -102,7 +102,7 @@ class CatalogEntry:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ServiceTool:
     """A service tool a plugin installs (crucible_register_services), described as a catalog entry
     would describe it; `entry(name)` is that entry with the executable's sha256 as it is now.
@@ -155,7 +155,7 @@ def catalog_text(entries: list[CatalogEntry]) -> str:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Catalog:
     source: str  # the path read, or a sentence saying none was named
     entries: tuple[CatalogEntry, ...] = ()

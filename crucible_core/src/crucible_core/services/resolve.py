@@ -25,7 +25,7 @@ GRANTED_SECRETS_ENV = "CRUCIBLE_SERVICE_SECRETS"
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Bounds:
     """The engine's service bounds; printed by check and covered by the identity digest."""
 
@@ -35,7 +35,7 @@ class Bounds:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ResolvedService:
     declaration: ServiceDeclaration
     entry: CatalogEntry | None
@@ -51,7 +51,7 @@ class ResolvedService:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class Resolution:
     catalog_source: str
     bounds: Bounds

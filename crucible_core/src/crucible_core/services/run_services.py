@@ -113,7 +113,7 @@ def served_transports(
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class PlannedServices:
     """What a run settles about its services before its log opens."""
 

@@ -40,7 +40,7 @@ _BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class ServiceForward:
     """How one task reaches one service: the seam a sandboxing backend maps onto its own forward.
 

@@ -25,7 +25,7 @@ EventCallback = Callable[[Mapping[str, Any]], object]
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class RunResult:
     """How a run ended, and its standing as `crucible results --json` reports it."""
 
@@ -50,7 +50,7 @@ class RunResult:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class CheckReport:
     """What `crucible check` found: (level, text) lines, level one of ok | warn | fail | info."""
 

@@ -23,7 +23,7 @@ PrepareLane = Callable[["Plugins", "SessionRequest", Callable[[Path], "StateLock
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class TaskOptions:
     """What a playbook or a plan file adds: how its graph's tasks are dispatched and bounded."""
 
@@ -34,7 +34,7 @@ class TaskOptions:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class SessionRequest:
     """A run to start or resume: a manifest (the loop or a playbook, whichever it declares) or a run
     with no manifest that the plugin command asking for it prepares (`crucible plan run`, with
@@ -61,7 +61,7 @@ class SessionRequest:
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class SessionResult:
     outcome: str  # the shutdown outcome written last (for a resume of an ended run: the one recorded)
     reason: str

@@ -42,7 +42,7 @@ class WorkflowLanguage(Protocol):
 
 
 @value_methods
-@attrs.frozen(repr=False, eq=False)
+@attrs.frozen(repr=False, eq=False, slots=False)
 class WorkflowSource:
     """A workflow source beside a manifest and the installed language that compiles it."""
 
