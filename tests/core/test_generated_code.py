@@ -15,7 +15,7 @@ from types import CodeType
 from typing import Any
 
 from crucible_core import generated_code
-from crucible_core.generated_code import CodeCache
+from crucible_core.generated_code import VOLATILE_AFTER, VOLATILE_FOR_GOOD, CodeCache
 from tests.cli_support import ROOT, crucible_env
 
 COUNTER = ROOT / "examples" / "counter"
@@ -112,10 +112,36 @@ def test_a_changed_text_is_compiled_again_and_one_that_keeps_changing_is_no_long
     assert session("def f(): return 2") == (0, 1)  # an upgraded generator: compiled, kept
     assert session("def f(): return 2") == (1, 0)
     assert session("def f(): return 3") == (0, 1)
-    assert session("def f(): return 4") == (0, 1)  # changed twice in a row: volatile from now on
-    assert session("def f(): return 4") == (0, 1)
+    assert session("def f(): return 4") == (0, 1)  # changed twice in a row: volatile, not kept
     _header, kept, volatile = marshal.loads(Path(path).read_bytes())
-    assert kept == {} and volatile == ["0\0exec\0<generated f>"]
+    assert kept == {} and [entry[0] for entry in volatile] == ["0\0exec\0<generated f>"]
+    # The same text in the next process: it settled (two upgrades with one run between them), so
+    # it is kept again rather than compiled by every process from now on.
+    assert session("def f(): return 4") == (0, 1)
+    assert session("def f(): return 4") == (1, 0)
+    _header, kept, volatile = marshal.loads(Path(path).read_bytes())
+    assert list(kept) == ["0\0exec\0<generated f>"] and volatile == []
+
+
+def test_a_script_that_changes_in_every_process_is_given_up_on_and_stops_the_file_being_written(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "code.marshal"
+
+    def session(n: int) -> None:
+        cache = CodeCache(str(path))
+        cache.compiler(0)(f"def f(): return {n}", "<generated f>", "exec")
+        cache.save()
+
+    for n in range(VOLATILE_AFTER + VOLATILE_FOR_GOOD + 1):
+        session(n)
+    _header, kept, volatile = marshal.loads(path.read_bytes())
+    assert kept == {} and volatile == [
+        ("0\0exec\0<generated f>", generated_code._checksum(f"def f(): return {n}"), VOLATILE_FOR_GOOD)
+    ]
+    written = path.stat().st_mtime_ns, path.stat().st_ino
+    session(1000)
+    assert (path.stat().st_mtime_ns, path.stat().st_ino) == written  # nothing new to write
 
 
 def test_an_unreadable_or_foreign_file_is_ignored_and_replaced(tmp_path: Path) -> None:

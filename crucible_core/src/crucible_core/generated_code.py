@@ -11,7 +11,10 @@ is the one kept, so anything that changes a script (a new attrs or cattrs, an ed
 compiles it again. attrs writes a per-process seed into each hash method it generates: such a
 script is kept with the seed taken out, and the seed put back into the code (`_seeded`). Any
 other script whose text differs from one process to the next is left out once it was seen
-changing twice.
+changing twice in a row; the file remembers a checksum of its last text, and a later process
+that finds that same text again keeps it once more (so two upgrades with one run between them
+do not leave a class compiled at every start for good). A script still changing after
+VOLATILE_FOR_GOOD more processes is given up on, and stops the file being written.
 
 Only the `crucible` process itself installs it (cli/main.py); a test or a program calling main()
 with arguments leaves attrs and cattrs as they are. The file is read when the first script is
@@ -28,6 +31,7 @@ import builtins
 import marshal
 import os
 import sys
+import zlib
 from collections.abc import Callable
 from importlib.machinery import ModuleSpec, PathFinder
 from types import CodeType, ModuleType
@@ -50,17 +54,21 @@ PATCHED = {
 # Scripts without a name of their own are found by their text.
 _NAMELESS = ("", "<string>")
 # What the file was written by: code objects are only good for the interpreter that made them.
-_HEADER = ("crucible generated code 2", sys.version, sys.implementation.cache_tag)
+_HEADER = ("crucible generated code 3", sys.version, sys.implementation.cache_tag)
 # Stands in a kept script for the per-process seed of an attrs hash method (see _seeded): a number
 # no script holds otherwise (attrs' seeds are string hashes, as likely to be it as any other).
 SEED_PLACEHOLDER = 0x5EED_5EED_5EED_5EED
 # Beyond this many scripts the file starts over with the ones the writing process used.
 MAX_SCRIPTS = 4096
-# A script whose text was found changed this many times in a row is not kept again.
+# A script whose text was found changed this many times in a row is no longer kept (volatile)...
 VOLATILE_AFTER = 2
+# ...until a process finds the text the last one saw; after this many more changes, not even that.
+VOLATILE_FOR_GOOD = 8
 
 # One kept script: its text, its code and how many times in a row it was found changed.
 _Kept = tuple[str, CodeType, int]
+# One volatile script: the checksum of the last text seen, and how many times it changed since.
+_Volatile = tuple[int, int]
 
 
 class CodeCache:
@@ -69,7 +77,7 @@ class CodeCache:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self._kept: dict[str, _Kept] | None = None
-        self._volatile: set[str] = set()
+        self._volatile: dict[str, _Volatile] = {}
         self._used: set[str] = set()
         self.hits = 0
         self.misses = 0
@@ -108,17 +116,33 @@ class CodeCache:
             return found[1]
         self.misses += 1
         code: CodeType = builtins.compile(source, filename, mode, flags, True)
-        if key in self._volatile:
+        volatile = self._volatile.get(key)
+        if volatile is not None:
+            self._recheck(key, source, code, volatile)
             return code
         changes = found[2] + 1 if found is not None else 0
         if changes >= VOLATILE_AFTER:
             del kept[key]
-            self._volatile.add(key)
+            self._volatile[key] = (_checksum(source), 0)
         else:
             kept[key] = (source, code, changes)
             self._used.add(key)
         self.dirty = True
         return code
+
+    def _recheck(self, key: str, source: str, code: CodeType, volatile: _Volatile) -> None:
+        """A volatile script compiled again: kept once more if its text is the one seen last."""
+        last, changes = volatile
+        if changes >= VOLATILE_FOR_GOOD:
+            return  # it changes in every process: given up on, nothing to write
+        checksum = _checksum(source)
+        if checksum == last:  # the same text in two processes: it settled (an upgrade's new text)
+            del self._volatile[key]
+            self._scripts()[key] = (source, code, 0)
+            self._used.add(key)
+        else:
+            self._volatile[key] = (checksum, changes + 1)
+        self.dirty = True
 
     def _scripts(self) -> dict[str, _Kept]:
         if self._kept is None:
@@ -132,7 +156,7 @@ class CodeCache:
         kept = self._kept
         if len(kept) > MAX_SCRIPTS:
             kept = {key: kept[key] for key in self._used if key in kept}
-        volatile = sorted(self._volatile)[:MAX_SCRIPTS]
+        volatile = sorted((key, *entry) for key, entry in self._volatile.items())[:MAX_SCRIPTS]
         try:
             data = marshal.dumps((_HEADER, kept, volatile))
         except ValueError:  # something unmarshallable: keep the file as it is
@@ -177,22 +201,26 @@ def _with_constant(code: CodeType, old: int, new: int) -> CodeType:
     return code.replace(co_consts=consts)
 
 
-def _read(path: str | None) -> tuple[dict[str, _Kept], set[str]]:
+def _checksum(source: str) -> int:
+    return zlib.crc32(source.encode("utf-8", "surrogatepass"))
+
+
+def _read(path: str | None) -> tuple[dict[str, _Kept], dict[str, _Volatile]]:
     """The file's scripts and volatile names; empty when it is missing, unreadable, or another
     interpreter's. Each entry's shape is checked here: the file is only trusted to be ours."""
     if path is None:
-        return {}, set()
+        return {}, {}
     try:
         with open(path, "rb") as handle:
             st = os.fstat(handle.fileno())
             # Code crucible runs: only a file of this user's that nobody else may write.
             if st.st_uid != os.getuid() or st.st_mode & 0o022:
-                return {}, set()
+                return {}, {}
             header, kept, volatile = marshal.loads(handle.read())
     except (OSError, ValueError, EOFError, TypeError):
-        return {}, set()
+        return {}, {}
     if header != _HEADER or type(kept) is not dict or type(volatile) is not list:
-        return {}, set()
+        return {}, {}
     scripts = {
         key: entry
         for key, entry in kept.items()
@@ -203,7 +231,16 @@ def _read(path: str | None) -> tuple[dict[str, _Kept], set[str]]:
         and type(entry[1]) is CodeType
         and type(entry[2]) is int
     }
-    return scripts, {name for name in volatile if type(name) is str}
+    changing = {
+        entry[0]: (entry[1], entry[2])
+        for entry in volatile
+        if type(entry) is tuple
+        and len(entry) == 3
+        and type(entry[0]) is str
+        and type(entry[1]) is int
+        and type(entry[2]) is int
+    }
+    return scripts, changing
 
 
 class _PatchOnImport:
