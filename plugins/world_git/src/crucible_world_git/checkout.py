@@ -11,7 +11,7 @@ import attrs
 
 from crucible_world_git.ignores import IgnoreRules
 from crucible_world_git.index_file import MODE_EXEC, MODE_GITLINK, MODE_LINK, MODE_TREE
-from crucible_world_git.loose_objects import ObjectDatabase, open_regular, parse_tree
+from crucible_world_git.loose_objects import ObjectDatabase, open_regular, parse_tree, write_all
 from crucible_world_git.staged_tree import DirNode, StagedTree
 
 
@@ -148,13 +148,6 @@ class WorktreeWriter:
             finally:
                 os.close(fd)
         return os.lstat(full)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of `data` to `fd` (one os.write may take less than it is given)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def remove_empty_parents(root: bytes, path: bytes, stop: StagedTree | None = None) -> list[bytes]:

@@ -22,7 +22,7 @@ from dulwich.repo import BASE_DIRECTORIES, CONTROLDIR, OBJECTDIR, Repo
 
 from crucible_core.api import AgentFileRefused, read_regular
 from crucible_world_git import head_ref
-from crucible_world_git.checkout import write_all
+from crucible_world_git.loose_objects import write_all
 
 IDENTITY = b"crucible <crucible@localhost>"
 ENGINE_CONFIG = (

@@ -10,7 +10,7 @@ import os
 import stat
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
 from crucible_core.api import RunFailed
@@ -191,16 +191,8 @@ class ObjectDatabase:
 
     def _write_loose(self, sha: bytes, parts: list[bytes], *, tee: bool = False) -> None:
         tmp, path, fd = self._temporary(sha)
-        try:
-            for part in parts:
-                _write_all(fd, part)
-        except BaseException:
-            os.close(fd)
-            os.unlink(tmp)
-            raise
-        os.close(fd)
         # Objects are immutable and named by content: a concurrent writer produced the same bytes.
-        os.replace(tmp, path)
+        place_new_file(fd, tmp, path, parts)
         self._present.add(sha)
         if self.watch is not None:
             self.watch.wrote(path[len(self.root) + 1 :])
@@ -489,11 +481,25 @@ def _real_directory(directory: bytes) -> None:
         os.mkdir(directory)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     """os.write until all of `data` is written (a write may take less than it was given)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def place_new_file(fd: int, tmp: bytes, final: bytes, parts: Iterable[bytes]) -> None:
+    """Write `parts` into the fresh temporary file `tmp` (open as `fd`, closed here), then rename
+    it to `final`; whatever fails on the way, the temporary file is removed."""
+    try:
+        for part in parts:
+            write_all(fd, part)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, final)
 
 
 def inflated(f: BinaryIO) -> Iterator[bytes]:

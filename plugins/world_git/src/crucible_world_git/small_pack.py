@@ -18,6 +18,8 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator
 
+from crucible_world_git.loose_objects import place_new_file, write_all
+
 # As for loose objects: these packs favour speed over size (they are consolidated later).
 PACK_COMPRESSION = 1
 _TYPE_NUMBERS = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
@@ -116,17 +118,17 @@ def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, by
     try:
         header = b"PACK" + struct.pack(">II", 2, count)
         digest = hashlib.sha1(header)
-        _write_all(fd, header)
+        write_all(fd, header)
         offset = len(header)
         for sha, chunk in chunks:
             entries.append((sha, offset, zlib.crc32(chunk)))
             digest.update(chunk)
-            _write_all(fd, chunk)
+            write_all(fd, chunk)
             offset += len(chunk)
         if len(entries) != count:
             raise ValueError(f"a pack of {count} objects was given {len(entries)}")
         pack_sha = digest.digest()
-        _write_all(fd, pack_sha)
+        write_all(fd, pack_sha)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
@@ -138,14 +140,7 @@ def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, by
     os.replace(tmp, base + b".pack")
     index = _index(entries, pack_sha)
     tmp, fd = _temporary(pack_dir)
-    try:
-        _write_all(fd, index)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, base + b".idx")
+    place_new_file(fd, tmp, base + b".idx", [index])
     return base
 
 
@@ -190,9 +185,3 @@ def _temporary(pack_dir: bytes) -> tuple[bytes, int]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name in {os.fsdecode(pack_dir)}")
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
