@@ -261,6 +261,7 @@ class PlanExecutor:
         self.stopped: str | None = None  # why dispatch was stopped (config.stop said so)
         self.waiting = False  # the calling thread only waits for a task to settle (an abort may interrupt it)
         self.asks_emitted = 0
+        self._unrunnable_known: set[str] | None = None
 
     @property
     def copies(self) -> DisposableCopies:
@@ -300,13 +301,15 @@ class PlanExecutor:
         if self.halt is not None:  # folded from the log: the predecessor had already halted
             self.plan_state = PLAN_MACHINE.step(self.plan_state, PlanState.HALTED.value)
         self._skip_unrunnable_advisory()
-        pool_size = 1 if self.config.inline else max(1, self.config.jobs)
+        # Inline, every task runs on this thread: no pool is made (the loop runs a graph an iteration).
+        pooled: contextlib.AbstractContextManager[ThreadPoolExecutor | None] = (
+            contextlib.nullcontext()
+            if self.config.inline
+            else ThreadPoolExecutor(max_workers=max(1, self.config.jobs), thread_name_prefix="plan-task")
+        )
         # Left on a stop (an interrupt, an error here): attempts running elsewhere end first, so
         # leaving the pool does not wait on them and nothing is left running remotely.
-        with (
-            ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="plan-task") as pool,
-            self._runners_cancelled_on_exit(),
-        ):
+        with pooled as pool, self._runners_cancelled_on_exit():
             self._drive(pool, self.plan.stage(ir.Stage.MAIN))
             main_state = self._main_state()
             epilogue = [t for t in self.plan.stage(ir.Stage.EPILOGUE) if t.name not in self.status]
@@ -397,7 +400,10 @@ class PlanExecutor:
         return runner_for(task, spec, self.config.task_runners)
 
     def _unrunnable(self) -> set[str]:
-        return unrunnable_tasks(self.plan, self.config.provided(), self._runner_for)
+        # Asked twice before dispatch (truncation, then advisory skips), on the same graph and caps.
+        if self._unrunnable_known is None:
+            self._unrunnable_known = unrunnable_tasks(self.plan, self.config.provided(), self._runner_for)
+        return self._unrunnable_known
 
     def _truncation(self) -> str | None:
         unrunnable = self._unrunnable()
@@ -442,7 +448,7 @@ class PlanExecutor:
 
     # -- the dispatch loop ---------------------------------------------------------------
 
-    def _drive(self, pool: ThreadPoolExecutor, tasks: list[ir.Task]) -> None:
+    def _drive(self, pool: ThreadPoolExecutor | None, tasks: list[ir.Task]) -> None:
         """Run one stage's tasks to completion; candidates are tracked, never rescanned.
 
         A task becomes a candidate when its last dependency settles (or, joining "all", as
@@ -527,7 +533,7 @@ class PlanExecutor:
             )
 
     def _dispatch_ready(
-        self, pool: ThreadPoolExecutor, in_flight: set[str], done: queue.SimpleQueue[Any]
+        self, pool: ThreadPoolExecutor | None, in_flight: set[str], done: queue.SimpleQueue[Any]
     ) -> None:
         if self._stop_asked():
             return  # stopped: nothing new starts, and nothing undispatched is blocked
@@ -567,6 +573,7 @@ class PlanExecutor:
             ):
                 self._run_task(task, decision, done)
                 return  # settled before the next dispatch: the caller's loop takes it off `done`
+            assert pool is not None, "only an inline executor has no pool, and it submits nothing"
             pool.submit(self._run_task, task, decision, done)
 
     def _readiness(self, task: ir.Task) -> dict[str, Any] | _Settled | None:
