@@ -99,3 +99,36 @@ def test_the_damage_check_looks_at_the_path_only_and_still_sees_a_replaced_log(
     assert log.damage() is None  # the file put back is the one now written to
     assert [e["msg"] for e in read_events(log.path) if e["kind"] == "note"] == ["one", "two"]
     log.close()
+
+
+@pytest.mark.leaves_open_log("it writes two notes and no session")
+def test_a_written_line_is_decoded_once_for_every_observer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The engine, the console and RESULTS.md each decode a row the log wrote: one decoding serves
+    # them all, and it is the decoding of the line as written (redacted), equal to a fresh one.
+    decoded: list[object] = []
+    real = wire.from_object
+
+    def counted(obj: object) -> wire.Line | None:
+        decoded.append(obj)
+        return real(obj)
+
+    monkeypatch.setattr(wire, "from_object", counted)
+    log = SessionLog(tmp_path / "session.jsonl")
+    log.redactor.add(["hunter2-secret-value"])
+    seen: list[wire.Line | None] = []
+    log.observers.append(lambda obj: seen.append(wire.from_written(obj)))
+    log.observers.append(lambda obj: seen.append(wire.from_written(obj)))
+    try:
+        written = log.emit(wire.Note(msg="the key is hunter2-secret-value", level="info"))
+        again = wire.from_written(written)
+        other = log.emit(wire.Note(msg="second", level="info"))
+    finally:
+        log.close()
+    assert len(decoded) == 2 and decoded[0] is written and decoded[1] is other
+    assert seen[0] is seen[1] is again
+    assert again == real(json.loads(json.dumps(written)))
+    assert isinstance(again.event, wire.Note) and "hunter2" not in again.event.msg
+    assert wire.from_written(other) is seen[2] and seen[2] is not None
+    assert isinstance(seen[2].event, wire.Note) and seen[2].event.msg == "second"

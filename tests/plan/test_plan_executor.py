@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.plan.plan_support import results, run_plan
 
@@ -269,3 +272,36 @@ def test_the_admitted_line_is_built_from_the_plan_as_the_record_builds_it() -> N
     assert direct == PlanAdmitted.of(admitted).as_wire()
     assert wire.encode(direct, 1.0, 1) == wire.encode(PlanAdmitted.of(admitted).as_wire(), 1.0, 1)
     assert [t.stage for t in direct.tasks] == ["iteration", "iteration", "iteration", "epilogue"]
+
+
+def test_an_inline_graph_runs_on_the_calling_thread_without_a_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop runs its graph inline every iteration: no thread pool is made for it, and the
+    # unrunnable tasks are worked out once (truncation and advisory skips share the answer).
+    import crucible_core.plan.executor as executor_module
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an inline executor made a thread pool")
+
+    asked = []
+    real_unrunnable = executor_module.unrunnable_tasks
+
+    def counted(*args: Any, **kwargs: Any) -> set[str]:
+        asked.append(1)
+        return real_unrunnable(*args, **kwargs)
+
+    import concurrent.futures  # where the executor takes its pool from, when it makes one
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", no_pool)
+    monkeypatch.setattr(executor_module, "unrunnable_tasks", counted)
+    report, events = run_plan(
+        tmp_path,
+        plan(task("a", """echo '{"v": 1}'"""), task("b", "echo ok", 'depends_on = ["a"]')),
+        inline=True,
+        jobs=1,
+    )
+    assert report.verdict == "pass"
+    assert [r["status"] for r in results(events).values()] == ["pass", "pass"]
+    assert report.results["a"].output == {"v": 1}
+    assert len(asked) == 1

@@ -1580,3 +1580,24 @@ def decode_line(raw: str | bytes) -> Line | None:
 def decode(raw: str | bytes) -> Event | None:
     line = decode_line(raw)
     return line.event if line is not None else None
+
+
+# The last line `from_written` decoded, with the object it came from (held, so its id is not reused).
+_last_written: tuple[dict[str, Any], Line | None] | None = None
+
+
+def from_written(obj: Any) -> Line | None:
+    """`from_object` of a line the session log wrote, decoded once for everyone shown it.
+
+    The log hands one object to each observer and back to its caller; a row is decoded by the
+    engine, the console and RESULTS.md, and each decoding cost about as much as writing the line.
+    The object is the line as written, which nobody changes, so the same object decodes the same.
+    """
+    global _last_written
+    last = _last_written
+    if last is not None and last[0] is obj:
+        return last[1]
+    line = from_object(obj)
+    if type(obj) is dict:
+        _last_written = (obj, line)
+    return line

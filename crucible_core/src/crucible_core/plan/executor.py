@@ -263,6 +263,7 @@ class PlanExecutor:
         self.stopped: str | None = None  # why dispatch was stopped (config.stop said so)
         self.waiting = False  # the calling thread only waits for a task to settle (an abort may interrupt it)
         self.asks_emitted = 0
+        self._unrunnable_known: set[str] | None = None
 
     @property
     def copies(self) -> DisposableCopies:
@@ -398,7 +399,10 @@ class PlanExecutor:
         return runner_for(task, spec, self.config.task_runners)
 
     def _unrunnable(self) -> set[str]:
-        return unrunnable_tasks(self.plan, self.config.provided(), self._runner_for)
+        # Asked twice before dispatch (truncation, then advisory skips), on the same graph and caps.
+        if self._unrunnable_known is None:
+            self._unrunnable_known = unrunnable_tasks(self.plan, self.config.provided(), self._runner_for)
+        return self._unrunnable_known
 
     def _truncation(self) -> str | None:
         unrunnable = self._unrunnable()

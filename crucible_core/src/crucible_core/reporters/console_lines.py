@@ -35,7 +35,8 @@ class LineReporter:
 
     def fold(self, event: Mapping[str, Any]) -> tuple[wire.Line, float] | None:
         """Decode one log object through the wire and fold it; the line and its time, or None."""
-        line = wire.from_object(dict(event))
+        # the log's own object is decoded once for all its observers (wire.from_written)
+        line = wire.from_written(event) if type(event) is dict else wire.from_object(dict(event))
         if line is None:
             return None
         now = self.clock()

@@ -227,7 +227,7 @@ class Engine:
             phase=phase,
         )
         written = self.log.emit(wire.Row(row=row, solved=bool(reading.solved) if reading else False))
-        decoded = wire.from_object(written)  # the redacted row, as a reader of the log sees it
+        decoded = wire.from_written(written)  # the redacted row, as a reader of the log sees it
         if decoded is not None and isinstance(decoded.event, wire.Row):
             row = decoded.event.row
         if iteration > 0 and phase is None:

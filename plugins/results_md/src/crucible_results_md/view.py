@@ -84,7 +84,7 @@ class ResultsView:
 
     def row(self, event: Mapping[str, Any]) -> None:
         """A row line was written: the page shows it, and the best it recorded, from now on."""
-        line = wire.from_object(event)
+        line = wire.from_written(event)  # decoded once for every observer of the line
         if line is None or not isinstance(line.event, wire.Row):
             return
         row = line.event.row
