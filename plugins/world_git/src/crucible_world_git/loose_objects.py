@@ -408,7 +408,7 @@ class ObjectDatabase:
         for pack in take:  # the merged pack is in place (its index last): these go
             base = os.fsencode(pack._basename)
             if base == merged:
-                continue  # it held every object already: the merge wrote it over itself
+                continue  # it held every object already (a kill came before these went): left as it was
             pack.close()
             for suffix in (b".idx", b".pack"):
                 with contextlib.suppress(FileNotFoundError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -137,11 +138,25 @@ def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, by
     entries.sort()
     ids = b"".join(sha for sha, _, _ in entries)
     base = pack_dir + b"/" + PREFIX + hashlib.sha1(ids).hexdigest().encode()
+    if _whole(base):
+        # These very objects are a pack already (a merge killed before it removed the packs it
+        # merged, then merged again). Its bytes may differ (another order): writing it over,
+        # .pack then .idx, left a new pack under the old index until the second rename.
+        os.unlink(tmp)
+        return base
     os.replace(tmp, base + b".pack")
     index = _index(entries, pack_sha)
     tmp, fd = _temporary(pack_dir)
     place_new_file(fd, tmp, base + b".idx", [index])
     return base
+
+
+def _whole(base: bytes) -> bool:
+    """Whether a pack stands at `base` with its index (put in place last, so the pack is whole)."""
+    try:
+        return all(stat.S_ISREG(os.lstat(base + suffix).st_mode) for suffix in (b".pack", b".idx"))
+    except FileNotFoundError:
+        return False
 
 
 def _index(entries: list[tuple[bytes, int, int]], pack_sha: bytes) -> bytes:

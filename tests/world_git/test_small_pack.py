@@ -1,0 +1,89 @@
+"""The kept record's small packs (small_pack.py): what a kill at any instant leaves behind."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from pathlib import Path
+
+import pytest
+
+from crucible_world_git import small_pack
+
+
+def _blob(text: bytes) -> tuple[bytes, bytes, bytes]:
+    return hashlib.sha1(b"blob %d\0" % len(text) + text).digest(), b"blob", text
+
+
+def _pack_checksum_in_index(base: bytes) -> bytes:
+    with open(base + b".idx", "rb") as f:
+        return f.read()[-40:-20]
+
+
+def _pack_trailer(base: bytes) -> bytes:
+    with open(base + b".pack", "rb") as f:
+        return f.read()[-20:]
+
+
+def _read_all(base: bytes) -> dict[bytes, bytes]:
+    """Every object of the pack through its index: raw id -> body (whole objects only)."""
+    with open(base + b".pack", "rb") as f:
+        pack = f.read()
+    found = {}
+    for sha, start, end in small_pack._entries(base):
+        entry = pack[start:end]
+        i = 0
+        while entry[i] & 0x80:
+            i += 1
+        found[sha] = zlib.decompress(entry[i + 1 :])
+    return found
+
+
+def test_a_merge_whose_objects_a_whole_pack_already_holds_leaves_that_pack_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill between a merge's new pack and the removal of the packs it merged leaves the merged
+    pack beside them; a later merge of the same objects (in another order: the pack list's order
+    is not kept from one process to the next) names the same pack. Writing it over again, .pack
+    first and .idx last, left the old index with a new pack between the two renames: a kill there
+    and the record's pack is unreadable (its index's checksum names another pack)."""
+    pack_dir = os.fsencode(tmp_path)
+    one = small_pack.write_pack(pack_dir, 2, iter([_blob(b"a\n"), _blob(b"b\n")]))
+    two = small_pack.write_pack(pack_dir, 2, iter([_blob(b"c\n"), _blob(b"d\n")]))
+    merged = small_pack.merge_packs(pack_dir, [one, two])
+    held = _read_all(merged)
+    ident = os.stat(merged + b".pack").st_ino
+
+    real_replace = os.replace
+
+    def killed_at_the_index(src: bytes, dst: bytes) -> None:
+        if dst.endswith(b".idx"):
+            raise KeyboardInterrupt  # the kill: nothing after this rename's predecessor runs
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", killed_at_the_index)
+    try:
+        again = small_pack.merge_packs(pack_dir, [two, one, merged])
+    except KeyboardInterrupt:
+        again = None
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert again == merged  # the same objects name the same pack, which was whole already
+    assert _pack_checksum_in_index(merged) == _pack_trailer(merged)
+    assert os.stat(merged + b".pack").st_ino == ident
+    assert _read_all(merged) == held
+    assert small_pack.merge_packs(pack_dir, [two, one, merged]) == merged
+    assert _read_all(merged) == held
+
+
+def test_a_pack_left_without_its_index_by_a_kill_is_written_whole_again(tmp_path: Path) -> None:
+    pack_dir = os.fsencode(tmp_path)
+    objects = [_blob(b"x\n"), _blob(b"y\n")]
+    base = small_pack.write_pack(pack_dir, 2, iter(objects))
+    os.unlink(base + b".idx")
+    with open(base + b".pack", "r+b") as f:  # a torn pack: only its start was written
+        f.truncate(12)
+    assert small_pack.write_pack(pack_dir, 2, iter(objects)) == base
+    assert _pack_checksum_in_index(base) == _pack_trailer(base)
+    assert _read_all(base) == {sha: body for sha, _, body in objects}
+    assert not list(tmp_path.glob("tmp_pack_*"))
