@@ -8,6 +8,8 @@ objects, so writing it needs no reading back: the index is built from what was j
 The pack file goes into place before its index, as git does: readers (git, dulwich) take a pack
 only once its index is there, and by then the pack is whole. A kill leaves at worst a temporary
 file (named `tmp_pack_*`, which no reader takes for a pack) or a pack without an index.
+A pack is named by the objects it holds, and one whose name stands whole already (its index
+there) is never written over: a reader may hold its index, and the new bytes need not match it.
 """
 
 from __future__ import annotations
