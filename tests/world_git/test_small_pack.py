@@ -31,7 +31,7 @@ def _read_all(base: bytes) -> dict[bytes, bytes]:
     with open(base + b".pack", "rb") as f:
         pack = f.read()
     found = {}
-    for sha, start, end in small_pack._entries(base):
+    for sha, start, end, _ in small_pack._entries(base):
         entry = pack[start:end]
         i = 0
         while entry[i] & 0x80:
@@ -127,3 +127,56 @@ def test_after_a_kill_between_a_merge_and_its_removals_the_resumed_record_reads_
     for idx in (tmp_path / "pack").glob("*.idx"):
         base = os.fsencode(idx.with_suffix(""))
         assert _pack_checksum_in_index(base) == _pack_trailer(base)
+
+
+def _held_store(root: Path) -> object:
+    from dulwich.object_store import DiskObjectStore
+
+    from crucible_world_git.loose_objects import ObjectDatabase
+
+    (root / "pack").mkdir(exist_ok=True)
+    db = ObjectDatabase(DiskObjectStore(str(root)))
+    db.hold()
+    return db
+
+
+def _damage_first_pack(root: Path, how: str) -> Path:
+    first = sorted((root / "pack").glob("pack-crucible-*.pack"), key=os.path.getmtime)[0]
+    data = bytearray(first.read_bytes())
+    if how == "flip":
+        data[20] ^= 0xFF  # inside the first entry's compressed data
+    else:
+        data = data[:12]  # torn: only its header reached the disk
+    os.chmod(first, 0o644)
+    first.write_bytes(bytes(data))
+    return first
+
+
+@pytest.mark.parametrize("how", ["flip", "torn"])
+def test_a_damaged_small_pack_is_neither_merged_nor_in_the_way_of_the_next_keeps(
+    tmp_path: Path, how: str
+) -> None:
+    """Merging only spares lookups. A pack whose entry no longer matches its index's checksum
+    (a flipped bit) was copied into the merged pack under a fresh checksum, so the damage no
+    longer showed, and its own files removed; a torn one made every later keep fail. Now the
+    merge is left for another time, the damaged pack stays as it is, and the keeps go on."""
+    from crucible_world_git.loose_objects import SMALL_PACKS, ObjectDatabase
+
+    db = _held_store(tmp_path)
+    assert isinstance(db, ObjectDatabase)
+    bodies = [b"object %d\n" % n for n in range(SMALL_PACKS * 2)]
+    db.write(b"blob", bodies[0])
+    db.flush_held()
+    damaged = _damage_first_pack(tmp_path, how)
+    held = damaged.read_bytes()
+    for body in bodies[1:]:
+        db.write(b"blob", body)
+        db.flush_held()  # a keep: more than SMALL_PACKS packs from the ninth on
+    assert damaged.read_bytes() == held
+    merged = [pack for pack in (tmp_path / "pack").glob("pack-crucible-*.pack") if pack != damaged]
+    assert len(merged) < len(bodies) - 1  # the others were merged all the same
+    for body in bodies[1:]:
+        assert db.read(_blob(body)[0]) == (b"blob", body)
+    for pack in merged:
+        base = os.fsencode(pack.with_suffix(""))
+        assert _blob(bodies[0])[0] not in {entry[0] for entry in small_pack._entries(base)}

@@ -74,6 +74,8 @@ class ObjectDatabase:
         self._batch: dict[bytes, tuple[bytes, bytes]] | None = None
         self._batch_bytes = 0
         self._holding = False  # hold(): the batch is written by flush_held(), as a small pack
+        # Small packs found damaged when merging (small_pack.DamagedPack): never merged again here.
+        self._damaged: set[bytes] = set()
 
     def refresh(self) -> None:
         """Re-list the pack directory (once per world operation, not once per object lookup).
@@ -388,12 +390,21 @@ class ObjectDatabase:
         a pack is rewritten about as often as its size doubles, so a long run's record holds a
         few packs of geometric sizes, not one pack per keep (each pack costs every lookup of a
         missing object one index search). Only packs written here are merged (small_pack.PREFIX).
+
+        Merging only spares lookups: a pack found damaged is left out (and as it is, where a
+        reader's checks find it), and a merge that fails otherwise (a full disk) leaves the
+        packs as they were; the keep that wrote the newest is whole on disk all the same.
         """
         from crucible_world_git import small_pack
 
         assert self._packs is not None
         prefix = self.root + b"/pack/" + small_pack.PREFIX
-        mine = [pack for pack in self._packs if os.fsencode(pack._basename).startswith(prefix)]
+        mine = [
+            pack
+            for pack in self._packs
+            if os.fsencode(pack._basename).startswith(prefix)
+            and os.fsencode(pack._basename) not in self._damaged
+        ]
         if len(mine) <= SMALL_PACKS:
             return
         ours = sorted(((len(pack), pack) for pack in mine), key=lambda item: item[0])
@@ -404,7 +415,15 @@ class ObjectDatabase:
                 break
             take.append(pack)
             gathered += size
-        merged = small_pack.merge_packs(self.root + b"/pack", [os.fsencode(pack._basename) for pack in take])
+        try:
+            merged = small_pack.merge_packs(
+                self.root + b"/pack", [os.fsencode(pack._basename) for pack in take]
+            )
+        except small_pack.DamagedPack as damaged:
+            self._damaged.add(damaged.base)  # the next keep merges the others without it
+            return
+        except OSError:
+            return
         for pack in take:  # the merged pack is in place (its index last): these go
             base = os.fsencode(pack._basename)
             if base == merged:

@@ -33,6 +33,15 @@ _LARGE_OFFSET = 0x80000000
 PREFIX = b"pack-crucible-"
 
 
+class DamagedPack(ValueError):
+    """A pack to merge does not hold what its index says (torn, or an entry's checksum differs):
+    it is left as it is, so the damage stays where a reader's checks find it."""
+
+    def __init__(self, base: bytes, why: str) -> None:
+        super().__init__(f"{os.fsdecode(base)}.pack: {why}")
+        self.base = base
+
+
 def entry_header(kind: bytes, size: int) -> bytes:
     """A pack entry's header: its type and inflated size, little-endian base 128."""
     byte = (_TYPE_NUMBERS[kind] << 4) | (size & 15)
@@ -68,23 +77,28 @@ def merge_packs(pack_dir: bytes, bases: list[bytes]) -> bytes:
     write_pack) as one pack; return its path without the suffix. The old packs stay.
 
     Their entries are copied as they are (each is a whole object, compressed on its own), one
-    at a time: nothing is inflated or compressed again.
+    at a time: nothing is inflated or compressed again. Each is checked against the checksum
+    its index holds for it first, as git does when it reuses packed data: the new pack gets a
+    checksum of its own, which would otherwise vouch for a damaged entry. DamagedPack names a
+    pack that fails (nothing is written then).
     """
     seen: set[bytes] = set()
-    plan: list[tuple[bytes, list[tuple[bytes, int, int]]]] = []
+    plan: list[tuple[bytes, list[tuple[bytes, int, int, int]]]] = []
     for base in bases:
         fresh = [entry for entry in _entries(base) if entry[0] not in seen]
-        seen.update(sha for sha, _, _ in fresh)
-        plan.append((base + b".pack", fresh))
+        seen.update(sha for sha, _, _, _ in fresh)
+        plan.append((base, fresh))
 
     def entries() -> Iterator[tuple[bytes, bytes]]:
-        for path, fresh in plan:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        for base, fresh in plan:
+            fd = os.open(base + b".pack", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
-                for sha, start, end in fresh:
+                for sha, start, end, crc in fresh:
                     chunk = os.pread(fd, end - start, start)
                     if len(chunk) != end - start:
-                        raise ValueError(f"{os.fsdecode(path)} is shorter than its index says")
+                        raise DamagedPack(base, "shorter than its index says")
+                    if zlib.crc32(chunk) != crc:
+                        raise DamagedPack(base, f"object {sha.hex()} does not match its index's checksum")
                     yield sha, chunk
             finally:
                 os.close(fd)
@@ -92,26 +106,32 @@ def merge_packs(pack_dir: bytes, bases: list[bytes]) -> bytes:
     return _write_entries(pack_dir, len(seen), entries())
 
 
-def _entries(base: bytes) -> list[tuple[bytes, int, int]]:
-    """(raw id, start, end) of each entry of the pack at `base`, read from its version-2 index."""
+def _entries(base: bytes) -> list[tuple[bytes, int, int, int]]:
+    """(raw id, start, end, crc32) of each entry of the pack at `base`, read from its version-2
+    index; DamagedPack when the entries do not fit in the pack."""
     with open(base + b".idx", "rb") as f:
         index = f.read()
     if index[:8] != b"\377tOc" + struct.pack(">I", 2):
         raise ValueError(f"{os.fsdecode(base)}.idx is not a version-2 pack index")
     count = struct.unpack_from(">I", index, 8 + 255 * 4)[0]
     names = 8 + 256 * 4
-    offsets = names + count * 24  # past the ids and the checksums
+    crcs = names + count * 20
+    offsets = crcs + count * 4
     large = offsets + count * 4
     found = []
     for i in range(count):
         offset = struct.unpack_from(">I", index, offsets + i * 4)[0]
         if offset & _LARGE_OFFSET:
             offset = struct.unpack_from(">Q", index, large + (offset & ~_LARGE_OFFSET) * 8)[0]
-        found.append((offset, index[names + i * 20 : names + i * 20 + 20]))
+        crc = struct.unpack_from(">I", index, crcs + i * 4)[0]
+        found.append((offset, index[names + i * 20 : names + i * 20 + 20], crc))
     found.sort()
     pack_end = os.stat(base + b".pack").st_size - 20  # the trailing checksum
-    ends = [offset for offset, _ in found[1:]] + [pack_end]
-    return [(sha, start, end) for (start, sha), end in zip(found, ends, strict=True)]
+    ends = [offset for offset, _, _ in found[1:]] + [pack_end]
+    entries = [(sha, start, end, crc) for (start, sha, crc), end in zip(found, ends, strict=True)]
+    if any(not 12 <= start < end for _, start, end, _ in entries):  # 12: the pack's header
+        raise DamagedPack(base, "shorter than its index says")
+    return entries
 
 
 def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, bytes]]) -> bytes:
