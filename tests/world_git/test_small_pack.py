@@ -180,3 +180,38 @@ def test_a_damaged_small_pack_is_neither_merged_nor_in_the_way_of_the_next_keeps
     for pack in merged:
         base = os.fsencode(pack.with_suffix(""))
         assert _blob(bodies[0])[0] not in {entry[0] for entry in small_pack._entries(base)}
+
+
+def test_a_merged_pack_is_on_disk_for_sure_before_the_packs_it_merged_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packs a merge removes hold kept history written long before: a machine crash after
+    their removal must not find the merged pack's names without its bytes (no fsync, and a
+    file system may commit the names first). The merged pack, its index and the directory are
+    fsynced before the first removal; a keep's own small pack is not (as before)."""
+    from crucible_world_git.loose_objects import SMALL_PACKS, ObjectDatabase
+
+    db = _held_store(tmp_path)
+    assert isinstance(db, ObjectDatabase)
+    events: list[str] = []
+    real_fsync, real_unlink = os.fsync, os.unlink
+
+    def fsync(fd: int) -> None:
+        events.append("fsync " + os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def unlink(path: bytes | str, **kwargs: object) -> None:
+        events.append("unlink " + os.path.basename(os.fsdecode(path)))
+        real_unlink(path)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "unlink", unlink)
+    for n in range(SMALL_PACKS + 1):
+        db.write(b"blob", b"%d\n" % n)
+        db.flush_held()
+    removed = [i for i, event in enumerate(events) if event.startswith("unlink pack-crucible-")]
+    assert removed, events
+    synced = [event.removeprefix("fsync ") for event in events[: removed[0]] if event.startswith("fsync")]
+    assert synced[-1] == "pack", events  # the directory, after both renames
+    assert len([name for name in synced if name.startswith("tmp_pack_")]) == 2, events  # .pack and .idx
+    assert len(synced) == 3, events  # nothing else: a keep's own pack is not fsynced

@@ -507,12 +507,17 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def place_new_file(fd: int, tmp: bytes, final: bytes, parts: Iterable[bytes]) -> None:
+def place_new_file(
+    fd: int, tmp: bytes, final: bytes, parts: Iterable[bytes], *, durable: bool = False
+) -> None:
     """Write `parts` into the fresh temporary file `tmp` (open as `fd`, closed here), then rename
-    it to `final`; whatever fails on the way, the temporary file is removed."""
+    it to `final`; whatever fails on the way, the temporary file is removed. With `durable`, the
+    file is fsynced before the rename (the directory is the caller's to fsync)."""
     try:
         for part in parts:
             write_all(fd, part)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)

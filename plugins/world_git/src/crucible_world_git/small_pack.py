@@ -103,7 +103,9 @@ def merge_packs(pack_dir: bytes, bases: list[bytes]) -> bytes:
             finally:
                 os.close(fd)
 
-    return _write_entries(pack_dir, len(seen), entries())
+    # Durable: the caller removes the merged packs next, kept history written long before (and
+    # long on disk): a machine crash must not find the new pack's names without its bytes.
+    return _write_entries(pack_dir, len(seen), entries(), durable=True)
 
 
 def _entries(base: bytes) -> list[tuple[bytes, int, int, int]]:
@@ -134,8 +136,11 @@ def _entries(base: bytes) -> list[tuple[bytes, int, int, int]]:
     return entries
 
 
-def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, bytes]]) -> bytes:
-    """Write a pack of `count` (raw id, entry bytes) entries, then its index; see write_pack."""
+def _write_entries(
+    pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, bytes]], *, durable: bool = False
+) -> bytes:
+    """Write a pack of `count` (raw id, entry bytes) entries, then its index; see write_pack.
+    With `durable`, both files and the directory are fsynced before this returns."""
     tmp, fd = _temporary(pack_dir)
     entries: list[tuple[bytes, int, int]] = []  # (raw id, offset, crc32 of the entry)
     try:
@@ -152,6 +157,8 @@ def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, by
             raise ValueError(f"a pack of {count} objects was given {len(entries)}")
         pack_sha = digest.digest()
         write_all(fd, pack_sha)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
@@ -165,12 +172,34 @@ def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, by
         # merged, then merged again). Its bytes may differ (another order): writing it over,
         # .pack then .idx, left a new pack under the old index until the second rename.
         os.unlink(tmp)
+        if durable:  # on disk for sure, as a new one would be, before the caller removes others
+            for suffix in (b".pack", b".idx"):
+                _fsync_file(base + suffix)
+            _fsync_directory(pack_dir)
         return base
     os.replace(tmp, base + b".pack")
     index = _index(entries, pack_sha)
     tmp, fd = _temporary(pack_dir)
-    place_new_file(fd, tmp, base + b".idx", [index])
+    place_new_file(fd, tmp, base + b".idx", [index], durable=durable)
+    if durable:
+        _fsync_directory(pack_dir)
     return base
+
+
+def _fsync_file(path: bytes) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_directory(path: bytes) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _whole(base: bytes) -> bool:
