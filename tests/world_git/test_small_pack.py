@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import zlib
 from pathlib import Path
 
@@ -106,8 +107,8 @@ def test_after_a_kill_between_a_merge_and_its_removals_the_resumed_record_reads_
     db.hold()
     real_merge = small_pack.merge_packs
 
-    def killed_after_the_merge(pack_dir: bytes, bases: list[bytes]) -> bytes:
-        real_merge(pack_dir, bases)
+    def killed_after_the_merge(pack_dir: bytes, bases: list[bytes], *, durable: bool = True) -> bytes:
+        real_merge(pack_dir, bases, durable=durable)
         raise KeyboardInterrupt  # the kill: the merged packs are not removed
 
     monkeypatch.setattr(small_pack, "merge_packs", killed_after_the_merge)
@@ -189,7 +190,7 @@ def test_a_merged_pack_is_on_disk_for_sure_before_the_packs_it_merged_are_remove
     their removal must not find the merged pack's names without its bytes (no fsync, and a
     file system may commit the names first). The merged pack, its index and the directory are
     fsynced before the first removal; a keep's own small pack is not (as before)."""
-    from crucible_world_git.loose_objects import SMALL_PACKS, ObjectDatabase
+    from crucible_world_git.loose_objects import SETTLED_NS, SMALL_PACKS, ObjectDatabase
 
     db = _held_store(tmp_path)
     assert isinstance(db, ObjectDatabase)
@@ -204,14 +205,37 @@ def test_a_merged_pack_is_on_disk_for_sure_before_the_packs_it_merged_are_remove
         events.append("unlink " + os.path.basename(os.fsdecode(path)))
         real_unlink(path)
 
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "unlink", unlink)
-    for n in range(SMALL_PACKS + 1):
+    for n in range(SMALL_PACKS):
         db.write(b"blob", b"%d\n" % n)
         db.flush_held()
+    settled = time.time() - SETTLED_NS / 1e9 - 60
+    for pack in (tmp_path / "pack").glob("*.pack"):
+        os.utime(pack, (settled, settled))  # written a minute ago: on disk for good by now
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "unlink", unlink)
+    db.write(b"blob", b"the ninth\n")
+    db.flush_held()
     removed = [i for i, event in enumerate(events) if event.startswith("unlink pack-crucible-")]
     assert removed, events
     synced = [event.removeprefix("fsync ") for event in events[: removed[0]] if event.startswith("fsync")]
     assert synced[-1] == "pack", events  # the directory, after both renames
     assert len([name for name in synced if name.startswith("tmp_pack_")]) == 2, events  # .pack and .idx
     assert len(synced) == 3, events  # nothing else: a keep's own pack is not fsynced
+
+
+def test_a_merge_of_packs_written_moments_ago_only_is_not_fsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packs younger than SETTLED_NS are no more durable than the pack merged from them: a
+    quick run's merges cost no fsync."""
+    from crucible_world_git.loose_objects import SMALL_PACKS, ObjectDatabase
+
+    db = _held_store(tmp_path)
+    assert isinstance(db, ObjectDatabase)
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    for n in range(SMALL_PACKS + 1):
+        db.write(b"blob", b"%d\n" % n)
+        db.flush_held()
+    assert len(list((tmp_path / "pack").glob("*.idx"))) == 1  # merged
+    assert synced == []

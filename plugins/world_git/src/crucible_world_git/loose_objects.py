@@ -30,6 +30,9 @@ STREAM_THRESHOLD = 32 << 20
 PACK_BATCH_BYTES = 64 << 20
 # A held store (the kept record) merges its own packs once it has more than this many.
 SMALL_PACKS = 8
+# A pack written longer ago than this may be on disk for good (ext4 commits every 5 s): merging
+# it away, the merged pack is fsynced first (see _any_settled).
+SETTLED_NS = 5_000_000_000
 _CHUNK = 1 << 20
 
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
@@ -415,10 +418,9 @@ class ObjectDatabase:
                 break
             take.append(pack)
             gathered += size
+        bases = [os.fsencode(pack._basename) for pack in take]
         try:
-            merged = small_pack.merge_packs(
-                self.root + b"/pack", [os.fsencode(pack._basename) for pack in take]
-            )
+            merged = small_pack.merge_packs(self.root + b"/pack", bases, durable=_any_settled(bases))
         except small_pack.DamagedPack as damaged:
             self._damaged.add(damaged.base)  # the next keep merges the others without it
             return
@@ -505,6 +507,21 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def _any_settled(bases: list[bytes]) -> bool:
+    """Whether any of these packs was written more than SETTLED_NS ago: the kernel may have put
+    it on disk for good since, and a merge that removes it must not leave less durable bytes in
+    its place. Younger ones are no more durable than the pack merged from them, so removing them
+    risks nothing that was safe, and a merge of young packs only (a quick run's) is not fsynced."""
+    settled = time.time_ns() - SETTLED_NS
+    for base in bases:
+        try:
+            if os.stat(base + b".pack").st_mtime_ns < settled:
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def place_new_file(

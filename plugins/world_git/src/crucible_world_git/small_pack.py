@@ -72,9 +72,13 @@ def write_pack(pack_dir: bytes, count: int, objects: Iterable[tuple[bytes, bytes
     )
 
 
-def merge_packs(pack_dir: bytes, bases: list[bytes]) -> bytes:
+def merge_packs(pack_dir: bytes, bases: list[bytes], *, durable: bool = True) -> bytes:
     """Write the objects of the packs at `bases` (paths without the suffix, each written by
     write_pack) as one pack; return its path without the suffix. The old packs stay.
+
+    With `durable`, the new pack is on disk for sure (fsynced) when this returns: the caller
+    removes the merged packs next, which may hold kept history long on disk, and a machine
+    crash must not find the new pack's names without its bytes.
 
     Their entries are copied as they are (each is a whole object, compressed on its own), one
     at a time: nothing is inflated or compressed again. Each is checked against the checksum
@@ -103,9 +107,7 @@ def merge_packs(pack_dir: bytes, bases: list[bytes]) -> bytes:
             finally:
                 os.close(fd)
 
-    # Durable: the caller removes the merged packs next, kept history written long before (and
-    # long on disk): a machine crash must not find the new pack's names without its bytes.
-    return _write_entries(pack_dir, len(seen), entries(), durable=True)
+    return _write_entries(pack_dir, len(seen), entries(), durable=durable)
 
 
 def _entries(base: bytes) -> list[tuple[bytes, int, int, int]]:
