@@ -239,3 +239,20 @@ def test_a_merge_of_packs_written_moments_ago_only_is_not_fsynced(
         db.flush_held()
     assert len(list((tmp_path / "pack").glob("*.idx"))) == 1  # merged
     assert synced == []
+
+
+@pytest.mark.parametrize("keep", [0, 8 + 256 * 4 + 10, 8 + 256 * 4 + 40 + 28 + 10])
+def test_a_torn_index_is_named_a_damaged_pack_by_the_merge(tmp_path: Path, keep: int) -> None:
+    """What consolidate() leaves out (DamagedPack), not an error of any other kind (which
+    failed the keep that merged)."""
+    pack_dir = os.fsencode(tmp_path)
+    one = small_pack.write_pack(pack_dir, 2, iter([_blob(b"a\n"), _blob(b"b\n")]))
+    two = small_pack.write_pack(pack_dir, 1, iter([_blob(b"c\n")]))
+    index = Path(os.fsdecode(one + b".idx"))
+    data = index.read_bytes()
+    os.chmod(index, 0o644)
+    index.write_bytes(data[:keep])
+    with pytest.raises(small_pack.DamagedPack) as raised:
+        small_pack.merge_packs(pack_dir, [two, one])
+    assert raised.value.base == one
+    assert not list(tmp_path.glob("tmp_pack_*"))

@@ -112,23 +112,32 @@ def merge_packs(pack_dir: bytes, bases: list[bytes], *, durable: bool = True) ->
 
 def _entries(base: bytes) -> list[tuple[bytes, int, int, int]]:
     """(raw id, start, end, crc32) of each entry of the pack at `base`, read from its version-2
-    index; DamagedPack when the entries do not fit in the pack."""
-    with open(base + b".idx", "rb") as f:
-        index = f.read()
-    if index[:8] != b"\377tOc" + struct.pack(">I", 2):
-        raise ValueError(f"{os.fsdecode(base)}.idx is not a version-2 pack index")
+    index; DamagedPack when the index is not one (torn, say) or the entries do not fit in the pack."""
+    fd = os.open(base + b".idx", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        index = os.pread(fd, size, 0)  # an index is a few dozen bytes per object: read whole
+    finally:
+        os.close(fd)
+    if index[:8] != b"\377tOc" + struct.pack(">I", 2) or len(index) < 8 + 256 * 4 + 40:
+        raise DamagedPack(base, "its index is not a whole version-2 pack index")
     count = struct.unpack_from(">I", index, 8 + 255 * 4)[0]
     names = 8 + 256 * 4
     crcs = names + count * 20
     offsets = crcs + count * 4
     large = offsets + count * 4
+    if len(index) < large + 40:
+        raise DamagedPack(base, "its index is shorter than the objects it counts")
     found = []
-    for i in range(count):
-        offset = struct.unpack_from(">I", index, offsets + i * 4)[0]
-        if offset & _LARGE_OFFSET:
-            offset = struct.unpack_from(">Q", index, large + (offset & ~_LARGE_OFFSET) * 8)[0]
-        crc = struct.unpack_from(">I", index, crcs + i * 4)[0]
-        found.append((offset, index[names + i * 20 : names + i * 20 + 20], crc))
+    try:
+        for i in range(count):
+            offset = struct.unpack_from(">I", index, offsets + i * 4)[0]
+            if offset & _LARGE_OFFSET:
+                offset = struct.unpack_from(">Q", index, large + (offset & ~_LARGE_OFFSET) * 8)[0]
+            crc = struct.unpack_from(">I", index, crcs + i * 4)[0]
+            found.append((offset, index[names + i * 20 : names + i * 20 + 20], crc))
+    except struct.error:
+        raise DamagedPack(base, "its index is shorter than the offsets it names") from None
     found.sort()
     pack_end = os.stat(base + b".pack").st_size - 20  # the trailing checksum
     ends = [offset for offset, _, _ in found[1:]] + [pack_end]
