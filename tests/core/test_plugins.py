@@ -608,3 +608,28 @@ def test_an_observing_hook_reaches_every_plugin_in_pluggys_order_without_pluggys
         version="1",
     )
     assert observed(plugins)[0][0] == "late a"
+
+
+def test_a_wrapper_registered_after_an_observing_hook_was_called_wraps_its_next_call() -> None:
+    """observe() calls the implementations itself only while no wrapper wraps them: one that
+    registers later (after the plan was made) sends the next call through pluggy again."""
+    heard: list[str] = []
+
+    def plain(event: Any) -> None:
+        heard.append(f"plain {event['kind']}")
+
+    class Wrapping:
+        @hookimpl(wrapper=True)
+        def crucible_session_event(self, event: Any) -> Any:
+            heard.append(f"before {event['kind']}")
+            result = yield
+            heard.append(f"after {event['kind']}")
+            return result
+
+    plugins = load_plugins(discover=False)
+    module = make_plugin("crucible-plugin-plain", crucible_session_event=plain)
+    plugins.register_module(module, name="plain", distribution="crucible-plugin-plain", version="1")
+    assert plugins.observe("crucible_session_event", event={"kind": "a"}) == []
+    plugins.pm.register(Wrapping(), name="wrapping")
+    assert plugins.observe("crucible_session_event", event={"kind": "b"}) == []
+    assert heard == ["plain a", "before b", "plain b", "after b"]

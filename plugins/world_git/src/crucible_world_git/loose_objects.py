@@ -30,6 +30,9 @@ STREAM_THRESHOLD = 32 << 20
 PACK_BATCH_BYTES = 64 << 20
 # A held store (the kept record) merges its own packs once it has more than this many.
 SMALL_PACKS = 8
+# A pack written longer ago than this may be on disk for good (ext4 commits every 5 s): merging
+# it away, the merged pack is fsynced first (see _any_settled).
+SETTLED_NS = 5_000_000_000
 _CHUNK = 1 << 20
 
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
@@ -74,6 +77,8 @@ class ObjectDatabase:
         self._batch: dict[bytes, tuple[bytes, bytes]] | None = None
         self._batch_bytes = 0
         self._holding = False  # hold(): the batch is written by flush_held(), as a small pack
+        # Small packs found damaged when merging (small_pack.DamagedPack): never merged again here.
+        self._damaged: set[bytes] = set()
 
     def refresh(self) -> None:
         """Re-list the pack directory (once per world operation, not once per object lookup).
@@ -388,12 +393,21 @@ class ObjectDatabase:
         a pack is rewritten about as often as its size doubles, so a long run's record holds a
         few packs of geometric sizes, not one pack per keep (each pack costs every lookup of a
         missing object one index search). Only packs written here are merged (small_pack.PREFIX).
+
+        Merging only spares lookups: a pack found damaged is left out (and as it is, where a
+        reader's checks find it), and a merge that fails otherwise (a full disk) leaves the
+        packs as they were; the keep that wrote the newest is whole on disk all the same.
         """
         from crucible_world_git import small_pack
 
         assert self._packs is not None
         prefix = self.root + b"/pack/" + small_pack.PREFIX
-        mine = [pack for pack in self._packs if os.fsencode(pack._basename).startswith(prefix)]
+        mine = [
+            pack
+            for pack in self._packs
+            if os.fsencode(pack._basename).startswith(prefix)
+            and os.fsencode(pack._basename) not in self._damaged
+        ]
         if len(mine) <= SMALL_PACKS:
             return
         ours = sorted(((len(pack), pack) for pack in mine), key=lambda item: item[0])
@@ -404,11 +418,18 @@ class ObjectDatabase:
                 break
             take.append(pack)
             gathered += size
-        merged = small_pack.merge_packs(self.root + b"/pack", [os.fsencode(pack._basename) for pack in take])
+        bases = [os.fsencode(pack._basename) for pack in take]
+        try:
+            merged = small_pack.merge_packs(self.root + b"/pack", bases, durable=_any_settled(bases))
+        except small_pack.DamagedPack as damaged:
+            self._damaged.add(damaged.base)  # the next keep merges the others without it
+            return
+        except OSError:
+            return
         for pack in take:  # the merged pack is in place (its index last): these go
             base = os.fsencode(pack._basename)
             if base == merged:
-                continue  # it held every object already: the merge wrote it over itself
+                continue  # it held every object already (a kill came before these went): left as it was
             pack.close()
             for suffix in (b".idx", b".pack"):
                 with contextlib.suppress(FileNotFoundError):
@@ -488,12 +509,32 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def place_new_file(fd: int, tmp: bytes, final: bytes, parts: Iterable[bytes]) -> None:
+def _any_settled(bases: list[bytes]) -> bool:
+    """Whether any of these packs was written more than SETTLED_NS ago: the kernel may have put
+    it on disk for good since, and a merge that removes it must not leave less durable bytes in
+    its place. Younger ones are no more durable than the pack merged from them, so removing them
+    risks nothing that was safe, and a merge of young packs only (a quick run's) is not fsynced."""
+    settled = time.time_ns() - SETTLED_NS
+    for base in bases:
+        try:
+            if os.stat(base + b".pack").st_mtime_ns < settled:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def place_new_file(
+    fd: int, tmp: bytes, final: bytes, parts: Iterable[bytes], *, durable: bool = False
+) -> None:
     """Write `parts` into the fresh temporary file `tmp` (open as `fd`, closed here), then rename
-    it to `final`; whatever fails on the way, the temporary file is removed."""
+    it to `final`; whatever fails on the way, the temporary file is removed. With `durable`, the
+    file is fsynced before the rename (the directory is the caller's to fsync)."""
     try:
         for part in parts:
             write_all(fd, part)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)

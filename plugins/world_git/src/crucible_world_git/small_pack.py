@@ -8,12 +8,15 @@ objects, so writing it needs no reading back: the index is built from what was j
 The pack file goes into place before its index, as git does: readers (git, dulwich) take a pack
 only once its index is there, and by then the pack is whole. A kill leaves at worst a temporary
 file (named `tmp_pack_*`, which no reader takes for a pack) or a pack without an index.
+A pack is named by the objects it holds, and one whose name stands whole already (its index
+there) is never written over: a reader may hold its index, and the new bytes need not match it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -28,6 +31,15 @@ _LARGE_OFFSET = 0x80000000
 # The names of the packs written here: only these are ever merged (consolidate()), never a pack
 # the repository came with (a clone's deltified pack would grow many times over, written whole).
 PREFIX = b"pack-crucible-"
+
+
+class DamagedPack(ValueError):
+    """A pack to merge does not hold what its index says (torn, or an entry's checksum differs):
+    it is left as it is, so the damage stays where a reader's checks find it."""
+
+    def __init__(self, base: bytes, why: str) -> None:
+        super().__init__(f"{os.fsdecode(base)}.pack: {why}")
+        self.base = base
 
 
 def entry_header(kind: bytes, size: int) -> bytes:
@@ -60,59 +72,86 @@ def write_pack(pack_dir: bytes, count: int, objects: Iterable[tuple[bytes, bytes
     )
 
 
-def merge_packs(pack_dir: bytes, bases: list[bytes]) -> bytes:
+def merge_packs(pack_dir: bytes, bases: list[bytes], *, durable: bool = True) -> bytes:
     """Write the objects of the packs at `bases` (paths without the suffix, each written by
     write_pack) as one pack; return its path without the suffix. The old packs stay.
 
+    With `durable`, the new pack is on disk for sure (fsynced) when this returns: the caller
+    removes the merged packs next, which may hold kept history long on disk, and a machine
+    crash must not find the new pack's names without its bytes.
+
     Their entries are copied as they are (each is a whole object, compressed on its own), one
-    at a time: nothing is inflated or compressed again.
+    at a time: nothing is inflated or compressed again. Each is checked against the checksum
+    its index holds for it first, as git does when it reuses packed data: the new pack gets a
+    checksum of its own, which would otherwise vouch for a damaged entry. DamagedPack names a
+    pack that fails (nothing is written then).
     """
     seen: set[bytes] = set()
-    plan: list[tuple[bytes, list[tuple[bytes, int, int]]]] = []
+    plan: list[tuple[bytes, list[tuple[bytes, int, int, int]]]] = []
     for base in bases:
         fresh = [entry for entry in _entries(base) if entry[0] not in seen]
-        seen.update(sha for sha, _, _ in fresh)
-        plan.append((base + b".pack", fresh))
+        seen.update(sha for sha, _, _, _ in fresh)
+        plan.append((base, fresh))
 
     def entries() -> Iterator[tuple[bytes, bytes]]:
-        for path, fresh in plan:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        for base, fresh in plan:
+            fd = os.open(base + b".pack", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
-                for sha, start, end in fresh:
+                for sha, start, end, crc in fresh:
                     chunk = os.pread(fd, end - start, start)
                     if len(chunk) != end - start:
-                        raise ValueError(f"{os.fsdecode(path)} is shorter than its index says")
+                        raise DamagedPack(base, "shorter than its index says")
+                    if zlib.crc32(chunk) != crc:
+                        raise DamagedPack(base, f"object {sha.hex()} does not match its index's checksum")
                     yield sha, chunk
             finally:
                 os.close(fd)
 
-    return _write_entries(pack_dir, len(seen), entries())
+    return _write_entries(pack_dir, len(seen), entries(), durable=durable)
 
 
-def _entries(base: bytes) -> list[tuple[bytes, int, int]]:
-    """(raw id, start, end) of each entry of the pack at `base`, read from its version-2 index."""
-    with open(base + b".idx", "rb") as f:
-        index = f.read()
-    if index[:8] != b"\377tOc" + struct.pack(">I", 2):
-        raise ValueError(f"{os.fsdecode(base)}.idx is not a version-2 pack index")
+def _entries(base: bytes) -> list[tuple[bytes, int, int, int]]:
+    """(raw id, start, end, crc32) of each entry of the pack at `base`, read from its version-2
+    index; DamagedPack when the index is not one (torn, say) or the entries do not fit in the pack."""
+    fd = os.open(base + b".idx", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        index = os.pread(fd, size, 0)  # an index is a few dozen bytes per object: read whole
+    finally:
+        os.close(fd)
+    if index[:8] != b"\377tOc" + struct.pack(">I", 2) or len(index) < 8 + 256 * 4 + 40:
+        raise DamagedPack(base, "its index is not a whole version-2 pack index")
     count = struct.unpack_from(">I", index, 8 + 255 * 4)[0]
     names = 8 + 256 * 4
-    offsets = names + count * 24  # past the ids and the checksums
+    crcs = names + count * 20
+    offsets = crcs + count * 4
     large = offsets + count * 4
+    if len(index) < large + 40:
+        raise DamagedPack(base, "its index is shorter than the objects it counts")
     found = []
-    for i in range(count):
-        offset = struct.unpack_from(">I", index, offsets + i * 4)[0]
-        if offset & _LARGE_OFFSET:
-            offset = struct.unpack_from(">Q", index, large + (offset & ~_LARGE_OFFSET) * 8)[0]
-        found.append((offset, index[names + i * 20 : names + i * 20 + 20]))
+    try:
+        for i in range(count):
+            offset = struct.unpack_from(">I", index, offsets + i * 4)[0]
+            if offset & _LARGE_OFFSET:
+                offset = struct.unpack_from(">Q", index, large + (offset & ~_LARGE_OFFSET) * 8)[0]
+            crc = struct.unpack_from(">I", index, crcs + i * 4)[0]
+            found.append((offset, index[names + i * 20 : names + i * 20 + 20], crc))
+    except struct.error:
+        raise DamagedPack(base, "its index is shorter than the offsets it names") from None
     found.sort()
     pack_end = os.stat(base + b".pack").st_size - 20  # the trailing checksum
-    ends = [offset for offset, _ in found[1:]] + [pack_end]
-    return [(sha, start, end) for (start, sha), end in zip(found, ends, strict=True)]
+    ends = [offset for offset, _, _ in found[1:]] + [pack_end]
+    entries = [(sha, start, end, crc) for (start, sha, crc), end in zip(found, ends, strict=True)]
+    if any(not 12 <= start < end for _, start, end, _ in entries):  # 12: the pack's header
+        raise DamagedPack(base, "shorter than its index says")
+    return entries
 
 
-def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, bytes]]) -> bytes:
-    """Write a pack of `count` (raw id, entry bytes) entries, then its index; see write_pack."""
+def _write_entries(
+    pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, bytes]], *, durable: bool = False
+) -> bytes:
+    """Write a pack of `count` (raw id, entry bytes) entries, then its index; see write_pack.
+    With `durable`, both files and the directory are fsynced before this returns."""
     tmp, fd = _temporary(pack_dir)
     entries: list[tuple[bytes, int, int]] = []  # (raw id, offset, crc32 of the entry)
     try:
@@ -129,6 +168,8 @@ def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, by
             raise ValueError(f"a pack of {count} objects was given {len(entries)}")
         pack_sha = digest.digest()
         write_all(fd, pack_sha)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
@@ -137,11 +178,47 @@ def _write_entries(pack_dir: bytes, count: int, chunks: Iterable[tuple[bytes, by
     entries.sort()
     ids = b"".join(sha for sha, _, _ in entries)
     base = pack_dir + b"/" + PREFIX + hashlib.sha1(ids).hexdigest().encode()
+    if _whole(base):
+        # These very objects are a pack already (a merge killed before it removed the packs it
+        # merged, then merged again). Its bytes may differ (another order): writing it over,
+        # .pack then .idx, left a new pack under the old index until the second rename.
+        os.unlink(tmp)
+        if durable:  # on disk for sure, as a new one would be, before the caller removes others
+            for suffix in (b".pack", b".idx"):
+                _fsync_file(base + suffix)
+            _fsync_directory(pack_dir)
+        return base
     os.replace(tmp, base + b".pack")
     index = _index(entries, pack_sha)
     tmp, fd = _temporary(pack_dir)
-    place_new_file(fd, tmp, base + b".idx", [index])
+    place_new_file(fd, tmp, base + b".idx", [index], durable=durable)
+    if durable:
+        _fsync_directory(pack_dir)
     return base
+
+
+def _fsync_file(path: bytes) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_directory(path: bytes) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _whole(base: bytes) -> bool:
+    """Whether a pack stands at `base` with its index (put in place last, so the pack is whole)."""
+    try:
+        return all(stat.S_ISREG(os.lstat(base + suffix).st_mode) for suffix in (b".pack", b".idx"))
+    except FileNotFoundError:
+        return False
 
 
 def _index(entries: list[tuple[bytes, int, int]], pack_sha: bytes) -> bytes:
