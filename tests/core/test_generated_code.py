@@ -222,3 +222,31 @@ def test_an_attrs_hash_method_seeded_anew_by_each_process_is_compiled_once(tmp_p
     assert (cache.hits, cache.misses) == (2, 1)
     two = "def f():\n    return hash((\n        1,\n    )) + hash((\n        2,\n    ))"
     assert cache.compile(two, "<two>", "exec", 0) == compile(two, "<two>", "exec", 0, True)  # left as it is
+
+
+def test_a_fifo_or_link_at_the_cache_files_is_neither_waited_on_nor_followed(tmp_path: Path) -> None:
+    import threading
+
+    from crucible_core.plugin_index import read_cache
+
+    fifo = tmp_path / "planted.fifo"
+    os.mkfifo(fifo)
+    good = tmp_path / "good.marshal"
+    cache = CodeCache(str(good))
+    cache.compiler(0)("x = 1", "<generated x>", "exec")
+    cache.save()
+    link = tmp_path / "link.marshal"
+    link.symlink_to(good)
+    found: list[object] = []
+
+    def read_all() -> None:
+        found.append(generated_code._read(str(fifo)))
+        found.append(read_cache(str(fifo), "key"))
+        found.append(generated_code._read(str(link)))
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive(), "opening a FIFO planted at a cache file blocked"
+    assert found == [({}, {}), None, ({}, {})]
+    assert generated_code._read(str(good))[0]  # the file itself is read

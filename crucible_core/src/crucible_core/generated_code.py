@@ -30,6 +30,7 @@ import atexit
 import builtins
 import marshal
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Callable
@@ -58,6 +59,7 @@ _HEADER = ("crucible generated code 3", sys.version, sys.implementation.cache_ta
 # Stands in a kept script for the per-process seed of an attrs hash method (see _seeded): a number
 # no script holds otherwise (attrs' seeds are string hashes, as likely to be it as any other).
 SEED_PLACEHOLDER = 0x5EED_5EED_5EED_5EED
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 # Beyond this many scripts the file starts over with the ones the writing process used.
 MAX_SCRIPTS = 4096
 # A script whose text was found changed this many times in a row is no longer kept (volatile)...
@@ -211,10 +213,11 @@ def _read(path: str | None) -> tuple[dict[str, _Kept], dict[str, _Volatile]]:
     if path is None:
         return {}, {}
     try:
-        with open(path, "rb") as handle:
+        # Never through a link, and a FIFO planted there neither blocks the open nor is read.
+        with os.fdopen(os.open(path, _READ_FLAGS), "rb") as handle:
             st = os.fstat(handle.fileno())
-            # Code crucible runs: only a file of this user's that nobody else may write.
-            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            # Code crucible runs: only a regular file of this user's that nobody else may write.
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
                 return {}, {}
             header, kept, volatile = marshal.loads(handle.read())
     except (OSError, ValueError, EOFError, TypeError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import sys
 import zlib
 from typing import Any, NamedTuple
@@ -98,7 +99,11 @@ def read_cache(path: str | None, key: str) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        # Never through a link, and a FIFO planted there neither blocks the open nor is read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with open(fd, encoding="utf-8", errors="surrogateescape") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
             kept = json.load(handle)
     except (OSError, ValueError):
         return None
