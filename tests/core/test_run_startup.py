@@ -43,8 +43,16 @@ NOT_AT_START = (
     "crucible_harness_pi.settings",
 )
 # Never loaded by a run on the built-in iteration graph, however many iterations: the thread
-# pool an inline plan executor does not use, and the plan file loader of an authored workflow.
-NOT_IN_A_COUNTER_RUN = ("concurrent.futures", "crucible_core.plan.load")
+# pool an inline plan executor does not use, the plan file loader of an authored workflow, the
+# broker and its mediation point of an agent that can call no tool (until the engine writes an
+# output), and the domain packs' module for a directory no pack was copied into.
+NOT_IN_A_COUNTER_RUN = (
+    "concurrent.futures",
+    "crucible_core.plan.load",
+    "crucible_broker_mcp.broker",
+    "crucible_broker_mcp.mediation",
+    "crucible_packs.domain_pack",
+)
 
 
 def _modules_after_run(tmp_path: Path, iterations: int) -> list[str]:

@@ -211,6 +211,28 @@ def test_the_pack_a_copy_came_from_is_part_of_the_run_identity(tmp_path: Path) -
     assert len({plain, *hashes}) == 3
 
 
+def test_the_packs_core_asks_at_every_start_name_a_copy_as_its_marker_does(tmp_path: Path) -> None:
+    """What core gets from crucible_domain_packs says the same provenance as the marker's reader,
+    and loads the pack module only when a marker is there (a fresh interpreter counts)."""
+    code = f"""if True:
+        import json, sys
+        from pathlib import Path
+        import crucible_packs
+        packs = crucible_packs.crucible_domain_packs()
+        root = Path({str(tmp_path)!r})
+        found = [packs.provenance(root), "crucible_packs.domain_pack" in sys.modules]
+        (root / crucible_packs.MARKER).write_text(json.dumps({{"name": "notes", "version": "1", "digest": "c" * 64}}))
+        found += [packs.provenance(root), "crucible_packs.domain_pack" in sys.modules]
+        (root / crucible_packs.MARKER).write_text("torn")
+        found.append(packs.provenance(root))
+        print(json.dumps(found))
+        """
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(done.stdout) == [None, False, "pack=notes 1 " + "c" * 64, True, None]
+
+
 def test_without_the_packs_plugin_a_pack_is_refused_naming_it(tmp_path: Path) -> None:
     site, work = tmp_path / "site", tmp_path / "work"
     install_pack(site, "1.0")

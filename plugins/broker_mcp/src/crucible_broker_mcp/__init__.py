@@ -65,8 +65,53 @@ def crucible_register_output_kinds(register: Register[OutputKindSpec]) -> None:
         register(name, Deferred(functools.partial(_kind, name)))
 
 
+class UnservedBroker:
+    """The broker of a run whose agent can call no tool (most runs): none is granted, or its
+    harness takes no MCP servers. Nothing is served and no call can come, so the agent is told
+    what the declaration says, a turn opens nothing, and the mediation point (a `Broker`, its
+    module loaded then) is opened at the first write the engine asks to make.
+
+    A resumed run opens it at once, so the spent counts are read from the log as it was left.
+    """
+
+    def __init__(self, request: BrokerRequest) -> None:
+        self.request = request
+        self.opened: Broker | None = None
+        if request.resumed:
+            self._open()
+
+    def _open(self) -> Broker:
+        if self.opened is None:
+            from crucible_broker_mcp.broker import Broker
+
+            self.opened = Broker.open(self.request)
+        return self.opened
+
+    def prompt_text(self) -> str:
+        # As `Broker.prompt_text` says it: granted tools are missing for the harness's reason.
+        declaration = self.request.declaration
+        return declaration.prompt_text(
+            self.request.unreachable if declaration.capabilities.broker_tools else None
+        )
+
+    def open_turn(self, iteration: int) -> None:
+        if self.opened is not None:
+            self.opened.open_turn(iteration)
+
+    def close_turn(self) -> None:
+        if self.opened is not None:
+            self.opened.close_turn()
+
+    def admit(
+        self, kind: str, target: str | None = None, *, by: str, iteration: int | None = None
+    ) -> str | None:
+        return self._open().admit(kind, target, by=by, iteration=iteration)
+
+
 @hookimpl
-def crucible_open_broker(request: BrokerRequest) -> Broker:
+def crucible_open_broker(request: BrokerRequest) -> Broker | UnservedBroker:
+    if not request.declaration.capabilities.broker_tools or request.unreachable is not None:
+        return UnservedBroker(request)
     from crucible_broker_mcp.broker import Broker
 
     return Broker.open(request)
@@ -78,9 +123,11 @@ _servers: dict[str, Starter] = {}
 
 @hookimpl
 def crucible_run_start(context: RunContext) -> None:
+    broker = context.broker
+    if broker is None or isinstance(broker, UnservedBroker):
+        return  # no tool granted, or the agent cannot call MCP tools: nothing to serve
     from crucible_broker_mcp.broker import Broker
 
-    broker = context.broker
     if not isinstance(broker, Broker) or not broker.tools:
         return  # [agent.broker] disabled, or no tool granted: nothing to serve
     if broker.unreachable is not None:

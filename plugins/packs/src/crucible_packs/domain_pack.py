@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from crucible_core.api import ManifestError, UsageError, toml_document
+from crucible_packs import MARKER
 
 if TYPE_CHECKING:
     from crucible_core.api import Plugins
 
-MARKER = ".crucible-pack.json"
 MANIFEST = "crucible.toml"
 # What a pack ships that is not the pack: Python packaging beside the pack's files.
 _NOT_SHIPPED = ("__pycache__", "__init__.py")
