@@ -194,3 +194,28 @@ def test_on_a_clock_of_whole_seconds_a_rewrite_within_the_same_tick_is_caught(
     if os.lstat(obj).st_ctime_ns != signature.st_ctime_ns:
         pytest.skip("the second turned over mid-test; the rewrite changed the signature")
     assert check(watch) == f"objects/{obj.parent.name}/{obj.name} is not the object it names"
+
+
+def test_a_pack_the_engine_wrote_itself_does_not_excuse_a_deleted_pack(tmp_path: Path) -> None:
+    # The engine's own new pack is verified again while its time is within the racy window; that
+    # re-read must not count as someone's repack, which would let a pack of kept history vanish.
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "gc.auto", "0")
+    write(repo, "a.txt", "a\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    git(repo, "gc", "-q")
+    packs = repo / ".git" / "objects" / "pack"
+    (kept,) = packs.glob("*.pack")
+    watch = ObjectWatch(os.fsencode(repo / ".git" / "objects"), window_ns=60_000_000_000)
+    watch.baseline()
+    assert check(watch) is None
+    for suffix in (".pack", ".idx"):  # the engine writes a pack of its own and says so
+        own = packs / f"pack-{'e' * 40}{suffix}"
+        own.write_bytes(kept.with_suffix(suffix).read_bytes())
+        watch.wrote(os.fsencode(f"pack/{own.name}"))
+    kept.unlink()  # the agent deletes the pack kept history is in
+    kept.with_suffix(".idx").unlink()
+    assert check(watch) in {f"objects/pack/{name} was deleted" for name in (kept.name, f"{kept.stem}.idx")}

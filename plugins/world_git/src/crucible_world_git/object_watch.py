@@ -232,7 +232,9 @@ class ObjectWatch:
             why = _verify(self.root, rel)
             if why is not None:
                 return why, bool(vanished)
-            repacked = repacked or rel.endswith(b".pack")
+            # Only a pack nobody knew stands for a repack: one the engine wrote itself (verified
+            # again because it was racy) replaced nothing.
+            repacked = repacked or (rel.endswith(b".pack") and (known is None or rel not in known))
         for rel in vanished:
             why = _vanished(rel, repacked, present, needed)
             if why is not None:
