@@ -33,8 +33,7 @@ class DistressSignals:
 
     def _watch(self, look: str, directory: Path) -> DirectoryWatch:
         watch = self._watches.get(look)
-        # the run's paths hand out the same directory every time: compared by identity first
-        if watch is None or (watch.directory is not directory and watch.directory != directory):
+        if watch is None or watch.directory != directory:
             watch = self._watches[look] = DirectoryWatch(directory)
         return watch
 
@@ -60,7 +59,7 @@ class DistressSignals:
                 if not notes:  # none there, or a file of none consumed (the directory changed)
                     watch.found_nothing(stamp)
         escalated = None
-        watch = self._watch("escalation", paths.workspace)  # where ESCALATION.json is
+        watch = self._watch("escalation", paths.escalation_file.parent)
         stamp = watch.stamp()
         if not watch.unchanged(stamp):
             escalated = escalation.take_marker(
