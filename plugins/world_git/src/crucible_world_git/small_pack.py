@@ -185,28 +185,21 @@ def _write_entries(
         os.unlink(tmp)
         if durable:  # on disk for sure, as a new one would be, before the caller removes others
             for suffix in (b".pack", b".idx"):
-                _fsync_file(base + suffix)
-            _fsync_directory(pack_dir)
+                _fsync(base + suffix, os.O_NOFOLLOW)
+            _fsync(pack_dir, os.O_DIRECTORY)
         return base
     os.replace(tmp, base + b".pack")
     index = _index(entries, pack_sha)
     tmp, fd = _temporary(pack_dir)
     place_new_file(fd, tmp, base + b".idx", [index], durable=durable)
     if durable:
-        _fsync_directory(pack_dir)
+        _fsync(pack_dir, os.O_DIRECTORY)
     return base
 
 
-def _fsync_file(path: bytes) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_directory(path: bytes) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _fsync(path: bytes, flags: int) -> None:
+    """fsync the file or directory at `path`, opened read-only with `flags` added."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     try:
         os.fsync(fd)
     finally:
