@@ -1491,6 +1491,12 @@ def encode(event: Event, ts: float | None = None, seq: int | None = None) -> str
     return json.dumps(envelope(event, ts, seq), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def line_time(obj: Mapping[str, Any]) -> float | None:
+    """A log object's `ts` as a line carries it: a number (not a bool), else None."""
+    ts = obj.get("ts")
+    return float(ts) if isinstance(ts, int | float) and type(ts) is not bool else None
+
+
 def from_object(obj: Any) -> Line | None:
     """Decode one parsed JSON value; None when it is not an event object of a known shape."""
     if type(obj) is not dict:
@@ -1498,9 +1504,7 @@ def from_object(obj: Any) -> Line | None:
     kind = obj.get("kind")
     if not isinstance(kind, str):
         return None
-    ts_raw = obj.get("ts")
-    ts_type = type(ts_raw)
-    ts = float(ts_raw) if isinstance(ts_raw, int | float) and ts_type is not bool else None
+    ts = line_time(obj)
     seq_raw = obj.get("seq")
     seq = seq_raw if type(seq_raw) is int and seq_raw >= 0 else None
     hook = _HOOKS.get(kind) or _hook(kind)

@@ -52,10 +52,8 @@ class LineReporter:
         if event.get("kind") not in _SHOWN_KINDS:
             # Neither folded nor printed (an agent's text, a turn's start and end): only the
             # view's clock moves, without decoding the event through the wire.
-            ts = event.get("ts")
-            self.view.passed(
-                float(ts) if isinstance(ts, int | float) and type(ts) is not bool else self.clock()
-            )
+            ts = wire.line_time(event)
+            self.view.passed(ts if ts is not None else self.clock())
             return
         folded = self.fold(event)
         if folded is None:
