@@ -80,15 +80,24 @@ stat -c %a "$CRUCIBLE_PROMPT_FILE" > ../prompt-mode.txt
 """
 
 
-def test_prompt_renders_goal_status_and_file_steering(example) -> None:
+def _recording_counter(example, method: str, script: str) -> tuple[Path, Path]:
+    """The counter with `method` as its method prompt and `script` (which records what the turn
+    was given, then bumps) as its agent: (manifest, its directory)."""
     manifest = example("counter")
     directory = manifest.parent
-    (directory / "method.md").write_text("GOAL<{{GOAL}}>\nSTATUS<{{STATUS}}>\nSTEER<{{STEER}}>\n")
-    (directory / "record.sh").write_text(RECORDER)
+    (directory / "method.md").write_text(method)
+    (directory / "record.sh").write_text(script)
     (directory / "record.sh").chmod(0o755)
     text = manifest.read_text().replace("cp value.txt bump.sh", "cp value.txt bump.sh record.sh")
     text = text.replace('agent_cmd = "./bump.sh"', 'agent_cmd = "./record.sh"\nmethod_prompt = "method.md"')
     manifest.write_text(text)
+    return manifest, directory
+
+
+def test_prompt_renders_goal_status_and_file_steering(example) -> None:
+    manifest, directory = _recording_counter(
+        example, "GOAL<{{GOAL}}>\nSTATUS<{{STATUS}}>\nSTEER<{{STEER}}>\n", RECORDER
+    )
     (directory / "STEER.md").write_text("try odd numbers first\n")
     done = run_crucible("--manifest", manifest, "--iterations", "2")
     assert done.returncode == 0, done.stderr
@@ -116,14 +125,7 @@ cp "$CRUCIBLE_PROMPT_FILE" "../file-$CRUCIBLE_ITERATION.md"
 def test_the_prompt_copy_is_each_turns_prompt_whole_and_empty_between_turns(example) -> None:
     from crucible_core import api
 
-    manifest = example("counter")
-    directory = manifest.parent
-    (directory / "method.md").write_text("{{STATUS}}\n{{STEER}}\n")
-    (directory / "record.sh").write_text(STDIN_AND_FILE)
-    (directory / "record.sh").chmod(0o755)
-    text = manifest.read_text().replace("cp value.txt bump.sh", "cp value.txt bump.sh record.sh")
-    text = text.replace('agent_cmd = "./bump.sh"', 'agent_cmd = "./record.sh"\nmethod_prompt = "method.md"')
-    manifest.write_text(text)
+    manifest, directory = _recording_counter(example, "{{STATUS}}\n{{STEER}}\n", STDIN_AND_FILE)
     (directory / "STEER.md").write_text("a long steer the first prompt alone carries " * 20 + "\n")
     copy = directory / "state" / "private" / "prompt.md"
     between: list[bytes] = []
