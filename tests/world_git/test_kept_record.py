@@ -20,6 +20,7 @@ from crucible_core.protocols import World, WorldContext
 from crucible_core.shell import Shell
 from crucible_world_git.commandworld import CommandWorld
 from crucible_world_git.gitworld import GitWorld
+from crucible_world_git.kept_record import KeptRecord
 from crucible_world_git.loose_objects import STREAM_THRESHOLD
 from crucible_world_git.settings import CommandWorldSettings
 from tests.world_git.support import GIT_ENV, git, make_base, worktree, write
@@ -328,6 +329,7 @@ import subprocess, sys
 from pathlib import Path
 from crucible_world_git import git_memory
 from crucible_world_git.gitworld import GitWorld
+from crucible_world_git.kept_record import KeptRecord
 from tests.world_git.support import GIT_ENV, make_base
 
 root, size, stored = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -399,6 +401,24 @@ def test_keeping_a_huge_blob_the_agent_added_itself_never_holds_it_in_memory(
     assert reader.wait() == 0 and digest.hexdigest() == blob
 
 
+def _staged_huge_agent_blob(
+    tmp_path: Path, *git_options: str
+) -> tuple[GitWorld, KeptRecord, str | None, str, int]:
+    """A recorded world whose agent `git add`-ed a file of STREAM_THRESHOLD + 1 zero bytes itself
+    (with `git_options`), staged: (world, record, the record's kept commit, the blob id, its size)."""
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    record = world.memory.record
+    assert record is not None
+    kept = record.kept()
+    size = STREAM_THRESHOLD + 1
+    subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
+    git(ws, *git_options, "add", "zeros.bin")
+    blob = git(ws, "hash-object", "zeros.bin").strip()
+    assert not world.stage().refused
+    return world, record, kept, blob, size
+
+
 @pytest.mark.parametrize(
     "damage",
     [
@@ -413,16 +433,8 @@ def test_a_huge_loose_blob_damaged_before_the_keep_is_refused_by_the_record(
     tmp_path: Path, damage: str
 ) -> None:
     # The streamed copy verifies the object against its id as the whole-object one does.
-    world, _ = recorded_world(tmp_path)
+    world, record, kept, blob, size = _staged_huge_agent_blob(tmp_path)  # loose
     ws = world.memory.workspace
-    record = world.memory.record
-    assert record is not None
-    kept = record.kept()
-    size = STREAM_THRESHOLD + 1
-    subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
-    git(ws, "add", "zeros.bin")  # the agent's own loose blob
-    blob = git(ws, "hash-object", "zeros.bin").strip()
-    assert not world.stage().refused
     path = ws / ".git" / "objects" / blob[:2] / blob[2:]
     path.chmod(0o644)
     if damage == "checksum cut off":  # every byte of the body still inflates
@@ -443,16 +455,9 @@ def test_a_huge_loose_blob_damaged_before_the_keep_is_refused_by_the_record(
 
 
 def test_a_huge_packed_blob_damaged_before_the_keep_is_refused_by_the_record(tmp_path: Path) -> None:
-    world, _ = recorded_world(tmp_path)
+    # the agent's blob, packed whole
+    world, record, kept, blob, _ = _staged_huge_agent_blob(tmp_path, "-c", "core.bigFileThreshold=1m")
     ws = world.memory.workspace
-    record = world.memory.record
-    assert record is not None
-    kept = record.kept()
-    size = STREAM_THRESHOLD + 1
-    subprocess.run(["truncate", "-s", str(size), str(ws / "zeros.bin")], check=True)
-    git(ws, "-c", "core.bigFileThreshold=1m", "add", "zeros.bin")  # the agent's blob, packed whole
-    blob = git(ws, "hash-object", "zeros.bin").strip()
-    assert not world.stage().refused
     (pack,) = (ws / ".git" / "objects" / "pack").glob("*.pack")
     pack.chmod(0o644)
     with open(pack, "r+b") as f:  # same size, other bytes inside the object's compressed data
