@@ -55,12 +55,15 @@ def entry_header(kind: bytes, size: int) -> bytes:
     return bytes(out)
 
 
-def write_pack(pack_dir: bytes, count: int, objects: Iterable[tuple[bytes, bytes, bytes]]) -> bytes:
+def write_pack(
+    pack_dir: bytes, count: int, objects: Iterable[tuple[bytes, bytes, bytes]], *, durable: bool = False
+) -> bytes:
     """Write `count` (raw id, kind, body) objects as one pack in `pack_dir`; return its path
     without the suffix.
 
     The caller hashed each body itself (its id is trusted as given). The objects are streamed
-    to the file one at a time; only their ids, offsets and checksums stay in memory.
+    to the file one at a time; only their ids, offsets and checksums stay in memory. With
+    `durable`, the pack is on disk for sure (fsynced) when this returns (see merge_packs).
     """
     return _write_entries(
         pack_dir,
@@ -69,6 +72,7 @@ def write_pack(pack_dir: bytes, count: int, objects: Iterable[tuple[bytes, bytes
             (sha, entry_header(kind, len(body)) + zlib.compress(body, PACK_COMPRESSION))
             for sha, kind, body in objects
         ),
+        durable=durable,
     )
 
 
