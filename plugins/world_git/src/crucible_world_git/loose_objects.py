@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
 from crucible_core.api import RunFailed
-from crucible_world_git import dulwich_names
+from crucible_world_git import dulwich_fanout, dulwich_names
 
 if TYPE_CHECKING:
     from dulwich.object_store import DiskObjectStore
@@ -61,6 +61,7 @@ class ObjectDatabase:
     """One repository's objects. Knows which ids it has confirmed present, so each is checked once."""
 
     def __init__(self, store: DiskObjectStore) -> None:
+        dulwich_fanout.install()  # before this store loads any pack index
         self.store = store
         self.root = os.fsencode(store.path)
         self._present: set[bytes] = set()
