@@ -126,7 +126,7 @@ class ObjectDatabase:
         assert self._packs is not None
         if (
             os.path.exists(path)
-            or any(dulwich_names.raw_object_id(sha) in pack for pack in self._packs)
+            or _in_packs(self._packs, sha)
             or (self._alternates and dulwich_names.object_id(sha.hex().encode()) in self.store)
         ):
             self._present.add(sha)
@@ -148,7 +148,7 @@ class ObjectDatabase:
         if refresh or self._packs is None:
             self.refresh()
         assert self._packs is not None
-        return any(dulwich_names.raw_object_id(sha) in pack for pack in self._packs) or (
+        return _in_packs(self._packs, sha) or (
             self._alternates and dulwich_names.object_id(sha.hex().encode()) in self.store
         )
 
@@ -525,6 +525,24 @@ class ObjectDatabase:
         nul = raw.index(b"\0")
         kind = raw[: raw.index(b" ")]
         return kind, raw[nul + 1 :]
+
+
+def _in_packs(packs: list[Pack], sha: bytes) -> bool:
+    """Whether one of these packs holds object `sha` (raw id).
+
+    A pack whose index counts no object starting with the id's first byte is passed over on its
+    fan-out table alone: the engine's small packs hold a handful of objects each, and dulwich's
+    own lookup raises and catches a KeyError for every pack that lacks the object.
+    """
+    raw = dulwich_names.raw_object_id(sha)
+    first = sha[0]
+    for pack in packs:
+        fan_out = getattr(pack.index, "_fan_out_table", None)
+        if fan_out is not None and fan_out[first] == (fan_out[first - 1] if first else 0):
+            continue
+        if raw in pack:
+            return True
+    return False
 
 
 def _real_directory(directory: bytes) -> None:
