@@ -107,6 +107,11 @@ def merge_packs(pack_dir: bytes, bases: list[bytes], *, durable: bool = True) ->
                         raise DamagedPack(base, "shorter than its index says")
                     if zlib.crc32(chunk) != crc:
                         raise DamagedPack(base, f"object {sha.hex()} does not match its index's checksum")
+                    if not 1 <= (chunk[0] >> 4) & 7 <= 4:
+                        # A delta names its base by offset or id within its own pack: copied
+                        # alone it would name nothing. Only a pack someone else wrote under
+                        # this module's name holds one (the workspace's are the agent's to write).
+                        raise DamagedPack(base, f"object {sha.hex()} is a delta, not a whole object")
                     yield sha, chunk
             finally:
                 os.close(fd)
