@@ -588,3 +588,128 @@ def test_a_pack_added_after_a_listing_the_next_operation_skipped_is_still_found(
     time.sleep(db.watch.window_ns / 1e9 + 0.05)  # not racy: only the signature tells
     db.refresh()
     assert db.on_disk(bytes.fromhex(blob), refresh=False)
+
+
+def _keeps_past_the_loose_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, check: bool = True
+) -> tuple[GitWorld, list[str], list[str]]:
+    """A recorded world with LOOSE_LIMIT at 3 and three keeps of one new file each, staged once
+    more (the check that packs) unless not `check`: (world, the kept commits, the notes)."""
+    from crucible_world_git import git_memory
+
+    monkeypatch.setattr(git_memory, "LOOSE_LIMIT", 3)
+    world, notes = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    kept = []
+    for n in range(3):
+        write(ws, f"src/file{n}.py", f"print({n})\n")
+        kept.append(world.snapshot(f"keep {n}"))
+    if check:
+        assert not world.stage().refused
+    return world, kept, notes
+
+
+def _pack_offsets(idx: Path) -> dict[str, int]:
+    """Each object's offset in the pack, as `git show-index` reads the index."""
+    shown = subprocess.run(
+        ["git", "show-index"], input=idx.read_bytes(), capture_output=True, check=True
+    ).stdout.decode()
+    return {line.split()[1]: int(line.split()[0]) for line in shown.splitlines()}
+
+
+def test_past_the_loose_limit_a_check_packs_the_loose_objects_and_drops_their_emptied_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk each check takes lstat-s every loose object and fan-out directory: past
+    LOOSE_LIMIT, what the check found sound goes into one of the store's own small packs, and
+    the fan-out directories it emptied go too (as `git prune-packed` does)."""
+    world, kept, notes = _keeps_past_the_loose_limit(tmp_path, monkeypatch)
+    ws = world.memory.workspace
+    objects = ws / ".git" / "objects"
+    assert _loose_files(objects) == []
+    assert [d for d in objects.glob("??") if d.is_dir() and not any(d.iterdir())] == []
+    ours = list((objects / "pack").glob("pack-crucible-*.idx"))
+    assert ours
+    for idx in ours:
+        git(ws, "verify-pack", str(idx))
+    git(ws, "fsck", "--strict", "--no-dangling")
+    assert git(ws, "rev-list", "HEAD").split()[:3] == kept[::-1]
+    for n in range(3):
+        assert git(ws, "cat-file", "-p", f"{kept[-1]}:src/file{n}.py") == f"print({n})\n"
+    # The engine goes on as before: the next keep is loose again, the store sound.
+    write(ws, "src/file3.py", "print(3)\n")
+    kept.append(world.snapshot("keep 3"))
+    assert not world.stage().refused and notes == []
+    world.restore(kept[0])
+    assert not (ws / "src" / "file1.py").exists() and notes == []
+
+
+def test_a_kept_blob_damaged_inside_the_workspaces_own_pack_is_found_and_healed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the hostile tests do to a loose object, done to the pack the check moved it into:
+    the pack no longer matches its checksum, and the repository is rebuilt from the record."""
+    world, kept, notes = _keeps_past_the_loose_limit(tmp_path, monkeypatch)
+    ws = world.memory.workspace
+    blob = git(ws, "rev-parse", f"{kept[-1]}:src/file2.py").strip()
+    ((pack, offset),) = [
+        (idx.with_suffix(".pack"), offsets[blob])
+        for idx in (ws / ".git" / "objects" / "pack").glob("pack-crucible-*.idx")
+        if blob in (offsets := _pack_offsets(idx))
+    ]
+    pack.chmod(0o644)
+    with open(pack, "r+b") as f:  # the blob's compressed bytes, past its entry header
+        f.seek(offset + 4)
+        damaged = bytes(byte ^ 0x55 for byte in f.read(2))
+        f.seek(offset + 4)
+        f.write(damaged)
+    staged = world.stage()
+    assert "damaged the workspace repository" in staged.refused
+    assert notes and "fails its checksum" in notes[0]
+    assert git(ws, "cat-file", "-p", blob) == "print(2)\n"  # rebuilt from the record
+    git(ws, "fsck", "--no-dangling")
+
+
+def test_a_loose_object_rewritten_after_its_check_stays_loose_for_the_next_check(tmp_path: Path) -> None:
+    """pack_loose hashes each object again: a file that no longer holds what its name says
+    (the agent rewrote it after the check) is neither packed nor removed, so the next check
+    still finds it."""
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    db = world.memory.db
+    good = db.write(b"blob", b"good\n")
+    bad = db.write(b"blob", b"bad\n")
+    path = ws / ".git" / "objects" / bad.hex()[:2] / bad.hex()[2:]
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(b"blob 6\0other\n"))
+    assert db.pack_loose([good, bad]) == []
+    assert not (ws / ".git" / "objects" / good.hex()[:2] / good.hex()[2:]).exists()
+    assert path.exists()
+    assert git(ws, "cat-file", "-p", good.hex()) == "good\n"
+    assert "is not the object it names" in world.stage().refused
+
+
+def test_loose_objects_on_disk_for_a_while_are_packed_durably(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loose object written long enough ago may be on disk for good: the pack that replaces
+    it is fsynced before it goes. A young store's (a quick run's) pack is not."""
+    from crucible_world_git import git_memory
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    young, _, _ = _keeps_past_the_loose_limit(tmp_path / "young", monkeypatch, check=False)
+    synced.clear()
+    assert not young.stage().refused
+    assert synced == []
+    monkeypatch.setattr(git_memory, "SETTLED_NS", 0)
+    settled, _, _ = _keeps_past_the_loose_limit(tmp_path / "settled", monkeypatch, check=False)
+    synced.clear()
+    assert not settled.stage().refused
+    assert len(synced) >= 3  # the pack, its index and pack/

@@ -256,3 +256,41 @@ def test_a_torn_index_is_named_a_damaged_pack_by_the_merge(tmp_path: Path, keep:
         small_pack.merge_packs(pack_dir, [two, one])
     assert raised.value.base == one
     assert not list(tmp_path.glob("tmp_pack_*"))
+
+
+def test_a_deltified_pack_under_this_modules_name_is_never_merged(tmp_path: Path) -> None:
+    """The workspace's packs are the agent's to write: one named like ours but holding deltas
+    (git's own repack, renamed) would be copied into a pack where its deltas name nothing."""
+    import subprocess
+
+    from tests.world_git.support import GIT_ENV, git, make_base
+
+    ws = make_base(tmp_path / "ws")
+    text = "".join(f"line {n}\n" for n in range(400))
+    (ws / "big.txt").write_text(text)
+    git(ws, "add", "big.txt")
+    git(ws, "commit", "-qm", "one")
+    (ws / "big.txt").write_text(text + "one more line\n")
+    git(ws, "commit", "-qam", "two")
+    git(ws, "repack", "-adq")
+    pack_dir = ws / ".git" / "objects" / "pack"
+    (idx,) = pack_dir.glob("pack-*.idx")
+    verified = subprocess.run(
+        ["git", "verify-pack", "-v", str(idx)],
+        cwd=ws,
+        env=GIT_ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "chain length = 1" in verified  # git stored one of the blobs as a delta
+    planted = bytes(pack_dir / "pack-crucible-planted")
+    for suffix in (".idx", ".pack"):
+        os.rename(idx.with_suffix(suffix), os.fsdecode(planted) + suffix)
+    ours = small_pack.write_pack(bytes(pack_dir), 1, [_blob(b"ours\n")])
+    with pytest.raises(small_pack.DamagedPack, match="is a delta") as raised:
+        small_pack.merge_packs(bytes(pack_dir), [planted, ours], durable=False)
+    assert raised.value.base == planted
+    assert sorted(p.name for p in pack_dir.iterdir()) == sorted(
+        [os.path.basename(os.fsdecode(b)) + s for b in (planted, ours) for s in (".idx", ".pack")]
+    )

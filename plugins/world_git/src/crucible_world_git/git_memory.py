@@ -36,7 +36,7 @@ from crucible_world_git.index_file import (
     write_index,
 )
 from crucible_world_git.kept_record import KeptRecord
-from crucible_world_git.loose_objects import ObjectDatabase, commit_tree_id, parse_tree
+from crucible_world_git.loose_objects import SETTLED_NS, ObjectDatabase, commit_tree_id, parse_tree
 from crucible_world_git.object_watch import ObjectWatch
 from crucible_world_git.staged_tree import StagedTree
 from crucible_world_git.worktree_scan import Scan, scan_worktree
@@ -45,8 +45,10 @@ if TYPE_CHECKING:
     from dulwich.repo import Repo
 
 IDENTITY = b"crucible <crucible@localhost>"
-# More loose objects than this (verified a moment before) are moved into a pack.
-LOOSE_LIMIT = 2048
+# More loose objects than this (verified a moment before) are moved into a pack: the walk each
+# check takes over the store stays short (object_watch.py; tuned on the counter, see
+# docs/performance.md).
+LOOSE_LIMIT = 32
 BASE_REF = b"refs/crucible/base"
 BASELINE_LABEL = "crucible: baseline"
 # Paths in .git the world writes into: a symlink at any of them would carry a write elsewhere.
@@ -108,6 +110,8 @@ class GitMemory:
         self._sound_since_ns: int | None = None
         # The last operation was a stage whose checks passed (see _keep); any check clears it.
         self._stage_checked = False
+        # Loose objects too big to pack (loose_objects.STREAM_THRESHOLD): not counted as packable.
+        self._big_loose: set[bytes] = set()
 
     # ---------------------------------------------------------------------------- repository
 
@@ -686,13 +690,20 @@ class GitMemory:
         return watch
 
     def _keep_loose_few(self, watch: ObjectWatch) -> None:
-        """Every check costs one lstat per loose object: past LOOSE_LIMIT they go into a pack,
-        as git's auto gc does (only objects a check has just found sound)."""
-        if watch.loose_count() <= LOOSE_LIMIT:
+        """Every check costs one lstat per loose object and per fan-out directory: past
+        LOOSE_LIMIT the loose objects a check has just found sound go into a small pack and
+        their emptied directories go, as git's auto gc does; the store's small packs are merged
+        now and then, so both the walk and the number of packs stay short."""
+        if watch.loose_count() - len(self._big_loose) <= LOOSE_LIMIT:
             return  # counted during the check's listing: no pass over every file here
         loose = watch.loose()
-        if len(loose) > LOOSE_LIMIT:
-            self.db.pack_loose(loose)
+        packable = [sha for sha, _ in loose if sha not in self._big_loose]
+        if len(packable) > LOOSE_LIMIT:
+            # A file older than SETTLED_NS may be on disk for good: its pack must be too before
+            # the file goes (a machine crash must not lose an object both ways).
+            settled = time.time_ns() - SETTLED_NS
+            durable = any(ctime < settled for _, ctime in loose)
+            self._big_loose = set(self.db.pack_loose(packable, durable=durable))
             watch.baseline()
 
     def rebuild(self, why: str, commit: str) -> None:
@@ -702,6 +713,7 @@ class GitMemory:
         where = self.record.rebuild(self.workspace, commit)
         self._commit_trees.clear()
         self._watch = None
+        self._big_loose.clear()
         self._objects_trusted = True  # made just now, from the record
         self.kept = commit
         self.note(

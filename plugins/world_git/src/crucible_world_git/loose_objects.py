@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
 from crucible_core.api import RunFailed
-from crucible_world_git import dulwich_names
+from crucible_world_git import dulwich_fanout, dulwich_names
 
 if TYPE_CHECKING:
     from dulwich.object_store import DiskObjectStore
@@ -61,6 +61,7 @@ class ObjectDatabase:
     """One repository's objects. Knows which ids it has confirmed present, so each is checked once."""
 
     def __init__(self, store: DiskObjectStore) -> None:
+        dulwich_fanout.install()  # before this store loads any pack index
         self.store = store
         self.root = os.fsencode(store.path)
         self._present: set[bytes] = set()
@@ -125,7 +126,7 @@ class ObjectDatabase:
         assert self._packs is not None
         if (
             os.path.exists(path)
-            or any(dulwich_names.raw_object_id(sha) in pack for pack in self._packs)
+            or _in_packs(self._packs, sha)
             or (self._alternates and dulwich_names.object_id(sha.hex().encode()) in self.store)
         ):
             self._present.add(sha)
@@ -147,7 +148,7 @@ class ObjectDatabase:
         if refresh or self._packs is None:
             self.refresh()
         assert self._packs is not None
-        return any(dulwich_names.raw_object_id(sha) in pack for pack in self._packs) or (
+        return _in_packs(self._packs, sha) or (
             self._alternates and dulwich_names.object_id(sha.hex().encode()) in self.store
         )
 
@@ -436,19 +437,61 @@ class ObjectDatabase:
                     os.unlink(base + suffix)
         self.refresh()
 
-    def pack_loose(self, shas: list[bytes]) -> None:
-        """Move these loose objects into one new pack and delete their files, as `git gc` does.
+    def pack_loose(self, shas: list[bytes], *, durable: bool = False) -> list[bytes]:
+        """Move these loose objects into one small pack (small_pack.py) and delete their files
+        and the fan-out directories that emptied, as `git gc` and `git prune-packed` do; return
+        the ids left loose because they are big (STREAM_THRESHOLD or more: a pack entry is
+        written whole, and the agent can `git add` a sparse file of GiBs).
 
-        Streamed: one object in memory at a time. The pack is complete (written, indexed and
-        renamed into place by dulwich) before any loose file goes. An object of STREAM_THRESHOLD
-        or more stays loose: dulwich would take it whole (an agent's `git add` of a sparse file).
+        Each file is read and hashed again: one that no longer holds the object its name says
+        (changed since the check that found it sound) stays, for the next check to find. At
+        most PACK_BATCH_BYTES are gathered in memory; the rest waits for the next call. The
+        pack is complete (its index last) before any loose file goes; with `durable` it is
+        fsynced first (some of those files may have been on disk for good). The store's own
+        small packs are merged as the kept record's are (consolidate()).
         """
-        shas = [sha for sha in shas if not self._big_loose(sha)]
-        self._add_pack(len(shas), ((sha, *self.read(sha)) for sha in shas))
-        # The emptied fan-out directories stay: the next objects written go there.
+        from crucible_world_git import small_pack
+
+        objects: list[tuple[bytes, bytes, bytes]] = []
+        big: list[bytes] = []
+        gathered = 0
         for sha in shas:
+            if gathered >= PACK_BATCH_BYTES:
+                break
+            try:
+                with open_regular(self._loose_path(sha)[1]) as f:
+                    pieces = inflated(f)
+                    kind, size, rest = _loose_header(pieces, sha)
+                    if size >= STREAM_THRESHOLD:
+                        big.append(sha)
+                        continue
+                    body = bytearray(rest)
+                    for piece in pieces:
+                        body += piece
+                        if len(body) > size:
+                            break
+            except (OSError, zlib.error):
+                continue  # gone or damaged: the next check says which
+            if len(body) == size and object_id(kind, bytes(body)) == sha:
+                objects.append((sha, kind, bytes(body)))
+                gathered += size
+        if not objects:
+            return big
+        pack_dir = self.root + b"/pack"
+        _real_directory(pack_dir)
+        small_pack.write_pack(pack_dir, len(objects), objects, durable=durable)
+        emptied: set[bytes] = set()
+        for sha, _, _ in objects:
+            directory, path = self._loose_path(sha)
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._loose_path(sha)[1])
+                os.unlink(path)
+            emptied.add(directory)
+        for directory in emptied:
+            with contextlib.suppress(OSError):  # not empty: left as it is
+                os.rmdir(directory)
+        self.refresh()  # forgets the fan-out directories made (some are gone now)
+        self.consolidate()
+        return big
 
     def _add_pack(self, count: int, objects: Iterator[tuple[bytes, bytes, bytes]]) -> None:
         from dulwich.pack import UnpackedObject
@@ -482,6 +525,24 @@ class ObjectDatabase:
         nul = raw.index(b"\0")
         kind = raw[: raw.index(b" ")]
         return kind, raw[nul + 1 :]
+
+
+def _in_packs(packs: list[Pack], sha: bytes) -> bool:
+    """Whether one of these packs holds object `sha` (raw id).
+
+    A pack whose index counts no object starting with the id's first byte is passed over on its
+    fan-out table alone: the engine's small packs hold a handful of objects each, and dulwich's
+    own lookup raises and catches a KeyError for every pack that lacks the object.
+    """
+    raw = dulwich_names.raw_object_id(sha)
+    first = sha[0]
+    for pack in packs:
+        fan_out = getattr(pack.index, "_fan_out_table", None)
+        if fan_out is not None and fan_out[first] == (fan_out[first - 1] if first else 0):
+            continue
+        if raw in pack:
+            return True
+    return False
 
 
 def _real_directory(directory: bytes) -> None:

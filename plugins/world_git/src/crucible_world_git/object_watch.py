@@ -183,9 +183,11 @@ class ObjectWatch:
         """How many files named like loose objects the last check saw (a bound on loose())."""
         return self._loose_count
 
-    def loose(self) -> list[bytes]:
-        """The raw ids of the loose objects seen at the last check."""
-        return [sha for rel in self._known or () if (sha := _loose_id(rel)) is not None]
+    def loose(self) -> list[tuple[bytes, int]]:
+        """(raw id, ctime) of each loose object seen at the last check."""
+        return [
+            (sha, sig[3]) for rel, sig in (self._known or {}).items() if (sha := _loose_id(rel)) is not None
+        ]
 
     def wrote(self, rel: bytes) -> None:
         """The engine itself just put this file (path relative to objects/) in place."""

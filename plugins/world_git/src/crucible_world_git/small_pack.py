@@ -55,12 +55,15 @@ def entry_header(kind: bytes, size: int) -> bytes:
     return bytes(out)
 
 
-def write_pack(pack_dir: bytes, count: int, objects: Iterable[tuple[bytes, bytes, bytes]]) -> bytes:
+def write_pack(
+    pack_dir: bytes, count: int, objects: Iterable[tuple[bytes, bytes, bytes]], *, durable: bool = False
+) -> bytes:
     """Write `count` (raw id, kind, body) objects as one pack in `pack_dir`; return its path
     without the suffix.
 
     The caller hashed each body itself (its id is trusted as given). The objects are streamed
-    to the file one at a time; only their ids, offsets and checksums stay in memory.
+    to the file one at a time; only their ids, offsets and checksums stay in memory. With
+    `durable`, the pack is on disk for sure (fsynced) when this returns (see merge_packs).
     """
     return _write_entries(
         pack_dir,
@@ -69,6 +72,7 @@ def write_pack(pack_dir: bytes, count: int, objects: Iterable[tuple[bytes, bytes
             (sha, entry_header(kind, len(body)) + zlib.compress(body, PACK_COMPRESSION))
             for sha, kind, body in objects
         ),
+        durable=durable,
     )
 
 
@@ -103,6 +107,11 @@ def merge_packs(pack_dir: bytes, bases: list[bytes], *, durable: bool = True) ->
                         raise DamagedPack(base, "shorter than its index says")
                     if zlib.crc32(chunk) != crc:
                         raise DamagedPack(base, f"object {sha.hex()} does not match its index's checksum")
+                    if not 1 <= (chunk[0] >> 4) & 7 <= 4:
+                        # A delta names its base by offset or id within its own pack: copied
+                        # alone it would name nothing. Only a pack someone else wrote under
+                        # this module's name holds one (the workspace's are the agent's to write).
+                        raise DamagedPack(base, f"object {sha.hex()} is a delta, not a whole object")
                     yield sha, chunk
             finally:
                 os.close(fd)
