@@ -639,6 +639,8 @@ class _Streams:
 
         On a poll of their own: a loop driving other children does not service them meanwhile.
         """
+        if not self._sinks:  # the usual case: both ends were read in the poll that saw the exit
+            return
         own = Readiness()
         for fd in self._sinks:
             self._readiness.remove(fd)
@@ -662,6 +664,7 @@ class _Streams:
 
 # How often a child's exit is looked for where the kernel has no pidfds to announce it.
 _EXIT_POLL_SECONDS = 0.005
+_pidfd_open: Callable[[int], int] | None = getattr(os, "pidfd_open", None)  # Linux 5.3+, Python 3.9+
 
 
 class Supervised:
@@ -699,10 +702,9 @@ class Supervised:
         self._exited = False
         self._finished: Completed | None = None
         self._pidfd = -1
-        pidfd_open = getattr(os, "pidfd_open", None)
-        if pidfd_open is not None:
+        if _pidfd_open is not None:
             with contextlib.suppress(OSError):
-                self._pidfd = pidfd_open(proc.pid)
+                self._pidfd = _pidfd_open(proc.pid)
         if self._pidfd >= 0:
             # The pidfd turns readable when the child exits (a zombie's too): no waitid per look.
             readiness.add(self._pidfd, self._on_exit)
