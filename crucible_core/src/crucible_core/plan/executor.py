@@ -1022,9 +1022,12 @@ class PlanExecutor:
         """How to drive the task's attempts on this thread, or None for the pool: only a kind
         whose attempt is one supervised command, run here, in the shared workspace (an isolated
         copy is made, and declared files staged, by file I/O that would stall this thread), and
-        needing no service (reached by a blocking wait)."""
+        needing no service (reached by a blocking wait). Not beside engine tasks run inline
+        (`inline_engine`): while one of those runs, nothing here would watch the children."""
         steps = SUPERVISED_STEPS.get(spec.run)
         if steps is None or task.isolation is not ir.Isolation.SHARED or self._file_emitters:
+            return None
+        if self.config.inline_engine:
             return None
         gate = self.config.services
         if gate is not None and task.needs in gate.provides():
