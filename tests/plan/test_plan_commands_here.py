@@ -4,6 +4,7 @@ interleaving with attempts that still run on the pool."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from pathlib import Path
@@ -137,3 +138,35 @@ def test_command_tasks_and_an_in_process_task_interleave(
     # every task settled once, and the log ends with the run's one shutdown
     assert sorted(e["task"] for e in events if e["kind"] == "task_result") == sorted(report.results)
     assert events[-1]["kind"] == "shutdown" and events[-1]["outcome"] == "finished"
+
+
+class _Aborted(Exception):
+    pass
+
+
+@pytest.mark.leaves_open_log(
+    "an abort raised out of the executor: the lane, not the executor, would end the log"
+)
+def test_an_abort_while_waiting_ends_the_children_of_the_dispatching_thread(tmp_path: Path) -> None:
+    """An operator's abort raises in the thread's wait: the children it supervises go with it
+    (group killed, reaped), and their tasks get no result, so a resume runs them."""
+    pid_file = tmp_path / "ws" / "grandchild.pid"
+    text = HEAD + task("long", f"sleep 60 & echo $! > {pid_file}; sleep 60")
+
+    def abort(_signum: int, _frame: object) -> None:
+        raise _Aborted
+
+    previous = signal.signal(signal.SIGALRM, abort)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    began = time.monotonic()
+    try:
+        with pytest.raises(_Aborted):
+            run_plan(tmp_path, text)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - began < 10
+    assert _gone(int(pid_file.read_text()), within=5), "a grandchild outlived the aborted run"
+    assert process.kill_running() == 0  # nothing left registered with the abort list
+    events = [json.loads(line) for line in (tmp_path / "state" / "session.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in events] == ["plan_admitted"]

@@ -570,8 +570,15 @@ class PlanExecutor:
             child = running.child
             if child is None or not child.advance(now):
                 continue
-            running.child = None
-            settled = self._attempt_done(running, child.finish())
+            try:
+                completed = child.finish()
+            except Exception as exc:  # as `process.run` failing inside a kind on the pool
+                running.child = None
+                note = f"internal error in {running.loop.task.kind}: {type(exc).__name__}: {exc}"
+                settled = self._attempt_over(running, Attempt(Outcome.FAIL, note=note))
+            else:
+                running.child = None  # (a retry's child takes its place)
+                settled = self._attempt_done(running, completed)
             if settled is not None:
                 del self._here[name]
                 done.put((running.loop.task, settled))
