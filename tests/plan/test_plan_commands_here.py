@@ -4,9 +4,13 @@ interleaving with attempts that still run on the pool."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,7 @@ import pytest
 
 from crucible_core import process
 from crucible_core.plan.kinds import Attempt, Outcome, TaskContext, TaskKindSpec
+from tests.core.test_process import sleeper, wait_until_gone
 from tests.plan.plan_support import core_kinds, results, run_plan
 
 HEAD = "version = 1\n[budget]\nusd = 5.0\n"
@@ -25,17 +30,26 @@ def task(name: str, command: str, *extra: str) -> str:
     return "[[task]]\n" + "\n".join(lines) + "\n"
 
 
-def _started_on(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the threads every supervised child is started on, in order."""
+def _threads_of(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[str]:
+    """The names of the threads `owner.name` is called on, in order."""
     threads: list[str] = []
-    real_start = process.start
+    real = getattr(owner, name)
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         threads.append(threading.current_thread().name)
-        return real_start(*args, **kwargs)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(process, "start", spy)
+    monkeypatch.setattr(owner, name, spy)
     return threads
+
+
+def _supervised_on(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """The threads children are spawned on (the pool's: a spawn waits for the exec) and the
+    threads they are then supervised on (attached to a loop's poll)."""
+    return (
+        _threads_of(monkeypatch, process, "spawn_child"),
+        _threads_of(monkeypatch, process.Supervised, "attach"),
+    )
 
 
 def _gone(pid: int, within: float) -> bool:
@@ -54,7 +68,7 @@ def _gone(pid: int, within: float) -> bool:
 def test_a_command_task_over_its_deadline_is_killed_with_its_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    threads = _started_on(monkeypatch)
+    spawned, supervised = _supervised_on(monkeypatch)
     pid_file = tmp_path / "ws" / "grandchild.pid"
     text = HEAD + "".join(
         [
@@ -77,21 +91,22 @@ def test_a_command_task_over_its_deadline_is_killed_with_its_group(
     # the other slot was served while the first one ran over
     assert by_task["beside"]["status"] == "pass" and by_task["after"]["status"] == "pass"
     assert report.results["beside"].output == {"ok": True}
-    # every child was started on the dispatching thread (this one), none on a pool thread
-    assert threads == [threading.current_thread().name] * 3
+    # every child was supervised on the dispatching thread (this one), none on a pool thread
+    assert supervised == [threading.current_thread().name] * 3
+    assert len(spawned) == 3 and all(name.startswith("plan-task") for name in spawned)
 
 
 def test_a_command_task_that_cannot_start_is_retried_on_the_dispatching_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    threads = _started_on(monkeypatch)
+    spawned, supervised = _supervised_on(monkeypatch)
     monkeypatch.setattr(process, "_SHELL", str(tmp_path / "no-such-shell"))
     report, events = run_plan(tmp_path, HEAD + task("cmd", "true", "retries = 2"))
     result = results(events)["cmd"]
     assert result["status"] == "transport" and result["attempts"] == 3, result
     assert result["transport"] == "command" and result["note"].count("could not start") == 3
     assert report.verdict == "fail"
-    assert len(threads) == 3
+    assert len(spawned) == 3 and supervised == []
 
 
 @attrs.frozen
@@ -110,7 +125,7 @@ def test_command_tasks_and_an_in_process_task_interleave(
 ) -> None:
     """The pool's settlement wakes the dispatching thread while its own children still run: a
     task waiting on the in-process one starts before the slow command ends."""
-    threads = _started_on(monkeypatch)
+    spawned, supervised = _supervised_on(monkeypatch)
     kinds = core_kinds()
     kinds.add("nap", TaskKindSpec("nap", _NapFields, _nap, describe="sleeps in-process"), "test")
     ws = tmp_path / "ws"
@@ -134,7 +149,7 @@ def test_command_tasks_and_an_in_process_task_interleave(
     assert report.results["after_nap"].output == {"nap": nap}
     assert report.results["join"].output == {"slow": {"who": "slow"}, "after_nap": {"nap": nap}}
     assert float((ws / "after_nap.start").read_text()) < float((ws / "slow.end").read_text())
-    assert threads == [threading.current_thread().name] * 3
+    assert supervised == [threading.current_thread().name] * 3 and len(spawned) == 3
     # every task settled once, and the log ends with the run's one shutdown
     assert sorted(e["task"] for e in events if e["kind"] == "task_result") == sorted(report.results)
     assert events[-1]["kind"] == "shutdown" and events[-1]["outcome"] == "finished"
@@ -170,3 +185,48 @@ def test_an_abort_while_waiting_ends_the_children_of_the_dispatching_thread(tmp_
     assert process.kill_running() == 0  # nothing left registered with the abort list
     events = [json.loads(line) for line in (tmp_path / "state" / "session.jsonl").read_text().splitlines()]
     assert [e["kind"] for e in events] == ["plan_admitted"]
+
+
+ADOPTING_PLAN_ENGINE = """
+import os, sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[1])
+from crucible_core import process
+from tests.plan.plan_support import run_plan
+assert process.adopt_orphans()
+report, events = run_plan(Path(sys.argv[2]), Path(sys.argv[3]).read_text(), jobs=2)
+print(report.verdict, sorted(r.status for r in report.results.values()) == ["pass"] * 41)
+print("children", [p for p in process._children(os.getpid()) if p != process._guard.pid()])
+from tests.core.test_process import processes_with
+print("escaped", processes_with(os.environ["ESCAPED_MARKER"]))  # before this engine (and its guard) ends
+"""
+
+
+def test_an_escaped_descendant_is_killed_while_other_children_are_being_spawned(tmp_path: Path) -> None:
+    """The CLI's path (a subreaper engine) with children spawned on pool threads while the
+    dispatching thread finishes others: a spawn in progress is no reason to skip the search,
+    and the descendant that left its task's group is still found by its mark and killed."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    escaping = task("escaping", f"setsid {sleeper(marker)} & sleep 0.3; echo '{{}}'")
+    quick = "".join(task(f"quick{i}", "true") for i in range(40))
+    plan_file = tmp_path / "plan.toml"  # not on the engine's command line, which is searched
+    plan_file.write_text(HEAD + quick + escaping)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            ADOPTING_PLAN_ENGINE,
+            str(Path(__file__).parents[2]),
+            str(tmp_path),
+            str(plan_file),
+        ],
+        env={**os.environ, "ESCAPED_MARKER": marker},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pass True" in done.stdout and "children []" in done.stdout, done.stdout
+    assert "escaped []" in done.stdout, done.stdout
+    assert wait_until_gone(marker) == []
