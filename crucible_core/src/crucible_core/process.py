@@ -466,18 +466,15 @@ def _sweep_adopted(mark: str) -> None:
     """
     # The common case: nothing escaped, and one read of one file says so. That first look does
     # not wait for the lock, which another thread holds across its spawn: a child forked but not
-    # yet registered looks adopted.
-    unknown = _orphans.adopted()
-    if not unknown:
+    # yet registered looks adopted, and only then is the look repeated under the lock.
+    if not _orphans.adopted():
         return
-    needle = f"\0{SUPERVISOR_ENV}={mark}\0".encode()
-    if not _may_hold(unknown, needle):
-        return  # only other children's spawns, or processes that do not carry this mark
     with _orphans.lock:
         adopted = _orphans.adopted()
         if not adopted:
             return
         me = os.getpid()
+        needle = f"\0{SUPERVISOR_ENV}={mark}\0".encode()
         for attempt in range(SWEEP_PASSES):
             if attempt:
                 adopted = _orphans.adopted()
@@ -507,23 +504,6 @@ def _sweep_adopted(mark: str) -> None:
                 return
             if not killed:
                 time.sleep(0.01 * (attempt + 1))  # let the exec finish, then look again
-
-
-def _may_hold(roots: list[int], needle: bytes) -> bool:
-    """Whether a process carrying `needle` may be among `roots` and their descendants, read
-    without the spawn lock: one with that mark, or one whose environment cannot be read (in the
-    middle of an exec, or dead and waiting to be reaped), says yes.
-
-    Another thread's spawn in progress is such a root while the children are spawned on other
-    threads (the plan executor's): forked, it carries the engine's environment until its exec,
-    then its own child's mark, and has no children of its own yet; it does not call for the
-    sweep, whose lock its spawn holds.
-    """
-    for pid in [*roots, *(d for root in roots for d in _descendants(root))]:
-        environ = _environ(pid)
-        if environ is None or needle in environ:
-            return True
-    return False
 
 
 def _environ(pid: int) -> bytes | None:
@@ -623,17 +603,16 @@ class Readiness:
 class _Streams:
     """A child's stdout and stderr, drained by the thread that supervises it (no pump threads).
 
-    Both pipes sit in the supervising loop's Readiness beside the child's exit (from `attach`):
-    a short command then costs the engine no thread starts and no hand-offs between threads.
+    Both pipes sit in the supervising loop's Readiness beside the child's exit: a short command
+    then costs the engine no thread starts and no hand-offs between threads.
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], out: _LineSplitter, err: _LineSplitter) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], out: _LineSplitter, err: _LineSplitter, readiness: Readiness
+    ) -> None:
         assert proc.stdout is not None and proc.stderr is not None
         self._files = [proc.stdout, proc.stderr]
         self._sinks = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-        self._readiness = Readiness()  # until attached: drained on its own then
-
-    def attach(self, readiness: Readiness) -> None:
         self._readiness = readiness
         for fd in self._sinks:  # read only when poll says so: a read then never blocks
             readiness.add(fd, self._read)
@@ -691,8 +670,7 @@ _pidfd_open: Callable[[int], int] | None = getattr(os, "pidfd_open", None)  # Li
 class Supervised:
     """One supervised child, driven step by step by the loop that owns its Readiness.
 
-    `spawn` starts it (on any thread), `attach` puts its pipes and exit in the Readiness of the
-    loop that drives it (`start` does both); the owner sleeps in
+    `start` spawns it and puts its pipes and exit in the Readiness; the owner sleeps in
     `Readiness.wait` (at most until `next_wake`) and then calls `advance`, which applies the
     deadline (SIGTERM to the group, then `grace` seconds) and says when the child is done;
     `finish` then kills the group while the leader is still unreaped, reaps it, kills escaped
@@ -706,6 +684,7 @@ class Supervised:
         streams: _Streams,
         out: _TailBuffer,
         err: _TailBuffer,
+        readiness: Readiness,
         started: float,
         timeout: float | None,
         grace: float,
@@ -714,7 +693,7 @@ class Supervised:
         self.mark = mark
         self._streams = streams
         self._out, self._err = out, err
-        self._readiness: Readiness | None = None
+        self._readiness = readiness
         self.started = started
         self.deadline = None if timeout is None else started + timeout
         self.grace = grace
@@ -726,11 +705,6 @@ class Supervised:
         if _pidfd_open is not None:
             with contextlib.suppress(OSError):
                 self._pidfd = _pidfd_open(proc.pid)
-
-    def attach(self, readiness: Readiness) -> None:
-        """Put the child's pipes and exit in the poll of the loop that drives it (that loop's thread)."""
-        self._readiness = readiness
-        self._streams.attach(readiness)
         if self._pidfd >= 0:
             # The pidfd turns readable when the child exits (a zombie's too): no waitid per look.
             readiness.add(self._pidfd, self._on_exit)
@@ -741,8 +715,7 @@ class Supervised:
 
     def _close_pidfd(self) -> None:
         if self._pidfd >= 0:
-            if self._readiness is not None:
-                self._readiness.remove(self._pidfd)  # before closing it
+            self._readiness.remove(self._pidfd)  # before closing it
             os.close(self._pidfd)
             self._pidfd = -1
 
@@ -797,10 +770,8 @@ class Supervised:
             # Descendants that started a session of their own (an agent's tool shell does) left
             # the group; they still carry the child's mark.
             if _orphans.enabled:
-                # Not under the spawn lock, which another thread holds across its child's exec:
-                # a set's discard is atomic, and a scan reads the set under the lock only to
-                # tell its own children from adopted ones (this one is reaped: no longer listed).
-                _orphans.started.discard(proc.pid)
+                with _orphans.lock:
+                    _orphans.started.discard(proc.pid)
                 _sweep_adopted(self.mark)
             else:
                 kill_marked(self.mark)
@@ -873,23 +844,23 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
             stdin.close()
 
 
-def spawn_child(
+def start(
     command: str | Sequence[str],
     *,
     cwd: Path,
     env: Mapping[str, str],
+    readiness: Readiness,
     timeout: float | None = None,
     stdin_data: bytes | None = None,
     on_stdout_line: Callable[[str], None] | None = None,
     capture_bytes: int = DEFAULT_CAPTURE_BYTES,
     grace: float = DEFAULT_GRACE_SECONDS,
 ) -> Supervised | Completed:
-    """Spawn a child under supervision, not yet attached to a loop; a Completed carrying the spawn
-    error when it cannot start. A string is a shell command (`sh -c`), a sequence an argv.
+    """Spawn a child under supervision, its pipes and exit in `readiness`; a Completed carrying
+    the spawn error when it cannot start. A string is a shell command (`sh -c`), a sequence an argv.
 
-    Safe on any thread: the spawn waits for the child's exec, so a loop driving other children
-    may have it done elsewhere meanwhile. The caller attaches it to its Readiness, drives it
-    (`Supervised.advance` after each `readiness.wait`) and calls `Supervised.finish` on every path.
+    The caller drives it (`Supervised.advance` after each `readiness.wait`) and must call
+    `Supervised.finish` on every path.
     """
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
     # The shell by its path, as subprocess's shell=True does: no search of PATH per child.
@@ -919,42 +890,14 @@ def spawn_child(
     _guard.tell(f"+{pgid}")
     _running.add(pgid)
     out, err = _TailBuffer(capture_bytes), _TailBuffer(capture_bytes)
-    streams = _Streams(proc, _LineSplitter(out, on_stdout_line), _LineSplitter(err, None))
-    child = Supervised(proc, mark, streams, out, err, started, timeout, grace)
+    streams = _Streams(proc, _LineSplitter(out, on_stdout_line), _LineSplitter(err, None), readiness)
+    child = Supervised(proc, mark, streams, out, err, readiness, started, timeout, grace)
     if stdin_data is not None and proc.stdin is not None:
         rest = _feed_what_fits(proc.stdin, stdin_data)
         if rest:
             # A thread, so a child that never reads its stdin cannot block us past the deadline.
             feeder = threading.Thread(target=_feed, args=(proc.stdin, rest), daemon=True)
             feeder.start()
-    return child
-
-
-def start(
-    command: str | Sequence[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    readiness: Readiness,
-    timeout: float | None = None,
-    stdin_data: bytes | None = None,
-    on_stdout_line: Callable[[str], None] | None = None,
-    capture_bytes: int = DEFAULT_CAPTURE_BYTES,
-    grace: float = DEFAULT_GRACE_SECONDS,
-) -> Supervised | Completed:
-    """`spawn_child`, then the child attached to `readiness` (a Completed: it could not start)."""
-    child = spawn_child(
-        command,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
-        stdin_data=stdin_data,
-        on_stdout_line=on_stdout_line,
-        capture_bytes=capture_bytes,
-        grace=grace,
-    )
-    if isinstance(child, Supervised):
-        child.attach(readiness)
     return child
 
 

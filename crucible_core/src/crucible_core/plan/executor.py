@@ -74,7 +74,7 @@ from crucible_core.registry import Registry
 from crucible_core.session_log import SessionLog, read_events
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
 INPUTS_ENV = "CRUCIBLE_INPUTS"
 TASK_ENV = "CRUCIBLE_TASK"
@@ -229,13 +229,11 @@ class _AttemptLoop:
 
 @attrs.define(eq=False)
 class _OnThisThread:
-    """A command task the dispatching thread drives: its attempt loop and its running child
-    (or the spawn of its next one, on a pool thread)."""
+    """A command task the dispatching thread drives: its attempt loop and its running child."""
 
     loop: _AttemptLoop
     steps: SupervisedSteps
     child: process.Supervised | None = None
-    spawning: Future[process.Supervised | process.Completed | Exception] | None = None
 
 
 @value_methods
@@ -298,12 +296,6 @@ class PlanExecutor:
         self._poll: process.Readiness | None = None
         self._wake_fds: tuple[int, int] | None = None
         self._here: dict[str, _OnThisThread] = {}  # command tasks running on this thread
-        # Their children, spawned on the pool (a spawn waits for the exec), back to this thread.
-        self._spawned: queue.SimpleQueue[
-            tuple[_OnThisThread, process.Supervised | process.Completed | Exception]
-        ]
-        self._spawned = queue.SimpleQueue()
-        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def copies(self) -> DisposableCopies:
@@ -515,7 +507,6 @@ class PlanExecutor:
         self._stage_pending = {n for n in stage if n not in self.status}
         done: queue.SimpleQueue[tuple[ir.Task, _Settled]] = queue.SimpleQueue()
         in_flight: set[str] = set()
-        self._pool = pool
         try:
             while True:
                 self._check_clock()
@@ -532,11 +523,8 @@ class PlanExecutor:
             # reaped, escaped descendants killed); their tasks get no result, a resume runs them.
             here, self._here = self._here, {}
             for running in here.values():
-                child: process.Supervised | process.Completed | Exception | None = running.child
-                if running.spawning is not None and not running.spawning.cancel():
-                    child = running.spawning.result()  # the exec is under way: it ends at once
-                if isinstance(child, process.Supervised):
-                    child.finish()
+                if running.child is not None:
+                    running.child.finish()
             raise
 
     def _take(self, task: ir.Task, settled: _Settled, in_flight: set[str]) -> None:
@@ -577,21 +565,6 @@ class PlanExecutor:
             readiness.wait(timeout)
         finally:
             self.waiting = False
-        while not self._spawned.empty():
-            running, spawned = self._spawned.get()
-            running.spawning = None
-            if isinstance(spawned, process.Supervised):
-                spawned.attach(readiness)
-                running.child = spawned
-                continue
-            if isinstance(spawned, process.Completed):  # could not start: a transport failure, retried
-                settled = self._attempt_done(running, spawned)
-            else:
-                note = f"internal error in {running.loop.task.kind}: {type(spawned).__name__}: {spawned}"
-                settled = self._attempt_over(running, Attempt(Outcome.FAIL, note=note))
-            if settled is not None:
-                del self._here[running.loop.task.name]
-                done.put((running.loop.task, settled))
         now = time.monotonic()
         for name, running in list(self._here.items()):
             child = running.child
@@ -620,8 +593,10 @@ class PlanExecutor:
         except Exception as exc:  # a kind's bug settles its task, never the whole plan
             settled = _internal_error(exc)
         done.put((task, settled))
-        if wake:  # after the put: the dispatching thread, woken, finds the settlement queued
-            self._wake()
+        if wake and self._wake_fds is not None:
+            # after the put: the dispatching thread, woken, finds the settlement queued
+            with contextlib.suppress(BlockingIOError):  # full: it is awake with bytes to read
+                os.write(self._wake_fds[1], b"\0")
 
     def _notice_settled(self, task: ir.Task, status: TaskStatus) -> None:
         self._stage_pending.discard(task.name)
@@ -1083,40 +1058,25 @@ class PlanExecutor:
         return settled
 
     def _start_attempt(self, running: _OnThisThread) -> _Settled | None:
-        """Have the next attempt's child spawned on the pool (None), or settle when the kind fails."""
+        """Start the next attempt's child (None), or settle when no child runs (every spawn failed)."""
         loop = running.loop
+        context = loop.context
         loop.attempts += 1
         try:
-            command = running.steps.command(loop.context)
+            child = process.start(
+                running.steps.command(context),
+                cwd=context.workdir,
+                env=context.env,
+                timeout=context.timeout,
+                readiness=self._ensure_readiness(),
+            )
         except Exception as exc:  # a kind's bug fails its task, not the plan
             note = f"internal error in {loop.task.kind}: {type(exc).__name__}: {exc}"
             return self._attempt_over(running, Attempt(Outcome.FAIL, note=note))
-        assert self._pool is not None  # only a task that does not run inline gets here
-        self._ensure_readiness()  # before the submit: the spawn wakes this thread through it
-        running.spawning = self._pool.submit(self._spawn, running, command)
+        if isinstance(child, process.Completed):  # could not start: a transport failure, retried
+            return self._attempt_done(running, child)
+        running.child = child
         return None
-
-    def _spawn(
-        self, running: _OnThisThread, command: str
-    ) -> process.Supervised | process.Completed | Exception:
-        """On a pool thread: spawn the child (the spawn waits for its exec, which this thread
-        then need not), hand it back, and wake the dispatching thread."""
-        context = running.loop.context
-        spawned: process.Supervised | process.Completed | Exception
-        try:
-            spawned = process.spawn_child(
-                command, cwd=context.workdir, env=context.env, timeout=context.timeout
-            )
-        except Exception as exc:
-            spawned = exc
-        self._spawned.put((running, spawned))
-        self._wake()
-        return spawned
-
-    def _wake(self) -> None:
-        if self._wake_fds is not None:
-            with contextlib.suppress(BlockingIOError):  # full: it is awake with bytes to read
-                os.write(self._wake_fds[1], b"\0")
 
     def _attempt_done(self, running: _OnThisThread, completed: process.Completed) -> _Settled | None:
         try:
