@@ -567,66 +567,93 @@ class _LineSplitter:
         self.pending = b""
 
 
-class _Streams:
-    """A child's stdout and stderr, drained by the thread that supervises it (no pump threads).
+class Readiness:
+    """One poll over many descriptors, each with the callback run when it turns readable.
 
-    One poll covers both pipes and, when the kernel has pidfds, the child's exit: a short
-    command then costs the engine no thread starts and no hand-offs between threads.
+    A supervisor loop puts every child it drives here (its pipes and, with pidfds, its exit),
+    and anything else it waits on (an executor's wake-up pipe), so one thread sleeps in one
+    system call until any of them has something to say.
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], out: _LineSplitter, err: _LineSplitter) -> None:
-        assert proc.stdout is not None and proc.stderr is not None
-        self._files = [proc.stdout, proc.stderr]
-        self._sinks = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    def __init__(self) -> None:
         self._poller = select.poll()
-        for fd in self._sinks:  # read only when poll says so: a read then never blocks
-            self._poller.register(fd, select.POLLIN)
+        self._handlers: dict[int, Callable[[int], None]] = {}
 
-    @property
-    def open(self) -> bool:
-        return bool(self._sinks)
-
-    def register(self, fd: int) -> None:
+    def add(self, fd: int, handler: Callable[[int], None]) -> None:
         self._poller.register(fd, select.POLLIN)
+        self._handlers[fd] = handler
 
-    def unregister(self, fd: int) -> None:
-        self._poller.unregister(fd)
+    def remove(self, fd: int) -> None:
+        # before the fd is closed: a closed fd would poll as ready at once
+        if self._handlers.pop(fd, None) is not None:
+            self._poller.unregister(fd)
 
-    def poll(self, timeout: float | None) -> list[int]:
-        """Wait up to `timeout` seconds (None: no limit), drain what arrived; the other ready fds."""
+    def wait(self, timeout: float | None) -> None:
+        """Sleep up to `timeout` seconds (None: no limit) and run the handlers of what turned ready."""
         try:
             events = self._poller.poll(None if timeout is None else max(0.0, timeout) * 1000)
         except InterruptedError:  # pragma: no cover - PEP 475 retries poll; kept for safety
-            return []
-        others = []
+            return
         for fd, _mask in events:
-            sink = self._sinks.get(fd)
-            if sink is None:
-                others.append(fd)
-                continue
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                continue
-            except OSError:
-                chunk = b""
-            if chunk:
-                sink.feed(chunk)
-            else:  # end of file: every writer of this pipe is gone
-                self._poller.unregister(fd)
-                del self._sinks[fd]
-                sink.end()
-        return others
+            handler = self._handlers.get(fd)
+            if handler is not None:
+                handler(fd)
+
+
+class _Streams:
+    """A child's stdout and stderr, drained by the thread that supervises it (no pump threads).
+
+    Both pipes sit in the supervising loop's Readiness beside the child's exit: a short command
+    then costs the engine no thread starts and no hand-offs between threads.
+    """
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], out: _LineSplitter, err: _LineSplitter, readiness: Readiness
+    ) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self._files = [proc.stdout, proc.stderr]
+        self._sinks = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+        self._readiness = readiness
+        for fd in self._sinks:  # read only when poll says so: a read then never blocks
+            readiness.add(fd, self._read)
+
+    def _read(self, fd: int) -> None:
+        sink = self._sinks.get(fd)
+        if sink is None:
+            return
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            sink.feed(chunk)
+        else:  # end of file: every writer of this pipe is gone
+            self._readiness.remove(fd)
+            del self._sinks[fd]
+            sink.end()
 
     def drain(self, timeout: float) -> None:
-        """Read both pipes to their end, at most `timeout` seconds (a writer that escaped every kill)."""
+        """Read both pipes to their end, at most `timeout` seconds (a writer that escaped every kill).
+
+        On a poll of their own: a loop driving other children does not service them meanwhile.
+        """
+        if not self._sinks:  # the usual case: both ends were read in the poll that saw the exit
+            return
+        own = Readiness()
+        for fd in self._sinks:
+            self._readiness.remove(fd)
+            own.add(fd, self._read)
+        self._readiness = own
         deadline = time.monotonic() + timeout
         while self._sinks:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self.poll(remaining)
-        for sink in self._sinks.values():
+            own.wait(remaining)
+        for fd, sink in self._sinks.items():
+            own.remove(fd)
             sink.end()
         self._sinks.clear()
 
@@ -635,34 +662,134 @@ class _Streams:
             handle.close()
 
 
-def _wait_draining(proc: subprocess.Popen[bytes], streams: _Streams, timeout: float | None) -> bool:
-    """`_wait_for_exit` that drains the child's pipes meanwhile; True when it exited in time."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    pidfd_open = getattr(os, "pidfd_open", None)
-    pidfd = None
-    if pidfd_open is not None and proc.returncode is None:
-        with contextlib.suppress(OSError):
-            pidfd = pidfd_open(proc.pid)
-    if pidfd is None:  # no exit notification: look again every 5 ms
-        while not _exited(proc):
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return False
-            streams.poll(0.005 if remaining is None else min(remaining, 0.005))
-        return True
-    # The pidfd turns readable when the child exits (a zombie's too), so the poll alone says
-    # when: no waitid before each look.
-    streams.register(pidfd)
-    try:
-        while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return _exited(proc)
-            if pidfd in streams.poll(remaining):
-                return True
-    finally:
-        streams.unregister(pidfd)  # before closing it: a closed fd would poll as ready at once
-        os.close(pidfd)
+# How often a child's exit is looked for where the kernel has no pidfds to announce it.
+_EXIT_POLL_SECONDS = 0.005
+_pidfd_open: Callable[[int], int] | None = getattr(os, "pidfd_open", None)  # Linux 5.3+, Python 3.9+
+
+
+class Supervised:
+    """One supervised child, driven step by step by the loop that owns its Readiness.
+
+    `start` spawns it and puts its pipes and exit in the Readiness; the owner sleeps in
+    `Readiness.wait` (at most until `next_wake`) and then calls `advance`, which applies the
+    deadline (SIGTERM to the group, then `grace` seconds) and says when the child is done;
+    `finish` then kills the group while the leader is still unreaped, reaps it, kills escaped
+    descendants and returns what the child did. `run` is this loop over one child.
+    """
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        mark: str,
+        streams: _Streams,
+        out: _TailBuffer,
+        err: _TailBuffer,
+        readiness: Readiness,
+        started: float,
+        timeout: float | None,
+        grace: float,
+    ) -> None:
+        self.proc = proc
+        self.mark = mark
+        self._streams = streams
+        self._out, self._err = out, err
+        self._readiness = readiness
+        self.started = started
+        self.deadline = None if timeout is None else started + timeout
+        self.grace = grace
+        self.timed_out = False  # the deadline passed: the group got SIGTERM, the grace runs
+        self.done = False
+        self._exited = False
+        self._finished: Completed | None = None
+        self._pidfd = -1
+        if _pidfd_open is not None:
+            with contextlib.suppress(OSError):
+                self._pidfd = _pidfd_open(proc.pid)
+        if self._pidfd >= 0:
+            # The pidfd turns readable when the child exits (a zombie's too): no waitid per look.
+            readiness.add(self._pidfd, self._on_exit)
+
+    def _on_exit(self, _fd: int) -> None:
+        self._exited = True
+        self._close_pidfd()
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd >= 0:
+            self._readiness.remove(self._pidfd)  # before closing it
+            os.close(self._pidfd)
+            self._pidfd = -1
+
+    def next_wake(self) -> float | None:
+        """The monotonic time by which `advance` must run even if nothing turns ready (None: never)."""
+        if self.done:
+            return None
+        if self._pidfd < 0 and not self._exited:
+            soon = time.monotonic() + _EXIT_POLL_SECONDS
+            return soon if self.deadline is None else min(soon, self.deadline)
+        return self.deadline
+
+    def advance(self, now: float) -> bool:
+        """Apply what time and readiness say; True once the child is done (exited, or its grace over)."""
+        if self.done:
+            return True
+        if not self._exited and self._pidfd < 0:
+            self._exited = _exited(self.proc)
+        if self._exited:
+            self.done = True
+        elif self.deadline is not None and now >= self.deadline:
+            if _exited(self.proc):  # it exited as its time ran out: not a timeout
+                self.done = True
+            elif not self.timed_out:
+                self.timed_out = True
+                _kill_group(self.proc.pid, signal.SIGTERM)
+                self.deadline = now + self.grace
+            else:
+                self.done = True  # the grace is over: `finish` sends SIGKILL
+        return self.done
+
+    def finish(self) -> Completed:
+        """Kill the group, reap the leader, kill escaped descendants, drain the pipes (once).
+
+        Called on every path, done or not (a deadline, an exception in the owner's loop): the
+        leader may have exited while grandchildren still run, so the whole group goes.
+        """
+        if self._finished is not None:
+            return self._finished
+        self.done = True
+        proc, pgid = self.proc, self.proc.pid
+        try:
+            # The leader is not reaped yet, so the group's id is still its own: once reaped, the
+            # id is free, and a busy machine may give it to another session leader (a task
+            # running beside this one) at once. Nothing may signal the group by that id after
+            # the reap.
+            _kill_group(pgid, signal.SIGKILL)
+            _running.discard(pgid)
+            _guard.tell(f"-{pgid}")
+            self._close_pidfd()
+            proc.wait()
+            # Descendants that started a session of their own (an agent's tool shell does) left
+            # the group; they still carry the child's mark.
+            if _orphans.enabled:
+                with _orphans.lock:
+                    _orphans.started.discard(proc.pid)
+                _sweep_adopted(self.mark)
+            else:
+                kill_marked(self.mark)
+            # What the group wrote before it died is still in the pipes (bounded, as a writer
+            # that escaped every kill could hold a pipe open).
+            try:
+                self._streams.drain(PIPE_DRAIN_SECONDS)
+            finally:
+                self._streams.close()
+        finally:
+            self._finished = Completed(
+                exit_code=proc.returncode if proc.returncode is not None else -signal.SIGKILL,
+                stdout=self._out.text(),
+                stderr=self._err.text(),
+                timed_out=self.timed_out,
+                duration=time.monotonic() - self.started,
+            )
+        return self._finished
 
 
 _devnull_lock = threading.Lock()
@@ -717,18 +844,24 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
             stdin.close()
 
 
-def run(
+def start(
     command: str | Sequence[str],
     *,
     cwd: Path,
     env: Mapping[str, str],
+    readiness: Readiness,
     timeout: float | None = None,
     stdin_data: bytes | None = None,
     on_stdout_line: Callable[[str], None] | None = None,
     capture_bytes: int = DEFAULT_CAPTURE_BYTES,
     grace: float = DEFAULT_GRACE_SECONDS,
-) -> Completed:
-    """Run a child under supervision. A string is a shell command (`sh -c`), a sequence an argv."""
+) -> Supervised | Completed:
+    """Spawn a child under supervision, its pipes and exit in `readiness`; a Completed carrying
+    the spawn error when it cannot start. A string is a shell command (`sh -c`), a sequence an argv.
+
+    The caller drives it (`Supervised.advance` after each `readiness.wait`) and must call
+    `Supervised.finish` on every path.
+    """
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
     # The shell by its path, as subprocess's shell=True does: no search of PATH per child.
     executable = _SHELL if isinstance(command, str) else None
@@ -757,50 +890,52 @@ def run(
     _guard.tell(f"+{pgid}")
     _running.add(pgid)
     out, err = _TailBuffer(capture_bytes), _TailBuffer(capture_bytes)
-    streams = _Streams(proc, _LineSplitter(out, on_stdout_line), _LineSplitter(err, None))
+    streams = _Streams(proc, _LineSplitter(out, on_stdout_line), _LineSplitter(err, None), readiness)
+    child = Supervised(proc, mark, streams, out, err, readiness, started, timeout, grace)
     if stdin_data is not None and proc.stdin is not None:
         rest = _feed_what_fits(proc.stdin, stdin_data)
         if rest:
             # A thread, so a child that never reads its stdin cannot block us past the deadline.
             feeder = threading.Thread(target=_feed, args=(proc.stdin, rest), daemon=True)
             feeder.start()
-    timed_out = False
-    try:
-        if not _wait_draining(proc, streams, timeout):
-            timed_out = True
-            _kill_group(pgid, signal.SIGTERM)
-            _wait_draining(proc, streams, grace)
-    finally:
-        # Whatever happened (deadline, KeyboardInterrupt, an exception in a callback), the
-        # whole group goes: the leader may have exited while grandchildren still run. The
-        # leader is not reaped yet, so the group's id is still its own: once reaped, the id is
-        # free, and a busy machine may give it to another session leader (a task running
-        # beside this one) at once. Nothing may signal the group by that id after the reap.
-        _kill_group(pgid, signal.SIGKILL)
-        _running.discard(pgid)
-        _guard.tell(f"-{pgid}")
-        proc.wait()
-        # Descendants that started a session of their own (an agent's tool shell does) left
-        # the group; they still carry the child's mark.
-        if _orphans.enabled:
-            with _orphans.lock:
-                _orphans.started.discard(proc.pid)
-            _sweep_adopted(mark)
-        else:
-            kill_marked(mark)
-        # What the group wrote before it died is still in the pipes (bounded, as a writer
-        # that escaped every kill could hold a pipe open).
-        try:
-            streams.drain(PIPE_DRAIN_SECONDS)
-        finally:
-            streams.close()
-    return Completed(
-        exit_code=proc.returncode,
-        stdout=out.text(),
-        stderr=err.text(),
-        timed_out=timed_out,
-        duration=time.monotonic() - started,
+    return child
+
+
+def run(
+    command: str | Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float | None = None,
+    stdin_data: bytes | None = None,
+    on_stdout_line: Callable[[str], None] | None = None,
+    capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+    grace: float = DEFAULT_GRACE_SECONDS,
+) -> Completed:
+    """Run a child under supervision. A string is a shell command (`sh -c`), a sequence an argv."""
+    readiness = Readiness()
+    child = start(
+        command,
+        cwd=cwd,
+        env=env,
+        readiness=readiness,
+        timeout=timeout,
+        stdin_data=stdin_data,
+        on_stdout_line=on_stdout_line,
+        capture_bytes=capture_bytes,
+        grace=grace,
     )
+    if isinstance(child, Completed):
+        return child
+    try:
+        while not child.advance(time.monotonic()):
+            wake = child.next_wake()
+            readiness.wait(None if wake is None else wake - time.monotonic())
+    except BaseException:
+        # KeyboardInterrupt, an exception in a line callback: the child's group goes all the same.
+        child.finish()
+        raise
+    return child.finish()
 
 
 @attrs.define

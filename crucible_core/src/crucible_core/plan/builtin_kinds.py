@@ -62,9 +62,8 @@ def spawn_failure(done: process.Completed, transport: str = "command") -> Attemp
     return None
 
 
-def run_command(context: TaskContext) -> Attempt:
-    fields: CommandFields = context.task.fields
-    done = task_shell(context, fields.command)
+def command_attempt(done: process.Completed) -> Attempt:
+    """A command task's attempt, from what its child did."""
     transport = spawn_failure(done)
     if transport is not None:
         return transport
@@ -76,6 +75,35 @@ def run_command(context: TaskContext) -> Attempt:
             note += f": {_tail(done.stderr)}"
         return Attempt(Outcome.FAIL, output=output, note=note, cost_usd=cost)
     return Attempt(Outcome.PASS, output=output, cost_usd=cost, metric=finite_score(output))
+
+
+def run_command(context: TaskContext) -> Attempt:
+    fields: CommandFields = context.task.fields
+    return command_attempt(task_shell(context, fields.command))
+
+
+def _command_of(context: TaskContext) -> str:
+    fields: CommandFields = context.task.fields
+    return fields.command
+
+
+@value_methods
+@attrs.frozen(repr=False, eq=False, slots=False)
+class SupervisedSteps:
+    """A kind's attempt as one supervised shell command the executor drives itself: the command
+    for a context, and the attempt made of what the child did. Run here (no task runner, no
+    service), such an attempt is started and watched on the executor's dispatching thread, with
+    the other children it supervises, instead of blocking a pool thread (`kind.run` does both
+    steps at once, for every other caller)."""
+
+    command: Callable[[TaskContext], str]
+    conclude: Callable[[process.Completed], Attempt]
+
+
+# By a kind's run function: a plugin that registers "command" with a run of its own keeps it.
+SUPERVISED_STEPS: dict[Callable[[TaskContext], Attempt], SupervisedSteps] = {
+    run_command: SupervisedSteps(_command_of, command_attempt),
+}
 
 
 def _engine_runner(op: str) -> Callable[[TaskContext], Attempt]:

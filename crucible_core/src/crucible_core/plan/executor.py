@@ -1,7 +1,9 @@
 """The plan executor: walks an admitted graph, dispatching ready tasks in dependency order.
 
-One thread (the caller's) makes every decision and writes every event; attempts run on a
-bounded pool of worker threads, each child through the supervisor. Decisions follow the
+One thread (the caller's) makes every decision and writes every event. Command tasks run here
+too: that thread starts their children and watches them (pipes, exits, deadlines) in one poll,
+with a wake-up pipe the pool writes to; attempts of every other kind run on a bounded pool of
+worker threads, each child through the supervisor. Decisions follow the
 tables in `states.py`. The session log carries `plan_admitted` once, before any dispatch, and
 one `task_result` per settled task, so a killed run resumes from the log without re-running
 anything that settled.
@@ -26,6 +28,7 @@ from crucible_core import process
 from crucible_core.contract import wire
 from crucible_core.contract.records import value_methods
 from crucible_core.plan import ir
+from crucible_core.plan.builtin_kinds import SUPERVISED_STEPS, SupervisedSteps
 from crucible_core.plan.errors import PlanError
 from crucible_core.plan.events import (
     CLEAN_EXIT,
@@ -209,6 +212,30 @@ class PriorRun:
         return outcome != "stopped" and all(name in self.results for name in tasks)
 
 
+@attrs.define(eq=False)
+class _AttemptLoop:
+    """One task's attempts so far: what the retry, budget and clock rules read after each one."""
+
+    task: ir.Task
+    spec: TaskKindSpec
+    context: TaskContext
+    root: Path
+    before: dict[str, str | None]
+    started: float
+    attempts: int = 0
+    cost: float = 0.0
+    notes: list[str] = attrs.field(factory=list)
+
+
+@attrs.define(eq=False)
+class _OnThisThread:
+    """A command task the dispatching thread drives: its attempt loop and its running child."""
+
+    loop: _AttemptLoop
+    steps: SupervisedSteps
+    child: process.Supervised | None = None
+
+
 @value_methods
 @attrs.frozen(repr=False, eq=False, slots=False)
 class _Settled:
@@ -264,6 +291,11 @@ class PlanExecutor:
         self.waiting = False  # the calling thread only waits for a task to settle (an abort may interrupt it)
         self.asks_emitted = 0
         self._unrunnable_known: set[str] | None = None
+        # The dispatching thread's poll (its command tasks' children, the pool's wake-up pipe)
+        # and that pipe, made when first waited on: an inline graph never makes them.
+        self._poll: process.Readiness | None = None
+        self._wake_fds: tuple[int, int] | None = None
+        self._here: dict[str, _OnThisThread] = {}  # command tasks running on this thread
 
     @property
     def copies(self) -> DisposableCopies:
@@ -306,6 +338,7 @@ class PlanExecutor:
         # Left on a stop (an interrupt, an error here): attempts running elsewhere end first, so
         # leaving the pool does not wait on them and nothing is left running remotely.
         with (
+            self._wake_pipe_closed_on_exit(),
             _task_pool(self.config) as pool,
             self._runners_cancelled_on_exit(),
         ):
@@ -334,6 +367,17 @@ class PlanExecutor:
     def _before_shutdown(self) -> None:
         if self.config.before_shutdown is not None and self.config.record and self.config.ends_run:
             self.config.before_shutdown(self.spent)
+
+    @contextlib.contextmanager
+    def _wake_pipe_closed_on_exit(self) -> Iterator[None]:
+        """Entered before the pool, so left after it: no pool thread can write to the pipe (or
+        to another file given its descriptor's number) once it is closed."""
+        try:
+            yield
+        finally:
+            fds, self._wake_fds, self._poll = self._wake_fds, None, None
+            for fd in fds or ():
+                os.close(fd)
 
     @contextlib.contextmanager
     def _runners_cancelled_on_exit(self) -> Iterator[None]:
@@ -463,37 +507,96 @@ class PlanExecutor:
         self._stage_pending = {n for n in stage if n not in self.status}
         done: queue.SimpleQueue[tuple[ir.Task, _Settled]] = queue.SimpleQueue()
         in_flight: set[str] = set()
-        while True:
-            self._check_clock()
-            self._dispatch_ready(pool, in_flight, done)
-            if not in_flight:
-                break
-            self.waiting = True
-            try:
-                task, settled = done.get(timeout=self._time_left() if self.halt is None else None)
-            except queue.Empty:
-                continue  # the wall clock ran out: halt, then wait for the killed attempts
-            finally:
-                self.waiting = False
-            if self.halt is None and self._clock_out():
+        try:
+            while True:
                 self._check_clock()
-            in_flight.discard(task.name)
-            self._release(task)
-            self._settle(task, settled)
-            self._after_settle(task, settled)
-            hook = self.config.after_shared_task
-            if hook is not None and task.isolation is ir.Isolation.SHARED and settled.attempts:
-                hook(task.name, settled.status is TaskStatus.PASS, self._shared_running == 0)
-            self._publish()
+                self._dispatch_ready(pool, in_flight, done)
+                if not in_flight:
+                    break
+                if done.empty():
+                    self._wait(done)
+                while not done.empty():  # on the clock running out: halt, then wait for the killed attempts
+                    task, settled = done.get()
+                    self._take(task, settled, in_flight)
+        except BaseException:
+            # An abort or an interrupt: the children this thread runs go with it (group killed,
+            # reaped, escaped descendants killed); their tasks get no result, a resume runs them.
+            here, self._here = self._here, {}
+            for running in here.values():
+                if running.child is not None:
+                    running.child.finish()
+            raise
 
-    def _run_task(self, task: ir.Task, inputs: dict[str, Any], done: queue.SimpleQueue[Any]) -> None:
+    def _take(self, task: ir.Task, settled: _Settled, in_flight: set[str]) -> None:
+        """Settle one task that came back (from the pool, or from this thread's own children)."""
+        if self.halt is None and self._clock_out():
+            self._check_clock()
+        in_flight.discard(task.name)
+        self._release(task)
+        self._settle(task, settled)
+        self._after_settle(task, settled)
+        hook = self.config.after_shared_task
+        if hook is not None and task.isolation is ir.Isolation.SHARED and settled.attempts:
+            hook(task.name, settled.status is TaskStatus.PASS, self._shared_running == 0)
+        self._publish()
+
+    def _ensure_readiness(self) -> process.Readiness:
+        """The dispatching thread's poll, with the pool's wake-up pipe in it (made on first use)."""
+        if self._poll is None:
+            self._poll = process.Readiness()
+            self._wake_fds = os.pipe()  # both ends close-on-exec: no child inherits them
+            os.set_blocking(self._wake_fds[0], False)
+            os.set_blocking(self._wake_fds[1], False)  # a pool thread never blocks on it
+            self._poll.add(self._wake_fds[0], _drain_wake)
+        return self._poll
+
+    def _wait(self, done: queue.SimpleQueue[tuple[ir.Task, _Settled]]) -> None:
+        """Sleep until a pool attempt settles, a child of this thread needs attention, or the wall
+        clock runs out; then drive this thread's children and queue what settled."""
+        readiness = self._ensure_readiness()
+        timeout = self._time_left() if self.halt is None else None
+        for running in self._here.values():
+            wake = running.child.next_wake() if running.child is not None else None
+            if wake is not None:
+                left = max(0.0, wake - time.monotonic())
+                timeout = left if timeout is None else min(timeout, left)
+        self.waiting = True
+        try:
+            readiness.wait(timeout)
+        finally:
+            self.waiting = False
+        now = time.monotonic()
+        for name, running in list(self._here.items()):
+            child = running.child
+            if child is None or not child.advance(now):
+                continue
+            try:
+                completed = child.finish()
+            except Exception as exc:  # as `process.run` failing inside a kind on the pool
+                running.child = None
+                note = f"internal error in {running.loop.task.kind}: {type(exc).__name__}: {exc}"
+                settled = self._attempt_over(running, Attempt(Outcome.FAIL, note=note))
+            else:
+                running.child = None  # (a retry's child takes its place)
+                settled = self._attempt_done(running, completed)
+            if settled is not None:
+                del self._here[name]
+                done.put((running.loop.task, settled))
+
+    def _run_task(
+        self, task: ir.Task, inputs: dict[str, Any], done: queue.SimpleQueue[Any], wake: bool = False
+    ) -> None:
+        """One task's attempts, then its settlement queued; `wake`: on a pool thread, so the
+        dispatching thread is woken through its pipe."""
         try:
             settled = self._execute(task, inputs)
         except Exception as exc:  # a kind's bug settles its task, never the whole plan
-            settled = _Settled(
-                TaskStatus.FAIL, 1, 0.0, 0.0, note=f"internal error: {type(exc).__name__}: {exc}"
-            )
+            settled = _internal_error(exc)
         done.put((task, settled))
+        if wake and self._wake_fds is not None:
+            # after the put: the dispatching thread, woken, finds the settlement queued
+            with contextlib.suppress(BlockingIOError):  # full: it is awake with bytes to read
+                os.write(self._wake_fds[1], b"\0")
 
     def _notice_settled(self, task: ir.Task, status: TaskStatus) -> None:
         self._stage_pending.discard(task.name)
@@ -567,13 +670,19 @@ class PlanExecutor:
             heapq.heappop(self._candidates)
             TASK_MACHINE.step("pending", "running")
             in_flight.add(name)
-            if self.config.inline or (
-                self.config.inline_engine and self.kinds.entries[task.kind].value.engine
-            ):
+            spec: TaskKindSpec = self.kinds.entries[task.kind].value
+            if self.config.inline or (self.config.inline_engine and spec.engine):
                 self._run_task(task, decision, done)
                 return  # settled before the next dispatch: the caller's loop takes it off `done`
+            steps = self._steps_here(task, spec)
+            if steps is not None:
+                settled = self._begin_here(task, spec, steps, decision)
+                if settled is not None:  # settled before any child ran (or every spawn failed)
+                    done.put((task, settled))
+                continue
             assert pool is not None  # only an inline executor runs without one, and it never submits
-            pool.submit(self._run_task, task, decision, done)
+            self._ensure_readiness()  # before the submit: the pool wakes this thread through it
+            pool.submit(self._run_task, task, decision, done, True)
 
     def _readiness(self, task: ir.Task) -> dict[str, Any] | _Settled | None:
         """The task's inputs if it can dispatch now, a settlement if it never will, None to wait."""
@@ -831,6 +940,26 @@ class PlanExecutor:
         staged_dir: Path | None,
         started: float,
     ) -> _Settled:
+        loop = self._prepare(task, spec, inputs, root, staged_dir, started)
+        if isinstance(loop, _Settled):
+            return loop
+        while True:
+            loop.attempts += 1
+            settled = self._after_attempt(loop, self._attempt_once(task, spec, loop.context))
+            if settled is not None:
+                return settled
+
+    def _prepare(
+        self,
+        task: ir.Task,
+        spec: TaskKindSpec,
+        inputs: dict[str, Any],
+        root: Path,
+        staged_dir: Path | None,
+        started: float,
+    ) -> _AttemptLoop | _Settled:
+        """What every attempt of the task reads (staged files, environment, deadline), or the
+        settlement when it cannot start at all."""
         try:
             staged: list[str] = []
             if staged_dir is not None:  # no task declares files: nothing to stage (and no path to touch)
@@ -860,41 +989,110 @@ class PlanExecutor:
             self.config.agent,
         )
         before = fingerprint(root, task.emits_files, self.files.max_bytes) if task.emits_files else {}
-        attempts, cost = 0, 0.0
-        notes: list[str] = []
-        while True:
-            attempts += 1
-            attempt = self._attempt_once(task, spec, context)
-            cost += attempt.cost_usd
-            if self._clock_out():  # killed (or finished) at the ceiling: it does not count as work
-                settled = self._blocked(BlockReason.WALL_CLOCK_CEILING.value, None)
-                with self._lock:
-                    self.spent += attempt.cost_usd
-                return attrs.evolve(
-                    settled, attempts=attempts, cost_usd=cost, secs=time.monotonic() - started
-                )
+        return _AttemptLoop(task, spec, context, root, before, started)
+
+    def _after_attempt(self, loop: _AttemptLoop, attempt: Attempt) -> _Settled | None:
+        """The task's settlement after this attempt, or None to try again (a transport failure
+        with retries left, the budget and the clock not reached, the plan not halted)."""
+        task, attempts, started = loop.task, loop.attempts, loop.started
+        loop.cost += attempt.cost_usd
+        cost = loop.cost
+        if self._clock_out():  # killed (or finished) at the ceiling: it does not count as work
+            settled = self._blocked(BlockReason.WALL_CLOCK_CEILING.value, None)
             with self._lock:
                 self.spent += attempt.cost_usd
-                over = self.spent > self.plan.plan.budget.usd
-                halted = self.halt is not None
-            if attempt.outcome is not Outcome.TRANSPORT:
-                break
-            notes.append(f"attempt {attempts}: {attempt.note}")
-            if over:
-                settled = self._blocked(BlockReason.BUDGET_CEILING.value, None)
-                return attrs.evolve(
-                    settled, attempts=attempts, cost_usd=cost, secs=time.monotonic() - started
-                )
-            if attempts > task.retries or halted:
-                return _Settled(
-                    TaskStatus.TRANSPORT,
-                    attempts,
-                    cost,
-                    time.monotonic() - started,
-                    note="; ".join(notes),
-                    transport=attempt.transport or "other",
-                )
-        return self._conclude(task, attempt, attempts, cost, root, before, started)
+            return attrs.evolve(settled, attempts=attempts, cost_usd=cost, secs=time.monotonic() - started)
+        with self._lock:
+            self.spent += attempt.cost_usd
+            over = self.spent > self.plan.plan.budget.usd
+            halted = self.halt is not None
+        if attempt.outcome is not Outcome.TRANSPORT:
+            return self._conclude(task, attempt, attempts, cost, loop.root, loop.before, started)
+        loop.notes.append(f"attempt {attempts}: {attempt.note}")
+        if over:
+            settled = self._blocked(BlockReason.BUDGET_CEILING.value, None)
+            return attrs.evolve(settled, attempts=attempts, cost_usd=cost, secs=time.monotonic() - started)
+        if attempts > task.retries or halted:
+            return _Settled(
+                TaskStatus.TRANSPORT,
+                attempts,
+                cost,
+                time.monotonic() - started,
+                note="; ".join(loop.notes),
+                transport=attempt.transport or "other",
+            )
+        return None
+
+    # -- a command task, on the dispatching thread ------------------------------------------
+
+    def _steps_here(self, task: ir.Task, spec: TaskKindSpec) -> SupervisedSteps | None:
+        """How to drive the task's attempts on this thread, or None for the pool: only a kind
+        whose attempt is one supervised command, run here, in the shared workspace (an isolated
+        copy is made, and declared files staged, by file I/O that would stall this thread), and
+        needing no service (reached by a blocking wait). Not beside engine tasks run inline
+        (`inline_engine`): while one of those runs, nothing here would watch the children."""
+        steps = SUPERVISED_STEPS.get(spec.run)
+        if steps is None or task.isolation is not ir.Isolation.SHARED or self._file_emitters:
+            return None
+        if self.config.inline_engine:
+            return None
+        gate = self.config.services
+        if gate is not None and task.needs in gate.provides():
+            return None
+        return steps if self._runner_for(task) is None else None
+
+    def _begin_here(
+        self, task: ir.Task, spec: TaskKindSpec, steps: SupervisedSteps, inputs: dict[str, Any]
+    ) -> _Settled | None:
+        """Prepare the task and start its first attempt's child; its settlement if it has one already."""
+        try:
+            loop = self._prepare(task, spec, inputs, self.config.workspace, None, time.monotonic())
+        except Exception as exc:  # as on the pool: a bug (a before_task hook's) settles its task
+            return _internal_error(exc)
+        if isinstance(loop, _Settled):
+            return loop
+        running = _OnThisThread(loop, steps)
+        settled = self._start_attempt(running)
+        if settled is None:
+            self._here[task.name] = running
+        return settled
+
+    def _start_attempt(self, running: _OnThisThread) -> _Settled | None:
+        """Start the next attempt's child (None), or settle when no child runs (every spawn failed)."""
+        loop = running.loop
+        context = loop.context
+        loop.attempts += 1
+        try:
+            child = process.start(
+                running.steps.command(context),
+                cwd=context.workdir,
+                env=context.env,
+                timeout=context.timeout,
+                readiness=self._ensure_readiness(),
+            )
+        except Exception as exc:  # a kind's bug fails its task, not the plan
+            note = f"internal error in {loop.task.kind}: {type(exc).__name__}: {exc}"
+            return self._attempt_over(running, Attempt(Outcome.FAIL, note=note))
+        if isinstance(child, process.Completed):  # could not start: a transport failure, retried
+            return self._attempt_done(running, child)
+        running.child = child
+        return None
+
+    def _attempt_done(self, running: _OnThisThread, completed: process.Completed) -> _Settled | None:
+        try:
+            attempt = running.steps.conclude(completed)
+        except Exception as exc:
+            note = f"internal error in {running.loop.task.kind}: {type(exc).__name__}: {exc}"
+            attempt = Attempt(Outcome.FAIL, note=note)
+        return self._attempt_over(running, attempt)
+
+    def _attempt_over(self, running: _OnThisThread, attempt: Attempt) -> _Settled | None:
+        """The task's settlement, or None when another attempt's child was started."""
+        try:
+            settled = self._after_attempt(running.loop, attempt)
+        except Exception as exc:  # as on the pool (publishing declared files, say)
+            return _internal_error(exc)
+        return self._start_attempt(running) if settled is None else settled
 
     def _attempt_once(self, task: ir.Task, spec: TaskKindSpec, context: TaskContext) -> Attempt:
         """One attempt; a task that needs a service reaches it first, and loses it as a transport failure."""
@@ -1014,6 +1212,18 @@ class PlanExecutor:
                 found.append(name)
             stack.extend(self.tasks[name].depends_on)
         return sorted(found)
+
+
+def _internal_error(exc: Exception) -> _Settled:
+    """A kind's bug settles its task, never the whole plan."""
+    return _Settled(TaskStatus.FAIL, 1, 0.0, 0.0, note=f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _drain_wake(fd: int) -> None:
+    """Empty the wake-up pipe: the settlements it announced are on the queue already."""
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 4096):
+            pass
 
 
 def _task_pool(config: ExecutorConfig) -> contextlib.AbstractContextManager[ThreadPoolExecutor | None]:
