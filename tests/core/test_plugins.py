@@ -553,6 +553,49 @@ def test_a_module_registers_the_implementations_pluggy_would_and_nothing_else() 
     assert "method-world" in plugins.registry("world", strict=False).entries
 
 
+def test_the_quick_look_at_a_module_reads_every_name_as_pluggy_does() -> None:
+    """plugins._Manager reads a module's own plain function's mark itself (pluggy's static look
+    costs some 40 us a name): for every name of every installed plugin module, and for marks
+    pluggy refuses or finds elsewhere, the answer is pluggy's own."""
+    import pluggy
+
+    from crucible_core.plugins import new_manager
+
+    def marked_on_func() -> None: ...
+
+    def not_a_dict() -> None: ...
+
+    def plain() -> None: ...
+
+    class Wrapped:
+        pass
+
+    wrapped = Wrapped()
+    wrapped.crucible_impl = {"tryfirst": True}  # type: ignore[attr-defined]
+    marked_on_func.__func__ = wrapped  # type: ignore[attr-defined]  # pluggy's fallback holder
+    not_a_dict.crucible_impl = ["tryfirst"]  # type: ignore[attr-defined]
+    odd = types.ModuleType("crucible_odd_plugin")
+    for function in (marked_on_func, not_a_dict, plain):
+        setattr(odd, function.__name__, function)
+    odd.crucible_register_worlds = hookimpl(lambda register: None)  # type: ignore[attr-defined]
+    odd.crucible_run_start = hookimpl(tryfirst=True)(lambda ctx: None)  # type: ignore[attr-defined]
+
+    ours = new_manager({})
+    pluggys = pluggy.PluginManager(hookspecs.PROJECT)
+    modules = [odd, *(sys.modules[info.module] for info in load_plugins().infos)]
+    assert len(modules) > 20
+    compared = marks = 0
+    for module in modules:
+        for name in dir(module):
+            expected = pluggys.parse_hookimpl_opts(module, name)
+            assert ours.parse_hookimpl_opts(module, name) == expected, (module.__name__, name)
+            compared += 1
+            marks += expected is not None
+    assert marks > 50 and compared > 300
+    assert ours.parse_hookimpl_opts(odd, "marked_on_func") == {"tryfirst": True}
+    assert ours.parse_hookimpl_opts(odd, "not_a_dict") is None
+
+
 def test_an_observing_hook_reaches_every_plugin_in_pluggys_order_without_pluggys_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
