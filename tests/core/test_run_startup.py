@@ -45,13 +45,15 @@ NOT_AT_START = (
 # Never loaded by a run on the built-in iteration graph, however many iterations: the thread
 # pool an inline plan executor does not use, the plan file loader of an authored workflow, the
 # broker and its mediation point of an agent that can call no tool (until the engine writes an
-# output), and the domain packs' module for a directory no pack was copied into.
+# output), the domain packs' module for a directory no pack was copied into, and the wire's
+# kinds a command agent's run never writes (contract/wire_rare.py: agent events, plans, services...).
 NOT_IN_A_COUNTER_RUN = (
     "concurrent.futures",
     "crucible_core.plan.load",
     "crucible_broker_mcp.broker",
     "crucible_broker_mcp.mediation",
     "crucible_packs.domain_pack",
+    "crucible_core.contract.wire_rare",
 )
 
 
