@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -183,6 +185,50 @@ def test_the_plugin_index_lists_what_discovery_lists_and_follows_an_install(
     removed, imported = _listing_with_discovery(env)
     assert imported == ["importlib.metadata", "stevedore"]
     assert not [p for p in removed["plugins"] if p["name"] == "added_plugin"]  # type: ignore[attr-defined]
+
+
+def _registered_by(env: dict[str, str], plugin: str) -> list[str]:
+    listing = subprocess.run(
+        [sys.executable, "-m", "crucible_core.cli.main", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert listing.returncode == 0, listing.stderr
+    found = [p for p in json.loads(listing.stdout)["plugins"] if p["name"] == plugin]
+    return [name for names in found[0]["registered"].values() for name in names] if found else []
+
+
+def test_the_index_keeps_where_each_plugin_was_found_and_looks_there_first(tmp_path: Path) -> None:
+    """The index records the import path entry each plugin's module came from, and the next
+    process looks there before walking the whole path (a development install has one entry per
+    member); where it is no longer, the path is searched as Python does."""
+    from crucible_core.plugin_index import INDEX_STEM
+
+    early, late = tmp_path / "early", tmp_path / "late"
+    early.mkdir()
+    source = (
+        "from crucible_core.hookspecs import hookimpl\n\n"
+        "@hookimpl\n"
+        "def crucible_register_judges(register):\n"
+        "    register({name!r}, object)\n"
+    )
+    _fake_distribution(late, "crucible-plugin-located", "located_plugin", source.format(name="from-late"))
+    env = crucible_env(PYTHONPATH=f"{early}{os.pathsep}{late}", CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    assert _registered_by(env, "located_plugin") == ["from-late"]  # discovered, and indexed
+    [index] = (tmp_path / "cache").glob(f"{INDEX_STEM}-*.json")
+    locations = json.loads(index.read_text())["locations"]
+    assert locations["located_plugin"] == str(late)
+    world_git = importlib.util.find_spec("crucible_world_git")
+    assert world_git is not None and world_git.origin is not None
+    assert Path(locations["crucible_world_git"]) == Path(world_git.origin).parents[1]
+    # A module of that name copied into an earlier entry, no distribution installed (the index's
+    # fingerprint unchanged): the index's entry is looked in first.
+    (early / "located_plugin.py").write_text(source.format(name="from-early"))
+    assert _registered_by(env, "located_plugin") == ["from-late"]
+    # Gone from the recorded entry: found where Python finds it.
+    (late / "located_plugin.py").unlink()
+    assert _registered_by(env, "located_plugin") == ["from-early"]
 
 
 def test_duplicate_world_from_a_third_party_fails_the_run_naming_both(tmp_path: Path, example) -> None:
