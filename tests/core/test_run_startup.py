@@ -77,13 +77,25 @@ def _run(workdir: Path, iterations: int, env: dict[str, str], *, as_command: boo
     args += ["--no-early-stop", "--ui", "headless"]
     code = textwrap.dedent(
         f"""        import gc, json, linecache, sys
+        from crucible_core import plugins
         from crucible_core.cli.main import main
         sys.argv = ["crucible", *{args!r}]
+        collections = []  # one entry per collection from main() on
+        gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
+        loading = plugins.load_plugins
+        before_plugins_loaded = []
+        def load_plugins(**kwargs):
+            try:
+                return loading(**kwargs)
+            finally:
+                before_plugins_loaded.append(len(collections))
+        plugins.load_plugins = load_plugins
         try:
             main() if {as_command!r} else main({args!r})
         except SystemExit as exit:
             assert not exit.code, exit.code
         found = {{"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "collecting": gc.isenabled()}}
+        found["collections_before_plugins_loaded"] = before_plugins_loaded[0]
         prefix = "<cattrs generated structure "
         found["structured"] = sorted(name[len(prefix):-1] for name in linecache.cache if name.startswith(prefix))
         print(json.dumps(found), file=sys.stderr)
@@ -166,5 +178,8 @@ def test_the_crucible_process_hides_what_start_up_built_from_the_collector_and_a
     as_command = _run(tmp_path / "command", 0, env)
     assert as_command["frozen"] > 20_000  # the run command's modules and the plugins'
     assert as_command["collecting"]  # collection, off while start-up imported, is back on
+    # Off from main()'s start (the supervisor's import brings attrs) to the plugins loaded (the
+    # run command's session modules and the plugins'): some twenty collections ran there before.
+    assert as_command["collections_before_plugins_loaded"] <= 2
     embedded = _run(tmp_path / "embedded", 0, env, as_command=False)
     assert embedded["frozen"] == 0 and embedded["collecting"]

@@ -102,6 +102,15 @@ def settle_start_up() -> None:
         gc.enable()  # main() turned collection off while start-up only built what lives to the end
 
 
+def start_up_goes_on() -> None:
+    """In the `crucible` process, turn collection off again (settle_start_up turned it on) while a
+    command goes on importing what it runs on, its session's modules and the plugins': they
+    build nothing that dies young either, and some ten collections ran over them in a `crucible
+    run`. The command calls settle_start_up once they are in; called in-process, do nothing."""
+    if _whole_process:
+        gc.disable()
+
+
 def _plugin_commands() -> dict[str, str]:
     from crucible_core.cli.plugin_commands import plugin_commands
 
@@ -159,6 +168,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         # supervisor, so it may adopt their orphans (a cheaper sweep; see process.py). Called
         # in-process with arguments (tests, embedding), it leaves the host process as it is.
         # Help, the version and the print-only commands start no child, and skip the supervisor's import.
+        # Imports make long-lived objects only: no collection until settle_start_up freezes them
+        # (the supervisor's import below brings attrs and pathlib: some 20 collections before).
+        gc.disable()
+        global _whole_process
+        _whole_process = True
         # First, before any record class is defined: the code attrs and cattrs generate is
         # compiled once and kept between processes (generated_code.py).
         from crucible_core import generated_code
@@ -167,10 +181,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         from crucible_core import process
 
         process.adopt_orphans()
-        global _whole_process
-        _whole_process = True
-        # Imports make long-lived objects only: no collection until settle_start_up freezes them.
-        gc.disable()
     try:
         code = cli.main(args=args, prog_name="crucible", standalone_mode=False)
     except CrucibleError as exc:
