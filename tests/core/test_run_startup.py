@@ -46,7 +46,8 @@ NOT_AT_START = (
 # pool an inline plan executor does not use, the plan file loader of an authored workflow, the
 # broker and its mediation point of an agent that can call no tool (until the engine writes an
 # output), the domain packs' module for a directory no pack was copied into, and the wire's
-# kinds a command agent's run never writes (contract/wire_rare.py: agent events, plans, services...).
+# kinds a command agent's run never writes (contract/wire_rare.py: agent events, plans, services...),
+# and the flow model's records (the console and RESULTS.md use flow/figures.py).
 NOT_IN_A_COUNTER_RUN = (
     "concurrent.futures",
     "crucible_core.plan.load",
@@ -54,6 +55,8 @@ NOT_IN_A_COUNTER_RUN = (
     "crucible_broker_mcp.mediation",
     "crucible_packs.domain_pack",
     "crucible_core.contract.wire_rare",
+    "crucible_core.flow.model",
+    "crucible_core.flow.fold",
 )
 
 

@@ -15,8 +15,7 @@ from crucible_core.contract.noise import note_with_margin
 from crucible_core.contract.plain_text import plain
 from crucible_core.contract.run_kind import verdict_word
 from crucible_core.durations import short_duration
-from crucible_core.flow.fold import output_text
-from crucible_core.flow.model import improvement_pct
+from crucible_core.flow.figures import improvement_pct, output_text
 from crucible_core.flow.task_view import NAME_WIDTH, roles_of, tally, task_time
 from crucible_core.reporters.console_view import ConsoleView, row_label
 from crucible_core.reporters.sparkline import sparkline
