@@ -175,7 +175,7 @@ def test_the_crucible_process_hides_what_start_up_built_from_the_collector_and_a
     tmp_path: Path,
 ) -> None:
     """The interpreter's collections at exit walk every object still tracked; the command process
-    freezes what its imports and plugins built (cli.main.settle_start_up), collecting nothing
+    freezes what its imports, plugins and prepared session built (start_up.py), collecting nothing
     while it imports, and a host process is left alone."""
     env = crucible_env()
     as_command = _run(tmp_path / "command", 0, env)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Sequence
 
 import click
 
-from crucible_core import __version__
+from crucible_core import __version__, start_up
 from crucible_core.control.orders import ORDERS
 from crucible_core.errors import CrucibleError, ExitCode
 
@@ -34,11 +33,6 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     # one per operator order, from the table the whole core reads (control/orders.py)
     **{order.command: (f"crucible_core.cli.control_cmd:{order.command}", order.summary) for order in ORDERS},
 }
-
-
-# True once main() knows this process is the `crucible` command itself, which ends with the command
-# (not a test or a program calling main() with arguments): see settle_start_up.
-_whole_process = False
 
 
 class CrucibleGroup(click.Group):
@@ -85,30 +79,9 @@ class CrucibleGroup(click.Group):
 
 
 def settle_start_up() -> None:
-    """In the `crucible` process itself, move what start-up created so far (the command's imports,
-    then the plugins a command loads: about 36,000 objects for `run`, alive until the process
-    ends) out of the garbage collector's sight; called in-process with arguments, do nothing.
-
-    Every full collection walks all tracked objects, and the interpreter runs several while it
-    shuts down: 15 ms each, some 40 ms of CPU at the end of every `crucible run` (issue 27,
-    docs/performance.md). main() turned collection off until here (the imports build nothing
-    that dies young) and it is turned back on. Objects made after this point, the run's own,
-    are collected as before, so a file the run left open is still closed at exit; only cycles
-    among what start-up built, which live to the end anyway, are never looked for. Every command
-    comes through get_command, so collection is on again before any command's own work.
-    """
-    if _whole_process:
-        gc.freeze()
-        gc.enable()  # main() turned collection off while start-up only built what lives to the end
-
-
-def start_up_goes_on() -> None:
-    """In the `crucible` process, turn collection off again (settle_start_up turned it on) while a
-    command goes on importing what it runs on, its session's modules and the plugins': they
-    build nothing that dies young either, and some ten collections ran over them in a `crucible
-    run`. The command calls settle_start_up once they are in; called in-process, do nothing."""
-    if _whole_process:
-        gc.disable()
+    """In the `crucible` process itself, freeze what start-up built so far (the command's imports)
+    and collect again before the command's own work (start_up.py); called in-process, nothing."""
+    start_up.settle()
 
 
 def _plugin_commands() -> dict[str, str]:
@@ -170,9 +143,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # Help, the version and the print-only commands start no child, and skip the supervisor's import.
         # Imports make long-lived objects only: no collection until settle_start_up freezes them
         # (the supervisor's import below brings attrs and pathlib: some 20 collections before).
-        gc.disable()
-        global _whole_process
-        _whole_process = True
+        start_up.begin()
         # First, before any record class is defined: the code attrs and cattrs generate is
         # compiled once and kept between processes (generated_code.py).
         from crucible_core import generated_code
