@@ -186,3 +186,29 @@ def test_the_crucible_process_hides_what_start_up_built_from_the_collector_and_a
     assert as_command["collections_before_plugins_loaded"] <= 2
     embedded = _run(tmp_path / "embedded", 0, env, as_command=False)
     assert embedded["frozen"] == 0 and embedded["collecting"]
+
+
+def test_the_console_script_turns_collection_off_before_the_cli_and_click_are_imported() -> None:
+    """The installed `crucible` starts in cli/console_script.py, which turns the collector off
+    before `cli.main` (click, inspect, typing...) is imported: about fifteen collections of
+    objects that live to the end, before. `--version` only prints: it never collects."""
+    from importlib.metadata import entry_points
+
+    (script,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "crucible"]
+    assert script.value == "crucible_core.cli.console_script:main"
+    code = textwrap.dedent(
+        """
+        import atexit, gc, sys
+        collections = []
+        gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
+        atexit.register(lambda: print("collections", len(collections), file=sys.stderr))
+        assert "click" not in sys.modules
+        sys.argv = ["crucible", "--version"]
+        from crucible_core.cli.console_script import main
+        main()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("crucible ")
+    assert done.stderr.strip().splitlines()[-1] == "collections 0", done.stderr

@@ -4,7 +4,8 @@ Start-up imports the command's modules and the plugins' and, for a run, prepares
 (the manifest read, the drivers built, the world's modules imported): some 40,000 objects that
 live until the process ends, and almost nothing that dies young. The collector walking them
 cost some 20 collections on the way and several full collections at exit (issue 27,
-docs/performance.md). So the `crucible` process turns collection off at its start (`begin`)
+docs/performance.md). So the `crucible` process turns collection off at its start (`begin`:
+the console script, before `cli.main` and click are imported, and `cli.main.main`)
 and, once start-up is over (`settle`), moves what it built out of the collector's sight
 (`gc.freeze`) and turns collection back on: the run's own objects are collected as before. A
 test or a program calling `crucible_core.cli.main.main(arguments)` never calls `begin`, and
@@ -21,7 +22,9 @@ _whole_process = False
 
 
 def begin() -> None:
-    """In the `crucible` process: collection off while start-up only builds what lives to the end."""
+    """In the `crucible` process: collection off while start-up only builds what lives to the end.
+
+    A command that only prints (`--help`, `--version`) never settles: it ends without collecting."""
     global _whole_process
     _whole_process = True
     gc.disable()

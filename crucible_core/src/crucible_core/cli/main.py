@@ -143,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # Help, the version and the print-only commands start no child, and skip the supervisor's import.
         # Imports make long-lived objects only: no collection until settle_start_up freezes them
         # (the supervisor's import below brings attrs and pathlib: some 20 collections before).
+        # The console script began it before this module was imported (console_script.py).
         start_up.begin()
         # First, before any record class is defined: the code attrs and cattrs generate is
         # compiled once and kept between processes (generated_code.py).
