@@ -82,6 +82,7 @@ def _run(workdir: Path, iterations: int, env: dict[str, str], *, as_command: boo
         f"""        import gc, json, linecache, sys
         from crucible_core import plugins
         from crucible_core.cli.main import main
+        from crucible_core.lanes import loop
         sys.argv = ["crucible", *{args!r}]
         collections = []  # one entry per collection from main() on
         gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
@@ -93,12 +94,19 @@ def _run(workdir: Path, iterations: int, env: dict[str, str], *, as_command: boo
             finally:
                 before_plugins_loaded.append(len(collections))
         plugins.load_plugins = load_plugins
+        baseline = loop.run_baseline
+        before_the_baseline = []
+        def run_baseline(*args):
+            before_the_baseline.append(len(collections))
+            return baseline(*args)
+        loop.run_baseline = run_baseline
         try:
             main() if {as_command!r} else main({args!r})
         except SystemExit as exit:
             assert not exit.code, exit.code
         found = {{"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "collecting": gc.isenabled()}}
         found["collections_before_plugins_loaded"] = before_plugins_loaded[0]
+        found["collections_before_the_baseline"] = before_the_baseline[0]
         prefix = "<cattrs generated structure "
         found["structured"] = sorted(name[len(prefix):-1] for name in linecache.cache if name.startswith(prefix))
         print(json.dumps(found), file=sys.stderr)
@@ -184,6 +192,9 @@ def test_the_crucible_process_hides_what_start_up_built_from_the_collector_and_a
     # Off from main()'s start (the supervisor's import brings attrs) to the plugins loaded (the
     # run command's session modules and the plugins'): some twenty collections ran there before.
     assert as_command["collections_before_plugins_loaded"] <= 2
+    # Nor while the session is prepared and the run begins (the world's first snapshot imports
+    # the git world's modules: some twenty collections there before).
+    assert as_command["collections_before_the_baseline"] <= 2
     embedded = _run(tmp_path / "embedded", 0, env, as_command=False)
     assert embedded["frozen"] == 0 and embedded["collecting"]
 
