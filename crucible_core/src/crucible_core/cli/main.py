@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import click
 
 from crucible_core import __version__, start_up
+from crucible_core.cli.console_script import normalize, only_help
 from crucible_core.control.orders import ORDERS
 from crucible_core.errors import CrucibleError, ExitCode
 
@@ -110,21 +111,6 @@ def cli() -> None:
     """
 
 
-def _normalize(argv: list[str]) -> list[str]:
-    # Users of the original tool type `crucible --manifest x.toml --iterations 6`.
-    if argv and argv[0].startswith("--") and argv[0] not in ("--help", "--version"):
-        return ["run", *argv]
-    return argv
-
-
-# Commands that only print and start no child: they skip the supervisor's import (see main()).
-PRINT_ONLY = frozenset({"plugins", "help", "completion"})
-
-
-def _only_help(args: list[str]) -> bool:
-    return not args or args[-1] in ("--help", "-h") or args == ["--version"] or args[0] in PRINT_ONLY
-
-
 def usage_error_line(exc: click.ClickException) -> str:
     """click's error as crucible's one documented line: what was wrong, then where help is."""
     message = " ".join(exc.format_message().split())
@@ -135,8 +121,8 @@ def usage_error_line(exc: click.ClickException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = _normalize(list(sys.argv[1:] if argv is None else argv))
-    if argv is None and not _only_help(args):
+    args = normalize(list(sys.argv[1:] if argv is None else argv))
+    if argv is None and not only_help(args):
         # Started as the `crucible` command: this process starts its children only through the
         # supervisor, so it may adopt their orphans (a cheaper sweep; see process.py). Called
         # in-process with arguments (tests, embedding), it leaves the host process as it is.
