@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import click
 
 from crucible_core import __version__, start_up
-from crucible_core.cli.console_script import normalize, only_help
+from crucible_core.cli.command_line import normalize, only_help
 from crucible_core.control.orders import ORDERS
 from crucible_core.errors import CrucibleError, ExitCode
 
