@@ -231,6 +231,22 @@ def test_the_index_keeps_where_each_plugin_was_found_and_looks_there_first(tmp_p
     assert _registered_by(env, "located_plugin") == ["from-early"]
 
 
+def test_a_recorded_location_that_holds_a_namespace_package_is_left_to_the_whole_path(tmp_path: Path) -> None:
+    """A namespace package's portions may lie in several import path entries: the index's entry
+    alone would find one of them, so the finder answers only for a package with a loader."""
+    from crucible_core.plugins import _IndexedLocations
+
+    (tmp_path / "spread_plugin").mkdir()
+    (tmp_path / "whole_plugin").mkdir()
+    (tmp_path / "whole_plugin" / "__init__.py").write_text("")
+    finder = _IndexedLocations({"spread_plugin": str(tmp_path), "whole_plugin": str(tmp_path)})
+    assert finder.find_spec("spread_plugin", None) is None
+    found = finder.find_spec("whole_plugin", None)
+    assert found is not None and found.origin == str(tmp_path / "whole_plugin" / "__init__.py")
+    assert finder.find_spec("whole_plugin", [str(tmp_path)]) is None  # a submodule: not its business
+    assert finder.find_spec("unlisted", None) is None
+
+
 def test_duplicate_world_from_a_third_party_fails_the_run_naming_both(tmp_path: Path, example) -> None:
     site = tmp_path / "site"
     _fake_distribution(

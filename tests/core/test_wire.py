@@ -542,3 +542,22 @@ def test_a_fresh_reader_defines_the_rare_kinds_at_their_first_line_or_name_and_r
     assert json.loads(ran.stdout) == wire.envelope(wire.Agent(event=wire.AgentText(delta="hi")))
     named = subprocess.run([sys.executable, "-c", by_name], capture_output=True, text=True, check=False)
     assert named.returncode == 0, named.stderr
+
+
+def test_a_rare_record_made_from_its_own_module_is_written_as_the_wire_writes_it() -> None:
+    """A plugin that imports contract/wire_rare.py itself (against its advice) still gets the
+    wire's writing: the nested records' empty fields of ours left out, as when named via `wire`."""
+    event = wire.Artifacts(iter=1, items=[wire.ArtifactWire(path="a", mode="embed", status="missing")])
+    script = textwrap.dedent(
+        """
+        import json
+        from crucible_core.contract import wire_rare
+        from crucible_core.contract import wire
+        event = wire_rare.Artifacts(iter=1, items=[wire_rare.ArtifactWire(path="a", mode="embed", status="missing")])
+        print(json.dumps(wire.envelope(event)))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == wire.envelope(event)
+    assert json.loads(done.stdout)["items"] == [{"path": "a", "mode": "embed", "status": "missing"}]

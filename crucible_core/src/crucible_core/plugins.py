@@ -507,7 +507,9 @@ class _IndexedLocations:
 
     def find_spec(self, name: str, path: Any, target: types.ModuleType | None = None) -> Any:
         entry = self.locations.get(name) if path is None else None
-        return PathFinder.find_spec(name, [entry], target) if entry is not None else None
+        spec = PathFinder.find_spec(name, [entry], target) if entry is not None else None
+        # A namespace package's portions may span entries: only the whole path finds them all.
+        return spec if spec is not None and spec.loader is not None else None
 
 
 def _locations(found: list[IndexedEntryPoint]) -> dict[str, str]:

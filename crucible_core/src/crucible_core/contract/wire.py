@@ -634,6 +634,9 @@ else:
         return globals()[name]
 
 
+_RARE_MODULE = "crucible_core.contract.wire_rare"
+
+
 def _rare_kinds() -> dict[str, type]:
     """Every event kind by its wire name, the rare ones defined first if they were not yet."""
     if "KINDS" not in globals():
@@ -872,8 +875,16 @@ _STRUCTURERS: dict[type, Callable[[Any, Any], Any]] = {}
 def _structurer(cls: type) -> Callable[[Any, Any], Any]:
     found = _STRUCTURERS.get(cls)
     if found is None:
+        _adopted(cls)
         found = _STRUCTURERS[cls] = _write_structurer(cls)
     return found
+
+
+def _adopted(cls: type) -> None:
+    """A record of `wire_rare` imported from there rather than from here: its names taken over
+    first, so the functions written for it find its nested records (and the converter's rules)."""
+    if cls.__module__ == _RARE_MODULE and "KINDS" not in globals():
+        _rare_kinds()
 
 
 def _structure_hook(annotation: Any) -> Callable[[Any, Any], Any] | None:
@@ -977,6 +988,7 @@ _FACTORY: type = type(attrs.Factory(list))  # a field default made by calling a 
 def _unstructurer(cls: type) -> Callable[[Any], dict[str, Any]]:
     found = _UNSTRUCTURERS.get(cls)
     if found is None:
+        _adopted(cls)
         found = _UNSTRUCTURERS[cls] = _write_unstructurer(cls)
     return found
 
