@@ -250,3 +250,23 @@ def test_a_fifo_or_link_at_the_cache_files_is_neither_waited_on_nor_followed(tmp
     assert not reader.is_alive(), "opening a FIFO planted at a cache file blocked"
     assert found == [({}, {}), None, ({}, {})]
     assert generated_code._read(str(good))[0]  # the file itself is read
+
+
+def test_attrs_own_records_are_compiled_through_the_cache_as_attrs_is_imported(tmp_path: Path) -> None:
+    """attrs defines records of its own (Attribute, Factory...) while its module runs: the cache's
+    compile is in place before the module's body, so their methods are kept too (ten scripts)."""
+    code = textwrap.dedent(
+        """        import json, sys
+        assert "attr" not in sys.modules
+        from crucible_core import generated_code
+        cache = generated_code.install()
+        import attr
+        print(json.dumps([key.split("\\0")[2] for key in cache._scripts()]))
+        """
+    )
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    kept = json.loads(done.stdout)
+    assert "<attrs generated __repr__ attr._make.Attribute>" in kept
+    assert "<attrs generated __eq__ attr._make.Factory>" in kept

@@ -26,6 +26,7 @@ INFRASTRUCTURE = {
     "plugins",
     "plugin_index",
     "generated_code",
+    "start_up",
     "hookspecs",
 }
 # What each layer may import besides itself (docs/architecture.md, "Core layers").

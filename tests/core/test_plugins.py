@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -183,6 +185,66 @@ def test_the_plugin_index_lists_what_discovery_lists_and_follows_an_install(
     removed, imported = _listing_with_discovery(env)
     assert imported == ["importlib.metadata", "stevedore"]
     assert not [p for p in removed["plugins"] if p["name"] == "added_plugin"]  # type: ignore[attr-defined]
+
+
+def _registered_by(env: dict[str, str], plugin: str) -> list[str]:
+    listing = subprocess.run(
+        [sys.executable, "-m", "crucible_core.cli.main", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert listing.returncode == 0, listing.stderr
+    found = [p for p in json.loads(listing.stdout)["plugins"] if p["name"] == plugin]
+    return [name for names in found[0]["registered"].values() for name in names] if found else []
+
+
+def test_the_index_keeps_where_each_plugin_was_found_and_looks_there_first(tmp_path: Path) -> None:
+    """The index records the import path entry each plugin's module came from, and the next
+    process looks there before walking the whole path (a development install has one entry per
+    member); where it is no longer, the path is searched as Python does."""
+    from crucible_core.plugin_index import INDEX_STEM
+
+    early, late = tmp_path / "early", tmp_path / "late"
+    early.mkdir()
+    source = (
+        "from crucible_core.hookspecs import hookimpl\n\n"
+        "@hookimpl\n"
+        "def crucible_register_judges(register):\n"
+        "    register({name!r}, object)\n"
+    )
+    _fake_distribution(late, "crucible-plugin-located", "located_plugin", source.format(name="from-late"))
+    env = crucible_env(PYTHONPATH=f"{early}{os.pathsep}{late}", CRUCIBLE_CACHE_DIR=str(tmp_path / "cache"))
+    assert _registered_by(env, "located_plugin") == ["from-late"]  # discovered, and indexed
+    [index] = (tmp_path / "cache").glob(f"{INDEX_STEM}-*.json")
+    locations = json.loads(index.read_text())["locations"]
+    assert locations["located_plugin"] == str(late)
+    world_git = importlib.util.find_spec("crucible_world_git")
+    assert world_git is not None and world_git.origin is not None
+    assert Path(locations["crucible_world_git"]) == Path(world_git.origin).parents[1]
+    # A module of that name copied into an earlier entry, no distribution installed (the index's
+    # fingerprint unchanged): the index's entry is looked in first.
+    (early / "located_plugin.py").write_text(source.format(name="from-early"))
+    assert _registered_by(env, "located_plugin") == ["from-late"]
+    # Gone from the recorded entry: found where Python finds it.
+    (late / "located_plugin.py").unlink()
+    assert _registered_by(env, "located_plugin") == ["from-early"]
+
+
+def test_a_recorded_location_that_holds_a_namespace_package_is_left_to_the_whole_path(tmp_path: Path) -> None:
+    """A namespace package's portions may lie in several import path entries: the index's entry
+    alone would find one of them, so the finder answers only for a package with a loader."""
+    from crucible_core.plugins import _IndexedLocations
+
+    (tmp_path / "spread_plugin").mkdir()
+    (tmp_path / "whole_plugin").mkdir()
+    (tmp_path / "whole_plugin" / "__init__.py").write_text("")
+    finder = _IndexedLocations({"spread_plugin": str(tmp_path), "whole_plugin": str(tmp_path)})
+    assert finder.find_spec("spread_plugin", None) is None
+    found = finder.find_spec("whole_plugin", None)
+    assert found is not None and found.origin == str(tmp_path / "whole_plugin" / "__init__.py")
+    assert finder.find_spec("whole_plugin", [str(tmp_path)]) is None  # a submodule: not its business
+    assert finder.find_spec("unlisted", None) is None
 
 
 def test_duplicate_world_from_a_third_party_fails_the_run_naming_both(tmp_path: Path, example) -> None:
@@ -551,6 +613,49 @@ def test_a_module_registers_the_implementations_pluggy_would_and_nothing_else() 
     plugins.register_module(module, name="mixed", distribution="crucible-plugin-mixed", version="1")
     assert plugins.infos[-1].hooks == ("crucible_register_harnesses", "crucible_register_worlds")
     assert "method-world" in plugins.registry("world", strict=False).entries
+
+
+def test_the_quick_look_at_a_module_reads_every_name_as_pluggy_does() -> None:
+    """plugins._Manager reads a module's own plain function's mark itself (pluggy's static look
+    costs some 40 us a name): for every name of every installed plugin module, and for marks
+    pluggy refuses or finds elsewhere, the answer is pluggy's own."""
+    import pluggy
+
+    from crucible_core.plugins import new_manager
+
+    def marked_on_func() -> None: ...
+
+    def not_a_dict() -> None: ...
+
+    def plain() -> None: ...
+
+    class Wrapped:
+        pass
+
+    wrapped = Wrapped()
+    wrapped.crucible_impl = {"tryfirst": True}  # type: ignore[attr-defined]
+    marked_on_func.__func__ = wrapped  # type: ignore[attr-defined]  # pluggy's fallback holder
+    not_a_dict.crucible_impl = ["tryfirst"]  # type: ignore[attr-defined]
+    odd = types.ModuleType("crucible_odd_plugin")
+    for function in (marked_on_func, not_a_dict, plain):
+        setattr(odd, function.__name__, function)
+    odd.crucible_register_worlds = hookimpl(lambda register: None)  # type: ignore[attr-defined]
+    odd.crucible_run_start = hookimpl(tryfirst=True)(lambda ctx: None)  # type: ignore[attr-defined]
+
+    ours = new_manager({})
+    pluggys = pluggy.PluginManager(hookspecs.PROJECT)
+    modules = [odd, *(sys.modules[info.module] for info in load_plugins().infos)]
+    assert len(modules) > 20
+    compared = marks = 0
+    for module in modules:
+        for name in dir(module):
+            expected = pluggys.parse_hookimpl_opts(module, name)
+            assert ours.parse_hookimpl_opts(module, name) == expected, (module.__name__, name)
+            compared += 1
+            marks += expected is not None
+    assert marks > 50 and compared > 300
+    assert ours.parse_hookimpl_opts(odd, "marked_on_func") == {"tryfirst": True}
+    assert ours.parse_hookimpl_opts(odd, "not_a_dict") is None
 
 
 def test_an_observing_hook_reaches_every_plugin_in_pluggys_order_without_pluggys_call(

@@ -45,13 +45,18 @@ NOT_AT_START = (
 # Never loaded by a run on the built-in iteration graph, however many iterations: the thread
 # pool an inline plan executor does not use, the plan file loader of an authored workflow, the
 # broker and its mediation point of an agent that can call no tool (until the engine writes an
-# output), and the domain packs' module for a directory no pack was copied into.
+# output), the domain packs' module for a directory no pack was copied into, and the wire's
+# kinds a command agent's run never writes (contract/wire_rare.py: agent events, plans, services...),
+# and the flow model's records (the console and RESULTS.md use flow/figures.py).
 NOT_IN_A_COUNTER_RUN = (
     "concurrent.futures",
     "crucible_core.plan.load",
     "crucible_broker_mcp.broker",
     "crucible_broker_mcp.mediation",
     "crucible_packs.domain_pack",
+    "crucible_core.contract.wire_rare",
+    "crucible_core.flow.model",
+    "crucible_core.flow.fold",
 )
 
 
@@ -75,13 +80,33 @@ def _run(workdir: Path, iterations: int, env: dict[str, str], *, as_command: boo
     args += ["--no-early-stop", "--ui", "headless"]
     code = textwrap.dedent(
         f"""        import gc, json, linecache, sys
+        from crucible_core import plugins
         from crucible_core.cli.main import main
+        from crucible_core.lanes import loop
         sys.argv = ["crucible", *{args!r}]
+        collections = []  # one entry per collection from main() on
+        gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
+        loading = plugins.load_plugins
+        before_plugins_loaded = []
+        def load_plugins(**kwargs):
+            try:
+                return loading(**kwargs)
+            finally:
+                before_plugins_loaded.append(len(collections))
+        plugins.load_plugins = load_plugins
+        baseline = loop.run_baseline
+        before_the_baseline = []
+        def run_baseline(*args):
+            before_the_baseline.append(len(collections))
+            return baseline(*args)
+        loop.run_baseline = run_baseline
         try:
             main() if {as_command!r} else main({args!r})
         except SystemExit as exit:
             assert not exit.code, exit.code
         found = {{"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "collecting": gc.isenabled()}}
+        found["collections_before_plugins_loaded"] = before_plugins_loaded[0]
+        found["collections_before_the_baseline"] = before_the_baseline[0]
         prefix = "<cattrs generated structure "
         found["structured"] = sorted(name[len(prefix):-1] for name in linecache.cache if name.startswith(prefix))
         print(json.dumps(found), file=sys.stderr)
@@ -158,11 +183,43 @@ def test_the_crucible_process_hides_what_start_up_built_from_the_collector_and_a
     tmp_path: Path,
 ) -> None:
     """The interpreter's collections at exit walk every object still tracked; the command process
-    freezes what its imports and plugins built (cli.main.settle_start_up), collecting nothing
+    freezes what its imports, plugins and prepared session built (start_up.py), collecting nothing
     while it imports, and a host process is left alone."""
     env = crucible_env()
     as_command = _run(tmp_path / "command", 0, env)
     assert as_command["frozen"] > 20_000  # the run command's modules and the plugins'
     assert as_command["collecting"]  # collection, off while start-up imported, is back on
+    # Off from main()'s start (the supervisor's import brings attrs) to the plugins loaded (the
+    # run command's session modules and the plugins'): some twenty collections ran there before.
+    assert as_command["collections_before_plugins_loaded"] <= 2
+    # Nor while the session is prepared and the run begins (the world's first snapshot imports
+    # the git world's modules: some twenty collections there before).
+    assert as_command["collections_before_the_baseline"] <= 2
     embedded = _run(tmp_path / "embedded", 0, env, as_command=False)
     assert embedded["frozen"] == 0 and embedded["collecting"]
+
+
+def test_the_console_script_turns_collection_off_before_the_cli_and_click_are_imported() -> None:
+    """The installed `crucible` starts in cli/console_script.py, which turns the collector off
+    before `cli.main` (click, inspect, typing...) is imported: about fifteen collections of
+    objects that live to the end, before. `--version` only prints: it never collects."""
+    from importlib.metadata import entry_points
+
+    (script,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "crucible"]
+    assert script.value == "crucible_core.cli.console_script:main"
+    code = textwrap.dedent(
+        """
+        import atexit, gc, sys
+        collections = []
+        gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
+        atexit.register(lambda: print("collections", len(collections), file=sys.stderr))
+        assert "click" not in sys.modules
+        sys.argv = ["crucible", "--version"]
+        from crucible_core.cli.console_script import main
+        main()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("crucible ")
+    assert done.stderr.strip().splitlines()[-1] == "collections 0", done.stderr

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -476,3 +479,85 @@ def test_a_plan_admitted_is_built_for_the_wire_exactly_as_decoding_its_fields_bu
     direct = admitted.as_wire()
     assert direct == decoded.event
     assert wire.encode(direct, 1.0, 1) == wire.encode(decoded.event, 1.0, 1)
+
+
+def test_the_rare_kinds_are_listed_by_name_as_their_module_defines_them() -> None:
+    """wire.py names the kinds and names of contract/wire_rare.py without importing it (so a run
+    that writes none of them never defines them): both lists must be that module's exactly."""
+    from crucible_core.contract import wire_rare
+
+    assert set(wire.KINDS) == wire.RARE_KINDS | set(wire._COMMON_KINDS)
+    assert not wire.RARE_KINDS & set(wire._COMMON_KINDS)
+    assert {
+        cls.KIND for cls in wire.KINDS.values() if cls.__module__ == wire_rare.__name__
+    } == wire.RARE_KINDS
+    defined = {
+        name
+        for name, value in vars(wire_rare).items()
+        if not name.startswith("_") and getattr(value, "__module__", None) == wire_rare.__name__
+    }
+    tables = {"AGENT_KINDS", "AgentEvent", "CONTRACT_KINDS", "OUR_KINDS", "KINDS", "Event"}
+    assert defined | tables == wire.RARE_NAMES
+    assert all(
+        getattr(wire, name) is getattr(wire_rare, name, getattr(wire, name)) for name in wire.RARE_NAMES
+    )
+    assert [cls.__name__ for cls in wire.CONTRACT_KINDS + wire.OUR_KINDS] == [
+        *wire._CONTRACT_KIND_NAMES,
+        *wire._OUR_KIND_NAMES,
+    ]
+
+
+def test_a_fresh_reader_defines_the_rare_kinds_at_their_first_line_or_name_and_reads_them_the_same(
+    tmp_path: Path,
+) -> None:
+    """In a fresh interpreter: importing the wire, and reading and writing the kinds every run
+    writes, define no rare kind; the first rare line decodes as it does once they are defined, and
+    `wire.X` or `from wire import X` defines them too."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from crucible_core.contract import wire
+        rare = "crucible_core.contract.wire_rare"
+        common = [wire.encode(wire.Note(msg="n")), wire.encode(wire.Step(step="s", iter=1))]
+        assert [wire.decode_line(line).event for line in common] == [wire.Note(msg="n"), wire.Step(step="s", iter=1)]
+        assert wire.decode_line('{"v":1,"kind":"not_a_kind"}').event == wire.Unknown(kind="not_a_kind")
+        assert rare not in sys.modules, "a common kind defined the rare ones"
+        first = wire.decode_line('{"v":1,"ts":1.5,"kind":"steer","iter":2,"text":"t","status":"applied"}')
+        assert rare in sys.modules
+        assert first == wire.Line(wire.Steer(iter=2, text="t", status="applied"), 1.5, None), first
+        agent = wire.decode_line('{"v":1,"kind":"agent","event":{"kind":"text","delta":"hi"}}')
+        assert agent is not None and agent.event == wire.Agent(event=wire.AgentText(delta="hi")), agent
+        print(json.dumps(wire.envelope(agent.event)))
+        """
+    )
+    by_name = textwrap.dedent(
+        """
+        import sys
+        from crucible_core.contract.wire import PlanAdmitted, KINDS
+        assert "crucible_core.contract.wire_rare" in sys.modules and KINDS["plan_admitted"] is PlanAdmitted
+        """
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == wire.envelope(wire.Agent(event=wire.AgentText(delta="hi")))
+    named = subprocess.run([sys.executable, "-c", by_name], capture_output=True, text=True, check=False)
+    assert named.returncode == 0, named.stderr
+
+
+def test_a_rare_record_made_from_its_own_module_is_written_as_the_wire_writes_it() -> None:
+    """A plugin that imports contract/wire_rare.py itself (against its advice) still gets the
+    wire's writing: the nested records' empty fields of ours left out, as when named via `wire`."""
+    event = wire.Artifacts(iter=1, items=[wire.ArtifactWire(path="a", mode="embed", status="missing")])
+    script = textwrap.dedent(
+        """
+        import json
+        from crucible_core.contract import wire_rare
+        from crucible_core.contract import wire
+        event = wire_rare.Artifacts(iter=1, items=[wire_rare.ArtifactWire(path="a", mode="embed", status="missing")])
+        print(json.dumps(wire.envelope(event)))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == wire.envelope(event)
+    assert json.loads(done.stdout)["items"] == [{"path": "a", "mode": "embed", "status": "missing"}]

@@ -144,14 +144,14 @@ if TYPE_CHECKING:
         clip_value as clip_value,
     )
     from crucible_core.flow.decode import read_session as read_session
+    from crucible_core.flow.figures import improvement_pct as improvement_pct
+    from crucible_core.flow.figures import versus_baseline as versus_baseline
     from crucible_core.flow.fold import fold_flow as fold_flow
     from crucible_core.flow.fold import is_kept as is_kept
     from crucible_core.flow.model import FlowModel as FlowModel
     from crucible_core.flow.model import FlowRenderer as FlowRenderer
     from crucible_core.flow.model import Iteration as Iteration
     from crucible_core.flow.model import PlanTask as PlanTask
-    from crucible_core.flow.model import improvement_pct as improvement_pct
-    from crucible_core.flow.model import versus_baseline as versus_baseline
     from crucible_core.flow.task_view import counted as counted
     from crucible_core.flow.task_view import run_tally as run_tally
     from crucible_core.flow.task_view import task_roles as task_roles
@@ -649,10 +649,10 @@ _export("crucible_core.reporters.console_view", "ConsoleView", "row_label")
 _export("crucible_core.reporters.console_text", "show_number")
 _export("crucible_core.contract.plain_text", "plain")
 _export("crucible_core.durations", "short_duration")
-_export("crucible_core.flow.model", "improvement_pct")
+_export("crucible_core.flow.figures", "improvement_pct", "versus_baseline")
 _export("crucible_core.flow.task_view", "counted")
 # Flow renderers: the model `crucible flow` folds from the log, and the words and charts its views share.
-_export("crucible_core.flow.model", "FlowModel", "FlowRenderer", "Iteration", "PlanTask", "versus_baseline")
+_export("crucible_core.flow.model", "FlowModel", "FlowRenderer", "Iteration", "PlanTask")
 _export("crucible_core.flow.task_view", "run_tally", "task_roles")
 _export("crucible_core.contract.decide", "shown_decision")
 _export("crucible_core.contract.fold", "fold_path", "Folded")

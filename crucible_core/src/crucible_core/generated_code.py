@@ -263,8 +263,10 @@ class _PatchOnImport:
         compile = self.cache.compiler(PATCHED[name])
 
         def exec_module(module: ModuleType) -> None:
-            run(module)
+            # Before the module's body runs: attrs defines its own record classes (Attribute,
+            # Factory...) with the code it generates, ten scripts compiled at every start otherwise.
             module.compile = compile  # type: ignore[attr-defined]  # shadows the builtin there
+            run(module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec

@@ -140,7 +140,14 @@ def write_bytes(path: str | None, data: bytes) -> None:
             os.unlink(temp)
 
 
-def read(group: str, key: str) -> list[IndexedEntryPoint] | None:
+class Index(NamedTuple):
+    entry_points: list[IndexedEntryPoint]
+    # The import path entry each plugin's top-level module was found in, by module name: the
+    # next process looks for it there first (see plugins.py, _IndexedLocations).
+    locations: dict[str, str]
+
+
+def read(group: str, key: str) -> Index | None:
     """The entry points of `group` as last recorded under `key`, or None when there is no fresh record."""
     kept = read_cache(cache_file(INDEX_STEM), key)
     if kept is None or kept.get("group") != group:
@@ -151,10 +158,29 @@ def read(group: str, key: str) -> list[IndexedEntryPoint] | None:
         for row in rows
     ):
         return None
-    return [IndexedEntryPoint(*row) for row in rows]
+    locations = kept.get("locations")  # an index written before they were kept is rebuilt once
+    if not isinstance(locations, dict) or not all(
+        isinstance(name, str) and isinstance(entry, str) for name, entry in locations.items()
+    ):
+        return None
+    return Index([IndexedEntryPoint(*row) for row in rows], locations)
 
 
-def keep(group: str, key: str, entry_points: list[IndexedEntryPoint]) -> None:
-    """Record the entry points of `group` found under `key`."""
+def keep(group: str, key: str, entry_points: list[IndexedEntryPoint], locations: dict[str, str]) -> None:
+    """Record the entry points of `group` found under `key`, and where their modules were found."""
     rows = [list(entry_point) for entry_point in entry_points]
-    write_cache(cache_file(INDEX_STEM), {"key": key, "group": group, "entry_points": rows})
+    write_cache(
+        cache_file(INDEX_STEM), {"key": key, "group": group, "entry_points": rows, "locations": locations}
+    )
+
+
+def location_of(module: object) -> str | None:
+    """The import path entry (an item of sys.path) a top-level module was imported from, or None
+    when it came from elsewhere (a zip, a namespace package, a path not on sys.path)."""
+    spec = getattr(module, "__spec__", None)
+    origin = getattr(spec, "origin", None)
+    if spec is None or not isinstance(origin, str) or not spec.has_location or "." in spec.name:
+        return None
+    folder = os.path.dirname(origin)
+    entry = os.path.dirname(folder) if spec.submodule_search_locations is not None else folder
+    return entry if entry in sys.path else None

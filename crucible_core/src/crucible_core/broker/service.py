@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
@@ -25,7 +25,9 @@ from crucible_core.manifest.loader import LoadedManifest
 
 SERVER_NAME = "crucible"  # the agent sees mcp__crucible__<tool>
 
-Emit = Callable[[wire.Event], Any]  # SessionLog.emit
+# SessionLog.emit. Spelled as text: evaluating `wire.Event` would define every event kind, the
+# rare ones a run of a command agent never writes included (contract/wire_rare.py).
+Emit: TypeAlias = "Callable[[wire.Event], Any]"
 
 
 @runtime_checkable

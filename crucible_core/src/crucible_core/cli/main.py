@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Sequence
 
 import click
 
-from crucible_core import __version__
+from crucible_core import __version__, start_up
+from crucible_core.cli.command_line import normalize, only_help
 from crucible_core.control.orders import ORDERS
 from crucible_core.errors import CrucibleError, ExitCode
 
@@ -34,11 +34,6 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     # one per operator order, from the table the whole core reads (control/orders.py)
     **{order.command: (f"crucible_core.cli.control_cmd:{order.command}", order.summary) for order in ORDERS},
 }
-
-
-# True once main() knows this process is the `crucible` command itself, which ends with the command
-# (not a test or a program calling main() with arguments): see settle_start_up.
-_whole_process = False
 
 
 class CrucibleGroup(click.Group):
@@ -85,21 +80,9 @@ class CrucibleGroup(click.Group):
 
 
 def settle_start_up() -> None:
-    """In the `crucible` process itself, move what start-up created so far (the command's imports,
-    then the plugins a command loads: about 36,000 objects for `run`, alive until the process
-    ends) out of the garbage collector's sight; called in-process with arguments, do nothing.
-
-    Every full collection walks all tracked objects, and the interpreter runs several while it
-    shuts down: 15 ms each, some 40 ms of CPU at the end of every `crucible run` (issue 27,
-    docs/performance.md). main() turned collection off until here (the imports build nothing
-    that dies young) and it is turned back on. Objects made after this point, the run's own,
-    are collected as before, so a file the run left open is still closed at exit; only cycles
-    among what start-up built, which live to the end anyway, are never looked for. Every command
-    comes through get_command, so collection is on again before any command's own work.
-    """
-    if _whole_process:
-        gc.freeze()
-        gc.enable()  # main() turned collection off while start-up only built what lives to the end
+    """In the `crucible` process itself, freeze what start-up built so far (the command's imports)
+    and collect again before the command's own work (start_up.py); called in-process, nothing."""
+    start_up.settle()
 
 
 def _plugin_commands() -> dict[str, str]:
@@ -128,21 +111,6 @@ def cli() -> None:
     """
 
 
-def _normalize(argv: list[str]) -> list[str]:
-    # Users of the original tool type `crucible --manifest x.toml --iterations 6`.
-    if argv and argv[0].startswith("--") and argv[0] not in ("--help", "--version"):
-        return ["run", *argv]
-    return argv
-
-
-# Commands that only print and start no child: they skip the supervisor's import (see main()).
-PRINT_ONLY = frozenset({"plugins", "help", "completion"})
-
-
-def _only_help(args: list[str]) -> bool:
-    return not args or args[-1] in ("--help", "-h") or args == ["--version"] or args[0] in PRINT_ONLY
-
-
 def usage_error_line(exc: click.ClickException) -> str:
     """click's error as crucible's one documented line: what was wrong, then where help is."""
     message = " ".join(exc.format_message().split())
@@ -153,12 +121,16 @@ def usage_error_line(exc: click.ClickException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = _normalize(list(sys.argv[1:] if argv is None else argv))
-    if argv is None and not _only_help(args):
+    args = normalize(list(sys.argv[1:] if argv is None else argv))
+    if argv is None and not only_help(args):
         # Started as the `crucible` command: this process starts its children only through the
         # supervisor, so it may adopt their orphans (a cheaper sweep; see process.py). Called
         # in-process with arguments (tests, embedding), it leaves the host process as it is.
         # Help, the version and the print-only commands start no child, and skip the supervisor's import.
+        # Imports make long-lived objects only: no collection until settle_start_up freezes them
+        # (the supervisor's import below brings attrs and pathlib: some 20 collections before).
+        # The console script began it before this module was imported (console_script.py).
+        start_up.begin()
         # First, before any record class is defined: the code attrs and cattrs generate is
         # compiled once and kept between processes (generated_code.py).
         from crucible_core import generated_code
@@ -167,10 +139,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         from crucible_core import process
 
         process.adopt_orphans()
-        global _whole_process
-        _whole_process = True
-        # Imports make long-lived objects only: no collection until settle_start_up freezes them.
-        gc.disable()
     try:
         code = cli.main(args=args, prog_name="crucible", standalone_mode=False)
     except CrucibleError as exc:

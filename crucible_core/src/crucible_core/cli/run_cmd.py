@@ -159,13 +159,16 @@ def command(
     state conflict; 12 unknown or duplicate plugin; 16 a manifest section this version does
     not support. See `crucible help cli`.
     """
-    from crucible_core.cli.main import settle_start_up
+    from crucible_core import start_up
+
+    # Start-up goes on, without collection, through the session's modules, the plugins' and the
+    # session's preparation; the session settles it before the run's first line (session/entry.py).
+    start_up.goes_on()
     from crucible_core.plugins import load_plugins
     from crucible_core.session.entry import execute
     from crucible_core.session.request import SessionRequest, TaskOptions
 
     plugins = load_plugins()
-    settle_start_up()  # the plugins' modules too
     for failure in plugins.failures:
         click.echo(
             f"crucible: warning: plugin {failure.name} ({failure.distribution}) failed to load: "

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import builtins
 import enum
+import functools
 import json
 import math
+import operator
 import types
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, ClassVar, NamedTuple, TypeAlias, get_args, get_origin
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeAlias, get_args, get_origin
 
 import attrs
 import cattrs
@@ -32,35 +33,24 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from crucible_core.contract.json_bounds import loads_valid_text, without_lone_surrogates
 from crucible_core.contract.records import value_methods
+from crucible_core.contract.wire_fields import (
+    _NAME,
+    _OMIT,
+    _OMIT_NONE,
+    omitted,
+    ours,
+)
+from crucible_core.contract.wire_fields import MAX_ASK_KEY_BYTES as MAX_ASK_KEY_BYTES
+from crucible_core.contract.wire_fields import STAGE_ITERATION as STAGE_ITERATION
+from crucible_core.contract.wire_fields import RawStream as RawStream
+from crucible_core.contract.wire_fields import RecoveryClass as RecoveryClass
+from crucible_core.contract.wire_fields import SessionAction as SessionAction
+from crucible_core.contract.wire_fields import ask_key_problem as ask_key_problem
+from crucible_core.contract.wire_fields import ask_problem as ask_problem
+from crucible_core.contract.wire_fields import ask_workflow_problem as ask_workflow_problem
 
 WIRE_VERSION = 1
 IDENTITY_FORMAT = "v2"  # the contract's digest format: v2 added seed_hash to the digest inputs
-
-_OMIT = "wire_omit_empty"
-_OMIT_NONE = "none"  # the _OMIT value of a field omitted only when None
-_NAME = "wire_name"
-
-
-def ours(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
-    """An additive field of ours: optional on decode, left out of the line when empty."""
-    if factory is not None:
-        return attrs.field(factory=factory, metadata={_OMIT: True})
-    return attrs.field(default=default, metadata={_OMIT: True})
-
-
-def omitted(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
-    """A contract field written only when non-empty (serde `skip_serializing_if`)."""
-    return ours(default, factory=factory)
-
-
-def omitted_if_none() -> Any:
-    """A contract field written unless it is None (serde `skip_serializing_if = "Option::is_none"`):
-    an empty value is still a value."""
-    return attrs.field(default=None, metadata={_OMIT: _OMIT_NONE})
-
-
-def renamed(name: str, **kwargs: Any) -> Any:
-    return attrs.field(metadata={_NAME: name}, **kwargs)
 
 
 # -- nested records ---------------------------------------------------------------------------
@@ -128,41 +118,6 @@ WIDE_DECIDED = "wide round decided"
 
 def wide_round_decided(rows: list[RowWire]) -> bool:
     return any(row.phase == WIDE_PHASE and row.note.startswith(WIDE_DECIDED) for row in rows)
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class PrLinkWire:
-    url: str
-    repo: str
-    name: str = ""
-    branch: str = ""
-
-
-STAGE_ITERATION = "iteration"  # the contract's token for the per-iteration graph ("epilogue" the other)
-
-
-def _wire_stage(stage: str) -> str:
-    # The plan IR calls the per-iteration graph "main", and so did logs our older writers left:
-    # both are written and read as the contract's "iteration".
-    return STAGE_ITERATION if stage == "main" else stage
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class PlanTaskWire:
-    """One admitted plan task (what a viewer draws; `stage = "epilogue"` is never part of a verdict)."""
-
-    name: str
-    kind: str
-    depends_on: list[str] = attrs.field(factory=list)
-    session: str = ""
-    needs: str = ""
-    required: bool = False
-    join: str = ""
-    stage: str = attrs.field(default="", converter=_wire_stage)  # "iteration" or "epilogue"
-    over: str = ""
-    max_fanout: int = 0
 
 
 @value_methods
@@ -264,234 +219,7 @@ class RunIdentity:
         ]
 
 
-# -- agent events (nested under {"kind":"agent","event":{...}}) -------------------------------
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentMeta:
-    KIND: ClassVar[str] = "meta"
-    model: str = ""
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentLog:
-    KIND: ClassVar[str] = "log"
-    level: str = ""
-    label: str = ""
-    value: str | None = None
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentGate:
-    KIND: ClassVar[str] = "gate"
-    phase: str = ""
-    name: str = ""
-    status: str = ""
-    error: str | None = None
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentInit:
-    KIND: ClassVar[str] = "init"
-    model: str = ""
-    tools: int = 0
-    agents: int = 0
-    # ours: what our harnesses report at session start
-    harness: str | None = ours()
-    version: str | None = ours()
-    permission_mode: str | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentThinking:
-    KIND: ClassVar[str] = "thinking"
-    delta: str = ""
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentText:
-    KIND: ClassVar[str] = "text"
-    delta: str = ""
-    truncated: dict[str, Any] | None = ours()  # ours: what the per-turn output cap left out
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentTool:
-    KIND: ClassVar[str] = "tool"
-    name: str = ""
-    summary: str = ""
-    subagent: bool = False
-    input: Any = omitted()
-    result: str | None = omitted()
-    id: str | None = ours()  # ours: pairs a call with its result
-    is_error: bool | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentTokens:
-    KIND: ClassVar[str] = "tokens"
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    total: int = 0
-    rate: float | None = None
-    cost_usd: float | None = None
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class ModelUsage:
-    model: str = ""
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    cost_usd: float = 0.0
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentOtelSummary:
-    KIND: ClassVar[str] = "otel_summary"
-    cost_usd: float = 0.0
-    total: int = 0
-    models: list[ModelUsage] = attrs.field(factory=list)
-    api_requests: int = 0
-    api_ms: float = 0.0
-    active_seconds: float = 0.0
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentRetry:
-    KIND: ClassVar[str] = "retry"
-    attempt: int = 0
-    max: int = 0
-    error: str = ""
-    delay_ms: float | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentError:
-    KIND: ClassVar[str] = "error"
-    error_type: str = ""
-    message: str = ""
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentResult:
-    KIND: ClassVar[str] = "result"
-    subtype: str = ""
-    is_error: bool = False
-    turns: int = 0
-    cost_usd: float = 0.0
-    error: str | None = None
-    duration_ms: float | None = ours()
-    text: str | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentExit:
-    KIND: ClassVar[str] = "exit"
-    code: int = 0
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentSandboxLog:
-    """One line of the sandbox's own log, replayed into the turn's stream, with the engine's
-    verdict on whether it reports a policy denial (so no consumer re-derives it from the text)."""
-
-    KIND: ClassVar[str] = "sandbox_log"
-    ts_ms: int = 0
-    level: str = ""
-    target: str = ""  # the subsystem that wrote it (proxy, supervisor, ...)
-    message: str = ""
-    denial: bool = False  # it reports a blocked egress attempt
-    fields: dict[str, str] = omitted(factory=dict)  # the line's own structured fields, verbatim
-
-
-class RawStream(enum.StrEnum):
-    STDOUT = "stdout"
-    STDERR = "stderr"
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentRaw:
-    KIND: ClassVar[str] = "raw"
-    text: str
-    stream: RawStream
-
-
-AgentEvent: TypeAlias = (
-    AgentMeta
-    | AgentLog
-    | AgentGate
-    | AgentInit
-    | AgentThinking
-    | AgentText
-    | AgentTool
-    | AgentTokens
-    | AgentOtelSummary
-    | AgentRetry
-    | AgentError
-    | AgentResult
-    | AgentExit
-    | AgentSandboxLog
-    | AgentRaw
-)
-AGENT_KINDS: dict[str, type] = {
-    c.KIND: c
-    for c in (
-        AgentMeta,
-        AgentLog,
-        AgentGate,
-        AgentInit,
-        AgentThinking,
-        AgentText,
-        AgentTool,
-        AgentTokens,
-        AgentOtelSummary,
-        AgentRetry,
-        AgentError,
-        AgentResult,
-        AgentExit,
-        AgentSandboxLog,
-        AgentRaw,
-    )
-}
-
-
 # -- session events ---------------------------------------------------------------------------
-
-
-class RecoveryClass(enum.StrEnum):
-    CLEAN_EXIT = "clean_exit"
-    DIED_IN_BASELINE = "died_in_baseline"
-    DIED_IN_WIDE_ROUND = "died_in_wide_round"
-    DIED_MID_TURN = "died_mid_turn"
-    DIED_DECIDING = "died_deciding"
-    DIED_IN_PLAN_TASK = "died_in_plan_task"
-    DIED_AWAITING_APPROVAL = "died_awaiting_approval"
-    DIED_BETWEEN_ITERATIONS = "died_between_iterations"
-
-
-class SessionAction(enum.StrEnum):
-    STARTED = "started"
-    RESUMED = "resumed"
 
 
 @value_methods
@@ -552,22 +280,6 @@ class AgentStart:
 
 @value_methods
 @attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AgentSession:
-    KIND: ClassVar[str] = "agent_session"
-    session: str
-    action: SessionAction
-    turn: int
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class Agent:
-    KIND: ClassVar[str] = "agent"
-    event: AgentEvent
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class AgentDone:
     KIND: ClassVar[str] = "agent_done"
 
@@ -604,16 +316,6 @@ class Summary:
 
 @value_methods
 @attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class Escalation:
-    KIND: ClassVar[str] = "escalation"
-    category: str
-    reason: str
-    evidence: str = ""
-    iter: int | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Segment:
     KIND: ClassVar[str] = "segment"
     fingerprint: str
@@ -635,13 +337,6 @@ class Identity:
 
 @value_methods
 @attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class PrLinks:
-    KIND: ClassVar[str] = "pr_links"
-    links: list[PrLinkWire]
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Finished:
     KIND: ClassVar[str] = "finished"
     outcome: str | None = ours()
@@ -650,161 +345,10 @@ class Finished:
 
 @value_methods
 @attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class PlanAdmitted:
-    KIND: ClassVar[str] = "plan_admitted"
-    plan_version: int
-    reason: str = ""
-    budget_usd: float | None  # null: the graph has no cap of its own (a scored workflow's iteration)
-    tasks: list[PlanTaskWire]
-
-
-MAX_ASK_KEY_BYTES = 256  # the contract's bound for keys that cross to an orchestrator
-
-
-def ask_key_problem(key: object, *, what: str = "an ask key") -> str | None:
-    """Why `key` cannot be an ask key (the contract's AskKey rules), or None.
-
-    A key names the same item on every run and survives an NDJSON field, a queue key and a
-    primary key: non-empty, at most 256 bytes, no control character, no whitespace.
-    """
-    if not isinstance(key, str):
-        return f"{what} must be a string"
-    if not key:
-        return f"{what} is empty"
-    size = len(key.encode("utf-8", "surrogatepass"))
-    if size > MAX_ASK_KEY_BYTES:
-        return f"{what} is {size} bytes; at most {MAX_ASK_KEY_BYTES}"
-    shown = key if len(key) <= 40 else key[:40] + "..."
-    if any(unicodedata.category(ch) == "Cc" for ch in key):
-        return f"{what} {shown!r} contains a control character"
-    if any(ch.isspace() for ch in key):
-        return f"{what} {shown!r} contains whitespace"
-    return None
-
-
-def ask_workflow_problem(workflow: object) -> str | None:
-    """Why `workflow` cannot name an ask's workflow, or None: a key's rules, and no ':' (the
-    orchestrator's queue key is `ask:<workflow>:<key>`, split from the left)."""
-    problem = ask_key_problem(workflow, what="an ask's workflow name")
-    if problem is None and ":" in str(workflow):
-        return f"an ask's workflow name {workflow!r} contains ':'"
-    return problem
-
-
-def ask_problem(item: object) -> str | None:
-    """Why `item` is not an ask ({key, workflow, params}), or None."""
-    if not isinstance(item, dict) or set(item) - {"key", "workflow", "params"}:
-        return "an ask is {key, workflow, params} and nothing else"
-    return ask_key_problem(item.get("key")) or ask_workflow_problem(item.get("workflow"))
-
-
-def _refuse(problem: Callable[[Any], str | None]) -> Callable[[Any, Any, Any], None]:
-    def check(_instance: Any, _attribute: Any, value: Any) -> None:
-        found = problem(value)
-        if found is not None:
-            raise ValueError(found)
-
-    return check
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class Ask:
-    """One proposed unit of work for an orchestrator; refused on decode as on construction."""
-
-    key: str = attrs.field(validator=_refuse(ask_key_problem))
-    workflow: str = attrs.field(validator=_refuse(ask_workflow_problem))
-    params: Any = None
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class AsksEmitted:
-    KIND: ClassVar[str] = "asks_emitted"
-    task: str
-    asks: list[Ask]
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class TaskResult:
-    KIND: ClassVar[str] = "task_result"
-    task: str
-    status: str  # pass, fail, transport, skipped, blocked, truncated
-    plan_version: int = 0
-    task_kind: str = ""
-    iter: int = 0
-    digest: str = ""
-    job: str = ""
-    attempts: int = 0
-    cost_usd: float = 0.0
-    metric: float | None = omitted()
-    output: Any = omitted_if_none()  # `{}` is an output (the task printed one), not an absence
-    note: str = ""
-    secs: float = 0.0
-    trace_id: str = ""
-    span_id: str = ""
-    # ours (the plan executor): why a task was blocked, and a transport failure's class
-    blocked: dict[str, Any] | None = ours()
-    transport: str | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Shutdown:
     KIND: ClassVar[str] = "shutdown"
     outcome: str
     reason: str
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class ApprovalWait:
-    KIND: ClassVar[str] = "approval_wait"
-    handle: str
-    trace_id: str = ""
-    mode: str
-    task: str | None = omitted()
-    source: Any = omitted()
-    park: str | None = omitted()
-    iter: int | None = ours()
-    regime: str | None = ours()
-    reason: str | None = ours()
-    marker: str | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class ApprovalResolved:
-    KIND: ClassVar[str] = "approval_resolved"
-    outcome: str
-    reason: str = ""
-    trace_id: str = omitted("")
-    by: str | None = omitted()
-    source: str | None = omitted()
-    handle: str | None = ours()
-    waited_s: float | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class OutputRefused:
-    KIND: ClassVar[str] = "output_refused"
-    output_kind: str
-    bound: str
-    tool: str = ""
-    detail: str = ""
-    requested: str | None = ours()  # the target the refused write named
-    iter: int | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class Recovery:
-    KIND: ClassVar[str] = "recovery"
-    cls: RecoveryClass = renamed("class")
-    iter: int = 0
-    detail: str = ""
 
 
 # our additive kinds
@@ -835,55 +379,6 @@ class Turn:
 
 @value_methods
 @attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class Steer:
-    """Ours: an operator steer delivered with an iteration's prompt."""
-
-    KIND: ClassVar[str] = "steer"
-    iter: int = 0
-    text: str = ""
-    status: str = ""
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class OutputAdmitted:
-    """Ours: one mediated write the broker's mediation point admitted (a resume recounts them)."""
-
-    KIND: ClassVar[str] = "output_admitted"
-    output_kind: str
-    target: str | None = None
-    tool: str = ""
-    used: int = 0
-    count: int = 0
-    iter: int | None = ours()
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class BrokerCall:
-    """Ours: an agent's call of a broker tool (arguments bounded, redacted like every event)."""
-
-    KIND: ClassVar[str] = "broker_call"
-    tool: str
-    iter: int | None = None
-    arguments: Any = None
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class BrokerResult:
-    """Ours: what a broker tool call returned, or why it failed."""
-
-    KIND: ClassVar[str] = "broker_result"
-    tool: str
-    iter: int | None = None
-    ok: bool = False
-    result: Any = None
-    error: str | None = None
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Exposure:
     """Ours: the run's resolved output bounds and disclosure (`crucible plan exposure`), and its params."""
 
@@ -896,78 +391,6 @@ class Exposure:
 
 @value_methods
 @attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class ServiceStart:
-    """Ours: a run service was started (its loopback port, and the task whose dispatch needed it)."""
-
-    KIND: ClassVar[str] = "service_start"
-    service: str
-    port: int
-    task: str = ""
-    attempt: int = 1  # 1 for the first start of this process, then each restart
-    resolution: str = ""  # the services' identity digest this process resolved
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class ServiceReady:
-    """Ours: a run service answered its readiness probe."""
-
-    KIND: ClassVar[str] = "service_ready"
-    service: str
-    secs: float = 0.0
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class ServiceExit:
-    """Ours: a run service ended: its exit status, and whether it stopped on the signal or was killed."""
-
-    KIND: ClassVar[str] = "service_exit"
-    service: str
-    status: int | None = None
-    how: str = "stopped"  # stopped (exited after the signal), killed (after the grace), exited (on its own)
-    note: str = ""
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class ServiceReclaim:
-    """Ours: a resumed run ran a service's catalog reclaim command (no instance was started)."""
-
-    KIND: ClassVar[str] = "service_reclaim"
-    service: str
-    status: int | None = None  # its exit status; None when it could not run
-    note: str = ""
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class ArtifactWire:
-    """Ours: one declared artifact's embed or upload as collected: the file taken, or why none was."""
-
-    path: str  # the declared [[workspace.artifact]] path
-    mode: str  # embed or upload
-    status: str  # taken, missing (nothing matches yet) or refused (see note)
-    name: str = ours("")  # the workspace-relative path of the file taken
-    bytes: int | None = ours()
-    digest: str = ours("")  # sha256:<hex> of what the run record keeps
-    truncated: bool | None = ours()  # an embed cut at its bound
-    note: str = ours("")
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
-class Artifacts:
-    """Ours: the declared artifacts collected after a keep and at run end (the content is never logged)."""
-
-    KIND: ClassVar[str] = "artifacts"
-    iter: int = 0
-    items: list[ArtifactWire] = attrs.field(factory=list)
-    notes: list[str] = ours(factory=list)  # entries passed over: links, FIFOs, a walk cut at its bound
-
-
-@value_methods
-@attrs.frozen(kw_only=True, repr=False, eq=False, slots=False)
 class Unknown:
     """A kind this reader does not know (a newer writer's): kept as its tag, counted by folds."""
 
@@ -975,86 +398,300 @@ class Unknown:
     kind: str = "unknown"
 
 
-Event: TypeAlias = (
-    Start
-    | Phase
-    | Note
-    | Row
-    | AgentStart
-    | AgentSession
-    | Agent
-    | AgentDone
-    | Budget
-    | Summary
-    | Escalation
-    | Segment
-    | Identity
-    | PrLinks
-    | Finished
-    | PlanAdmitted
-    | AsksEmitted
-    | TaskResult
-    | Shutdown
-    | ApprovalWait
-    | ApprovalResolved
-    | OutputRefused
-    | Recovery
-    | Step
-    | Turn
-    | Steer
-    | OutputAdmitted
-    | BrokerCall
-    | BrokerResult
-    | Exposure
-    | ServiceStart
-    | ServiceReady
-    | ServiceExit
-    | ServiceReclaim
-    | Artifacts
-    | Unknown
+# The event kinds defined here, by their wire name: what a run of a command agent writes.
+_COMMON_KINDS: dict[str, type] = {
+    c.KIND: c
+    for c in (
+        Start,
+        Phase,
+        Note,
+        Row,
+        AgentStart,
+        AgentDone,
+        Budget,
+        Summary,
+        Segment,
+        Identity,
+        Finished,
+        Shutdown,
+        Step,
+        Turn,
+        Exposure,
+    )
+}
+# The other kinds' wire names, and every name `wire_rare.py` defines: asking for one of these
+# names, or decoding a line of one of these kinds, defines them (tests/core/test_wire.py holds
+# both lists to that module).
+RARE_KINDS = frozenset(
+    {
+        "agent_session",
+        "agent",
+        "escalation",
+        "pr_links",
+        "plan_admitted",
+        "asks_emitted",
+        "task_result",
+        "approval_wait",
+        "approval_resolved",
+        "output_refused",
+        "recovery",
+        "steer",
+        "output_admitted",
+        "broker_call",
+        "broker_result",
+        "service_start",
+        "service_ready",
+        "service_exit",
+        "service_reclaim",
+        "artifacts",
+    }
+)
+# The contract's kinds, then our additive ones, in the order of crucible's contract crate.
+_CONTRACT_KIND_NAMES = (
+    "Start",
+    "Phase",
+    "Note",
+    "Row",
+    "AgentStart",
+    "AgentSession",
+    "Agent",
+    "AgentDone",
+    "Budget",
+    "Summary",
+    "Escalation",
+    "Segment",
+    "Identity",
+    "PrLinks",
+    "Finished",
+    "PlanAdmitted",
+    "AsksEmitted",
+    "TaskResult",
+    "Shutdown",
+    "ApprovalWait",
+    "ApprovalResolved",
+    "OutputRefused",
+    "Recovery",
+)
+_OUR_KIND_NAMES = (
+    "Step",
+    "Turn",
+    "Steer",
+    "OutputAdmitted",
+    "BrokerCall",
+    "BrokerResult",
+    "Exposure",
+    "ServiceStart",
+    "ServiceReady",
+    "ServiceExit",
+    "ServiceReclaim",
+    "Artifacts",
+)
+RARE_NAMES = frozenset(
+    {
+        "AGENT_KINDS",
+        "Agent",
+        "AgentError",
+        "AgentEvent",
+        "AgentExit",
+        "AgentGate",
+        "AgentInit",
+        "AgentLog",
+        "AgentMeta",
+        "AgentOtelSummary",
+        "AgentRaw",
+        "AgentResult",
+        "AgentRetry",
+        "AgentSandboxLog",
+        "AgentSession",
+        "AgentText",
+        "AgentThinking",
+        "AgentTokens",
+        "AgentTool",
+        "ApprovalResolved",
+        "ApprovalWait",
+        "ArtifactWire",
+        "Artifacts",
+        "Ask",
+        "AsksEmitted",
+        "BrokerCall",
+        "BrokerResult",
+        "CONTRACT_KINDS",
+        "Escalation",
+        "Event",
+        "KINDS",
+        "ModelUsage",
+        "OUR_KINDS",
+        "OutputAdmitted",
+        "OutputRefused",
+        "PlanAdmitted",
+        "PlanTaskWire",
+        "PrLinkWire",
+        "PrLinks",
+        "Recovery",
+        "ServiceExit",
+        "ServiceReady",
+        "ServiceReclaim",
+        "ServiceStart",
+        "Steer",
+        "TaskResult",
+    }
 )
 
-CONTRACT_KINDS: tuple[type, ...] = (
-    Start,
-    Phase,
-    Note,
-    Row,
-    AgentStart,
-    AgentSession,
-    Agent,
-    AgentDone,
-    Budget,
-    Summary,
-    Escalation,
-    Segment,
-    Identity,
-    PrLinks,
-    Finished,
-    PlanAdmitted,
-    AsksEmitted,
-    TaskResult,
-    Shutdown,
-    ApprovalWait,
-    ApprovalResolved,
-    OutputRefused,
-    Recovery,
-)
-OUR_KINDS: tuple[type, ...] = (
-    Step,
-    Turn,
-    Steer,
-    OutputAdmitted,
-    BrokerCall,
-    BrokerResult,
-    Exposure,
-    ServiceStart,
-    ServiceReady,
-    ServiceExit,
-    ServiceReclaim,
-    Artifacts,
-)
-# Every event class declares its wire name as a `KIND` class variable.
-KINDS: dict[str, type] = {vars(c)["KIND"]: c for c in CONTRACT_KINDS + OUR_KINDS}
+if TYPE_CHECKING:
+    from crucible_core.contract import wire_rare as _rare
+
+    AGENT_KINDS = _rare.AGENT_KINDS
+    Agent = _rare.Agent
+    AgentError = _rare.AgentError
+    AgentEvent = _rare.AgentEvent
+    AgentExit = _rare.AgentExit
+    AgentGate = _rare.AgentGate
+    AgentInit = _rare.AgentInit
+    AgentLog = _rare.AgentLog
+    AgentMeta = _rare.AgentMeta
+    AgentOtelSummary = _rare.AgentOtelSummary
+    AgentRaw = _rare.AgentRaw
+    AgentResult = _rare.AgentResult
+    AgentRetry = _rare.AgentRetry
+    AgentSandboxLog = _rare.AgentSandboxLog
+    AgentSession = _rare.AgentSession
+    AgentText = _rare.AgentText
+    AgentThinking = _rare.AgentThinking
+    AgentTokens = _rare.AgentTokens
+    AgentTool = _rare.AgentTool
+    ApprovalResolved = _rare.ApprovalResolved
+    ApprovalWait = _rare.ApprovalWait
+    ArtifactWire = _rare.ArtifactWire
+    Artifacts = _rare.Artifacts
+    Ask = _rare.Ask
+    AsksEmitted = _rare.AsksEmitted
+    BrokerCall = _rare.BrokerCall
+    BrokerResult = _rare.BrokerResult
+    Escalation = _rare.Escalation
+    ModelUsage = _rare.ModelUsage
+    OutputAdmitted = _rare.OutputAdmitted
+    OutputRefused = _rare.OutputRefused
+    PlanAdmitted = _rare.PlanAdmitted
+    PlanTaskWire = _rare.PlanTaskWire
+    PrLinks = _rare.PrLinks
+    PrLinkWire = _rare.PrLinkWire
+    Recovery = _rare.Recovery
+    ServiceExit = _rare.ServiceExit
+    ServiceReady = _rare.ServiceReady
+    ServiceReclaim = _rare.ServiceReclaim
+    ServiceStart = _rare.ServiceStart
+    Steer = _rare.Steer
+    TaskResult = _rare.TaskResult
+
+    Event: TypeAlias = (
+        Start
+        | Phase
+        | Note
+        | Row
+        | AgentStart
+        | AgentSession
+        | Agent
+        | AgentDone
+        | Budget
+        | Summary
+        | Escalation
+        | Segment
+        | Identity
+        | PrLinks
+        | Finished
+        | PlanAdmitted
+        | AsksEmitted
+        | TaskResult
+        | Shutdown
+        | ApprovalWait
+        | ApprovalResolved
+        | OutputRefused
+        | Recovery
+        | Step
+        | Turn
+        | Steer
+        | OutputAdmitted
+        | BrokerCall
+        | BrokerResult
+        | Exposure
+        | ServiceStart
+        | ServiceReady
+        | ServiceExit
+        | ServiceReclaim
+        | Artifacts
+        | Unknown
+    )
+    CONTRACT_KINDS: tuple[type, ...]
+    OUR_KINDS: tuple[type, ...]
+    KINDS: dict[str, type]
+else:
+
+    def __getattr__(name: str) -> Any:
+        """A name of the rare kinds (see RARE_NAMES): defined now, then found in this module."""
+        if name not in RARE_NAMES:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        _rare_kinds()
+        return globals()[name]
+
+
+_RARE_MODULE = "crucible_core.contract.wire_rare"
+
+
+def _rare_kinds() -> dict[str, type]:
+    """Every event kind by its wire name, the rare ones defined first if they were not yet."""
+    if "KINDS" not in globals():
+        from crucible_core.contract import wire_rare
+
+        _adopt(vars(wire_rare))
+    kinds: dict[str, type] = globals()["KINDS"]
+    return kinds
+
+
+def _adopt(defined: dict[str, Any]) -> None:
+    """Take over what `wire_rare` defined: its names become this module's, with the tables of
+    every kind (`KINDS`, `CONTRACT_KINDS`, `OUR_KINDS`, the `Event` union); its records are
+    written and read by the converter's rules for the wire's own, and an agent event (nested in
+    an `agent` line) is structured by its `kind`. Done again by a thread that raced here, to
+    the same effect."""
+    names = {name: defined[name] for name in RARE_NAMES if name in defined}
+    every = {**globals(), **names}
+    contract_kinds = tuple(every[name] for name in _CONTRACT_KIND_NAMES)
+    our_kinds = tuple(every[name] for name in _OUR_KIND_NAMES)
+    agent_kinds: dict[str, type] = names["AGENT_KINDS"]
+    _WIRE_CLASSES.update(
+        (
+            names["PrLinkWire"],
+            names["PlanTaskWire"],
+            names["ArtifactWire"],
+            names["Ask"],
+            names["ModelUsage"],
+            *agent_kinds.values(),
+            *contract_kinds,
+            *our_kinds,
+        )
+    )
+
+    def _agent_structure(value: Any, _type: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise TypeError("an agent event is an object")
+        kind = value.get("kind")
+        cls = agent_kinds.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise ValueError(f"unknown agent event kind {value.get('kind')!r}")
+        return converter.structure(value, cls)
+
+    def _agent_unstructure(value: Any) -> dict[str, Any]:
+        return {"kind": value.KIND, **converter.unstructure(value, type(value))}
+
+    converter.register_structure_hook(names["AgentEvent"], _agent_structure)
+    converter.register_unstructure_hook(names["AgentEvent"], _agent_unstructure)
+    names["Event"] = functools.reduce(operator.or_, (*contract_kinds, *our_kinds, Unknown))
+    names["CONTRACT_KINDS"] = contract_kinds
+    names["OUR_KINDS"] = our_kinds
+    # Every event class declares its wire name as a `KIND` class variable. Set last: its
+    # presence tells that the rest is in place.
+    names["KINDS"] = {vars(c)["KIND"]: c for c in contract_kinds + our_kinds}
+    globals().update(names)
 
 
 class Line(NamedTuple):
@@ -1134,6 +771,18 @@ def _optional_bool(value: Any, _type: Any = None) -> bool | None:
     raise TypeError(f"not a boolean: {value!r}")
 
 
+# The records the converter writes and reads by the wire's rules (omitted and renamed fields);
+# the rare kinds' are added when they are defined.
+_WIRE_CLASSES: set[type] = {
+    EvidenceEntry,
+    RowWire,
+    ComponentIdentity,
+    RigIdentity,
+    RunIdentity,
+    *_COMMON_KINDS.values(),
+}
+
+
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(detailed_validation=False)
     conv.register_structure_hook(float, _strict_float)
@@ -1157,42 +806,10 @@ def _make_converter() -> cattrs.Converter:
     # a non-finite float has no JSON form; the contract writes it as null
     conv.register_unstructure_hook(float, lambda v: v if math.isfinite(v) else None)
 
-    def _agent_structure(value: Any, _type: Any) -> Any:
-        if not isinstance(value, Mapping):
-            raise TypeError("an agent event is an object")
-        kind = value.get("kind")
-        cls = AGENT_KINDS.get(kind) if isinstance(kind, str) else None
-        if cls is None:
-            raise ValueError(f"unknown agent event kind {value.get('kind')!r}")
-        return conv.structure(value, cls)
-
-    conv.register_structure_hook(AgentEvent, _agent_structure)
-
-    def _agent_unstructure(value: Any) -> dict[str, Any]:
-        return {"kind": value.KIND, **conv.unstructure(value, type(value))}
-
-    conv.register_unstructure_hook(AgentEvent, _agent_unstructure)
-
     # Each class's structure and unstructure functions are generated on first use, not here: a
     # process that writes a few kinds (every run's start-up) no longer generates code for all
-    # of them. cattrs caches what a factory returns, so the hot paths are unchanged.
-    wire_classes = frozenset(
-        [
-            EvidenceEntry,
-            RowWire,
-            PrLinkWire,
-            PlanTaskWire,
-            ArtifactWire,
-            Ask,
-            ComponentIdentity,
-            RigIdentity,
-            RunIdentity,
-            ModelUsage,
-            *AGENT_KINDS.values(),
-            *KINDS.values(),
-        ]
-    )
-
+    # of them. cattrs caches what a factory returns, so the hot paths are unchanged. The rare
+    # kinds' records join _WIRE_CLASSES when they are defined (`_adopt`).
     def _overrides(cls: type) -> dict[str, Any]:
         overrides: dict[str, Any] = {}
         for f in attrs.fields(cls):
@@ -1206,7 +823,7 @@ def _make_converter() -> cattrs.Converter:
         return overrides
 
     def _is_wire_class(cls: Any) -> bool:
-        return cls in wire_classes
+        return cls in _WIRE_CLASSES
 
     conv.register_structure_hook_factory(
         _is_wire_class, lambda cls: make_dict_structure_fn(cls, conv, **_overrides(cls))
@@ -1224,9 +841,11 @@ _HOOKS: dict[str, tuple[Callable[[Any, Any], Any], type]] = {}
 
 
 def _hook(kind: str) -> tuple[Callable[[Any, Any], Any], type] | None:
-    cls = KINDS.get(kind)
+    cls = _COMMON_KINDS.get(kind)
     if cls is None:
-        return None
+        if kind not in RARE_KINDS:
+            return None
+        cls = _rare_kinds()[kind]
     found = _HOOKS[kind] = (_structurer(cls), cls)
     return found
 
@@ -1256,8 +875,16 @@ _STRUCTURERS: dict[type, Callable[[Any, Any], Any]] = {}
 def _structurer(cls: type) -> Callable[[Any, Any], Any]:
     found = _STRUCTURERS.get(cls)
     if found is None:
+        _adopted(cls)
         found = _STRUCTURERS[cls] = _write_structurer(cls)
     return found
+
+
+def _adopted(cls: type) -> None:
+    """A record of `wire_rare` imported from there rather than from here: its names taken over
+    first, so the functions written for it find its nested records (and the converter's rules)."""
+    if cls.__module__ == _RARE_MODULE and "KINDS" not in globals():
+        _rare_kinds()
 
 
 def _structure_hook(annotation: Any) -> Callable[[Any, Any], Any] | None:
@@ -1361,6 +988,7 @@ _FACTORY: type = type(attrs.Factory(list))  # a field default made by calling a 
 def _unstructurer(cls: type) -> Callable[[Any], dict[str, Any]]:
     found = _UNSTRUCTURERS.get(cls)
     if found is None:
+        _adopted(cls)
         found = _UNSTRUCTURERS[cls] = _write_unstructurer(cls)
     return found
 
@@ -1372,7 +1000,7 @@ def annotation_text(annotation: Any) -> str | None:
         return annotation
     if annotation is Any:
         return "Any"
-    if annotation == AgentEvent:
+    if "AgentEvent" in globals() and annotation == globals()["AgentEvent"]:  # defined with the rare kinds
         return "AgentEvent"
     if annotation is type(None):
         return "NoneType"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -10,6 +9,8 @@ from crucible_core.contract.decide import INVALID, shown_decision
 from crucible_core.contract.noise import note_with_margin
 from crucible_core.contract.run_kind import UNDISPATCHED, TaskStanding, run_kind, task_verdict
 from crucible_core.contract.wire import WIDE_DECIDED
+from crucible_core.flow.figures import OUTPUT_CHARS as OUTPUT_CHARS
+from crucible_core.flow.figures import output_text as output_text
 from crucible_core.flow.model import (
     Candidate,
     FlowModel,
@@ -23,7 +24,6 @@ from crucible_core.flow.model import (
 
 _EVIDENCE_STATUS = {"passed": "passed", "failed": "failed", "skipped": "skipped"}
 _FINAL_TEXT_CHARS = 4000
-OUTPUT_CHARS = 2000  # a task's output as the views carry it: enough to read, never a whole file
 
 
 class _Folder:
@@ -328,14 +328,6 @@ class _Folder:
             h.spent_usd = round(sum(t.cost_usd for t in m.plan), 6)
         if not h.elapsed_secs and self.active_s is not None:
             h.elapsed_secs = self.active_s
-
-
-def output_text(value: Any) -> str:
-    """A task's JSON output as one line of compact JSON, cut at OUTPUT_CHARS ("" when it has none)."""
-    if value is None:
-        return ""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= OUTPUT_CHARS else text[: OUTPUT_CHARS - 1] + "…"
 
 
 def is_kept(decision: str) -> bool:

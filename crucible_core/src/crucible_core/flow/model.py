@@ -8,6 +8,8 @@ from typing import Any
 import attrs
 
 from crucible_core.contract.records import value_methods
+from crucible_core.flow.figures import improvement_pct as improvement_pct
+from crucible_core.flow.figures import versus_baseline as versus_baseline
 
 FLOW_MODEL_VERSION = 1
 
@@ -145,28 +147,6 @@ class FlowModel:
 
     def to_wire(self) -> dict[str, Any]:
         return attrs.asdict(self)
-
-
-def improvement_pct(baseline: float | None, value: float | None, direction: str) -> float | None:
-    """How much better than the baseline, in percent (positive is better whichever way is better)."""
-    if baseline is None or value is None or baseline == 0:
-        return None
-    gain = (value - baseline) if direction != "lower" else (baseline - value)
-    return 100.0 * gain / abs(baseline)
-
-
-def versus_baseline(baseline: float | None, value: float | None, direction: str) -> str:
-    """How much better than the baseline, as the views print it ("+16.6%"); "" when unknown.
-
-    From a baseline of 0 there is no percentage, so the change itself is shown ("+3"); positive
-    is better either way.
-    """
-    if baseline is None or value is None:
-        return ""
-    if baseline == 0:
-        return f"{(baseline - value) if direction == 'lower' else (value - baseline):+.6g}"
-    pct = improvement_pct(baseline, value, direction)
-    return f"{pct:+.1f}%" if pct is not None else ""
 
 
 # A rendering of the model, as plugins register it (crucible_register_flow_renderers): a function

@@ -9,11 +9,13 @@ JSON carries the log's text as it was written (redacted then), outputs cut at OU
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crucible_core.contract.plain_text import plain
 from crucible_core.contract.run_kind import EPILOGUE, verdict_word
-from crucible_core.flow.model import FlowModel, PlanTask
+
+if TYPE_CHECKING:  # the console uses these functions without defining the model's records
+    from crucible_core.flow.model import FlowModel, PlanTask
 
 NAME_WIDTH = 32  # a longer task name is cut in the table (the JSON carries it whole)
 TEXT_CHARS = 100  # of a note, and of an output, on a task's line

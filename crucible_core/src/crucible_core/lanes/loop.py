@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from crucible_core import __version__
+from crucible_core import __version__, start_up
 from crucible_core.broker.declaration import Declaration, refuse_uncovered
 from crucible_core.broker.service import (
     TurnBroker,
@@ -368,11 +368,18 @@ class LoopLane:
 
     def run(self) -> Ending:
         engine, folded = self.engine, self.folded
-        if folded is not None:
-            run, settled = begin_resumed(engine, self.shell, folded, self.started, self.world_kept)
-            self.run_state = run
-        else:
-            run = self.run_state = begin_fresh(engine, self.shell, self.started)
+        # Beginning the run prepares the world, whose modules (the git world's: dulwich) load
+        # here: part of the `crucible` process's start-up, without collection (start_up.py).
+        start_up.goes_on()
+        try:
+            if folded is not None:
+                run, settled = begin_resumed(engine, self.shell, folded, self.started, self.world_kept)
+                self.run_state = run
+            else:
+                run = self.run_state = begin_fresh(engine, self.shell, self.started)
+        finally:
+            start_up.settle()
+        if folded is None:
             prove_environment(engine, run)
             settled = run_baseline(engine, run)
         if settled is None and self.search is not None:

@@ -15,8 +15,7 @@ from crucible_core.contract.noise import note_with_margin
 from crucible_core.contract.plain_text import plain
 from crucible_core.contract.run_kind import verdict_word
 from crucible_core.durations import short_duration
-from crucible_core.flow.fold import output_text
-from crucible_core.flow.model import improvement_pct
+from crucible_core.flow.figures import improvement_pct, output_text
 from crucible_core.flow.task_view import NAME_WIDTH, roles_of, tally, task_time
 from crucible_core.reporters.console_view import ConsoleView, row_label
 from crucible_core.reporters.sparkline import sparkline
@@ -129,21 +128,18 @@ def start_line(ev: wire.Start) -> str:
 
 
 # The kinds `event_lines` can print a line for (the end's lines come from the view).
+# The rare kinds by their wire names: naming their classes would define them all.
 PRINTED_KINDS = frozenset(
-    cls.KIND
-    for cls in (
-        wire.Start,
-        wire.Row,
-        wire.TaskResult,
-        wire.PlanAdmitted,
-        wire.Note,
-        wire.Steer,
-        wire.Segment,
-        wire.ApprovalWait,
-        wire.ApprovalResolved,
-        wire.Escalation,
-        wire.Recovery,
-    )
+    [
+        *(cls.KIND for cls in (wire.Start, wire.Row, wire.Note, wire.Segment)),
+        "task_result",
+        "plan_admitted",
+        "steer",
+        "approval_wait",
+        "approval_resolved",
+        "escalation",
+        "recovery",
+    ]
 )
 
 
@@ -158,19 +154,21 @@ def event_lines(view: ConsoleView, line: wire.Line, at: float, *, ellipsis: str 
         return [start_line(ev)]
     if isinstance(ev, wire.Row):
         return [row_line(view, ev.row, at, ellipsis=ellipsis)]
-    if isinstance(ev, wire.TaskResult) and view.is_task_run and ev.iter == 0:
-        return [task_line(view, ev, at, ellipsis=ellipsis)]
-    if isinstance(ev, wire.PlanAdmitted) and view.is_task_run:
-        return said(f"{view.kind}: {len(ev.tasks)} task(s) admitted")
     if isinstance(ev, wire.Note):
         level = ev.level or "info"
         return said(ev.msg if level == "info" else f"{level}: {ev.msg}")
-    if isinstance(ev, wire.Steer):
-        return said(f"steer delivered to iteration {ev.iter}")
     if isinstance(ev, wire.Segment) and ev.reason == "rescope":
         return said(
             f"re-scoped to regime {ev.regime or '(none)'}: segment {ev.index}, measuring its baseline"
         )
+    if ev.KIND not in wire.RARE_KINDS:  # the checks below name rare classes: asked only of their events
+        return []
+    if isinstance(ev, wire.TaskResult) and view.is_task_run and ev.iter == 0:
+        return [task_line(view, ev, at, ellipsis=ellipsis)]
+    if isinstance(ev, wire.PlanAdmitted) and view.is_task_run:
+        return said(f"{view.kind}: {len(ev.tasks)} task(s) admitted")
+    if isinstance(ev, wire.Steer):
+        return said(f"steer delivered to iteration {ev.iter}")
     if isinstance(ev, wire.ApprovalWait):
         if ev.handle == "distress":
             return said(f"suspended by the agent's distress call: {ev.reason or 'no reason given'}")

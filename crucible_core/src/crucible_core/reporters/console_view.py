@@ -19,19 +19,16 @@ from crucible_core.contract.run_kind import UNDISPATCHED, RunKind, TaskStanding,
 
 PARKED_PHASES = frozenset({"paused", "parked", "distressed"})
 # The kinds `ConsoleView.apply` folds into the view; any other event only moves its clock.
+# The plan's two kinds by their wire names: naming their classes would define every rare kind.
 FOLDED_KINDS = frozenset(
-    cls.KIND
-    for cls in (
-        wire.Start,
-        wire.Budget,
-        wire.Phase,
-        wire.Step,
-        wire.Row,
-        wire.Summary,
-        wire.Shutdown,
-        wire.PlanAdmitted,
-        wire.TaskResult,
-    )
+    [
+        *(
+            cls.KIND
+            for cls in (wire.Start, wire.Budget, wire.Phase, wire.Step, wire.Row, wire.Summary, wire.Shutdown)
+        ),
+        "plan_admitted",
+        "task_result",
+    ]
 )
 
 
@@ -107,14 +104,18 @@ class ConsoleView:
             self._summary(ev)
         elif isinstance(ev, wire.Shutdown):
             self.shutdown = ev
-        elif isinstance(ev, wire.PlanAdmitted):
+        elif ev.KIND in wire.RARE_KINDS:  # asked only of such an event: its class is defined then
+            self._plan_event(ev)
+        self.passed(ts)
+
+    def _plan_event(self, ev: wire.Event) -> None:
+        if isinstance(ev, wire.PlanAdmitted):
             kind = run_kind(started=self.started, gate=self.gate, plan_admitted=True)
             if kind is not RunKind.LOOP:  # a scored workflow's graph is an iteration's, not the run
                 self.kind, self.tasks = kind, list(ev.tasks)
         elif isinstance(ev, wire.TaskResult) and self.is_task_run and ev.iter == 0:
             self.task_status[ev.task] = ev.status
             self.spent += ev.cost_usd  # a task run writes no budget line; its summary has the total
-        self.passed(ts)
 
     def passed(self, ts: float) -> None:
         """An event at `ts` went by: the clock moves, whether or not the event changed the view."""

@@ -71,11 +71,11 @@ def left_running(log_path: Path) -> list[str]:
     running: set[str] = set()
     if not log_path.exists():
         return []
-    for event in read_events(log_path):
+    for event in read_events(log_path):  # the kinds by their wire names (see contract/wire_rare.py)
         kind = event.get("kind")
-        if kind == wire.ServiceStart.KIND:
+        if kind == "service_start":
             running.add(str(event.get("service")))
-        elif kind == wire.ServiceExit.KIND or (kind == wire.ServiceReclaim.KIND and event.get("status") == 0):
+        elif kind == "service_exit" or (kind == "service_reclaim" and event.get("status") == 0):
             running.discard(str(event.get("service")))
     return sorted(running)
 

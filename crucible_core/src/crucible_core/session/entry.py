@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crucible_core import start_up
 from crucible_core.lanes.lane import Ending
 from crucible_core.plugins import Plugins
 from crucible_core.run.state_lock import StateLock
@@ -27,6 +28,7 @@ def execute(plugins: Plugins, request: SessionRequest) -> SessionResult:
 
     try:
         lane = prepare(plugins, request, take_lock)
+        start_up.settle()  # the `crucible` process's start-up ends here (start_up.py)
         if isinstance(lane, Ending):
             return SessionResult(lane.outcome, lane.reason, lane.exit_code)
         assert locks, "a prepared lane holds its state directory's lock"
