@@ -689,6 +689,35 @@ def test_a_loose_object_rewritten_after_its_check_stays_loose_for_the_next_check
     assert "is not the object it names" in world.stage().refused
 
 
+def test_a_fan_out_directory_swapped_for_a_link_while_packing_is_not_deleted_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pack_loose removes each packed object's file: an agent that swaps the fan-out directory
+    for a symlink after the read (while the pack is written) must not make the engine remove a
+    file of that name elsewhere (another repository's copy of the object)."""
+    from crucible_world_git import small_pack
+
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    db = world.memory.db
+    sha = db.write(b"blob", b"elsewhere too\n")
+    directory = ws / ".git" / "objects" / sha.hex()[:2]
+    outside = tmp_path / "other-repo-objects" / sha.hex()[:2]
+    outside.mkdir(parents=True)
+    (outside / sha.hex()[2:]).write_bytes(b"another repository's object")
+    real_write_pack = small_pack.write_pack
+
+    def write_pack_then_swap(*args: object, **kwargs: object) -> bytes:
+        base = real_write_pack(*args, **kwargs)  # type: ignore[arg-type]
+        directory.rename(tmp_path / "moved-away")
+        directory.symlink_to(outside)
+        return base
+
+    monkeypatch.setattr(small_pack, "write_pack", write_pack_then_swap)
+    assert db.pack_loose([sha]) == []
+    assert (outside / sha.hex()[2:]).read_bytes() == b"another repository's object"
+
+
 def test_loose_objects_on_disk_for_a_while_are_packed_durably(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -483,8 +483,17 @@ class ObjectDatabase:
         emptied: set[bytes] = set()
         for sha, _, _ in objects:
             directory, path = self._loose_path(sha)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            # Through the directory itself, never a link in its place: the agent may have swapped
+            # one in since the read, and the file of that name elsewhere is not ours to remove.
+            try:
+                dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue  # gone, or no longer a directory: the next check looks at it
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path[len(directory) + 1 :], dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
             emptied.add(directory)
         for directory in emptied:
             with contextlib.suppress(OSError):  # not empty: left as it is
