@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -716,6 +717,33 @@ def test_a_fan_out_directory_swapped_for_a_link_while_packing_is_not_deleted_thr
     monkeypatch.setattr(small_pack, "write_pack", write_pack_then_swap)
     assert db.pack_loose([sha]) == []
     assert (outside / sha.hex()[2:]).read_bytes() == b"another repository's object"
+
+
+def test_an_object_planted_while_a_check_packs_is_still_checked_by_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packing the loose objects takes a while after the check's listing: a file the agent
+    writes meanwhile (older than the racy window once the packing is done) is not the engine's
+    and must be read by the next check, not taken as known."""
+    from crucible_world_git import small_pack
+
+    world, _, _ = _keeps_past_the_loose_limit(tmp_path, monkeypatch, check=False)
+    objects = world.memory.workspace / ".git" / "objects"
+    planted = objects / "ab" / ("cd" * 19)
+    real_write_pack = small_pack.write_pack
+
+    def write_pack_while_the_agent_writes(*args: object, **kwargs: object) -> bytes:
+        planted.parent.mkdir(exist_ok=True)
+        planted.write_bytes(zlib.compress(b"blob 4\0lie\n"))
+        watch = world.memory._watch
+        assert watch is not None
+        time.sleep(watch.window_ns / 1e9 + 0.05)  # not racy by the time the packing ends
+        return real_write_pack(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(small_pack, "write_pack", write_pack_while_the_agent_writes)
+    assert not world.stage().refused  # the check that packs
+    monkeypatch.setattr(small_pack, "write_pack", real_write_pack)
+    assert "is not the object it names" in world.stage().refused
 
 
 def test_loose_objects_on_disk_for_a_while_are_packed_durably(
