@@ -719,6 +719,40 @@ def test_a_fan_out_directory_swapped_for_a_link_while_packing_is_not_deleted_thr
     assert (outside / sha.hex()[2:]).read_bytes() == b"another repository's object"
 
 
+def test_a_pack_directory_swapped_for_a_link_while_merging_is_not_deleted_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workspace's small packs are merged now and then, and the merged ones removed: an
+    agent that swaps pack/ for a symlink once the merge is written must not make the engine
+    remove the packs of those names elsewhere (the kept record's are named the same way)."""
+    from crucible_world_git import loose_objects, small_pack
+
+    monkeypatch.setattr(loose_objects, "SMALL_PACKS", 2)
+    world, _ = recorded_world(tmp_path)
+    db = world.memory.db
+    pack_dir = world.memory.workspace / ".git" / "objects" / "pack"
+    outside = tmp_path / "record-packs"
+    outside.mkdir()
+    real_merge_packs = small_pack.merge_packs
+    merged: list[bytes] = []
+
+    def merge_then_swap(directory: bytes, bases: list[bytes], **kwargs: bool) -> bytes:
+        merged.extend(bases)
+        base = real_merge_packs(directory, bases, **kwargs)
+        for taken in bases:
+            for suffix in (".idx", ".pack"):
+                (outside / (os.path.basename(os.fsdecode(taken)) + suffix)).write_bytes(b"kept history")
+        pack_dir.rename(tmp_path / "moved-away")
+        pack_dir.symlink_to(outside)
+        return base
+
+    monkeypatch.setattr(small_pack, "merge_packs", merge_then_swap)
+    for n in range(3):
+        db.pack_loose([db.write(b"blob", b"blob %d\n" % n)])
+    assert merged
+    assert sorted(path.read_bytes() for path in outside.iterdir()) == [b"kept history"] * 2 * len(merged)
+
+
 def test_an_object_planted_while_a_check_packs_is_still_checked_by_the_next_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
