@@ -462,3 +462,40 @@ def test_the_guard_looks_again_for_a_child_that_shows_its_mark_just_after_the_en
             late.kill()
             late.wait()
         guard.wait(timeout=10)
+
+
+def test_a_finish_interrupted_halfway_is_completed_by_the_next_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second Ctrl-C can land inside `finish` on the thread that drives the children (the plan
+    executor's): the call its caller makes on the way out still kills the escaped descendants,
+    reaps the leader and closes the pipes, rather than handing back what the first call had."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    readiness = process.Readiness()
+    child = process.start(
+        f"setsid {sleeper(marker)} & sleep 0.3; echo started",
+        cwd=tmp_path,
+        env=os.environ,
+        readiness=readiness,
+        timeout=30,
+    )
+    assert isinstance(child, process.Supervised)
+    while not child.advance(time.monotonic()):
+        wake = child.next_wake()
+        readiness.wait(None if wake is None else wake - time.monotonic())
+    assert wait_until_present(marker)
+    sweeps = [process._sweep_adopted, process.kill_marked]
+
+    def interrupted(mark: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(process, "_sweep_adopted", interrupted)
+    monkeypatch.setattr(process, "kill_marked", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        child.finish()
+    monkeypatch.setattr(process, "_sweep_adopted", sweeps[0])
+    monkeypatch.setattr(process, "kill_marked", sweeps[1])
+    done = child.finish()
+    assert done.exit_code == 0 and "started" in done.stdout
+    assert wait_until_gone(marker) == []
+    assert child.proc.stdout is not None and child.proc.stdout.closed

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -686,6 +687,96 @@ def test_a_loose_object_rewritten_after_its_check_stays_loose_for_the_next_check
     assert not (ws / ".git" / "objects" / good.hex()[:2] / good.hex()[2:]).exists()
     assert path.exists()
     assert git(ws, "cat-file", "-p", good.hex()) == "good\n"
+    assert "is not the object it names" in world.stage().refused
+
+
+def test_a_fan_out_directory_swapped_for_a_link_while_packing_is_not_deleted_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pack_loose removes each packed object's file: an agent that swaps the fan-out directory
+    for a symlink after the read (while the pack is written) must not make the engine remove a
+    file of that name elsewhere (another repository's copy of the object)."""
+    from crucible_world_git import small_pack
+
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    db = world.memory.db
+    sha = db.write(b"blob", b"elsewhere too\n")
+    directory = ws / ".git" / "objects" / sha.hex()[:2]
+    outside = tmp_path / "other-repo-objects" / sha.hex()[:2]
+    outside.mkdir(parents=True)
+    (outside / sha.hex()[2:]).write_bytes(b"another repository's object")
+    real_write_pack = small_pack.write_pack
+
+    def write_pack_then_swap(*args: object, **kwargs: object) -> bytes:
+        base = real_write_pack(*args, **kwargs)  # type: ignore[arg-type]
+        directory.rename(tmp_path / "moved-away")
+        directory.symlink_to(outside)
+        return base
+
+    monkeypatch.setattr(small_pack, "write_pack", write_pack_then_swap)
+    assert db.pack_loose([sha]) == []
+    assert (outside / sha.hex()[2:]).read_bytes() == b"another repository's object"
+
+
+def test_a_pack_directory_swapped_for_a_link_while_merging_is_not_deleted_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workspace's small packs are merged now and then, and the merged ones removed: an
+    agent that swaps pack/ for a symlink once the merge is written must not make the engine
+    remove the packs of those names elsewhere (the kept record's are named the same way)."""
+    from crucible_world_git import loose_objects, small_pack
+
+    monkeypatch.setattr(loose_objects, "SMALL_PACKS", 2)
+    world, _ = recorded_world(tmp_path)
+    db = world.memory.db
+    pack_dir = world.memory.workspace / ".git" / "objects" / "pack"
+    outside = tmp_path / "record-packs"
+    outside.mkdir()
+    real_merge_packs = small_pack.merge_packs
+    merged: list[bytes] = []
+
+    def merge_then_swap(directory: bytes, bases: list[bytes], **kwargs: bool) -> bytes:
+        merged.extend(bases)
+        base = real_merge_packs(directory, bases, **kwargs)
+        for taken in bases:
+            for suffix in (".idx", ".pack"):
+                (outside / (os.path.basename(os.fsdecode(taken)) + suffix)).write_bytes(b"kept history")
+        pack_dir.rename(tmp_path / "moved-away")
+        pack_dir.symlink_to(outside)
+        return base
+
+    monkeypatch.setattr(small_pack, "merge_packs", merge_then_swap)
+    for n in range(3):
+        db.pack_loose([db.write(b"blob", b"blob %d\n" % n)])
+    assert merged
+    assert sorted(path.read_bytes() for path in outside.iterdir()) == [b"kept history"] * 2 * len(merged)
+
+
+def test_an_object_planted_while_a_check_packs_is_still_checked_by_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packing the loose objects takes a while after the check's listing: a file the agent
+    writes meanwhile (older than the racy window once the packing is done) is not the engine's
+    and must be read by the next check, not taken as known."""
+    from crucible_world_git import small_pack
+
+    world, _, _ = _keeps_past_the_loose_limit(tmp_path, monkeypatch, check=False)
+    objects = world.memory.workspace / ".git" / "objects"
+    planted = objects / "ab" / ("cd" * 19)
+    real_write_pack = small_pack.write_pack
+
+    def write_pack_while_the_agent_writes(*args: object, **kwargs: object) -> bytes:
+        planted.parent.mkdir(exist_ok=True)
+        planted.write_bytes(zlib.compress(b"blob 4\0lie\n"))
+        watch = world.memory._watch
+        assert watch is not None
+        time.sleep(watch.window_ns / 1e9 + 0.05)  # not racy by the time the packing ends
+        return real_write_pack(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(small_pack, "write_pack", write_pack_while_the_agent_writes)
+    assert not world.stage().refused  # the check that packs
+    monkeypatch.setattr(small_pack, "write_pack", real_write_pack)
     assert "is not the object it names" in world.stage().refused
 
 

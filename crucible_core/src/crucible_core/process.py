@@ -262,6 +262,17 @@ def _exited(proc: subprocess.Popen[bytes]) -> bool:
         return True  # reaped by someone else (Popen's returncode then says 0)
 
 
+def _unreaped(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the child's pid (its group's id) is still its own: not reaped by anyone yet."""
+    if proc.returncode is not None:
+        return False
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def _wait_for_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> bool:
     """Wait for the child to exit, at most `timeout` seconds (None: no limit); True when it did.
 
@@ -701,6 +712,7 @@ class Supervised:
         self.done = False
         self._exited = False
         self._finished: Completed | None = None
+        self._finishing = False  # finish() was entered (and, with no _finished, interrupted)
         self._pidfd = -1
         if _pidfd_open is not None:
             with contextlib.suppress(OSError):
@@ -714,10 +726,10 @@ class Supervised:
         self._close_pidfd()
 
     def _close_pidfd(self) -> None:
-        if self._pidfd >= 0:
-            self._readiness.remove(self._pidfd)  # before closing it
-            os.close(self._pidfd)
-            self._pidfd = -1
+        fd, self._pidfd = self._pidfd, -1  # forgotten first: an interrupted call never closes it twice
+        if fd >= 0:
+            self._readiness.remove(fd)  # before closing it
+            os.close(fd)
 
     def next_wake(self) -> float | None:
         """The monotonic time by which `advance` must run even if nothing turns ready (None: never)."""
@@ -757,38 +769,41 @@ class Supervised:
             return self._finished
         self.done = True
         proc, pgid = self.proc, self.proc.pid
-        try:
-            # The leader is not reaped yet, so the group's id is still its own: once reaped, the
-            # id is free, and a busy machine may give it to another session leader (a task
-            # running beside this one) at once. Nothing may signal the group by that id after
-            # the reap.
+        # A call before this one was interrupted halfway (a second Ctrl-C lands on the thread
+        # driving the children): nothing was kept, and this one does it all, but the leader may
+        # be reaped already.
+        again, self._finishing = self._finishing, True
+        # The leader is not reaped yet, so the group's id is still its own: once reaped, the
+        # id is free, and a busy machine may give it to another session leader (a task
+        # running beside this one) at once. Nothing may signal the group by that id after
+        # the reap.
+        if not again or _unreaped(proc):
             _kill_group(pgid, signal.SIGKILL)
-            _running.discard(pgid)
-            _guard.tell(f"-{pgid}")
-            self._close_pidfd()
-            proc.wait()
-            # Descendants that started a session of their own (an agent's tool shell does) left
-            # the group; they still carry the child's mark.
-            if _orphans.enabled:
-                with _orphans.lock:
-                    _orphans.started.discard(proc.pid)
-                _sweep_adopted(self.mark)
-            else:
-                kill_marked(self.mark)
-            # What the group wrote before it died is still in the pipes (bounded, as a writer
-            # that escaped every kill could hold a pipe open).
-            try:
-                self._streams.drain(PIPE_DRAIN_SECONDS)
-            finally:
-                self._streams.close()
+        _running.discard(pgid)
+        _guard.tell(f"-{pgid}")
+        self._close_pidfd()
+        proc.wait()
+        # Descendants that started a session of their own (an agent's tool shell does) left
+        # the group; they still carry the child's mark.
+        if _orphans.enabled:
+            with _orphans.lock:
+                _orphans.started.discard(proc.pid)
+            _sweep_adopted(self.mark)
+        else:
+            kill_marked(self.mark)
+        # What the group wrote before it died is still in the pipes (bounded, as a writer
+        # that escaped every kill could hold a pipe open).
+        try:
+            self._streams.drain(PIPE_DRAIN_SECONDS)
         finally:
-            self._finished = Completed(
-                exit_code=proc.returncode if proc.returncode is not None else -signal.SIGKILL,
-                stdout=self._out.text(),
-                stderr=self._err.text(),
-                timed_out=self.timed_out,
-                duration=time.monotonic() - self.started,
-            )
+            self._streams.close()
+        self._finished = Completed(
+            exit_code=proc.returncode if proc.returncode is not None else -signal.SIGKILL,
+            stdout=self._out.text(),
+            stderr=self._err.text(),
+            timed_out=self.timed_out,
+            duration=time.monotonic() - self.started,
+        )
         return self._finished
 
 

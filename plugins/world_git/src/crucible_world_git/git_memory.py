@@ -679,7 +679,7 @@ class GitMemory:
             # Whatever changed since this moment (less the racy window, whose files only the
             # next check reads again) is what a resume must verify.
             self._sound_since_ns = started - watch.window_ns
-            self._keep_loose_few(watch)
+            self._keep_loose_few(watch, self._sound_since_ns)
         return why
 
     def _watch_store(self) -> ObjectWatch:
@@ -689,7 +689,7 @@ class GitMemory:
             watch = self._watch = db.watch = ObjectWatch(db.root)
         return watch
 
-    def _keep_loose_few(self, watch: ObjectWatch) -> None:
+    def _keep_loose_few(self, watch: ObjectWatch, checked_since_ns: int | None = None) -> None:
         """Every check costs one lstat per loose object and per fan-out directory: past
         LOOSE_LIMIT the loose objects a check has just found sound go into a small pack and
         their emptied directories go, as git's auto gc does; the store's small packs are merged
@@ -704,7 +704,9 @@ class GitMemory:
             settled = time.time_ns() - SETTLED_NS
             durable = any(ctime < settled for _, ctime in loose)
             self._big_loose = set(self.db.pack_loose(packable, durable=durable))
-            watch.baseline()
+            # What changed since the check's listing (`checked_since_ns`) is not all the engine's:
+            # the next check reads it again rather than taking it as known.
+            watch.baseline(checked_since_ns)
 
     def rebuild(self, why: str, commit: str) -> None:
         """Replace a damaged workspace repository by one made from the record, at `commit`."""

@@ -420,21 +420,33 @@ class ObjectDatabase:
             take.append(pack)
             gathered += size
         bases = [os.fsencode(pack._basename) for pack in take]
+        # The merged packs are removed in this directory, held from before the merge: in the
+        # workspace the agent may put a symlink in its place meanwhile, and the packs of those
+        # names elsewhere (the kept record's are named the same way) are not ours to remove.
         try:
-            merged = small_pack.merge_packs(self.root + b"/pack", bases, durable=_any_settled(bases))
-        except small_pack.DamagedPack as damaged:
-            self._damaged.add(damaged.base)  # the next keep merges the others without it
-            return
+            dir_fd = os.open(
+                self.root + b"/pack", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            )
         except OSError:
             return
-        for pack in take:  # the merged pack is in place (its index last): these go
-            base = os.fsencode(pack._basename)
-            if base == merged:
-                continue  # it held every object already (a kill came before these went): left as it was
-            pack.close()
-            for suffix in (b".idx", b".pack"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(base + suffix)
+        try:
+            try:
+                merged = small_pack.merge_packs(self.root + b"/pack", bases, durable=_any_settled(bases))
+            except small_pack.DamagedPack as damaged:
+                self._damaged.add(damaged.base)  # the next keep merges the others without it
+                return
+            except OSError:
+                return
+            for pack in take:  # the merged pack is in place (its index last): these go
+                base = os.fsencode(pack._basename)
+                if base == merged:
+                    continue  # it held every object already (a kill came before these went): left as it was
+                pack.close()
+                for suffix in (b".idx", b".pack"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.basename(base) + suffix, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
         self.refresh()
 
     def pack_loose(self, shas: list[bytes], *, durable: bool = False) -> list[bytes]:
@@ -483,8 +495,17 @@ class ObjectDatabase:
         emptied: set[bytes] = set()
         for sha, _, _ in objects:
             directory, path = self._loose_path(sha)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            # Through the directory itself, never a link in its place: the agent may have swapped
+            # one in since the read, and the file of that name elsewhere is not ours to remove.
+            try:
+                dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue  # gone, or no longer a directory: the next check looks at it
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path[len(directory) + 1 :], dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
             emptied.add(directory)
         for directory in emptied:
             with contextlib.suppress(OSError):  # not empty: left as it is

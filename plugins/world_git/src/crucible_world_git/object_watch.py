@@ -174,9 +174,14 @@ class ObjectWatch:
         self._racy.clear()
         self._listed.clear()
 
-    def baseline(self) -> None:
-        """Take the store as it is now as known (the engine just rewrote it)."""
-        listing = self._listing(None, time.time_ns() - self.window_ns)
+    def baseline(self, racy_since_ns: int | None = None) -> None:
+        """Take the store as it is now as known (the engine just rewrote it). A file changed at
+        `racy_since_ns` or later (default: within the racy window of now) is read again by the
+        next check: the engine's rewrite took a while, and others may have written meanwhile."""
+        racy_since = time.time_ns() - self.window_ns
+        if racy_since_ns is not None:
+            racy_since = min(racy_since, racy_since_ns)
+        listing = self._listing(None, racy_since)
         self._known, self._loose_count, self._racy = listing.seen, listing.loose, listing.racy
 
     def loose_count(self) -> int:
