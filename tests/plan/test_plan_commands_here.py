@@ -177,6 +177,50 @@ def test_an_abort_while_waiting_ends_the_children_of_the_dispatching_thread(tmp_
     assert [e["kind"] for e in events] == ["plan_admitted"]
 
 
+@pytest.mark.leaves_open_log(
+    "an abort raised out of the executor: the lane, not the executor, would end the log"
+)
+def test_an_abort_finishes_every_child_even_when_one_finish_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an abort, a child whose finish raises does not keep the thread's other children
+    from being finished (group killed, reaped), and the abort is what propagates."""
+    ws = tmp_path / "ws"
+    text = HEAD + "".join(
+        task(name, f"sleep 60 & echo $! > {ws / (name + '.pid')}; sleep 60") for name in ("first", "second")
+    )
+    real_finish = process.Supervised.finish
+    calls: list[int] = []
+
+    def failing_once(self: process.Supervised) -> process.Completed:
+        calls.append(self.proc.pid)
+        if len(calls) == 1:
+            raise RuntimeError("finish broke")
+        return real_finish(self)
+
+    monkeypatch.setattr(process.Supervised, "finish", failing_once)
+
+    def abort(_signum: int, _frame: object) -> None:
+        raise _Aborted
+
+    previous = signal.signal(signal.SIGALRM, abort)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        with pytest.raises(_Aborted):
+            run_plan(tmp_path, text, jobs=2)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        monkeypatch.undo()
+    try:
+        assert len(calls) == 2, "the second child was never finished"
+        grandchildren = [int((ws / f"{name}.pid").read_text()) for name in ("first", "second")]
+        # the second by its finish, the first by the abort list's kill as the executor is left
+        assert all(_gone(pid, within=5) for pid in grandchildren), "a grandchild outlived the aborted run"
+    finally:
+        process.kill_running()
+
+
 ADOPTING_PLAN_ENGINE = """
 import os, sys
 from pathlib import Path

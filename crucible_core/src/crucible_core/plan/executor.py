@@ -521,10 +521,14 @@ class PlanExecutor:
         except BaseException:
             # An abort or an interrupt: the children this thread runs go with it (group killed,
             # reaped, escaped descendants killed); their tasks get no result, a resume runs them.
+            # One child's finish failing must not leave the others running: each is finished,
+            # and the abort (not that failure) is what propagates; a child whose finish failed
+            # stays on the abort list, which the engine's exit kills.
             here, self._here = self._here, {}
             for running in here.values():
                 if running.child is not None:
-                    running.child.finish()
+                    with contextlib.suppress(Exception):
+                        running.child.finish()
             raise
 
     def _take(self, task: ir.Task, settled: _Settled, in_flight: set[str]) -> None:
