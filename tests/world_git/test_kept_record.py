@@ -12,6 +12,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -328,6 +329,7 @@ def test_a_kill_right_after_the_kept_commit_is_written_still_has_a_resume_verify
 _KEEP_A_HUGE_AGENT_BLOB = """
 import subprocess, sys
 from pathlib import Path
+from typing import Any
 from crucible_world_git import git_memory
 from crucible_world_git.gitworld import GitWorld
 from crucible_world_git.kept_record import KeptRecord
@@ -616,6 +618,37 @@ def _pack_offsets(idx: Path) -> dict[str, int]:
         ["git", "show-index"], input=idx.read_bytes(), capture_output=True, check=True
     ).stdout.decode()
     return {line.split()[1]: int(line.split()[0]) for line in shown.splitlines()}
+
+
+def test_a_big_loose_object_is_offered_to_packing_once_while_it_stays_loose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object too big to pack stays loose, and the checks after the one that found it
+    remember it: it is not offered (its header read again) at every packing."""
+    from crucible_world_git import loose_objects
+
+    monkeypatch.setattr(loose_objects, "STREAM_THRESHOLD", 200)
+    offered: list[list[bytes]] = []
+    real_pack_loose = loose_objects.ObjectDatabase.pack_loose
+
+    def spy(self: loose_objects.ObjectDatabase, shas: list[bytes], **kwargs: Any) -> list[bytes]:
+        offered.append(list(shas))
+        return real_pack_loose(self, shas, **kwargs)
+
+    monkeypatch.setattr(loose_objects.ObjectDatabase, "pack_loose", spy)
+    world, kept, _notes = _keeps_past_the_loose_limit(tmp_path, monkeypatch, check=False)
+    ws = world.memory.workspace
+    write(ws, "big.txt", "x" * 1000)
+    kept.append(world.snapshot("big"))
+    for n in range(4, 12):  # enough keeps for several packings after the big one's
+        write(ws, f"src/file{n}.py", f"print({n})\n")
+        kept.append(world.snapshot(f"keep {n}"))
+    assert not world.stage().refused
+    big = bytes.fromhex(git(ws, "rev-parse", f"{kept[-1]}:big.txt").strip())
+    objects = ws / ".git" / "objects"
+    assert (objects / big.hex()[:2] / big.hex()[2:]).is_file()  # still loose
+    assert len(offered) >= 2, "the keeps did not pack more than once"
+    assert sum(big in shas for shas in offered) == 1
 
 
 def test_past_the_loose_limit_a_check_packs_the_loose_objects_and_drops_their_emptied_directories(

@@ -703,7 +703,11 @@ class GitMemory:
             # the file goes (a machine crash must not lose an object both ways).
             settled = time.time_ns() - SETTLED_NS
             durable = any(ctime < settled for _, ctime in loose)
-            self._big_loose = set(self.db.pack_loose(packable, durable=durable))
+            big = self.db.pack_loose(packable, durable=durable)
+            # The big ones known before were not offered (so not returned): still loose, they
+            # stay known, and a header is not read again at every check.
+            still_loose = {sha for sha, _ in loose}
+            self._big_loose = (self._big_loose & still_loose) | set(big)
             # What changed since the check's listing (`checked_since_ns`) is not all the engine's:
             # the next check reads it again rather than taking it as known.
             watch.baseline(checked_since_ns)
