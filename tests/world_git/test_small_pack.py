@@ -294,3 +294,27 @@ def test_a_deltified_pack_under_this_modules_name_is_never_merged(tmp_path: Path
     assert sorted(p.name for p in pack_dir.iterdir()) == sorted(
         [os.path.basename(os.fsdecode(b)) + s for b in (planted, ours) for s in (".idx", ".pack")]
     )
+
+
+def test_a_pack_another_writer_merged_away_is_looked_up_in_the_merged_pack(tmp_path: Path) -> None:
+    """Two stores over one object directory (a second world over the same kept record): one
+    merges the small packs the other listed before loading their indexes; the other's lookups
+    list the packs again and find the objects in the merged pack instead of failing."""
+    from dulwich.object_store import DiskObjectStore
+
+    from crucible_world_git.loose_objects import SMALL_PACKS, ObjectDatabase
+
+    objects = tmp_path / "objects"
+    (objects / "pack").mkdir(parents=True)
+    blobs = [_blob(b"object %d\n" % n) for n in range(SMALL_PACKS + 2)]
+    for blob in blobs:
+        small_pack.write_pack(os.fsencode(objects / "pack"), 1, [blob])
+    reader = ObjectDatabase(DiskObjectStore(str(objects)))
+    merger = ObjectDatabase(DiskObjectStore(str(objects)))
+    reader.refresh()  # lists every pack, loads no index yet
+    merger.refresh()
+    merger.consolidate()
+    assert len(list((objects / "pack").glob("*.idx"))) < len(blobs)  # some packs were merged away
+    assert all(reader.has(sha) for sha, _, _ in blobs)
+    assert all(reader.on_disk(sha, refresh=False) for sha, _, _ in blobs)
+    assert not reader.has(_blob(b"never written\n")[0])

@@ -126,7 +126,7 @@ class ObjectDatabase:
         assert self._packs is not None
         if (
             os.path.exists(path)
-            or _in_packs(self._packs, sha)
+            or self._packed(sha)
             or (self._alternates and dulwich_names.object_id(sha.hex().encode()) in self.store)
         ):
             self._present.add(sha)
@@ -147,10 +147,26 @@ class ObjectDatabase:
             return True
         if refresh or self._packs is None:
             self.refresh()
-        assert self._packs is not None
-        return _in_packs(self._packs, sha) or (
+        return self._packed(sha) or (
             self._alternates and dulwich_names.object_id(sha.hex().encode()) in self.store
         )
+
+    def _packed(self, sha: bytes) -> bool:
+        """Whether a pack of the last listing holds `sha`, listing again once if one of those
+        packs is gone before its index was read: another writer of this store (a second world
+        over the same kept record, a repack) merged it into a pack the listing does not know."""
+        assert self._packs is not None
+        try:
+            return _in_packs(self._packs, sha)
+        except Exception as exc:
+            from dulwich.pack import PackFileDisappeared
+
+            if not isinstance(exc, PackFileDisappeared):
+                raise
+        self._listed_packs = None  # the directory's signature no longer vouches for the listing
+        self.refresh()
+        assert self._packs is not None
+        return _in_packs(self._packs, sha)
 
     def write(self, kind: bytes, body: bytes) -> bytes:
         """Store an object (unless present already) and return its raw id."""
