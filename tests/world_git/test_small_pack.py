@@ -318,3 +318,52 @@ def test_a_pack_another_writer_merged_away_is_looked_up_in_the_merged_pack(tmp_p
     assert all(reader.has(sha) for sha, _, _ in blobs)
     assert all(reader.on_disk(sha, refresh=False) for sha, _, _ in blobs)
     assert not reader.has(_blob(b"never written\n")[0])
+
+
+def _two_packs(pack_dir: Path) -> list[bytes]:
+    return [small_pack.write_pack(os.fsencode(pack_dir), 1, [_blob(b"pack %d\n" % n)]) for n in range(2)]
+
+
+def test_a_fifo_planted_as_a_packs_index_or_pack_is_damage_not_a_wait(tmp_path: Path) -> None:
+    """The workspace's small packs are the agent's to write: a FIFO in place of an index or a
+    pack is named damage at once, where an open would have waited for a writer for ever."""
+    import signal
+
+    def stuck(_signum: int, _frame: object) -> None:
+        raise TimeoutError("the merge waited on a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    try:
+        for suffix in (b".idx", b".pack"):
+            pack_dir = tmp_path / suffix.decode()[1:]
+            pack_dir.mkdir()
+            bases = _two_packs(pack_dir)
+            os.unlink(bases[0] + suffix)
+            os.mkfifo(bases[0] + suffix)
+            signal.setitimer(signal.ITIMER_REAL, 5.0)
+            with pytest.raises(small_pack.DamagedPack):
+                small_pack.merge_packs(os.fsencode(pack_dir), bases)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_index_larger_than_its_objects_allow_is_damage_and_not_read(tmp_path: Path) -> None:
+    """An index is a fixed size per object it counts: a bigger file (an agent's planted one,
+    sparse gigabytes behind a valid head) is refused before it is read into memory."""
+    bases = _two_packs(tmp_path)
+    with open(bases[0] + b".idx", "r+b") as f:
+        f.truncate(1 << 30)
+    with pytest.raises(small_pack.DamagedPack, match="larger than the objects it counts"):
+        small_pack.merge_packs(os.fsencode(tmp_path), bases)
+
+
+def test_an_entry_larger_than_any_written_here_is_damage_and_not_read(tmp_path: Path) -> None:
+    """A pack's one entry runs to its end: grown (sparse) past MAX_ENTRY_BYTES, that entry is
+    refused before it is read into memory."""
+    bases = _two_packs(tmp_path)
+    with open(bases[0] + b".pack", "r+b") as f:
+        f.truncate(small_pack.MAX_ENTRY_BYTES + 1024)
+    with pytest.raises(small_pack.DamagedPack, match="larger than any entry written here"):
+        small_pack.merge_packs(os.fsencode(tmp_path), bases)

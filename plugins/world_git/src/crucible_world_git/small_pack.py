@@ -21,13 +21,18 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator
 
-from crucible_world_git.loose_objects import place_new_file, write_all
+from crucible_world_git.loose_objects import open_regular, place_new_file, write_all
 
 # As for loose objects: these packs favour speed over size (they are consolidated later).
 PACK_COMPRESSION = 1
 _TYPE_NUMBERS = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _LARGE_OFFSET = 0x80000000
+# No entry of these packs is this big: an object of loose_objects.STREAM_THRESHOLD (32 MiB) or
+# more is never packed here, and zlib adds little to what it cannot compress. A bigger one is a
+# pack someone else wrote under this module's name, and is not read into memory.
+MAX_ENTRY_BYTES = 64 << 20
+_INDEX_HEAD = 8 + 256 * 4  # the magic, the version and the fan-out table
 # The names of the packs written here: only these are ever merged (consolidate()), never a pack
 # the repository came with (a clone's deltified pack would grow many times over, written whole).
 PREFIX = b"pack-crucible-"
@@ -99,9 +104,15 @@ def merge_packs(pack_dir: bytes, bases: list[bytes], *, durable: bool = True) ->
 
     def entries() -> Iterator[tuple[bytes, bytes]]:
         for base, fresh in plan:
-            fd = os.open(base + b".pack", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                pack = open_regular(base + b".pack")  # never a link, never blocking on a FIFO
+            except OSError as exc:
+                raise DamagedPack(base, f"its pack cannot be read as a file ({exc.strerror})") from None
+            fd = pack.fileno()
             try:
                 for sha, start, end, crc in fresh:
+                    if end - start > MAX_ENTRY_BYTES:
+                        raise DamagedPack(base, f"object {sha.hex()} is larger than any entry written here")
                     chunk = os.pread(fd, end - start, start)
                     if len(chunk) != end - start:
                         raise DamagedPack(base, "shorter than its index says")
@@ -114,7 +125,7 @@ def merge_packs(pack_dir: bytes, bases: list[bytes], *, durable: bool = True) ->
                         raise DamagedPack(base, f"object {sha.hex()} is a delta, not a whole object")
                     yield sha, chunk
             finally:
-                os.close(fd)
+                pack.close()
 
     return _write_entries(pack_dir, len(seen), entries(), durable=durable)
 
@@ -122,15 +133,20 @@ def merge_packs(pack_dir: bytes, bases: list[bytes], *, durable: bool = True) ->
 def _entries(base: bytes) -> list[tuple[bytes, int, int, int]]:
     """(raw id, start, end, crc32) of each entry of the pack at `base`, read from its version-2
     index; DamagedPack when the index is not one (torn, say) or the entries do not fit in the pack."""
-    fd = os.open(base + b".idx", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        size = os.fstat(fd).st_size
-        index = os.pread(fd, size, 0)  # an index is a few dozen bytes per object: read whole
-    finally:
-        os.close(fd)
-    if index[:8] != b"\377tOc" + struct.pack(">I", 2) or len(index) < 8 + 256 * 4 + 40:
-        raise DamagedPack(base, "its index is not a whole version-2 pack index")
-    count = struct.unpack_from(">I", index, 8 + 255 * 4)[0]
+        with open_regular(base + b".idx") as f:  # never a link, never blocking on a FIFO
+            size = os.fstat(f.fileno()).st_size
+            head = os.pread(f.fileno(), _INDEX_HEAD, 0)
+            if head[:8] != b"\377tOc" + struct.pack(">I", 2) or size < _INDEX_HEAD + 40:
+                raise DamagedPack(base, "its index is not a whole version-2 pack index")
+            count = struct.unpack_from(">I", head, 8 + 255 * 4)[0]
+            # What an index of `count` objects can hold at most (every offset a large one): a
+            # bigger file is not read into memory.
+            if size > _INDEX_HEAD + count * (20 + 4 + 4 + 8) + 40:
+                raise DamagedPack(base, "its index is larger than the objects it counts")
+            index = head + os.pread(f.fileno(), size - _INDEX_HEAD, _INDEX_HEAD)
+    except OSError as exc:
+        raise DamagedPack(base, f"its index cannot be read as a file ({exc.strerror})") from None
     names = 8 + 256 * 4
     crcs = names + count * 20
     offsets = crcs + count * 4
@@ -148,7 +164,13 @@ def _entries(base: bytes) -> list[tuple[bytes, int, int, int]]:
     except struct.error:
         raise DamagedPack(base, "its index is shorter than the offsets it names") from None
     found.sort()
-    pack_end = os.stat(base + b".pack").st_size - 20  # the trailing checksum
+    try:
+        pack_status = os.lstat(base + b".pack")
+    except OSError as exc:
+        raise DamagedPack(base, f"its pack cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(pack_status.st_mode):
+        raise DamagedPack(base, "its pack is not a regular file")
+    pack_end = pack_status.st_size - 20  # the trailing checksum
     ends = [offset for offset, _, _ in found[1:]] + [pack_end]
     entries = [(sha, start, end, crc) for (start, sha, crc), end in zip(found, ends, strict=True)]
     if any(not 12 <= start < end for _, start, end, _ in entries):  # 12: the pack's header
