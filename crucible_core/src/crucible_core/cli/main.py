@@ -47,12 +47,12 @@ class CrucibleGroup(click.Group):
             module_name, _, attr = BUILTIN_COMMANDS[cmd_name][0].partition(":")
             module = __import__(module_name, fromlist=["command"])
             found: click.Command = getattr(module, attr or "command")
-            settle_start_up()
+            start_up.settle()  # the command's imports are in: its own work collects again
             return found
         from crucible_core.plugins import load_plugins
 
         registry = load_plugins().registry("command")
-        settle_start_up()
+        start_up.settle()
         return registry.entries[cmd_name].value if cmd_name in registry else None
 
     def resolve_command(
@@ -77,12 +77,6 @@ class CrucibleGroup(click.Group):
                 formatter.write_dl(sorted(added.items()))
         formatter.write_paragraph()
         formatter.write_text("`crucible plugins` lists the installed plugins and what each adds.")
-
-
-def settle_start_up() -> None:
-    """In the `crucible` process itself, freeze what start-up built so far (the command's imports)
-    and collect again before the command's own work (start_up.py); called in-process, nothing."""
-    start_up.settle()
 
 
 def _plugin_commands() -> dict[str, str]:
@@ -127,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # supervisor, so it may adopt their orphans (a cheaper sweep; see process.py). Called
         # in-process with arguments (tests, embedding), it leaves the host process as it is.
         # Help, the version and the print-only commands start no child, and skip the supervisor's import.
-        # Imports make long-lived objects only: no collection until settle_start_up freezes them
+        # Imports make long-lived objects only: no collection until start_up.settle freezes them
         # (the supervisor's import below brings attrs and pathlib: some 20 collections before).
         # The console script began it before this module was imported (console_script.py).
         start_up.begin()
