@@ -36,11 +36,13 @@ _exit_code: int | None = None
 
 
 def main() -> None:
-    from crucible_core import imported_code, start_up
+    from crucible_core import start_up
 
     global _exit_code
     start_up.begin()
     quick_exit = _arm_quick_exit()
+    from crucible_core import imported_code
+
     # Every module imported from here on comes from the imported-code cache when it holds it.
     imported_code.install()
     if not only_help(normalize(sys.argv[1:])):
