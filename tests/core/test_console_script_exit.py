@@ -83,3 +83,22 @@ def test_a_large_output_is_flushed_to_the_end_through_a_pipe(tmp_path: Path) -> 
 )
 def test_the_exit_status_is_the_interpreters_for_each_exit_code(code: object, status: int) -> None:
     assert exit_status(code) == status
+
+
+def test_files_left_open_are_flushed_before_the_quick_exit(tmp_path: Path) -> None:
+    """What a plugin wrote to a file it left open reaches the file, as the teardown's finalizers
+    made it; a closed one is passed over."""
+    from crucible_core.cli.console_script import _flush_open_files
+
+    text = (tmp_path / "text.log").open("w")  # left open on purpose
+    raw = (tmp_path / "raw.bin").open("wb")
+    closed = (tmp_path / "closed.log").open("w")
+    closed.close()
+    text.write("kept\n")
+    raw.write(b"kept too")
+    assert (tmp_path / "text.log").read_text() == ""  # still in the buffer
+    _flush_open_files()
+    assert (tmp_path / "text.log").read_text() == "kept\n"
+    assert (tmp_path / "raw.bin").read_bytes() == b"kept too"
+    text.close()
+    raw.close()
