@@ -84,8 +84,11 @@ def _flush_open_files() -> None:
     import gc
     import io
 
+    # The types themselves, not isinstance: that asks each object for its __class__, which a
+    # proxy may answer by running code.
+    kinds = {io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper}
     for thing in gc.get_objects():
-        if isinstance(thing, (io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)):
+        if type(thing) in kinds:
             try:
                 if not thing.closed:
                     thing.flush()
