@@ -213,3 +213,25 @@ def test_the_cache_file_is_the_interpreters_own_in_the_cache_directory(
     monkeypatch.delenv("CRUCIBLE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert imported_code.cache_path() == plugin_index.cache_file(imported_code.STEM, ".marshal")
+
+
+def test_a_module_found_through_the_working_directory_is_not_kept(tmp_path: Path) -> None:
+    """`python -c` puts "" (the working directory) first on the path: what it finds there
+    depends on where the next process starts, so it is never served from the cache."""
+    cache = tmp_path / "cache"
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")
+    values = []
+    for value, name in ((1, "one"), (1, "one"), (2, "two")):
+        _tiny(tmp_path / name, value)
+        done = subprocess.run(
+            [sys.executable, "-c", DRIVER],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=True,
+            cwd=tmp_path / name,
+        )
+        values.append(json.loads(done.stdout))
+    assert [found["value"] for found in values] == [1, 1, 2]
+    assert "tiny.deep" not in values[1]["served"]

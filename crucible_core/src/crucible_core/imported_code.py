@@ -325,6 +325,8 @@ class ImportedCode:
         if found is None:
             return None
         looked_in = along[: found + 1]
+        if not all(os.path.isabs(entry) for entry in looked_in):
+            return None  # `""` or a relative entry: another working directory finds other modules
         if not all(self._settled(directory) for directory in (*looked_in, *(locations or ()))):
             return None
         try:
