@@ -235,3 +235,73 @@ def test_a_module_found_through_the_working_directory_is_not_kept(tmp_path: Path
         values.append(json.loads(done.stdout))
     assert [found["value"] for found in values] == [1, 1, 2]
     assert "tiny.deep" not in values[1]["served"]
+
+
+ABSENT_DRIVER = textwrap.dedent(
+    """
+    import os, sys
+    from crucible_core import imported_code
+    cache = imported_code.install()
+    import importlib.abc, importlib.util, json
+    import tiny
+
+    class Provides(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        # a finder a program appended after Python's own: it has `tiny.missing`
+        def find_spec(self, name, path=None, target=None):
+            return importlib.util.spec_from_loader(name, self) if name == "tiny.missing" else None
+        def create_module(self, spec):
+            return None
+        def exec_module(self, module):
+            module.VALUE = "appended"
+
+    if os.environ.get("APPEND_FINDER"):
+        sys.meta_path.append(Provides())
+    try:
+        import tiny.missing
+        found = tiny.missing.VALUE
+    except ModuleNotFoundError as error:
+        found = [str(error), error.name]
+    print(json.dumps({
+        "found": found,
+        "absent": sorted(cache.absent_served),
+        "spec": repr(importlib.util.find_spec("tiny.missing")),
+    }))
+    """
+)
+
+
+def _absent_start(root: Path, cache: Path, **extra: str) -> dict[str, Any]:
+    (root / "absent.py").write_text(ABSENT_DRIVER)
+    _settle(root / "absent.py", root)
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1", **extra)
+    done = subprocess.run(
+        [sys.executable, str(root / "absent.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def test_a_module_found_nowhere_is_known_absent_until_its_directory_changes(tmp_path: Path) -> None:
+    """A failed import walks every entry of its path; the second start answers it from the file,
+    with the error Python raises, and importlib.util.find_spec still answers None."""
+    root, cache = tmp_path / "code", tmp_path / "cache"
+    package = _tiny(root, 1)
+    missing = ["No module named 'tiny.missing'", "tiny.missing"]
+    first = _absent_start(root, cache)
+    assert first["found"] == missing and first["absent"] == []
+    second = _absent_start(root, cache)
+    assert second["found"] == missing and second["absent"] == ["tiny.missing"]
+    assert second["spec"] == "None"
+    # A finder appended after Python's own might find it: the file's answer is not used.
+    appended = _absent_start(root, cache, APPEND_FINDER="1")
+    assert appended["found"] == "appended" and appended["absent"] == []
+    # The module written later: its directory changed, so it is looked for, and found.
+    (package / "missing.py").write_text("VALUE = 'written later'\n")
+    later = _absent_start(root, cache)
+    assert later["found"] == "written later" and later["absent"] == []

@@ -11,7 +11,10 @@ directory it was looked for in, once per process): same modification time and si
 directories unchanged, same import path leading to it, or the module is imported as before and
 the file written again at exit. The loader is the standard source loader with only `get_code`
 answered here, so `__file__`, `__cached__`, the source for tracebacks and resources are the
-same as ever.
+same as ever. The file also keeps the modules no finder found (`nt`, `msvcrt`, optional
+accelerators: each such import walked every path entry), answered with Python's own
+ModuleNotFoundError while the directories along their path are unchanged, and only to an import
+statement searched by Python's own finders alone (importlib.util.find_spec still gets None).
 
 Only the `crucible` console script installs it (cli/console_script.py); a test or a program
 calling `cli.main.main` imports as Python does. The file is written at exit only when the
@@ -22,6 +25,7 @@ crucible, as whoever can write an installed package's `__pycache__` can.
 
 from __future__ import annotations
 
+import _frozen_importlib
 import atexit
 import marshal
 import os
@@ -29,7 +33,8 @@ import stat
 import sys
 import time
 import zlib
-from importlib.machinery import BuiltinImporter, ModuleSpec, SourceFileLoader
+from importlib.machinery import BuiltinImporter, FrozenImporter, ModuleSpec, PathFinder, SourceFileLoader
+from zipimport import zipimporter
 
 # Only modules the interpreter has built in or frozen: everything imported after the finder is
 # installed can come from the cache, so what this module imports cannot (plugin_index brings
@@ -44,7 +49,7 @@ _CODE_TYPE = type(compile("", "", "exec"))  # types.CodeType, without importing 
 STEM = "imported-code"
 # What the file was written by: code objects are only good for the interpreter that made them,
 # and the optimization level decides what a module compiles to (asserts, docstrings).
-_HEADER = ("crucible imported code 1", sys.version, sys.implementation.cache_tag, sys.flags.optimize)
+_HEADER = ("crucible imported code 2", sys.version, sys.implementation.cache_tag, sys.flags.optimize)
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 # The file starts with the length of its index (8 bytes, little-endian), then the index, then
 # the code of each module at the offset its entry names (counted from the end of the index).
@@ -71,6 +76,23 @@ def _code_span(entry: Any) -> tuple[int, int] | None:
     if type(entry[4]) is not list or not (entry[3] is None or type(entry[3]) is list):
         return None
     return (entry[5], entry[6]) if entry[5] >= 0 and entry[6] > 0 else None
+
+
+# The import system's function that asks the finders for an import statement (not
+# importlib.util.find_spec), and the finders Python puts last on the meta path.
+_IMPORTING = getattr(_frozen_importlib, "_find_and_load_unlocked").__code__  # noqa: B009  # private
+_STANDARD_FINDERS: list[Any] = [BuiltinImporter, FrozenImporter, PathFinder]
+
+
+def _default_path_hooks() -> bool:
+    """Whether the path hooks are Python's own two (zip files, directories): then a directory
+    that has not changed has no module it did not have before."""
+    hooks = sys.path_hooks
+    return (
+        len(hooks) == 2
+        and hooks[0] is zipimporter
+        and getattr(hooks[1], "__qualname__", "").startswith("FileFinder.path_hook")
+    )
 
 
 def _mtime(path: str) -> int:
@@ -108,6 +130,12 @@ class ImportedCode:
         self.served: set[str] = set()
         self.stale: set[str] = set()  # held, but not what the process imported: rewritten at exit
         self.missed: set[str] = set()
+        # Modules the file says no finder finds along their import path (`nt`, `msvcrt`, optional
+        # accelerators): each failed import walked every path entry, some 0.2 ms apiece.
+        self._absent: dict[str, Any] = {}
+        self.absent_served: set[str] = set()
+        self._missed_along: dict[str, list[str]] = {}  # where each missed module was looked for
+        self._default_hooks = _default_path_hooks()
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -135,8 +163,13 @@ class ImportedCode:
             if not 0 < length <= min(MAX_INDEX_BYTES, st.st_size - _LENGTH_BYTES):
                 raise ValueError("no index")
             data = os.pread(fd, length, _LENGTH_BYTES)
-            header, directories, index = marshal.loads(data) if len(data) == length else (None, None, None)
-            if header != _HEADER or type(directories) is not dict or type(index) is not dict:
+            header, directories, index, absent = marshal.loads(data) if len(data) == length else (None,) * 4
+            if (
+                header != _HEADER
+                or type(directories) is not dict
+                or type(index) is not dict
+                or type(absent) is not dict
+            ):
                 raise ValueError("another interpreter's, or not a cache")
         except (OSError, ValueError, EOFError, TypeError):
             os.close(fd)
@@ -144,6 +177,7 @@ class ImportedCode:
         self._fd = fd
         self._index = index
         self._directories = directories
+        self._absent = absent
         self._code_start = _LENGTH_BYTES + length
 
     def _entry(self, name: str) -> _Entry | None:
@@ -189,7 +223,13 @@ class ImportedCode:
     def find_spec(self, name: str, path: Any = None, target: ModuleType | None = None) -> ModuleSpec | None:
         entry = self._entry(name)
         if entry is None:
+            along = sys.path if path is None else path
+            along = along if type(along) is list else list(along)
+            if self._known_absent(name, along):
+                self.absent_served.add(name)
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
             self.missed.add(name)
+            self._missed_along[name] = along[:]
             return None
         try:
             spec = self._spec(name, path, *entry)
@@ -200,6 +240,28 @@ class ImportedCode:
             return None
         self.served.add(name)
         return spec
+
+    def _known_absent(self, name: str, along: list[str]) -> bool:
+        """Whether the file says `name` is found nowhere along `along`, still unchanged, and this
+        is an import statement's search that only the standard finders would go on with.
+
+        Raising here is what the import would end with; a finder's question that is not an
+        import (importlib.util.find_spec) must still get None, and a finder after Python's own,
+        or a path hook of another kind, could still find the module."""
+        looked = self._absent.get(name)
+        if looked is None or looked != along:
+            return False
+        try:
+            caller = sys._getframe(3)  # _known_absent <- find_spec <- _find_spec <- _find_and_load_unlocked
+        except ValueError:  # called from nearer the top: not by the import system
+            return False
+        return (
+            caller.f_code is _IMPORTING
+            and sys.meta_path[-3:] == _STANDARD_FINDERS
+            and self._default_hooks
+            and _default_path_hooks()
+            and self._unchanged(looked)
+        )
 
     def _spec(
         self,
@@ -243,20 +305,25 @@ class ImportedCode:
         if self.path is None:
             return
         fresh = {name: made for name in sorted(self.missed | self.stale) if (made := self._new_entry(name))}
-        if not fresh and not self.stale:
+        absent = {
+            name: along for name in sorted(self.missed) if (along := self._new_absence(name)) is not None
+        }
+        if not fresh and not self.stale and not absent:
             return  # only misses nothing can be kept for: built-in, frozen, extension modules
         index = self._read_index()
         kept = {name: index[name] for name in index if name not in self.stale and name not in fresh}
         if len(kept) + len(fresh) > MAX_MODULES:
             kept = {name: index[name] for name in self.served if name in kept}
         try:
-            self._write(kept, fresh)
+            self._write(kept, fresh, absent)
         except (OSError, ValueError, EOFError, TypeError):
             return
         self.missed.clear()
         self.stale.clear()
 
-    def _write(self, kept: dict[str, Any], fresh: dict[str, tuple[_Entry, bytes]]) -> None:
+    def _write(
+        self, kept: dict[str, Any], fresh: dict[str, tuple[_Entry, bytes]], absent: dict[str, list[str]]
+    ) -> None:
         entries = [(name, entry) for name, entry in kept.items() if _code_span(entry) is not None]
         old = b""
         if entries and self._fd is not None:
@@ -267,15 +334,18 @@ class ImportedCode:
         shared: dict[tuple[str, ...], list[str]] = {}  # one list per path prefix: checked once (_unchanged)
         directories: dict[str, int] = {}
 
+        size = [0]
+
         def add(name: str, entry: _Entry, code: bytes, mtimes: dict[str, int]) -> None:
             looked_in = shared.setdefault(tuple(entry[4]), list(entry[4]))
-            offset = sum(map(len, chunks))
+            offset = size[0]
             if offset + len(code) > MAX_CODE_BYTES:
                 return
             for directory in (*looked_in, *(entry[3] or ())):
                 directories[directory] = mtimes.get(directory, -2)  # -2: never a stat's answer
             index[name] = (entry[0], entry[1], entry[2], entry[3], looked_in, offset, len(code))
             chunks.append(code)
+            size[0] += len(code)
 
         for name, entry in sorted(entries):
             start, length = _code_span(entry) or (0, 0)
@@ -287,7 +357,23 @@ class ImportedCode:
                 if directory not in now:
                     now[directory] = _mtime(directory)  # settled: _new_entry looked
             add(name, entry, code, now)
-        head = marshal.dumps((_HEADER, directories, index))
+        # Absences: the ones found this time, and the file's others no module of that name was
+        # imported in place of, their directories as the file recorded them.
+        nowhere: dict[str, list[str]] = {}
+        kept_absent = [
+            (name, along, self._directories)
+            for name, along in self._absent.items()
+            if type(name) is str and type(along) is list and name not in sys.modules and name not in absent
+        ]
+        for name, along, mtimes in [*kept_absent, *((name, along, now) for name, along in absent.items())]:
+            if len(nowhere) >= MAX_MODULES:
+                break
+            for directory in along:
+                if mtimes is now and directory not in now:
+                    now[directory] = _mtime(directory)  # settled: _new_absence looked
+                directories[directory] = mtimes.get(directory, -2)
+            nowhere[name] = shared.setdefault(tuple(along), list(along))
+        head = marshal.dumps((_HEADER, directories, index, nowhere))
         from crucible_core.plugin_index import write_bytes
 
         write_bytes(self.path, b"".join([len(head).to_bytes(_LENGTH_BYTES, "little"), head, *chunks]))
@@ -295,6 +381,25 @@ class ImportedCode:
     def _settled(self, path: str) -> bool:
         """Whether `path` (missing, or) was last changed well before this process started."""
         return _mtime(path) < self.started_ns - SETTLED_NS
+
+    def _new_absence(self, name: str) -> list[str] | None:
+        """The import path entries a module this process failed to import was looked for in, when
+        Python's own finders find it in none of them (asked again here), all of them settled."""
+        along = self._missed_along.get(name)
+        if along is None or name in sys.modules or not self._default_hooks or not _default_path_hooks():
+            return None
+        if not all(type(entry) is str and os.path.isabs(entry) and self._settled(entry) for entry in along):
+            return None
+        try:
+            if (
+                BuiltinImporter.find_spec(name)
+                or FrozenImporter.find_spec(name)
+                or PathFinder.find_spec(name, along)
+            ):
+                return None
+        except (ImportError, ValueError, OSError):
+            return None
+        return along
 
     def _new_entry(self, name: str) -> tuple[_Entry, bytes] | None:
         """The entry and marshalled code of a module this process imported the usual way, or None
