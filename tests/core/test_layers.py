@@ -26,6 +26,7 @@ INFRASTRUCTURE = {
     "plugins",
     "plugin_index",
     "generated_code",
+    "imported_code",
     "start_up",
     "hookspecs",
 }
