@@ -10,7 +10,7 @@ import os
 import stat
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
 from crucible_core.api import RunFailed
@@ -38,6 +38,15 @@ _CHUNK = 1 << 20
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _TYPE_NUMBERS = {name: number for number, name in _TYPE_NAMES.items()}
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# Fan-out directories that packing emptied wait here, beside objects/ (where no check walks
+# them), and are renamed back into objects/ when a loose object needs one: on this machine's
+# ext4 a mkdir costs the kernel about seven times a rename, and an rmdir stalls besides
+# (docs/performance.md, the ninth round).
+SPARE_DIRS = b"crucible-spare-dirs"
+# More spare directories than this are removed instead (objects/ has at most 256 fan-outs).
+MAX_SPARE_DIRS = 256
+_SPARE_PREFIX = b"fanout-"
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -66,6 +75,8 @@ class ObjectDatabase:
         self.root = os.fsencode(store.path)
         self._present: set[bytes] = set()
         self._made_dirs: set[bytes] = set()
+        # The spare fan-out directories' names (SPARE_DIRS), listed on first use.
+        self._spare_dirs: list[bytes] | None = None
         self._packs: list[Pack] | None = None
         self._listed_packs: tuple[int, int, int] | None = None  # pack/'s signature at that listing
         self._alternates = False
@@ -230,7 +241,7 @@ class ObjectDatabase:
         """
         directory, path = self._loose_path(sha)
         if directory not in self._made_dirs:
-            _real_directory(directory)
+            _real_directory(directory, self._take_spare_dir)
             self._made_dirs.add(directory)
         for _ in range(8):
             tmp = directory + b"/tmp_obj_" + os.urandom(8).hex().encode()
@@ -523,12 +534,84 @@ class ObjectDatabase:
             finally:
                 os.close(dir_fd)
             emptied.add(directory)
-        for directory in emptied:
-            with contextlib.suppress(OSError):  # not empty: left as it is
-                os.rmdir(directory)
+        self._retire_dirs(emptied)
         self.refresh()  # forgets the fan-out directories made (some are gone now)
         self.consolidate()
         return big
+
+    def _spare_container(self, *, make: bool) -> int | None:
+        """SPARE_DIRS opened without following a link (made first when `make`), or None."""
+        path = os.path.dirname(self.root) + b"/" + SPARE_DIRS
+        try:
+            return os.open(path, _DIRECTORY)
+        except FileNotFoundError:
+            if not make:
+                return None
+        except OSError:
+            return None  # a link or a file in its place: no spares, mkdir and rmdir as git does
+        try:
+            os.mkdir(path, 0o755)
+            return os.open(path, _DIRECTORY)
+        except OSError:
+            return None
+
+    def _spares(self, container: int) -> list[bytes]:
+        if self._spare_dirs is None:
+            # Left by an earlier process too (a resume): only names written here are taken.
+            # (os.listdir gives a descriptor's names as str.)
+            names = (os.fsencode(name) for name in os.listdir(container))
+            self._spare_dirs = [name for name in names if name.startswith(_SPARE_PREFIX)]
+        return self._spare_dirs
+
+    def _retire_dirs(self, emptied: Iterable[bytes]) -> None:
+        """Move the fan-out directories packing emptied out of objects/ into SPARE_DIRS, or remove
+        them when that cannot be done or enough wait there; one that is not empty stays."""
+        container = self._spare_container(make=True)
+        try:
+            spares = self._spares(container) if container is not None else []
+            for directory in emptied:
+                if container is None or len(spares) >= MAX_SPARE_DIRS:
+                    with contextlib.suppress(OSError):  # not empty: left as it is
+                        os.rmdir(directory)
+                    continue
+                name = _SPARE_PREFIX + os.urandom(8).hex().encode()
+                try:
+                    # Never a link (it would be moved, not followed, but is no spare), never one
+                    # that still holds something: a file left there would land in another fan-out.
+                    if not stat.S_ISDIR(os.lstat(directory).st_mode) or os.listdir(directory):
+                        continue
+                    os.rename(directory, name, dst_dir_fd=container)
+                except OSError:
+                    continue
+                spares.append(name)
+        finally:
+            if container is not None:
+                os.close(container)
+
+    def _take_spare_dir(self, directory: bytes) -> bool:
+        """Rename a spare fan-out directory into place as `directory` (missing); False when none
+        could be. What stands in SPARE_DIRS is the agent's to change: only a real directory is
+        taken, and the caller checks what stands at `directory` afterwards."""
+        if self._spare_dirs is not None and not self._spare_dirs:
+            return False
+        container = self._spare_container(make=False)
+        if container is None:
+            self._spare_dirs = []
+            return False
+        try:
+            spares = self._spares(container)
+            while spares:
+                name = spares.pop()
+                try:
+                    if not stat.S_ISDIR(os.stat(name, dir_fd=container, follow_symlinks=False).st_mode):
+                        continue
+                    os.rename(name, directory, src_dir_fd=container)
+                except OSError:
+                    continue
+                return True
+            return False
+        finally:
+            os.close(container)
 
     def _add_pack(self, count: int, objects: Iterator[tuple[bytes, bytes, bytes]]) -> None:
         from dulwich.pack import UnpackedObject
@@ -582,11 +665,15 @@ def _in_packs(packs: list[Pack], sha: bytes) -> bool:
     return False
 
 
-def _real_directory(directory: bytes) -> None:
-    """Make `directory` exist as a real directory: a symlink or file in its place is removed, never followed."""
+def _real_directory(directory: bytes, spare: Callable[[bytes], bool] | None = None) -> None:
+    """Make `directory` exist as a real directory: a symlink or file in its place is removed, never
+    followed. A missing one is what `spare(directory)` renames into place, if it can, else made."""
     try:
         st = os.lstat(directory)
     except FileNotFoundError:
+        if spare is not None and spare(directory):
+            _real_directory(directory)  # what the rename put there (or someone else since) is checked
+            return
         try:
             os.mkdir(directory)  # the objects directory is there: one mkdir, not makedirs' walk up
             return
