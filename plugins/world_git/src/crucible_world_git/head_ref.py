@@ -206,9 +206,11 @@ def move_head(
         return False
     # The branch's file as it stands, written over when it still holds `old` (no lock file to
     # create: see index_file.write_in_place); else git's way.
-    if old is None or write_in_place(os.fsencode(path), new + b"\n", expected=old + b"\n") is None:
-        if not _replace_locked(path, name, commondir, old, new):
-            return False
+    in_place = (
+        old is not None and write_in_place(os.fsencode(path), new + b"\n", expected=old + b"\n") is not None
+    )
+    if not in_place and not _replace_locked(path, name, commondir, old, new):
+        return False
     # git logs the branch and HEAD alike; a missing log directory just starts the log.
     line = log_line(old, new, identity, message)
     if name != b"HEAD":
