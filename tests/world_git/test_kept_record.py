@@ -939,3 +939,34 @@ def test_loose_objects_on_disk_for_a_while_are_packed_durably(
     synced.clear()
     assert not settled.stage().refused
     assert len(synced) >= 3  # the pack, its index and pack/
+
+
+def test_a_keeps_objects_are_read_back_from_memory_not_through_the_records_new_pack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next stage rebuilds the ignore rules from the kept tree, read from the record: the
+    keep's own objects come from what the record has just written (opening its newest pack
+    through dulwich cost more than the rest of the read), and are the objects their ids name."""
+    from dulwich.object_store import DiskObjectStore
+
+    world, notes = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    write(ws, "src/new.py", "print('new')\n")
+    write(ws, ".gitignore", "*.log\nbuild/\n/cache/\n*.bak\n")
+    kept = world.snapshot("keep")
+
+    def no_pack_reads(self: DiskObjectStore, name: bytes) -> tuple[int, bytes]:
+        raise AssertionError(f"read {name!r} through dulwich")
+
+    monkeypatch.setattr(DiskObjectStore, "get_raw", no_pack_reads)
+    write(ws, "junk.bak", "ignored by the kept .gitignore\n")
+    write(ws, "src/other.py", "print('other')\n")
+    staged = world.stage()
+    assert not staged.refused and notes == []
+    memory = world.memory
+    record = memory.record
+    assert record is not None
+    tree_id = bytes.fromhex(git(ws, "rev-parse", f"{kept}^{{tree}}").strip())
+    kind, body = record.db.read(tree_id)
+    assert kind == b"tree" and hashlib.sha1(b"tree %d\0" % len(body) + body).digest() == tree_id
+    assert memory.changed_paths() == ["src/other.py"]

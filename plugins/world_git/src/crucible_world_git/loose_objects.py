@@ -28,6 +28,12 @@ LOOSE_COMPRESSION = 1
 STREAM_THRESHOLD = 32 << 20
 # Objects written inside packed() go to a new pack each time this much has gathered.
 PACK_BATCH_BYTES = 64 << 20
+# A held store (the kept record) keeps the bodies of the objects it wrote last in memory, up to
+# this many bytes in all, for read(): the next stage reads the kept tree back for its ignore
+# rules, and through dulwich, from the record's newest pack, opening that pack cost more than
+# the rest of the read. (The workspace's store reads its files: what the keep copies from there
+# into the record is verified as it is on disk.)
+RECENT_BYTES = 1 << 20
 # A held store (the kept record) merges its own packs once it has more than this many.
 SMALL_PACKS = 8
 # A pack written longer ago than this may be on disk for good (ext4 commits every 5 s): merging
@@ -87,6 +93,10 @@ class ObjectDatabase:
         self.watch: ObjectWatch | None = None
         # Inside packed(), or held (hold()): objects waiting to be written as one pack, by raw id.
         self._batch: dict[bytes, tuple[bytes, bytes]] | None = None
+        # (kind, body) of objects a held store wrote lately, by raw id, oldest first
+        # (RECENT_BYTES). Each id was computed from its body before it was written.
+        self._recent: dict[bytes, tuple[bytes, bytes]] = {}
+        self._recent_bytes = 0
         self._batch_bytes = 0
         self._holding = False  # hold(): the batch is written by flush_held(), as a small pack
         # Small packs found damaged when merging (small_pack.DamagedPack): never merged again here.
@@ -147,6 +157,8 @@ class ObjectDatabase:
     def forget_presence(self) -> None:
         """Forget which objects were seen present: someone deleted objects behind our back."""
         self._present.clear()
+        self._recent.clear()  # read() finds out again what the store still holds
+        self._recent_bytes = 0
 
     def on_disk(self, sha: bytes, *, refresh: bool = True) -> bool:
         """has(), asking the disk instead of the memory of earlier answers (someone may have deleted it).
@@ -199,6 +211,18 @@ class ObjectDatabase:
             self._write_loose(sha, [data])
             if self.tee is not None and kind == b"blob":
                 self.tee._take(sha, kind, body)
+
+    def _remember(self, sha: bytes, kind: bytes, body: bytes) -> None:
+        """Keep a copy of an object a held store just wrote (see RECENT_BYTES), forgetting the oldest."""
+        size = len(body)
+        if size > RECENT_BYTES // 4 or sha in self._recent:
+            return
+        recent = self._recent
+        recent[sha] = (kind, body)
+        self._recent_bytes += size
+        while self._recent_bytes > RECENT_BYTES:
+            oldest = next(iter(recent))
+            self._recent_bytes -= len(recent.pop(oldest)[1])
 
     def write_blob_file(self, path: bytes, size: int) -> bytes:
         """Hash a regular file as a blob, storing it if new; big files never sit in memory whole."""
@@ -394,6 +418,8 @@ class ObjectDatabase:
             objects = ((sha, kind, body) for sha, (kind, body) in batch.items())
             if self._holding:
                 self._add_small_pack(len(batch), objects)
+                for sha, (kind, body) in batch.items():  # a keep's few objects (not a baseline's)
+                    self._remember(sha, kind, body)
             else:
                 self._add_pack(len(batch), objects)
             self._present.update(batch)
@@ -629,6 +655,8 @@ class ObjectDatabase:
         """(kind, body) of an object; loose ones are read here, packed ones through dulwich."""
         if self._batch is not None and (waiting := self._batch.get(sha)) is not None:
             return waiting
+        if (known := self._recent.get(sha)) is not None:
+            return known
         _, path = self._loose_path(sha)
         try:
             with open_regular(path) as f:
