@@ -347,8 +347,8 @@ def write_index(
     return st, checksum
 
 
-# A file this small is written over by one write of less than a page, which a kill cannot
-# tear (the kernel stops a write for a fatal signal only between pages).
+# A file this small is written over by one write of at most a page, which a kill cannot tear
+# (the kernel stops a write for a fatal signal only between pages).
 IN_PLACE_BYTES = 4096
 _IN_PLACE = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 

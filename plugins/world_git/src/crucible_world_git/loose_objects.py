@@ -418,7 +418,7 @@ class ObjectDatabase:
             objects = ((sha, kind, body) for sha, (kind, body) in batch.items())
             if self._holding:
                 self._add_small_pack(len(batch), objects)
-                for sha, (kind, body) in batch.items():  # a keep's few objects (not a baseline's)
+                for sha, (kind, body) in batch.items():
                     self._remember(sha, kind, body)
             else:
                 self._add_pack(len(batch), objects)
@@ -583,7 +583,7 @@ class ObjectDatabase:
 
     def _spares(self, container: int) -> list[bytes]:
         if self._spare_dirs is None:
-            # Left by an earlier process too (a resume): only names written here are taken.
+            # Left by an earlier process too (a resume): only names as _retire_dirs gives them.
             # (os.listdir gives a descriptor's names as str.)
             names = (os.fsencode(name) for name in os.listdir(container))
             self._spare_dirs = [name for name in names if name.startswith(_SPARE_PREFIX)]
@@ -631,9 +631,15 @@ class ObjectDatabase:
                 try:
                     if not stat.S_ISDIR(os.stat(name, dir_fd=container, follow_symlinks=False).st_mode):
                         continue
-                    os.rename(name, directory, src_dir_fd=container)
                 except OSError:
-                    continue
+                    continue  # gone
+                try:
+                    os.rename(name, directory, src_dir_fd=container)
+                except FileNotFoundError:
+                    continue  # gone since
+                except OSError:
+                    spares.append(name)  # something stands at `directory` now: the caller sees it
+                    return False
                 return True
             return False
         finally:
