@@ -678,6 +678,108 @@ def test_past_the_loose_limit_a_check_packs_the_loose_objects_and_drops_their_em
     assert not (ws / "src" / "file1.py").exists() and notes == []
 
 
+def _blob_in_a_new_fan_out(objects: Path, taken: set[str]) -> bytes:
+    """A blob's body whose id starts with two hex digits naming no directory in `objects`."""
+    for n in itertools.count():
+        body = b"fresh %d\n" % n
+        prefix = hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest()[:2]
+        if prefix not in taken and not (objects / prefix).exists():
+            return body
+    raise AssertionError("unreachable")
+
+
+def test_packing_keeps_its_emptied_fan_out_directories_aside_and_a_new_loose_object_takes_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mkdir costs the kernel several times a rename: the fan-out directories packing empties
+    wait beside objects/ (not walked by any check) and come back as the ones later loose objects
+    need, instead of rmdir now and mkdir then. git sees an ordinary repository throughout."""
+    from crucible_world_git import loose_objects
+
+    made: list[bytes] = []
+    real_mkdir = os.mkdir
+
+    def counting_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(os.fsencode(path))
+        real_mkdir(path, *args, **kwargs)
+
+    world, kept, notes = _keeps_past_the_loose_limit(tmp_path, monkeypatch)
+    ws = world.memory.workspace
+    objects = ws / ".git" / "objects"
+    spare = ws / ".git" / os.fsdecode(loose_objects.SPARE_DIRS)
+    waiting = sorted(spare.iterdir())
+    assert waiting and all(path.is_dir() and not any(path.iterdir()) for path in waiting)
+    assert [d for d in objects.glob("??") if d.is_dir()] == []
+    monkeypatch.setattr(loose_objects.os, "mkdir", counting_mkdir)
+    db = world.memory.db
+    db.refresh()
+    sha = db.write(b"blob", _blob_in_a_new_fan_out(objects, set()))
+    assert (objects / sha.hex()[:2] / sha.hex()[2:]).is_file()
+    assert not (objects / sha.hex()[:2]).is_symlink()
+    assert made == []  # the fan-out came from the spares
+    assert len(list(spare.iterdir())) == len(waiting) - 1
+    assert git(ws, "cat-file", "-p", sha.hex()).startswith("fresh ")
+    git(ws, "fsck", "--strict", "--no-dangling")
+    write(ws, "src/file3.py", "print(3)\n")
+    kept.append(world.snapshot("keep 3"))
+    assert not world.stage().refused and notes == []
+
+
+def test_a_link_or_file_planted_among_the_spare_fan_out_directories_is_never_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What waits beside objects/ is the agent's to change: a symlink to a directory elsewhere,
+    or a file, named like a spare is passed over (nothing is written through the link), and a
+    fan-out directory is made as before once the real spares are gone."""
+    from crucible_world_git import loose_objects
+
+    world, _, notes = _keeps_past_the_loose_limit(tmp_path, monkeypatch)
+    ws = world.memory.workspace
+    objects = ws / ".git" / "objects"
+    spare = ws / ".git" / os.fsdecode(loose_objects.SPARE_DIRS)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for path in list(spare.iterdir()):
+        path.rmdir()
+    (spare / "fanout-link").symlink_to(elsewhere)
+    (spare / "fanout-file").write_text("not a directory")
+    db = world.memory.db
+    db._spare_dirs = None  # listed again, as a resumed engine would
+    db.refresh()
+    taken: set[str] = set()
+    for _ in range(3):
+        sha = db.write(b"blob", _blob_in_a_new_fan_out(objects, taken))
+        taken.add(sha.hex()[:2])
+        directory = objects / sha.hex()[:2]
+        assert directory.is_dir() and not directory.is_symlink()
+        assert (directory / sha.hex()[2:]).is_file()
+    assert list(elsewhere.iterdir()) == []
+    assert (spare / "fanout-link").is_symlink() and (spare / "fanout-file").is_file()
+    assert not world.stage().refused and notes == []
+
+
+def test_spare_fan_out_directories_are_not_kept_through_a_link_in_place_of_their_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spares' directory replaced by a symlink: packing moves nothing through it (the
+    emptied fan-out directories are removed, as git does) and the store stays sound."""
+    from crucible_world_git import loose_objects
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    world, _ = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    (ws / ".git" / os.fsdecode(loose_objects.SPARE_DIRS)).symlink_to(elsewhere)
+    db = world.memory.db
+    objects = ws / ".git" / "objects"
+    before = {d.name for d in objects.glob("??")}
+    shas = [db.write(b"blob", b"blob %d\n" % n) for n in range(5)]
+    assert db.pack_loose(shas) == []
+    assert list(elsewhere.iterdir()) == []
+    assert {d.name for d in objects.glob("??")} == before
+    assert git(ws, "cat-file", "-p", shas[0].hex()) == "blob 0\n"
+
+
 def test_a_kept_blob_damaged_inside_the_workspaces_own_pack_is_found_and_healed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -837,3 +939,34 @@ def test_loose_objects_on_disk_for_a_while_are_packed_durably(
     synced.clear()
     assert not settled.stage().refused
     assert len(synced) >= 3  # the pack, its index and pack/
+
+
+def test_a_keeps_objects_are_read_back_from_memory_not_through_the_records_new_pack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next stage rebuilds the ignore rules from the kept tree, read from the record: the
+    keep's own objects come from what the record has just written (opening its newest pack
+    through dulwich cost more than the rest of the read), and are the objects their ids name."""
+    from dulwich.object_store import DiskObjectStore
+
+    world, notes = recorded_world(tmp_path)
+    ws = world.memory.workspace
+    write(ws, "src/new.py", "print('new')\n")
+    write(ws, ".gitignore", "*.log\nbuild/\n/cache/\n*.bak\n")
+    kept = world.snapshot("keep")
+
+    def no_pack_reads(self: DiskObjectStore, name: bytes) -> tuple[int, bytes]:
+        raise AssertionError(f"read {name!r} through dulwich")
+
+    monkeypatch.setattr(DiskObjectStore, "get_raw", no_pack_reads)
+    write(ws, "junk.bak", "ignored by the kept .gitignore\n")
+    write(ws, "src/other.py", "print('other')\n")
+    staged = world.stage()
+    assert not staged.refused and notes == []
+    memory = world.memory
+    record = memory.record
+    assert record is not None
+    tree_id = bytes.fromhex(git(ws, "rev-parse", f"{kept}^{{tree}}").strip())
+    kind, body = record.db.read(tree_id)
+    assert kind == b"tree" and hashlib.sha1(b"tree %d\0" % len(body) + body).digest() == tree_id
+    assert memory.changed_paths() == ["src/other.py"]

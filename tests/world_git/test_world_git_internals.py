@@ -176,3 +176,66 @@ def test_ignore_rules_compiled_once_per_text_still_follow_the_text(tmp_path: Pat
     texts = rules(b"*.txt\n")
     assert texts.ignores_file(b"build.txt") and not texts.ignores_file(b"build.log")
     assert rules(b"*.log\n").ignores_file(b"build.log")
+
+
+def test_a_small_index_and_the_branch_are_written_over_in_place_and_git_reads_them(tmp_path: Path) -> None:
+    """Creating git's lock file costs the kernel far more than the write: a small index of the
+    same size, and the branch HEAD names, are written over in place (same inode, no lock file
+    left), and git reads both as its own."""
+    twin = Twin.create(tmp_path)
+    dotgit = twin.ours / ".git"
+    index, branch = dotgit / "index", dotgit / "refs" / "heads" / "main"
+    twin.edit(lambda root: write(root, "README.md", "first\n"))
+    twin.snapshot("first")
+    inodes = (index.stat().st_ino, branch.stat().st_ino)
+    for n in range(3):
+        twin.edit(lambda root, n=n: write(root, "README.md", f"edit{n}\n"))
+        _, ours = twin.snapshot(f"edit {n}")
+        assert (index.stat().st_ino, branch.stat().st_ino) == inodes
+        assert git(twin.ours, "rev-parse", "main").strip() == ours
+        twin.assert_same()
+    assert not list(dotgit.glob("**/*.lock"))
+    assert git(twin.ours, "reflog", "-1", "--format=%gs").strip() == "commit: edit 2"
+    git(twin.ours, "fsck", "--strict", "--no-dangling")
+
+
+@pytest.mark.parametrize("name", ["index", "refs/heads/main"])
+def test_an_index_or_branch_hard_linked_elsewhere_is_replaced_not_written_through(
+    tmp_path: Path, name: str
+) -> None:
+    """The agent can give the index or the branch a second name (a hard link from a file of its
+    choosing): the engine then writes a new file and renames it, as git does, and the file at
+    that other name keeps its bytes."""
+    twin = Twin.create(tmp_path)
+    twin.edit(lambda root: write(root, "README.md", "first\n"))
+    twin.snapshot("first")
+    target = twin.ours / ".git" / name
+    elsewhere = tmp_path / "elsewhere"
+    os.link(target, elsewhere)
+    before = elsewhere.read_bytes()
+    twin.edit(lambda root: write(root, "README.md", "second\n"))
+    _, ours = twin.snapshot("second")
+    assert elsewhere.read_bytes() == before
+    assert target.stat().st_nlink == 1 and target.stat().st_ino != elsewhere.stat().st_ino
+    assert git(twin.ours, "rev-parse", "main").strip() == ours
+    twin.assert_same()
+
+
+def test_writing_in_place_leaves_a_file_that_is_not_what_the_caller_expects(tmp_path: Path) -> None:
+    """write_in_place only writes over a plain file of the size given that holds what the caller
+    read a moment before and whose git lock is free; else it leaves it and says so (None)."""
+    from crucible_world_git.index_file import write_in_place
+
+    path = tmp_path / "ref"
+    path.write_bytes(b"a" * 40 + b"\n")
+    raw = os.fsencode(path)
+    assert write_in_place(raw, b"b" * 40 + b"\n", expected=b"c" * 40 + b"\n") is None
+    assert write_in_place(raw, b"b" * 39 + b"\n") is None  # another size
+    (tmp_path / "ref.lock").write_bytes(b"")
+    assert write_in_place(raw, b"b" * 40 + b"\n") is None  # git's lock is taken
+    assert path.read_bytes() == b"a" * 40 + b"\n"
+    (tmp_path / "ref.lock").unlink()
+    os.mkfifo(tmp_path / "fifo")
+    assert write_in_place(os.fsencode(tmp_path / "fifo"), b"x") is None
+    st = write_in_place(raw, b"b" * 40 + b"\n", expected=b"a" * 40 + b"\n")
+    assert st is not None and path.read_bytes() == b"b" * 40 + b"\n"

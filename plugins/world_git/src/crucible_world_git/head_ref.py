@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from crucible_core.api import AgentFileRefused, RunFailed, read_regular
+from crucible_world_git.index_file import write_in_place
 
 ZERO = b"0" * 40
 # HEAD and a loose ref hold one line; packed-refs one line per ref (a repository with a great
@@ -203,6 +204,23 @@ def move_head(
     name, path = _head_target(controldir, commondir)
     if _current(path, name, commondir) != old:
         return False
+    # The branch's file as it stands, written over when it still holds `old` (no lock file to
+    # create: see index_file.write_in_place); else git's way.
+    in_place = (
+        old is not None and write_in_place(os.fsencode(path), new + b"\n", expected=old + b"\n") is not None
+    )
+    if not in_place and not _replace_locked(path, name, commondir, old, new):
+        return False
+    # git logs the branch and HEAD alike; a missing log directory just starts the log.
+    line = log_line(old, new, identity, message)
+    if name != b"HEAD":
+        append_log(commondir, os.fsdecode(name), line)
+    append_log(controldir, "HEAD", line)
+    return True
+
+
+def _replace_locked(path: Path, name: bytes, commondir: Path, old: bytes | None, new: bytes) -> bool:
+    """Write the ref at `path` through git's lock file and a rename; False if it moved off `old`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(path.name + ".lock")
     fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -219,9 +237,4 @@ def move_head(
         if lock.exists():
             os.unlink(lock)
         raise
-    # git logs the branch and HEAD alike; a missing log directory just starts the log.
-    line = log_line(old, new, identity, message)
-    if name != b"HEAD":
-        append_log(commondir, os.fsdecode(name), line)
-    append_log(controldir, "HEAD", line)
     return True

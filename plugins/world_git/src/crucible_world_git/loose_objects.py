@@ -10,7 +10,7 @@ import os
 import stat
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
 from crucible_core.api import RunFailed
@@ -28,6 +28,12 @@ LOOSE_COMPRESSION = 1
 STREAM_THRESHOLD = 32 << 20
 # Objects written inside packed() go to a new pack each time this much has gathered.
 PACK_BATCH_BYTES = 64 << 20
+# A held store (the kept record) keeps the bodies of the objects it wrote last in memory, up to
+# this many bytes in all, for read(): the next stage reads the kept tree back for its ignore
+# rules, and through dulwich, from the record's newest pack, opening that pack cost more than
+# the rest of the read. (The workspace's store reads its files: what the keep copies from there
+# into the record is verified as it is on disk.)
+RECENT_BYTES = 1 << 20
 # A held store (the kept record) merges its own packs once it has more than this many.
 SMALL_PACKS = 8
 # A pack written longer ago than this may be on disk for good (ext4 commits every 5 s): merging
@@ -38,6 +44,15 @@ _CHUNK = 1 << 20
 _TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _TYPE_NUMBERS = {name: number for number, name in _TYPE_NAMES.items()}
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# Fan-out directories that packing emptied wait here, beside objects/ (where no check walks
+# them), and are renamed back into objects/ when a loose object needs one: on this machine's
+# ext4 a mkdir costs the kernel about seven times a rename, and an rmdir stalls besides
+# (docs/performance.md, the ninth round).
+SPARE_DIRS = b"crucible-spare-dirs"
+# More spare directories than this are removed instead (objects/ has at most 256 fan-outs).
+MAX_SPARE_DIRS = 256
+_SPARE_PREFIX = b"fanout-"
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -66,6 +81,8 @@ class ObjectDatabase:
         self.root = os.fsencode(store.path)
         self._present: set[bytes] = set()
         self._made_dirs: set[bytes] = set()
+        # The spare fan-out directories' names (SPARE_DIRS), listed on first use.
+        self._spare_dirs: list[bytes] | None = None
         self._packs: list[Pack] | None = None
         self._listed_packs: tuple[int, int, int] | None = None  # pack/'s signature at that listing
         self._alternates = False
@@ -76,6 +93,10 @@ class ObjectDatabase:
         self.watch: ObjectWatch | None = None
         # Inside packed(), or held (hold()): objects waiting to be written as one pack, by raw id.
         self._batch: dict[bytes, tuple[bytes, bytes]] | None = None
+        # (kind, body) of objects a held store wrote lately, by raw id, oldest first
+        # (RECENT_BYTES). Each id was computed from its body before it was written.
+        self._recent: dict[bytes, tuple[bytes, bytes]] = {}
+        self._recent_bytes = 0
         self._batch_bytes = 0
         self._holding = False  # hold(): the batch is written by flush_held(), as a small pack
         # Small packs found damaged when merging (small_pack.DamagedPack): never merged again here.
@@ -136,6 +157,8 @@ class ObjectDatabase:
     def forget_presence(self) -> None:
         """Forget which objects were seen present: someone deleted objects behind our back."""
         self._present.clear()
+        self._recent.clear()  # read() finds out again what the store still holds
+        self._recent_bytes = 0
 
     def on_disk(self, sha: bytes, *, refresh: bool = True) -> bool:
         """has(), asking the disk instead of the memory of earlier answers (someone may have deleted it).
@@ -189,6 +212,18 @@ class ObjectDatabase:
             if self.tee is not None and kind == b"blob":
                 self.tee._take(sha, kind, body)
 
+    def _remember(self, sha: bytes, kind: bytes, body: bytes) -> None:
+        """Keep a copy of an object a held store just wrote (see RECENT_BYTES), forgetting the oldest."""
+        size = len(body)
+        if size > RECENT_BYTES // 4 or sha in self._recent:
+            return
+        recent = self._recent
+        recent[sha] = (kind, body)
+        self._recent_bytes += size
+        while self._recent_bytes > RECENT_BYTES:
+            oldest = next(iter(recent))
+            self._recent_bytes -= len(recent.pop(oldest)[1])
+
     def write_blob_file(self, path: bytes, size: int) -> bytes:
         """Hash a regular file as a blob, storing it if new; big files never sit in memory whole."""
         if size < STREAM_THRESHOLD:
@@ -230,7 +265,7 @@ class ObjectDatabase:
         """
         directory, path = self._loose_path(sha)
         if directory not in self._made_dirs:
-            _real_directory(directory)
+            _real_directory(directory, self._take_spare_dir)
             self._made_dirs.add(directory)
         for _ in range(8):
             tmp = directory + b"/tmp_obj_" + os.urandom(8).hex().encode()
@@ -383,6 +418,8 @@ class ObjectDatabase:
             objects = ((sha, kind, body) for sha, (kind, body) in batch.items())
             if self._holding:
                 self._add_small_pack(len(batch), objects)
+                for sha, (kind, body) in batch.items():
+                    self._remember(sha, kind, body)
             else:
                 self._add_pack(len(batch), objects)
             self._present.update(batch)
@@ -523,12 +560,90 @@ class ObjectDatabase:
             finally:
                 os.close(dir_fd)
             emptied.add(directory)
-        for directory in emptied:
-            with contextlib.suppress(OSError):  # not empty: left as it is
-                os.rmdir(directory)
+        self._retire_dirs(emptied)
         self.refresh()  # forgets the fan-out directories made (some are gone now)
         self.consolidate()
         return big
+
+    def _spare_container(self, *, make: bool) -> int | None:
+        """SPARE_DIRS opened without following a link (made first when `make`), or None."""
+        path = os.path.dirname(self.root) + b"/" + SPARE_DIRS
+        try:
+            return os.open(path, _DIRECTORY)
+        except FileNotFoundError:
+            if not make:
+                return None
+        except OSError:
+            return None  # a link or a file in its place: no spares, mkdir and rmdir as git does
+        try:
+            os.mkdir(path, 0o755)
+            return os.open(path, _DIRECTORY)
+        except OSError:
+            return None
+
+    def _spares(self, container: int) -> list[bytes]:
+        if self._spare_dirs is None:
+            # Left by an earlier process too (a resume): only names as _retire_dirs gives them.
+            # (os.listdir gives a descriptor's names as str.)
+            names = (os.fsencode(name) for name in os.listdir(container))
+            self._spare_dirs = [name for name in names if name.startswith(_SPARE_PREFIX)]
+        return self._spare_dirs
+
+    def _retire_dirs(self, emptied: Iterable[bytes]) -> None:
+        """Move the fan-out directories packing emptied out of objects/ into SPARE_DIRS, or remove
+        them when that cannot be done or enough wait there; one that is not empty stays."""
+        container = self._spare_container(make=True)
+        try:
+            spares = self._spares(container) if container is not None else []
+            for directory in emptied:
+                if container is None or len(spares) >= MAX_SPARE_DIRS:
+                    with contextlib.suppress(OSError):  # not empty: left as it is
+                        os.rmdir(directory)
+                    continue
+                name = _SPARE_PREFIX + os.urandom(8).hex().encode()
+                try:
+                    # Never a link (it would be moved, not followed, but is no spare), never one
+                    # that still holds something: a file left there would land in another fan-out.
+                    if not stat.S_ISDIR(os.lstat(directory).st_mode) or os.listdir(directory):
+                        continue
+                    os.rename(directory, name, dst_dir_fd=container)
+                except OSError:
+                    continue
+                spares.append(name)
+        finally:
+            if container is not None:
+                os.close(container)
+
+    def _take_spare_dir(self, directory: bytes) -> bool:
+        """Rename a spare fan-out directory into place as `directory` (missing); False when none
+        could be. What stands in SPARE_DIRS is the agent's to change: only a real directory is
+        taken, and the caller checks what stands at `directory` afterwards."""
+        if self._spare_dirs is not None and not self._spare_dirs:
+            return False
+        container = self._spare_container(make=False)
+        if container is None:
+            self._spare_dirs = []
+            return False
+        try:
+            spares = self._spares(container)
+            while spares:
+                name = spares.pop()
+                try:
+                    if not stat.S_ISDIR(os.stat(name, dir_fd=container, follow_symlinks=False).st_mode):
+                        continue
+                except OSError:
+                    continue  # gone
+                try:
+                    os.rename(name, directory, src_dir_fd=container)
+                except FileNotFoundError:
+                    continue  # gone since
+                except OSError:
+                    spares.append(name)  # something stands at `directory` now: the caller sees it
+                    return False
+                return True
+            return False
+        finally:
+            os.close(container)
 
     def _add_pack(self, count: int, objects: Iterator[tuple[bytes, bytes, bytes]]) -> None:
         from dulwich.pack import UnpackedObject
@@ -546,6 +661,8 @@ class ObjectDatabase:
         """(kind, body) of an object; loose ones are read here, packed ones through dulwich."""
         if self._batch is not None and (waiting := self._batch.get(sha)) is not None:
             return waiting
+        if (known := self._recent.get(sha)) is not None:
+            return known
         _, path = self._loose_path(sha)
         try:
             with open_regular(path) as f:
@@ -582,11 +699,15 @@ def _in_packs(packs: list[Pack], sha: bytes) -> bool:
     return False
 
 
-def _real_directory(directory: bytes) -> None:
-    """Make `directory` exist as a real directory: a symlink or file in its place is removed, never followed."""
+def _real_directory(directory: bytes, spare: Callable[[bytes], bool] | None = None) -> None:
+    """Make `directory` exist as a real directory: a symlink or file in its place is removed, never
+    followed. A missing one is what `spare(directory)` renames into place, if it can, else made."""
     try:
         st = os.lstat(directory)
     except FileNotFoundError:
+        if spare is not None and spare(directory):
+            _real_directory(directory)  # what the rename put there (or someone else since) is checked
+            return
         try:
             os.mkdir(directory)  # the objects directory is there: one mkdir, not makedirs' walk up
             return
