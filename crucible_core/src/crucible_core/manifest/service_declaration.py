@@ -12,7 +12,6 @@ import attrs
 
 from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError
-from crucible_core.manifest.semver import SemverError, parse_requirement
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 CAPABILITY_PREFIX = "service."
@@ -93,6 +92,9 @@ def parse_declarations(
             problems.append(f"{where}: field version must be a semantic-version requirement string")
             version = "*"
         else:
+            # the requirement grammar loads with the first declared service (most runs have none)
+            from crucible_core.manifest.semver import SemverError, parse_requirement
+
             try:
                 parse_requirement(version)
             except SemverError as exc:
