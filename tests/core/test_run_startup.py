@@ -41,6 +41,7 @@ NOT_AT_START = (
     "crucible_harness_acp.settings",
     "crucible_harness_opencode.settings",
     "crucible_harness_pi.settings",
+    "base64",  # the email package's, under the diff writer; redaction needs it for a handed-out value
 )
 # Never loaded by a run on the built-in iteration graph, however many iterations: the thread
 # pool an inline plan executor does not use, the plan file loader of an authored workflow, the
@@ -77,6 +78,7 @@ NOT_IN_A_COUNTER_RUN = (
         "crucible_core.run.resume",
         "crucible_core.control.client",
         "crucible_backend_local.pod_turn",
+        "secrets",  # the control bridge makes its token from os.urandom itself
     ),
 )
 
