@@ -96,6 +96,7 @@ SECRET_ANCHORS: tuple[tuple[str, ...], ...] = (
     ("bearer", "basic"),
     ("x-api-key", "authorization", "apikey", "api_key", "api-key", "token", "secret", "password"),
 )
+_ALL_ANCHORS = tuple(anchor for anchors in SECRET_ANCHORS for anchor in anchors)
 # Below this length the combined search is as cheap as looking for the literals.
 _ANCHORS_FROM_LENGTH = 48
 
@@ -105,8 +106,14 @@ def may_hold_secret_shape(value: str) -> bool:
     if len(value) < _ANCHORS_FROM_LENGTH or not value.isascii():
         return ANY_SECRET_PATTERN.search(value) is not None
     lowered = value.lower()
+    for anchor in _ALL_ANCHORS:  # a plain loop: most long texts hold no shape's literal at all
+        if anchor in lowered:
+            break
+    else:
+        return False
+    patterns = secret_patterns()
     return any(
-        any(anchor in lowered for anchor in anchors) and secret_patterns()[shape].search(value) is not None
+        any(anchor in lowered for anchor in anchors) and patterns[shape].search(value) is not None
         for shape, anchors in enumerate(SECRET_ANCHORS)
     )
 
