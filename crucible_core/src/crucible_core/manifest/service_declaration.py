@@ -13,7 +13,8 @@ import attrs
 from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError
 
-NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+# compiled by `re` at the first check: most manifests declare no service
+NAME_PATTERN = r"[a-z][a-z0-9_]*"
 CAPABILITY_PREFIX = "service."
 MAX_ARGS = 64
 MAX_ARG_CHARS = 4096
@@ -76,7 +77,7 @@ def parse_declarations(
         unknown = sorted(set(table) - _KEYS)
         if unknown:
             problems.append(f"{where}: unknown field(s) {', '.join(unknown)}")
-        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
             problems.append(f"{where}: field name must match [a-z][a-z0-9_]*")
             continue
         if name in seen:
