@@ -79,6 +79,7 @@ NOT_IN_A_COUNTER_RUN = (
         "crucible_core.control.client",
         "crucible_backend_local.pod_turn",
         "secrets",  # the control bridge makes its token from os.urandom itself
+        "crucible_core.protocol_records",  # sandboxes', services' and publishers' records
     ),
 )
 
