@@ -27,6 +27,7 @@ INFRASTRUCTURE = {
     "plugins",
     "plugin_index",
     "generated_code",
+    "imported_code",
     "start_up",
     "hookspecs",
 }

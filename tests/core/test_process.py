@@ -284,23 +284,22 @@ def test_a_group_is_signalled_only_while_its_leader_still_holds_the_id(tmp_path:
     plan running beside it, say. So every group kill, and the end of the child's registration
     with the guard and with the abort list, happens while the exited leader is still a zombie."""
     signalled: list[tuple[str, int, bool]] = []
-    kill_group, tell, discard = process._kill_group, process._guard.tell, process._running.discard
+    kill_group, unregister, discard = process._kill_group, process._guard.unregister, process._running.discard
 
     def spy_kill(pgid: int, sig: int) -> None:
         signalled.append((f"killpg {sig}", pgid, _unreaped(pgid)))
         kill_group(pgid, sig)
 
-    def spy_tell(line: str) -> None:
-        if line.startswith("-"):
-            signalled.append(("guard -", int(line[1:]), _unreaped(int(line[1:]))))
-        tell(line)
+    def spy_unregister(pgid: int) -> None:
+        signalled.append(("guard -", pgid, _unreaped(pgid)))
+        unregister(pgid)
 
     def spy_discard(pgid: int) -> None:
         signalled.append(("abort list -", pgid, _unreaped(pgid)))
         discard(pgid)
 
     monkeypatch.setattr(process, "_kill_group", spy_kill)
-    monkeypatch.setattr(process._guard, "tell", spy_tell)
+    monkeypatch.setattr(process._guard, "unregister", spy_unregister)
     monkeypatch.setattr(process._running, "discard", spy_discard)
     assert process.run("true", cwd=tmp_path, env=os.environ, timeout=30).ok
     assert process.run("sleep 30", cwd=tmp_path, env=os.environ, timeout=0.2, grace=5).timed_out
@@ -499,3 +498,96 @@ def test_a_finish_interrupted_halfway_is_completed_by_the_next_call(
     assert done.exit_code == 0 and "started" in done.stdout
     assert wait_until_gone(marker) == []
     assert child.proc.stdout is not None and child.proc.stdout.closed
+
+
+SCRUBBING_ENGINE = """
+import os, sys
+from pathlib import Path
+
+from crucible_core import process
+process.GROUP_TABLE_CELLS = int(sys.argv[2])
+readiness = process.Readiness()
+# Children that drop the mark from their environment stay in their group: only the group's
+# registration with the guard can find them once the engine is gone.
+children = [
+    process.start(sys.argv[1], cwd=Path("."), env=dict(os.environ), readiness=readiness)
+    for _ in range(3)
+]
+table = process._guard._table
+print(len(table._where) if table is not None else -1, flush=True)
+sys.stdin.readline()  # the test kills the engine meanwhile
+"""
+
+
+@pytest.mark.parametrize("cells", [4096, 1])
+def test_groups_are_killed_when_the_engine_dies_though_their_processes_dropped_the_mark(
+    tmp_path: Path, cells: int
+) -> None:
+    """Each child's group is registered with the guard (in the table it shares, or, with the
+    table full, as a line down its pipe): a process that scrubbed its environment of the mark
+    but stayed in the group is killed when the engine dies."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    engine = subprocess.Popen(
+        [sys.executable, "-c", SCRUBBING_ENGINE, f"env -i {sleeper(marker)} & wait", str(cells)],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert engine.stdin is not None and engine.stdout is not None
+    try:
+        in_table = int(engine.stdout.readline())
+        assert in_table == min(cells, 3)  # the rest went down the pipe
+        deadline = time.monotonic() + 10
+        while len(found := processes_with(marker)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(found) == 3
+        for pid in found:  # the mark is gone from what the guard would look for
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                assert process.SUPERVISOR_ENV.encode() not in handle.read()
+        os.kill(engine.pid, signal.SIGKILL)
+        engine.wait()
+        assert wait_until_gone(marker) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(engine.pid, signal.SIGKILL)
+        engine.wait()
+        for pid in processes_with(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_forked_process_never_writes_its_parents_group_table(tmp_path: Path) -> None:
+    """The table's memory is shared with the guard, and a fork shares it too: a forked engine
+    registers its children in a table of its own, never in its parent's."""
+    assert process.run("true", cwd=tmp_path, env=os.environ).ok  # the guard and its table exist
+    table = process._guard._table
+    if table is None:
+        pytest.skip("no memfd on this platform: the guard's pipe carries every group")
+    before = table._cells.tolist()
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the fork
+        try:
+            os.close(ready_r)
+            os.close(go_w)
+            readiness = process.Readiness()
+            running = process.start("sleep 30", cwd=tmp_path, env=dict(os.environ), readiness=readiness)
+            assert isinstance(running, process.Supervised)
+            mine = process._guard._table
+            os.write(ready_w, b"1" if mine is not None and mine is not table else b"0")
+            os.read(go_r, 1)
+            running.finish()
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    os.close(go_r)
+    try:
+        assert os.read(ready_r, 1) == b"1"
+        assert table._cells.tolist() == before  # the fork's running child is not in ours
+    finally:
+        os.write(go_w, b"1")
+        os.waitpid(child, 0)
+        os.close(ready_r)
+        os.close(go_w)
