@@ -173,3 +173,24 @@ def test_an_untouched_control_record_is_not_read_again_and_any_write_is_seen(
         assert b.restore_record() is None and len(reads) == 4
     finally:
         b.close()
+
+
+def test_a_bridge_token_is_what_secrets_token_urlsafe_makes_of_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bridge writes its token itself (secrets would import base64 at every start): same
+    alphabet, no padding, and fresh randomness for each bridge."""
+    import secrets
+
+    from crucible_core.control import bridge as bridge_module
+
+    for size in (1, 2, 3, 31, 32, 33):
+        raw = os.urandom(size)
+        monkeypatch.setattr(bridge_module.os, "urandom", lambda n, raw=raw: raw[:n])
+        ours = bridge_module.url_safe_token(size)
+        monkeypatch.setattr(secrets, "token_bytes", lambda n, raw=raw: raw[:n])
+        assert ours == secrets.token_urlsafe(size)
+    monkeypatch.undo()
+    tokens = {ControlBridge(Ledger(Path(os.devnull)), Inbox()).token for _ in range(20)}
+    assert len(tokens) == 20
+    assert all(len(token) == 43 and "=" not in token for token in tokens)

@@ -22,6 +22,7 @@ INFRASTRUCTURE = {
     "toml_text",
     "event_bounds",
     "protocols",
+    "protocol_records",
     "registry",
     "plugins",
     "plugin_index",

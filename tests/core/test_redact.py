@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import base64
+import json
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
@@ -142,3 +146,30 @@ def test_a_value_added_later_is_masked_in_a_text_redacted_before() -> None:
     r.add(["late-value-7f3a"])
     assert r.text(text) == f"grant={MASK}"
     assert r.obj({text: [text]}) == {f"grant={MASK}": [f"grant={MASK}"]}
+
+
+def test_clean_text_is_redacted_without_compiling_each_shape_or_loading_base64() -> None:
+    """Each shape's own expression and the base64 forms are needed only when a text holds a shape
+    or a value is handed out; a run that meets neither compiles and imports neither (start-up)."""
+    code = textwrap.dedent(
+        """
+        import json, sys
+        from crucible_core import redact
+        r = redact.Redactor()
+        r.add_engine_env({"HOME": "/home/someone", "PATH": "/usr/local/bin:/usr/bin:/bin" * 3, "LANG": "C"})
+        clean = [r.text("iteration"), r.text("Raise the integer in value.txt as high as you can (target: 5).")]
+        before = {"shapes": len(redact._compiled_shapes), "base64": "base64" in sys.modules}
+        masked = r.text("the key is sk-ant-" + "a" * 30)
+        r.add(["handed-out-value-91f2"])
+        after = {"shapes": len(redact._compiled_shapes), "base64": "base64" in sys.modules}
+        print(json.dumps({"before": before, "after": after, "clean": clean, "masked": masked}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    found = json.loads(done.stdout)
+    assert found["before"] == {"shapes": 0, "base64": False}
+    assert found["clean"] == ["iteration", "Raise the integer in value.txt as high as you can (target: 5)."]
+    assert found["masked"] == f"the key is {MASK}"
+    assert found["after"] == {"shapes": len(SECRET_PATTERNS), "base64": True}

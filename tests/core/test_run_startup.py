@@ -41,6 +41,7 @@ NOT_AT_START = (
     "crucible_harness_acp.settings",
     "crucible_harness_opencode.settings",
     "crucible_harness_pi.settings",
+    "base64",  # the email package's, under the diff writer; redaction needs it for a handed-out value
 )
 # Never loaded by a run on the built-in iteration graph, however many iterations: the thread
 # pool an inline plan executor does not use, the plan file loader of an authored workflow, the
@@ -57,6 +58,29 @@ NOT_IN_A_COUNTER_RUN = (
     "crucible_core.contract.wire_rare",
     "crucible_core.flow.model",
     "crucible_core.flow.fold",
+    *(
+        # Nor what only a manifest that declares services, [preflight] rungs or artifacts needs
+        # (the services' catalog, resolution, runtime and turn additions, the requirement grammar),
+        # what only a resume reads (the log's fold, the recovery's classes, the live-run probe),
+        # nor the local backend's turn for a pod (a sandboxed harness sent to a task runner).
+        "crucible_core.services.catalog",
+        "crucible_core.services.resolve",
+        "crucible_core.services.runtime",
+        "crucible_core.services.termination",
+        "crucible_core.run.service_turns",
+        "crucible_core.manifest.semver",
+        "crucible_core.toml_text",
+        "crucible_core.run.preflight",
+        "crucible_core.contract.preflight",
+        "crucible_core.artifacts",
+        "crucible_core.contract.fold",
+        "crucible_core.contract.recovery",
+        "crucible_core.run.resume",
+        "crucible_core.control.client",
+        "crucible_backend_local.pod_turn",
+        "secrets",  # the control bridge makes its token from os.urandom itself
+        "crucible_core.protocol_records",  # sandboxes', services' and publishers' records
+    ),
 )
 
 

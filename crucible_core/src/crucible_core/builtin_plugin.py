@@ -73,6 +73,8 @@ def crucible_register_task_kinds(register: Register[TaskKindSpec]) -> None:
 @hookimpl
 def crucible_before_turn(context: TurnContext) -> TurnAdditions | None:
     """The services [agent].services names, for this turn (started at the first turn that needs them)."""
+    if context.run.services is None:  # the run declares no service: its turn module is not loaded
+        return None
     from crucible_core.run.service_turns import turn_additions
 
     return turn_additions(context)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from crucible_core.manifest.models import AgentSection, JudgeSection, Manifest, WorldSection
     from crucible_core.plugins import Plugins
     from crucible_core.process import Completed
+    from crucible_core.protocol_records import PublishRequest as PublishRequest
+    from crucible_core.protocol_records import SandboxCommand as SandboxCommand
+    from crucible_core.protocol_records import SandboxLayout as SandboxLayout
+    from crucible_core.protocol_records import ServedTool as ServedTool
+    from crucible_core.protocol_records import ShellStdin as ShellStdin
     from crucible_core.services.runtime import ServiceForward
     from crucible_core.shell import Shell
 
@@ -253,19 +258,6 @@ class MeasureContext:
     shell: CommandShell | None = None
 
 
-@value_methods
-@attrs.frozen(repr=False, eq=False, slots=False)
-class ShellStdin:
-    """What a command reads on its standard input (an agent turn's prompt).
-
-    file_env: a variable the shell sets to the path of a file holding the same bytes, where the
-      command runs (a turn's CRUCIBLE_PROMPT_FILE), so a command may read either.
-    """
-
-    data: bytes
-    file_env: str | None = None
-
-
 class CommandShell(Protocol):
     """Runs one shell command in a workspace with its environment and deadline, wherever it runs.
 
@@ -483,43 +475,6 @@ HarnessFactory = Callable[[HarnessContext], Harness]
 # box of its own, so the harness describes the command instead of starting it.
 
 
-@value_methods
-@attrs.frozen(repr=False, eq=False, slots=False)
-class SandboxLayout:
-    """Where things live inside a sandbox (the sandbox's own absolute paths)."""
-
-    workdir: str  # the uploaded workspace, the program's working directory
-    home: str  # HOME for the program
-    private: str  # a directory for files only the program reads (configs holding tokens)
-    # Whether the command's `files` stay private to this sandbox (uploaded into it, 0600, gone
-    # with it), so a harness may seed a credential the engine holds there. False where the
-    # command and its files travel inside another system's records (a task pod's Job): the
-    # credential must then come from that place's own environment.
-    carries_secrets: bool = True
-
-
-@value_methods
-@attrs.frozen(repr=False, eq=False, slots=False)
-class SandboxCommand:
-    """One harness turn as a command a backend runs in its sandbox, and how to read what it did.
-
-    The backend feeds each stdout line to `on_stdout_line` as it arrives, then calls `finish`
-    with what the command did (a `crucible_core.process.Completed`) to get the turn's result.
-    `files` are written into the sandbox (mode 0600) before the command starts, keyed by their
-    sandbox path. `session_dirs` hold the program's own conversation store: the backend saves
-    them after the turn (mode 0600, in the run's private state) and puts them back into the
-    next fresh sandbox of the same logical session.
-    """
-
-    argv: tuple[str, ...]
-    env: Mapping[str, str]
-    stdin: bytes
-    on_stdout_line: Callable[[str], None]
-    finish: Callable[[Any], TurnResult]
-    files: Mapping[str, bytes] = attrs.field(factory=dict)
-    session_dirs: tuple[str, ...] = ()
-
-
 @runtime_checkable
 class SandboxHarness(Protocol):
     def sandbox_command(self, turn: Turn, layout: SandboxLayout) -> SandboxCommand | TurnResult:
@@ -556,24 +511,6 @@ ReporterFactory = Callable[[ReporterContext], Reporter]
 # front of the tool and says when it is ready. (The tools themselves: services.catalog.ServiceTool.)
 
 
-@value_methods
-@attrs.frozen(repr=False, eq=False, slots=False)
-class ServedTool:
-    """One started instance of a catalog tool, as a transport receives it.
-
-    port: the loopback port the tool was given (CRUCIBLE_SERVICE_PORT); stdin/stdout: its standard
-    streams for the `mcp-stdio` transport (the engine started it with pipes), else None.
-    bearer: what the forward must require of every request (minted by the engine, per service).
-    """
-
-    service: str
-    port: int
-    mcp_path: str
-    bearer: str = attrs.field(repr=False)
-    stdin: IO[bytes] | None = None
-    stdout: IO[bytes] | None = None
-
-
 class ServiceEndpoint(Protocol):
     """What a transport made for one instance: the forward tasks use, and a readiness probe."""
 
@@ -600,30 +537,6 @@ class ServiceTransport(Protocol):
 
 # ---------------------------------------------------------------------------------------------
 # Publishers: the engine's own writes of kept work to a forge ([publish], publish-on-keep).
-
-
-@value_methods
-@attrs.frozen(repr=False, eq=False, slots=False)
-class PublishRequest:
-    """A run's newest kept commit to publish as its one draft pull request (opened the first time,
-    updated after); the mediation point already admitted the pull request."""
-
-    repo: str  # owner/name on the forge: the admitted draft-pr target
-    base: str  # the branch the pull request asks to merge into (when no base_sha pins one)
-    branch: str  # the run's own branch (crucible/<run id>), moved to each newer kept commit
-    sha: str  # the kept commit, present in the workspace's repository
-    workspace: Path
-    title: str
-    body: str
-    env: Mapping[str, str]  # the engine's environment (the forge credential lives here, never the agent's)
-    timeout: float  # seconds the whole publish may take
-    # The heads the branch may already be at: what this run last pushed, and what a push a kill
-    # interrupted may have left. Empty: the branch must not exist yet. Any other head is refused
-    # (the push is a force-with-lease on what was found), so nobody else's work is overwritten.
-    lease: tuple[str, ...] = attrs.field(default=(), kw_only=True)
-    # The commit the agent edited against: pinned as `<branch>-base` and used as the pull
-    # request's base, so its diff is exactly the run's commits however the fork moved. None: `base`.
-    base_sha: str | None = attrs.field(default=None, kw_only=True)
 
 
 @runtime_checkable
@@ -718,3 +631,20 @@ class DomainPacks(Protocol):
     def provenance(self, manifest_dir: Path) -> str | None:
         """The pack a run directory was copied from, as the run identity takes it in; None for none."""
         ...
+
+
+# The records a run of a command agent never builds live in protocol_records.py and are defined
+# the first time one is asked for here (or through crucible_core.api).
+_RECORDS_ELSEWHERE = frozenset(
+    {"ShellStdin", "SandboxLayout", "SandboxCommand", "ServedTool", "PublishRequest"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RECORDS_ELSEWHERE:
+        from crucible_core import protocol_records
+
+        value = getattr(protocol_records, name)
+        globals()[name] = value  # found directly from now on
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

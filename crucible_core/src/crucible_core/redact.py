@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -20,34 +19,35 @@ MIN_ENCODED_LENGTH = 8
 # Engine environment variables whose values are secrets by their name, whatever their shape.
 SECRET_ENV_NAME = re.compile(r"(?i)(secret|token|passw|api_?key|private_?key|access_?key|credential)")
 
-# Shapes that are secrets wherever they appear, whoever produced them. The distinctive
-# prefixes match even with letters glued in front (`XXsk-ant-...`): a word boundary there
-# would let a secret through by prepending a character.
-SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.S),
-    re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{20,}"),
-    re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"github_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"xox[abprs]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"AKIA[0-9A-Z]{16}(?![0-9A-Z])"),
-    re.compile(r"AIza[0-9A-Za-z_\-]{30,}"),
-    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
-    re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}"),
-    re.compile(
-        r"(?i)(x-api-key|authorization|api[_-]?key|token|secret|password)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;]{8,}"
+# Shapes that are secrets wherever they appear, whoever produced them (source, flags). The
+# distinctive prefixes match even with letters glued in front (`XXsk-ant-...`): a word boundary
+# there would let a secret through by prepending a character.
+_SECRET_SHAPES: tuple[tuple[str, int], ...] = (
+    (r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----", re.S),
+    (r"sk-ant-[A-Za-z0-9_\-]{8,}", 0),
+    (r"\bsk-[A-Za-z0-9_\-]{20,}", 0),
+    (r"gh[pousr]_[A-Za-z0-9]{20,}", 0),
+    (r"github_pat_[A-Za-z0-9_]{20,}", 0),
+    (r"xox[abprs]-[A-Za-z0-9\-]{10,}", 0),
+    (r"AKIA[0-9A-Z]{16}(?![0-9A-Z])", 0),
+    (r"AIza[0-9A-Za-z_\-]{30,}", 0),
+    (r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", 0),  # JWT
+    (r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}", 0),
+    (
+        r"(?i)(x-api-key|authorization|api[_-]?key|token|secret|password)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;]{8,}",
+        0,
     ),
 )
 
 
-def _scoped(pattern: re.Pattern[str]) -> str:
-    """`pattern` as an alternative of a larger expression, its flags scoped to itself."""
-    source, flags = pattern.pattern, ""
+def _scoped(source: str, flag_bits: int) -> str:
+    """A pattern's `source` as an alternative of a larger expression, its flags scoped to itself."""
+    flags = ""
     if source.startswith("(?i)"):
         source, flags = source[len("(?i)") :], "i"
-    elif pattern.flags & re.IGNORECASE:
+    elif flag_bits & re.IGNORECASE:
         flags = "i"
-    if pattern.flags & re.DOTALL:
+    if flag_bits & re.DOTALL:
         flags += "s"
     return f"(?{flags}:{source})" if flags else f"(?:{source})"
 
@@ -55,7 +55,28 @@ def _scoped(pattern: re.Pattern[str]) -> str:
 # Whether any secret shape occurs at all: one search instead of a substitution per shape. Most
 # strings written to a log (names, statuses, kinds) hold none, and a call per shape on each of
 # them was most of what a session-log line cost to write.
-ANY_SECRET_PATTERN = re.compile("|".join(_scoped(pattern) for pattern in SECRET_PATTERNS))
+ANY_SECRET_PATTERN = re.compile("|".join(_scoped(source, flags) for source, flags in _SECRET_SHAPES))
+
+_compiled_shapes: tuple[re.Pattern[str], ...] = ()
+
+
+def secret_patterns() -> tuple[re.Pattern[str], ...]:
+    """Each secret shape as its own expression (SECRET_PATTERNS), compiled on first use.
+
+    Only a text that holds some shape, or a long one holding a shape's literal, needs them: most
+    runs never do, and compiling them cost every start about a millisecond.
+    """
+    global _compiled_shapes
+    if not _compiled_shapes:
+        _compiled_shapes = tuple(re.compile(source, flags) for source, flags in _SECRET_SHAPES)
+    return _compiled_shapes
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SECRET_PATTERNS":  # kept by name for the callers that read the tuple
+        return secret_patterns()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # For each shape, literal text every match of it contains, in lower case. The combined search
 # above tries every alternative at every character, so on a long text (a prompt, a diff) it
@@ -75,7 +96,7 @@ SECRET_ANCHORS: tuple[tuple[str, ...], ...] = (
     ("bearer", "basic"),
     ("x-api-key", "authorization", "apikey", "api_key", "api-key", "token", "secret", "password"),
 )
-_ANCHORED = tuple(zip(SECRET_PATTERNS, SECRET_ANCHORS, strict=True))
+_ALL_ANCHORS = tuple(anchor for anchors in SECRET_ANCHORS for anchor in anchors)
 # Below this length the combined search is as cheap as looking for the literals.
 _ANCHORS_FROM_LENGTH = 48
 
@@ -85,9 +106,15 @@ def may_hold_secret_shape(value: str) -> bool:
     if len(value) < _ANCHORS_FROM_LENGTH or not value.isascii():
         return ANY_SECRET_PATTERN.search(value) is not None
     lowered = value.lower()
+    for anchor in _ALL_ANCHORS:  # a plain loop: most long texts hold no shape's literal at all
+        if anchor in lowered:
+            break
+    else:
+        return False
+    patterns = secret_patterns()
     return any(
-        any(anchor in lowered for anchor in anchors) and pattern.search(value) is not None
-        for pattern, anchors in _ANCHORED
+        any(anchor in lowered for anchor in anchors) and patterns[shape].search(value) is not None
+        for shape, anchors in enumerate(SECRET_ANCHORS)
     )
 
 
@@ -100,6 +127,8 @@ def _alignments(value: str) -> Iterator[tuple[str, bool, bool]]:
     """For each of the three alignments of `value` inside a base64 blob: the run of characters
     made of the value's bits alone, and whether a character mixing in a neighbour's bits stands
     before it and after it (that character still carries a few bits of the value)."""
+    import base64  # only for a handed-out secret value: most runs hand out none
+
     raw = value.encode("utf-8")
     for shift in range(3):
         encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
@@ -179,7 +208,7 @@ class Redactor:
         self.add(
             v
             for k, v in env.items()
-            if SECRET_ENV_NAME.search(k) or any(pattern.search(v) for pattern in SECRET_PATTERNS)
+            if SECRET_ENV_NAME.search(k) or may_hold_secret_shape(v)  # any shape's search, in one
         )
 
     def _split_across_lines(self, value: str) -> str:
@@ -210,7 +239,7 @@ class Redactor:
                 value = self._split_across_lines(value)
         if not may_hold_secret_shape(value):
             return value
-        for pattern in SECRET_PATTERNS:
+        for pattern in secret_patterns():
             if pattern.groups >= 2:
                 value = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", value)
             else:

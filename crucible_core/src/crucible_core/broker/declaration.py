@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -28,7 +28,9 @@ from crucible_core.manifest.broker_sections import SecretCapability
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.manifest.service_declaration import ServiceSecret
 from crucible_core.registry import provider_of
-from crucible_core.services.catalog import Handoff
+
+if TYPE_CHECKING:  # the catalog's module loads only where a run declares services
+    from crucible_core.services.catalog import Handoff
 
 # The distribution of the standard set that provides the broker and its tools.
 BROKER_DISTRIBUTION = "crucible-plugin-broker-mcp"

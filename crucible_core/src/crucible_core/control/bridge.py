@@ -9,11 +9,11 @@ in control/server.py. JSON nesting is at most MAX_REQUEST_DEPTH.
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import hmac
 import json
 import os
-import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,17 @@ from crucible_core.manifest.paths import write_atomic
 MAX_REQUEST_DEPTH = 16
 MAX_CONNECTIONS = 64  # unfinished requests held at once (each buffer at most MAX_REQUEST_BYTES)
 READ_SECONDS = 5.0
+
+
+TOKEN_BYTES = 32  # of randomness in a bridge's token
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def url_safe_token(nbytes: int) -> str:
+    """`secrets.token_urlsafe(nbytes)`'s text (os.urandom's bytes in URL-safe base64, unpadded),
+    made here: `secrets` imports base64, and every run opens a bridge while few ever use base64."""
+    encoded = binascii.b2a_base64(os.urandom(nbytes), newline=False)
+    return encoded.translate(_URL_SAFE).rstrip(b"=").decode("ascii")
 
 
 class ControlBridge:
@@ -52,7 +63,7 @@ class ControlBridge:
         self.lane = lane
         self.read_seconds = read_seconds
         self.max_connections = max_connections
-        self.token = token or secrets.token_urlsafe(32)
+        self.token = token or url_safe_token(TOKEN_BYTES)
         self._server: LineServer | None = None
         self._control_file: Path | None = None
         # control.json's bytes while the server runs: its port, token and pid do not change, and
@@ -98,7 +109,7 @@ class ControlBridge:
                     "cmd": cmd,
                     "error": f"could not record the input, so it was not taken: {exc}",
                 }
-            self.inbox.put(Order(f"unrecorded-{secrets.token_hex(6)}", cmd, payload, unrecorded=True))
+            self.inbox.put(Order(f"unrecorded-{os.urandom(6).hex()}", cmd, payload, unrecorded=True))
             return {"ok": True, "cmd": cmd, "unrecorded": True}
         entry = admission.entry
         reply: dict[str, Any] = {"ok": True, "cmd": cmd, "key": entry.key}

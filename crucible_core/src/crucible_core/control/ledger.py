@@ -18,7 +18,6 @@ from typing import Any
 
 import attrs
 
-from crucible_core.contract.fold import decode_lines
 from crucible_core.contract.records import value_methods
 from crucible_core.control.commands import MUTATING, BadRequest, payload_of
 from crucible_core.manifest.paths import write_atomic
@@ -133,6 +132,9 @@ class Ledger:
         try:
             with open(path, "rb") as handle:
                 self._content = bytearray(handle.read())
+            # the log's line decoder loads only when there is a ledger to read (a fresh run has none)
+            from crucible_core.contract.fold import decode_lines
+
             self.entries = fold_ledger(decode_lines(bytes(self._content).splitlines()), self.problems)
         except FileNotFoundError:
             self.entries = {}

@@ -28,9 +28,7 @@ from crucible_core.broker.service import (
     recorded_params,
 )
 from crucible_core.contract import wire
-from crucible_core.contract.fold import Folded, fold_path
 from crucible_core.control import orders
-from crucible_core.control.client import live_run
 from crucible_core.control.ledger import Ledger
 from crucible_core.errors import CrucibleError, ExitCode, PreflightFailed, WorkspaceError
 from crucible_core.lanes.lane import Ending, Shell
@@ -47,17 +45,8 @@ from crucible_core.run.engine import Engine, agent_environment, engine_credentia
 from crucible_core.run.lifecycle import Lifecycle
 from crucible_core.run.loop import LoopExit, Run, run_baseline, run_loop
 from crucible_core.run.opened_runners import DEFAULT_MEASURE_TIMEOUT, HeldEvents, RunRunners, open_run_runners
-from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
 from crucible_core.run.publish import build_publisher
-from crucible_core.run.resume import (
-    already_ended,
-    loop_exit,
-    record_resume_budget,
-    refuse_disagreeing_log,
-    refuse_nothing_to_resume,
-    resumed_budget,
-)
 from crucible_core.run.rounds import SearchRound, prepare_round
 from crucible_core.run.state_lock import StateLock
 from crucible_core.run.workflow_iteration import AuthoredGraph, admit_authored_graph, freeze_artifact
@@ -66,7 +55,12 @@ from crucible_core.services import run_services
 from crucible_core.session_log import log_size, read_events
 from crucible_core.shell import Shell as CommandShell
 
+# The log's fold, the live-run probe and the resume's checks load with the first resume: a fresh
+# run reads no log and asks no earlier engine anything.
 if TYPE_CHECKING:
+    from crucible_core.contract.fold import Folded
+    from crucible_core.manifest.models import PreflightSection
+    from crucible_core.run.preflight import Preflight
     from crucible_core.session.request import SessionRequest
 
 # Every order of the operator vocabulary: the loop honours them all.
@@ -96,6 +90,15 @@ def prepare_loop(
         budget = attrs.evolve(budget, iterations=DEFAULT_ITERATIONS)
     folded: Folded | None = None
     if request.resume:
+        from crucible_core.contract.fold import Folded, fold_path
+        from crucible_core.control.client import live_run
+        from crucible_core.run.resume import (
+            already_ended,
+            loop_exit,
+            refuse_nothing_to_resume,
+            resumed_budget,
+        )
+
         alive = live_run(paths.state_dir)
         if alive is not None:
             raise WorkspaceError(
@@ -145,6 +148,8 @@ def prepare_loop(
     # What the world's own record kept, read before anything repairs or rolls back the world.
     world_kept = recorded_kept(drivers.world) if folded is not None else None
     if folded is not None:
+        from crucible_core.run.resume import refuse_disagreeing_log
+
         refuse_disagreeing_log(folded, paths, world_kept)
     # the engine's own credentials (a forge token, a record store's keys) never reach a turn
     agent_env = agent_environment(base_env, loaded, engine_credentials(plugins))
@@ -307,7 +312,7 @@ class LoopLane:
             agent_env=self.full_agent_env,
             goal=loaded.goal_text(),
             method_template=method,
-            preflight=Preflight(m.preflight, self.shell) if m.preflight is not None else None,
+            preflight=_preflight(m.preflight, self.shell),
             workflow=self.workflow,
             caps=request.caps,
             task_runners=self.opened.runners,
@@ -326,6 +331,8 @@ class LoopLane:
 
     def before_start(self) -> None:
         if self.folded is not None:
+            from crucible_core.run.resume import record_resume_budget
+
             assert self.ledger is not None
             record_resume_budget(self.ledger, self.request.budget, self.engine.note)
         self.started = time.monotonic()
@@ -490,6 +497,15 @@ def _open_runners(
         opened.close()
         raise
     return opened
+
+
+def _preflight(section: PreflightSection | None, shell: CommandShell) -> Preflight | None:
+    """The [preflight] rungs' runner; its module loads only for a manifest that has some."""
+    if section is None:
+        return None
+    from crucible_core.run.preflight import Preflight
+
+    return Preflight(section, shell)
 
 
 def _reason(exit_: LoopExit, run: Run) -> str:

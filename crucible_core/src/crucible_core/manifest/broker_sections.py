@@ -50,7 +50,8 @@ def scope_is_unbounded(scope: str) -> bool:
 
 
 SECRET_CONTEXTS = ("broker", "agent")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# compiled by `re` at the first check: only a manifest with [agent.broker] secrets or params has one
+_ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
 @value_methods
@@ -111,12 +112,12 @@ def validate(outputs: dict[str, OutputDeclaration], capabilities: CapabilitiesSe
                     "name a narrower scope (for example PROJ-* or org/repo)"
                 )
             param = target.open.param
-            if param is not None and not _ENV_NAME.fullmatch(param):
+            if param is not None and not re.fullmatch(_ENV_NAME, param):
                 problems.append(f"{where}.target.open.param {param!r} is not a parameter name")
     seen: set[str] = set()
     for index, secret in enumerate(capabilities.secret):
         where = f"[[capabilities.secret]][{index}]"
-        if not _ENV_NAME.fullmatch(secret.name):
+        if not re.fullmatch(_ENV_NAME, secret.name):
             problems.append(f"{where}.name {secret.name!r} is not an environment variable name")
         if secret.name in seen:
             problems.append(f"{where}.name {secret.name!r} is disclosed twice")

@@ -189,8 +189,9 @@ class PreflightSection:
 
 
 # A forge repository as publish addresses it: owner/name, nothing that could turn into a path or URL.
-_FORGE_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}")
-_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,199}")
+# compiled by `re` at the first check: only a manifest with a [publish] table has one
+_FORGE_REPO = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}"
+_BRANCH = r"[A-Za-z0-9][A-Za-z0-9_./-]{0,199}"
 
 
 @value_methods
@@ -206,11 +207,11 @@ class PublishSection:
     record: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        if not _FORGE_REPO.fullmatch(self.pr_repo) or ".." in self.pr_repo:
+        if not re.fullmatch(_FORGE_REPO, self.pr_repo) or ".." in self.pr_repo:
             raise ValueError(f"pr_repo {self.pr_repo!r} must be owner/name")
         if self.record is not None and not self.record.startswith(("s3://", "file:///")):
             raise ValueError(f"record {self.record!r} must be s3://bucket[/prefix] or file:///abs/path")
-        if not _BRANCH.fullmatch(self.base) or ".." in self.base or self.base.endswith((".lock", "/")):
+        if not re.fullmatch(_BRANCH, self.base) or ".." in self.base or self.base.endswith((".lock", "/")):
             raise ValueError(f"base {self.base!r} is not a branch name")
 
 

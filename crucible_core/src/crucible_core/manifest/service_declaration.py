@@ -12,9 +12,9 @@ import attrs
 
 from crucible_core.contract.records import value_methods
 from crucible_core.errors import ManifestError
-from crucible_core.manifest.semver import SemverError, parse_requirement
 
-NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+# compiled by `re` at the first check: most manifests declare no service
+NAME_PATTERN = r"[a-z][a-z0-9_]*"
 CAPABILITY_PREFIX = "service."
 MAX_ARGS = 64
 MAX_ARG_CHARS = 4096
@@ -77,7 +77,7 @@ def parse_declarations(
         unknown = sorted(set(table) - _KEYS)
         if unknown:
             problems.append(f"{where}: unknown field(s) {', '.join(unknown)}")
-        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
             problems.append(f"{where}: field name must match [a-z][a-z0-9_]*")
             continue
         if name in seen:
@@ -93,6 +93,9 @@ def parse_declarations(
             problems.append(f"{where}: field version must be a semantic-version requirement string")
             version = "*"
         else:
+            # the requirement grammar loads with the first declared service (most runs have none)
+            from crucible_core.manifest.semver import SemverError, parse_requirement
+
             try:
                 parse_requirement(version)
             except SemverError as exc:

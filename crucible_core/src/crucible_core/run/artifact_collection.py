@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from crucible_core.artifacts import Collected, Declared, collect_artifacts, to_wire
 from crucible_core.contract import wire
+
+# The collector itself loads with the first collection: a run that declares no artifact never has one.
+if TYPE_CHECKING:
+    from crucible_core.artifacts import Collected, Declared
 
 STAGE_DIR_NAME = "artifacts"  # under the run's private directory
 
@@ -41,6 +45,8 @@ class ArtifactCollection:
         collection itself failed (noted: publishing goes on without them, the run too)."""
         if not self.declared:
             return None
+        from crucible_core.artifacts import collect_artifacts, to_wire
+
         try:
             collected = collect_artifacts(
                 self.workspace, self.declared, redact=self.redact, stage_dir=self.stage_dir

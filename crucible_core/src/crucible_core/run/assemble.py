@@ -25,17 +25,18 @@ from crucible_core.run.drivers import DriverChoice, Drivers
 from crucible_core.run.engine import Engine, RunOptions
 from crucible_core.run.gates import Gates
 from crucible_core.run.loop import reject, run_baseline
-from crucible_core.run.preflight import Preflight
 from crucible_core.run.prompt import DEFAULT_METHOD
-from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
 
+# [preflight]'s runner and the services' resolution load only for a manifest that has them.
 if TYPE_CHECKING:
     from crucible_core.broker.declaration import Declaration
     from crucible_core.broker.service import TurnBroker
     from crucible_core.run.lifecycle import Lifecycle
+    from crucible_core.run.preflight import Preflight
     from crucible_core.run.signals import AgentSignals
     from crucible_core.run.workflow_iteration import AuthoredGraph
+    from crucible_core.services.resolve import Resolution
 
 
 def build_engine(

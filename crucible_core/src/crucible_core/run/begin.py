@@ -7,11 +7,10 @@ baseline measure (when one is owed) and the loop follow in the loop lane (lanes/
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
 
 from crucible_core.contract import wire
-from crucible_core.contract.fold import Folded
 from crucible_core.contract.reading import Reading
-from crucible_core.contract.recovery import classify, unlogged_keep
 from crucible_core.errors import PreflightFailed
 from crucible_core.protocols import RecordedKept
 from crucible_core.run.agent_ready import refuse_unstartable_agent
@@ -20,9 +19,12 @@ from crucible_core.run.engine import Engine
 from crucible_core.run.identity import run_identity
 from crucible_core.run.loop import run_baseline
 from crucible_core.run.parking import Pending
-from crucible_core.run.resume import rearm, run_from_fold
 from crucible_core.run.workspace_setup import prepare_workspace, source_notice
 from crucible_core.shell import Shell
+
+# The log's fold and what a resume reads from it load with the first resume: a fresh run has none.
+if TYPE_CHECKING:
+    from crucible_core.contract.fold import Folded
 
 
 def prove_environment(engine: Engine, run: Run) -> None:
@@ -83,6 +85,9 @@ def begin_resumed(
     never recorded opens a new segment there (measured again as its baseline), so the
     rollback never goes past it.
     """
+    from crucible_core.contract.recovery import classify, unlogged_keep
+    from crucible_core.run.resume import rearm, run_from_fold
+
     recovery = classify(folded)
     engine.note(
         f"resuming after {folded.events} events: iteration {folded.iteration}, best {folded.best_score}, "

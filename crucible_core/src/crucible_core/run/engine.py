@@ -32,16 +32,16 @@ from crucible_core.run.drivers import Drivers
 from crucible_core.run.gates import Gates
 from crucible_core.run.injects import Verified, refresh_frozen
 from crucible_core.run.lifecycle import Lifecycle, TurnUnavailable
-from crucible_core.run.preflight import Preflight
 from crucible_core.run.signals import AgentSignals, SignalContext
-from crucible_core.services.resolve import Resolution
 from crucible_core.session_log import SessionLog
 from crucible_core.workspace_files import OwnedFile
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from crucible_core.run.preflight import Preflight  # loaded where a manifest has [preflight]
     from crucible_core.run.workflow_iteration import AuthoredGraph
+    from crucible_core.services.resolve import Resolution  # loaded where a run declares services
 
 DEFAULT_TURN_TIMEOUT = 3600.0
 

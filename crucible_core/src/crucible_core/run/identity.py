@@ -8,11 +8,14 @@ direction) from a manifest and a workspace's base commit, and each resolved run 
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from crucible_core.contract import wire
 from crucible_core.manifest.loader import LoadedManifest
 from crucible_core.run import part_tokens
-from crucible_core.services.resolve import Resolution
+
+if TYPE_CHECKING:  # loaded where a run declares services
+    from crucible_core.services.resolve import Resolution
 
 
 def _h(data: bytes | str) -> str:

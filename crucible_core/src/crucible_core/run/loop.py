@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from crucible_core.contract.decide import Best, Verdict, decide
-from crucible_core.contract.measure_diagnosis import baseline_failure
 from crucible_core.contract.noise import noise_margin
 from crucible_core.contract.reading import Reading
 from crucible_core.errors import RunFailed
@@ -70,6 +69,8 @@ def run_baseline(engine: Engine, run: Run) -> LoopExit | None:
     )
     if not reading.scoreable and run.segment.index == 0:
         # With no valid baseline every candidate would be discarded: stop before spending a turn.
+        from crucible_core.contract.measure_diagnosis import baseline_failure  # only on this way out
+
         raise RunFailed(
             baseline_failure(reading), hint="`crucible check` shows the measure's exit code and stderr"
         )

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 
 from crucible_core.manifest.service_declaration import CAPABILITY_PREFIX
 from crucible_core.run.lifecycle import TurnAdditions, TurnUnavailable
-from crucible_core.services.runtime import ServiceForward, ServiceUnavailable
 
+# The runtime's module (with the catalog and the resolution under it) loads at the first turn
+# of a run that names a service; every other turn returns before it is needed.
 if TYPE_CHECKING:
     from crucible_core.run.lifecycle import TurnContext
+    from crucible_core.services.runtime import ServiceForward
 
 
 def turn_label(iteration: int) -> str:
@@ -32,6 +34,8 @@ def turn_additions(context: TurnContext) -> TurnAdditions | None:
     names = manifest.manifest.agent.services
     if not names:
         return None
+    from crucible_core.services.runtime import ServiceUnavailable
+
     servers: dict[str, object] = {}
     forwards: list[ServiceForward] = []
     for name in names:

@@ -26,16 +26,17 @@ from crucible_core.manifest.service_declaration import (
     parse_declarations,
 )
 from crucible_core.redact import Redactor
-from crucible_core.services.catalog import TRANSPORTS_DISTRIBUTION, load_catalog
-from crucible_core.services.resolve import Resolution, granted_secrets, resolve, transport_problems
-from crucible_core.services.runtime import ServiceRuntime
-from crucible_core.services.termination import services_stop_on_sigterm
 from crucible_core.session_log import read_events
 
+# The catalog, the resolution and the runtime are imported where a run declares a service: most
+# runs declare none, and their modules (attrs records, the catalog's TOML reading) cost every
+# start a few milliseconds for nothing.
 if TYPE_CHECKING:
     from crucible_core.plugins import Plugins
     from crucible_core.protocols import ServiceTransport
     from crucible_core.registry import Registry
+    from crucible_core.services.resolve import Resolution
+    from crucible_core.services.runtime import ServiceRuntime
 
 RUN_ID_FILE = "run_id"
 
@@ -62,6 +63,9 @@ def declarations_of(
 
 
 def resolve_declared(declarations: tuple[ServiceDeclaration, ...], env: Mapping[str, str]) -> Resolution:
+    from crucible_core.services.catalog import load_catalog
+    from crucible_core.services.resolve import granted_secrets, resolve
+
     return resolve(declarations, load_catalog(env), granted_secrets(env))
 
 
@@ -89,6 +93,8 @@ def open_runtime(
     env: Mapping[str, str] | None = None,
     run_id: str | None = None,
 ) -> ServiceRuntime:
+    from crucible_core.services.runtime import ServiceRuntime
+
     return ServiceRuntime(
         resolution,
         run_id=run_id or stable_run_id(state_dir),
@@ -103,6 +109,9 @@ def served_transports(
     resolution: Resolution, registry: Registry[ServiceTransport]
 ) -> dict[str, ServiceTransport]:
     """The plugins serving the resolved services' transports; a transport none serves refuses the run."""
+    from crucible_core.services.catalog import TRANSPORTS_DISTRIBUTION
+    from crucible_core.services.resolve import transport_problems
+
     problems = transport_problems(resolution, registry.names())
     if problems:
         raise PluginError(
@@ -183,6 +192,8 @@ class PlannedServices:
     ) -> Iterator[ServiceRuntime | None]:
         """The runtime while the run runs (None when nothing is declared); stopped on every way out,
         a SIGTERM included (services/termination.py)."""
+        from crucible_core.services.termination import services_stop_on_sigterm
+
         runtime = self.open(state_dir=state_dir, emit=emit, run_id=run_id, env=env)
         try:
             with services_stop_on_sigterm(runtime):

@@ -19,7 +19,6 @@ from crucible_core.manifest.loader import LoadedManifest, load_manifest
 from crucible_core.plugins import Plugins
 from crucible_core.run.state_lock import StateLock
 from crucible_core.session.request import SessionRequest
-from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES
 from crucible_core.workflow.pack import declared_lane
 
 
@@ -42,7 +41,11 @@ def registered_lane(plugins: Plugins, loaded: LoadedManifest) -> LaneSpec | None
     scored one: the loop runs its authored graph). A type no installed plugin registers is a
     PluginError naming the distribution to install."""
     lane = declared_lane(plugins, loaded)
-    if lane is None or lane in SCORED_WORKFLOW_TYPES:
+    if lane is None:  # the loop; the workflow modules load only for a manifest with a [workflow]
+        return None
+    from crucible_core.workflow.lanes import SCORED_WORKFLOW_TYPES
+
+    if lane in SCORED_WORKFLOW_TYPES:
         return None
     spec: LaneSpec = plugins.registry("lane").get(lane, where=f"{loaded.path} ([workflow].type)")
     return spec

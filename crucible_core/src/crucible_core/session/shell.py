@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from crucible_core.broker.declaration import Disclosure
 from crucible_core.broker.service import TurnBroker
@@ -33,10 +33,12 @@ from crucible_core.run.gates import Aborted
 from crucible_core.run.lifecycle import Lifecycle, RunContext
 from crucible_core.run.observers import ObserverFanout
 from crucible_core.run.state_lock import StateLock
-from crucible_core.services.runtime import ServiceRuntime
 from crucible_core.session.request import SessionResult
 from crucible_core.session.signals import AbortSignal, SignalPolicy
 from crucible_core.session_log import SessionLog
+
+if TYPE_CHECKING:  # loaded where a run declares services
+    from crucible_core.services.runtime import ServiceRuntime
 
 
 def make_reporter(

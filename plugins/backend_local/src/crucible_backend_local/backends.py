@@ -10,7 +10,6 @@ from pathlib import Path
 
 import attrs
 
-from crucible_backend_local.pod_turn import sandbox_shell_turn
 from crucible_core.api import (
     ENV_MCP_CONFIG,
     BackendContext,
@@ -218,4 +217,6 @@ class SendableLocalBackend(LocalBackend):
     def shell_turn(self, turn: Turn) -> ShellTurn:
         """The turn as one command for a pod: the harness's sandbox command, this machine's env left out."""
         assert isinstance(self.harness, SandboxHarness)  # from_context chose this class for it
+        from crucible_backend_local.pod_turn import sandbox_shell_turn  # only a sandboxed harness's turn
+
         return sandbox_shell_turn(self.harness, turn)

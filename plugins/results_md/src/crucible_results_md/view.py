@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from crucible_core.api import OwnedFile, fold_path, wire
+from crucible_core.api import OwnedFile, wire
 from crucible_results_md.chart import RESULTS_CHART_NAME, ChartFold
 from crucible_results_md.document import render_page, render_row
 
@@ -72,6 +72,8 @@ class ResultsView:
             note=context.note,
         )
         if context.resumed:
+            from crucible_core.api import fold_path  # the log's fold loads only for a resume
+
             try:
                 folded = fold_path(context.session_log)
             except OSError as exc:  # core folded it a moment ago; a view must not end the run
