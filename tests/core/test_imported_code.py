@@ -305,3 +305,55 @@ def test_a_module_found_nowhere_is_known_absent_until_its_directory_changes(tmp_
     (package / "missing.py").write_text("VALUE = 'written later'\n")
     later = _absent_start(root, cache)
     assert later["found"] == "written later" and later["absent"] == []
+
+
+PICK_DRIVER = textwrap.dedent(
+    """
+    import importlib, json, os, sys
+    from crucible_core import imported_code
+    cache = imported_code.install()
+    found = {}
+    for name in os.environ["IMPORT"].split():
+        module = importlib.import_module(name)
+        found[name] = [getattr(module, "VALUE", None), type(module.__spec__.loader).__name__]
+    print(json.dumps(found))
+    """
+)
+
+
+def _pick(root: Path, cache: Path, *names: str) -> dict[str, Any]:
+    """A fresh interpreter importing `names` (in order) through the cache: each one's VALUE and loader."""
+    (root / "pick.py").write_text(PICK_DRIVER)
+    _settle(root / "pick.py", root)
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1", IMPORT=" ".join(names))
+    done = subprocess.run(
+        [sys.executable, str(root / "pick.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def test_a_kept_module_not_imported_again_is_not_revalidated_by_a_rewrite(tmp_path: Path) -> None:
+    """A directory changed since the file was written: the modules found along it that this
+    process imported are kept afresh, but one it did not import keeps the directory's old time,
+    so the next process looks for it again rather than serving what may now be shadowed."""
+    root, cache = tmp_path / "code", tmp_path / "cache"
+    package = _tiny(root, 1)
+    (package / "other.py").write_text("VALUE = 'module'\n")
+    _settle(package / "other.py", package)
+    _pick(root, cache, "tiny.deep", "tiny.other")
+    assert _pick(root, cache, "tiny.other")["tiny.other"] == ["module", "CachedModuleLoader"]
+    # A package `other/` now beats `other.py` in the same directory (which that changed).
+    (package / "other").mkdir()
+    (package / "other" / "__init__.py").write_text("VALUE = 'package'\n")
+    _settle(package / "other" / "__init__.py", package / "other", package)
+    # This process imports only `tiny.deep` (looked for in the changed directory): the file is
+    # written again with the directory's new time.
+    assert _pick(root, cache, "tiny.deep")["tiny.deep"] == [1, "SourceFileLoader"]
+    assert _pick(root, cache, "tiny.other")["tiny.other"] == ["package", "SourceFileLoader"]

@@ -41,6 +41,7 @@ from zipimport import zipimporter
 # json, re, enum, typing: written at exit, imported then).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from types import CodeType, ModuleType
     from typing import Any
 
@@ -335,11 +336,35 @@ class ImportedCode:
         directories: dict[str, int] = {}
 
         size = [0]
+        # The directories this process looked at again (for its fresh entries and absences), as
+        # they are now. An entry or absence of the file's along one that changed since the file
+        # recorded it is dropped, not carried over: one directory has one time in the file, and
+        # the new time would vouch for what the process never looked for again (a module since
+        # shadowed there).
+        now: dict[str, int] = {}
+        for entry, _code in fresh.values():
+            for directory in (*entry[4], *(entry[3] or ())):
+                if directory not in now:
+                    now[directory] = _mtime(directory)  # settled: _new_entry looked
+        for along in absent.values():
+            for directory in along:
+                if directory not in now:
+                    now[directory] = _mtime(directory)  # settled: _new_absence looked
+        recorded = self._directories
+
+        def still(directories: Iterable[str]) -> bool:
+            """Whether none of `directories` the process looked at again changed since the file's time."""
+            return all(
+                recorded.get(directory, -2) == now.get(directory, recorded.get(directory, -2))
+                for directory in directories
+            )
 
         def add(name: str, entry: _Entry, code: bytes, mtimes: dict[str, int]) -> None:
             looked_in = shared.setdefault(tuple(entry[4]), list(entry[4]))
             offset = size[0]
             if offset + len(code) > MAX_CODE_BYTES:
+                return
+            if mtimes is recorded and not still((*looked_in, *(entry[3] or ()))):
                 return
             for directory in (*looked_in, *(entry[3] or ())):
                 directories[directory] = mtimes.get(directory, -2)  # -2: never a stat's answer
@@ -351,11 +376,7 @@ class ImportedCode:
             start, length = _code_span(entry) or (0, 0)
             if start + length <= len(old):
                 add(name, entry, old[start : start + length], self._directories)
-        now: dict[str, int] = {}
         for name, (entry, code) in sorted(fresh.items()):
-            for directory in (*entry[4], *(entry[3] or ())):
-                if directory not in now:
-                    now[directory] = _mtime(directory)  # settled: _new_entry looked
             add(name, entry, code, now)
         # Absences: the ones found this time, and the file's others no module of that name was
         # imported in place of, their directories as the file recorded them.
@@ -363,14 +384,16 @@ class ImportedCode:
         kept_absent = [
             (name, along, self._directories)
             for name, along in self._absent.items()
-            if type(name) is str and type(along) is list and name not in sys.modules and name not in absent
+            if type(name) is str
+            and type(along) is list
+            and name not in sys.modules
+            and name not in absent
+            and still(along)
         ]
         for name, along, mtimes in [*kept_absent, *((name, along, now) for name, along in absent.items())]:
             if len(nowhere) >= MAX_MODULES:
                 break
             for directory in along:
-                if mtimes is now and directory not in now:
-                    now[directory] = _mtime(directory)  # settled: _new_absence looked
                 directories[directory] = mtimes.get(directory, -2)
             nowhere[name] = shared.setdefault(tuple(along), list(along))
         head = marshal.dumps((_HEADER, directories, index, nowhere))
