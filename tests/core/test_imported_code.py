@@ -357,3 +357,19 @@ def test_a_kept_module_not_imported_again_is_not_revalidated_by_a_rewrite(tmp_pa
     # written again with the directory's new time.
     assert _pick(root, cache, "tiny.deep")["tiny.deep"] == [1, "SourceFileLoader"]
     assert _pick(root, cache, "tiny.other")["tiny.other"] == ["package", "SourceFileLoader"]
+
+
+def test_an_init_added_to_a_directory_beside_a_kept_module_is_imported(tmp_path: Path) -> None:
+    """A directory of the module's name without `__init__` (as a package turned module leaves
+    behind with its `__pycache__`) loses to the module; given an `__init__` it wins, and only its
+    own time changes, not that of the directory the module was found in."""
+    root, cache = tmp_path / "code", tmp_path / "cache"
+    package = _tiny(root, 1)
+    (package / "other.py").write_text("VALUE = 'module'\n")
+    (package / "other" / "__pycache__").mkdir(parents=True)
+    _settle(package / "other.py", package / "other" / "__pycache__", package / "other", package)
+    assert _pick(root, cache, "tiny.other")["tiny.other"] == ["module", "SourceFileLoader"]
+    assert _pick(root, cache, "tiny.other")["tiny.other"][0] == "module"
+    (package / "other" / "__init__.py").write_text("VALUE = 'package'\n")
+    _settle(package / "other" / "__init__.py", package / "other")
+    assert _pick(root, cache, "tiny.other")["tiny.other"] == ["package", "SourceFileLoader"]

@@ -457,6 +457,12 @@ class ImportedCode:
             return None  # `""` or a relative entry: another working directory finds other modules
         if not all(self._settled(directory) for directory in (*looked_in, *(locations or ()))):
             return None
+        # A directory of the module's name without `__init__` along the way (a namespace portion,
+        # or what a package turned module left behind) loses to the module until an `__init__` is
+        # added to it, which changes that directory's time only: such a module is not kept.
+        before_origin = looked_in if locations is None else looked_in[:-1]
+        if any(os.path.isdir(os.path.join(entry, tail)) for entry in before_origin):
+            return None
         try:
             before = os.stat(origin)
             if before.st_mtime_ns >= self.started_ns - SETTLED_NS:
