@@ -781,13 +781,16 @@ def test_a_spare_fan_out_directory_the_agent_put_objects_into_is_never_taken(
     # Another object of the same fan-out, under its own name, holding bytes that are not it.
     other = wanted[2:-1] + ("0" if wanted[-1] != "0" else "1")
     (planted / other).write_bytes(zlib.compress(b"blob 5\0lies\n"))
+    # And an empty one we may not write into.
+    (spare / "fanout-read-only").mkdir(mode=0o555)
     db._spare_dirs = None  # listed again, as a resumed engine would
     db.refresh()
     sha = db.write(b"blob", body)
     assert sha.hex() == wanted
     directory = objects / wanted[:2]
     assert sorted(path.name for path in directory.iterdir()) == [wanted[2:]]
-    assert (planted / other).is_file()
+    assert (planted / other).is_file() and (spare / "fanout-read-only").is_dir()
+    assert directory.stat().st_mode & 0o700 == 0o700
     assert not db.has(bytes.fromhex(wanted[:2] + other))
     assert not world.stage().refused and notes == []
 

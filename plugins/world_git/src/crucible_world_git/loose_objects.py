@@ -635,7 +635,9 @@ class ObjectDatabase:
                 except OSError:
                     continue  # gone, or a link or file in its place
                 try:
-                    if os.listdir(inner):
+                    # ...and one we may write into (a read-only one would refuse our objects).
+                    st = os.fstat(inner)
+                    if st.st_uid != os.geteuid() or st.st_mode & 0o700 != 0o700 or os.listdir(inner):
                         continue
                 except OSError:
                     continue
