@@ -9,7 +9,9 @@ a source file, where it was found, the source's modification time and size, and 
 code. A later process serves the module from it after one `stat` of the source (and one of each
 directory it was looked for in, once per process): same modification time and size, same
 directories unchanged, same import path leading to it, or the module is imported as before and
-the file written again at exit. The loader is the standard source loader with only `get_code`
+the file written again at exit. (A module with a directory of its own name along the way, which
+an `__init__` would turn into the package Python imports instead without changing any directory
+looked at, is never kept.) The loader is the standard source loader with only `get_code`
 answered here, so `__file__`, `__cached__`, the source for tracebacks and resources are the
 same as ever. The file also keeps the modules no finder found (`nt`, `msvcrt`, optional
 accelerators: each such import walked every path entry), answered with Python's own
