@@ -373,3 +373,39 @@ def test_an_init_added_to_a_directory_beside_a_kept_module_is_imported(tmp_path:
     (package / "other" / "__init__.py").write_text("VALUE = 'package'\n")
     _settle(package / "other" / "__init__.py", package / "other")
     assert _pick(root, cache, "tiny.other")["tiny.other"] == ["package", "SourceFileLoader"]
+
+
+RACE_DRIVER = textwrap.dedent(
+    """
+    import os, sys
+    from crucible_core import imported_code
+    cache = imported_code.install()
+    import tiny.deep
+    package = os.path.dirname(tiny.__file__)
+    kept = cache._new_entry
+
+    def then_shadowed(name):
+        made = kept(name)
+        if name == "tiny.deep":  # another process makes `deep/` a package right after the look
+            os.mkdir(os.path.join(package, "deep"))
+            with open(os.path.join(package, "deep", "__init__.py"), "w") as f:
+                f.write("VALUE = 'package'\\n")
+        return made
+
+    cache._new_entry = then_shadowed
+    """
+)
+
+
+def test_a_directory_changed_while_the_file_is_written_does_not_vouch_for_its_modules(tmp_path: Path) -> None:
+    """The directories' times the file records are taken as it is written, after each module
+    was looked at: one that changed in between (not settled) must not vouch for the module."""
+    root, cache = tmp_path / "code", tmp_path / "cache"
+    package = _tiny(root, 1)
+    (root / "race.py").write_text(RACE_DRIVER)
+    _settle(root / "race.py", root)
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")
+    subprocess.run([sys.executable, str(root / "race.py")], env=env, timeout=60, check=True)
+    # Settled since (well before the next start), and the directory time is what the file saw.
+    _settle(package / "deep" / "__init__.py", package / "deep")
+    assert _pick(root, cache, "tiny.deep")["tiny.deep"] == ["package", "SourceFileLoader"]

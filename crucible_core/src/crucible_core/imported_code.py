@@ -347,11 +347,14 @@ class ImportedCode:
         for entry, _code in fresh.values():
             for directory in (*entry[4], *(entry[3] or ())):
                 if directory not in now:
-                    now[directory] = _mtime(directory)  # settled: _new_entry looked
+                    now[directory] = _mtime(directory)
         for along in absent.values():
             for directory in along:
                 if directory not in now:
-                    now[directory] = _mtime(directory)  # settled: _new_absence looked
+                    now[directory] = _mtime(directory)
+        # _new_entry and _new_absence found these settled; one changed since (a module added by
+        # another process just now) has a time that must not vouch for what was looked at before.
+        unsettled = {directory for directory, mtime in now.items() if mtime >= self.started_ns - SETTLED_NS}
         recorded = self._directories
 
         def still(directories: Iterable[str]) -> bool:
@@ -367,6 +370,8 @@ class ImportedCode:
             if offset + len(code) > MAX_CODE_BYTES:
                 return
             if mtimes is recorded and not still((*looked_in, *(entry[3] or ()))):
+                return
+            if mtimes is now and not unsettled.isdisjoint((*looked_in, *(entry[3] or ()))):
                 return
             for directory in (*looked_in, *(entry[3] or ())):
                 directories[directory] = mtimes.get(directory, -2)  # -2: never a stat's answer
@@ -395,6 +400,8 @@ class ImportedCode:
         for name, along, mtimes in [*kept_absent, *((name, along, now) for name, along in absent.items())]:
             if len(nowhere) >= MAX_MODULES:
                 break
+            if mtimes is now and not unsettled.isdisjoint(along):
+                continue
             for directory in along:
                 directories[directory] = mtimes.get(directory, -2)
             nowhere[name] = shared.setdefault(tuple(along), list(along))
