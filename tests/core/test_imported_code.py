@@ -296,3 +296,107 @@ def test_a_module_found_nowhere_is_known_absent_until_its_directory_changes(tmp_
     (package / "missing.py").write_text("VALUE = 'written later'\n")
     later = _absent_start(root, cache)
     assert later["found"] == "written later" and later["absent"] == []
+
+
+PICK_DRIVER = textwrap.dedent(
+    """
+    import importlib, json, os, sys
+    from crucible_core import imported_code
+    cache = imported_code.install()
+    found = {}
+    for name in os.environ["IMPORT"].split():
+        module = importlib.import_module(name)
+        found[name] = [getattr(module, "VALUE", None), type(module.__spec__.loader).__name__]
+    print(json.dumps(found))
+    """
+)
+
+
+def _pick(root: Path, cache: Path, *names: str) -> dict[str, Any]:
+    """A fresh interpreter importing `names` (in order) through the cache: each one's VALUE and loader."""
+    (root / "pick.py").write_text(PICK_DRIVER)
+    _settle(root / "pick.py", root)
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1", IMPORT=" ".join(names))
+    done = subprocess.run(
+        [sys.executable, str(root / "pick.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def test_a_kept_module_not_imported_again_is_not_revalidated_by_a_rewrite(tmp_path: Path) -> None:
+    """A directory changed since the file was written: the modules found along it that this
+    process imported are kept afresh, but one it did not import keeps the directory's old time,
+    so the next process looks for it again rather than serving what may now be shadowed."""
+    root, cache = tmp_path / "code", tmp_path / "cache"
+    package = _tiny(root, 1)
+    (package / "other.py").write_text("VALUE = 'module'\n")
+    _settle(package / "other.py", package)
+    _pick(root, cache, "tiny.deep", "tiny.other")
+    assert _pick(root, cache, "tiny.other")["tiny.other"] == ["module", "CachedModuleLoader"]
+    # A package `other/` now beats `other.py` in the same directory (which that changed).
+    (package / "other").mkdir()
+    (package / "other" / "__init__.py").write_text("VALUE = 'package'\n")
+    _settle(package / "other" / "__init__.py", package / "other", package)
+    # This process imports only `tiny.deep` (looked for in the changed directory): the file is
+    # written again with the directory's new time.
+    assert _pick(root, cache, "tiny.deep")["tiny.deep"] == [1, "SourceFileLoader"]
+    assert _pick(root, cache, "tiny.other")["tiny.other"] == ["package", "SourceFileLoader"]
+
+
+def test_an_init_added_to_a_directory_beside_a_kept_module_is_imported(tmp_path: Path) -> None:
+    """A directory of the module's name without `__init__` (as a package turned module leaves
+    behind with its `__pycache__`) loses to the module; given an `__init__` it wins, and only its
+    own time changes, not that of the directory the module was found in."""
+    root, cache = tmp_path / "code", tmp_path / "cache"
+    package = _tiny(root, 1)
+    (package / "other.py").write_text("VALUE = 'module'\n")
+    (package / "other" / "__pycache__").mkdir(parents=True)
+    _settle(package / "other.py", package / "other" / "__pycache__", package / "other", package)
+    assert _pick(root, cache, "tiny.other")["tiny.other"] == ["module", "SourceFileLoader"]
+    assert _pick(root, cache, "tiny.other")["tiny.other"][0] == "module"
+    (package / "other" / "__init__.py").write_text("VALUE = 'package'\n")
+    _settle(package / "other" / "__init__.py", package / "other")
+    assert _pick(root, cache, "tiny.other")["tiny.other"] == ["package", "SourceFileLoader"]
+
+
+RACE_DRIVER = textwrap.dedent(
+    """
+    import os, sys
+    from crucible_core import imported_code
+    cache = imported_code.install()
+    import tiny.deep
+    package = os.path.dirname(tiny.__file__)
+    kept = cache._new_entry
+
+    def then_shadowed(name):
+        made = kept(name)
+        if name == "tiny.deep":  # another process makes `deep/` a package right after the look
+            os.mkdir(os.path.join(package, "deep"))
+            with open(os.path.join(package, "deep", "__init__.py"), "w") as f:
+                f.write("VALUE = 'package'\\n")
+        return made
+
+    cache._new_entry = then_shadowed
+    """
+)
+
+
+def test_a_directory_changed_while_the_file_is_written_does_not_vouch_for_its_modules(tmp_path: Path) -> None:
+    """The directories' times the file records are taken as it is written, after each module
+    was looked at: one that changed in between (not settled) must not vouch for the module."""
+    root, cache = tmp_path / "code", tmp_path / "cache"
+    package = _tiny(root, 1)
+    (root / "race.py").write_text(RACE_DRIVER)
+    _settle(root / "race.py", root)
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")
+    subprocess.run([sys.executable, str(root / "race.py")], env=env, timeout=60, check=True)
+    # Settled since (well before the next start), and the directory time is what the file saw.
+    _settle(package / "deep" / "__init__.py", package / "deep")
+    assert _pick(root, cache, "tiny.deep")["tiny.deep"] == ["package", "SourceFileLoader"]

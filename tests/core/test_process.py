@@ -591,3 +591,52 @@ def test_a_forked_process_never_writes_its_parents_group_table(tmp_path: Path) -
         os.waitpid(child, 0)
         os.close(ready_r)
         os.close(go_w)
+
+
+GUARD_REPLACING_ENGINE = """
+import os, signal, sys, time
+from pathlib import Path
+
+from crucible_core import process
+readiness = process.Readiness()
+first = process.start(sys.argv[1], cwd=Path("."), env=dict(os.environ), readiness=readiness)
+old = process._guard._proc
+os.kill(old.pid, signal.SIGKILL)  # the guard dies (an agent's kill, an OOM kill)
+old.wait()
+second = process.start(sys.argv[1], cwd=Path("."), env=dict(os.environ), readiness=readiness)
+new = process._guard._proc
+print(int(new is not None and new is not old), flush=True)
+sys.stdin.readline()  # the test kills the engine meanwhile
+"""
+
+
+def test_a_replaced_guard_kills_the_groups_registered_with_the_one_that_died(tmp_path: Path) -> None:
+    """The guard died with a child still running, and the next child started a new one: the
+    new guard reads the same table, so the first child's group (which dropped the mark the new
+    guard looks for) is killed with the second's when the engine dies."""
+    marker = f"crucible-test-{uuid.uuid4().hex}"
+    engine = subprocess.Popen(
+        [sys.executable, "-c", GUARD_REPLACING_ENGINE, f"env -i {sleeper(marker)} & wait"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert engine.stdin is not None and engine.stdout is not None
+    try:
+        assert engine.stdout.readline().strip() == "1"
+        deadline = time.monotonic() + 10
+        # (`env -i` carries the marker too for the moment before it execs the sleeper's shell.)
+        while len(processes_with(marker)) != 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(processes_with(marker)) == 2
+        os.kill(engine.pid, signal.SIGKILL)
+        engine.wait()
+        assert wait_until_gone(marker) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(engine.pid, signal.SIGKILL)
+        engine.wait()
+        for pid in processes_with(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -758,6 +758,43 @@ def test_a_link_or_file_planted_among_the_spare_fan_out_directories_is_never_tak
     assert not world.stage().refused and notes == []
 
 
+def test_a_spare_fan_out_directory_the_agent_put_objects_into_is_never_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files the agent put into a spare directory would land in objects/ by the engine's own
+    rename, after the object check looked and as if the engine wrote them: a planted object the
+    engine then takes as present (its name says so) while its bytes are another's. A spare that
+    is not empty stays where it is; the fan-out directory is made instead."""
+    from crucible_world_git import loose_objects
+
+    world, _, notes = _keeps_past_the_loose_limit(tmp_path, monkeypatch)
+    ws = world.memory.workspace
+    objects = ws / ".git" / "objects"
+    spare = ws / ".git" / os.fsdecode(loose_objects.SPARE_DIRS)
+    for path in list(spare.iterdir()):
+        path.rmdir()
+    db = world.memory.db
+    body = _blob_in_a_new_fan_out(objects, set())
+    wanted = hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest()
+    planted = spare / "fanout-planted"
+    planted.mkdir()
+    # Another object of the same fan-out, under its own name, holding bytes that are not it.
+    other = wanted[2:-1] + ("0" if wanted[-1] != "0" else "1")
+    (planted / other).write_bytes(zlib.compress(b"blob 5\0lies\n"))
+    # And an empty one we may not write into.
+    (spare / "fanout-read-only").mkdir(mode=0o555)
+    db._spare_dirs = None  # listed again, as a resumed engine would
+    db.refresh()
+    sha = db.write(b"blob", body)
+    assert sha.hex() == wanted
+    directory = objects / wanted[:2]
+    assert sorted(path.name for path in directory.iterdir()) == [wanted[2:]]
+    assert (planted / other).is_file() and (spare / "fanout-read-only").is_dir()
+    assert directory.stat().st_mode & 0o700 == 0o700
+    assert not db.has(bytes.fromhex(wanted[:2] + other))
+    assert not world.stage().refused and notes == []
+
+
 def test_spare_fan_out_directories_are_not_kept_through_a_link_in_place_of_their_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

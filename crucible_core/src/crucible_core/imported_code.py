@@ -9,7 +9,9 @@ a source file, where it was found, the source's modification time and size, and 
 code. A later process serves the module from it after one `stat` of the source (and one of each
 directory it was looked for in, once per process): same modification time and size, same
 directories unchanged, same import path leading to it, or the module is imported as before and
-the file written again at exit. The loader is the standard source loader with only `get_code`
+the file written again at exit. (A module with a directory of its own name along the way, which
+an `__init__` would turn into the package Python imports instead without changing any directory
+looked at, is never kept.) The loader is the standard source loader with only `get_code`
 answered here, so `__file__`, `__cached__`, the source for tracebacks and resources are the
 same as ever. The file also keeps the modules no finder found (`nt`, `msvcrt`, optional
 accelerators: each such import walked every path entry), answered with Python's own
@@ -41,6 +43,7 @@ from zipimport import zipimporter
 # json, re, enum, typing: written at exit, imported then).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from types import CodeType, ModuleType
     from typing import Any
 
@@ -335,11 +338,40 @@ class ImportedCode:
         directories: dict[str, int] = {}
 
         size = [0]
+        # The directories this process looked at again (for its fresh entries and absences), as
+        # they are now. An entry or absence of the file's along one that changed since the file
+        # recorded it is dropped, not carried over: one directory has one time in the file, and
+        # the new time would vouch for what the process never looked for again (a module since
+        # shadowed there).
+        now: dict[str, int] = {}
+        for entry, _code in fresh.values():
+            for directory in (*entry[4], *(entry[3] or ())):
+                if directory not in now:
+                    now[directory] = _mtime(directory)
+        for along in absent.values():
+            for directory in along:
+                if directory not in now:
+                    now[directory] = _mtime(directory)
+        # _new_entry and _new_absence found these settled; one changed since (a module added by
+        # another process just now) has a time that must not vouch for what was looked at before.
+        unsettled = {directory for directory, mtime in now.items() if mtime >= self.started_ns - SETTLED_NS}
+        recorded = self._directories
+
+        def still(directories: Iterable[str]) -> bool:
+            """Whether none of `directories` the process looked at again changed since the file's time."""
+            return all(
+                recorded.get(directory, -2) == now.get(directory, recorded.get(directory, -2))
+                for directory in directories
+            )
 
         def add(name: str, entry: _Entry, code: bytes, mtimes: dict[str, int]) -> None:
             looked_in = shared.setdefault(tuple(entry[4]), list(entry[4]))
             offset = size[0]
             if offset + len(code) > MAX_CODE_BYTES:
+                return
+            if mtimes is recorded and not still((*looked_in, *(entry[3] or ()))):
+                return
+            if mtimes is now and not unsettled.isdisjoint((*looked_in, *(entry[3] or ()))):
                 return
             for directory in (*looked_in, *(entry[3] or ())):
                 directories[directory] = mtimes.get(directory, -2)  # -2: never a stat's answer
@@ -351,11 +383,7 @@ class ImportedCode:
             start, length = _code_span(entry) or (0, 0)
             if start + length <= len(old):
                 add(name, entry, old[start : start + length], self._directories)
-        now: dict[str, int] = {}
         for name, (entry, code) in sorted(fresh.items()):
-            for directory in (*entry[4], *(entry[3] or ())):
-                if directory not in now:
-                    now[directory] = _mtime(directory)  # settled: _new_entry looked
             add(name, entry, code, now)
         # Absences: the ones found this time, and the file's others no module of that name was
         # imported in place of, their directories as the file recorded them.
@@ -363,14 +391,18 @@ class ImportedCode:
         kept_absent = [
             (name, along, self._directories)
             for name, along in self._absent.items()
-            if type(name) is str and type(along) is list and name not in sys.modules and name not in absent
+            if type(name) is str
+            and type(along) is list
+            and name not in sys.modules
+            and name not in absent
+            and still(along)
         ]
         for name, along, mtimes in [*kept_absent, *((name, along, now) for name, along in absent.items())]:
             if len(nowhere) >= MAX_MODULES:
                 break
+            if mtimes is now and not unsettled.isdisjoint(along):
+                continue
             for directory in along:
-                if mtimes is now and directory not in now:
-                    now[directory] = _mtime(directory)  # settled: _new_absence looked
                 directories[directory] = mtimes.get(directory, -2)
             nowhere[name] = shared.setdefault(tuple(along), list(along))
         head = marshal.dumps((_HEADER, directories, index, nowhere))
@@ -433,6 +465,12 @@ class ImportedCode:
         if not all(os.path.isabs(entry) for entry in looked_in):
             return None  # `""` or a relative entry: another working directory finds other modules
         if not all(self._settled(directory) for directory in (*looked_in, *(locations or ()))):
+            return None
+        # A directory of the module's name without `__init__` along the way (a namespace portion,
+        # or what a package turned module left behind) loses to the module until an `__init__` is
+        # added to it, which changes that directory's time only: such a module is not kept.
+        before_origin = looked_in if locations is None else looked_in[:-1]
+        if any(os.path.isdir(os.path.join(entry, tail)) for entry in before_origin):
             return None
         try:
             before = os.stat(origin)

@@ -616,7 +616,7 @@ class ObjectDatabase:
 
     def _take_spare_dir(self, directory: bytes) -> bool:
         """Rename a spare fan-out directory into place as `directory` (missing); False when none
-        could be. What stands in SPARE_DIRS is the agent's to change: only a real directory is
+        could be. What stands in SPARE_DIRS is the agent's to change: only an empty real directory is
         taken, and the caller checks what stands at `directory` afterwards."""
         if self._spare_dirs is not None and not self._spare_dirs:
             return False
@@ -628,11 +628,21 @@ class ObjectDatabase:
             spares = self._spares(container)
             while spares:
                 name = spares.pop()
+                # Only an empty real directory: what the agent put into one would land in
+                # objects/ by our own rename, after the object check looked, as if we wrote it.
                 try:
-                    if not stat.S_ISDIR(os.stat(name, dir_fd=container, follow_symlinks=False).st_mode):
+                    inner = os.open(name, _DIRECTORY, dir_fd=container)
+                except OSError:
+                    continue  # gone, or a link or file in its place
+                try:
+                    # ...and one we may write into (a read-only one would refuse our objects).
+                    st = os.fstat(inner)
+                    if st.st_uid != os.geteuid() or st.st_mode & 0o700 != 0o700 or os.listdir(inner):
                         continue
                 except OSError:
-                    continue  # gone
+                    continue
+                finally:
+                    os.close(inner)
                 try:
                     os.rename(name, directory, src_dir_fd=container)
                 except FileNotFoundError:
