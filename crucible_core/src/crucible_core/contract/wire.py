@@ -934,8 +934,9 @@ def _write_structurer(cls: type) -> Callable[[Any, Any], Any]:
         else:
             present.append(f"    if {key!r} in o:\n        res[{field.alias!r}] = {value}")
             default = field.default
-            if isinstance(default, attrs.Factory):
-                names[f"_default_{field.name}"] = default.factory
+            factory = getattr(default, "factory", None) if isinstance(default, _FACTORY) else None
+            if factory is not None:
+                names[f"_default_{field.name}"] = factory
                 fallback = f"_default_{field.name}()"
             else:
                 names[f"_default_{field.name}"] = default
@@ -964,7 +965,7 @@ def _built_directly(cls: type) -> bool:
     for field in attrs.fields(cls):
         if field.validator is not None or field.converter is not None:
             return False
-        if isinstance(field.default, attrs.Factory) and field.default.takes_self:
+        if isinstance(field.default, _FACTORY) and getattr(field.default, "takes_self", True):
             return False
     return True
 
