@@ -98,7 +98,9 @@ def _flush_open_files() -> None:
 
 def _arm_quick_exit() -> bool:
     """Register the quick exit as the first exit handler (it runs last), unless one is there already."""
-    if atexit._ncallbacks():
+    # CPython's count of registered handlers; an interpreter without it keeps its own exit.
+    registered = getattr(atexit, "_ncallbacks", None)
+    if registered is None or registered():
         return False  # registered before us: they would run after the quick exit, that is never
     pid = os.getpid()
 
