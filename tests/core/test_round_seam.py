@@ -21,7 +21,10 @@ SEARCH = '\n[search]\nwide = 2\napproaches = ["a", "b"]\n'
 
 
 def _counter(tmp_path: Path, extra: str = "") -> Path:
-    shutil.copytree(EXAMPLES / "counter", tmp_path / "counter")
+    # Without the run a developer's `tasks.py demo` leaves in the example (the README's first command).
+    shutil.copytree(
+        EXAMPLES / "counter", tmp_path / "counter", ignore=shutil.ignore_patterns("workspace", "state")
+    )
     manifest = tmp_path / "counter" / "crucible.toml"
     manifest.write_text(manifest.read_text() + extra)
     return manifest
