@@ -33,7 +33,7 @@ Case = tuple[Path, dict[str, str]]
 
 
 def _copy(tmp_path: Path, name: str, edit: Callable[[str], str] = lambda text: text) -> Path:
-    shutil.copytree(EXAMPLES / name, tmp_path / name)
+    shutil.copytree(EXAMPLES / name, tmp_path / name, ignore=shutil.ignore_patterns("workspace", "state"))
     manifest = tmp_path / name / "crucible.toml"
     manifest.write_text(edit(manifest.read_text()))
     return manifest
