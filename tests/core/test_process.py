@@ -11,6 +11,7 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -532,6 +533,29 @@ def _scrubbed(marker: str) -> list[int]:
     return found
 
 
+@contextlib.contextmanager
+def _engine(tmp_path: Path, source: str, *args: str, marker: str) -> Iterator[subprocess.Popen[str]]:
+    """An engine process running `source` (its stdout a pipe, its stdin held open until the test
+    kills it); it and every process carrying `marker` are killed afterwards, whatever happened."""
+    engine = subprocess.Popen(
+        [sys.executable, "-c", source, *args],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert engine.stdin is not None and engine.stdout is not None
+    try:
+        yield engine
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(engine.pid, signal.SIGKILL)
+        engine.wait()
+        for pid in processes_with(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("cells", [4096, 1])
 def test_groups_are_killed_when_the_engine_dies_though_their_processes_dropped_the_mark(
     tmp_path: Path, cells: int
@@ -540,15 +564,9 @@ def test_groups_are_killed_when_the_engine_dies_though_their_processes_dropped_t
     table full, as a line down its pipe): a process that scrubbed its environment of the mark
     but stayed in the group is killed when the engine dies."""
     marker = f"crucible-test-{uuid.uuid4().hex}"
-    engine = subprocess.Popen(
-        [sys.executable, "-c", SCRUBBING_ENGINE, f"env -i {sleeper(marker)} & wait", str(cells)],
-        cwd=tmp_path,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert engine.stdin is not None and engine.stdout is not None
-    try:
+    command = f"env -i {sleeper(marker)} & wait"
+    with _engine(tmp_path, SCRUBBING_ENGINE, command, str(cells), marker=marker) as engine:
+        assert engine.stdout is not None
         in_table = int(engine.stdout.readline())
         assert in_table == min(cells, 3)  # the rest went down the pipe
         deadline = time.monotonic() + 10
@@ -560,13 +578,6 @@ def test_groups_are_killed_when_the_engine_dies_though_their_processes_dropped_t
         os.kill(engine.pid, signal.SIGKILL)
         engine.wait()
         assert wait_until_gone(marker) == []
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(engine.pid, signal.SIGKILL)
-        engine.wait()
-        for pid in processes_with(marker):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_forked_process_never_writes_its_parents_group_table(tmp_path: Path) -> None:
@@ -627,15 +638,9 @@ def test_a_replaced_guard_kills_the_groups_registered_with_the_one_that_died(tmp
     new guard reads the same table, so the first child's group (which dropped the mark the new
     guard looks for) is killed with the second's when the engine dies."""
     marker = f"crucible-test-{uuid.uuid4().hex}"
-    engine = subprocess.Popen(
-        [sys.executable, "-c", GUARD_REPLACING_ENGINE, f"env -i {sleeper(marker)} & wait"],
-        cwd=tmp_path,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert engine.stdin is not None and engine.stdout is not None
-    try:
+    command = f"env -i {sleeper(marker)} & wait"
+    with _engine(tmp_path, GUARD_REPLACING_ENGINE, command, marker=marker) as engine:
+        assert engine.stdout is not None
         assert engine.stdout.readline().strip() == "1"
         deadline = time.monotonic() + 10
         # (`env -i` carries the marker too for the moment before it execs the sleeper's shell.)
@@ -645,10 +650,3 @@ def test_a_replaced_guard_kills_the_groups_registered_with_the_one_that_died(tmp
         os.kill(engine.pid, signal.SIGKILL)
         engine.wait()
         assert wait_until_gone(marker) == []
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(engine.pid, signal.SIGKILL)
-        engine.wait()
-        for pid in processes_with(marker):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
