@@ -60,12 +60,12 @@ def _tiny(root: Path, value: int) -> Path:
     return package
 
 
-def _start(root: Path, cache: Path) -> dict[str, Any]:
-    """A fresh interpreter importing `tiny.deep` through the cache; what it found."""
+def _run_driver(root: Path, cache: Path, script: str, **extra: str) -> dict[str, Any]:
+    """A fresh interpreter running `root/script` with the cache at `cache`; the JSON it printed."""
     # No `__pycache__` written into the package: that would change its directory after the first start.
-    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")
+    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1", **extra)
     done = subprocess.run(
-        [sys.executable, str(root / "driver.py")],
+        [sys.executable, str(root / script)],
         capture_output=True,
         text=True,
         env=env,
@@ -76,6 +76,11 @@ def _start(root: Path, cache: Path) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
     found: dict[str, Any] = json.loads(done.stdout)
     return found
+
+
+def _start(root: Path, cache: Path) -> dict[str, Any]:
+    """A fresh interpreter importing `tiny.deep` through the cache; what it found."""
+    return _run_driver(root, cache, "driver.py")
 
 
 def _cache_file(cache: Path) -> Path:
@@ -264,18 +269,7 @@ ABSENT_DRIVER = textwrap.dedent(
 def _absent_start(root: Path, cache: Path, **extra: str) -> dict[str, Any]:
     (root / "absent.py").write_text(ABSENT_DRIVER)
     _settle(root / "absent.py", root)
-    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1", **extra)
-    done = subprocess.run(
-        [sys.executable, str(root / "absent.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    found: dict[str, Any] = json.loads(done.stdout)
-    return found
+    return _run_driver(root, cache, "absent.py", **extra)
 
 
 def test_a_module_found_nowhere_is_known_absent_until_its_directory_changes(tmp_path: Path) -> None:
@@ -316,18 +310,7 @@ def _pick(root: Path, cache: Path, *names: str) -> dict[str, Any]:
     """A fresh interpreter importing `names` (in order) through the cache: each one's VALUE and loader."""
     (root / "pick.py").write_text(PICK_DRIVER)
     _settle(root / "pick.py", root)
-    env = crucible_env(CRUCIBLE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1", IMPORT=" ".join(names))
-    done = subprocess.run(
-        [sys.executable, str(root / "pick.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    found: dict[str, Any] = json.loads(done.stdout)
-    return found
+    return _run_driver(root, cache, "pick.py", IMPORT=" ".join(names))
 
 
 def test_a_kept_module_not_imported_again_is_not_revalidated_by_a_rewrite(tmp_path: Path) -> None:
