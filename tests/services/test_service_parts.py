@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 import sys
 import time
 from pathlib import Path
@@ -13,6 +15,7 @@ from crucible_core.manifest.semver import admits
 from crucible_core.manifest.service_declaration import ServiceDeclarationError, parse_declarations
 from crucible_core.services.catalog import CATALOG_ENV, CatalogError, load_catalog
 from crucible_core.services.resolve import resolve
+from crucible_core.services.runtime import free_loopback_port
 from tests.cli_support import run_crucible
 from tests.services.support import write_catalog
 
@@ -93,6 +96,22 @@ def test_a_catalog_entry_pins_its_executable_by_digest(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text('[[tool]]\nname = "x"\nexecutable = "relative"\n')
     with pytest.raises(CatalogError, match="required"):
         load_catalog({CATALOG_ENV: str(tmp_path / "bad.toml")})
+
+
+def test_the_port_given_to_a_service_is_held_until_the_tool_binds_it() -> None:
+    """No other bind can take it in the meantime (another run's service once did, in CI, and
+    answered this run's readiness probe), yet the tool binding it by number with SO_REUSEADDR can."""
+    port = free_loopback_port()
+    with socket.socket() as other:
+        with pytest.raises(OSError) as refused:
+            other.bind(("127.0.0.1", port))
+        assert refused.value.errno == errno.EADDRINUSE
+    with socket.socket() as tool:
+        tool.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tool.bind(("127.0.0.1", port))
+        tool.listen()
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
 
 
 def test_a_service_ignoring_the_stop_signal_is_killed_after_the_grace(tmp_path: Path) -> None:

@@ -80,9 +80,23 @@ def mint_bearer() -> str:
 
 
 def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A free loopback port, held for the tool that will bind it by number.
+
+    A port merely bound and closed again is free for anything on the machine in the seconds before
+    the tool binds it: another process's bind to port 0 (another run's service, which would then
+    answer this run's readiness probe) or an outgoing connection's local end. So the port is left
+    in TIME_WAIT: the accepting end of one loopback connection closes first. For about a minute the
+    kernel hands it neither to a bind to port 0 nor to a connection, while a server binding it by
+    number with SO_REUSEADDR (asyncio, uvicorn, Go, Node, Rust's standard library) still can."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the accepted end inherits it
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = int(listener.getsockname()[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5.0):
+            accepted, _ = listener.accept()
+            accepted.close()  # the end that closes first is the one left waiting, on `port`
+    return port
 
 
 @value_methods
