@@ -6,9 +6,13 @@ The Oubliette behind the catalog tool is the scripted MCP server (real mcp SDK, 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
+import socket
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +21,8 @@ import pytest
 from crucible_core.session_log import read_events
 from tests.cli_support import run_crucible
 from tests.services.support import (
+    TOKEN,
+    TOOL,
     ScriptedOubliette,
     env_for,
     scripted,
@@ -24,6 +30,7 @@ from tests.services.support import (
     tool_processes,
     write_catalog,
 )
+from tests.services.test_service_kill_resume import wait_for
 
 PROBE = """
 import asyncio, json, os, sys
@@ -261,3 +268,50 @@ def test_check_prints_the_catalog_the_bounds_and_who_needs_each_service(tmp_path
     assert unattested.returncode == 13
     assert "CRUCIBLE_SERVICE_CATALOG is not set" in unattested.stdout
     assert "task uses_cluster needs service.cluster" in unattested.stdout and "truncates" in unattested.stdout
+
+
+def test_the_tool_holds_its_port_while_it_provisions_and_listens_once_the_cluster_is_ready(
+    tmp_path: Path, oubliette: ScriptedOubliette
+) -> None:
+    """Bound from its start, the port cannot be taken by another process in the minutes a real
+    cluster takes; not listened on until the cluster is Ready, the engine's probe is refused meanwhile."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    handoff = tmp_path / "handoff"
+    handoff.mkdir(mode=0o700)
+    env = {
+        "PATH": os.environ["PATH"],
+        "CRUCIBLE_RUN_ID": "holds-port",
+        "CRUCIBLE_SERVICE_PORT": str(port),
+        "CRUCIBLE_SERVICE_HANDOFF_DIR": str(handoff),
+        "OUBLIETTE_MCP_TOKEN": TOKEN,
+    }
+    tool = subprocess.Popen(
+        [str(TOOL), "--endpoint", oubliette.endpoint], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert wait_for(lambda: "oubliette_create" in oubliette.tools_called() or tool.poll() is not None)
+        assert "kubeconfig" not in os.listdir(handoff)  # still provisioning (Ready after two more gets)
+        with socket.socket() as other, pytest.raises(OSError) as taken:
+            other.bind(("127.0.0.1", port))
+        assert taken.value.errno == errno.EADDRINUSE  # the tool holds it
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert wait_for(lambda: listening(port) or tool.poll() is not None)
+        assert "kubeconfig" in os.listdir(handoff)  # listening means the cluster is usable
+        tool.send_signal(signal.SIGTERM)
+        assert tool.wait(timeout=30) == 0, tool.stderr.read() if tool.stderr else ""
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.wait()
+    assert oubliette.inventory() == {}
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except OSError:
+        return False
+    return True

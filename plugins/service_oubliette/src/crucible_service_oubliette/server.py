@@ -7,7 +7,8 @@ Started by the engine with CRUCIBLE_RUN_ID, CRUCIBLE_SERVICE_PORT and CRUCIBLE_S
 2. creates a cluster named for this run id and waits until Oubliette reports it Ready,
 3. writes the kubeconfig 0600 into the 0700 handoff directory,
 4. serves MCP on 127.0.0.1:$CRUCIBLE_SERVICE_PORT/mcp (so the engine's readiness handshake
-   succeeds only once the cluster is usable) and renews the lease while it runs,
+   succeeds only once the cluster is usable) and renews the lease while it runs; the port is
+   bound (not listened on) at the start, so nothing else on the machine takes it meanwhile,
 5. on SIGTERM (or SIGINT) deletes the cluster and exits.
 
 Oubliette's views carry no labels, so the run id is carried in the cluster's name:
@@ -24,6 +25,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,6 +195,21 @@ def build_app(tool: ClusterTool) -> Any:
     return server.streamable_http_app(streamable_http_path="/mcp", json_response=True, stateless_http=True)
 
 
+def bind_port(port: int) -> socket.socket:
+    """The engine's port, bound at once and listened on only when serving starts.
+
+    Bound, it is this process's for as long as provisioning takes (minutes, for a real cluster),
+    while the engine's readiness probe is refused at once rather than left waiting."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the engine left it in TIME_WAIT
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 @contextlib.contextmanager
 def _no_signal_capture() -> Iterator[None]:
     yield  # our own handlers decide what a signal means: delete the cluster first
@@ -208,6 +225,11 @@ async def run(settings: Settings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, tool.stopping.set)
     try:
+        bound = bind_port(settings.port)
+    except OSError as exc:
+        print(f"crucible-service-oubliette: cannot bind 127.0.0.1:{settings.port}: {exc}", file=sys.stderr)
+        return 1
+    try:
         reclaimed = await tool.reclaim_predecessors()
         if reclaimed:
             print(f"deleted clusters left by an earlier instance: {', '.join(reclaimed)}", flush=True)
@@ -222,7 +244,7 @@ async def run(settings: Settings) -> int:
         # uvicorn offers no setting to leave signal handling to us; replacing its method is the
         # only way, and mypy refuses assigning to a method without this.
         web.capture_signals = _no_signal_capture  # type: ignore[method-assign]
-        serving = asyncio.create_task(web.serve())
+        serving = asyncio.create_task(web.serve(sockets=[bound]))  # listens only now
         renewing = asyncio.create_task(tool.renew_forever())
         stopped = asyncio.create_task(tool.stopping.wait())
         await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -234,6 +256,7 @@ async def run(settings: Settings) -> int:
         print(f"crucible-service-oubliette: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
+        bound.close()
         await tool.teardown()
 
 
