@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from crucible_core.services.runtime import free_loopback_port
 
 # Stand-in credentials: moto accepts any; the tests assert neither ever lands in a record.
 ACCESS_KEY = "AKIARECORDTEST000001"
 SECRET_KEY = "record-secret-9f3c2a7e-must-never-leak"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
-    port = _free_port()
+    port = free_loopback_port()  # held in TIME_WAIT until moto binds it by number
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:

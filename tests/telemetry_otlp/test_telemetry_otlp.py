@@ -6,6 +6,7 @@ exported protobuf with opentelemetry-proto, so a span the SDK never sent cannot 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import signal
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,10 +149,13 @@ def test_kill_and_resume_gives_two_linked_segments_of_one_trace(tmp_path: Path) 
     assert later and min(s.start for s in later) > max(s.start for s in killed)
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@contextlib.contextmanager
+def _closed_port() -> Iterator[int]:
+    """A loopback port bound and held but never listened on: refused, and no test running beside
+    this one can take it and answer in the collector's place."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
 
 
 @pytest.mark.parametrize("mode", ["refuse", "hang", "down"])
@@ -169,8 +174,8 @@ def test_a_collector_that_refuses_or_hangs_does_not_hold_the_run(
     proposer = "#!/bin/sh\necho $(( $(cat value.txt) + 1 )) > value.txt\n"
     alone = timed(domain(tmp_path / "plain", proposer))
     watched = domain(tmp_path / "watched", proposer)
-    with otlp_receiver("refuse" if mode == "down" else mode) as receiver:
-        url = f"http://127.0.0.1:{_closed_port()}" if mode == "down" else receiver.url
+    with otlp_receiver("refuse" if mode == "down" else mode) as receiver, _closed_port() as closed:
+        url = f"http://127.0.0.1:{closed}" if mode == "down" else receiver.url
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
         took = timed(watched)
         assert bool(receiver.bodies) is (mode != "down")  # the exporter did try the one that listens
