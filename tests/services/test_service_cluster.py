@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import signal
 import socket
 import stat
@@ -275,9 +276,7 @@ def test_the_tool_holds_its_port_while_it_provisions_and_listens_once_the_cluste
 ) -> None:
     """Bound from its start, the port cannot be taken by another process in the minutes a real
     cluster takes; not listened on until the cluster is Ready, the engine's probe is refused meanwhile."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = unassignable_port()
     handoff = tmp_path / "handoff"
     handoff.mkdir(mode=0o700)
     env = {
@@ -315,3 +314,19 @@ def listening(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def unassignable_port() -> int:
+    """A free port below the kernel's ephemeral range: no bind to port 0 and no outgoing connection
+    is given it, so only the tool can hold it while this test looks (and a refused bind proves it)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    if low < 2048:
+        pytest.skip("the ephemeral range leaves no ports below it")
+    for port in random.sample(range(max(1024, low - 8192), low), 64):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.fail("no free port below the ephemeral range")
