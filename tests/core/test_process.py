@@ -21,18 +21,20 @@ from crucible_core import process
 
 def processes_with(marker: str) -> list[int]:
     """Processes with `marker` as a whole argument: the sleepers, not the shells or engines that
-    merely mention it inside a longer command line."""
-    found = []
+    merely mention it inside a longer command line, nor a sleeper's fork in the moment before it
+    execs `sleep` (it still shows its parent's arguments; counting it made two tests flaky)."""
+    found: dict[int, int] = {}  # pid -> parent's pid
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
         except OSError:
             continue
         if marker.encode() in cmdline.split(b"\0"):
-            found.append(int(entry.name))
-    return found
+            found[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return [pid for pid, parent in found.items() if parent not in found]
 
 
 def sleeper(marker: str, seconds: int = 300) -> str:
