@@ -1088,7 +1088,22 @@ class Background:
         return self.proc.pid
 
     def poll(self) -> int | None:
-        return self.proc.poll()
+        """The exit code once the child has exited, else None; the child is not reaped here.
+
+        Until `stop` reaps it, its pid, which is also its group's id and is registered with the
+        guard, stays its own: were it reaped now, the id could go to another session (a task's)
+        before `stop` unregisters it, and an engine dying meanwhile would have the guard kill that."""
+        proc = self.proc
+        if proc.returncode is not None:
+            return proc.returncode
+        try:
+            found = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return proc.poll()  # reaped by someone else
+        if found is None:
+            return None
+        signalled = found.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+        return -found.si_status if signalled else found.si_status
 
     def stop(self, grace: float) -> tuple[int, bool]:
         """SIGTERM the group, allow `grace` seconds, then SIGKILL; (exit code, whether it was killed)."""
