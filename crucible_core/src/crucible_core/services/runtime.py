@@ -296,7 +296,10 @@ class ServiceRuntime:
             raise ServiceUnavailable(f"service {service.name} refused: {problem}")
         self._starts[service.name] = count + 1
         home, handoff = self._home(service)
-        port = free_loopback_port()
+        try:
+            port = free_loopback_port()
+        except OSError as exc:
+            raise ServiceUnavailable(f"service {service.name} got no loopback port: {exc}") from None
         stdio = entry.transport is Transport.MCP_STDIO
         env = self._tool_env(service, **{PORT_ENV: str(port), HANDOFF_ENV: str(handoff)})
         try:
