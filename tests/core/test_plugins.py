@@ -738,3 +738,23 @@ def test_a_wrapper_registered_after_an_observing_hook_was_called_wraps_its_next_
     plugins.pm.register(Wrapping(), name="wrapping")
     assert plugins.observe("crucible_session_event", event={"kind": "b"}) == []
     assert heard == ["plain a", "before b", "plain b", "after b"]
+
+
+def test_observing_a_firstresult_hook_goes_through_pluggy_and_stops_at_the_first_answer() -> None:
+    """The direct path calls every implementation; on a firstresult hook pluggy stops at the first
+    that answers, so observe() leaves such a hook to pluggy."""
+    called: list[str] = []
+
+    def answering(name: str) -> Any:
+        def crucible_domain_packs() -> Any:
+            called.append(name)
+            return object()
+
+        return crucible_domain_packs
+
+    plugins = load_plugins(discover=False)
+    for name in ("one", "two"):
+        module = make_plugin(f"crucible-plugin-{name}", crucible_domain_packs=answering(name))
+        plugins.register_module(module, name=name, distribution=f"crucible-plugin-{name}", version="1")
+    assert plugins.observe("crucible_domain_packs") == []
+    assert called == ["two"]  # the last registered is asked first, and its answer ends the call

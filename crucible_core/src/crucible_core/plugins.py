@@ -210,17 +210,23 @@ class Plugins:
 
     def _direct(self, hook: str, kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
         """The implementations of an observing hook to call one by one, in pluggy's order, or None
-        to go through pluggy: a wrapper wraps them, a monitor traces the call, or an argument is
-        missing (pluggy says which). An observer hears every session-log line, and pluggy's call
-        machinery cost more than the three observers a counter run has (about 3 us a line here).
+        to go through pluggy: a wrapper wraps them, a monitor traces the call, the hook is
+        firstresult or historic, or an argument is missing (pluggy says which). An observer hears
+        every session-log line, and pluggy's call machinery cost more than the three observers a
+        counter run has (about 3 us a line here).
         """
         pm = self.pm
         if not isinstance(pm, _Manager) or pm.monitored:
             return None
-        impls = getattr(pm.hook, hook).get_hookimpls()
+        caller = getattr(pm.hook, hook)
+        impls = caller.get_hookimpls()
         known = self._direct_plans.get(hook)
         if known is None or known[0] != impls:  # a plugin registered or left since
-            plan = None if any(_is_wrapper(impl) for impl in impls) else tuple(reversed(impls))
+            spec = caller.spec
+            # pluggy stops a firstresult hook at the first answer, and keeps a historic call
+            # for plugins registered later: neither is a plain call of each implementation
+            special = spec is not None and bool(spec.opts.get("firstresult") or spec.opts.get("historic"))
+            plan = None if special or any(_is_wrapper(impl) for impl in impls) else tuple(reversed(impls))
             takes = frozenset(name for impl in impls for name in impl.argnames)
             known = self._direct_plans[hook] = (impls, plan, takes)
         _, plan, takes = known
