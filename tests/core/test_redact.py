@@ -15,9 +15,9 @@ from crucible_core.redact import (
     ANY_SECRET_PATTERN,
     MASK,
     SECRET_ANCHORS,
-    SECRET_PATTERNS,
     Redactor,
     may_hold_secret_shape,
+    secret_patterns,
 )
 
 SECRET = "handed-out-value-91f2"
@@ -91,7 +91,7 @@ SHAPED = [
 
 def _every_shape_substituted(text: str) -> str:
     """What Redactor.text did before the combined search: every shape's substitution in turn."""
-    for pattern in SECRET_PATTERNS:
+    for pattern in secret_patterns():
         if pattern.groups >= 2:
             text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
         else:
@@ -102,8 +102,8 @@ def _every_shape_substituted(text: str) -> str:
 def test_every_secret_shape_is_masked_behind_the_one_search_that_skips_clean_text() -> None:
     # Redactor.text skips its per-shape substitutions when one combined search finds no shape:
     # the combined search must find every shape, flags (case, dot-all) included.
-    covered = {pattern.pattern for pattern in SECRET_PATTERNS for text in SHAPED if pattern.search(text)}
-    assert covered == {pattern.pattern for pattern in SECRET_PATTERNS}
+    covered = {pattern.pattern for pattern in secret_patterns() for text in SHAPED if pattern.search(text)}
+    assert covered == {pattern.pattern for pattern in secret_patterns()}
     for text in SHAPED:
         masked = Redactor().text(f"before {text} after")
         assert MASK in masked and masked == _every_shape_substituted(f"before {text} after"), text
@@ -114,7 +114,7 @@ def test_every_secret_shape_is_masked_behind_the_one_search_that_skips_clean_tex
 def test_the_literals_looked_for_first_give_the_combined_searchs_answer_on_long_texts() -> None:
     # On a long ASCII text Redactor.text looks for each shape's literals before searching for
     # the shape: every match of a shape must hold one of its literals, in any case.
-    for pattern, anchors in zip(SECRET_PATTERNS, SECRET_ANCHORS, strict=True):
+    for pattern, anchors in zip(secret_patterns(), SECRET_ANCHORS, strict=True):
         for text in SHAPED:
             for match in pattern.finditer(text):
                 assert any(anchor in match.group(0).lower() for anchor in anchors), (pattern.pattern, text)
@@ -172,4 +172,4 @@ def test_clean_text_is_redacted_without_compiling_each_shape_or_loading_base64()
     assert found["before"] == {"shapes": 0, "base64": False}
     assert found["clean"] == ["iteration", "Raise the integer in value.txt as high as you can (target: 5)."]
     assert found["masked"] == f"the key is {MASK}"
-    assert found["after"] == {"shapes": len(SECRET_PATTERNS), "base64": True}
+    assert found["after"] == {"shapes": len(secret_patterns()), "base64": True}

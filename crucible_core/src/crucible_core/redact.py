@@ -61,7 +61,7 @@ _compiled_shapes: tuple[re.Pattern[str], ...] = ()
 
 
 def secret_patterns() -> tuple[re.Pattern[str], ...]:
-    """Each secret shape as its own expression (SECRET_PATTERNS), compiled on first use.
+    """Each secret shape as its own expression, compiled on first use.
 
     Only a text that holds some shape, or a long one holding a shape's literal, needs them: most
     runs never do, and compiling them cost every start about a millisecond.
@@ -70,12 +70,6 @@ def secret_patterns() -> tuple[re.Pattern[str], ...]:
     if not _compiled_shapes:
         _compiled_shapes = tuple(re.compile(source, flags) for source, flags in _SECRET_SHAPES)
     return _compiled_shapes
-
-
-def __getattr__(name: str) -> Any:
-    if name == "SECRET_PATTERNS":  # kept by name for the callers that read the tuple
-        return secret_patterns()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # For each shape, literal text every match of it contains, in lower case. The combined search
@@ -102,7 +96,7 @@ _ANCHORS_FROM_LENGTH = 48
 
 
 def may_hold_secret_shape(value: str) -> bool:
-    """Whether some secret shape (SECRET_PATTERNS) occurs in `value`: ANY_SECRET_PATTERN's answer."""
+    """Whether some secret shape (secret_patterns()) occurs in `value`: ANY_SECRET_PATTERN's answer."""
     if len(value) < _ANCHORS_FROM_LENGTH or not value.isascii():
         return ANY_SECRET_PATTERN.search(value) is not None
     lowered = value.lower()
