@@ -147,7 +147,7 @@ def _entries(base: bytes) -> list[tuple[bytes, int, int, int]]:
             index = head + os.pread(f.fileno(), size - _INDEX_HEAD, _INDEX_HEAD)
     except OSError as exc:
         raise DamagedPack(base, f"its index cannot be read as a file ({exc.strerror})") from None
-    names = 8 + 256 * 4
+    names = _INDEX_HEAD
     crcs = names + count * 20
     offsets = crcs + count * 4
     large = offsets + count * 4
