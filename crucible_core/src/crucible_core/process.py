@@ -8,8 +8,9 @@ engine dies for any reason (SIGKILL included) the pipe closes and the guard kill
 still registered, and every process carrying this engine's mark in its environment, so no
 child outlives the engine. The groups are registered in a small table of memory the guard
 shares (a memfd it reads only once the engine is gone), so starting and ending a child costs
-the engine two stores, not two pipe writes that each wake the guard. (No PR_SET_PDEATHSIG: it needs a preexec_fn, which forces a full
-fork instead of vfork and costs about 2 ms per child in a large engine process.)
+the engine two stores, not two pipe writes that each wake the guard. (No PR_SET_PDEATHSIG: it
+needs a preexec_fn, which forces a full fork instead of vfork and costs about 2 ms per child in
+a large engine process.)
 
 After each child, its descendants that left the group (an agent's tool shell may start a
 session of its own) are killed by the child's mark. Finding them by reading every
@@ -57,8 +58,8 @@ SWEEP_PASSES = 8
 # The guard: at EOF on its stdin (the engine gone) it reads the group table (argv 3 and 4: the
 # table's descriptor and size in bytes; every non-zero cell is a group registered then) and
 # the "+pgid"/"-pgid" lines the engine wrote instead when it had no table or the table was
-# full, SIGKILLs those groups, then every process whose environment carries this engine's supervisor mark
-# (each child gets "<engine mark>.<n>", so one prefix names all of them).
+# full, SIGKILLs those groups, then every process whose environment carries this engine's
+# supervisor mark (each child gets "<engine mark>.<n>", so one prefix names all of them).
 # The mark closes the window between a fork and its registration, and catches descendants
 # that left the group; only a process that scrubbed its environment and its group escapes.
 # A child the engine was spawning as it died may not show its mark yet (until its exec it
