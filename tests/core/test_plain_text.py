@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import random
 import re
-import subprocess
-import sys
-import textwrap
 
 from crucible_core.contract.plain_text import REPLACEMENT, plain, valid_text
+from tests.fresh_interpreter import json_printed_by
 
 # The filter as one substitution per step, as it was written before printable ASCII was passed
 # over first and the expressions were compiled on first use: the answers must stay these.
@@ -51,7 +48,7 @@ def test_plain_and_valid_text_give_the_expressions_answers() -> None:
 def test_printable_ascii_is_filtered_without_compiling_an_expression() -> None:
     """Most of what a run prints is printable ASCII: the classes beyond ASCII (about a millisecond
     to compile) are compiled only when a text could hold what they match."""
-    code = textwrap.dedent(
+    found = json_printed_by(
         """
         import json, re
         compiled = []
@@ -64,10 +61,6 @@ def test_printable_ascii_is_filtered_without_compiling_an_expression() -> None:
         print(json.dumps({"before": before, "after": len(compiled), "clean": clean, "dirty": dirty}))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    found = json.loads(done.stdout)
     assert found["before"] == []
     assert found["clean"] == ["score 5 best 5 (+400%)", "a b", "ok"]
     assert found["dirty"] == "xy z "

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
+from tests.fresh_interpreter import json_printed_by
 
 
 def test_the_protocol_records_defined_on_first_use_are_the_protocols_names() -> None:
     """Five records live in protocol_records.py and are asked for through protocols (and the API):
     importing protocols leaves them out, and each name then resolves to the one class."""
-    code = textwrap.dedent(
+    found = json_printed_by(
         """
         import json, sys
         from crucible_core import protocols
@@ -36,10 +33,7 @@ def test_the_protocol_records_defined_on_first_use_are_the_protocols_names() -> 
         }))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert json.loads(done.stdout) == {
+    assert found == {
         "loaded_at_import": False,
         "names": ["PublishRequest", "SandboxCommand", "SandboxLayout", "ServedTool", "ShellStdin"],
         "same": [True] * 5,

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
-import subprocess
-import sys
-import textwrap
 from typing import Any
 
 import pytest
@@ -19,6 +15,7 @@ from crucible_core.redact import (
     may_hold_secret_shape,
     secret_patterns,
 )
+from tests.fresh_interpreter import json_printed_by
 
 SECRET = "handed-out-value-91f2"
 
@@ -151,7 +148,7 @@ def test_a_value_added_later_is_masked_in_a_text_redacted_before() -> None:
 def test_clean_text_is_redacted_without_compiling_each_shape_or_loading_base64() -> None:
     """Each shape's own expression and the base64 forms are needed only when a text holds a shape
     or a value is handed out; a run that meets neither compiles and imports neither (start-up)."""
-    code = textwrap.dedent(
+    found = json_printed_by(
         """
         import json, sys
         from crucible_core import redact
@@ -165,10 +162,6 @@ def test_clean_text_is_redacted_without_compiling_each_shape_or_loading_base64()
         print(json.dumps({"before": before, "after": after, "clean": clean, "masked": masked}))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    found = json.loads(done.stdout)
     assert found["before"] == {"shapes": 0, "base64": False}
     assert found["clean"] == ["iteration", "Raise the integer in value.txt as high as you can (target: 5)."]
     assert found["masked"] == f"the key is {MASK}"

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from tests.cli_support import crucible_env
+from tests.fresh_interpreter import json_printed_by
 
 CRUCIBLE = Path(sys.executable).parent / "crucible"
 
@@ -227,10 +228,7 @@ def test_the_packs_core_asks_at_every_start_name_a_copy_as_its_marker_does(tmp_p
         found.append(packs.provenance(root))
         print(json.dumps(found))
         """
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(done.stdout) == [None, False, "pack=notes 1 " + "c" * 64, True, None]
+    assert json_printed_by(code) == [None, False, "pack=notes 1 " + "c" * 64, True, None]
 
 
 def test_without_the_packs_plugin_a_pack_is_refused_naming_it(tmp_path: Path) -> None:
