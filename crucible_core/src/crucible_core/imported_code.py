@@ -366,14 +366,15 @@ class ImportedCode:
 
         def add(name: str, entry: _Entry, code: bytes, mtimes: dict[str, int]) -> None:
             looked_in = shared.setdefault(tuple(entry[4]), list(entry[4]))
+            watched = (*looked_in, *(entry[3] or ()))  # the import path's directories, the package's
             offset = size[0]
             if offset + len(code) > MAX_CODE_BYTES:
                 return
-            if mtimes is recorded and not still((*looked_in, *(entry[3] or ()))):
+            if mtimes is recorded and not still(watched):
                 return
-            if mtimes is now and not unsettled.isdisjoint((*looked_in, *(entry[3] or ()))):
+            if mtimes is now and not unsettled.isdisjoint(watched):
                 return
-            for directory in (*looked_in, *(entry[3] or ())):
+            for directory in watched:
                 directories[directory] = mtimes.get(directory, -2)  # -2: never a stat's answer
             index[name] = (entry[0], entry[1], entry[2], entry[3], looked_in, offset, len(code))
             chunks.append(code)
